@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install everything the tests need (into .venv, plus Debian's chromium) and run
+# the whole suite: ruff, then pytest on both cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --browser
+.venv/bin/ruff check src tests bench examples
+.venv/bin/python -m pytest -n 2 -p no:cacheprovider "$@"

@@ -1,0 +1,249 @@
+"""The `nprof` command line: `capture`, `view`, `compile`.
+
+This module only parses arguments and calls one library function per command;
+it maps `NprofError` to one line on stderr and the error's exit code (2), and
+Ctrl-C to exit code 130. It contains no logic of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from nprof import __version__
+from nprof.errors import NprofError
+
+DEFAULT_PORT = 3001
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"nprof {self.prog.split()[-1]}: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="nprof", description="Profile ML workloads on a virtual NeuronCore or real hardware.")
+    parser.add_argument("--version", action="version", version=f"nprof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    cap = sub.add_parser(
+        "capture",
+        help="run a program on the virtual device, or a PyTorch script, and write a profile",
+        description="Run a compiled program (-n) on the virtual NeuronCore, or a command after `--` "
+        "under torch.profiler, and write a profile file.",
+    )
+    cap.add_argument("-n", "--neff", "--program", dest="program", help="program file (.neff) to run")
+    cap.add_argument(
+        "-s",
+        "--session-file",
+        "--profile",
+        dest="profile",
+        help="profile file to write (a directory for multi-worker captures)",
+    )
+    cap.add_argument(
+        "inputs", nargs="*", metavar="NAME FILE.npy", help="input tensors as name/file pairs; none = all-zero inputs"
+    )
+    cap.add_argument(
+        "--device",
+        choices=("sim", "cpu", "cuda"),
+        default=None,
+        help="sim = virtual NeuronCore (default with -n); cpu/cuda profile a real run",
+    )
+    cap.add_argument(
+        "--device-preset", choices=("trn1", "trn2"), default=None, help="virtual device preset (default: the program's)"
+    )
+    cap.add_argument(
+        "--ignore-exec-errors",
+        action="store_true",
+        help="write the profile even if execution reports errors (inf/NaN, bounds)",
+    )
+    cap.add_argument(
+        "--profile-nth-exec",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="profile the N-th execution (earlier ones are warm-up)",
+    )
+    cap.add_argument("--timing-only", action="store_true", help="skip numerics (timing model only), for large programs")
+    cap.add_argument("--list-inputs", action="store_true", help="list the program's inputs and exit")
+    cap.add_argument(
+        "-r",
+        "--collectives-workers-per-node",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="simulate N workers per node running the program",
+    )
+    cap.add_argument(
+        "--collectives-profile-id", default="all", metavar="all|ID", help="which worker ranks to profile (default all)"
+    )
+    cap.add_argument(
+        "--collectives-worker-count",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="total workers across all nodes (multi-node)",
+    )
+    cap.add_argument(
+        "--collectives-worker-start-id",
+        type=_non_negative,
+        default=0,
+        metavar="ID",
+        help="rank of this node's first worker (multi-node)",
+    )
+    cap.add_argument(
+        "-m",
+        "--multi-input",
+        default=None,
+        metavar="FILE",
+        help="per-rank inputs: a file listing `RANK NAME FILE.npy` lines",
+    )
+
+    view = sub.add_parser(
+        "view",
+        help="post-process a profile: serve the web viewer or write a file",
+        description="Ingest a profile into the store and serve the web viewer, or write it in "
+        "another format with --output-format.",
+    )
+    view.add_argument("-n", "--neff", "--program", dest="program", help="program file (optional)")
+    view.add_argument(
+        "-s",
+        "--session-file",
+        "--profile",
+        dest="profile",
+        help="profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)",
+    )
+    view.add_argument(
+        "-d", "--directory", dest="directory", help="directory of a multi-worker capture (profile_rank_<i>.ntff)"
+    )
+    view.add_argument(
+        "--output-format", default="db", help="db (default), summary-text, summary-json, json, parquet, csv, perfetto"
+    )
+    view.add_argument("--output-file", default=None, help="where to write the output")
+    view.add_argument("--show-perfetto-flows", action="store_true", help="perfetto: draw dependency arrows")
+    view.add_argument("--terminology", action="store_true", help="print the table of terms and exit")
+    view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")
+    view.add_argument("--port", type=_positive, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
+    view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    view.add_argument("--force", action="store_true", help="replace a stored profile with the same id")
+    view.add_argument("--db-bucket", default=None, metavar="ID", help="id to store the profile under")
+    view.add_argument("--display-name", default=None, help="name shown in the profile list")
+    view.add_argument(
+        "--db", default=None, metavar="PATH", help="store directory (default $NPROF_DB or ~/.local/share/nprof/store)"
+    )
+
+    comp = sub.add_parser(
+        "compile",
+        help="run a training script once, compiling every graph into the compile cache",
+        description="Run `python script.py` with torch.compile(backend='nprof') graphs compiled into "
+        "the cache (the neuron_parallel_compile analogue).",
+    )
+    comp.add_argument(
+        "--cache",
+        default=None,
+        metavar="DIR",
+        help="compile cache (default $NPROF_CACHE or ~/.cache/nprof/compile-cache)",
+    )
+    return parser
+
+
+def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split `nprof capture ... -- python train.py` into (nprof args, command)."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, []
+
+
+def _cmd_capture(args: argparse.Namespace) -> int:
+    command = args.command_args
+    if command or args.device in ("cpu", "cuda"):
+        from nprof.capture.torch_run import capture_command
+
+        if not command:
+            raise NprofError(
+                "nothing to run: give the command after `--`, e.g. nprof capture -s p.ntff -- python train.py"
+            )
+        if not args.profile:
+            raise NprofError("missing -s PROFILE: where to write the profile")
+        capture_command(command, args.profile, device=args.device or "cpu")
+        return 0
+    if not args.program:
+        raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")
+    from nprof.capture.sim import capture_from_args
+
+    return capture_from_args(args)
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from nprof.export import terminology_text
+
+    if args.terminology:
+        sys.stdout.write(terminology_text())
+        return 0
+    if args.output_format != "db":
+        from nprof.export import export_from_args
+
+        return export_from_args(args)
+    from nprof.web.serve import view_from_args
+
+    return view_from_args(args)
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from nprof.compiler.cache import compile_command
+
+    command = args.command_args
+    if not command:
+        raise NprofError("nothing to run: nprof compile -- python train.py [args]")
+    return compile_command(command, cache_dir=args.cache)
+
+
+_COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(own)
+    args.command_args = command
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return _COMMANDS[args.command](args)
+    except NprofError as err:
+        sys.stderr.write(f"nprof {args.command}: {err}\n")
+        return err.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("nprof: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""The single-file container shared by the Program and Profile formats.
+
+A container is a ZIP archive whose members are *stored* (not compressed):
+`manifest.json` first, then one Parquet file (zstd inside) per table, named
+`<table>.parquet`. Any Parquet tool can read the tables after unzipping.
+
+Contract:
+* `write_container` writes to a temporary file beside the target and renames it
+  into place, so a crash never leaves a half-written file under the real name.
+* `open_container` checks the file is a container of the expected format and a
+  schema version it understands *before* reading any table, and raises
+  `FormatError` with a one-line reason (naming the file) otherwise: truncated,
+  not a ZIP, another format, a newer schema, or a real AWS NEFF/NTFF.
+* Tables are read lazily and zero-copy from a memory map of the stored members.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from nprof.errors import FormatError, NprofError
+
+MANIFEST = "manifest.json"
+_ZIP_MAGIC = b"PK\x03\x04"
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
+_AWS_HINT = {
+    "NEFF": "a real AWS NEFF (Neuron executable): nprof runs its own programs; "
+    "compile with nprof (nki or torch.compile backend='nprof')",
+    "NTFF": "a real AWS NTFF (Neuron trace): convert it on the Neuron machine with "
+    "`neuron-profile view -n file.neff -s file.ntff --output-format json "
+    "--output-file profile.json`, then `nprof view -s profile.json`",
+}
+
+
+def write_container(
+    path: str | os.PathLike[str],
+    fmt: str,
+    schema_version: int,
+    manifest: Mapping[str, Any],
+    tables: Mapping[str, pa.Table],
+) -> Path:
+    """Atomically write `manifest` (plus format/schema_version) and `tables` to `path`."""
+    target = Path(path)
+    head = {"format": fmt, "schema_version": schema_version, **manifest}
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise NprofError(f"{target}: directory {parent} does not exist; create it or pick another path")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise NprofError(f"{target}: cannot write here ({exc.strerror}); pick a writable path") from exc
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr(MANIFEST, orjson.dumps(head, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+            for name, table in tables.items():
+                with zf.open(f"{name}.parquet", "w", force_zip64=True) as member:
+                    pq.write_table(table, member, compression="zstd", row_group_size=1 << 20)
+        os.replace(tmp, target)
+    except BaseException:
+        with _suppress_oserror():
+            os.unlink(tmp)
+        raise
+    return target
+
+
+@contextmanager
+def _suppress_oserror() -> Iterator[None]:
+    try:
+        yield
+    except OSError:
+        pass
+
+
+def sniff_foreign(path: Path, head: bytes) -> str | None:
+    """Return a hint if `head` (the first bytes of `path`) looks like a real AWS NEFF/NTFF."""
+    suffix = path.suffix.lower().lstrip(".").upper()
+    if head.startswith(_ZIP_MAGIC):
+        return None
+    if suffix in _AWS_HINT:
+        return _AWS_HINT[suffix]
+    return None
+
+
+class Container:
+    """An opened container: its manifest and lazy access to its tables."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], members: dict[str, tuple[int, int]]):
+        self.path = path
+        self.manifest = manifest
+        self._members = members  # table name -> (data offset, size)
+        self._map: pa.MemoryMappedFile | None = None
+
+    @property
+    def table_names(self) -> list[str]:
+        return sorted(self._members)
+
+    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        """Read one table; raises FormatError if it is missing or corrupt."""
+        if name not in self._members:
+            raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
+        offset, size = self._members[name]
+        if self._map is None:
+            self._map = pa.memory_map(str(self.path), "r")
+        try:
+            buf = self._map.read_at(size, offset)
+            if len(buf) != size:
+                raise OSError("short read")
+            return pq.read_table(pa.BufferReader(buf), columns=columns)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise FormatError(f"{self.path}: table '{name}' is corrupt ({_short(exc)}); re-create the file") from exc
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+def open_container(
+    path: str | os.PathLike[str],
+    fmt: str,
+    max_schema_version: int,
+    what: str,
+    describe_other: Callable[[str], str] | None = None,
+) -> Container:
+    """Open and validate a container of format `fmt`; `what` names it in messages ("profile")."""
+    p = Path(path)
+    if not p.exists():
+        raise NprofError(f"{p}: no such file; check the path")
+    if p.is_dir():
+        raise NprofError(f"{p}: is a directory, not a {what} file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise NprofError(f"{p}: cannot read ({exc.strerror})") from exc
+    if not head:
+        raise FormatError(f"{p}: empty file; re-create it")
+    hint = sniff_foreign(p, head)
+    if hint:
+        raise FormatError(f"{p}: this is {hint}")
+    if not head.startswith(_ZIP_MAGIC):
+        raise FormatError(f"{p}: not an nprof {what} file (unrecognised content)")
+    try:
+        with zipfile.ZipFile(p) as zf:
+            infos = zf.infolist()
+            names = {i.filename for i in infos}
+            if MANIFEST not in names:
+                raise FormatError(f"{p}: not an nprof {what} file (no manifest)")
+            manifest = orjson.loads(zf.read(MANIFEST))
+            members: dict[str, tuple[int, int]] = {}
+            with open(p, "rb") as fh:
+                for info in infos:
+                    if not info.filename.endswith(".parquet"):
+                        continue
+                    if info.compress_type != zipfile.ZIP_STORED:
+                        raise FormatError(f"{p}: member {info.filename} is compressed; not written by nprof")
+                    fh.seek(info.header_offset)
+                    raw = fh.read(_LOCAL_HEADER.size)
+                    if len(raw) < _LOCAL_HEADER.size:
+                        raise FormatError(f"{p}: truncated file; re-create it")
+                    fields = _LOCAL_HEADER.unpack(raw)
+                    if fields[0] != _ZIP_MAGIC:
+                        raise FormatError(f"{p}: corrupt archive; re-create the file")
+                    name_len, extra_len = fields[-2], fields[-1]
+                    start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+                    members[info.filename[: -len(".parquet")]] = (start, info.compress_size)
+    except FormatError:
+        raise
+    except (
+        zipfile.BadZipFile,
+        orjson.JSONDecodeError,
+        OSError,
+        EOFError,
+        ValueError,
+        UnicodeDecodeError,
+        struct.error,
+        NotImplementedError,
+        OverflowError,
+    ) as exc:
+        raise FormatError(f"{p}: truncated or corrupt {what} file ({_short(exc)}); re-create it") from exc
+    size = p.stat().st_size
+    if any(off + n > size for off, n in members.values()):
+        raise FormatError(f"{p}: truncated {what} file; re-create it")
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        other = describe_other(str(found)) if (describe_other and found) else None
+        raise FormatError(f"{p}: " + (other or f"not an nprof {what} file (format is {found!r})"))
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise FormatError(f"{p}: {what} manifest has no valid schema_version")
+    if version > max_schema_version:
+        raise FormatError(
+            f"{p}: {what} schema version {version} is newer than this nprof understands "
+            f"({max_schema_version}); upgrade nprof"
+        )
+    return Container(p, manifest, members)
+
+
+def table_to_parquet_bytes(table: pa.Table) -> bytes:
+    """Serialise one table as Parquet bytes (used for downloads and tests)."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()

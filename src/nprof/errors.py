@@ -1,0 +1,32 @@
+"""The one exception type of nprof.
+
+Library code raises `NprofError` (or a subclass) for every problem a user can
+cause or fix: bad input files, bad arguments, invalid kernels. The message is
+one line saying what is wrong and what to do. `cli.py` prints it on stderr and
+exits with `exit_code`; nothing else in the library prints or exits.
+"""
+
+from __future__ import annotations
+
+
+class NprofError(Exception):
+    """A user-facing error: `str(err)` is the one-line message shown to the user."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class FormatError(NprofError):
+    """A file is not a valid nprof Program/Profile (truncated, corrupt, foreign, too new)."""
+
+
+class KernelError(NprofError):
+    """A kernel is invalid; the message starts with the user's `file:line`."""
+
+
+class UnsupportedOpError(NprofError):
+    """The compiler met an operation it cannot lower."""

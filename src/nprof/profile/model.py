@@ -1,0 +1,223 @@
+"""The Profile: the one central model between capture and analysis.
+
+A `Profile` is a manifest (`ProfileInfo`) plus four pyarrow Tables with the
+schemas of `schema.py`. It is immutable; producers build one with
+`Profile.build(info, instructions={...}, dma={...})`, which fills omitted
+columns with their defaults (0, False, null, empty list) and checks the rest.
+`save`/`load` use the single-file container (see `nprof.container`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof import __version__
+from nprof.container import open_container, write_container
+from nprof.errors import FormatError, NprofError
+from nprof.profile.schema import FORMAT, SCHEMA_VERSION, TABLES
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of the profiled program (for the Summary tab's program info)."""
+
+    name: str  # tensor name in the program
+    shape: tuple[int, ...]  # logical shape
+    dtype: str  # numpy-style dtype name, e.g. float32, bfloat16
+    kind: str  # input, output, weight or internal
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """The manifest of a profile: where it came from and how to interpret it."""
+
+    device: str  # "virtual-neuroncore", "cpu", "cuda" or "chrome-trace"
+    name: str = ""  # display name: program, script or trace file name
+    producer: str = f"nprof {__version__}"  # the tool (and backend) that wrote it
+    preset: str | None = None  # virtual device preset (trn1, trn2); None for real hardware
+    device_name: str | None = None  # e.g. "Intel Xeon ..." or "NVIDIA A100-SXM4-40GB"
+    rank: int = 0  # worker rank of this profile
+    world_size: int = 1  # number of workers in the job
+    nc_idx: int = 0  # NeuronCore index on its device
+    nd_idx: int = 0  # Neuron device index
+    created: str = ""  # ISO-8601 UTC time of capture
+    total_time_ns: int | None = None  # execution window; None = end of the last event
+    peak_flops: float | None = None  # FLOP/s peak of the device used for MFU/HFU
+    hbm_bandwidth: float | None = None  # bytes/s peak memory bandwidth used for MBU
+    peaks_source: str | None = None  # where the peaks come from (preset, device table, calibration)
+    program: str | None = None  # path of the program file that produced it, if any
+    tensors: tuple[TensorInfo, ...] = ()  # program inputs/outputs/weights
+    meta: Mapping[str, str] = field(default_factory=dict)  # free-form extra facts (command line...)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["meta"] = dict(self.meta)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProfileInfo:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        if "device" not in kwargs or not isinstance(kwargs["device"], str):
+            raise ValueError("manifest has no device")
+        kwargs["tensors"] = tuple(
+            TensorInfo(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in kwargs.get("tensors", ())
+        )
+        kwargs["meta"] = {str(k): str(v) for k, v in dict(kwargs.get("meta") or {}).items()}
+        return cls(**kwargs)
+
+
+_DEFAULT_FILL = {"pc": -1}  # column defaults other than 0/False/null/empty
+
+
+def _default_column(name: str, type_: pa.DataType, n: int) -> pa.Array:
+    if name in _DEFAULT_FILL:
+        return pa.array(np.full(n, _DEFAULT_FILL[name], dtype=type_.to_pandas_dtype()), type_)
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return pa.nulls(n, type_)
+    if pa.types.is_list(type_):
+        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+        return pa.ListArray.from_arrays(offsets, pa.array([], type_.value_type))
+    if pa.types.is_boolean(type_):
+        return pa.array(np.zeros(n, dtype=bool))
+    return pa.array(np.zeros(n, dtype=type_.to_pandas_dtype()), type_)
+
+
+def make_table(name: str, columns: Mapping[str, Any] | pa.Table | None) -> pa.Table:
+    """Build table `name` from `columns` (arrays/lists by column name, or a Table).
+
+    Missing columns get defaults; present ones are cast to the schema type.
+    Unknown column names are an error (they would be silently lost).
+    """
+    schema = TABLES[name]
+    if columns is None:
+        return schema.empty_table()
+    if isinstance(columns, pa.Table):
+        columns = {c: columns.column(c) for c in columns.column_names}
+    unknown = set(columns) - set(schema.names)
+    if unknown:
+        raise ValueError(f"unknown {name} columns: {sorted(unknown)}")
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"{name} columns have different lengths: {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    arrays = []
+    for f in schema:
+        if f.name in columns:
+            value = columns[f.name]
+            arr = value if isinstance(value, pa.Array | pa.ChunkedArray) else pa.array(value, f.type)
+            if arr.type != f.type:
+                arr = arr.cast(f.type)
+            arrays.append(arr)
+        else:
+            arrays.append(_default_column(f.name, f.type, n))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A captured profile: manifest plus the instructions, dma, collectives and counters tables."""
+
+    info: ProfileInfo
+    instructions: pa.Table
+    dma: pa.Table
+    collectives: pa.Table
+    counters: pa.Table
+
+    @classmethod
+    def build(
+        cls,
+        info: ProfileInfo,
+        instructions: Mapping[str, Any] | pa.Table | None = None,
+        dma: Mapping[str, Any] | pa.Table | None = None,
+        collectives: Mapping[str, Any] | pa.Table | None = None,
+        counters: Mapping[str, Any] | pa.Table | None = None,
+    ) -> Profile:
+        if not info.created:
+            info = replace(info, created=datetime.now(UTC).isoformat(timespec="seconds"))
+        return cls(
+            info,
+            make_table("instructions", instructions),
+            make_table("dma", dma),
+            make_table("collectives", collectives),
+            make_table("counters", counters),
+        )
+
+    @property
+    def event_count(self) -> int:
+        """Instructions plus DMA transfers."""
+        return self.instructions.num_rows + self.dma.num_rows
+
+    @property
+    def total_time_ns(self) -> int:
+        """The execution window: manifest value, else the end of the last event."""
+        if self.info.total_time_ns is not None:
+            return int(self.info.total_time_ns)
+        end = 0
+        for t in (self.instructions, self.dma, self.collectives):
+            if t.num_rows:
+                end = max(end, int(pc.max(pc.add(t["ts"], t["duration"])).as_py()))
+        return end
+
+    def table(self, name: str) -> pa.Table:
+        if name not in TABLES:
+            raise NprofError(f"unknown profile table '{name}'; tables are {', '.join(TABLES)}")
+        return getattr(self, name)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the profile atomically to `path`."""
+        return write_container(
+            path,
+            FORMAT,
+            SCHEMA_VERSION,
+            self.info.to_json(),
+            {name: self.table(name) for name in TABLES},
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Profile:
+        """Read and validate a profile file; FormatError with a one-line reason otherwise."""
+        box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
+        try:
+            manifest = {k: v for k, v in box.manifest.items() if k not in ("format", "schema_version")}
+            try:
+                info = ProfileInfo.from_json(manifest)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise FormatError(f"{box.path}: invalid profile manifest ({exc}); re-create it") from exc
+            tables = {}
+            for name, schema in TABLES.items():
+                raw = box.read_table(name)
+                if not raw.schema.equals(schema, check_metadata=False):
+                    try:
+                        raw = raw.select(schema.names).cast(schema)
+                    except (KeyError, pa.ArrowException, ValueError) as exc:
+                        raise FormatError(
+                            f"{box.path}: table '{name}' does not match the profile schema; re-create it"
+                        ) from exc
+                tables[name] = raw
+            _check_events(box.path, tables)
+            return cls(info, **tables)
+        finally:
+            box.close()
+
+
+def _describe_other_format(found: str) -> str | None:
+    if found == "nprof-program":
+        return "this is an nprof program, not a profile; capture it first: nprof capture -n FILE -s profile.ntff"
+    return None
+
+
+def _check_events(path: Path, tables: Mapping[str, pa.Table]) -> None:
+    for name in ("instructions", "dma", "collectives"):
+        t = tables[name]
+        if t.num_rows and (pc.min(t["ts"]).as_py() < 0 or pc.min(t["duration"]).as_py() < 0):
+            raise FormatError(f"{path}: table '{name}' has negative timestamps or durations; re-create it")
