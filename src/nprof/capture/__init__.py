@@ -1,0 +1,61 @@
+"""Capture backends, and `open_profile`: the one way to open any profile-like file.
+
+Contract of `open_profile(path) -> Profile`:
+* the kind of file is detected by its content, not only its extension:
+  a ZIP container is an nprof profile (`Profile.load`, which also explains real
+  AWS NTFF files and nprof programs); content starting with `{` or `[` (after
+  optional whitespace / BOM), or a gzip stream, is a Chrome-trace JSON
+  (torch.profiler / Kineto / generic) imported by `nprof.capture.chrome`;
+* anything else raises `NprofError` with one line naming the file and the problem.
+
+Importing this package is cheap: torch and the JSON importer load on demand.
+Backends live in sibling modules: `sim` (virtual device), `torch_run` (real
+CPU/CUDA runs through torch.profiler), `chrome` (Chrome-trace import).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nprof.errors import NprofError
+from nprof.profile import Profile
+
+__all__ = ["open_profile", "sniff_kind"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def sniff_kind(path: str | os.PathLike[str]) -> str:
+    """Return "ntff", "json" or "json.gz" from the first bytes of `path` ("ntff" when unsure)."""
+    p = Path(path)
+    if not p.exists():
+        raise NprofError(f"{p}: no such file; check the path")
+    if p.is_dir():
+        raise NprofError(f"{p}: is a directory, not a profile file (use -d for a multi-worker capture directory)")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(64)
+    except OSError as exc:
+        raise NprofError(f"{p}: cannot read ({exc.strerror})") from exc
+    if head.startswith(_ZIP_MAGIC):
+        return "ntff"
+    if head.startswith(_GZIP_MAGIC):
+        return "json.gz"
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if text[:1] in (b"{", b"["):
+        return "json"
+    if not text and p.suffix.lower() == ".json":
+        return "json"  # empty or whitespace-only JSON: let the importer say so
+    return "ntff"
+
+
+def open_profile(path: str | os.PathLike[str]) -> Profile:
+    """Open an nprof profile (.ntff) or a Chrome-trace JSON (.json / .json.gz) as a Profile."""
+    kind = sniff_kind(path)
+    if kind == "ntff":
+        return Profile.load(path)
+    from nprof.capture.chrome import import_chrome_trace
+
+    return import_chrome_trace(path)
