@@ -1,0 +1,1 @@
+"""The virtual NeuronCore definition: presets, the ISA and the cost model."""
