@@ -1,0 +1,48 @@
+"""Analysis passes: pure functions `Profile -> pyarrow.Table`, registered in `PASSES`.
+
+Contract (others depend on it):
+* `summary_metrics(profile) -> dict[str, int | float | str]`: the summary
+  fields that apply to the profile, ordered (see `nprof.analysis.metrics`).
+* `PASSES`: pass name -> function; `run_all(profile) -> dict[name, Table]` runs
+  every pass in registry order. Passes: summary, engines, opcodes, layers,
+  dma_queues, counters, warnings, findings (each documented in its module).
+* Passes are vectorised (numpy / pyarrow.compute) and share derived arrays
+  through `nprof.analysis.facts`, so running all of them reads each column once.
+* `describe(name)` gives the (group, unit, description) of a summary field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from nprof.analysis.counters import counters
+from nprof.analysis.dma_queues import dma_queues
+from nprof.analysis.engines import engines
+from nprof.analysis.findings import findings
+from nprof.analysis.layers import layers
+from nprof.analysis.metrics import describe, summary_metrics
+from nprof.analysis.opcodes import opcodes
+from nprof.analysis.summary import summary
+from nprof.analysis.warnings import warnings
+from nprof.profile import Profile
+
+PASSES: dict[str, Callable[[Profile], pa.Table]] = {
+    "summary": summary,
+    "engines": engines,
+    "opcodes": opcodes,
+    "layers": layers,
+    "dma_queues": dma_queues,
+    "counters": counters,
+    "warnings": warnings,
+    "findings": findings,
+}
+
+
+def run_all(profile: Profile) -> dict[str, pa.Table]:
+    """Run every registered pass on `profile`; returns pass name -> table, in registry order."""
+    return {name: fn(profile) for name, fn in PASSES.items()}
+
+
+__all__ = ["PASSES", "describe", "run_all", "summary_metrics"]

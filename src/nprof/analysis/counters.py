@@ -1,0 +1,132 @@
+"""The `counters` pass: timeline counter series computed from the events, plus sampled counters.
+
+Contract: columns ts (ns), name, value (float64); each series is a step
+function (a value holds until the series' next point), sorted by ts, with
+consecutive equal values collapsed. Series:
+* `tensor_util` (%): share of time the TensorMatrix row (`tensor.moving`, else
+  every tensor instruction) is busy, per bin;
+* `pending_dma` (count): DMA transfers in flight, at *exact* change points (a
+  transfer is pending from its start to its end), so it stays exact at any zoom;
+* `dma_throughput` (GB/s = bytes/ns): bytes moved per bin divided by the bin
+  width, each transfer spreading its bytes evenly over its duration;
+* every series of the profile's own `counters` table (sampled real-hardware
+  data such as a throttle counter), unchanged.
+Binned series use bins of `bin_width_ns(total)` = ceil(total / 100000) ns (at
+least 1 ns): at most 100k bins per series whatever the event count, and 1 ns
+(exact) for profiles shorter than 100 us. Values are exact integrals over each
+bin (no sampling), so zooming never shows aliasing, only the bin resolution.
+Series appear only when their source exists (no DMA -> no DMA series).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from nprof.analysis import intervals as iv
+from nprof.analysis.facts import facts
+from nprof.profile import Profile
+
+SCHEMA = pa.schema(
+    [
+        pa.field("ts", pa.int64(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+MAX_BINS = 100_000
+SERIES = {  # name -> (label, unit) of the computed series
+    "tensor_util": ("TensorMatrix utilization", "%"),
+    "pending_dma": ("Pending DMA count", ""),
+    "dma_throughput": ("DMA throughput", "GB/s"),
+}
+
+
+def bin_width_ns(total_ns: int) -> int:
+    """Width of the bins of the binned series for a profile window of `total_ns`."""
+    return max(1, math.ceil(total_ns / MAX_BINS))
+
+
+def _collapse(ts: np.ndarray, value: np.ndarray, end: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Drop points whose value equals the previous point's; optionally close the series with 0 at `end`."""
+    if ts.size:
+        keep = np.empty(ts.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(value[1:], value[:-1], out=keep[1:])
+        ts, value = ts[keep], value[keep]
+    if end is not None and value.size and value[-1] != 0 and end > ts[-1]:
+        ts, value = np.append(ts, end), np.append(value, 0.0)
+    return ts, value
+
+
+def _edges(total: int) -> np.ndarray:
+    width = bin_width_ns(total)
+    return np.arange(0, total + width, width, dtype=np.int64)
+
+
+def tensor_util(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    f = facts(profile)
+    m = f.tensor_matrix_mask
+    if not m.any() or f.total_ns <= 0:
+        return np.empty(0, np.int64), np.empty(0)
+    merged = iv.merge(f.i_ts[m], f.i_end[m])
+    edges = _edges(f.total_ns)
+    ends = np.minimum(edges[1:], f.total_ns)
+    busy = iv.coverage(merged, edges[:-1], ends)
+    value = np.round(100.0 * busy / np.maximum(ends - edges[:-1], 1), 6)
+    return _collapse(edges[:-1], value, f.total_ns)
+
+
+def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    f = facts(profile)
+    if f.d_ts.size == 0:
+        return np.empty(0, np.int64), np.empty(0)
+    starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts)
+    ends = f.d_end if iv.is_sorted(f.d_end) else np.sort(f.d_end)
+    points = np.concatenate([starts, ends])
+    points.sort(kind="stable")  # two sorted runs: a linear merge
+    keep = np.empty(points.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(points[1:], points[:-1], out=keep[1:])
+    points = points[keep]
+    count = np.searchsorted(starts, points, side="right") - np.searchsorted(ends, points, side="right")
+    return _collapse(points, count.astype(np.float64))
+
+
+def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    f = facts(profile)
+    if f.d_ts.size == 0 or f.total_ns <= 0:
+        return np.empty(0, np.int64), np.empty(0)
+    edges = _edges(f.total_ns)
+    timed = f.d_dur > 0
+    rate = f.d_bytes[timed] / f.d_dur[timed]
+    change = np.concatenate([f.d_ts[timed], f.d_end[timed]])
+    delta = np.concatenate([rate, -rate])
+    moved = iv.integral_at(change, delta, edges.astype(np.float64))
+    per_bin = np.diff(moved)
+    instant = ~timed  # zero-duration transfers count fully in their bin
+    if instant.any():
+        idx = np.clip(np.searchsorted(edges, f.d_ts[instant], side="right") - 1, 0, per_bin.size - 1)
+        per_bin += np.bincount(idx, weights=f.d_bytes[instant], minlength=per_bin.size)
+    ends = np.minimum(edges[1:], f.total_ns)
+    # round away float noise of the integral (1e-6 GB/s = 1 kB/s) so constant stretches collapse to one point
+    value = np.round(np.maximum(per_bin, 0.0) / np.maximum(ends - edges[:-1], 1), 6)
+    return _collapse(edges[:-1], value, f.total_ns)
+
+
+def counters(profile: Profile) -> pa.Table:
+    """All counter series of `profile` (see module doc)."""
+    parts: list[pa.Table] = []
+    for name, fn in (("tensor_util", tensor_util), ("pending_dma", pending_dma), ("dma_throughput", dma_throughput)):
+        ts, value = fn(profile)
+        if ts.size:
+            names = pa.DictionaryArray.from_arrays(np.zeros(ts.size, np.int32), pa.array([name])).cast(pa.string())
+            parts.append(pa.table({"ts": ts, "name": names, "value": value}, schema=SCHEMA))
+    sampled = profile.counters
+    if sampled.num_rows:
+        parts.append(sampled.select(SCHEMA.names).cast(SCHEMA).sort_by([("name", "ascending"), ("ts", "ascending")]))
+    if not parts:
+        return SCHEMA.empty_table()
+    return pa.concat_tables(parts).combine_chunks()

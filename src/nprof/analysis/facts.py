@@ -1,0 +1,199 @@
+"""Per-profile derived arrays shared by every analysis pass, computed once and cached.
+
+Contract: `facts(profile)` returns a `Facts` whose attributes are numpy arrays
+(int64 ns, codes) extracted from the Profile tables, computed lazily on first
+use and cached for as long as the Profile object lives, so `run_all` touches
+each column once whatever the number of passes. Nothing here mutates a Profile.
+"""
+
+from __future__ import annotations
+
+import weakref
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+
+from nprof.analysis import intervals as iv
+from nprof.profile import Profile
+
+# engines whose instructions count as "compute" for overlap findings (sync and cc only coordinate)
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "other")
+NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+TENSOR_MATRIX_TRACK = "tensor.moving"
+
+
+def to_numpy(col: pa.ChunkedArray | pa.Array, dtype: type = np.int64) -> np.ndarray:
+    """A numeric column as a numpy array of `dtype` (nulls become 0)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.null_count:
+        col = col.fill_null(0)
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+def encode(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Dictionary-encode a string column: (int32 codes with -1 for null, list of distinct values)."""
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col])
+    if len(col) == 0:
+        return np.empty(0, np.int32), []
+    enc = col.dictionary_encode().unify_dictionaries()
+    names = enc.chunk(0).dictionary.to_pylist() if enc.num_chunks else []
+    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    codes = np.concatenate(parts).astype(np.int32, copy=False) if parts else np.empty(0, np.int32)
+    return codes, names
+
+
+class Facts:
+    """Lazily computed arrays of one profile (see module doc)."""
+
+    def __init__(self, profile: Profile) -> None:
+        # keep the tables, not the Profile, so the cache entry dies with the Profile object
+        self.info = profile.info
+        self.instructions = profile.instructions
+        self.dma = profile.dma
+        self.collectives = profile.collectives
+        self.counters = profile.counters
+
+    # ---- window -------------------------------------------------------------------------------------------------
+    @cached_property
+    def total_ns(self) -> int:
+        if self.info.total_time_ns is not None:
+            return int(self.info.total_time_ns)
+        ends = [int(e.max()) for e in (self.i_end, self.d_end) if e.size]
+        c = self.collectives
+        if c.num_rows:
+            ends.append(int((to_numpy(c["ts"]) + to_numpy(c["duration"])).max()))
+        return max(ends, default=0)
+
+    # ---- instructions -------------------------------------------------------------------------------------------
+    @cached_property
+    def i_ts(self) -> np.ndarray:
+        return to_numpy(self.instructions["ts"])
+
+    @cached_property
+    def i_dur(self) -> np.ndarray:
+        return to_numpy(self.instructions["duration"])
+
+    @cached_property
+    def i_end(self) -> np.ndarray:
+        return self.i_ts + self.i_dur
+
+    @cached_property
+    def i_id(self) -> np.ndarray:
+        return to_numpy(self.instructions["id"])
+
+    @cached_property
+    def engine(self) -> tuple[np.ndarray, list[str]]:
+        return encode(self.instructions["engine"])
+
+    @cached_property
+    def track(self) -> tuple[np.ndarray, list[str]]:
+        return encode(self.instructions["track"])
+
+    def i_col(self, name: str) -> np.ndarray:
+        """A numeric instructions column (cached)."""
+        key = f"_i_{name}"
+        if key not in self.__dict__:
+            self.__dict__[key] = to_numpy(self.instructions[name])
+        return self.__dict__[key]
+
+    def engine_mask(self, engine: str) -> np.ndarray:
+        codes, names = self.engine
+        if engine not in names:
+            return np.zeros(codes.size, dtype=bool)
+        return codes == names.index(engine)
+
+    def engine_merged(self, engine: str) -> tuple[np.ndarray, np.ndarray]:
+        """Disjoint busy intervals of one engine (cached)."""
+        key = f"_merged_{engine}"
+        if key not in self.__dict__:
+            m = self.engine_mask(engine)
+            self.__dict__[key] = iv.merge(self.i_ts[m], self.i_end[m])
+        return self.__dict__[key]
+
+    @cached_property
+    def engines_present(self) -> list[str]:
+        """Engines with at least one instruction, in schema order then name order."""
+        codes, names = self.engine
+        counts = np.bincount(codes[codes >= 0], minlength=len(names)) if codes.size else np.zeros(len(names))
+        present = {n for n, c in zip(names, counts, strict=True) if c}
+        order = ("tensor", "vector", "scalar", "gpsimd", "sync", "cc", "other")
+        return [e for e in order if e in present] + sorted(present - set(order))
+
+    @cached_property
+    def compute_merged(self) -> tuple[np.ndarray, np.ndarray]:
+        codes, names = self.engine
+        wanted = [i for i, n in enumerate(names) if n in COMPUTE_ENGINES]
+        m = np.isin(codes, wanted)
+        return iv.merge(self.i_ts[m], self.i_end[m])
+
+    @cached_property
+    def tensor_matrix_mask(self) -> np.ndarray:
+        """Instructions drawn on the TensorMatrix row (the `tensor.moving` track, else every tensor instruction)."""
+        codes, names = self.track
+        if TENSOR_MATRIX_TRACK in names:
+            return codes == names.index(TENSOR_MATRIX_TRACK)
+        return self.engine_mask("tensor")
+
+    # ---- dma ----------------------------------------------------------------------------------------------------
+    @cached_property
+    def d_ts(self) -> np.ndarray:
+        return to_numpy(self.dma["ts"])
+
+    @cached_property
+    def d_dur(self) -> np.ndarray:
+        return to_numpy(self.dma["duration"])
+
+    @cached_property
+    def d_end(self) -> np.ndarray:
+        return self.d_ts + self.d_dur
+
+    @cached_property
+    def d_id(self) -> np.ndarray:
+        return to_numpy(self.dma["id"])
+
+    @cached_property
+    def d_bytes(self) -> np.ndarray:
+        return to_numpy(self.dma["bytes"])
+
+    @cached_property
+    def d_partitions(self) -> np.ndarray:
+        return np.maximum(to_numpy(self.dma["partitions"]), 1)
+
+    @cached_property
+    def queue(self) -> tuple[np.ndarray, list[str]]:
+        return encode(self.dma["queue"])
+
+    @cached_property
+    def direction(self) -> tuple[np.ndarray, list[str]]:
+        return encode(self.dma["direction"])
+
+    def direction_mask(self, *, src: str | None = None, dst: str | None = None) -> np.ndarray:
+        """DMA rows whose direction reads from `src` and/or writes to `dst` ("hbm->sbuf": src hbm, dst sbuf)."""
+        codes, names = self.direction
+        ok = []
+        for i, name in enumerate(names):
+            a, _, b = name.partition("->")
+            if (src is None or a.strip() == src) and (dst is None or b.strip() == dst):
+                ok.append(i)
+        return np.isin(codes, ok)
+
+    @cached_property
+    def dma_merged(self) -> tuple[np.ndarray, np.ndarray]:
+        return iv.merge(self.d_ts, self.d_end)
+
+
+_CACHE: dict[int, tuple[weakref.ref[Profile], Facts]] = {}
+
+
+def facts(profile: Profile) -> Facts:
+    """The cached Facts of `profile` (dropped when the profile is garbage-collected)."""
+    key = id(profile)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is profile:
+        return hit[1]
+    f = Facts(profile)
+    _CACHE[key] = (weakref.ref(profile, lambda _r, k=key: _CACHE.pop(k, None)), f)
+    return f

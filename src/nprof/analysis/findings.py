@@ -1,0 +1,231 @@
+"""The `findings` pass (SPEC A3, first cut): performance problems in plain words, with evidence.
+
+Contract: columns severity ("warning" or "info"), kind, title, message (plain
+words with the evidence numbers), ts/end (ns: the region it is about),
+impact_ns (time at stake, for ranking), event_ids (list<int64>, at most
+MAX_IDS, the instructions/DMAs responsible) and sources (list<string>, their
+most frequent source locations). Kinds: `bound` (memory/compute verdict),
+`serial_engines` (compute engines that never overlap), `exposed_dma` (DMA time
+with no compute running), `idle_gap` (nothing running, the longest few),
+`small_dma`, `tensor_reload`, `semaphore_wait`. Rows: warnings first, then by
+impact_ns descending. A finding appears only when its evidence exists.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+
+from nprof.analysis import intervals as iv
+from nprof.analysis.dma_queues import small_mask
+from nprof.analysis.facts import COMPUTE_ENGINES, facts
+from nprof.analysis.metrics import summary_metrics
+from nprof.analysis.sources import human_bytes, human_ns, top_sources
+from nprof.analysis.warnings import tensor_reloads
+from nprof.profile import Profile
+
+SCHEMA = pa.schema(
+    [
+        pa.field("severity", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("ts", pa.int64(), nullable=False),
+        pa.field("end", pa.int64(), nullable=False),
+        pa.field("impact_ns", pa.int64(), nullable=False),
+        pa.field("event_ids", pa.list_(pa.int64())),
+        pa.field("sources", pa.list_(pa.string())),
+    ]
+)
+MAX_IDS = 10_000
+MIN_SHARE = 0.01  # engines below 1% active time are ignored for overlap findings
+EXPOSED_DMA_SHARE = 0.10  # DMA time without compute above 10% of the run is reported
+GAP_SHARE = 0.05  # idle gaps of at least 5% of the run (and 1 us) are reported
+GAP_MIN_NS = 1_000
+MAX_GAPS = 5
+WAIT_SHARE = 0.10  # semaphore waits above 10% of the run are reported
+
+
+def _row(severity: str, kind: str, title: str, message: str, ts: int, end: int, impact: int,
+         ids: np.ndarray | list[int], sources: list[str]) -> dict:  # fmt: skip
+    ids = np.asarray(ids, dtype=np.int64)[:MAX_IDS]
+    return dict(severity=severity, kind=kind, title=title, message=message, ts=int(ts), end=int(end),
+                impact_ns=int(impact), event_ids=ids.tolist(), sources=sources)  # fmt: skip
+
+
+def _bound(profile: Profile, metrics: dict) -> list[dict]:
+    if "bound" not in metrics:
+        return []
+    ai, ratio = metrics["mm_arithmetic_intensity"], metrics["peak_flops_bandwidth_ratio"]
+    total = facts(profile).total_ns
+    if metrics["bound"] == "memory":
+        text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, below the device's {ratio:.3g} FLOP/B "
+                f"(peak FLOP/s / HBM bandwidth): HBM traffic, not the Tensor engine, limits this run; "
+                "reuse data in SBUF, fuse operations or use larger tiles")  # fmt: skip
+        return [_row("warning", "bound", "Memory-bound", text, 0, total, 0, [], [])]
+    text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, above the device's {ratio:.3g} FLOP/B: "
+            "the Tensor engine limits this run; lower precision (bf16/fp8) or fewer FLOPs help most")  # fmt: skip
+    return [_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
+
+
+def _serial_engines(profile: Profile) -> list[dict]:
+    f = facts(profile)
+    total = f.total_ns
+    busy = [e for e in f.engines_present if e in COMPUTE_ENGINES]
+    active = {e: int((f.engine_merged(e)[1] - f.engine_merged(e)[0]).sum()) for e in busy}
+    busy = [e for e in busy if total and active[e] >= MIN_SHARE * total]
+    if len(busy) < 2:
+        return []
+    never = [(a, b) for a, b in itertools.combinations(busy, 2)
+             if iv.intersection_length(f.engine_merged(a), f.engine_merged(b)) == 0]  # fmt: skip
+    if not never:
+        return []
+    involved = sorted({e for pair in never for e in pair}, key=busy.index)
+    rows = np.flatnonzero(np.isin(f.engine[0], [f.engine[1].index(e) for e in involved]))
+    pairs = ", ".join(f"{a} & {b}" for a, b in never)
+    impact = min(sum(active[e] for e in involved) - max(active[e] for e in involved), total)
+    if len(never) == len(busy) * (len(busy) - 1) // 2:
+        title = "Engines run one at a time"
+        text = (f"the {', '.join(busy)} engines never run at the same time: their "
+                f"{human_ns(sum(active.values()))} of work is fully serialised in a {human_ns(total)} run; "
+                "split the work into tiles and double-buffer so one engine works while another does")  # fmt: skip
+    else:
+        title = "Engine pairs never overlap"
+        text = (f"these engine pairs never run at the same time: {pairs}; up to {human_ns(impact)} could be "
+                "hidden by pipelining the tiles between them")  # fmt: skip
+    return [_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
+                 top_sources(profile.instructions, rows))]  # fmt: skip
+
+
+def _exposed_dma(profile: Profile) -> list[dict]:
+    f = facts(profile)
+    total = f.total_ns
+    if f.d_ts.size == 0 or total <= 0:
+        return []
+    dma_active = int((f.dma_merged[1] - f.dma_merged[0]).sum())
+    exposed = dma_active - iv.intersection_length(f.dma_merged, f.compute_merged)
+    if exposed < EXPOSED_DMA_SHARE * total:
+        return []
+    alone = np.flatnonzero(iv.coverage(f.compute_merged, f.d_ts, f.d_end) == 0)
+    text = (f"{human_ns(exposed)} ({100 * exposed / total:.0f}% of the run) is spent on DMA transfers while no "
+            f"compute engine runs; {alone.size} transfers overlap no compute at all; prefetch the next tile's "
+            "data while computing the current one (double buffering)")  # fmt: skip
+    ts = int(f.d_ts[alone].min()) if alone.size else 0
+    end = int(f.d_end[alone].max()) if alone.size else total
+    return [_row("warning", "exposed_dma", "DMA not overlapped with compute", text, ts, end, exposed,
+                 f.d_id[alone], top_sources(profile.dma, alone))]  # fmt: skip
+
+
+def _describe_event(profile: Profile, event_id: int) -> str:
+    f = facts(profile)
+    hit = np.flatnonzero(f.i_id == event_id)
+    if hit.size:
+        row = profile.instructions.slice(int(hit[0]), 1).to_pylist()[0]
+        where = row["nki_source_location"] or row["hlo_name"] or row["layer"]
+        return f"{row['engine']} {row['opcode']} (id {event_id}{', ' + where if where else ''})"
+    hit = np.flatnonzero(f.d_id == event_id)
+    row = profile.dma.slice(int(hit[0]), 1).to_pylist()[0]
+    where = row["nki_source_location"] or row["hlo_name"] or row["layer"]
+    return f"DMA {row['direction']} on {row['queue']} (id {event_id}{', ' + where if where else ''})"
+
+
+def _idle_gaps(profile: Profile) -> list[dict]:
+    f = facts(profile)
+    total = f.total_ns
+    if profile.event_count == 0 or total <= 0:
+        return []
+    starts = np.concatenate([f.i_ts, f.d_ts])
+    ends = np.concatenate([f.i_end, f.d_end])
+    ids = np.concatenate([f.i_id, f.d_id])
+    g0, g1 = iv.gaps(iv.merge(starts, ends), 0, total)
+    length = g1 - g0
+    big = np.flatnonzero(length >= max(GAP_SHARE * total, GAP_MIN_NS))
+    big = big[np.argsort(-length[big], kind="stable")][:MAX_GAPS]
+    out = []
+    for k in big:
+        a, b = int(g0[k]), int(g1[k])
+        before = ids[np.flatnonzero(ends == a)[:1]]
+        after = ids[np.flatnonzero(starts == b)[:1]]
+        around = [x for x in (*before.tolist(), *after.tolist())]
+        parts = []
+        if before.size:
+            parts.append(f"after {_describe_event(profile, int(before[0]))}")
+        if after.size:
+            parts.append(f"before {_describe_event(profile, int(after[0]))}")
+        text = (f"nothing runs for {human_ns(b - a)} ({100 * (b - a) / total:.0f}% of the run) from "
+                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(parts) if parts else ''}; look for a "
+                "semaphore wait, a host synchronisation or a dependency that serialises the program here")  # fmt: skip
+        rows_i = np.flatnonzero(np.isin(f.i_id, around))
+        rows_d = np.flatnonzero(np.isin(f.d_id, around))
+        sources = top_sources(profile.instructions, rows_i) + top_sources(profile.dma, rows_d)
+        out.append(_row("warning", "idle_gap", "Idle gap", text, a, b, b - a, around, sources))
+    return out
+
+
+def _small_dma(profile: Profile) -> list[dict]:
+    f = facts(profile)
+    small = np.flatnonzero(small_mask(profile))
+    if small.size == 0:
+        return []
+    busy = iv.union_length(f.d_ts[small], f.d_end[small])
+    dma_active = int((f.dma_merged[1] - f.dma_merged[0]).sum())
+    share = busy / dma_active if dma_active else 0.0
+    severity = "warning" if share >= 0.25 or small.size >= 0.5 * f.d_ts.size else "info"
+    text = (f"{small.size} of {f.d_ts.size} DMA transfers are small (average "
+            f"{human_bytes(f.d_bytes[small].mean())}) and keep the queues busy {human_ns(busy)} "
+            f"({100 * share:.0f}% of DMA active time); transfers of >= 2 KiB per partition and >= 32 KiB "
+            "in total amortise the fixed per-transfer cost")  # fmt: skip
+    return [_row(severity, "small_dma", "Small DMA transfers", text, int(f.d_ts[small].min()),
+                 int(f.d_end[small].max()), busy, f.d_id[small], top_sources(profile.dma, small))]  # fmt: skip
+
+
+def _reloads(profile: Profile) -> list[dict]:
+    w = tensor_reloads(profile)
+    if w.num_rows == 0:
+        return []
+    f = facts(profile)
+    counts, nbytes, tensors = w["count"].to_numpy(), w["bytes"].to_numpy(), w["tensor"].to_pylist()
+    extra = int((nbytes - nbytes / counts).sum())
+    top = np.argsort(-nbytes, kind="stable")[:3]
+    names = ", ".join(f"'{tensors[i]}' x{counts[i]}" for i in top)
+    ids = w["event_ids"].combine_chunks().flatten().to_numpy()
+    rows = np.flatnonzero(np.isin(f.d_id, ids[:MAX_IDS]))
+    busy = int(iv.coverage(f.dma_merged, f.d_ts[rows], f.d_end[rows]).sum())
+    text = (f"{w.num_rows} tensors are loaded from HBM more than twice ({names}); about {human_bytes(extra)} "
+            "is loaded again that could stay in SBUF")  # fmt: skip
+    return [_row("warning", "tensor_reload", "Tensors reloaded from HBM", text, int(w["ts"].to_numpy().min()),
+                 int(w["end"].to_numpy().max()), busy, ids, top_sources(profile.dma, rows))]  # fmt: skip
+
+
+def _semaphore_waits(profile: Profile) -> list[dict]:
+    f = facts(profile)
+    total = f.total_ns
+    if profile.instructions.num_rows == 0 or total <= 0:
+        return []
+    wait = f.i_col("wait_ns")
+    out = []
+    for engine in f.engines_present:
+        m = f.engine_mask(engine)
+        waited = int(wait[m].sum())
+        if waited < WAIT_SHARE * total:
+            continue
+        rows = np.flatnonzero(m)
+        worst = rows[np.argsort(-wait[rows], kind="stable")[:MAX_IDS]]
+        worst = worst[wait[worst] > 0]
+        text = (f"the {engine} engine waits {human_ns(waited)} on semaphores ({100 * waited / total:.0f}% of the run) "
+                f"for data or other engines; the longest single wait is {human_ns(wait[worst[0]])}")  # fmt: skip
+        out.append(_row("warning", "semaphore_wait", f"{engine} engine waits on semaphores", text, 0, total,
+                        waited, f.i_id[worst], top_sources(profile.instructions, worst)))  # fmt: skip
+    return out
+
+
+def findings(profile: Profile) -> pa.Table:
+    """All findings of `profile` (see module doc)."""
+    metrics = summary_metrics(profile)
+    rows = _bound(profile, metrics)
+    for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits):
+        rows.extend(fn(profile))
+    rows.sort(key=lambda r: (r["severity"] != "warning", -r["impact_ns"]))
+    return pa.Table.from_pylist(rows, schema=SCHEMA)

@@ -1,0 +1,115 @@
+"""Vectorised interval arithmetic on numpy arrays of nanosecond [start, end) intervals.
+
+Contract: every function takes int64 `start`/`end` arrays of equal length (any
+order unless stated) and returns numpy results; nothing loops in Python per
+interval. "Union" means the set of instants covered by at least one interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_I64 = np.int64
+
+
+def is_sorted(a: np.ndarray) -> bool:
+    """True when `a` is non-decreasing (cheap check that lets callers skip a sort)."""
+    return a.size < 2 or bool(np.all(a[1:] >= a[:-1]))
+
+
+def sort_by_start(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (start, end) ordered by start; no copy when already ordered."""
+    if is_sorted(start):
+        return start, end
+    order = np.argsort(start, kind="stable")
+    return start[order], end[order]
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into the disjoint, sorted intervals of their union (empty ones dropped)."""
+    start = np.asarray(start, dtype=_I64)
+    end = np.asarray(end, dtype=_I64)
+    keep = end > start
+    if not keep.all():
+        start, end = start[keep], end[keep]
+    if start.size == 0:
+        return np.empty(0, _I64), np.empty(0, _I64)
+    start, end = sort_by_start(start, end)
+    reach = np.maximum.accumulate(end)
+    # a new merged interval begins where the start is beyond everything seen so far
+    new = np.empty(start.size, dtype=bool)
+    new[0] = True
+    np.greater(start[1:], reach[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = start.size - 1
+    return start[first], reach[last]
+
+
+def union_length(start: np.ndarray, end: np.ndarray) -> int:
+    """Total time covered by at least one interval."""
+    s, e = merge(start, end)
+    return int((e - s).sum())
+
+
+def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
+    """Length of (union of a) ∩ (union of b); both given as disjoint sorted intervals (from `merge`)."""
+    return int(coverage(a, b[0], b[1]).sum())
+
+
+def coverage(merged: tuple[np.ndarray, np.ndarray], start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each query interval, how many ns of it are covered by the disjoint sorted `merged` intervals."""
+    ms, me = merged
+    if ms.size == 0 or start.size == 0:
+        return np.zeros(start.size, dtype=_I64)
+    covered = _cumulative(ms, me)
+    return _covered_at(ms, me, covered, np.asarray(end, _I64)) - _covered_at(ms, me, covered, np.asarray(start, _I64))
+
+
+def _cumulative(ms: np.ndarray, me: np.ndarray) -> np.ndarray:
+    """covered[i] = total length of merged intervals before interval i."""
+    out = np.zeros(ms.size + 1, dtype=_I64)
+    np.cumsum(me - ms, out=out[1:])
+    return out
+
+
+def _covered_at(ms: np.ndarray, me: np.ndarray, covered: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Covered time in (-inf, t] for each t."""
+    k = np.searchsorted(ms, t, side="right")  # intervals starting at or before t
+    idx = np.maximum(k - 1, 0)
+    partial = np.clip(t - ms[idx], 0, me[idx] - ms[idx])
+    return np.where(k > 0, covered[idx] + partial, 0)
+
+
+def gaps(merged: tuple[np.ndarray, np.ndarray], t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+    """The uncovered intervals of [t0, t1) given disjoint sorted `merged` intervals."""
+    ms, me = merged
+    starts = np.concatenate([[t0], me]).astype(_I64)
+    ends = np.concatenate([ms, [t1]]).astype(_I64)
+    starts = np.clip(starts, t0, t1)
+    ends = np.clip(ends, t0, t1)
+    keep = ends > starts
+    return starts[keep], ends[keep]
+
+
+def integral_at(change_ts: np.ndarray, delta_rate: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Integral from -inf to each `at` of a step function given by rate changes (float64).
+
+    The step function's value jumps by `delta_rate[i]` at `change_ts[i]`. The
+    integral is piecewise linear between change points, so interpolating it at
+    `at` is exact.
+    """
+    if change_ts.size == 0:
+        return np.zeros(at.size, dtype=np.float64)
+    order = np.argsort(change_ts, kind="stable")  # timsort: linear on the sorted runs of starts and ends
+    t = change_ts[order].astype(np.float64)
+    rate = np.cumsum(delta_rate[order])
+    area = np.zeros(t.size, dtype=np.float64)
+    np.cumsum(rate[:-1] * np.diff(t), out=area[1:])
+    # beyond the last change point the rate is rate[-1] (0 for balanced changes)
+    result = np.interp(at.astype(np.float64), t, area)
+    after = at > t[-1]
+    if after.any():
+        result[after] = area[-1] + rate[-1] * (at[after] - t[-1])
+    return result

@@ -1,0 +1,197 @@
+"""Summary metrics of a profile (SPEC A1): `summary_metrics(profile) -> dict`, ordered.
+
+Contract:
+* Keys are the real profiler's summary field names (HARDWARE.md) plus `bound`;
+  a field is present only when it applies to the profile (no PSUM bytes on a
+  CPU profile, no cc fields without collectives, no MFU without a peak): values
+  are never invented. Times are seconds, percentages 0..100, bytes and FLOPs ints.
+* `describe(name) -> (group, unit, description)` documents every field; the
+  `summary` pass, the exporters and `terminology_text()` use it.
+* Memory traffic: `<mem>_read_bytes` / `<mem>_write_bytes` add the instruction
+  columns of that memory and the DMA transfers reading from / writing to it
+  (direction "hbm->sbuf" reads HBM and writes SBUF). HBM bytes for MBU and the
+  arithmetic intensity are hbm_read_bytes + hbm_write_bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nprof.analysis import intervals as iv
+from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
+from nprof.profile import Profile
+
+Metric = int | float | str
+
+_FIXED: dict[str, tuple[str, str, str]] = {
+    "total_time": ("Overview", "s", "Execution time: the profile window from 0 to the end of the last event"),
+    "event_count": ("Overview", "", "Number of recorded events (instructions plus DMA transfers)"),
+    "nc_idx": ("Overview", "", "Index of the NeuronCore the program ran on"),
+    "nd_idx": ("Overview", "", "Index of the Neuron device the program ran on"),
+    "model_flops": ("FLOPs", "FLOP", "Useful floating-point operations of the model (2 x multiply-accumulates)"),
+    "hardware_flops": ("FLOPs", "FLOP", "Floating-point operations the hardware executed, padding included"),
+    "transpose_flops": ("FLOPs", "FLOP", "Hardware FLOPs spent on transposes done on the Tensor engine"),
+    "mfu_estimated_percent": ("FLOPs", "%", "Model FLOPs utilisation: model_flops / (peak FLOP/s x total_time)"),
+    "hfu_estimated_percent": ("FLOPs", "%", "Hardware FLOPs utilisation: hardware_flops / (peak FLOP/s x total_time)"),
+    "mbu_estimated_percent": ("FLOPs", "%", "Memory bandwidth utilisation: HBM bytes / total_time / HBM bandwidth"),
+    "mm_arithmetic_intensity": (
+        "FLOPs",
+        "FLOP/B",
+        "Matmul arithmetic intensity: (hardware_flops - transpose_flops) / HBM bytes read and written",
+    ),
+    "peak_flops_bandwidth_ratio": (
+        "FLOPs",
+        "FLOP/B",
+        "Device peak FLOP/s divided by HBM bandwidth; below it a workload is memory-bound",
+    ),
+    "bound": ("FLOPs", "", "memory when mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute"),
+    "dma_active_time": ("DMA", "s", "Time at least one DMA transfer was in flight (union over all queues)"),
+    "dma_active_time_percent": ("DMA", "%", "dma_active_time as a percentage of total_time"),
+    "dma_transfer_count": ("DMA", "", "Number of DMA transfers"),
+    "dma_transfer_total_bytes": ("DMA", "B", "Bytes moved by all DMA transfers"),
+    "dma_transfer_average_bytes": ("DMA", "B", "Average size of a DMA transfer"),
+    "dma_queue_count": ("DMA", "", "Number of DMA queues that carried at least one transfer"),
+    "spill_save_bytes": ("Memory", "B", "Bytes of intermediates spilled from SBUF to HBM"),
+    "spill_reload_bytes": ("Memory", "B", "Bytes of spilled intermediates reloaded from HBM to SBUF"),
+    "cc_op_time": ("Collectives", "s", "Time this worker spent in collective operations (union of their intervals)"),
+    "cc_op_count": ("Collectives", "", "Number of collective operations this worker took part in"),
+    "cc_wait_time": ("Collectives", "s", "Part of cc_op_time spent waiting for other workers to arrive"),
+}
+_MEMORIES = ("hbm", "sbuf", "psum")
+_ENGINE_FIELDS = {
+    "instruction_time": ("s", "Sum of the durations of the {e} engine's instructions"),
+    "active_time": ("s", "Time the {e} engine was busy (union of its instruction intervals)"),
+    "active_time_percent": ("%", "{e} engine active time as a percentage of total_time"),
+    "instruction_count": ("", "Number of instructions executed by the {e} engine"),
+}
+
+
+def describe(name: str) -> tuple[str, str, str]:
+    """(group, unit, description) of a summary field; raises KeyError for unknown names."""
+    if name in _FIXED:
+        return _FIXED[name]
+    for mem in _MEMORIES:
+        for way in ("read", "write"):
+            if name == f"{mem}_{way}_bytes":
+                verb = "read from" if way == "read" else "written to"
+                return "Memory", "B", f"Bytes {verb} {mem.upper()} by instructions and DMA transfers"
+    for suffix, (unit, text) in _ENGINE_FIELDS.items():
+        tail = f"_engine_{suffix}"
+        if name.endswith(tail):
+            engine = name[: -len(tail)]
+            return "Engines", unit, text.format(e=engine)
+    raise KeyError(name)
+
+
+def _seconds(ns: float) -> float:
+    return float(ns) / 1e9
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * float(part) / float(whole) if whole else 0.0
+
+
+def summary_metrics(profile: Profile) -> dict[str, Metric]:
+    """The summary fields that apply to `profile`, in the real profiler's order (see module doc)."""
+    f = facts(profile)
+    info = profile.info
+    total_ns = f.total_ns
+    total_s = _seconds(total_ns)
+    virtual = info.device == "virtual-neuroncore"
+    out: dict[str, Metric] = {
+        "total_time": total_s,
+        "event_count": profile.event_count,
+        "nc_idx": int(info.nc_idx),
+        "nd_idx": int(info.nd_idx),
+    }
+
+    # ---- FLOPs and the roofline verdict ------------------------------------------------------------------------
+    n_instr = profile.instructions.num_rows
+    model_flops = int(f.i_col("flops").sum()) if n_instr else 0
+    hw_flops = int(f.i_col("hw_flops").sum()) if n_instr else 0
+    transpose = int(f.i_col("hw_flops")[to_numpy(profile.instructions["is_transpose"], bool)].sum()) if n_instr else 0
+    has_flops = virtual or hw_flops > 0 or model_flops > 0
+    if has_flops:
+        out["model_flops"] = model_flops
+        out["hardware_flops"] = hw_flops
+        out["transpose_flops"] = transpose
+    memory = _memory_bytes(profile)
+    hbm_bytes = memory.get("hbm_read_bytes", 0) + memory.get("hbm_write_bytes", 0)
+    peak, bw = info.peak_flops, info.hbm_bandwidth
+    if has_flops and peak and total_ns > 0:
+        out["mfu_estimated_percent"] = _pct(model_flops, peak * total_s)
+        out["hfu_estimated_percent"] = _pct(hw_flops, peak * total_s)
+    if bw and total_ns > 0 and "hbm_read_bytes" in memory:
+        out["mbu_estimated_percent"] = _pct(hbm_bytes / total_s, bw)
+    if has_flops and hbm_bytes > 0 and hw_flops - transpose > 0:
+        out["mm_arithmetic_intensity"] = (hw_flops - transpose) / hbm_bytes
+    if peak and bw:
+        out["peak_flops_bandwidth_ratio"] = peak / bw
+    if "mm_arithmetic_intensity" in out and "peak_flops_bandwidth_ratio" in out:
+        memory_bound = out["mm_arithmetic_intensity"] < out["peak_flops_bandwidth_ratio"]  # type: ignore[operator]
+        out["bound"] = "memory" if memory_bound else "compute"
+
+    # ---- engines -----------------------------------------------------------------------------------------------
+    engines = list(f.engines_present)
+    if virtual:
+        engines = [e for e in NEURON_ENGINES] + [e for e in engines if e not in NEURON_ENGINES]
+    for engine in engines:
+        m = f.engine_mask(engine)
+        ms, me = f.engine_merged(engine)
+        active = int((np.minimum(me, total_ns) - np.minimum(ms, total_ns)).sum()) if ms.size else 0
+        out[f"{engine}_engine_instruction_time"] = _seconds(int(f.i_dur[m].sum()))
+        out[f"{engine}_engine_active_time"] = _seconds(active)
+        out[f"{engine}_engine_active_time_percent"] = _pct(active, total_ns)
+        out[f"{engine}_engine_instruction_count"] = int(m.sum())
+
+    # ---- DMA ---------------------------------------------------------------------------------------------------
+    n_dma = profile.dma.num_rows
+    if virtual or n_dma:
+        ms, me = f.dma_merged
+        active = int((np.minimum(me, total_ns) - np.minimum(ms, total_ns)).sum()) if ms.size else 0
+        total_bytes = int(f.d_bytes.sum()) if n_dma else 0
+        out["dma_active_time"] = _seconds(active)
+        out["dma_active_time_percent"] = _pct(active, total_ns)
+        out["dma_transfer_count"] = n_dma
+        out["dma_transfer_total_bytes"] = total_bytes
+        out["dma_transfer_average_bytes"] = total_bytes / n_dma if n_dma else 0.0
+        out["dma_queue_count"] = len(f.queue[1])
+
+    # ---- memory ------------------------------------------------------------------------------------------------
+    out.update(memory)
+    if virtual or n_dma:
+        spill = to_numpy(profile.dma["is_spill"], bool)
+        reload = to_numpy(profile.dma["is_reload"], bool)
+        save_b, reload_b = int(f.d_bytes[spill].sum()), int(f.d_bytes[reload].sum())
+        if virtual or save_b or reload_b:
+            out["spill_save_bytes"] = save_b
+            out["spill_reload_bytes"] = reload_b
+
+    # ---- collectives -------------------------------------------------------------------------------------------
+    cc = profile.collectives
+    if cc.num_rows:
+        rank = to_numpy(cc["rank"], np.int64)
+        mine = rank == info.rank if (rank == info.rank).any() else np.ones(rank.size, dtype=bool)
+        ts, dur = to_numpy(cc["ts"])[mine], to_numpy(cc["duration"])[mine]
+        out["cc_op_time"] = _seconds(iv.union_length(ts, ts + dur))
+        out["cc_op_count"] = int(np.unique(to_numpy(cc["id"])[mine]).size)
+        out["cc_wait_time"] = _seconds(int(to_numpy(cc["wait_ns"])[mine].sum()))
+    return out
+
+
+def _memory_bytes(profile: Profile) -> dict[str, int]:
+    """<mem>_read/write_bytes for the memories that apply (all three on the virtual device, else non-zero ones)."""
+    f = facts(profile)
+    virtual = profile.info.device == "virtual-neuroncore"
+    n_instr, n_dma = profile.instructions.num_rows, profile.dma.num_rows
+    out: dict[str, int] = {}
+    for mem in _MEMORIES:
+        read = int(f.i_col(f"{mem}_read_bytes").sum()) if n_instr else 0
+        write = int(f.i_col(f"{mem}_write_bytes").sum()) if n_instr else 0
+        if n_dma:
+            read += int(f.d_bytes[f.direction_mask(src=mem)].sum())
+            write += int(f.d_bytes[f.direction_mask(dst=mem)].sum())
+        if virtual or read or write:
+            out[f"{mem}_read_bytes"] = read
+            out[f"{mem}_write_bytes"] = write
+    return out

@@ -1,0 +1,69 @@
+"""Helpers that name the source of events: grouping rows by key and finding their code locations.
+
+Contract: pure functions over the Profile tables; `top_sources` returns the
+most frequent source locations (nki_source_location, else hlo_name, else
+layer) of a set of rows, most frequent first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SOURCE_COLUMNS = ("nki_source_location", "hlo_name", "layer")
+
+
+def row_sources(table: pa.Table, rows: np.ndarray) -> list[str | None]:
+    """The source location of each of `rows` (first non-null of SOURCE_COLUMNS)."""
+    if rows.size == 0:
+        return []
+    picked = table.select(list(SOURCE_COLUMNS)).take(pa.array(rows))
+    merged = pc.coalesce(*[picked[c] for c in SOURCE_COLUMNS])
+    return merged.to_pylist()
+
+
+def top_sources(table: pa.Table, rows: np.ndarray, limit: int = 3, sample: int = 100_000) -> list[str]:
+    """Up to `limit` most frequent source locations among `rows` (a sample of at most `sample` rows)."""
+    if rows.size > sample:
+        rows = rows[np.linspace(0, rows.size - 1, sample).astype(np.int64)]
+    counts = Counter(s for s in row_sources(table, rows) if s)
+    return [s for s, _ in counts.most_common(limit)]
+
+
+def group_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group row positions by integer code (codes < 0 ignored).
+
+    Returns (group_codes, offsets, rows): rows[offsets[i]:offsets[i+1]] are the
+    positions (ascending) of the rows whose code is group_codes[i].
+    """
+    valid = np.flatnonzero(codes >= 0)
+    order = valid[np.argsort(codes[valid], kind="stable")]
+    sorted_codes = codes[order]
+    if sorted_codes.size == 0:
+        return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], sorted_codes[1:] != sorted_codes[:-1]]))
+    offsets = np.append(starts, sorted_codes.size).astype(np.int64)
+    return sorted_codes[starts].astype(np.int64), offsets, order.astype(np.int64)
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_ns(ns: float) -> str:
+    """1500 -> '1.50 us'."""
+    if ns < 1_000:
+        return f"{ns:.0f} ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.2f} us"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.3f} s"

@@ -1,0 +1,159 @@
+"""The `warnings` pass: timeline warning annotations (SPEC U8).
+
+Contract: columns kind, message, ts, end (ns: the box to draw), event_ids
+(list<int64>: the events inside the box to highlight), tensor, source (most
+frequent source locations, comma-separated), count, bytes. Kinds:
+* `tensor_reload`: a tensor loaded from HBM more than twice (one row per tensor,
+  box around all its loads);
+* `small_dma`: DMA transfers below 2 KiB per partition or 32 KiB in total
+  (one row per tensor and source location);
+* `throttling`: each region where a profile counter whose name contains
+  "throttl" is above zero (one row per region; no event ids).
+Rows are ordered by kind, then ts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL, small_mask
+from nprof.analysis.facts import encode, facts, to_numpy
+from nprof.analysis.sources import group_rows, human_bytes, human_ns, row_sources, top_sources
+from nprof.profile import Profile
+
+SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("ts", pa.int64(), nullable=False),
+        pa.field("end", pa.int64(), nullable=False),
+        pa.field("event_ids", pa.list_(pa.int64())),
+        pa.field("tensor", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+    ]
+)
+RELOAD_LIMIT = 2  # a tensor loaded more than this many times from HBM is flagged
+
+
+def _table(cols: dict[str, list], offsets: np.ndarray, ids: np.ndarray) -> pa.Table:
+    event_ids = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids, pa.int64()))
+    arrays = [event_ids if n == "event_ids" else pa.array(cols[n], SCHEMA.field(n).type) for n in SCHEMA.names]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.ndarray, message) -> pa.Table:
+    """One warning per distinct code among DMA `rows` (codes aligned with rows; -1 = skip)."""
+    f = facts(profile)
+    group_codes, offsets, order = group_rows(codes)
+    if group_codes.size == 0:
+        return SCHEMA.empty_table()
+    members = rows[order]
+    starts = offsets[:-1]
+    ts = np.minimum.reduceat(f.d_ts[members], starts)
+    end = np.maximum.reduceat(f.d_end[members], starts)
+    nbytes = np.add.reduceat(f.d_bytes[members], starts)
+    tensors = profile.dma["tensor"].take(pa.array(members[starts])).to_pylist()
+    cols: dict[str, list] = {n: [] for n in SCHEMA.names if n != "event_ids"}
+    for g in range(group_codes.size):
+        seg = members[offsets[g] : offsets[g + 1]]
+        sources = top_sources(profile.dma, seg)
+        cols["kind"].append(kind)
+        cols["message"].append(message(tensors[g], seg, int(nbytes[g]), sources))
+        cols["ts"].append(int(ts[g]))
+        cols["end"].append(int(end[g]))
+        cols["tensor"].append(tensors[g])
+        cols["source"].append(", ".join(sources) or None)
+        cols["count"].append(int(seg.size))
+        cols["bytes"].append(int(nbytes[g]))
+    return _table(cols, offsets - offsets[0], f.d_id[members])
+
+
+def tensor_reloads(profile: Profile) -> pa.Table:
+    f = facts(profile)
+    loads = np.flatnonzero(f.direction_mask(src="hbm"))
+    if loads.size == 0:
+        return SCHEMA.empty_table()
+    codes, _ = encode(profile.dma["tensor"].take(pa.array(loads)))
+    valid = codes >= 0
+    flag = np.zeros(codes.size, dtype=bool)
+    if valid.any():
+        flag[valid] = np.bincount(codes[valid])[codes[valid]] > RELOAD_LIMIT
+    codes = np.where(flag, codes, -1)
+
+    def message(tensor: str, seg: np.ndarray, nbytes: int, sources: list[str]) -> str:
+        where = f" at {', '.join(sources)}" if sources else ""
+        return (
+            f"tensor '{tensor}' is loaded {seg.size} times from HBM ({human_bytes(nbytes)} in total){where}; "
+            "keep it in SBUF between uses or reorder the loops to load it once"
+        )
+
+    return _grouped_warnings(profile, "tensor_reload", loads, codes, message)
+
+
+def small_dmas(profile: Profile) -> pa.Table:
+    f = facts(profile)
+    small = np.flatnonzero(small_mask(profile))
+    if small.size == 0:
+        return SCHEMA.empty_table()
+    tensor_codes, _ = encode(profile.dma["tensor"].take(pa.array(small)))
+    src = pa.array(row_sources(profile.dma, small), pa.string())
+    source_codes, _ = encode(src)
+    key = (tensor_codes.astype(np.int64) + 1) * (int(source_codes.max(initial=0)) + 2) + source_codes + 1
+
+    def message(tensor: str | None, seg: np.ndarray, nbytes: int, sources: list[str]) -> str:
+        parts = f.d_partitions[seg]
+        what = f"of '{tensor}'" if tensor else "without a tensor name"
+        where = f" at {', '.join(sources)}" if sources else ""
+        plural = "s" if seg.size > 1 else ""
+        return (
+            f"{seg.size} small DMA transfer{plural} {what}{where}: average {human_bytes(nbytes / seg.size)} "
+            f"over {parts.mean():.0f} partitions (efficient: >= {human_bytes(SMALL_PER_PARTITION)} per partition "
+            f"and >= {human_bytes(SMALL_TOTAL)} per transfer); each pays a fixed per-transfer overhead, "
+            "so merge them into larger ones"
+        )
+
+    return _grouped_warnings(profile, "small_dma", small, key, message)
+
+
+def throttling(profile: Profile) -> pa.Table:
+    c = profile.counters
+    if c.num_rows == 0:
+        return SCHEMA.empty_table()
+    names = pc.unique(c["name"]).to_pylist()
+    cols: dict[str, list] = {n: [] for n in SCHEMA.names if n != "event_ids"}
+    total = facts(profile).total_ns
+    for name in sorted(n for n in names if "throttl" in n.lower()):
+        series = c.filter(pc.equal(c["name"], name)).sort_by("ts")
+        ts, value = to_numpy(series["ts"]), to_numpy(series["value"], np.float64)
+        on = value > 0
+        edges = np.diff(np.concatenate([[0], on.astype(np.int8), [0]]))
+        starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        for a, b in zip(starts, stops, strict=True):
+            t0 = int(ts[a])
+            t1 = int(ts[b]) if b < ts.size else max(total, t0)
+            peak = float(value[a:b].max())
+            cols["kind"].append("throttling")
+            cols["message"].append(
+                f"'{name}' reports throttling for {human_ns(t1 - t0)} (peak {peak:g}): the device slowed its clocks, "
+                "so instructions in this region run slower than the cost model says"
+            )
+            cols["ts"].append(t0)
+            cols["end"].append(t1)
+            cols["tensor"].append(None)
+            cols["source"].append(None)
+            cols["count"].append(int(b - a))
+            cols["bytes"].append(0)
+    n = len(cols["kind"])
+    return _table(cols, np.zeros(n + 1, np.int64), np.empty(0, np.int64))
+
+
+def warnings(profile: Profile) -> pa.Table:
+    """All warning annotations of `profile` (see module doc)."""
+    parts = [t for t in (tensor_reloads(profile), small_dmas(profile), throttling(profile)) if t.num_rows]
+    if not parts:
+        return SCHEMA.empty_table()
+    return pa.concat_tables(parts).combine_chunks()
