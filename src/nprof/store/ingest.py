@@ -1,0 +1,274 @@
+"""Build one profile's DuckDB file: raw tables, analysis tables and level-of-detail structures.
+
+Contract: `build_profile_db(profile, path, analysis, summary)` writes a complete,
+self-contained DuckDB database at `path` (which must not exist) and returns the
+catalog facts (`BuildResult`). It never touches the catalog; `Store.ingest` builds
+into a temporary file and renames it into place, so a failure here leaves nothing.
+
+Tables written (all immutable after ingest):
+* `instructions`, `dma` (sorted by id), `collectives`, `counters` (sorted by name, ts): the Profile tables;
+* `events(row, ts, dur, id, op, nbytes, flops, src)`: every instruction and DMA,
+  sorted by (row, ts) so DuckDB zone maps prune viewport and box-select scans;
+* `lod(level, row, bucket, count, busy, op, nbytes, flops)`: per-row bucket pyramids
+  (bucket width 2**level ns) sorted by (level, row, bucket);
+* `rows`, `opcodes(op, name)`, `sources(src, name)`, `deps_rev(dep, id)` (who waits on whom);
+* `analysis_<name>` for every table of `nprof.analysis.run_all`;
+* `meta(key, value)` with JSON values: manifest, summary, stats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof.profile import Profile
+from nprof.progress import Progress
+from nprof.store.lod import base_level_for, row_pyramid
+from nprof.store.rows import (
+    COUNTER_DMA_THROUGHPUT,
+    COUNTER_PENDING_DMA,
+    COUNTER_TENSOR_UTIL,
+    RowInfo,
+    counter_rows,
+    order_event_rows,
+)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    event_count: int
+    total_time_ns: int
+
+
+def _dump(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def _codes(column: pa.ChunkedArray | pa.Array, mapping: dict[str, int], default: int = -1) -> np.ndarray:
+    """Map a string column to integer codes through `mapping` (null -> default)."""
+    enc = pc.dictionary_encode(column)
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    out = []
+    for ch in chunks:
+        lut = np.array([mapping.get(v, default) for v in ch.dictionary.to_pylist()] + [default], dtype=np.int64)
+        idx = ch.indices.fill_null(len(ch.dictionary)).to_numpy(zero_copy_only=False)
+        out.append(lut[idx])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def _uniques(*columns: pa.ChunkedArray) -> list[str]:
+    seen: set[str] = set()
+    for c in columns:
+        seen.update(v for v in pc.unique(c).to_pylist() if v is not None)
+    return sorted(seen)
+
+
+def _np(col: pa.ChunkedArray, dtype: Any = np.int64) -> np.ndarray:
+    return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
+
+
+def _sorted_by_id(table: pa.Table) -> pa.Table:
+    ids = _np(table["id"])
+    if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
+        return table.take(pa.array(np.argsort(ids, kind="stable")))
+    return table
+
+
+def _event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str]]:
+    ins, dma = p.instructions, p.dma
+    tracks = set(_uniques(ins["track"]))
+    queues = set(_uniques(dma["queue"]))
+    rows = order_event_rows(tracks, queues)
+    row_of = {r.key: r.index for r in rows}
+    opnames = _uniques(ins["opcode"], dma["direction"])
+    op_of = {n: i for i, n in enumerate(opnames)}
+    src_i = pc.coalesce(ins["nki_source_location"], ins["layer"])
+    src_d = pc.coalesce(dma["nki_source_location"], dma["layer"])
+    srcnames = _uniques(src_i, src_d)
+    src_of = {n: i for i, n in enumerate(srcnames)}
+    ins_bytes = np.zeros(ins.num_rows, dtype=np.int64)
+    cols = {
+        "row": np.concatenate([_codes(ins["track"], row_of), _codes(dma["queue"], row_of)]).astype(np.int16),
+        "ts": np.concatenate([_np(ins["ts"]), _np(dma["ts"])]),
+        "dur": np.concatenate([_np(ins["duration"]), _np(dma["duration"])]),
+        "id": np.concatenate([_np(ins["id"]), _np(dma["id"])]),
+        "op": np.concatenate([_codes(ins["opcode"], op_of), _codes(dma["direction"], op_of)]).astype(np.int32),
+        "nbytes": np.concatenate([ins_bytes, _np(dma["bytes"])]),
+        "flops": np.concatenate([_np(ins["flops"]), np.zeros(dma.num_rows, dtype=np.int64)]),
+        "src": np.concatenate([_codes(src_i, src_of), _codes(src_d, src_of)]).astype(np.int32),
+    }
+    order = np.argsort(cols["ts"], kind="stable") if _unsorted(cols["ts"]) else None
+    if order is not None:
+        cols = {k: v[order] for k, v in cols.items()}
+    by_row = np.argsort(cols["row"], kind="stable")  # int16: radix sort, keeps ts order within a row
+    cols = {k: v[by_row] for k, v in cols.items()}
+    return rows, cols, opnames, srcnames
+
+
+def _unsorted(a: np.ndarray) -> bool:
+    return bool(a.size > 1 and np.any(a[1:] < a[:-1]))
+
+
+def _lod_table(rows: list[RowInfo], cols: dict[str, np.ndarray], span: int) -> tuple[pa.Table, int, list[dict]]:
+    bounds = np.searchsorted(cols["row"], np.arange(len(rows) + 1), side="left")
+    counts = np.diff(bounds)
+    base = base_level_for(span, int(counts.max()) if counts.size else 0)
+    parts: dict[int, list[pa.Table]] = {}
+    stats = []
+    for r in rows:
+        lo, hi = int(bounds[r.index]), int(bounds[r.index + 1])
+        sl = slice(lo, hi)
+        dur = cols["dur"][sl]
+        ts = cols["ts"][sl]
+        stats.append(
+            {
+                "count": hi - lo,
+                "max_dur": int(dur.max()) if hi > lo else 0,
+                "first_ts": int(ts[0]) if hi > lo else 0,
+                "last_end": int((ts + dur).max()) if hi > lo else 0,
+            }
+        )
+        if hi == lo:
+            continue
+        for level, idx, b in row_pyramid(ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span):
+            parts.setdefault(level, []).append(
+                pa.table(
+                    {
+                        "level": pa.array(np.full(idx.size, level, dtype=np.int8)),
+                        "row": pa.array(np.full(idx.size, r.index, dtype=np.int16)),
+                        "bucket": pa.array(idx.astype(np.int64)),
+                        "count": pa.array(b.count.astype(np.int32)),
+                        "busy": pa.array(b.busy),
+                        "op": pa.array(b.op.astype(np.int32)),
+                        "nbytes": pa.array(b.nbytes),
+                        "flops": pa.array(b.flops),
+                    }
+                )
+            )
+    tables = [t for level in sorted(parts) for t in parts[level]]
+    schema = pa.schema(
+        [
+            ("level", pa.int8()),
+            ("row", pa.int16()),
+            ("bucket", pa.int64()),
+            ("count", pa.int32()),
+            ("busy", pa.int64()),
+            ("op", pa.int32()),
+            ("nbytes", pa.float64()),
+            ("flops", pa.float64()),
+        ]
+    )
+    return (pa.concat_tables(tables) if tables else schema.empty_table()), base, stats
+
+
+def _deps_rev(p: Profile) -> pa.Table:
+    ids, deps = [], []
+    for t in (p.instructions, p.dma):
+        col = t["deps"].combine_chunks() if t.num_rows else None
+        if col is None or len(col) == 0:
+            continue
+        lengths = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+        ids.append(np.repeat(_np(t["id"]), lengths))
+        deps.append(pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.int64))
+    dep = np.concatenate(deps) if deps else np.zeros(0, dtype=np.int64)
+    idv = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    order = np.argsort(dep, kind="stable")
+    return pa.table({"dep": dep[order], "id": idv[order]})
+
+
+def _derived_counters(p: Profile, rows: list[RowInfo]) -> list[str]:
+    kinds = {r.kind for r in rows}
+    keys = {r.key for r in rows}
+    out = []
+    if keys & {"tensor.moving", "tensor.stationary"} or any(r.engine == "tensor" for r in rows):
+        out.append(COUNTER_TENSOR_UTIL)
+    if "dma" in kinds:
+        out += [COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT]
+    return out
+
+
+def build_profile_db(
+    p: Profile,
+    path: Path,
+    analysis: dict[str, pa.Table],
+    summary: dict[str, Any],
+    bar: Progress,
+) -> BuildResult:
+    """Write the profile database at `path` (see module doc); `bar` advances 5 steps."""
+    total_time = p.total_time_ns
+    rows, cols, opnames, srcnames = _event_columns(p)
+    span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
+    bar.advance(1)
+    lod, base, stats = _lod_table(rows, cols, span)
+    sampled = _uniques(p.counters["name"]) if p.counters.num_rows else []
+    all_rows = rows + counter_rows(len(rows), _derived_counters(p, rows), sampled)
+    bar.advance(1)
+    row_table = pa.table(
+        {
+            "row": pa.array([r.index for r in all_rows], pa.int16()),
+            "key": [r.key for r in all_rows],
+            "label": [r.label for r in all_rows],
+            "kind": [r.kind for r in all_rows],
+            "engine": pa.array([r.engine for r in all_rows], pa.string()),
+            "unit": pa.array([r.unit for r in all_rows], pa.string()),
+            "event_count": pa.array([s["count"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
+            "max_dur": pa.array([s["max_dur"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
+            "first_ts": pa.array([s["first_ts"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
+            "last_end": pa.array([s["last_end"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
+        }
+    )
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("SET preserve_insertion_order = true")
+
+        def put(name: str, table: pa.Table) -> None:
+            con.register("_src", table)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
+            con.unregister("_src")
+
+        put("events", pa.table({k: pa.array(v) for k, v in cols.items()}))
+        put("lod", lod)
+        bar.advance(1)
+        put("instructions", _sorted_by_id(p.instructions))
+        put("dma", _sorted_by_id(p.dma))
+        put("collectives", p.collectives)
+        counters = p.counters
+        if counters.num_rows:
+            counters = counters.sort_by([("name", "ascending"), ("ts", "ascending")])
+        put("counters", counters)
+        put("deps_rev", _deps_rev(p))
+        put("rows", row_table)
+        put("opcodes", pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}))
+        put("sources", pa.table({"src": pa.array(range(len(srcnames)), pa.int32()), "name": srcnames}))
+        bar.advance(1)
+        for name, table in analysis.items():
+            put(f"analysis_{name}", table)
+        meta = {
+            "manifest": p.info.to_json(),
+            "summary": summary,
+            "analysis_tables": list(analysis),
+            "stats": {
+                "t_max": span,
+                "total_time_ns": total_time,
+                "base_level": base,
+                "event_count": p.event_count,
+                "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
+                "instruction_count": p.instructions.num_rows,
+                "dma_count": p.dma.num_rows,
+                "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
+                "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+            },
+        }
+        put("meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    bar.advance(1)
+    return BuildResult(p.event_count, total_time)

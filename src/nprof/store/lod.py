@@ -1,0 +1,209 @@
+"""Level-of-detail aggregation: events of one row -> time buckets, and bucket pyramids.
+
+Contract:
+* `bucketize(ts, dur, op, nbytes, flops, origin, width, nb)` splits the events of
+  one row over `nb` buckets of `width` ns starting at `origin`. Each event's time is
+  clipped to the buckets and attributed to every bucket it overlaps, so the sum of
+  `busy` equals the events' total (clipped) duration exactly (integer ns). `count`
+  counts events in the bucket where their (clipped) start falls. `nbytes`/`flops`
+  are prorated by overlap (float). `op` is the dominant opcode: the one with the
+  most busy time in the bucket (-1 for empty buckets).
+* `row_pyramid(...)` builds every level from `base_level` up (bucket width
+  2**level ns, level L+1 = pairs of level-L buckets summed, dominant opcode
+  recomputed exactly from per-opcode sums) and yields the non-empty buckets of each
+  level. The store keeps them in its `lod` table, sorted by (level, row, bucket).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_CELLS = 1 << 24  # per-row bucket x opcode cells held for exact dominant-opcode tracking
+
+
+@dataclass
+class Buckets:
+    """Dense per-bucket aggregates of one row (arrays of equal length)."""
+
+    busy: np.ndarray  # int64 ns of event time inside the bucket
+    count: np.ndarray  # int64 events starting in the bucket
+    nbytes: np.ndarray  # float64 bytes moved (prorated)
+    flops: np.ndarray  # float64 FLOPs (prorated)
+    op: np.ndarray  # int32 dominant opcode, -1 when empty
+    per_op: np.ndarray | None = None  # (nb, k + 1) float busy per local opcode (last column: the rest)
+    op_codes: np.ndarray | None = None  # global opcode of each per_op column but the last
+
+
+def _split(s: np.ndarray, e: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
+    kb = s // width
+    ke = np.where(e > s, (e - 1) // width, kb)
+    return kb, ke
+
+
+def bucketize(
+    ts: np.ndarray,
+    dur: np.ndarray,
+    op: np.ndarray,
+    nbytes: np.ndarray,
+    flops: np.ndarray,
+    origin: int,
+    width: int,
+    nb: int,
+    keep_per_op: bool = False,
+) -> Buckets:
+    """Aggregate one row's events into `nb` buckets of `width` ns from `origin` (see module doc)."""
+    width = int(width)
+    total = nb * width
+    s = ts.astype(np.int64) - origin
+    e = s + dur.astype(np.int64)
+    keep = ((e > 0) & (s < total)) | ((s >= 0) & (s < total))
+    if not keep.all():
+        s, e, op, nbytes, flops = s[keep], e[keep], op[keep], nbytes[keep], flops[keep]
+    sc = np.clip(s, 0, total)
+    ec = np.clip(e, 0, total)
+    sc = np.minimum(sc, total - 1)
+    dc = np.maximum(ec - sc, 0)
+    kb, ke = _split(sc, ec, width)
+    ke = np.minimum(ke, nb - 1)
+    single = kb == ke
+    busy = np.zeros(nb, dtype=np.float64)
+    count = np.bincount(kb, minlength=nb).astype(np.int64)
+    amount_b = nbytes.astype(np.float64)
+    amount_f = flops.astype(np.float64)
+    full_dur = np.maximum(e - s, 1).astype(np.float64)
+    # bytes/flops are prorated over the whole (unclipped) duration
+    rate_b = amount_b / full_dur
+    rate_f = amount_f / full_dur
+    zero = e == s
+    rate_b = np.where(zero, 0.0, rate_b)
+    rate_f = np.where(zero, 0.0, rate_f)
+    # single-bucket segments
+    kbs = kb[single]
+    busy += np.bincount(kbs, weights=dc[single], minlength=nb)
+    share_b = np.where(zero, amount_b, rate_b * dc)
+    share_f = np.where(zero, amount_f, rate_f * dc)
+    nbytes_out = np.bincount(kbs, weights=share_b[single], minlength=nb).astype(np.float64)
+    flops_out = np.bincount(kbs, weights=share_f[single], minlength=nb).astype(np.float64)
+    multi = ~single
+    m_kb, m_ke = kb[multi], ke[multi]
+    first = ((m_kb + 1) * width - sc[multi]).astype(np.float64)
+    last = (ec[multi] - m_ke * width).astype(np.float64)
+    busy += np.bincount(m_kb, weights=first, minlength=nb) + np.bincount(m_ke, weights=last, minlength=nb)
+    diff = np.bincount(m_kb + 1, minlength=nb + 1)[: nb + 1] - np.bincount(m_ke, minlength=nb + 1)[: nb + 1]
+    busy += np.cumsum(diff)[:nb] * float(width)
+    for rate, out in ((rate_b[multi], nbytes_out), (rate_f[multi], flops_out)):
+        out += np.bincount(m_kb, weights=rate * first, minlength=nb) + np.bincount(
+            m_ke, weights=rate * last, minlength=nb
+        )
+        d = np.bincount(m_kb + 1, weights=rate, minlength=nb + 1) - np.bincount(m_ke, weights=rate, minlength=nb + 1)
+        out += np.cumsum(d)[:nb] * float(width)
+    busy_i = np.rint(busy).astype(np.int64)
+    per_op, codes, dom = _dominant(op, kb, ke, single, dc, first, last, width, nb)
+    out = Buckets(busy_i, count, nbytes_out, flops_out, dom)
+    if keep_per_op:
+        out.per_op, out.op_codes = per_op, codes
+    return out
+
+
+def _dominant(
+    op: np.ndarray,
+    kb: np.ndarray,
+    ke: np.ndarray,
+    single: np.ndarray,
+    dc: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    width: int,
+    nb: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-bucket busy time per opcode (top opcodes + one 'rest' column) and the dominant opcode."""
+    op = op.astype(np.int64)
+    if op.size == 0:
+        return np.zeros((nb, 1)), np.zeros(0, dtype=np.int64), np.full(nb, -1, dtype=np.int32)
+    codes, local = np.unique(op, return_inverse=True)
+    k = max(1, min(len(codes), MAX_CELLS // max(nb, 1)))
+    if k < len(codes):  # keep the k busiest opcodes exactly, lump the rest
+        weight = np.bincount(local, weights=dc.astype(np.float64) + 1.0, minlength=len(codes))
+        top = np.argsort(-weight, kind="stable")[:k]
+        remap = np.full(len(codes), k, dtype=np.int64)
+        remap[top] = np.arange(k)
+        codes = codes[top]
+        local = remap[local]
+    cols = len(codes) + 1
+    multi = ~single
+    w = np.where(single, dc.astype(np.float64), 0.0) + 0.5  # 0.5 ns per event: zero-length events still count
+    mat = np.bincount(kb * cols + local, weights=w, minlength=nb * cols).astype(np.float64)
+    ml = local[multi]
+    mat += np.bincount(kb[multi] * cols + ml, weights=first, minlength=nb * cols)
+    mat += np.bincount(ke[multi] * cols + ml, weights=last, minlength=nb * cols)
+    mat = mat.reshape(nb, cols)
+    if multi.any():
+        d = np.bincount((kb[multi] + 1) * cols + ml, minlength=(nb + 1) * cols)[: (nb + 1) * cols]
+        d = d - np.bincount(ke[multi] * cols + ml, minlength=(nb + 1) * cols)[: (nb + 1) * cols]
+        mat += np.cumsum(d.reshape(nb + 1, cols), axis=0)[:nb] * float(width)
+    dom = _pick(mat, codes, op, kb)
+    return mat, codes, dom
+
+
+def _pick(mat: np.ndarray, codes: np.ndarray, op: np.ndarray | None, kb: np.ndarray | None) -> np.ndarray:
+    """Dominant global opcode per bucket from a per-opcode matrix; the 'rest' column maps to a member op."""
+    nb, cols = mat.shape
+    best = np.argmax(mat, axis=1)
+    empty = mat.max(axis=1) <= 0
+    lookup = np.append(codes, -1).astype(np.int32)
+    dom = lookup[best]
+    rest = (best == cols - 1) & ~empty
+    if rest.any():
+        named = mat[:, : cols - 1]
+        if named.shape[1]:
+            alt = np.argmax(named, axis=1)
+            ok = rest & (named.max(axis=1) > 0)
+            dom[ok] = lookup[alt[ok]]
+        still = rest & (dom < 0)
+        if still.any() and op is not None and kb is not None:
+            member = np.full(nb, -1, dtype=np.int32)
+            member[kb] = op  # any event starting there
+            dom[still] = member[still]
+    dom[empty] = -1
+    return dom
+
+
+def _halve(a: np.ndarray) -> np.ndarray:
+    if a.shape[0] % 2:
+        pad = np.zeros((1, *a.shape[1:]), dtype=a.dtype)
+        a = np.concatenate([a, pad])
+    return a.reshape(a.shape[0] // 2, 2, *a.shape[1:]).sum(axis=1)
+
+
+def row_pyramid(
+    ts: np.ndarray, dur: np.ndarray, op: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, base_level: int, span: int
+) -> Iterator[tuple[int, np.ndarray, Buckets]]:
+    """Yield (level, bucket indices, sparse Buckets) for levels base_level.. until one bucket covers `span`."""
+    width = 1 << base_level
+    nb = max(1, -(-max(span, 1) // width))
+    b = bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)
+    level = base_level
+    busy, count, nbytes_a, flops_a, mat = b.busy, b.count, b.nbytes, b.flops, b.per_op
+    codes = b.op_codes if b.op_codes is not None else np.zeros(0, dtype=np.int64)
+    dom = b.op
+    while True:
+        nz = np.flatnonzero((count > 0) | (busy > 0))
+        yield level, nz, Buckets(busy[nz], count[nz], nbytes_a[nz], flops_a[nz], dom[nz])
+        if busy.shape[0] <= 1 or level >= 62:
+            return
+        busy, count, nbytes_a, flops_a = _halve(busy), _halve(count), _halve(nbytes_a), _halve(flops_a)
+        assert mat is not None
+        mat = _halve(mat)
+        dom = _pick(mat, codes, None, None)
+        level += 1
+
+
+def base_level_for(span: int, max_row_events: int, per_bucket: int = 8) -> int:
+    """Finest stored level: about `per_bucket` events per bucket on the busiest row."""
+    if max_row_events <= 0 or span <= 0:
+        return 0
+    target = span * per_bucket / max_row_events
+    return max(0, int(np.floor(np.log2(max(target, 1.0)))))

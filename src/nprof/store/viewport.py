@@ -1,0 +1,306 @@
+"""Timeline queries: the row list and level-of-detail viewport answers (docs/api.md).
+
+Contract: `viewport(cur, meta, t0, t1, width, keys, max_items)` returns, per row,
+either the individual events overlapping [t0, t1) (at most `max_items`) or at most
+`width` buckets (one per pixel column) with count, busy ns, busy fraction and the
+dominant opcode; counter rows return per-pixel min/max/mean. Cost is bounded by
+the pixel width, not the profile size: bucket answers read the precomputed `lod`
+pyramid at the finest level not finer than a pixel; windows finer than the
+pyramid's base level hold few events and are aggregated from `events` directly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from nprof.errors import NprofError
+from nprof.store.lod import bucketize
+from nprof.store.rows import COUNTER_DMA_THROUGHPUT, COUNTER_PENDING_DMA, COUNTER_TENSOR_UTIL
+
+MAX_WIDTH = 8192
+MAX_ITEMS = 5000
+SUB = 3  # counters: 2**SUB sub-buckets per pixel give the min/max
+
+
+def rows_answer(meta: dict[str, Any]) -> dict[str, Any]:
+    out = []
+    for r in meta["rows"]:
+        item = {"key": r["key"], "label": r["label"], "kind": r["kind"]}
+        if r["engine"]:
+            item["engine"] = r["engine"]
+        if r["kind"] == "counter":
+            item["unit"] = r["unit"] or ""
+        else:
+            item["event_count"] = r["event_count"]
+        out.append(item)
+    return {"t_min": 0, "t_max": meta["stats"]["t_max"], "rows": out}
+
+
+def select_rows(meta: dict[str, Any], keys: list[str] | None) -> list[dict[str, Any]]:
+    if not keys:
+        return list(meta["rows"])
+    by_key = {r["key"]: r for r in meta["rows"]}
+    unknown = [k for k in keys if k not in by_key]
+    if unknown:
+        raise NprofError(f"unknown row(s) {', '.join(unknown[:5])}; GET /api/profiles/<id>/rows lists them")
+    return [by_key[k] for k in dict.fromkeys(keys)]
+
+
+def _fetch_events(cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int) -> dict[str, np.ndarray]:
+    idx = [int(r["row"]) for r in rows]
+    maxdur = max(int(r["max_dur"]) for r in rows)
+    q = (
+        "SELECT row, id, ts, dur, op, nbytes, flops FROM events WHERE row IN ({}) AND ts < ? AND ts >= ? "
+        "AND (ts + dur > ? OR (dur = 0 AND ts >= ?)) ORDER BY row, ts"
+    ).format(",".join(map(str, idx)))
+    return cur.execute(q, [t1, t0 - maxdur, t0, t0]).fetchnumpy()
+
+
+def _px_group(starts: np.ndarray, widths: np.ndarray, t0: int, b: float, width: int) -> np.ndarray:
+    center = starts + widths / 2.0
+    return np.clip(np.floor((center - t0) / b), 0, width - 1).astype(np.int64)
+
+
+class _Ops:
+    """Collects global opcode codes used in one answer and renumbers them densely."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.used: dict[int, int] = {}
+
+    def map(self, ops: np.ndarray) -> list[int]:
+        uniq, inv = np.unique(ops, return_inverse=True)
+        local = np.array([self._code(int(u)) for u in uniq], dtype=np.int64)
+        return local[inv].tolist() if ops.size else []
+
+    def _code(self, op: int) -> int:
+        if op < 0:
+            return -1
+        if op not in self.used:
+            self.used[op] = len(self.used)
+        return self.used[op]
+
+    def table(self) -> list[str]:
+        return [self.names[op] for op in self.used]
+
+
+def _events_item(key: str, ev: dict[str, np.ndarray], sl: slice, ops: _Ops) -> dict[str, Any]:
+    return {
+        "key": key,
+        "mode": "events",
+        "id": ev["id"][sl].tolist(),
+        "ts": ev["ts"][sl].tolist(),
+        "dur": ev["dur"][sl].tolist(),
+        "op": ops.map(ev["op"][sl]),
+    }
+
+
+def _buckets_item(key: str, ts: np.ndarray, dur: np.ndarray, count, busy, op, ops: _Ops) -> dict[str, Any]:
+    keep = (np.asarray(count) > 0) | (np.asarray(busy) > 0)
+    ts, dur, count, busy, op = ts[keep], dur[keep], count[keep], busy[keep], op[keep]
+    frac = np.minimum(1.0, busy / np.maximum(dur, 1))
+    return {
+        "key": key,
+        "mode": "buckets",
+        "ts": ts.tolist(),
+        "dur": dur.tolist(),
+        "count": count.tolist(),
+        "busy": busy.tolist(),
+        "busy_frac": np.round(frac, 4).tolist(),
+        "op": ops.map(op),
+    }
+
+
+def _pyramid_buckets(
+    cur: duckdb.DuckDBPyConnection, rows: list[dict], level: int, t0: int, t1: int, b: float, width: int
+) -> dict[int, dict[str, np.ndarray]]:
+    B = 1 << level
+    k0, k1 = t0 // B, (t1 - 1) // B
+    q = (
+        "WITH x AS (SELECT row, bucket, count, busy, op, "
+        "LEAST(?, GREATEST(0, CAST(floor((bucket * ? + ? - ?) / ?) AS BIGINT))) AS px "
+        "FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?) "
+        "SELECT row, px, min(bucket) AS k0, max(bucket) AS k1, sum(count)::BIGINT AS count, "
+        "sum(busy)::BIGINT AS busy, arg_max(op, busy) AS op FROM x GROUP BY row, px ORDER BY row, px"
+    ).format(",".join(str(int(r["row"])) for r in rows))
+    res = cur.execute(q, [width - 1, B, B / 2.0, t0, b, level, k0, k1]).fetchnumpy()
+    out: dict[int, dict[str, np.ndarray]] = {}
+    if len(res["row"]) == 0:
+        return out
+    rowv = res["row"]
+    bounds = np.flatnonzero(np.diff(rowv)) + 1
+    for part in np.split(np.arange(len(rowv)), bounds):
+        r = int(rowv[part[0]])
+        out[r] = {
+            "ts": res["k0"][part] * B,
+            "dur": (res["k1"][part] + 1 - res["k0"][part]) * B,
+            "count": res["count"][part],
+            "busy": res["busy"][part],
+            "op": res["op"][part].astype(np.int64),
+        }
+    return out
+
+
+def _counter_values(
+    key: str, busy: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, bw: float, peak: float | None
+) -> np.ndarray:
+    if key == COUNTER_PENDING_DMA:
+        return busy / bw
+    if key == COUNTER_DMA_THROUGHPUT:
+        return nbytes / bw  # bytes per ns = GB/s
+    if peak:
+        return flops / (peak * bw * 1e-9) * 100.0
+    return np.minimum(busy / bw, 1.0) * 100.0
+
+
+def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0: int, b: float, width: int) -> dict:
+    px = _px_group(starts, np.full(starts.shape, bw), t0, b, width)
+    if px.size == 0:
+        return {"key": key, "mode": "counter", "ts": [], "dur": [], "min": [], "max": [], "mean": []}
+    cuts = np.flatnonzero(np.diff(px)) + 1
+    first = np.concatenate([[0], cuts])
+    last = np.concatenate([cuts, [px.size]]) - 1
+    return {
+        "key": key,
+        "mode": "counter",
+        "ts": starts[first].tolist(),
+        "dur": (starts[last] + bw - starts[first]).tolist(),
+        "min": np.round(np.minimum.reduceat(values, first), 6).tolist(),
+        "max": np.round(np.maximum.reduceat(values, first), 6).tolist(),
+        "mean": np.round(np.add.reduceat(values, first) / np.diff(np.append(first, px.size)), 6).tolist(),
+    }
+
+
+def _derived_counter(
+    cur: duckdb.DuckDBPyConnection, meta: dict, key: str, level: int, t0: int, t1: int, b: float, width: int
+) -> dict[str, Any]:
+    src = [r for r in meta["rows"] if (r["kind"] == "dma") == (key != COUNTER_TENSOR_UTIL) and r["kind"] != "counter"]
+    if key == COUNTER_TENSOR_UTIL:
+        src = [r for r in src if r["engine"] == "tensor"]
+        moving = [r for r in src if r["key"] == "tensor.moving"]
+        src = moving or src
+    peak = meta["manifest"].get("peak_flops")
+    base = meta["stats"]["base_level"]
+    if not src:
+        return _counter_item(key, np.zeros(0, np.int64), 1, np.zeros(0), t0, b, width)
+    if level >= base:
+        lc = max(base, level - SUB)
+        B = 1 << lc
+        k0, k1 = t0 // B, (t1 - 1) // B
+        q = (
+            "SELECT bucket, sum(busy)::DOUBLE AS busy, sum(nbytes) AS nbytes, sum(flops) AS flops FROM lod "
+            "WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ? GROUP BY bucket"
+        ).format(",".join(str(int(r["row"])) for r in src))
+        res = cur.execute(q, [lc, k0, k1]).fetchnumpy()
+        n = int(k1 - k0 + 1)
+        dense = {f: np.zeros(n) for f in ("busy", "nbytes", "flops")}
+        pos = res["bucket"].astype(np.int64) - k0
+        for f in dense:
+            dense[f][pos] = res[f]
+        starts = (np.arange(n, dtype=np.int64) + k0) * B
+        vals = _counter_values(key, dense["busy"], dense["nbytes"], dense["flops"], float(B), peak)
+        return _counter_item(key, starts, B, vals, t0, b, width)
+    ev = _fetch_events(cur, src, t0, t1)
+    bw = max(1, math.ceil(b / (1 << SUB)))
+    nb = max(1, math.ceil((t1 - t0) / bw))
+    bk = bucketize(ev["ts"], ev["dur"], ev["op"], ev["nbytes"], ev["flops"], t0, bw, nb)
+    starts = t0 + np.arange(nb, dtype=np.int64) * bw
+    vals = _counter_values(key, bk.busy.astype(float), bk.nbytes, bk.flops, float(bw), peak)
+    return _counter_item(key, starts, bw, vals, t0, b, width)
+
+
+def _sampled_counter(cur: duckdb.DuckDBPyConnection, key: str, t0: int, t1: int, b: float, width: int) -> dict:
+    res = cur.execute(
+        "SELECT LEAST(?, GREATEST(0, CAST(floor((ts - ?) / ?) AS BIGINT))) AS px, min(ts) AS t, max(ts) AS te, "
+        "min(value) AS lo, max(value) AS hi, avg(value) AS mean FROM counters "
+        "WHERE name = ? AND ts >= ? AND ts < ? GROUP BY px ORDER BY px",
+        [width - 1, t0, b, key.removeprefix("counter:"), t0, t1],
+    ).fetchnumpy()
+    return {
+        "key": key,
+        "mode": "counter",
+        "ts": res["t"].tolist(),
+        "dur": np.maximum(res["te"] - res["t"], 1).tolist(),
+        "min": res["lo"].tolist(),
+        "max": res["hi"].tolist(),
+        "mean": res["mean"].tolist(),
+    }
+
+
+def viewport(
+    cur: duckdb.DuckDBPyConnection,
+    meta: dict[str, Any],
+    t0: int,
+    t1: int,
+    width: int,
+    keys: list[str] | None = None,
+    max_items: int = 2000,
+) -> dict[str, Any]:
+    """Drawable items per row for [t0, t1) at `width` pixels (see module doc and docs/api.md)."""
+    if not 1 <= width <= MAX_WIDTH:
+        raise NprofError(f"width must be between 1 and {MAX_WIDTH} pixels")
+    if not 1 <= max_items <= MAX_ITEMS:
+        raise NprofError(f"max_items must be between 1 and {MAX_ITEMS}")
+    if t0 < 0 or t1 <= t0:
+        raise NprofError("need 0 <= t0 < t1 (nanoseconds since execution start)")
+    rows = select_rows(meta, keys)
+    b = (t1 - t0) / width
+    level = math.floor(math.log2(b)) if b >= 1 else -1
+    base = meta["stats"]["base_level"]
+    ops = _Ops(meta["opcodes"])
+    items: dict[str, dict[str, Any]] = {}
+    event_rows = [r for r in rows if r["kind"] != "counter" and r["event_count"] > 0]
+    if event_rows and level >= base:
+        agg = _pyramid_buckets(cur, event_rows, level, t0, t1, b, width)
+        few = [r for r in event_rows if int(agg.get(int(r["row"]), {"count": np.zeros(0)})["count"].sum()) <= max_items]
+        ev = _fetch_events(cur, few, t0, t1) if few else None
+        for r in event_rows:
+            ri = int(r["row"])
+            if ev is not None and r in few:
+                lo, hi = np.searchsorted(ev["row"], [ri, ri + 1])
+                if hi - lo <= max_items:
+                    items[r["key"]] = _events_item(r["key"], ev, slice(lo, hi), ops)
+                    continue
+            a = agg.get(ri)
+            if a is None:
+                items[r["key"]] = _events_item(
+                    r["key"], {k: np.zeros(0, np.int64) for k in ("id", "ts", "dur", "op")}, slice(0, 0), ops
+                )
+            else:
+                items[r["key"]] = _buckets_item(r["key"], a["ts"], a["dur"], a["count"], a["busy"], a["op"], ops)
+    elif event_rows:
+        ev = _fetch_events(cur, event_rows, t0, t1)
+        bw = max(1, math.ceil(b))
+        nb = max(1, math.ceil((t1 - t0) / bw))
+        for r in event_rows:
+            ri = int(r["row"])
+            lo, hi = np.searchsorted(ev["row"], [ri, ri + 1])
+            if hi - lo <= max_items:
+                items[r["key"]] = _events_item(r["key"], ev, slice(lo, hi), ops)
+                continue
+            sl = slice(lo, hi)
+            bk = bucketize(ev["ts"][sl], ev["dur"][sl], ev["op"][sl], ev["nbytes"][sl], ev["flops"][sl], t0, bw, nb)
+            starts = t0 + np.arange(nb, dtype=np.int64) * bw
+            items[r["key"]] = _buckets_item(
+                r["key"], starts, np.full(nb, bw, np.int64), bk.count, bk.busy, bk.op.astype(np.int64), ops
+            )
+    for r in rows:
+        if r["kind"] == "counter":
+            if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT):
+                items[r["key"]] = _derived_counter(cur, meta, r["key"], level, t0, t1, b, width)
+            else:
+                items[r["key"]] = _sampled_counter(cur, r["key"], t0, t1, b, width)
+        elif r["key"] not in items:
+            items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
+    return {
+        "t0": t0,
+        "t1": t1,
+        "width": width,
+        "bucket_ns": b,
+        "opcodes": ops.table(),
+        "rows": [items[r["key"]] for r in rows],
+    }
