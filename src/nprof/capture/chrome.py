@@ -1,0 +1,263 @@
+"""Import Chrome-trace JSON (torch.profiler, Kineto, generic) into a Profile.
+
+Contract of `import_chrome_trace(path, info=None) -> Profile`:
+* accepts ``{"traceEvents": [...], ...}`` or a bare event list (also Chrome's
+  unterminated array form), plain or gzip-compressed; anything else raises
+  `NprofError` naming the file and the problem (one line);
+* ``X`` complete slices and ``B``/``E`` pairs become instruction rows on one
+  track per thread (``cpu:<tid>``, or ``cpu:<pid>.<tid>`` when several processes
+  recorded host events) or per CUDA stream (``cuda:<device>:<stream>``); nested
+  host slices are reduced to the work level (see `chrome_tree`), so rows of a
+  track never overlap and FLOPs are counted once;
+* Kineto categories: ``kernel`` -> instruction on its stream's track,
+  ``gpu_memcpy`` / ``gpu_memset`` -> DMA rows (queue ``memcpy:<dev>:<stream>`` /
+  ``memset:<dev>:<stream>``, direction host->device, device->host,
+  device->device, host->host or ``memset``, with bytes); ``cpu_op``,
+  ``cuda_runtime``, ``cuda_driver`` and uncategorised slices -> host rows;
+  ``python_function`` / ``user_annotation`` / ``gpu_user_annotation`` are
+  context only (module path -> ``layer``, innermost user frame -> source line,
+  ``ProfilerStep#N`` -> ``iteration``); the ``Trace`` span is dropped;
+* device work inherits layer/source/iteration from the host op that launched it
+  (by ``correlation``) and depends on that op's row; the op's FLOPs move to its
+  first tensor-engine kernel; backward ops take the layer of their forward op
+  (``Sequence number``); flow events (``s``/``t``/``f``, e.g. ac2g, fwdbwd) add
+  dependencies; ``C`` counters and Kineto ``[memory]`` events become counters
+  (``cpu_allocated_bytes``, ``cuda0_allocated_bytes``, ``cuda0_reserved_bytes``);
+* timestamps become integer ns since the first event; FLOPs are computed from the
+  recorded input shapes (`opclass.op_flops`); memory-traffic columns stay 0.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from nprof import __version__
+from nprof.capture.chrome_rows import build_profile
+from nprof.errors import NprofError
+from nprof.profile import Profile, ProfileInfo
+
+CONTEXT_CATS = frozenset({"python_function", "user_annotation", "gpu_user_annotation"})
+SKIP_CATS = frozenset({"trace"})
+DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+
+
+def read_trace(path: str | os.PathLike[str]) -> tuple[list[Any], dict[str, Any]]:
+    """Read and parse a Chrome trace; return (events, top-level metadata without traceEvents)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise NprofError(f"{p}: no such file; check the path") from None
+    except OSError as exc:
+        raise NprofError(f"{p}: cannot read ({exc.strerror})") from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise NprofError(f"{p}: corrupt or truncated gzip file ({exc}); re-create it") from None
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        data = _salvage_array(raw)
+        if data is None:
+            raise NprofError(f"{p}: not valid JSON ({exc}); is the file complete?") from None
+    if isinstance(data, dict):
+        events = data.get("traceEvents")
+        if events is None:
+            if "instruction" in data and "summary" in data:
+                raise NprofError(
+                    f"{p}: this is neuron-profile JSON output, not a Chrome trace; "
+                    "nprof imports Chrome-trace JSON (torch.profiler / Kineto)"
+                )
+            raise NprofError(f"{p}: not a Chrome trace (no 'traceEvents' list); export one with torch.profiler")
+        meta = {k: v for k, v in data.items() if k != "traceEvents"}
+    elif isinstance(data, list):
+        events, meta = data, {}
+    else:
+        raise NprofError(f"{p}: not a Chrome trace (JSON {type(data).__name__}, expected an object or a list)")
+    if not isinstance(events, list):
+        raise NprofError(f"{p}: not a Chrome trace ('traceEvents' is not a list)")
+    return events, meta
+
+
+def _salvage_array(raw: bytes) -> list[Any] | None:
+    """Chrome's JSON Array Format may omit the closing bracket; accept that form."""
+    text = raw.rstrip()
+    if not text.startswith(b"["):
+        return None
+    try:
+        data = orjson.loads(text.rstrip(b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, list) else None
+
+
+def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None = None) -> Profile:
+    """Import a Chrome-trace JSON file as a Profile (see module doc); `info` overrides the manifest."""
+    p = Path(path)
+    events, meta = read_trace(p)
+    return events_to_profile(events, meta, p, info)
+
+
+def _num(value: Any) -> float:
+    return float(value)
+
+
+class _Slices:
+    """Column lists of duration slices (X events and matched B/E pairs)."""
+
+    def __init__(self) -> None:
+        self.name: list[str] = []
+        self.cat: list[str] = []
+        self.pid: list[Any] = []
+        self.tid: list[Any] = []
+        self.ts: list[Any] = []
+        self.dur: list[Any] = []
+        self.args: list[dict[str, Any]] = []
+
+    def add(self, name: Any, cat: Any, pid: Any, tid: Any, ts: Any, dur: Any, args: Any) -> None:
+        self.name.append(str(name) if name is not None else "")
+        self.cat.append(str(cat).lower() if cat is not None else "")
+        self.pid.append(pid)
+        self.tid.append(tid)
+        self.ts.append(ts)
+        self.dur.append(dur)
+        self.args.append(args if isinstance(args, dict) else {})
+
+
+def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info: ProfileInfo | None = None) -> Profile:
+    """Turn parsed trace events into a Profile (see module doc)."""
+    slices = _Slices()
+    counters: list[tuple[Any, str, Any]] = []
+    flows: list[tuple[str, Any, Any, Any, Any, str, Any]] = []  # (ph, cat, id, pid, tid, bp, ts)
+    names: dict[str, str] = {}
+    open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    n_phased = 0
+    try:
+        for ev in events:
+            ph = ev.get("ph")
+            if ph is None:
+                continue
+            n_phased += 1
+            if ph == "X":
+                slices.add(
+                    ev.get("name"),
+                    ev.get("cat"),
+                    ev.get("pid"),
+                    ev.get("tid"),
+                    ev["ts"],
+                    ev.get("dur", 0),
+                    ev.get("args"),
+                )
+            elif ph == "B":
+                open_b[(ev.get("pid"), ev.get("tid"))].append(ev)
+            elif ph == "E":
+                stack = open_b.get((ev.get("pid"), ev.get("tid")))
+                if stack:
+                    b = stack.pop()
+                    args = dict(b.get("args") or {})
+                    args.update(ev.get("args") or {})
+                    dur = _num(ev["ts"]) - _num(b["ts"])
+                    slices.add(b.get("name"), b.get("cat"), b.get("pid"), b.get("tid"), b["ts"], dur, args)
+            elif ph == "C":
+                args = ev.get("args") or {}
+                base = str(ev.get("name", "counter"))
+                if ev.get("id") is not None:
+                    base = f"{base}[{ev['id']}]"
+                for key, value in args.items():
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        counters.append((ev["ts"], base if len(args) == 1 else f"{base}.{key}", value))
+            elif ph in ("i", "I", "n") and ev.get("name") == "[memory]":
+                _memory_counters(ev, counters)
+            elif ph in ("s", "t", "f"):
+                flows.append(
+                    (ph, ev.get("cat"), ev.get("id"), ev.get("pid"), ev.get("tid"), ev.get("bp", ""), ev["ts"])
+                )
+            elif ph == "M" and ev.get("name") in ("thread_name", "process_name"):
+                label = (ev.get("args") or {}).get("name")
+                if label is not None:
+                    names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
+    if n_phased == 0:
+        raise NprofError(f"{path}: not a Chrome trace (no events with a 'ph' phase)")
+    unmatched = sum(len(v) for v in open_b.values())
+
+    try:
+        ts_us = np.asarray(slices.ts, dtype=np.float64)
+        dur_us = np.asarray([0 if d is None else d for d in slices.dur], dtype=np.float64)
+        c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
+        f_ts = np.asarray([f[6] for f in flows], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise NprofError(f"{path}: not a Chrome trace (an event has a non-numeric 'ts' or 'dur')") from None
+    if not (np.isfinite(ts_us).all() and np.isfinite(dur_us).all() and np.isfinite(c_ts).all()):
+        raise NprofError(f"{path}: not a Chrome trace (an event has an infinite or NaN 'ts' or 'dur')")
+
+    rows = build_profile(slices, ts_us, dur_us, counters, c_ts, flows, f_ts)
+    device_name = _device_name(meta)
+    base_info = ProfileInfo(
+        device="chrome-trace",
+        name=path.name,
+        producer=f"nprof {__version__} (chrome-trace import)",
+        device_name=device_name,
+        meta=_meta(meta, names, len(events), unmatched),
+    )
+    if device_name and info is None:
+        from nprof.capture.devices import gpu_peaks
+
+        peaks = gpu_peaks(device_name, rows.dtype)
+        if peaks is not None:
+            base_info = replace(base_info, peak_flops=peaks[0], hbm_bandwidth=peaks[1], peaks_source=peaks[2])
+    if info is not None:
+        merged = dict(base_info.meta)
+        merged.update(info.meta)
+        base_info = replace(info, meta=merged, device_name=info.device_name or device_name)
+    return Profile.build(base_info, rows.instructions, rows.dma, None, rows.counters)
+
+
+def _memory_counters(ev: dict[str, Any], out: list[tuple[Any, str, Any]]) -> None:
+    args = ev.get("args") or {}
+    dev_type = args.get("Device Type", 0)
+    dev = "cpu" if dev_type in (0, None) else f"cuda{args.get('Device Id', 0)}"
+    if isinstance(args.get("Total Allocated"), int | float):
+        out.append((ev["ts"], f"{dev}_allocated_bytes", args["Total Allocated"]))
+    if dev != "cpu" and isinstance(args.get("Total Reserved"), int | float):
+        out.append((ev["ts"], f"{dev}_reserved_bytes", args["Total Reserved"]))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing {exc.args[0]!r}"
+    if isinstance(exc, AttributeError):
+        return "an event is not a JSON object"
+    text = str(exc).splitlines()
+    return text[0][:120] if text else type(exc).__name__
+
+
+def _device_name(meta: dict[str, Any]) -> str | None:
+    props = meta.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], dict) and props[0].get("name"):
+        return str(props[0]["name"])
+    return None
+
+
+def _meta(meta: dict[str, Any], names: dict[str, str], n_events: int, unmatched: int) -> dict[str, str]:
+    out = {"source_events": str(n_events)}
+    for key in ("schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds", "traceName"):
+        if key in meta:
+            out[f"trace.{key}"] = str(meta[key])
+    if unmatched:
+        out["unmatched_begin_events"] = str(unmatched)
+    for key, label in list(names.items())[:256]:
+        out[key] = label
+    return out

@@ -1,0 +1,344 @@
+"""Turn the parsed slices of a Chrome trace into profile table columns.
+
+Contract: `build_profile(...) -> Rows` (called by `chrome.events_to_profile`,
+which documents the mapping) returns the columns of the instructions, dma and
+counters tables, built column-wise from lists and numpy arrays, plus the
+dominant input dtype of the FLOP-carrying ops (to choose a device peak).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nprof.capture.chrome_tree import TRACK_SHIFT, Context, nest, select_work
+from nprof.capture.opclass import engine_of, op_flops
+
+_KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
+_KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5})
+_BWD = "autograd::engine::evaluate_function: "
+_DIRECTIONS = (("HtoD", "host->device"), ("DtoH", "device->host"), ("DtoD", "device->device"))
+_DIRECTIONS += (("PtoP", "device->device"), ("HtoH", "host->host"))
+
+
+@dataclass
+class Rows:
+    instructions: dict[str, Any]
+    dma: dict[str, Any]
+    counters: dict[str, Any]
+    dtype: str | None  # dominant input dtype of FLOP-carrying ops (torch names: float, c10::BFloat16...)
+
+
+def _operands(args: dict[str, Any]) -> str | None:
+    dims = args.get("Input Dims")
+    if isinstance(dims, list):
+        types = args.get("Input type") or []
+        conc = args.get("Concrete Inputs") or []
+        parts = []
+        for k, d in enumerate(dims):
+            t = types[k] if k < len(types) else ""
+            if isinstance(d, list) and d:
+                parts.append(f"{t}[{', '.join(str(v) for v in d)}]")
+            elif k < len(conc) and conc[k] not in ("", None):
+                parts.append(str(conc[k]))
+            elif t:
+                parts.append(str(t) + ("[]" if isinstance(d, list) and t != "Scalar" else ""))
+        return ", ".join(parts) or None
+    if "grid" in args or "block" in args:
+        text = f"grid {args.get('grid')} block {args.get('block')}"
+        if args.get("registers per thread") is not None:
+            text += f", {args['registers per thread']} regs/thread"
+        if args.get("shared memory") is not None:
+            text += f", {args['shared memory']} B shared"
+        return text
+    if "bytes" in args:
+        return f"{args['bytes']} bytes"
+    return None
+
+
+def _opcode(name: str) -> str:
+    return name[len(_BWD) :] if name.startswith(_BWD) else name
+
+
+def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray,
+                  flows: list, f_ts: np.ndarray) -> Rows:  # fmt: skip
+    n = len(sl.name)
+    start = np.rint(ts_us * 1000.0).astype(np.int64)
+    dur = np.maximum(np.rint(dur_us * 1000.0).astype(np.int64), 0)
+    end = start + dur
+    kind = np.fromiter((_KIND.get(c, 2) for c in sl.cat), dtype=np.int8, count=n)
+    names, args = sl.name, sl.args
+
+    # tracks
+    host_pids = {sl.pid[i] for i in np.flatnonzero(kind == 2).tolist()}
+    multi = len(host_pids) > 1
+    codes: dict[str, int] = {}
+    by_thread: dict[tuple[Any, Any], int] = {}
+    track_code = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        k = kind[i]
+        key = (sl.pid[i], sl.tid[i])
+        if k >= 3:
+            a = args[i]
+            label = f"cuda:{a.get('device', key[0])}:{a.get('stream', key[1])}"
+        else:
+            got = by_thread.get(key)
+            if got is not None:
+                track_code[i] = got
+                continue
+            label = f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}"
+        code = codes.setdefault(label, len(codes))
+        by_thread.setdefault(key, code)
+        track_code[i] = code
+    track_names = list(codes)
+
+    # host slices: nesting, work level, context
+    host = np.flatnonzero(kind == 2)
+    h_names = [names[i] for i in host.tolist()]
+    h_args = [args[i] for i in host.tolist()]
+    order, parent, h_end = nest(track_code[host], start[host], end[host])
+    h_start = start[host]
+    h_dur = h_end - h_start
+    emitted, owner = select_work(order, parent, h_dur)
+    ctx_idx = np.flatnonzero(kind == 1)
+    ctx = Context([names[i] for i in ctx_idx.tolist()], track_code[ctx_idx], start[ctx_idx], end[ctx_idx])
+    par_l, own_l = parent.tolist(), owner.tolist()
+
+    # backward nodes: nearest evaluate_function ancestor-or-self
+    is_bwd = [nm.startswith(_BWD) for nm in h_names]
+    bwd_of = [-1] * len(host)
+    if any(is_bwd):
+        for i in order.tolist():
+            p = par_l[i]
+            bwd_of[i] = i if is_bwd[i] else (bwd_of[p] if p >= 0 else -1)
+
+    # FLOPs: own formula per op, attributed once to its emitted row
+    own = [0] * len(host)
+    flops = np.zeros(len(host), dtype=np.int64)
+    dtype_weight: Counter[str] = Counter()
+    for i, nm in enumerate(h_names):
+        if "Input Dims" in h_args[i] and engine_of(nm) == "tensor":
+            own[i] = op_flops(nm, h_args[i]["Input Dims"], h_args[i].get("Concrete Inputs"))
+    for i in [j for j, f in enumerate(own) if f > 0]:
+        o = own_l[i]
+        if o < 0:
+            continue
+        j, shadowed = i, False
+        while j != o:
+            j = par_l[j]
+            if own[j] > 0:
+                shadowed = True
+                break
+        if not shadowed:
+            flops[o] += own[i]
+            types = [t for t in (h_args[i].get("Input type") or []) if t and t != "Scalar"]
+            if types:
+                dtype_weight[str(types[0])] += own[i]
+
+    rows = np.flatnonzero(emitted)
+    r_ctx = ctx.innermost(track_code[host][rows], h_start[rows], h_end[rows])
+    info_of: dict[int, tuple[str | None, str | None, int]] = {}
+    for r, c in zip(rows.tolist(), r_ctx, strict=True):
+        layer, source, iteration, _ = ctx.info(c)
+        info_of[r] = (layer, source, iteration)
+    fwd: dict[Any, tuple[str | None, str | None]] = {}
+    if any(is_bwd):  # forward ops that created autograd nodes, by sequence number
+        seq_idx = [i for i in range(len(host)) if bwd_of[i] < 0 and "Sequence number" in h_args[i]]
+        seq_ctx = ctx.innermost(track_code[host][seq_idx], h_start[seq_idx], h_end[seq_idx])
+        for i, c in zip(seq_idx, seq_ctx, strict=True):
+            layer, source, _, _ = ctx.info(c)
+            fwd.setdefault(h_args[i]["Sequence number"], (layer, source))
+        for r in rows.tolist():
+            b = bwd_of[r]
+            if b >= 0 and (f := fwd.get(h_args[b].get("Sequence number"))) is not None:
+                layer, source, iteration = info_of[r]
+                info_of[r] = (f[0] or layer, f[1] or source, iteration)
+
+    def chain(r: int, include_self: bool) -> str | None:
+        parts = [_opcode(h_names[r])] if include_self else []
+        p = par_l[r]
+        while p >= 0:
+            parts.append(_opcode(h_names[p]))
+            p = par_l[p]
+        parts.reverse()
+        dedup = [x for k, x in enumerate(parts) if k == 0 or parts[k - 1] != x]
+        return " > ".join(dedup) or None
+
+    # device slices: kernels (instructions), memcpy/memset (dma), linked to the launching host row
+    corr: dict[Any, int] = {}
+    for i, a in enumerate(h_args):
+        c = a.get("correlation")
+        if c is not None:
+            corr[c] = i
+    dev = np.flatnonzero(kind >= 3)
+    dev_owner = []
+    for i in dev.tolist():
+        h = corr.get(args[i].get("correlation"), -1)
+        dev_owner.append(own_l[h] if h >= 0 else -1)
+    kern = [j for j, i in enumerate(dev.tolist()) if kind[i] == 3]
+    k_flops = np.zeros(len(kern), dtype=np.int64)
+    first: dict[int, int] = {}
+    for j in sorted(kern, key=lambda j: (engine_of(names[dev[j]]) != "tensor", start[dev[j]])):
+        o = dev_owner[j]
+        if o >= 0 and flops[o] > 0 and o not in first:
+            first[o] = j
+    for o, j in first.items():
+        k_flops[kern.index(j)] = flops[o]
+        flops[o] = 0
+
+    # instruction rows: emitted host slices then kernels
+    r_list = rows.tolist()
+    k_idx = [int(dev[j]) for j in kern]
+    n_r, n_k = len(r_list), len(kern)
+    i_track = np.concatenate([track_code[host][rows], track_code[k_idx]]) if n_r + n_k else np.zeros(0, np.int64)
+    i_start = np.concatenate([h_start[rows], start[k_idx]]).astype(np.int64)
+    i_dur = np.concatenate([h_dur[rows], dur[k_idx]]).astype(np.int64)
+    i_name = [h_names[r] for r in r_list] + [names[i] for i in k_idx]
+    i_flops = np.concatenate([flops[rows], k_flops]).astype(np.int64)
+    i_info = [info_of[r] for r in r_list] + [info_of.get(dev_owner[j], (None, None, 0)) for j in kern]
+    i_hlo = [chain(r, False) for r in r_list] + [chain(dev_owner[j], True) if dev_owner[j] >= 0 else None for j in kern]
+    i_ops = [_operands(h_args[r]) for r in r_list] + [_operands(args[i]) for i in k_idx]
+    i_owner = [r for r in r_list] + [dev_owner[j] for j in kern]
+
+    d_idx = [int(dev[j]) for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
+    d_owner = [dev_owner[j] for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
+
+    t0_parts = [i_start, start[d_idx]]
+    if len(c_ts):
+        t0_parts.append(np.rint(c_ts * 1000.0).astype(np.int64))
+    allstarts = np.concatenate(t0_parts) if any(len(x) for x in t0_parts) else np.zeros(1, np.int64)
+    t0 = int(allstarts.min()) if len(allstarts) else 0
+
+    i_order = np.lexsort((i_track, i_start))
+    n_i = len(i_order)
+    row_id = np.empty(n_i, dtype=np.int64)
+    row_id[i_order] = np.arange(n_i)
+    id_of_host = {r: int(row_id[k]) for k, r in enumerate(r_list)}
+    d_order = np.argsort(start[d_idx], kind="stable") if d_idx else np.zeros(0, np.int64)
+    d_id = np.empty(len(d_idx), dtype=np.int64)
+    d_id[d_order] = np.arange(len(d_idx)) + n_i
+
+    deps: list[list[int]] = [[] for _ in range(n_i + len(d_idx))]
+    for k in range(n_r, n_i):
+        o = i_owner[k]
+        if o >= 0:
+            deps[int(row_id[k])].append(id_of_host[o])
+    for j, o in enumerate(d_owner):
+        if o >= 0:
+            deps[int(d_id[j])].append(id_of_host[o])
+    _flow_deps(flows, f_ts, by_thread, np.concatenate([i_track, track_code[d_idx]]),
+               np.concatenate([i_start, start[d_idx]]), np.concatenate([i_start + i_dur, end[d_idx]]),
+               np.concatenate([row_id, d_id]), deps)  # fmt: skip
+
+    engines = [engine_of(nm) for nm in i_name]
+    engines = ["tensor" if f > 0 and e == "other" else e for e, f in zip(engines, i_flops.tolist(), strict=True)]
+
+    def perm(values: list[Any]) -> list[Any]:
+        return [values[k] for k in i_order.tolist()]
+
+    instructions = {
+        "id": np.arange(n_i, dtype=np.int64),
+        "ts": (i_start - t0)[i_order],
+        "duration": i_dur[i_order],
+        "engine": perm(engines),
+        "track": [track_names[t] for t in i_track[i_order].tolist()],
+        "opcode": perm([_opcode(nm) for nm in i_name]),
+        "operands": perm(i_ops),
+        "layer": perm([x[0] for x in i_info]),
+        "hlo_name": perm(i_hlo),
+        "nki_source_location": perm([x[1] for x in i_info]),
+        "flops": i_flops[i_order],
+        "hw_flops": i_flops[i_order],
+        "deps": [sorted(set(d)) for d in deps[:n_i]],
+        "iteration": np.asarray(perm([x[2] for x in i_info]), dtype=np.int32),
+    }
+    dma = _dma_columns(d_idx, d_owner, d_order, d_id, names, args, start, dur, t0, info_of, chain, deps, n_i)
+    counter_cols = {
+        "ts": np.rint(c_ts * 1000.0).astype(np.int64) - t0,
+        "name": [c[1] for c in counters],
+        "value": np.asarray([float(c[2]) for c in counters], dtype=np.float64),
+    }
+    dtype = dtype_weight.most_common(1)[0][0] if dtype_weight else None
+    return Rows(instructions, dma, counter_cols, dtype)
+
+
+def _dma_columns(d_idx: list[int], d_owner: list[int], d_order: np.ndarray, d_id: np.ndarray, names: list[str],
+                 args: list[dict[str, Any]], start: np.ndarray, dur: np.ndarray, t0: int,
+                 info_of: dict[int, tuple[str | None, str | None, int]], chain: Any, deps: list[list[int]],
+                 n_i: int) -> dict[str, Any]:  # fmt: skip
+    o = d_order.tolist()
+    queue, direction, nbytes, layer, src, hlo, it = [], [], [], [], [], [], []
+    for j in o:
+        i = d_idx[j]
+        a = args[i]
+        memset = "memset" in names[i].lower()
+        queue.append(f"{'memset' if memset else 'memcpy'}:{a.get('device', 0)}:{a.get('stream', 0)}")
+        direction.append("memset" if memset else _direction(names[i]))
+        b = a.get("bytes", 0)
+        nbytes.append(int(b) if isinstance(b, int | float) else 0)
+        owner = d_owner[j]
+        info = info_of.get(owner, (None, None, 0))
+        layer.append(info[0])
+        src.append(info[1])
+        it.append(info[2])
+        hlo.append(chain(owner, True) if owner >= 0 else None)
+    idx = np.asarray([d_idx[j] for j in o], dtype=np.int64)
+    return {
+        "id": np.arange(len(o), dtype=np.int64) + n_i,
+        "ts": (start[idx] - t0) if len(o) else np.zeros(0, np.int64),
+        "duration": dur[idx] if len(o) else np.zeros(0, np.int64),
+        "queue": queue,
+        "direction": direction,
+        "bytes": nbytes,
+        "partitions": [1] * len(o),
+        "layer": layer,
+        "hlo_name": hlo,
+        "nki_source_location": src,
+        "deps": [sorted(set(deps[n_i + k])) for k in range(len(o))],
+        "iteration": np.asarray(it, dtype=np.int32),
+    }
+
+
+def _direction(name: str) -> str:
+    for key, value in _DIRECTIONS:
+        if key in name:
+            return value
+    low = name.lower()
+    if "host" in low and "device" in low:
+        return "host->device" if low.index("host") < low.index("device") else "device->host"
+    return "device->device"
+
+
+def _flow_deps(flows: list, f_ts: np.ndarray, by_thread: dict[tuple[Any, Any], int], track: np.ndarray,
+               start: np.ndarray, end: np.ndarray, ids: np.ndarray, deps: list[list[int]]) -> None:  # fmt: skip
+    """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
+    if not flows or not len(ids):
+        return
+    order = np.lexsort((start, track))
+    keys = (track[order] << TRACK_SHIFT) | start[order]
+    t_sorted, e_sorted, id_sorted = track[order].tolist(), end[order].tolist(), ids[order].tolist()
+    f_ns = np.rint(f_ts * 1000.0).astype(np.int64)
+    f_trk = np.asarray([by_thread.get((f[3], f[4]), -1) for f in flows], dtype=np.int64)
+    pos = (np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1).tolist()
+    chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
+    for k, f in enumerate(flows):
+        t = int(f_trk[k])
+        if t < 0:
+            continue
+        p, ts = pos[k], int(f_ns[k])
+        bound = -1
+        if p >= 0 and t_sorted[p] == t and e_sorted[p] >= ts:
+            bound = id_sorted[p]
+        elif f[0] == "f" and f[5] != "e" and p + 1 < len(t_sorted) and t_sorted[p + 1] == t:
+            bound = id_sorted[p + 1]
+        if bound >= 0:
+            chains[(f[1], f[2])].append((ts, bound))
+    for points in chains.values():
+        points.sort()
+        for (_, a), (_, b) in itertools.pairwise(points):
+            if a != b:
+                deps[b].append(a)

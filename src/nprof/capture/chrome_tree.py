@@ -1,0 +1,176 @@
+"""Nesting of Chrome-trace slices: which slices become profile rows, and their context.
+
+Chrome-trace slices on one thread nest (``aten::linear`` contains ``aten::t``
+and ``aten::addmm``, which contains ``aten::copy_``...). A profile track must be
+a sequence of non-overlapping rows, FLOPs must be counted once and engine busy
+time must mean something, so:
+
+* `nest` computes each slice's parent (the innermost slice of the same track
+  containing it; a child that overruns its parent is clamped to the parent's end);
+* `select_work` picks the *work level*: walking down from the top, a slice is
+  emitted as one row when it is a leaf or when its own (self) time is at least
+  half of its duration (its children are then absorbed into it: bookkeeping such
+  as ``aten::copy_`` inside ``aten::addmm``); otherwise its children are visited
+  and the parent's self time stays a gap (dispatcher / Python overhead). The
+  emitted rows of a track never overlap and cover all the time spent in ops
+  except that overhead;
+* `Context` answers, for a row, the enclosing context slices (python_function,
+  user_annotation): module path (``layer``), innermost user source line and
+  ``ProfilerStep#N`` iteration.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+TRACK_SHIFT = 45  # key = track << TRACK_SHIFT | ts; ts < 2**45 ns (~9.7 hours)
+
+_PY_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_NOT_USER = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "\\Lib\\")
+_NPROF_DIR = str(Path(__file__).resolve().parent.parent)
+# torch's Python tracer writes library files relative to their sys.path entry ("torch/nn/modules/linear.py")
+_LIBRARIES = frozenset(sys.stdlib_module_names) | {
+    "torch", "torchvision", "torchaudio", "functorch", "triton", "numpy", "scipy", "transformers", "accelerate",
+    "deepspeed", "megatron", "apex", "lightning", "pytorch_lightning", "timm", "diffusers", "datasets", "peft",
+    "tokenizers", "xformers", "einops", "fairscale", "torchmetrics", "sklearn", "jax", "flax", "nprof", "_pytest",
+    "pytest", "pluggy", "typing_extensions", "tqdm",
+}  # fmt: skip
+
+
+def nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (order, parent, clamped end): order sorts by (track, start, -duration), parents come first."""
+    n = len(start)
+    order = np.lexsort((start - end, start, track)) if n else np.zeros(0, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    end_out = end.copy()
+    trk_l, st_l, en_l = track.tolist(), start.tolist(), end_out.tolist()
+    par_l = parent.tolist()
+    stack: list[int] = []
+    prev = None
+    for i in order.tolist():
+        t = trk_l[i]
+        s = st_l[i]
+        if t != prev:
+            stack.clear()
+            prev = t
+        while stack and en_l[stack[-1]] <= s:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            par_l[i] = p
+            if en_l[i] > en_l[p]:
+                en_l[i] = en_l[p]
+        stack.append(i)
+    return order, np.asarray(par_l, dtype=np.int64), np.asarray(en_l, dtype=np.int64)
+
+
+def select_work(order: np.ndarray, parent: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (emitted mask, owner): owner[i] = the emitted ancestor-or-self of slice i, or -1."""
+    n = len(parent)
+    child_sum = np.zeros(n, dtype=np.int64)
+    has_child = np.zeros(n, dtype=bool)
+    inner = parent >= 0
+    np.add.at(child_sum, parent[inner], duration[inner])
+    has_child[parent[inner]] = True
+    candidate = (~has_child) | (2 * (duration - child_sum) >= duration)
+    cand_l = candidate.tolist()
+    par_l = parent.tolist()
+    owner = [-1] * n
+    emitted = [False] * n
+    for i in order.tolist():
+        p = par_l[i]
+        up = owner[p] if p >= 0 else -1
+        if up >= 0:
+            owner[i] = up
+        elif cand_l[i]:
+            emitted[i] = True
+            owner[i] = i
+    return np.asarray(emitted, dtype=bool), np.asarray(owner, dtype=np.int64)
+
+
+def user_frame(name: str) -> str | None:
+    """`file.py:line` for a python_function slice name `file.py(line): func` in user code, else None."""
+    m = _PY_FRAME.match(name)
+    if not m:
+        return None
+    path = m.group(1)
+    if path.startswith(("<", _NPROF_DIR)) or any(mark in path for mark in _NOT_USER):
+        return None
+    if not path.startswith(("/", "\\")) and path[1:2] != ":":
+        top = path.replace("\\", "/").split("/", 1)[0].removesuffix(".py")
+        if top in _LIBRARIES:
+            return None
+    return f"{path}:{m.group(2)}"
+
+
+class Context:
+    """Context slices (python_function, user_annotation) of a trace and per-row lookups."""
+
+    def __init__(self, names: Sequence[str], track: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self.names = list(names)
+        order, parent, end_c = nest(track, start, end)
+        self.order = order
+        self.parent = parent.tolist()
+        self.track = track[order]
+        self.keys = (track[order].astype(np.int64) << TRACK_SHIFT) | start[order]
+        self.end_sorted = end_c[order].tolist()
+        self.trk_sorted = self.track.tolist()
+        self.rank = np.empty(len(order), dtype=np.int64)
+        self.rank[order] = np.arange(len(order))
+        self.rank_l = self.rank.tolist()
+        self.order_l = order.tolist()
+        self._memo: dict[int, tuple[str | None, str | None, int, bool]] = {}
+
+    def innermost(self, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
+        """Innermost context slice containing each [start, end) on the same track (-1 if none)."""
+        if not len(self.order) or not len(start):
+            return [-1] * len(start)
+        keys = (track.astype(np.int64) << TRACK_SHIFT) | start
+        pos = (np.searchsorted(self.keys, keys, side="right") - 1).tolist()
+        out = []
+        trk_l, end_l = track.tolist(), end.tolist()
+        for j, k in enumerate(pos):
+            c = self.order_l[k] if k >= 0 else -1
+            t, e = trk_l[j], end_l[j]
+            while c >= 0:
+                r = self.rank_l[c]
+                if self.trk_sorted[r] == t and self.end_sorted[r] >= e:
+                    break
+                c = self.parent[c]
+            out.append(c)
+        return out
+
+    def info(self, c: int) -> tuple[str | None, str | None, int, bool]:
+        """(layer, source, iteration, explicit source) for context slice c (memoised, computed from its parents)."""
+        if c < 0:
+            return None, None, 0, False
+        got = self._memo.get(c)
+        if got is not None:
+            return got
+        chain = []
+        node = c
+        while node >= 0 and node not in self._memo:
+            chain.append(node)
+            node = self.parent[node]
+        layer, source, iteration, explicit = self._memo[node] if node >= 0 else (None, None, 0, False)
+        for node in reversed(chain):
+            name = self.names[node]
+            if name.startswith("nn.Module: "):
+                module = name[11:]
+                layer = f"{layer}.{module}" if layer else module
+            elif name.startswith("nprof.module: "):
+                layer = name[14:]
+            elif name.startswith("nprof.src: "):
+                source, explicit = name[11:], True
+            elif not explicit and (frame := user_frame(name)):
+                source = frame
+            elif (step := _STEP.match(name)) is not None:
+                iteration = int(step.group(1))
+            self._memo[node] = (layer, source, iteration, explicit)
+        return self._memo[c]
