@@ -1,0 +1,113 @@
+"""FastAPI application factory: the JSON API, the viewer page and its static files.
+
+Contract: `create_app(store) -> FastAPI`.
+* `/api/...`: the JSON API of docs/api.md (see `nprof.web.api`); OpenAPI at `/docs`.
+* Errors are always JSON {"error": "<one line>"}: NotFound -> 404, any other
+  NprofError or invalid parameter/body -> 422 (the reason names the parameter).
+* HTML: `/` (profile list), `/profile/<id>`, `/profile_cc/<group id>` serve
+  `static/index.html` (the page reads the path); an unknown id gets a 404 page
+  linking to the list. `/static/...` serves the page's assets. Until the page
+  exists a minimal HTML says so and links to the API.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from nprof import __version__
+from nprof.errors import NprofError
+from nprof.store import NotFound, Store
+from nprof.web.api import JSON, api_router
+
+STATIC = Path(__file__).parent / "static"
+
+_PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>nprof</title></head>
+<body style="font-family:sans-serif"><h1>nprof</h1><p>The viewer page is loading: it is not installed in
+this build ({static} has no index.html). The data is available from the <a href="/api/profiles">JSON API</a>
+(<a href="/docs">API docs</a>).</p></body></html>"""
+
+_NOT_FOUND = """<!doctype html><html><head><meta charset="utf-8"><title>nprof: not found</title></head>
+<body style="font-family:sans-serif"><h1>Not found</h1><p>{message}</p>
+<p><a href="/">All profiles</a></p></body></html>"""
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "path", "body")]
+        where = ".".join(loc) or "request"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "invalid parameter " + "; ".join(parts)
+
+
+def _page(request: Request) -> Response:
+    index = STATIC / "index.html"
+    if index.is_file():
+        return HTMLResponse(index.read_text(encoding="utf-8"), headers={"Cache-Control": "no-cache"})
+    return HTMLResponse(_PLACEHOLDER.format(static=html.escape(str(STATIC))))
+
+
+def _not_found_page(message: str) -> HTMLResponse:
+    return HTMLResponse(_NOT_FOUND.format(message=html.escape(message)), status_code=404)
+
+
+def create_app(store: Store) -> FastAPI:
+    """The nprof web application over `store` (see module doc)."""
+    app = FastAPI(
+        title="nprof viewer API",
+        version=__version__,
+        description="JSON API of the nprof profile viewer (docs/api.md).",
+        default_response_class=JSON,
+    )
+    app.state.store = store
+
+    @app.exception_handler(NotFound)
+    def _not_found(request: Request, exc: NotFound) -> Response:
+        return JSON({"error": str(exc)}, status_code=404)
+
+    @app.exception_handler(NprofError)
+    def _bad_request(request: Request, exc: NprofError) -> Response:
+        return JSON({"error": str(exc)}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        return JSON({"error": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and not request.url.path.startswith("/api"):
+            return _not_found_page(f"No page at {request.url.path}.")
+        return JSON({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    app.include_router(api_router(store))
+
+    @app.get("/", include_in_schema=False)
+    def index(request: Request) -> Response:
+        return _page(request)
+
+    @app.get("/profile/{profile_id}", include_in_schema=False)
+    def profile_page(request: Request, profile_id: str) -> Response:
+        try:
+            store.entry(profile_id)
+        except NprofError as exc:
+            return _not_found_page(str(exc))
+        return _page(request)
+
+    @app.get("/profile_cc/{group_id}", include_in_schema=False)
+    def group_page(request: Request, group_id: str) -> Response:
+        try:
+            store.group(group_id)
+        except NprofError as exc:
+            return _not_found_page(str(exc))
+        return _page(request)
+
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app

@@ -1,0 +1,133 @@
+"""`nprof view` (output format db): ingest into the store, then serve the viewer.
+
+Contract: `view_from_args(args) -> int` is the CLI-facing entry point (the one
+function here that prints):
+* `-s PROFILE` ingests the file (id from `--db-bucket`, else derived; an unchanged
+  file already stored is reused; `--force` re-ingests) and prints
+  `View profile at http://localhost:<port>/profile/<id>`;
+* `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture as the
+  ranks of one group and prints the `/profile_cc/<group id>` link;
+* neither: serves the list of stored profiles (`/`);
+* `--ingest-only` prints `Profile "<id>" is ready to view` and returns 0;
+* the port is bound before anything is printed: a port in use is a one-line
+  NprofError suggesting `--port N`. Serves with uvicorn until Ctrl-C.
+`ingest_directory(store, dir, ...)` is the library half of `-d`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import hashlib
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from nprof.errors import NprofError
+from nprof.store import Store, derive_id
+from nprof.store.rows import natural_key
+
+RANK_FILE = re.compile(r"profile_rank_(\d+)\.ntff$")
+
+
+def ingest_directory(
+    store: Store, directory: str, *, group_id: str | None, display_name: str | None, force: bool
+) -> dict[str, Any]:
+    """Ingest every profile_rank_<i>.ntff of `directory` as one group; returns the group entry."""
+    d = Path(directory).expanduser()
+    if not d.is_dir():
+        raise NprofError(f"{d}: not a directory; -d takes the -s directory of a multi-worker capture")
+    files = sorted((p for p in d.iterdir() if RANK_FILE.search(p.name)), key=lambda p: natural_key(p.name))
+    if not files:
+        raise NprofError(f"{d}: no profile_rank_<i>.ntff files; capture with -r/--collectives-workers-per-node")
+    fp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    gid = group_id or derive_id(d.resolve().name, fp)
+    name = display_name or d.resolve().name
+    old = store.catalog.group(gid)
+    if old is not None and not force:
+        if group_id is not None or old.get("fingerprint") != hashlib.sha1(fp.encode()).hexdigest():
+            raise NprofError(f'group "{gid}" is already in the store; use --force to replace it')
+        return old
+    ranks = []
+    for p in files:
+        rank = int(RANK_FILE.search(p.name).group(1))  # type: ignore[union-attr]
+        entry, _ = store.ingest_file(
+            p, profile_id=f"{gid}.rank{rank}", display_name=f"{name} rank {rank}", force=True, group=gid
+        )
+        ranks.append((rank, entry["id"]))
+    group = store.register_group(gid, name, ranks, force=True)
+
+    def stamp(data: dict[str, Any]) -> dict[str, Any]:
+        data["groups"][gid]["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
+        return data["groups"][gid]
+
+    store.catalog.update(stamp)
+    return group
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise NprofError(f"port {port} is already in use; choose another with --port N") from exc
+        if exc.errno == errno.EACCES:
+            raise NprofError(f"not allowed to listen on port {port}; use --port N with N >= 1024") from exc
+        raise NprofError(f"cannot listen on {host}:{port} ({exc.strerror}); check --host and --port") from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "") else host
+
+
+def view_from_args(args: argparse.Namespace) -> int:
+    """Run `nprof view` with --output-format db (see module doc)."""
+    store = Store(args.db)
+    program = getattr(args, "program", None)
+    if program and not Path(program).expanduser().exists():
+        raise NprofError(f"{program}: no such program file; check the -n path")
+    profile_arg = getattr(args, "profile", None)
+    directory = getattr(args, "directory", None)
+    if profile_arg and directory:
+        raise NprofError("give either -s PROFILE or -d DIR, not both")
+    path, ready = "/", None
+    if directory:
+        group = ingest_directory(
+            store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
+        )
+        path, ready = f"/profile_cc/{group['id']}", group["id"]
+    elif profile_arg:
+        entry, _reused = store.ingest_file(
+            profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
+        )
+        path, ready = f"/profile/{entry['id']}", entry["id"]
+    if args.ingest_only:
+        if ready is None:
+            raise NprofError("--ingest-only needs -s PROFILE or -d DIR")
+        sys.stdout.write(f'Profile "{ready}" is ready to view\n')
+        return 0
+    sock = _bind(args.host, args.port)
+    import uvicorn
+
+    from nprof.web.app import create_app
+
+    what = "profile" if ready else "profiles"
+    sys.stdout.write(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n")
+    sys.stdout.flush()
+    config = uvicorn.Config(create_app(store), log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        store.close()
+    return 0
