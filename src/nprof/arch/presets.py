@@ -1,0 +1,198 @@
+"""Device presets of the virtual NeuronCore: every hardware figure the simulator uses.
+
+Contract: `PRESETS` maps "trn1" (NeuronCore-v2, Trn1/Inf2) and "trn2"
+(NeuronCore-v3, Trn2) to a frozen `Preset`; `get_preset(name)` returns one or
+raises `NprofError` listing the valid names. Every figure is a named field whose
+comment cites the public source (AWS Neuron / NKI documentation, as summarised in
+HARDWARE.md). Where sources disagree the comment names the choice. Figures that
+are *derived* (not printed in a document) say how they were derived.
+
+Tests and studies may build variants with `dataclasses.replace(get_preset("trn1"), ...)`;
+`nprof.device.simulate` accepts a `Preset` as well as a name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from nprof.errors import NprofError
+
+_GB = 1e9
+_KIB = 1024
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One NeuronCore generation. Clocks in Hz, sizes in bytes, bandwidths in bytes/s, latencies in ns."""
+
+    name: str  # preset name: "trn1" or "trn2"
+    core: str  # NeuronCore generation
+    # --- engine clocks (Hz) ---
+    tensor_clock_hz: float  # TensorE *effective* clock: one moving column per cycle on the 128x128 array
+    vector_clock_hz: float  # VectorE clock
+    scalar_clock_hz: float  # ScalarE (activation engine) clock
+    gpsimd_clock_hz: float  # GpSimdE clock
+    sync_clock_hz: float  # Sync engine clock (semaphores/events)
+    profiler_clock_hz: float  # base clock of the on-chip profiler's timestamps
+    # --- on-chip memory geometry ---
+    partitions: int  # SBUF/PSUM partitions (= TensorE rows)
+    sbuf_partition_bytes: int  # SBUF bytes per partition
+    psum_partition_bytes: int  # PSUM bytes per partition
+    psum_banks: int  # PSUM accumulation banks per partition
+    psum_bank_bytes: int  # bytes per PSUM bank per partition (512 fp32)
+    # --- tile limits (NKI nl.tile_size) ---
+    pmax: int  # max partitions of any tile
+    gemm_stationary_fmax: int  # max free size of the matmul stationary operand
+    gemm_moving_fmax: int  # max free size of the matmul moving operand
+    psum_fmax: int  # max fp32 free size of one PSUM bank
+    # --- DMA and HBM ---
+    dma_queues: int  # DMA engines (queues) per NeuronCore
+    dma_queue_bandwidth: float  # bytes/s one DMA queue moves at full efficiency
+    hbm_bandwidth: float  # bytes/s of HBM available to one NeuronCore (chip bandwidth / cores)
+    dma_latency_ns: float  # semaphore-to-transfer-start latency of a DMA descriptor
+    dma_chunk_overhead_bytes: int  # fixed cost of one contiguous chunk, as bytes of transfer time (derived)
+    dma_efficient_chunk_bytes: int  # chunk size from which a transfer counts as efficient
+    # --- instruction costs (cycles) ---
+    min_ii: int  # minimum initiation interval of any compute instruction
+    static_access_cycles: int  # fixed latency to start an SBUF/PSUM access (exposed on dependencies)
+    ldweights_rows_per_cycle: int  # fast weight load: rows loaded per cycle (128/4 = 32 cycles)
+    fp8_matmul_speedup: int  # FP8 matmul throughput relative to BF16
+    fp32_matmul_slowdown: int  # FP32 matmul passes relative to BF16 (4 = quarter rate)
+    # --- peaks and collectives ---
+    peak_flops: Mapping[str, float] = field(default_factory=dict)  # FLOP/s by matmul input dtype class
+    peaks_source: str = ""  # one line naming where the peaks come from
+    cc_cores: int = 6  # collective-communication cores per device
+    cores_per_chip: int = 2  # NeuronCores sharing the chip's HBM
+
+    @property
+    def sbuf_bytes(self) -> int:
+        return self.partitions * self.sbuf_partition_bytes
+
+    @property
+    def psum_bytes(self) -> int:
+        return self.partitions * self.psum_partition_bytes
+
+    def clock_hz(self, engine: str) -> float:
+        """Clock of an engine by Profile engine name (tensor, vector, scalar, gpsimd, sync, dma, cc)."""
+        return {
+            "tensor": self.tensor_clock_hz,
+            "vector": self.vector_clock_hz,
+            "scalar": self.scalar_clock_hz,
+            "gpsimd": self.gpsimd_clock_hz,
+            "sync": self.sync_clock_hz,
+        }.get(engine, self.profiler_clock_hz)
+
+    def peak(self, dtype: str) -> float:
+        """Peak matmul FLOP/s for a matmul input dtype name (float32, bfloat16, float8_e4m3, ...)."""
+        if dtype == "float32":
+            return self.peak_flops["float32"]
+        if dtype.startswith("float8"):
+            return self.peak_flops["float8"]
+        return self.peak_flops["bfloat16"]
+
+
+def _array_flops(clock_hz: float, partitions: int = 128, columns: int = 128) -> float:
+    """FLOP/s of a systolic array doing one multiply-add per cell per cycle."""
+    return 2.0 * partitions * columns * clock_hz
+
+
+# NeuronCore-v2 (Trn1 / Inf2). Sources: AWS Neuron docs "NeuronCore-v2 Architecture", "Trainium
+# Architecture", NKI "Trainium/Inferentia2 architecture guide" and "NKI performance guide".
+TRN1 = Preset(
+    name="trn1",
+    core="NeuronCore-v2",
+    # The docs quote ~92 TFLOPS BF16 per core for the 128x128 array; 92e12 / (2*128*128) = 2.8 GHz effective.
+    # (The array runs at 1.4 GHz processing two moving columns per cycle; we model one column per 2.8 GHz cycle.)
+    tensor_clock_hz=2.8e9,
+    vector_clock_hz=1.12e9,  # NKI architecture guide: VectorE 1.12 GHz
+    scalar_clock_hz=1.4e9,  # NKI architecture guide: ScalarE 1.4 GHz
+    gpsimd_clock_hz=1.4e9,  # NKI architecture guide: GpSimdE 1.4 GHz
+    sync_clock_hz=1.4e9,  # not published; the profiler base clock
+    profiler_clock_hz=1.4e9,  # neuron-profile: base clock 1.4 GHz on NeuronCore-v2
+    partitions=128,  # SBUF/PSUM: 128 partitions
+    sbuf_partition_bytes=192 * _KIB,  # SBUF 24 MiB = 128 x 192 KiB
+    psum_partition_bytes=16 * _KIB,  # PSUM 2 MiB = 128 x 16 KiB
+    psum_banks=8,  # 8 banks of 2 KiB per partition
+    psum_bank_bytes=2 * _KIB,
+    pmax=128,  # nl.tile_size.pmax
+    gemm_stationary_fmax=128,  # nl.tile_size.gemm_stationary_fmax
+    gemm_moving_fmax=512,  # nl.tile_size.gemm_moving_fmax
+    psum_fmax=512,  # nl.tile_size.psum_fmax (one 2 KiB bank of fp32)
+    dma_queues=16,  # 32 DMA engines per chip, 16 per core
+    # Sources disagree: one doc gives ~27 GiB/s peak per DMA engine, the DMA bandwidth guide 17 B/ns
+    # (272 GB/s per core). We choose the guide's 17 B/ns: it is the sustained figure kernels see.
+    dma_queue_bandwidth=17 * _GB,
+    hbm_bandwidth=820 * _GB / 2,  # 32 GiB HBM at 820 GB/s per chip, shared by 2 cores -> 410 GB/s per core
+    dma_latency_ns=1300.0,  # NKI perf guide: ~1.3 us from semaphore to transfer start (fixed DMA cost)
+    # Derived: transfers < 256 B per partition are overhead-bound, so one chunk costs as much as 256 B of
+    # transfer (50% efficiency at 256 B, 89% at the recommended 2 KiB).
+    dma_chunk_overhead_bytes=256,
+    dma_efficient_chunk_bytes=2 * _KIB,  # NKI perf guide: >= 2 KiB per partition recommended
+    min_ii=64,  # NKI perf guide: MIN_II ~64 cycles
+    static_access_cycles=60,  # NKI perf guide: ~60 cycles static overhead to start an SBUF/PSUM access
+    ldweights_rows_per_cycle=4,  # fast weight load: 128 rows / 4 = ~32 cycles
+    fp8_matmul_speedup=1,  # v2: cFP8 runs at the BF16 rate (~92 TFLOPS)
+    fp32_matmul_slowdown=4,  # FP32 ~23 TFLOPS = BF16 / 4
+    peak_flops=MappingProxyType(
+        {"bfloat16": _array_flops(2.8e9), "float8": _array_flops(2.8e9), "float32": _array_flops(2.8e9) / 4}
+    ),
+    peaks_source="trn1 preset: NeuronCore-v2 TensorE 128x128 at 2.8 GHz effective (AWS docs: ~92 TFLOPS BF16/FP8, "
+    "~23 TFLOPS FP32 per core); HBM 820 GB/s per chip / 2 cores",
+    cc_cores=6,  # Trn1: 6 CC-cores per device
+    cores_per_chip=2,
+)
+
+# NeuronCore-v3 (Trn2). Sources: AWS Neuron docs "Trainium2 Architecture", "NeuronCore-v3 Architecture".
+TRN2 = Preset(
+    name="trn2",
+    core="NeuronCore-v3",
+    tensor_clock_hz=2.4e9,  # docs: TensorE 2.4 GHz effective -> 2*128*128*2.4e9 = 78.6 TFLOPS (~79 quoted)
+    vector_clock_hz=0.96e9,  # docs: VectorE 0.96 GHz
+    scalar_clock_hz=1.2e9,  # docs: ScalarE 1.2 GHz
+    gpsimd_clock_hz=1.2e9,  # docs: GpSimdE 1.2 GHz
+    sync_clock_hz=1.2e9,  # not published; the profiler base clock
+    profiler_clock_hz=1.2e9,  # profiler base clock 1.2 GHz on NeuronCore-v3
+    partitions=128,
+    # Sources disagree: 24 MiB SBUF per core (Trainium2 architecture page) vs 28 MiB = 128 x 224 KiB (NKI
+    # guide). We choose 24 MiB (192 KiB per partition) so kernels sized for trn1 and trn2 behave alike.
+    sbuf_partition_bytes=192 * _KIB,
+    psum_partition_bytes=16 * _KIB,  # PSUM 2 MiB
+    psum_banks=8,
+    psum_bank_bytes=2 * _KIB,
+    pmax=128,
+    gemm_stationary_fmax=128,
+    gemm_moving_fmax=512,
+    psum_fmax=512,
+    dma_queues=16,  # 16 DMA engines per core
+    dma_queue_bandwidth=23 * _GB,  # docs: 23 B/ns per DMA engine
+    hbm_bandwidth=2.9e12 / 8,  # 96 GiB HBM at 2.9 TB/s per chip, shared by 8 cores -> 362.5 GB/s per core
+    dma_latency_ns=1300.0,  # as NeuronCore-v2 (no separate v3 figure published)
+    dma_chunk_overhead_bytes=256,
+    dma_efficient_chunk_bytes=2 * _KIB,
+    min_ii=64,
+    static_access_cycles=60,
+    ldweights_rows_per_cycle=4,
+    fp8_matmul_speedup=2,  # docs: 158 TFLOPS FP8 = 2 x 79 BF16
+    fp32_matmul_slowdown=4,  # docs: 20 TFLOPS FP32 ~ 79 / 4
+    peak_flops=MappingProxyType(
+        {"bfloat16": _array_flops(2.4e9), "float8": 2 * _array_flops(2.4e9), "float32": _array_flops(2.4e9) / 4}
+    ),
+    peaks_source="trn2 preset: NeuronCore-v3 TensorE 128x128 at 2.4 GHz effective (AWS docs: 79 TFLOPS BF16, "
+    "158 FP8, 20 FP32 per core); HBM 2.9 TB/s per chip / 8 cores",
+    cc_cores=6,
+    cores_per_chip=8,
+)
+
+PRESETS: dict[str, Preset] = {"trn1": TRN1, "trn2": TRN2}
+
+
+def get_preset(name: str | Preset) -> Preset:
+    """The preset called `name` (a `Preset` passes through); NprofError listing valid names otherwise."""
+    if isinstance(name, Preset):
+        return name
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise NprofError(f"unknown device preset {name!r}; valid presets: {', '.join(PRESETS)}") from None

@@ -1,0 +1,232 @@
+"""`simulate`: run a Program on the virtual NeuronCore; outputs, latencies and a Profile.
+
+Contract of `simulate(program, inputs=None, *, preset=None, numerics=True,
+executions=1, profile_nth=None, rank=0, world_size=1, ignore_exec_errors=False)`:
+
+* `preset`: a name ("trn1"/"trn2"), a `Preset`, or None for the program's own.
+* Inputs are checked against the program's input tensors: an unknown name or a
+  wrong shape raises `NprofError` naming the tensor and the expected
+  shape/dtype. Dtypes convert silently within a kind — any float array to a
+  float tensor (rounded to nearest even, e.g. float64 -> float32 -> bfloat16),
+  integers to an integer tensor when every value fits, integers to a float
+  tensor; anything else (float -> int, bool, complex) is an error. A missing
+  input runs on zeros with a warning that results may be inf/NaN.
+* Numerics run every instruction in program order on real numpy buffers
+  (`device.memory`, `device.numerics`); `outputs` holds every output tensor in
+  its declared shape and dtype. An out-of-bounds or malformed instruction
+  raises `NprofError`; with `ignore_exec_errors=True` it is skipped and
+  reported in `warnings`. Outputs containing NaN/inf are an error unless
+  `ignore_exec_errors` is set or some input was missing (zero inputs often
+  produce them), in which case they are a warning. `numerics=False` (timing
+  only) skips all of that: `outputs` is empty.
+* Timing (`device.schedule`) does not depend on data, and the device keeps no
+  state between executions (no caches), so every execution takes the same
+  time: `latencies_ns` repeats it `executions` times and the profile shows
+  execution `profile_nth` (1-based, default the last; earlier ones are warm-up).
+* `world_size > 1` (collectives across workers) is handled by the
+  multi-worker runner; here it raises `NprofError`.
+* Peak FLOPs in the profile: the preset's FP32 peak when every MATMUL has an
+  FP32 operand, its FP8 peak when every MATMUL is FP8 x FP8, else BF16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from nprof.arch.isa import Opcode
+from nprof.arch.presets import Preset, get_preset
+from nprof.device import numerics as num
+from nprof.device.memory import AccessError, Memory, convert, is_int, numpy_dtype
+from nprof.device.plan import plan_for
+from nprof.device.record import build_tables
+from nprof.device.schedule import schedule
+from nprof.errors import NprofError
+from nprof.profile import Profile, ProfileInfo, TensorInfo
+from nprof.program.model import Program, TensorDecl
+from nprof.progress import progress
+
+ZERO_INPUTS_WARNING = "results may be inf/NaN"
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What one `simulate` call produced."""
+
+    outputs: dict[str, np.ndarray]  # every output tensor (empty when numerics=False)
+    profile: Profile  # the profiled execution
+    latencies_ns: tuple[int, ...]  # device time of every execution, in ns
+    warnings: tuple[str, ...]  # one line each: missing inputs, NaN/inf outputs, skipped instructions
+
+
+def _check_input(decl: TensorDecl, value: object) -> np.ndarray:
+    arr = np.asarray(value)
+    want = numpy_dtype(decl.dtype)
+    what = f"input {decl.name!r} expects shape {tuple(decl.shape)} {decl.dtype}"
+    if tuple(arr.shape) != tuple(decl.shape):
+        if arr.size == decl.elements and arr.ndim <= 1 and len(decl.shape) <= 1:
+            arr = arr.reshape(decl.shape)
+        else:
+            raise NprofError(f"{what}, got shape {tuple(arr.shape)} {arr.dtype}")
+    if arr.dtype == want:
+        return arr
+    src_float = arr.dtype.kind == "f" or arr.dtype == numpy_dtype("bfloat16") or arr.dtype.name.startswith("float8")
+    if not is_int(decl.dtype):
+        if src_float or arr.dtype.kind in "iu":
+            return convert(arr.astype(np.float64) if arr.dtype.kind in "iu" else arr, decl.dtype)
+    elif arr.dtype.kind in "iu":
+        info = np.iinfo(want)
+        if arr.size == 0 or (int(arr.min()) >= info.min and int(arr.max()) <= info.max):
+            return arr.astype(want)
+        raise NprofError(f"{what}: values outside the {decl.dtype} range; fix the input")
+    raise NprofError(f"{what}, got {arr.dtype}; convert the array to {decl.dtype}")
+
+
+def prepare_inputs(program: Program, inputs: Mapping[str, object] | None) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Checked input arrays by name, and the names of missing inputs (zero-filled)."""
+    decls = {t.name: t for t in program.inputs}
+    given = dict(inputs or {})
+    unknown = [name for name in given if name not in decls]
+    if unknown:
+        names = ", ".join(decls) or "(none)"
+        raise NprofError(f"program {program.name!r} has no input {unknown[0]!r}; its inputs are: {names}")
+    checked = {name: _check_input(decls[name], value) for name, value in given.items()}
+    missing = [name for name in decls if name not in checked]
+    return checked, missing
+
+
+def _peak(program: Program, preset: Preset) -> tuple[float, str]:
+    mm = [ins for ins in program.instructions if ins.opcode is Opcode.MATMUL]
+    if mm and all(any(a.dtype == "float32" for a in ins.ins[:2]) for ins in mm):
+        return preset.peak("float32"), "float32"
+    if mm and all(all(a.dtype.startswith("float8") for a in ins.ins[:2]) for ins in mm):
+        return preset.peak("float8_e4m3"), "float8"
+    return preset.peak("bfloat16"), "bfloat16"
+
+
+def _run_numerics(program: Program, mem: Memory, ignore_exec_errors: bool, warnings: list[str]) -> None:
+    skipped = 0
+    n = len(program.instructions)
+    with progress(n, f"simulating {program.name}") as bar:
+        for i, ins in enumerate(program.instructions):
+            try:
+                num.execute(ins, mem)
+            except (AccessError, ValueError, IndexError, KeyError, TypeError) as exc:
+                where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
+                if not ignore_exec_errors:
+                    raise NprofError(
+                        f"execution error in {where}: {exc}; fix the program or pass --ignore-exec-errors"
+                    ) from exc
+                skipped += 1
+                if skipped <= 5:
+                    warnings.append(f"execution error in {where} skipped: {exc}")
+            if i % 4096 == 4095:
+                bar.advance(4096)
+    if skipped > 5:
+        warnings.append(f"{skipped - 5} more instructions with execution errors skipped")
+
+
+def simulate(
+    program: Program,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    *,
+    preset: str | Preset | None = None,
+    numerics: bool = True,
+    executions: int = 1,
+    profile_nth: int | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+    ignore_exec_errors: bool = False,
+) -> SimResult:
+    """Run `program` on the virtual NeuronCore (see the module doc for the full contract)."""
+    if world_size != 1:
+        raise NprofError("multi-worker simulation (world_size > 1) is not yet supported by this device runner")
+    if rank != 0:
+        raise NprofError(f"rank {rank} is out of range for world_size 1")
+    if executions < 1:
+        raise NprofError(f"executions must be >= 1, got {executions}")
+    nth = executions if profile_nth is None else profile_nth
+    if not 1 <= nth <= executions:
+        raise NprofError(f"profile_nth {nth} is outside the executions 1..{executions}")
+    pre = get_preset(preset if preset is not None else program.preset)
+    if program.sbuf_bytes > pre.sbuf_partition_bytes or program.psum_bytes > pre.psum_partition_bytes:
+        raise NprofError(
+            f"program {program.name!r} needs {program.sbuf_bytes} B SBUF / {program.psum_bytes} B PSUM per "
+            f"partition; preset {pre.name} has {pre.sbuf_partition_bytes} / {pre.psum_partition_bytes}"
+        )
+    warnings: list[str] = []
+    checked, missing = prepare_inputs(program, inputs)
+    if missing:
+        warnings.append(f"inputs {', '.join(missing)} not given: running on zeros; {ZERO_INPUTS_WARNING}")
+
+    plan = plan_for(program, pre)
+    timing = schedule(plan)
+    outputs: dict[str, np.ndarray] = {}
+    if numerics:
+        outputs = _numerics(program, pre, checked, bool(missing), ignore_exec_errors, warnings)
+
+    total = round(timing.makespan)
+    instructions, dma = build_tables(program, plan, timing, iteration=0)
+    peak, peak_dtype = _peak(program, pre)
+    info = ProfileInfo(
+        device="virtual-neuroncore",
+        name=program.name,
+        producer=f"{ProfileInfo.producer} (sim)",
+        preset=pre.name,
+        device_name=f"virtual {pre.core} ({pre.name})",
+        rank=rank,
+        world_size=world_size,
+        total_time_ns=total,
+        peak_flops=peak,
+        hbm_bandwidth=pre.hbm_bandwidth,
+        peaks_source=f"{pre.peaks_source}; peak of {peak_dtype} matmuls",
+        tensors=tuple(
+            TensorInfo(t.name, tuple(t.shape), t.dtype, t.kind) for t in program.tensors if t.kind != "internal"
+        ),
+        meta={
+            **{str(k): str(v) for k, v in program.meta.items()},
+            "executions": str(executions),
+            "profiled_execution": str(nth),
+            "numerics": str(bool(numerics)).lower(),
+        },
+    )
+    profile = Profile.build(info, instructions=instructions, dma=dma)
+    return SimResult(outputs, profile, (total,) * executions, tuple(warnings))
+
+
+def _numerics(
+    program: Program,
+    pre: Preset,
+    checked: dict[str, np.ndarray],
+    zero_inputs: bool,
+    ignore_exec_errors: bool,
+    warnings: list[str],
+) -> dict[str, np.ndarray]:
+    mem = Memory(program, pre)
+    for name, value in checked.items():
+        mem.load(name, value)
+    for t in program.tensors:
+        if t.kind != "weight":
+            continue
+        const = program.constants.get(t.name)
+        if const is None:
+            warnings.append(f"weight {t.name!r} has no value in the program: running on zeros")
+            continue
+        mem.load(t.name, _check_input(t, const))
+    _run_numerics(program, mem, ignore_exec_errors, warnings)
+    outputs: dict[str, np.ndarray] = {}
+    for t in program.outputs:
+        out = mem.hbm[t.name].reshape(t.shape).copy()
+        outputs[t.name] = out
+        if out.dtype.kind in "iu":
+            continue
+        bad = ~np.isfinite(out.astype(np.float32))
+        if bad.any():
+            text = f"output {t.name!r} has {int(bad.sum())} NaN/inf values of {out.size}"
+            if zero_inputs or ignore_exec_errors:
+                warnings.append(text)
+            else:
+                raise NprofError(f"execution error: {text}; check the inputs or pass --ignore-exec-errors")
+    return outputs
