@@ -204,24 +204,23 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         raise NprofError(f"{path}: not a Chrome trace (an event has an infinite or NaN 'ts' or 'dur')")
 
     rows = build_profile(slices, ts_us, dur_us, counters, c_ts, flows, f_ts)
-    device_name = _device_name(meta)
     base_info = ProfileInfo(
         device="chrome-trace",
         name=path.name,
         producer=f"nprof {__version__} (chrome-trace import)",
-        device_name=device_name,
+        device_name=_device_name(meta),
         meta=_meta(meta, names, len(events), unmatched),
     )
-    if device_name and info is None:
-        from nprof.capture.devices import gpu_peaks
-
-        peaks = gpu_peaks(device_name, rows.dtype)
-        if peaks is not None:
-            base_info = replace(base_info, peak_flops=peaks[0], hbm_bandwidth=peaks[1], peaks_source=peaks[2])
     if info is not None:
         merged = dict(base_info.meta)
         merged.update(info.meta)
-        base_info = replace(info, meta=merged, device_name=info.device_name or device_name)
+        base_info = replace(info, meta=merged, device_name=info.device_name or base_info.device_name)
+    if base_info.peak_flops is None and base_info.device_name and base_info.device != "cpu":
+        from nprof.capture.devices import gpu_peaks
+
+        peaks = gpu_peaks(base_info.device_name, rows.dtype)
+        if peaks is not None:
+            base_info = replace(base_info, peak_flops=peaks[0], hbm_bandwidth=peaks[1], peaks_source=peaks[2])
     return Profile.build(base_info, rows.instructions, rows.dma, None, rows.counters)
 
 

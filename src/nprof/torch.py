@@ -1,0 +1,72 @@
+"""`nprof.torch`: profile a block of PyTorch code into an nprof profile file.
+
+    import nprof.torch
+    with nprof.torch.profile("profile.ntff"):
+        train_step()
+
+Contract of `profile(path, device=None)` (a context manager):
+* profiles the block with torch.profiler exactly as `nprof capture -- python
+  script.py` does (see `nprof.capture.torch_session`: shapes, memory, exact user
+  source lines, module paths), on ``device`` "cpu" or "cuda" (None = cuda when
+  available, else cpu; "cuda" without a GPU raises `NprofError` on entry);
+* on exit writes the profile atomically to `path` and exposes it as
+  ``.profile`` (a `nprof.profile.Profile`) and ``.path``; when the block raises,
+  what was recorded is still written (if any op ran) and the exception propagates;
+* `name` sets the profile's display name (default: the file name without suffix).
+Sessions do not nest (torch.profiler allows one at a time).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from nprof.errors import NprofError
+from nprof.profile import Profile
+
+__all__ = ["profile"]
+
+
+class profile:  # lower case like torch.profiler.profile
+    """Context manager profiling its block into an nprof profile file (see module doc)."""
+
+    def __init__(self, path: str | os.PathLike[str], device: str | None = None, *, name: str | None = None) -> None:
+        self.path = Path(path)
+        parent = self.path.parent if str(self.path.parent) else Path(".")
+        if not parent.is_dir():
+            raise NprofError(f"{self.path}: directory {parent} does not exist; create it or pick another path")
+        self.name = name or self.path.stem
+        self.requested_device = device
+        self.device: str | None = None
+        self.profile: Profile | None = None
+        self._session = None
+
+    def __enter__(self) -> profile:
+        from nprof.capture.torch_session import TorchSession
+
+        self._session = TorchSession(self.requested_device)
+        self.device = self._session.device
+        self._session.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        from nprof.capture.torch_session import build_torch_profile
+
+        session, self._session = self._session, None
+        if session is None:
+            return
+        with tempfile.TemporaryDirectory(prefix="nprof-torch-") as tmp:
+            trace = Path(tmp) / "trace.json"
+            session.stop(trace)
+            meta = {"block_raised": exc_type.__name__} if exc_type is not None else {}
+            result = build_torch_profile(trace, session.device, self.name, meta)
+        if result.instructions.num_rows == 0 and result.dma.num_rows == 0:
+            if exc_type is None:
+                raise NprofError(f"{self.path}: no PyTorch op ran inside the profiled block; no profile written")
+            return
+        result.save(self.path)
+        self.profile = result
