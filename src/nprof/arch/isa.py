@@ -147,6 +147,21 @@ ITEMSIZE = {
 }  # fmt: skip
 
 
+def numpy_dtype(name: str) -> Any:
+    """The numpy dtype of an ISA dtype name (bfloat16/float8 from ml_dtypes; float8_e4m3 is OCP E4M3FN)."""
+    import ml_dtypes
+    import numpy as np
+
+    special = {
+        "bfloat16": ml_dtypes.bfloat16,
+        "float8_e4m3": ml_dtypes.float8_e4m3fn,
+        "float8_e5m2": ml_dtypes.float8_e5m2,
+    }
+    if name not in ITEMSIZE:
+        raise KeyError(name)
+    return np.dtype(special.get(name, name))
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
     """A strided view of one buffer; logical shape `(partitions, *sizes)` (see module doc)."""

@@ -15,25 +15,14 @@ Contract:
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
+from nprof.arch import isa
 from nprof.arch.isa import ITEMSIZE, Access, Space
 from nprof.arch.presets import Preset
 from nprof.program.model import Program
 
-_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float16": np.dtype(np.float16),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "int32": np.dtype(np.int32),
-    "int16": np.dtype(np.int16),
-    "int8": np.dtype(np.int8),
-    "uint8": np.dtype(np.uint8),
-    "uint32": np.dtype(np.uint32),
-}
+_DTYPES: dict[str, np.dtype] = {name: isa.numpy_dtype(name) for name in isa.DTYPES}
 _INT_DTYPES = frozenset({"int32", "int16", "int8", "uint8", "uint32"})
 
 
@@ -129,10 +118,7 @@ class Memory:
         v = self.view(acc)
         arr = np.asarray(value)
         if arr.shape != v.shape:
-            if arr.size == v.size:
-                arr = arr.reshape(v.shape)
-            else:
-                arr = np.broadcast_to(arr, v.shape)
+            arr = arr.reshape(v.shape) if arr.size == v.size else np.broadcast_to(arr, v.shape)
         v[...] = convert(arr, acc.dtype)
 
 

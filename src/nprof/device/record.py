@@ -45,7 +45,7 @@ def _dims_text(offset: int, dims: list[tuple[int, int]]) -> str:
     """'a:b' per dim; a dim whose stride is not the contiguous one shows it as 'a:b:s'."""
     natural = []
     run = 1
-    for stride, size in reversed(dims):
+    for _stride, size in reversed(dims):
         natural.append(run)
         run *= size
     natural.reverse()

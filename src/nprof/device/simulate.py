@@ -158,8 +158,10 @@ def simulate(
         )
     warnings: list[str] = []
     checked, missing = prepare_inputs(program, inputs)
-    if missing:
-        warnings.append(f"inputs {', '.join(missing)} not given: running on zeros; {ZERO_INPUTS_WARNING}")
+    if missing and not checked:
+        warnings.append(f"no inputs given: running on all-zero inputs; {ZERO_INPUTS_WARNING}")
+    elif missing:
+        warnings.append(f"inputs {', '.join(missing)} not given: running on zeros for them; {ZERO_INPUTS_WARNING}")
 
     plan = plan_for(program, pre)
     timing = schedule(plan)

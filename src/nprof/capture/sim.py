@@ -1,0 +1,166 @@
+"""Capture backend for the virtual NeuronCore: run a program file, write a profile file.
+
+Contract:
+* `capture_program(program_path, profile_path, inputs, *, preset=None,
+  profile_nth=1, ignore_exec_errors=False, timing_only=False) -> Profile`
+  loads the program (`program.file.load_program`), loads each input `.npy`
+  (name -> path), runs `device.simulate` for `profile_nth` executions, profiling
+  the last, and saves the profile atomically. Simulator warnings (missing inputs,
+  NaN outputs, skipped instructions) are issued with `warnings.warn(...,
+  SimWarning)` and kept in the profile's `meta["warnings"]`. Output tensors are
+  not written anywhere: they are for `simulate`'s Python callers; the capture
+  reports the device time.
+* `capture_from_args(args) -> int` is the `nprof capture -n PROGRAM -s PROFILE
+  [NAME FILE.npy ...]` front end: it checks the name/file pairs (odd count,
+  unknown name listing the program's inputs, missing file), handles
+  `--list-inputs`, prints warnings on stderr and a short report on stdout.
+  Multi-worker flags go to `_capture_multi_worker`, a separate branch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from nprof.device import simulate
+from nprof.errors import NprofError
+from nprof.profile import Profile
+from nprof.program.file import load_program
+from nprof.program.model import Program
+
+
+class SimWarning(UserWarning):
+    """A warning from a virtual-device run (the CLI prints it on stderr)."""
+
+
+def load_npy(name: str, path: str | os.PathLike[str]) -> np.ndarray:
+    """Read one input array; NprofError naming the input and file if it cannot."""
+    p = Path(path)
+    if not p.is_file():
+        raise NprofError(f"input {name!r}: file {p} does not exist; check the path")
+    try:
+        return np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise NprofError(f"input {name!r}: {p} is not a readable .npy file ({exc}); save it with numpy.save") from exc
+
+
+def _check_names(program: Program, names: list[str]) -> None:
+    known = [t.name for t in program.inputs]
+    for name in names:
+        if name not in known:
+            listing = ", ".join(known) or "(none)"
+            raise NprofError(f"program {program.name!r} has no input {name!r}; its inputs are: {listing}")
+
+
+def capture_program(
+    program_path: str | os.PathLike[str],
+    profile_path: str | os.PathLike[str],
+    inputs: Mapping[str, str | os.PathLike[str]] | None = None,
+    *,
+    preset: str | None = None,
+    profile_nth: int = 1,
+    ignore_exec_errors: bool = False,
+    timing_only: bool = False,
+) -> Profile:
+    """Run the program file on the virtual device and write the profile of execution `profile_nth`."""
+    program = load_program(program_path)
+    given = dict(inputs or {})
+    _check_names(program, list(given))
+    arrays = {name: load_npy(name, path) for name, path in given.items()}
+    result = simulate(
+        program,
+        arrays,
+        preset=preset,
+        numerics=not timing_only,
+        executions=profile_nth,
+        profile_nth=profile_nth,
+        ignore_exec_errors=ignore_exec_errors,
+    )
+    for text in result.warnings:
+        warnings.warn(text, SimWarning, stacklevel=2)
+    info = result.profile.info
+    meta = dict(info.meta)
+    if result.warnings:
+        meta["warnings"] = "\n".join(result.warnings)
+    profile = replace(result.profile, info=replace(info, program=str(Path(program_path).resolve()), meta=meta))
+    profile.save(profile_path)
+    return profile
+
+
+def _pairs(values: list[str]) -> dict[str, str]:
+    if len(values) % 2:
+        raise NprofError(
+            f"inputs come in NAME FILE.npy pairs; got {len(values)} arguments ({' '.join(values)}); "
+            "add the missing name or file"
+        )
+    pairs: dict[str, str] = {}
+    for name, path in zip(values[::2], values[1::2], strict=True):
+        if name in pairs:
+            raise NprofError(f"input {name!r} is given twice; give each input once")
+        pairs[name] = path
+    return pairs
+
+
+def _multi_worker_requested(args: argparse.Namespace) -> bool:
+    return bool(
+        getattr(args, "collectives_workers_per_node", None)
+        or getattr(args, "collectives_worker_count", None)
+        or getattr(args, "multi_input", None)
+        or getattr(args, "collectives_profile_id", "all") not in (None, "all")
+        or getattr(args, "collectives_worker_start_id", 0)
+    )
+
+
+def _capture_multi_worker(args: argparse.Namespace) -> int:
+    """Multi-worker capture (-r, --collectives-*, -m): replaced by the multi-worker runner."""
+    raise NprofError(
+        "multi-worker capture (-r/--collectives-*/-m) is not yet supported; run one worker without those flags"
+    )
+
+
+def capture_from_args(args: argparse.Namespace) -> int:
+    """`nprof capture -n PROGRAM -s PROFILE [NAME FILE.npy ...]`; returns the exit code."""
+    if _multi_worker_requested(args):
+        return _capture_multi_worker(args)
+    if getattr(args, "list_inputs", False):
+        program = load_program(args.program)
+        if not program.inputs:
+            sys.stdout.write(f"program {program.name!r} has no inputs\n")
+        for t in program.inputs:
+            sys.stdout.write(f"{t.name}\t{tuple(t.shape)}\t{t.dtype}\n")
+        return 0
+    pairs = _pairs(list(args.inputs or []))
+    if not args.profile:
+        raise NprofError("missing -s PROFILE: where to write the profile")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SimWarning)
+        profile = capture_program(
+            args.program,
+            args.profile,
+            pairs,
+            preset=args.device_preset,
+            profile_nth=args.profile_nth_exec,
+            ignore_exec_errors=args.ignore_exec_errors,
+            timing_only=args.timing_only,
+        )
+    for w in caught:
+        if issubclass(w.category, SimWarning):
+            sys.stderr.write(f"nprof capture: warning: {w.message}\n")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    info = profile.info
+    total = profile.total_time_ns
+    sys.stdout.write(
+        f"ran {info.name} on the virtual {info.preset} NeuronCore: device time {total / 1000:.3f} us "
+        f"({profile.instructions.num_rows} instructions, {profile.dma.num_rows} DMA transfers; "
+        f"execution {args.profile_nth_exec} profiled)\n"
+        f"profile written to {args.profile}\n"
+    )
+    return 0

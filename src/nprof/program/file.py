@@ -1,0 +1,238 @@
+"""The Program file (our NEFF-like format): `save_program` and `load_program`.
+
+Contract: a single-file container (`nprof.container`) of format
+"nprof-program", schema version 1, whose manifest carries the program name,
+preset, SBUF/PSUM high-water marks, meta, and a producer string, with tables:
+
+* `instructions`: one row per instruction in program order — engine, opcode,
+  queue, deps (list<int64>), source, layer, hlo_name, attrs (JSON text: a list
+  of [name, value] pairs; tuples are stored as lists and restored as tuples),
+  ins and outs (list<struct{space, tensor, dtype, offset, partitions,
+  free: list<struct{stride, size}>, partition_start, partition_stride}>).
+* `tensors`: name, shape (list<int64>), dtype, kind.
+* `constants`: name, npy (the value as `.npy` bytes; bfloat16/float8 are
+  stored as their raw bits with the ISA dtype in `dtype`).
+
+`load_program` refuses, with one line naming the file: a missing/empty/
+truncated/corrupt file, a real AWS NEFF (nprof runs its own programs), an nprof
+profile given as a program (use it with -s), another format, a newer schema,
+and a program that fails `Program.validate()`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from nprof import __version__
+from nprof.arch.isa import DTYPES, Access, Engine, Instruction, Opcode, Space, numpy_dtype
+from nprof.container import open_container, write_container
+from nprof.errors import FormatError, NprofError
+from nprof.program.model import Program, TensorDecl
+
+FORMAT = "nprof-program"
+SCHEMA_VERSION = 1
+
+_FREE = pa.list_(pa.struct([("stride", pa.int64()), ("size", pa.int64())]))
+ACCESS = pa.struct(
+    [
+        ("space", pa.string()),
+        ("tensor", pa.string()),
+        ("dtype", pa.string()),
+        ("offset", pa.int64()),
+        ("partitions", pa.int32()),
+        ("free", _FREE),
+        ("partition_start", pa.int32()),
+        ("partition_stride", pa.int64()),
+    ]
+)
+INSTRUCTIONS = pa.schema(
+    [
+        ("engine", pa.string()),
+        ("opcode", pa.string()),
+        ("queue", pa.int32()),
+        ("deps", pa.list_(pa.int64())),
+        ("source", pa.string()),
+        ("layer", pa.string()),
+        ("hlo_name", pa.string()),
+        ("attrs", pa.string()),
+        ("ins", pa.list_(ACCESS)),
+        ("outs", pa.list_(ACCESS)),
+    ]
+)
+TENSORS = pa.schema(
+    [("name", pa.string()), ("shape", pa.list_(pa.int64())), ("dtype", pa.string()), ("kind", pa.string())]
+)
+CONSTANTS = pa.schema([("name", pa.string()), ("dtype", pa.string()), ("npy", pa.binary())])
+
+
+def _access_row(a: Access) -> dict[str, Any]:
+    return {
+        "space": a.space.value,
+        "tensor": a.tensor,
+        "dtype": a.dtype,
+        "offset": a.offset,
+        "partitions": a.partitions,
+        "free": [{"stride": s, "size": n} for s, n in a.free],
+        "partition_start": a.partition_start,
+        "partition_stride": a.partition_stride,
+    }
+
+
+def _npy_bytes(value: np.ndarray) -> bytes:
+    arr = np.ascontiguousarray(value)
+    if arr.dtype.kind == "V" or arr.dtype.name in ("bfloat16",) or arr.dtype.name.startswith("float8"):
+        arr = arr.view(np.dtype(f"u{arr.dtype.itemsize}"))
+    sink = io.BytesIO()
+    np.save(sink, arr, allow_pickle=False)
+    return sink.getvalue()
+
+
+def save_program(program: Program, path: str | os.PathLike[str]) -> Path:
+    """Write `program` atomically to `path` and return the path."""
+    memo: dict[Access, dict[str, Any]] = {}
+
+    def row(a: Access) -> dict[str, Any]:
+        hit = memo.get(a)
+        if hit is None:
+            hit = memo[a] = _access_row(a)
+        return hit
+
+    instrs = program.instructions
+    table = pa.Table.from_pydict(
+        {
+            "engine": [i.engine.value for i in instrs],
+            "opcode": [i.opcode.value for i in instrs],
+            "queue": [i.queue for i in instrs],
+            "deps": [list(i.deps) for i in instrs],
+            "source": [i.source for i in instrs],
+            "layer": [i.layer for i in instrs],
+            "hlo_name": [i.hlo_name for i in instrs],
+            "attrs": [json.dumps([[k, v] for k, v in i.attrs]) if i.attrs else "" for i in instrs],
+            "ins": [[row(a) for a in i.ins] for i in instrs],
+            "outs": [[row(a) for a in i.outs] for i in instrs],
+        },
+        schema=INSTRUCTIONS,
+    )
+    tensors = pa.Table.from_pydict(
+        {
+            "name": [t.name for t in program.tensors],
+            "shape": [list(t.shape) for t in program.tensors],
+            "dtype": [t.dtype for t in program.tensors],
+            "kind": [t.kind for t in program.tensors],
+        },
+        schema=TENSORS,
+    )
+    decls = {t.name: t for t in program.tensors}
+    names = sorted(program.constants)
+    constants = pa.Table.from_pydict(
+        {
+            "name": names,
+            "dtype": [decls[n].dtype if n in decls else str(np.asarray(program.constants[n]).dtype) for n in names],
+            "npy": [_npy_bytes(np.asarray(program.constants[n])) for n in names],
+        },
+        schema=CONSTANTS,
+    )
+    manifest = {
+        "name": program.name,
+        "preset": program.preset,
+        "sbuf_bytes": program.sbuf_bytes,
+        "psum_bytes": program.psum_bytes,
+        "meta": dict(program.meta),
+        "producer": f"nprof {__version__}",
+        "instruction_count": len(instrs),
+    }
+    tables = {"instructions": table, "tensors": tensors, "constants": constants}
+    return write_container(path, FORMAT, SCHEMA_VERSION, manifest, tables)
+
+
+def _describe_other(found: str) -> str | None:
+    if found == "nprof-profile":
+        return "this is an nprof profile, not a program; pass it with -s (e.g. nprof view -s FILE)"
+    return None
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_restore(v) for v in value)
+    return value
+
+
+def _load_constant(name: str, dtype: str, blob: bytes) -> np.ndarray:
+    arr = np.load(io.BytesIO(blob), allow_pickle=False)
+    if dtype in DTYPES and arr.dtype != numpy_dtype(dtype) and arr.dtype.kind == "u":
+        arr = arr.view(numpy_dtype(dtype))
+    return arr
+
+
+def load_program(path: str | os.PathLike[str]) -> Program:
+    """Read, check and validate a program file (see the module doc for what it refuses)."""
+    box = open_container(path, FORMAT, SCHEMA_VERSION, "program", _describe_other)
+    try:
+        m = box.manifest
+        try:
+            rows = box.read_table("instructions").to_pydict()
+            tens = box.read_table("tensors").to_pylist()
+            consts = box.read_table("constants").to_pylist()
+            memo: dict[tuple, Access] = {}
+
+            def acc(d: dict[str, Any]) -> Access:
+                free = tuple((f["stride"], f["size"]) for f in d["free"])
+                key = (
+                    d["space"], d["tensor"], d["dtype"], d["offset"], d["partitions"], free,
+                    d["partition_start"], d["partition_stride"],
+                )  # fmt: skip
+                hit = memo.get(key)
+                if hit is None:
+                    if d["dtype"] not in DTYPES:
+                        raise ValueError(f"unknown dtype {d['dtype']!r}")
+                    hit = memo[key] = Access(Space(d["space"]), *key[1:])
+                return hit
+
+            instructions = tuple(
+                Instruction(
+                    engine=Engine(rows["engine"][i]),
+                    opcode=Opcode(rows["opcode"][i]),
+                    outs=tuple(acc(a) for a in rows["outs"][i]),
+                    ins=tuple(acc(a) for a in rows["ins"][i]),
+                    attrs=tuple((k, _restore(v)) for k, v in json.loads(rows["attrs"][i])) if rows["attrs"][i] else (),
+                    deps=tuple(rows["deps"][i]),
+                    queue=rows["queue"][i],
+                    source=rows["source"][i],
+                    layer=rows["layer"][i],
+                    hlo_name=rows["hlo_name"][i],
+                )
+                for i in range(len(rows["opcode"]))
+            )
+            tensors = tuple(TensorDecl(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in tens)
+            constants = {c["name"]: _load_constant(c["name"], c["dtype"], c["npy"]) for c in consts}
+            program = Program(
+                name=str(m.get("name", "")),
+                preset=str(m.get("preset", "trn1")),
+                tensors=tensors,
+                instructions=instructions,
+                constants=constants,
+                sbuf_bytes=int(m.get("sbuf_bytes", 0)),
+                psum_bytes=int(m.get("psum_bytes", 0)),
+                meta={str(k): str(v) for k, v in dict(m.get("meta") or {}).items()},
+            )
+        except FormatError:
+            raise
+        except (KeyError, ValueError, TypeError, json.JSONDecodeError, pa.ArrowException) as exc:
+            raise FormatError(f"{box.path}: invalid program file ({exc}); re-create it") from exc
+    finally:
+        box.close()
+    for t in program.tensors:
+        if t.dtype not in DTYPES or t.kind not in ("input", "output", "weight", "internal"):
+            raise FormatError(f"{box.path}: tensor {t.name!r} has an invalid dtype or kind; re-create the file")
+    try:
+        program.validate()
+    except NprofError as exc:
+        raise FormatError(f"{box.path}: {exc}") from exc
+    return program
