@@ -1,0 +1,116 @@
+"""File outputs of `nprof view --output-format F`: a registry of exporters plus the CLI entry point.
+
+Contract:
+* `EXPORTERS`: format name -> `Exporter` (summary-text, summary-json, json,
+  parquet, csv, perfetto); adding a format touches its module and this dict.
+* `export_profile(profile, fmt, output=None, options=...) -> Path | None`
+  writes atomically (temp file/dir then rename; nothing left on error). With
+  no `output`, summary formats return None after writing to `stdout` (a text
+  stream), others use their default name in the current directory.
+* `export_from_args(args) -> int`: `nprof view -s PROFILE [-n PROGRAM]
+  --output-format F [--output-file PATH] [--show-perfetto-flows]`.
+* `terminology_text() -> str`: the table of terms (`--terminology`).
+Unknown formats and unwritable paths raise `NprofError` with one line.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from nprof.errors import NprofError
+from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
+from nprof.export.options import ExportOptions
+from nprof.export.output import atomic_dir, atomic_file
+from nprof.export.terminology import terminology_text
+from nprof.profile import Profile
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """One output format: `write(profile, out, options)` gets a binary file, or a directory when `directory`."""
+
+    name: str
+    write: Callable[[Profile, Any, ExportOptions], None]
+    default_output: str | None  # None: standard output when no --output-file is given
+    directory: bool = False
+    description: str = ""
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "summary-text": Exporter("summary-text", summary_text.write, None, description="summary metrics as a text table"),
+    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
+    "json": Exporter("json", json_export.write, "ntff.json", description="summary and every event as JSON"),
+    "parquet": Exporter(
+        "parquet", parquet_export.write, "ntff_parquet", directory=True, description="directory of Parquet tables"
+    ),
+    "csv": Exporter("csv", csv_export.write, "ntff_csv", directory=True, description="directory of CSV tables"),
+    "perfetto": Exporter("perfetto", perfetto_export.write, "ntff.pftrace", description="Perfetto trace"),
+}
+
+
+def get_exporter(fmt: str) -> Exporter:
+    """The exporter of `fmt`; NprofError listing the valid formats otherwise."""
+    if fmt not in EXPORTERS:
+        valid = ", ".join(["db", *EXPORTERS])
+        raise NprofError(f"unknown --output-format '{fmt}'; use one of: {valid}")
+    return EXPORTERS[fmt]
+
+
+def export_profile(
+    profile: Profile,
+    fmt: str,
+    output: str | os.PathLike[str] | None = None,
+    options: ExportOptions | None = None,
+    stdout: TextIO | None = None,
+) -> Path | None:
+    """Write `profile` in format `fmt` (see module doc); returns the path written, None for stdout."""
+    exporter = get_exporter(fmt)
+    options = options or ExportOptions()
+    if output is None and exporter.default_output is None:
+        buf = io.BytesIO()
+        exporter.write(profile, buf, options)
+        (stdout or sys.stdout).write(buf.getvalue().decode())
+        return None
+    target = Path(output if output is not None else exporter.default_output)  # type: ignore[arg-type]
+    if exporter.directory:
+        with atomic_dir(target) as tmp:
+            exporter.write(profile, tmp, options)
+    else:
+        with atomic_file(target) as fh:
+            exporter.write(profile, fh, options)
+    return target
+
+
+def _open(path: str) -> Profile:
+    from nprof.capture import open_profile
+
+    return open_profile(path)
+
+
+def export_from_args(args: Any) -> int:
+    """`nprof view ... --output-format F`: open the profile, export it; returns the exit code."""
+    exporter = get_exporter(args.output_format)
+    if getattr(args, "directory", None) and not args.profile:
+        raise NprofError(
+            f"--output-format {exporter.name} works on one profile; give -s DIR/profile_rank_<i>.ntff instead of -d"
+        )
+    if not args.profile:
+        raise NprofError("missing -s PROFILE: the profile file to export")
+    program = getattr(args, "program", None)
+    if program and not Path(program).is_file():
+        raise NprofError(f"{program}: no such program file; check -n (it is optional for nprof profiles)")
+    profile = _open(args.profile)
+    options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
+    written = export_profile(profile, exporter.name, args.output_file, options)
+    if written is not None:
+        sys.stderr.write(f"nprof view: wrote {written}\n")
+    return 0
+
+
+__all__ = ["EXPORTERS", "ExportOptions", "Exporter", "export_from_args", "export_profile", "terminology_text"]

@@ -1,0 +1,37 @@
+"""`summary-text`: the summary metrics as an aligned, grouped text table (like neuron-profile's).
+
+Contract: one line per metric, `name  value  unit`, names left-aligned in one
+column so `grep -e nc_idx -e total_time` gives `name value` lines; groups are
+introduced by a `# Group` line. Values use `format_value` (6 significant digits).
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+from nprof.analysis import describe, summary_metrics
+from nprof.analysis.summary import format_value
+from nprof.export.options import ExportOptions
+from nprof.profile import Profile
+
+
+def render(metrics: dict[str, int | float | str]) -> str:
+    """The text table of already computed metrics."""
+    width = max((len(k) for k in metrics), default=0)
+    vwidth = max((len(format_value(v)) for v in metrics.values()), default=0)
+    lines: list[str] = []
+    group = None
+    for name, value in metrics.items():
+        g, unit, _ = describe(name)
+        if g != group:
+            if lines:
+                lines.append("")
+            lines.append(f"# {g}")
+            group = g
+        lines.append(f"{name:<{width}}  {format_value(value):>{vwidth}}  {unit}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
+    """Write the summary table of `profile` to `out`."""
+    out.write(render(summary_metrics(profile)).encode())
