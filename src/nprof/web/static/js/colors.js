@@ -1,0 +1,66 @@
+// colors.js — stable colours for opcodes, layers, engines and DMA queues.
+// Contract: colorFor(kind, name) returns the same CSS colour for the same name in
+// every session (FNV-1a hash -> hue), engines and warning/highlight colours are fixed.
+
+const ENGINE_COLORS = {
+  tensor: "#3b6fd8",
+  vector: "#2e9e5b",
+  scalar: "#e08a1e",
+  gpsimd: "#8b52c7",
+  sync: "#7a8799",
+  cc: "#1a9aa0",
+  other: "#a0674b",
+  dma: "#c2457a",
+};
+
+export const THEME = {
+  marker: "#d81b60",
+  warning: "#ff8c00",
+  collective: "#1a9aa0",
+  hit: "#ffd400",
+  selected: "#111111",
+  dep: "#1565c0",
+  dependent: "#2e7d32",
+  select: "rgba(30, 110, 220, 0.14)",
+  selectEdge: "#1e6edc",
+  zoom: "rgba(80, 80, 80, 0.14)",
+  grid: "#e6e8ec",
+  axis: "#5b6472",
+};
+
+/** 32-bit FNV-1a hash of a string. */
+export function hash(str) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < str.length; i += 1) {
+    h ^= str.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+const cache = new Map();
+
+/** A stable colour for a name: hue from the hash, saturation/lightness from other hash bits. */
+export function hashColor(name) {
+  const key = String(name);
+  let c = cache.get(key);
+  if (c) return c;
+  const x = hash(key);
+  const hue = x % 360;
+  const sat = 52 + ((x >>> 9) % 4) * 8; // 52..76 %
+  const light = 44 + ((x >>> 13) % 4) * 5; // 44..59 %
+  c = `hsl(${hue}, ${sat}%, ${light}%)`;
+  cache.set(key, c);
+  return c;
+}
+
+export function engineColor(engine) {
+  return ENGINE_COLORS[engine] || hashColor(engine || "other");
+}
+
+/** Layer name truncated to `depth` dot-separated components (0 = full name). */
+export function layerAtDepth(layer, depth) {
+  if (!layer) return "(no layer)";
+  if (!depth) return layer;
+  return layer.split(".").slice(0, depth).join(".");
+}

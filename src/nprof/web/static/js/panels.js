@@ -1,0 +1,78 @@
+// panels.js — the tab strip under the timeline and its panels.
+// Contract: new PanelSet(view) builds tabs Details, Search, Box select, Summary,
+// Annotations, Warnings (+ Compare); show(tab) activates one (lazy-loading the
+// Summary and Warnings tabs the first time); onWindow() tells window-dependent
+// panels (search summary) the zoom changed; idle() is true when no panel waits
+// for the server.
+
+import { AnnotationsPanel } from "./annotations.js";
+import { ComparePanel } from "./compare.js";
+import { DetailsPanel } from "./details.js";
+import { h } from "./dom.js";
+import { SearchPanel } from "./search.js";
+import { SelectionPanel } from "./selection.js";
+import { SummaryPanel } from "./summary.js";
+import { WarningsPanel } from "./warnings.js";
+
+const TABS = [
+  ["details", "Details"],
+  ["search", "Search"],
+  ["selection", "Box select"],
+  ["summary", "Summary"],
+  ["annotations", "Annotations"],
+  ["warnings", "Warnings"],
+  ["compare", "Compare"],
+];
+
+export class PanelSet {
+  constructor(view) {
+    this.view = view;
+    const mk = (key) => h("div", { class: "panel", id: `panel-${key}`, role: "tabpanel", hidden: true });
+    this.bodies = Object.fromEntries(TABS.map(([k]) => [k, mk(k)]));
+    this.buttons = Object.fromEntries(
+      TABS.map(([k, label]) => [
+        k,
+        h(
+          "button",
+          { class: "tab", role: "tab", type: "button", id: `tab-${k}`, onclick: () => view.update({ tab: k }, true) },
+          label,
+        ),
+      ]),
+    );
+    this.details = new DetailsPanel(this.bodies.details, view);
+    this.search = new SearchPanel(this.bodies.search, view);
+    this.selection = new SelectionPanel(this.bodies.selection, view);
+    this.summary = new SummaryPanel(this.bodies.summary, view);
+    this.annotations = new AnnotationsPanel(this.bodies.annotations, view);
+    this.warnings = new WarningsPanel(this.bodies.warnings, view);
+    this.compare = new ComparePanel(this.bodies.compare, view);
+    this.all = [this.details, this.search, this.selection, this.summary, this.annotations, this.warnings, this.compare];
+    this.el = h(
+      "div",
+      { class: "panels" },
+      h("nav", { class: "tabs", role: "tablist" }, Object.values(this.buttons)),
+      Object.values(this.bodies),
+    );
+    this.current = null;
+  }
+
+  show(tab) {
+    if (!this.bodies[tab]) tab = "details";
+    for (const [k, b] of Object.entries(this.buttons)) {
+      b.classList.toggle("on", k === tab);
+      b.setAttribute("aria-selected", String(k === tab));
+      this.bodies[k].hidden = k !== tab;
+    }
+    this.current = tab;
+    const p = { summary: this.summary, warnings: this.warnings, compare: this.compare, annotations: this.annotations }[tab];
+    if (p && p.activate) p.activate();
+  }
+
+  onWindow() {
+    this.search.onWindow();
+  }
+
+  idle() {
+    return this.all.every((p) => !p.busy);
+  }
+}

@@ -1,0 +1,420 @@
+// profile.js — the profile page controller: loads a profile's rows, owns the view
+// state (mirrored in the URL), drives the timeline and the panels.
+// Contract: new ProfileView(root, state, env).start() renders the page for state.id;
+// applyState(state) re-applies a URL state (back/forward). Data flow: every window
+// change redraws at once from the last viewport response, then re-queries the
+// viewport API after a short debounce, aborting the previous request.
+// Test hook: window.__nprof = {view, state, idle(), timeline}.
+
+import { api, counters } from "./api.js";
+import { h } from "./dom.js";
+import { hashColor } from "./colors.js";
+import { fmtDate, fmtInt, fmtTime } from "./fmt.js";
+import { PanelSet } from "./panels.js";
+import { Timeline } from "./timeline.js";
+import { Toolbar } from "./toolbar.js";
+import { hideTooltip } from "./tooltip.js";
+import { toSearch } from "./url.js";
+import { hoverText, parseCollectives, parseWarnings } from "./overlays.js";
+
+const DEBOUNCE_MS = 40;
+
+export class ProfileView {
+  constructor(root, st, env) {
+    this.root = root;
+    this.st = { ...st };
+    this.env = env;
+    this.id = env.profileId || st.id;
+    this.vp = null;
+    this.vpTimer = 0;
+    this.vpAbort = null;
+    this.urlTimer = 0;
+    this.markers = [];
+    this.details = null;
+    this.evCache = new Map();
+    this.dead = false;
+  }
+
+  async start() {
+    const [info, rows] = await Promise.all([api.profile(this.id), api.rows(this.id)]);
+    this.info = info;
+    this.rowsResp = rows;
+    this.tmin = rows.t_min;
+    this.tmax = Math.max(rows.t_max, rows.t_min + 1);
+    this._build();
+    const st = this.st;
+    if (st.t0 === null || st.t1 === null || !(st.t1 > st.t0)) {
+      st.t0 = this.tmin;
+      st.t1 = this.tmax;
+    }
+    this._clampWindow();
+    this.tl.setBounds(this.tmin, this.tmax);
+    this.tl.setRows(rows.rows, st.view);
+    this.tl.setWindow(st.t0, st.t1);
+    this._syncStyle();
+    this.panels.show(st.tab);
+    this._commit(false);
+    this._fetchViewport();
+    this.loadMarkers();
+    this._loadWarnings();
+    if (st.ev !== null) this.selectEvent(st.ev, false);
+    if (st.query.length) this.panels.search.setQuery(st.query, true);
+    if (st.sel) this.panels.selection.run(st.sel);
+    window.__nprof = { view: this, timeline: this.tl, state: this.st, idle: () => this.idle() };
+  }
+
+  _build() {
+    const p = this.info.profile;
+    const prog = this.info.program || {};
+    const fmts = ["json", "perfetto", "parquet", "csv"];
+    const dl = h(
+      "select",
+      {
+        class: "download",
+        title: "Download this profile in another format",
+        onchange: (e) => {
+          if (e.target.value) window.location.href = api.downloadUrl(this.id, e.target.value);
+          e.target.value = "";
+        },
+      },
+      h("option", { value: "" }, "Download…"),
+      fmts.map((f) => h("option", { value: f }, f)),
+    );
+    const facts = [
+      ["device", p.device + (p.preset ? ` (${p.preset})` : "")],
+      ["captured", fmtDate(p.created)],
+      ["total time", fmtTime(p.total_time_ns)],
+      ["events", fmtInt(p.event_count)],
+      prog.flops ? ["FLOPs", fmtInt(prog.flops)] : null,
+      p.world_size > 1 ? ["rank", `${p.rank} / ${p.world_size}`] : null,
+    ].filter(Boolean);
+    this.titleEl = h(
+      "div",
+      { class: "titlebar" },
+      h("h1", { id: "profile-title", title: p.id }, p.display_name || p.name || p.id),
+      h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    );
+    const tbEl = h("div", { class: "toolbar", role: "toolbar" });
+    this.toolbar = new Toolbar(tbEl, {
+      onReset: () => this.setWindow(this.tmin, this.tmax, true),
+      onZoomIn: () => this.tl.zoomIn(),
+      onZoomOut: () => this.tl.zoomOut(),
+      onMode: (m) => this.update({ mode: m }, true),
+      onStyle: (s) => this.update(s, true),
+      onAnnotations: () => this.showTab("annotations"),
+    });
+    this.legend = h("div", { class: "legend", id: "legend" });
+    this.tlHost = h("div", { class: "timeline", id: "timeline", dataset: { ready: "0" } });
+    this.errBar = h("div", { class: "errbar", hidden: true, role: "alert" });
+    this.tl = new Timeline(this.tlHost, {
+      onWindow: (t0, t1, o) => this.setWindow(t0, t1, o.push),
+      onClick: (hit) => this._onClick(hit),
+      onSelect: (sel) => this.update({ sel, tab: "selection" }, true),
+      onMarker: (ts) => this.addMarker(ts),
+      onHover: (hit, e) => this._onHover(hit, e),
+      onDrawn: (info) => this._onDrawn(info),
+      onResize: () => this._fetchViewport(),
+    });
+    tbEl.append(h("div", { class: "tb-group" }, dl));
+    this.panels = new PanelSet(this);
+    this.root.replaceChildren(
+      h(
+        "section",
+        { class: "profile-page" },
+        this.titleEl,
+        tbEl,
+        h("div", { class: "legend-row" }, this.legend, this.toolbar.status),
+        this.errBar,
+        h("div", { class: "tl-scroll" }, this.tlHost),
+        this.panels.el,
+      ),
+    );
+    document.title = `${p.display_name || p.id} · nprof`;
+    this._keys = (e) => {
+      const tag = (e.target && e.target.tagName) || "";
+      if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || e.ctrlKey || e.metaKey || e.altKey) return;
+      if (e.key === "0" || e.key === "Home") this.setWindow(this.tmin, this.tmax, true);
+      else if (e.key === "Escape") this.update({ sel: null, ev: null }, true);
+      else if (!this.tl.handleKey(e)) return;
+      e.preventDefault();
+    };
+    document.addEventListener("keydown", this._keys);
+  }
+
+  destroy() {
+    this.dead = true;
+    document.removeEventListener("keydown", this._keys);
+    if (this.vpAbort) this.vpAbort.abort();
+  }
+
+  // ---- state ------------------------------------------------------------------------------------------
+
+  _clampWindow() {
+    const st = this.st;
+    const full = this.tmax - this.tmin;
+    let span = Math.min(full, Math.max(10, st.t1 - st.t0));
+    let t0 = Math.max(this.tmin, Math.min(this.tmax - span, st.t0));
+    span = Math.min(span, this.tmax - t0);
+    st.t0 = t0;
+    st.t1 = t0 + span;
+  }
+
+  _commit(push) {
+    const url = `${window.location.pathname}${toSearch(this.st)}`;
+    clearTimeout(this.urlTimer);
+    this.urlTimer = 0;
+    if (url === `${window.location.pathname}${window.location.search}`) return;
+    if (push) window.history.pushState(null, "", url);
+    else window.history.replaceState(null, "", url);
+  }
+
+  _commitSoon() {
+    clearTimeout(this.urlTimer);
+    this.urlTimer = setTimeout(() => this._commit(false), 200);
+  }
+
+  setWindow(t0, t1, push) {
+    this.st.t0 = t0;
+    this.st.t1 = t1;
+    this._clampWindow();
+    this.tl.setWindow(this.st.t0, this.st.t1);
+    if (push) this._commit(true);
+    else this._commitSoon();
+    this._fetchViewport();
+    this.panels.onWindow();
+  }
+
+  /** Apply a partial state change from the UI; push=true adds a history entry. */
+  update(patch, push) {
+    const prev = this.st;
+    const st = { ...prev, ...patch };
+    this.st = st;
+    if (window.__nprof) window.__nprof.state = st;
+    if (patch.mode !== undefined) this.tl.setMode(st.mode);
+    if (patch.view !== undefined || patch.color !== undefined || patch.depth !== undefined || patch.warn !== undefined) {
+      this._syncStyle();
+    }
+    if (patch.color !== undefined && (patch.color === "layer") !== (prev.color === "layer")) this._fetchViewport();
+    if (patch.tab !== undefined) this.panels.show(st.tab);
+    if ("ev" in patch && patch.ev !== prev.ev) this.selectEvent(st.ev, false);
+    if ("sel" in patch) this.panels.selection.run(st.sel);
+    this._commit(push);
+    if ("compare" in patch && st.tab === "compare") this.panels.compare.activate();
+  }
+
+  /** Re-apply a state parsed from the URL (popstate). */
+  applyState(next) {
+    const prev = this.st;
+    const windowChanged = next.t0 !== null && next.t1 !== null && (next.t0 !== Math.round(prev.t0) || next.t1 !== Math.round(prev.t1));
+    this.st = { ...next };
+    if (this.st.t0 === null || this.st.t1 === null) {
+      this.st.t0 = this.tmin;
+      this.st.t1 = this.tmax;
+    }
+    this._clampWindow();
+    if (window.__nprof) window.__nprof.state = this.st;
+    this.tl.setMode(this.st.mode);
+    this._syncStyle();
+    this.tl.setWindow(this.st.t0, this.st.t1);
+    if (windowChanged || next.t0 === null || next.color !== prev.color) this._fetchViewport();
+    this.panels.show(this.st.tab);
+    if (next.ev !== prev.ev) this.selectEvent(next.ev, false);
+    if (JSON.stringify(next.query) !== JSON.stringify(prev.query)) this.panels.search.setQuery(next.query, true);
+    if (JSON.stringify(next.sel) !== JSON.stringify(prev.sel)) this.panels.selection.run(next.sel);
+    this.panels.onWindow();
+  }
+
+  _syncStyle() {
+    const st = this.st;
+    this.tl.setMode(st.mode);
+    this.tl.setStyle({ color: st.color, depth: st.depth, view: st.view, warn: st.warn !== false });
+    this.toolbar.sync(st);
+    this.tl.setOverlays({ sel: st.sel });
+  }
+
+  showTab(tab) {
+    this.update({ tab }, true);
+    this.panels.el.scrollIntoView({ block: "nearest" });
+  }
+
+  idle() {
+    return (
+      !this.vpTimer &&
+      !this.vpAbort &&
+      counters.inflight === 0 &&
+      !this.tl.frame &&
+      this.panels.idle() &&
+      this.vp !== null &&
+      this.drawnT0 === this.st.t0 &&
+      this.drawnT1 === this.st.t1
+    );
+  }
+
+  // ---- data -------------------------------------------------------------------------------------------
+
+  _fetchViewport() {
+    clearTimeout(this.vpTimer);
+    this.toolbar.setBusy(true);
+    this.tlHost.dataset.ready = "0";
+    this.vpTimer = setTimeout(() => {
+      this.vpTimer = 0;
+      this._doFetch();
+    }, DEBOUNCE_MS);
+  }
+
+  async _doFetch() {
+    if (this.vpAbort) this.vpAbort.abort();
+    const ac = new AbortController();
+    this.vpAbort = ac;
+    const st = this.st;
+    const params = {
+      t0: Math.floor(st.t0),
+      t1: Math.ceil(st.t1),
+      width: this.tl.plotWidth(),
+      rows: this.rowsResp.rows.map((r) => r.key).join(","),
+    };
+    if (st.color === "layer") params.color = "layer";
+    try {
+      const vp = await api.viewport(this.id, params, ac.signal);
+      if (ac.signal.aborted || this.dead) return;
+      this.vp = vp;
+      this.errBar.hidden = true;
+      this.tl.setData(vp);
+      this._legend(vp);
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      this.errBar.hidden = false;
+      this.errBar.textContent = `Could not load the timeline window: ${e.message}`;
+    } finally {
+      if (this.vpAbort === ac) {
+        this.vpAbort = null;
+        this.toolbar.setBusy(false);
+        this.tl.schedule();
+      }
+    }
+  }
+
+  _onDrawn(info) {
+    this.drawnT0 = this.tl.layout.t0;
+    this.drawnT1 = this.tl.layout.t1;
+    this.toolbar.setWindow(this.st.t0, this.st.t1, info.items);
+    const ready = this.idle();
+    this.tlHost.dataset.ready = ready ? "1" : "0";
+    this.tlHost.dataset.items = String(info.items);
+    this.tlHost.dataset.draws = String(this.tl.drawCount);
+  }
+
+  _legend(vp) {
+    const st = this.st;
+    if (st.color !== "opcode" || !vp.opcodes) {
+      this.legend.replaceChildren(h("span", { class: "muted" }, `coloured by ${st.color === "queue" ? "DMA queue" : st.color}`));
+      return;
+    }
+    this.legend.replaceChildren(
+      ...vp.opcodes.slice(0, 40).map((op) =>
+        h(
+          "button",
+          {
+            class: "chip",
+            type: "button",
+            title: `Search for opcode ${op}`,
+            onclick: () => this.panels.search.setQuery([["opcode", op]], false),
+          },
+          h("i", { style: { background: hashColor(op) } }),
+          op,
+        ),
+      ),
+    );
+  }
+
+  async loadMarkers() {
+    try {
+      const r = await api.markers(this.id);
+      this.markers = r.markers;
+      this.tl.setOverlays({ markers: this.markers });
+      this.panels.annotations.render();
+    } catch (e) {
+      this.panels.annotations.error(e);
+    }
+  }
+
+  async addMarker(ts) {
+    try {
+      await api.addMarker(this.id, ts);
+      await this.loadMarkers();
+    } catch (e) {
+      this.panels.annotations.error(e);
+    }
+  }
+
+  async _loadWarnings() {
+    const tables = this.info.tables || [];
+    try {
+      if (tables.includes("warnings")) {
+        const t = await api.table(this.id, "warnings", 0, 5000);
+        this.warnings = parseWarnings(t, this.rowsResp.rows);
+        this.tl.setOverlays({ warnings: this.warnings });
+      }
+      if (tables.includes("collectives")) {
+        const t = await api.table(this.id, "collectives", 0, 5000);
+        this.tl.setOverlays({ collectives: parseCollectives(t, this.rowsResp.rows, this.info.profile.rank) });
+      }
+    } catch (e) {
+      this.errBar.hidden = false;
+      this.errBar.textContent = `Could not load warning annotations: ${e.message}`;
+    }
+  }
+
+  // ---- interaction ------------------------------------------------------------------------------------
+
+  _onClick(hit) {
+    if (!hit || !hit.row) return;
+    if (hit.kind === "event") {
+      this.update({ ev: hit.vr.id[hit.i], tab: "details" }, true);
+    } else if (hit.kind === "bucket") {
+      const a = hit.vr.ts[hit.i];
+      const d = hit.vr.dur[hit.i];
+      this.setWindow(a - d * 4, a + d * 5, true);
+    } else if (this.st.ev !== null) {
+      this.update({ ev: null }, true);
+    }
+  }
+
+  async selectEvent(id, push) {
+    if (id === null || id === undefined) {
+      this.details = null;
+      this.tl.setOverlays({ selected: null, deps: [], dependents: [] });
+      this.panels.details.show(null);
+      return;
+    }
+    this.panels.details.loading(id);
+    try {
+      const d = await api.event(this.id, id);
+      if (this.st.ev !== id) return;
+      this.details = d;
+      this.evCache.set(id, d);
+      this.tl.setOverlays({ selected: d, deps: d.deps || [], dependents: d.dependents || [] });
+      this.panels.details.show(d);
+    } catch (e) {
+      this.panels.details.error(id, e);
+    }
+    if (push) this._commit(true);
+  }
+
+  /** Centre the window on an event (keeping the zoom unless it is too small to show it). */
+  reveal(ev) {
+    const span = Math.max(this.st.t1 - this.st.t0, ev.dur * 3);
+    const mid = ev.ts + ev.dur / 2;
+    if (ev.ts >= this.st.t0 && ev.ts + ev.dur <= this.st.t1 && span === this.st.t1 - this.st.t0) return;
+    this.setWindow(mid - span / 2, mid + span / 2, true);
+  }
+
+  _onHover(hit, e) {
+    if (!hit || !e) {
+      hideTooltip();
+      return;
+    }
+    hoverText(this, hit, e);
+  }
+}
+

@@ -1,0 +1,147 @@
+// summary.js — the Summary tab (U7): the memory/compute-bound verdict on top, every
+// summary metric grouped with value + unit and a help tooltip (its description),
+// program info (inputs/outputs/weights, FLOPs), engine, opcode, layer and DMA queue
+// tables, memory usage and a terminology list built from the metric descriptions.
+// Contract: activate() loads everything once (lazily, on first show); `busy` while loading.
+
+import { api } from "./api.js";
+import { h, help, table } from "./dom.js";
+import { fmtBytes, fmtInt, fmtValue } from "./fmt.js";
+import { analysisTable } from "./tables.js";
+
+const ROW_TERMS = [
+  ["DMA q0…q15", "Direct-memory-access queues moving data between HBM and on-chip SBUF (top of the timeline)."],
+  ["TensorE (LoadStationary)", "The Tensor engine loading the stationary (weights) matrix into the systolic array."],
+  ["TensorMatrix (MultiplyMoving)", "The Tensor engine streaming the moving matrix through: the matrix multiplications."],
+  ["VectorE / ScalarE / GpSimdE", "Element-wise, reduction, activation and general-purpose SIMD engines."],
+  ["SyncE", "The engine that coordinates the others through semaphores."],
+  ["CC-core", "Collective-communication cores synchronising all-reduce / all-gather operations across workers."],
+  ["TensorMatrix utilization", "Share of time the TensorMatrix row is busy, per time bin."],
+  ["Pending DMA count", "DMA transfers in flight at each instant."],
+  ["DMA throughput", "Bytes moved per nanosecond (GB/s) by all DMA queues."],
+];
+
+export class SummaryPanel {
+  constructor(el, view) {
+    this.el = el;
+    this.view = view;
+    this.busy = false;
+    this.loaded = false;
+  }
+
+  async activate() {
+    if (this.loaded || this.busy) return;
+    this.busy = true;
+    this.el.replaceChildren(h("p", { class: "loading" }, "Loading the summary…"));
+    const v = this.view;
+    const tables = v.info.tables || [];
+    const want = ["engines", "opcodes", "layers", "dma_queues"].filter((t) => tables.includes(t));
+    try {
+      const [sum, ...tabs] = await Promise.all([api.summary(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]);
+      this.loaded = true;
+      this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]])));
+    } catch (e) {
+      this.el.replaceChildren(h("p", { class: "error-inline" }, `Could not load the summary: ${e.message}`));
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  _render(sum, tabs) {
+    const v = this.view;
+    const verdict = sum.verdict || {};
+    const vcls = verdict.bound === "memory" ? "memory" : verdict.bound === "compute" ? "compute" : "unknown";
+    const verdictEl = h(
+      "div",
+      { class: `verdict ${vcls}`, id: "verdict" },
+      h("div", { class: "verdict-big" }, verdict.bound ? `${verdict.bound[0].toUpperCase()}${verdict.bound.slice(1)}-bound` : "Bound: unknown"),
+      h("div", {}, verdict.text || "No matmuls or no device peaks: the memory/compute verdict needs both."),
+    );
+    const groups = (sum.groups || []).map((g) =>
+      h(
+        "section",
+        { class: "metric-group", dataset: { group: g.name } },
+        h("h3", {}, g.name),
+        h(
+          "dl",
+          {},
+          g.metrics.map((m) => [
+            h("dt", { dataset: { key: m.key } }, m.label, help(m.description)),
+            h("dd", { dataset: { key: m.key } }, fmtValue(m.value, m.unit)),
+          ]),
+        ),
+      ),
+    );
+    const prog = v.info.program;
+    const progEl = prog
+      ? h(
+          "section",
+          { class: "metric-group" },
+          h("h3", {}, "Program"),
+          h(
+            "dl",
+            {},
+            [
+              ["model FLOPs", fmtInt(prog.flops)],
+              ["hardware FLOPs", fmtInt(prog.hw_flops)],
+              ["instructions", fmtInt(prog.instruction_count)],
+              ["DMA transfers", fmtInt(prog.dma_count)],
+              prog.path ? ["file", prog.path] : null,
+            ]
+              .filter(Boolean)
+              .map(([k, val]) => [h("dt", {}, k), h("dd", {}, val)]),
+          ),
+          prog.tensors && prog.tensors.length
+            ? table(
+                [{ label: "tensor" }, { label: "kind" }, { label: "shape" }, { label: "dtype" }, { label: "size", cls: "num", fmt: fmtBytes }],
+                prog.tensors.map((t) => [t.name, t.kind, `[${(t.shape || []).join(", ")}]`, t.dtype, t.bytes]),
+              )
+            : h("p", { class: "muted" }, "No tensor table in this profile."),
+        )
+      : null;
+    const section = (title, tip, body) => h("section", { class: "summary-table" }, h("h3", {}, title, help(tip)), body);
+    const parts = [];
+    if (tabs.engines) parts.push(section("Engines", "Per-engine instruction time, active time and count", analysisTable(tabs.engines)));
+    if (tabs.layers && tabs.layers.rows.length) {
+      parts.push(
+        section(
+          "Layers",
+          "Framework layers in order of first appearance; click one to zoom to its span and highlight its events",
+          analysisTable(tabs.layers, {
+            rowTitle: "zoom to this layer and search its events",
+            onRow: (r) => {
+              v.panels.search.setQuery([["layer", r.layer]], false);
+              v.setWindow(r.start_ns, Math.max(r.end_ns, r.start_ns + 10), true);
+            },
+          }),
+        ),
+      );
+    }
+    if (tabs.dma_queues) parts.push(section("DMA queues", "Transfers, bytes, active time and throughput per queue", analysisTable(tabs.dma_queues)));
+    if (tabs.opcodes) {
+      parts.push(
+        section(
+          "Opcodes",
+          "Per-opcode counts and durations, longest total first; click one to search it",
+          analysisTable(tabs.opcodes, { onRow: (r) => v.panels.search.setQuery([["opcode", r.opcode]], false) }),
+        ),
+      );
+    }
+    const terms = [
+      ...ROW_TERMS,
+      ...(sum.groups || []).flatMap((g) => g.metrics.filter((m) => m.description).map((m) => [m.label, m.description])),
+    ];
+    const termEl = h(
+      "details",
+      { class: "terminology" },
+      h("summary", {}, `Terminology (${terms.length} terms)`),
+      h("dl", {}, terms.map(([k, d]) => [h("dt", {}, k), h("dd", {}, d)])),
+    );
+    this.el.replaceChildren(
+      verdictEl,
+      h("div", { class: "metric-groups" }, groups, progEl),
+      h("div", { class: "summary-tables" }, parts),
+      termEl,
+    );
+  }
+}
