@@ -1,0 +1,76 @@
+"""On-chip memory allocation for traced kernels (per-partition byte ranges of SBUF or PSUM).
+
+A next-fit allocator: each allocation starts searching where the previous one
+ended and wraps around, so a loop body's tiles land in fresh regions for a
+while before old (freed) ones are reused. That gives the hardware's
+multi-buffering for free: iteration i+1's load does not wait for iteration
+i's compute unless memory is actually short. PSUM allocations never straddle
+a 2 KiB bank. `used` is the live byte count per partition and `high_water`
+its maximum (what the Program records as sbuf_bytes/psum_bytes).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+
+class OutOfMemory(Exception):
+    """No free range is large enough (`live` bytes are in use)."""
+
+    def __init__(self, need: int, live: int, capacity: int) -> None:
+        super().__init__(need, live, capacity)
+        self.need, self.live, self.capacity = need, live, capacity
+
+
+class Allocator:
+    """Next-fit allocator of per-partition byte ranges (see module doc)."""
+
+    def __init__(self, capacity: int, bank: int | None = None, align: int = 64) -> None:
+        self.capacity = capacity
+        self.bank = bank
+        self.align = align
+        self._starts: list[int] = []  # sorted starts of live ranges
+        self._ends: dict[int, int] = {}
+        self._cursor = 0
+        self.used = 0
+        self.high_water = 0
+
+    def _fits(self, start: int, size: int) -> int | None:
+        """First aligned start >= `start` where [s, s+size) is free and bank-legal, before the next live range."""
+        s = -(-start // self.align) * self.align
+        if self.bank is not None and size <= self.bank and s // self.bank != (s + size - 1) // self.bank:
+            s = (s // self.bank + 1) * self.bank
+        if s + size > self.capacity:
+            return None
+        i = bisect.bisect_right(self._starts, s)
+        if i > 0 and self._ends[self._starts[i - 1]] > s:
+            return None
+        if i < len(self._starts) and self._starts[i] < s + size:
+            return None
+        return s
+
+    def alloc(self, size: int) -> int:
+        size = max(size, 1)
+        if size > self.capacity:
+            raise OutOfMemory(size, self.used, self.capacity)
+        candidates = [self._cursor] + [self._ends[s] for s in self._starts] + [0]
+        # next-fit: prefer gaps at/after the cursor, then wrap around
+        after = sorted(c for c in candidates if c >= self._cursor)
+        before = sorted(c for c in candidates if c < self._cursor)
+        for c in after + before:
+            s = self._fits(c, size)
+            if s is not None:
+                bisect.insort(self._starts, s)
+                self._ends[s] = s + size
+                self._cursor = s + size
+                self.used += size
+                self.high_water = max(self.high_water, self.used)
+                return s
+        raise OutOfMemory(size, self.used, self.capacity)
+
+    def free(self, start: int) -> None:
+        end = self._ends.pop(start, None)
+        if end is None:
+            return
+        self._starts.remove(start)
+        self.used -= end - start

@@ -1,0 +1,351 @@
+"""Lowering of on-chip computations to ISA instructions (shared by `nl` and `nisa`).
+
+Each function takes tiles (`NkiTensor` views of SBUF/PSUM), scalars and an
+optional `mask`, allocates its result tile (SBUF unless told otherwise) and
+records exactly the instructions the real compiler would: activations on
+ScalarE (ACTIVATE), tile-tile arithmetic on VectorE (TENSOR_TENSOR),
+tile-scalar and tile-with-[P,1] arithmetic on VectorE (TENSOR_SCALAR),
+reductions on VectorE (TENSOR_REDUCE), memsets/iota/affine_select on GpSimdE.
+Free-axis broadcasting reads the smaller operand with a zero stride; a
+[1, F] operand is broadcast across partitions through TensorE (a ones
+stationary times the row), as the hardware has no cross-partition path on
+VectorE. A mask narrows every operand to the mask's box.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from nprof.arch.isa import Engine, Opcode, Space, attrs
+from nprof.nki import trace
+from nprof.nki.dtypes import dtype_name, promote
+from nprof.nki.index import Predicate
+from nprof.nki.source import kernel_error
+from nprof.nki.tensor import NkiTensor, mask_box
+
+COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
+COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}
+_SWAP = {"is_gt": "is_lt", "is_lt": "is_gt", "is_ge": "is_le", "is_le": "is_ge"}
+
+
+def is_scalar(x: Any) -> bool:
+    return (isinstance(x, numbers.Number) and not isinstance(x, bool)) or isinstance(x, bool)
+
+
+def dname(dtype: Any) -> str:
+    try:
+        return dtype_name(dtype)
+    except ValueError as err:
+        raise kernel_error(str(err)) from None
+
+
+def tile(x: Any, what: str = "operand") -> NkiTensor:
+    """`x` as an on-chip tile; KernelError for HBM tensors and other values."""
+    if isinstance(x, NkiTensor):
+        if x.is_hbm:
+            raise kernel_error(
+                f"{what} {x.name!r} is in HBM; compute engines read SBUF/PSUM — nl.load it into a tile first"
+            )
+        builder = trace.current()
+        if builder.is_pending(x):
+            builder.flush()
+        return x
+    raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")
+
+
+def new_tile(shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF, name: str = "") -> NkiTensor:
+    return trace.current().alloc(tuple(shape), dtype, space, name)
+
+
+def emit(engine: Engine, opcode: Opcode, outs: list[NkiTensor], ins: list[NkiTensor], **kw: Any) -> None:
+    """Emit one instruction over views (skipped when a mask left nothing to do)."""
+    if any(v.empty for v in outs) or any(v.empty for v in ins):
+        return
+    trace.current().emit(engine, opcode, tuple(v.access() for v in outs), tuple(v.access() for v in ins), attrs(**kw))
+
+
+def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor) -> list[NkiTensor]:
+    if mask is None:
+        return list(views)
+    box = mask_box(mask, shape)
+    out = []
+    for v in views:
+        if v.shape == shape:
+            out.append(v.restrict(box))
+        else:  # a broadcast [P, 1] operand: narrow the partition axis only
+            vb = [
+                (lo, hi) if size == full else (0, size)
+                for (lo, hi), size, full in zip(box, v.shape, shape, strict=False)
+            ]
+            out.append(v.restrict(vb + [(0, s) for s in v.shape[len(vb) :]]))
+    return out
+
+
+def result_tile(out: NkiTensor | None, shape: tuple[int, ...], dtype: str) -> NkiTensor:
+    if out is None:
+        return new_tile(shape, dtype)
+    if out.shape != shape:
+        raise kernel_error(f"result has shape {shape} but the destination has shape {out.shape}")
+    return out
+
+
+# -- elementwise ------------------------------------------------------------------------------
+def activation(
+    func: str,
+    x: Any,
+    *,
+    scale: Any = 1.0,
+    bias: Any = None,
+    dtype: Any = None,
+    mask: Predicate | None = None,
+    reduce_op: str | None = None,
+    reduce_res: NkiTensor | None = None,
+    out: NkiTensor | None = None,
+) -> NkiTensor:
+    """ACTIVATE on ScalarE: func(x * scale + bias), optionally reducing into `reduce_res` [P, 1]."""
+    x = tile(x, "activation input")
+    res = result_tile(out, x.shape, dname(dtype) if dtype is not None else x.dtype_name)
+    ins = [x]
+    kw: dict[str, Any] = {"func": func}
+    bias_t = None if bias is None or is_scalar(bias) else tile(bias, "bias")
+    scale_t = None if is_scalar(scale) else tile(scale, "scale")
+    if scale_t is not None and bias_t is None:  # ins[2] needs ins[1]: materialise the scalar bias
+        bias_t = full_tile((x.shape[0], 1), float(bias or 0.0), "float32")
+    for t, what in ((bias_t, "bias"), (scale_t, "scale")):
+        if t is not None and (t.shape[0] != x.shape[0] or any(s != 1 for s in t.shape[1:])):
+            raise kernel_error(f"activation {what} must be a scalar or a [{x.shape[0]}, 1] tile, got {t.shape}")
+    if bias_t is not None:
+        ins.append(bias_t)
+    else:
+        kw["bias"] = float(bias or 0.0)
+    if scale_t is not None:
+        ins.append(scale_t)
+    else:
+        kw["scale"] = float(scale)
+    outs = [res]
+    if reduce_op is not None:
+        if reduce_res is None:
+            raise kernel_error("activation with reduce_op needs reduce_res= (a [P, 1] tile)")
+        rr = tile(reduce_res, "reduce_res")
+        if rr.shape[0] != x.shape[0] or any(s != 1 for s in rr.shape[1:]):
+            raise kernel_error(f"reduce_res must be a [{x.shape[0]}, 1] tile, got {rr.shape}")
+        outs.append(rr)
+        kw["reduce_op"] = reduce_op
+    views = apply_mask(mask, x.shape, *outs, *ins)
+    emit(Engine.SCALAR, Opcode.ACTIVATE, views[: len(outs)], views[len(outs) :], **kw)
+    return res
+
+
+def full_tile(shape: tuple[int, ...], value: float, dtype: str, engine: Engine = Engine.GPSIMD) -> NkiTensor:
+    t = new_tile(shape, dtype)
+    emit(engine, Opcode.MEMSET, [t], [], value=float(value))
+    return t
+
+
+def broadcast_operand(x: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
+    """`x` read as `shape`: zero strides on free axes, TensorE broadcast across partitions."""
+    if x.shape == shape:
+        return x
+    if len(x.shape) != len(shape):
+        raise kernel_error(f"cannot broadcast a tile of shape {x.shape} to {shape}: ranks differ")
+    for a, b in zip(x.shape, shape, strict=True):
+        if a != b and a != 1:
+            raise kernel_error(f"cannot broadcast a tile of shape {x.shape} to {shape}")
+    if x.shape[0] == 1 and shape[0] > 1:
+        x = partition_broadcast(x, shape[0])
+    return x.expand(shape)
+
+
+def partition_broadcast(row: NkiTensor, parts: int) -> NkiTensor:
+    """A [parts, F...] PSUM tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row."""
+    free = row.shape[1:]
+    n = 1
+    for s in free:
+        n *= s
+    builder = trace.current()
+    if n > builder.preset.gemm_moving_fmax:
+        raise kernel_error(
+            f"broadcasting a [1, {n}] row across partitions goes through TensorE and is limited to "
+            f"{builder.preset.gemm_moving_fmax} elements; split the free axis"
+        )
+    dt = row.dtype_name if row.dtype_name in ("bfloat16", "float16", "float32") else "float32"
+    if dt != row.dtype_name:
+        row = copy(row, dtype=dt)
+    ones = full_tile((1, parts), 1.0, dt)
+    flat_row = row.flatten_free()
+    if flat_row is None:
+        flat_row = copy(row).flatten_free()
+    assert flat_row is not None
+    res = new_tile((parts, n), "float32", Space.PSUM)
+    builder.set_pending(ones, flat_row, res)
+    builder.flush()
+    return res.unflatten_free(free)
+
+
+def binary(
+    op: str, a: Any, b: Any, *, dtype: Any = None, mask: Predicate | None = None, out: NkiTensor | None = None
+) -> Any:
+    """`a <op> b` for tiles and scalars (see module doc for the lowering)."""
+    if is_scalar(a) and is_scalar(b):
+        raise kernel_error(f"nl.{op} of two scalars: compute it in Python")
+    if is_scalar(a):
+        if op in COMMUTATIVE:
+            return tensor_scalar(b, op, a, dtype=dtype, mask=mask, out=out)
+        if op in _SWAP:
+            return tensor_scalar(b, _SWAP[op], a, dtype=dtype, mask=mask, out=out)
+        return tensor_scalar(b, op, a, reverse0=True, dtype=dtype, mask=mask, out=out)
+    if is_scalar(b):
+        return tensor_scalar(a, op, b, dtype=dtype, mask=mask, out=out)
+    a, b = tile(a), tile(b)
+    shape = tuple(max(x, y) for x, y in zip(a.shape, b.shape, strict=False)) if a.ndim == b.ndim else None
+    if shape is None:
+        raise kernel_error(f"nl.{op}: tiles of shapes {a.shape} and {b.shape} do not broadcast (ranks differ)")
+    dt = dname(dtype) if dtype is not None else promote(a.dtype_name, b.dtype_name)
+    column = [t.shape[0] == shape[0] and all(s == 1 for s in t.shape[1:]) and t.shape != shape for t in (a, b)]
+    if column[1]:
+        return tensor_scalar(a, op, b, dtype=dt, mask=mask, out=out)
+    if column[0]:
+        return tensor_scalar(
+            b, _SWAP.get(op, op), a, reverse0=op not in COMMUTATIVE and op not in _SWAP, dtype=dt, mask=mask, out=out
+        )
+    return tensor_tensor(broadcast_operand(a, shape), broadcast_operand(b, shape), op, dtype=dt, mask=mask, out=out)
+
+
+def tensor_tensor(
+    a: NkiTensor, b: NkiTensor, op: str, *, dtype: Any = None, mask: Predicate | None = None,
+    out: NkiTensor | None = None, engine: Engine = Engine.VECTOR,
+) -> NkiTensor:  # fmt: skip
+    a, b = tile(a), tile(b)
+    if a.shape != b.shape:
+        raise kernel_error(f"tensor_tensor operands differ in shape: {a.shape} vs {b.shape}")
+    dt = dname(dtype) if dtype is not None else promote(a.dtype_name, b.dtype_name)
+    res = result_tile(out, a.shape, dt)
+    o, x, y = apply_mask(mask, a.shape, res, a, b)
+    emit(engine, Opcode.TENSOR_TENSOR, [o], [x, y], op=op)
+    return res
+
+
+def tensor_scalar(
+    data: Any, op0: str, operand0: Any, reverse0: bool = False, op1: str | None = None, operand1: Any = None,
+    reverse1: bool = False, *, dtype: Any = None, mask: Predicate | None = None, out: NkiTensor | None = None,
+    engine: Engine = Engine.VECTOR,
+) -> NkiTensor:  # fmt: skip
+    """(data <op0> operand0) <op1> operand1 with scalar or per-partition [P, 1] operands."""
+    data = tile(data, "tensor_scalar data")
+    dt = dname(dtype) if dtype is not None else data.dtype_name
+    res = result_tile(out, data.shape, dt)
+    kw: dict[str, Any] = {"op0": op0, "reverse0": bool(reverse0) or None}
+    ins = [data]
+    operands = [(operand0, "operand0")] + ([(operand1, "operand1")] if op1 is not None else [])
+    vectors = [not is_scalar(v) for v, _ in operands]
+    for k, (value, key) in enumerate(operands):
+        if vectors[k] or (k == 0 and len(vectors) > 1 and vectors[1]):
+            t = tile(value, key) if vectors[k] else full_tile((data.shape[0], 1), float(value), "float32")
+            if t.shape[0] != data.shape[0] or any(s != 1 for s in t.shape[1:]):
+                raise kernel_error(f"{key} must be a scalar or a [{data.shape[0]}, 1] tile, got {t.shape}")
+            ins.append(t)
+        else:
+            kw[key] = float(value)
+    if op1 is not None:
+        kw.update(op1=op1, reverse1=bool(reverse1) or None)
+    views = apply_mask(mask, data.shape, res, *ins)
+    emit(engine, Opcode.TENSOR_SCALAR, views[:1], views[1:], **kw)
+    return res
+
+
+def copy(x: Any, *, dtype: Any = None, mask: Predicate | None = None, out: NkiTensor | None = None,
+         engine: Engine = Engine.VECTOR) -> NkiTensor:  # fmt: skip
+    x = tile(x, "copy source")
+    res = result_tile(out, x.shape, dname(dtype) if dtype is not None else x.dtype_name)
+    o, i = apply_mask(mask, x.shape, res, x)
+    emit(engine, Opcode.TENSOR_COPY, [o], [i])
+    return res
+
+
+def unary(func: str, x: Any, *, dtype: Any = None, mask: Predicate | None = None) -> NkiTensor:
+    return activation(func, x, dtype=dtype, mask=mask)
+
+
+# -- reductions -------------------------------------------------------------------------------
+def reduce(op: str, x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None, keepdims: bool = False,
+           negate: bool = False) -> NkiTensor:  # fmt: skip
+    x = tile(x, "reduction input")
+    axes = _axes(axis, x.ndim)
+    shape = (
+        tuple(1 if k in axes else s for k, s in enumerate(x.shape))
+        if keepdims
+        else tuple(s for k, s in enumerate(x.shape) if k not in axes)
+    )
+    res = new_tile(shape, dname(dtype) if dtype is not None else x.dtype_name)
+    (xi,) = apply_mask(mask, x.shape, x)
+    if mask is not None:
+        box = mask_box(mask, x.shape)
+        res_view = res.restrict([(box[0][0], box[0][1])] + [(0, s) for s in res.shape[1:]])
+    else:
+        res_view = res
+    emit(Engine.VECTOR, Opcode.TENSOR_REDUCE, [res_view], [xi], op=op, axes=tuple(axes), negate=negate or None)
+    return res
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(1, ndim))
+    items = axis if isinstance(axis, list | tuple) else (axis,)
+    out = []
+    for a in items:
+        a = int(a)
+        if a < 0:
+            a += ndim
+        if a == 0:
+            raise kernel_error("cannot reduce along the partition axis (axis 0); transpose the tile first")
+        if not 0 < a < ndim:
+            raise kernel_error(f"axis {a} is out of range for a tile of rank {ndim}")
+        out.append(a)
+    return tuple(sorted(set(out)))
+
+
+# -- in-place forms and assignment ------------------------------------------------------------
+def inplace(op: str, target: NkiTensor, other: Any) -> NkiTensor:
+    """`target <op>= other`: PSUM `+=` of a fresh matmul accumulates in place; else an op into target."""
+    builder = trace.current()
+    if op == "add" and builder.is_pending(other) and not target.is_hbm:
+        builder.commit_matmul(target, accumulate=True)
+        return target
+    if target.is_hbm:
+        raise kernel_error("cannot update an HBM tensor in place; compute in a tile and nl.store it")
+    binary(op, target, other, out=target)
+    return target
+
+
+def assign(view: NkiTensor, value: Any) -> None:
+    """`view[...] = value`: copy, matmul retarget, memset of a scalar, or DMA to/from HBM."""
+    builder = trace.current()
+    if isinstance(value, NkiTensor) and value.base is view.base and value.access_key() == view.access_key():
+        return  # `t[...] += x` already updated t in place
+    if builder.is_pending(value) and not view.is_hbm:
+        builder.commit_matmul(view, accumulate=False)
+        return
+    if is_scalar(value):
+        if view.is_hbm:
+            raise kernel_error("cannot assign a scalar to an HBM tensor; memset a tile and nl.store it")
+        emit(Engine.GPSIMD, Opcode.MEMSET, [view], [], value=float(value))
+        return
+    if not isinstance(value, NkiTensor):
+        raise kernel_error(f"cannot assign a {type(value).__name__} to a tile")
+    if view.is_hbm or value.is_hbm:
+        if value.shape != view.shape:
+            raise kernel_error(f"cannot assign shape {value.shape} to {view.shape}")
+        builder.dma(view, value)
+        return
+    value = tile(value)
+    if value.shape != view.shape:
+        value = broadcast_operand(value, view.shape)
+    emit(Engine.VECTOR, Opcode.TENSOR_COPY, [view], [value])
+
+
+def _numel_free(x: NkiTensor) -> int:
+    n = 1
+    for s in x.shape[1:]:
+        n *= s
+    return n

@@ -1,0 +1,487 @@
+"""Tensor handles of the kernel language: HBM tensors and on-chip tiles, and views of them.
+
+Every value a kernel touches is an `NkiTensor`: a strided view of one *base*
+(an `HbmBase` declared in the Program, or an `OnChip` SBUF/PSUM allocation).
+A view keeps, per logical dimension, a (partition step, element step, size)
+triple, so indexing with integers, slices or `nl.arange` expressions composes
+exactly into the ISA's `Access` patterns. Bounds are checked when the view is
+used (after `mask=` has narrowed it), so an out-of-bounds access fails with the
+user's `file:line` instead of reading garbage.
+
+SBUF/PSUM layout: an allocation of shape `(B..., par_dim(P), F...)` occupies
+partitions `0..P-1` and, in each, `prod(B) * prod(F) * itemsize` bytes from its
+byte offset; the partition axis must be the first axis of any view used as an
+operand. Integer-indexing the partition axis keeps it as a size-1 axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nprof.arch.isa import Access, Space
+from nprof.nki.dtypes import NUMPY
+from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.source import kernel_error
+
+if TYPE_CHECKING:
+    from nprof.nki.trace import ProgramBuilder
+
+
+@dataclass(eq=False)
+class HbmBase:
+    """An HBM tensor of the Program being built."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str
+    builder: ProgramBuilder
+
+    space = Space.HBM
+
+
+@dataclass(eq=False)
+class OnChip:
+    """An SBUF or PSUM allocation; freed (region reusable) when no view refers to it or its kernel returns."""
+
+    space: Space
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    partition_axis: int
+    byte_offset: int
+    bytes_per_partition: int
+    builder: ProgramBuilder
+    alive: bool = True
+    token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
+
+
+Dim = tuple[int, int, int]  # (partition step, element step, size)
+Check = tuple[int, tuple[int, ...], int, str]  # 0 <= const + sum(coef_k * i_k) < size, else error naming label
+
+
+class NkiTensor:
+    """A view of an HBM tensor or an on-chip tile (see module doc)."""
+
+    __slots__ = ("__weakref__", "_base", "_checks", "_dims", "_e0", "_p0")
+
+    def __init__(self, base: HbmBase | OnChip, p0: int, e0: int, dims: tuple[Dim, ...], checks: tuple[Check, ...]):
+        self._base = base
+        self._p0 = p0
+        self._e0 = e0
+        self._dims = dims
+        self._checks = checks
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def root(cls, base: HbmBase | OnChip) -> NkiTensor:
+        shape = base.shape
+        part = base.partition_axis if isinstance(base, OnChip) else -1
+        dims: list[Dim] = [(0, 0, 0)] * len(shape)
+        stride = 1
+        for axis in reversed(range(len(shape))):
+            if axis == part:
+                dims[axis] = (1, 0, shape[axis])
+            else:
+                dims[axis] = (0, stride, shape[axis])
+                stride *= shape[axis]
+        return cls(base, 0, 0, tuple(dims), ())
+
+    # -- user-visible properties --------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(size for _, _, size in self._dims)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._dims)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return NUMPY[self._base.dtype]
+
+    @property
+    def name(self) -> str:
+        return self._base.name
+
+    @property
+    def buffer(self) -> str:
+        return str(self._base.space)
+
+    @property
+    def space(self) -> Space:
+        return self._base.space
+
+    @property
+    def dtype_name(self) -> str:
+        return self._base.dtype
+
+    @property
+    def base(self) -> HbmBase | OnChip:
+        return self._base
+
+    @property
+    def is_hbm(self) -> bool:
+        return self._base.space is Space.HBM
+
+    def __repr__(self) -> str:
+        return f"NkiTensor({self._base.space}:{self._base.name}, shape={self.shape}, dtype={self._base.dtype})"
+
+    def __iter__(self) -> Any:
+        raise TypeError("NKI tensors are not iterable; index them with nl.arange or slices inside nl.affine_range")
+
+    def __len__(self) -> int:
+        return self.shape[0] if self._dims else 1
+
+    def reshape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
+        """A new-shape view of a whole, contiguous HBM tensor (same element count)."""
+        shape = tuple(int(s) for s in shape)
+        if not self.is_hbm or self._p0 or self._e0 or self._checks or self.shape != self._base.shape:
+            raise kernel_error("reshape is supported on whole HBM tensors only")
+        if int(np.prod(shape)) != int(np.prod(self.shape)):
+            raise kernel_error(f"cannot reshape {self.shape} into {shape}: element counts differ")
+        dims: list[Dim] = []
+        stride = 1
+        for size in reversed(shape):
+            dims.append((0, stride, size))
+            stride *= size
+        return NkiTensor(self._base, 0, 0, tuple(reversed(dims)), ())
+
+    # -- indexing -----------------------------------------------------------------------------
+    def __getitem__(self, items: Any) -> NkiTensor:
+        return self.index(items)
+
+    def index(self, items: Any) -> NkiTensor:
+        if not isinstance(items, tuple):
+            items = (items,)
+        if any(item is Ellipsis for item in items):
+            k = items.index(Ellipsis)
+            fill = self.ndim - (len(items) - 1 - sum(1 for i in items if i is None))
+            items = items[:k] + (slice(None),) * fill + items[k + 1 :]
+        real = [item for item in items if item is not None]
+        if len(real) > self.ndim:
+            raise kernel_error(f"too many indices ({len(real)}) for {self.name!r} of shape {self.shape}")
+        items = items + (slice(None),) * (self.ndim - len(real))
+        if any(isinstance(item, IndexExpr) for item in items):
+            return self._index_affine(items)
+        return self._index_basic(items)
+
+    def _compose(
+        self, per_dim: list[tuple[int, tuple[int, ...]]], sizes: tuple[int, ...], new: list[Check]
+    ) -> NkiTensor:
+        """Compose with one affine map per current dim: (const, coef per new dim)."""
+        p0, e0 = self._p0, self._e0
+        n = len(sizes)
+        pst = [0] * n
+        est = [0] * n
+        for (ps, es, _), (const, coefs) in zip(self._dims, per_dim, strict=True):
+            p0 += const * ps
+            e0 += const * es
+            for k, c in enumerate(coefs):
+                if c:
+                    pst[k] += c * ps
+                    est[k] += c * es
+        checks = []
+        for const, coefs, size, label in self._checks:
+            nc = const
+            ncoefs = [0] * n
+            for j, cj in enumerate(coefs):
+                if cj:
+                    nc += cj * per_dim[j][0]
+                    for k, c in enumerate(per_dim[j][1]):
+                        ncoefs[k] += cj * c
+            checks.append((nc, tuple(ncoefs), size, label))
+        checks.extend(new)
+        dims = tuple((pst[k], est[k], sizes[k]) for k in range(n))
+        return NkiTensor(self._base, p0, e0, dims, tuple(checks))
+
+    def _label(self, axis: int) -> str:
+        return f"axis {axis} (size {self._dims[axis][2]}) of {self._base.name!r}"
+
+    def _index_basic(self, items: tuple[Any, ...]) -> NkiTensor:
+        per_dim: list[tuple[int, list[int]]] = []
+        sizes: list[int] = []
+        axis = 0
+        for item in items:
+            if item is None:
+                sizes.append(1)
+                continue
+            size = self._dims[axis][2]
+            partition = self._dims[axis][0] == 1 and not self.is_hbm
+            if isinstance(item, slice):
+                start, stop, step = _slice_range(item, size, self._label(axis))
+                length = len(range(start, stop, step))
+                per_dim.append((start, [len(sizes), step]))
+                sizes.append(length)
+            else:
+                try:
+                    i = int(item)
+                except TypeError:
+                    raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}") from None
+                if i < 0:
+                    i += size
+                if not 0 <= i < size:
+                    raise kernel_error(f"index {int(item)} is out of bounds for {self._label(axis)}")
+                if partition:  # keep the partition axis as a size-1 axis
+                    per_dim.append((i, [len(sizes), 1]))
+                    sizes.append(1)
+                else:
+                    per_dim.append((i, [-1, 0]))
+            axis += 1
+        n = len(sizes)
+        resolved = []
+        for const, (k, c) in per_dim:
+            coefs = [0] * n
+            if k >= 0:
+                coefs[k] = c
+            resolved.append((const, tuple(coefs)))
+        return self._compose(resolved, tuple(sizes), [])
+
+    def _index_affine(self, items: tuple[Any, ...]) -> NkiTensor:
+        if any(item is None for item in items):
+            raise kernel_error("cannot mix None (new axis) with nl.arange indices; add the axis to the arange instead")
+        exprs = [item for item in items if isinstance(item, IndexExpr)]
+        n = max(e.ndim for e in exprs)
+        sizes = [1] * n
+        per_dim: list[tuple[int, tuple[int, ...]]] = []
+        new: list[Check] = []
+        for axis, item in enumerate(items):
+            if isinstance(item, slice):
+                if item != slice(None) or self._dims[axis][2] != 1:
+                    raise kernel_error(
+                        "cannot mix slices with nl.arange indices; index every axis with an nl.arange expression"
+                    )
+                per_dim.append((0, (0,) * n))
+                continue
+            if not isinstance(item, IndexExpr):
+                try:
+                    item = IndexExpr(0, int(item), ())
+                except TypeError:
+                    raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}") from None
+            coefs = [0] * n
+            for dim, (coef, size) in item.term_map(n).items():
+                if sizes[dim] not in (1, size) and coef:
+                    raise kernel_error(f"index expressions of sizes {sizes[dim]} and {size} do not broadcast")
+                sizes[dim] = max(sizes[dim], size)
+                coefs[dim] = coef
+            per_dim.append((item.const, tuple(coefs)))
+            new.append((item.const, tuple(coefs), self._dims[axis][2], self._label(axis)))
+        return self._compose(per_dim, tuple(sizes), new)
+
+    def restrict(self, box: list[tuple[int, int]]) -> NkiTensor:
+        """The sub-view `[lo:hi]` along every dim (a mask's box); dims of size 1 broadcast and stay."""
+        per_dim = []
+        sizes = []
+        n = self.ndim
+        for k, ((lo, hi), (_, _, size)) in enumerate(zip(box, self._dims, strict=True)):
+            coefs = [0] * n
+            coefs[k] = 1
+            if size == 1:
+                per_dim.append((0, tuple(coefs)))
+                sizes.append(1)
+            else:
+                per_dim.append((lo, tuple(coefs)))
+                sizes.append(max(0, hi - lo))
+        return self._compose(per_dim, tuple(sizes), [])
+
+    def masked(self, mask: Predicate | None, shape: tuple[int, ...] | None = None) -> NkiTensor:
+        """This view narrowed by `mask` (interpreted over `shape`, default this view's shape)."""
+        if mask is None:
+            return self
+        box = mask_box(mask, shape or self.shape)
+        if shape is not None and shape != self.shape:
+            box = [(0, 1) if size == 1 else b for size, b in zip(self.shape, box, strict=True)]
+        return self.restrict(box)
+
+    def expand(self, shape: tuple[int, ...]) -> NkiTensor:
+        """This view read as `shape` (size-1 free axes repeated with a zero stride)."""
+        n = self.ndim
+        per_dim = []
+        for k, (size, target) in enumerate(zip(self.shape, shape, strict=True)):
+            coefs = [0] * n
+            if size == target:
+                coefs[k] = 1
+            per_dim.append((0, tuple(coefs)))
+        return self._compose(per_dim, tuple(shape), [])
+
+    def flatten_free(self) -> NkiTensor | None:
+        """A (P, prod(free)) view when the free axes are contiguous, else None (bounds checked now)."""
+        self.check_bounds()
+        dims = self._dims
+        if len(dims) <= 2:
+            return self
+        stride = 1
+        for _, es, size in reversed(dims[1:]):
+            if size != 1 and es != stride:
+                return None
+            stride *= size
+        n = stride
+        return NkiTensor(self._base, self._p0, self._e0, (dims[0], (0, 1, n)), ())
+
+    def unflatten_free(self, free: tuple[int, ...]) -> NkiTensor:
+        """The inverse of `flatten_free` for a contiguous (P, n) view."""
+        self.check_bounds()
+        dims: list[Dim] = []
+        stride = self._dims[1][1] if len(self._dims) > 1 else 1
+        for size in reversed(free):
+            dims.append((0, stride, size))
+            stride *= size
+        return NkiTensor(self._base, self._p0, self._e0, (self._dims[0], *reversed(dims)), ())
+
+    def access_key(self) -> tuple[Any, ...]:
+        return (self._p0, self._e0, self._dims)
+
+    @property
+    def empty(self) -> bool:
+        return any(size == 0 for _, _, size in self._dims)
+
+    # -- lowering -----------------------------------------------------------------------------
+    def check_bounds(self) -> None:
+        for const, coefs, size, label in self._checks:
+            lo = hi = const
+            for c, (_, _, n) in zip(coefs, self._dims, strict=True):
+                ext = c * (n - 1)
+                lo += min(0, ext)
+                hi += max(0, ext)
+            if lo < 0 or hi >= size:
+                raise kernel_error(
+                    f"out-of-bounds access: indices {lo}..{hi} on {label}; narrow the index or pass mask="
+                )
+
+    def access(self) -> Access:
+        """The ISA operand for this view (bounds checked; partition axis first)."""
+        self.check_bounds()
+        base = self._base
+        if isinstance(base, OnChip) and not base.alive:
+            raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
+        dims = self._dims or ((0, 1, 1),)
+        itemsize = np.dtype(NUMPY[base.dtype]).itemsize
+        if base.space is Space.HBM:
+            _, pstride, parts = dims[0]
+            free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
+            return Access(Space.HBM, base.name, base.dtype, self._e0, parts, free, 0, pstride)
+        ps0, es0, parts = dims[0]
+        if (ps0 != 1 and parts > 1) or (es0 != 0 and parts > 1):
+            raise kernel_error(
+                f"the first axis of a view of tile {base.name!r} must be its partition axis; "
+                "move the partition index first"
+            )
+        for ps, _, size in dims[1:]:
+            if ps and size > 1:
+                raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
+        free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
+        offset = base.byte_offset + self._e0 * itemsize
+        return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
+
+    # -- operators (implemented in nprof.nki.compute) -----------------------------------------
+    def _op(self, name: str, *args: Any) -> Any:
+        from nprof.nki import compute
+
+        return getattr(compute, name)(*args)
+
+    def __add__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "add", self, o)
+
+    def __radd__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "add", o, self)
+
+    def __sub__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "subtract", self, o)
+
+    def __rsub__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "subtract", o, self)
+
+    def __mul__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "multiply", self, o)
+
+    def __rmul__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "multiply", o, self)
+
+    def __truediv__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "divide", self, o)
+
+    def __rtruediv__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "divide", o, self)
+
+    def __pow__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "power", self, o)
+
+    def __neg__(self) -> NkiTensor:
+        return self._op("binary", "multiply", self, -1.0)
+
+    def __abs__(self) -> NkiTensor:
+        return self._op("unary", "abs", self)
+
+    def __gt__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "is_gt", self, o)
+
+    def __ge__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "is_ge", self, o)
+
+    def __lt__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "is_lt", self, o)
+
+    def __le__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "is_le", self, o)
+
+    def __and__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "logical_and", self, o)
+
+    def __or__(self, o: Any) -> NkiTensor:
+        return self._op("binary", "logical_or", self, o)
+
+    def __iadd__(self, o: Any) -> NkiTensor:
+        return self._op("inplace", "add", self, o)
+
+    def __isub__(self, o: Any) -> NkiTensor:
+        return self._op("inplace", "subtract", self, o)
+
+    def __imul__(self, o: Any) -> NkiTensor:
+        return self._op("inplace", "multiply", self, o)
+
+    def __itruediv__(self, o: Any) -> NkiTensor:
+        return self._op("inplace", "divide", self, o)
+
+    def __setitem__(self, items: Any, value: Any) -> None:
+        self._op("assign", self.index(items), value)
+
+    def __bool__(self) -> bool:
+        raise kernel_error("a tile has no truth value at trace time; use nl.where or a mask instead of `if`")
+
+
+def mask_box(mask: Predicate, shape: tuple[int, ...]) -> list[tuple[int, int]]:
+    if not isinstance(mask, Predicate):
+        raise kernel_error(f"mask= must be a comparison of nl.arange expressions, got {type(mask).__name__}")
+    try:
+        box = mask.box(shape)
+    except TypeError as err:
+        raise kernel_error(str(err)) from None
+    if box is None:
+        raise kernel_error(
+            "mask conditions must each involve one axis (e.g. i_p < n); use nisa.affine_select for triangular masks"
+        )
+    return box
+
+
+def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
+    step = 1 if item.step is None else int(item.step)
+    if step == 0:
+        raise kernel_error("slice step cannot be zero")
+    if step < 0:
+        return item.indices(size)
+    start = 0 if item.start is None else int(item.start)
+    stop = size if item.stop is None else int(item.stop)
+    if start < 0:
+        start += size
+    if stop < 0:
+        stop += size
+    if start < 0 or stop > size or start > stop:
+        raise kernel_error(
+            f"slice {item.start}:{item.stop} is out of bounds for {label}; use a shorter slice or an index with mask="
+        )
+    if start == stop:
+        raise kernel_error(f"slice {item.start}:{item.stop} on {label} is empty")
+    return start, stop, step

@@ -1,0 +1,330 @@
+"""Tracing kernels into Programs: the `ProgramBuilder`.
+
+Contract (used by `nki.jit` and by the torch compiler):
+
+* `ProgramBuilder(name, preset="trn1")`; `.hbm_tensor(name, shape, dtype,
+  kind="input"|"output"|"weight"|"internal", value=None)` declares an HBM
+  tensor and returns a handle usable exactly like a kernel argument; `value`
+  becomes the Program constant (weights).
+* `with builder.scope(layer=, hlo_name=, source=):` instructions recorded
+  inside carry these; `source` overrides the traced `file:line`.
+* `builder.call(kernel_fn, *args, **kwargs)` runs a kernel (any function using
+  `nl`/`nisa`) and records its instructions; on-chip tiles it allocates are
+  freed when it returns. HBM tensors it allocates with `nl.ndarray(...,
+  buffer=nl.shared_hbm)` are `internal` unless returned from the top-level call
+  of `nki.jit` or marked with `builder.mark_output`.
+* `builder.build()` returns the validated Program (SBUF/PSUM high-water marks
+  recorded). Capacity overflows raise KernelError at the user's line.
+
+Each instruction gets `deps` from `DepTracker`, `source` = the user's
+`file:line`, and DMA instructions a queue (round-robin over the preset's
+queues). `nl`/`nisa` calls made while no builder is active raise KernelError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
+from nprof.arch.presets import get_preset
+from nprof.errors import KernelError, NprofError
+from nprof.nki.alloc import Allocator, OutOfMemory
+from nprof.nki.deps import DepTracker
+from nprof.nki.dtypes import dtype_name
+from nprof.nki.source import kernel_error, user_location
+from nprof.nki.tensor import HbmBase, NkiTensor, OnChip
+from nprof.program.model import Program, TensorDecl
+
+_ACTIVE: list[ProgramBuilder] = []
+
+
+def current() -> ProgramBuilder:
+    """The builder recording the running kernel; KernelError when called outside one."""
+    if not _ACTIVE:
+        raise kernel_error(
+            "NKI language calls must run inside a traced kernel (decorate it with @nki.jit or call "
+            "nki.simulate_kernel / ProgramBuilder.call)"
+        )
+    return _ACTIVE[-1]
+
+
+@dataclass
+class _Pending:
+    """A MATMUL not yet committed, so `psum_tile += nc_matmul(...)` can accumulate in place."""
+
+    stationary: NkiTensor
+    moving: NkiTensor
+    result: NkiTensor
+    source: str | None
+
+
+class ProgramBuilder:
+    """Records instructions of kernels into one Program (see module doc)."""
+
+    def __init__(self, name: str, preset: str = "trn1") -> None:
+        self.name = name
+        self.preset_name = preset
+        try:
+            self.preset = get_preset(preset)
+        except (KeyError, NprofError) as err:
+            raise NprofError(f"unknown device preset {preset!r}: {err}") from None
+        p = self.preset
+        self._tensors: dict[str, HbmBase] = {}
+        self._constants: dict[str, np.ndarray] = {}
+        self._instructions: list[Instruction] = []
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._deps = DepTracker(self._shapes)
+        self._sbuf = Allocator(p.sbuf_partition_bytes)
+        self._psum = Allocator(p.psum_partition_bytes, bank=p.psum_bank_bytes)
+        self._scopes: list[tuple[str | None, str | None, str | None]] = []
+        self._dma_next = 0
+        self._pending: _Pending | None = None
+        self._stationary: tuple[Access, int | None] | None = None
+        self._calls: list[list[OnChip]] = []
+        self._counter = 0
+        self.meta: dict[str, str] = {}
+
+    # -- HBM tensors --------------------------------------------------------------------------
+    def hbm_tensor(
+        self,
+        name: str,
+        shape: tuple[int, ...] | list[int],
+        dtype: Any,
+        kind: str = "input",
+        value: np.ndarray | None = None,
+    ) -> NkiTensor:
+        if name in self._tensors:
+            raise NprofError(f"program {self.name!r} already has a tensor named {name!r}")
+        if kind not in ("input", "output", "weight", "internal"):
+            raise NprofError(f"tensor kind must be input, output, weight or internal, not {kind!r}")
+        try:
+            dname = dtype_name(dtype)
+        except ValueError as err:
+            raise kernel_error(str(err)) from None
+        shape = tuple(int(s) for s in shape)
+        if any(s <= 0 for s in shape):
+            raise kernel_error(f"tensor {name!r} has an empty or negative dimension: {shape}")
+        base = HbmBase(name, shape, dname, kind, self)
+        self._tensors[name] = base
+        self._shapes[name] = shape
+        if value is not None:
+            arr = np.asarray(value)
+            if arr.shape != shape:
+                raise NprofError(f"value of tensor {name!r} has shape {arr.shape}, declared {shape}")
+            from nprof.nki.dtypes import NUMPY
+
+            self._constants[name] = np.ascontiguousarray(arr.astype(NUMPY[dname], copy=False))
+        return NkiTensor.root(base)
+
+    def unique_name(self, hint: str) -> str:
+        if hint and hint not in self._tensors:
+            return hint
+        self._counter += 1
+        base = hint or "t"
+        name = f"{base}_{self._counter}"
+        while name in self._tensors:
+            self._counter += 1
+            name = f"{base}_{self._counter}"
+        return name
+
+    def mark_output(self, tensor: NkiTensor) -> None:
+        """Make the HBM tensor behind `tensor` a Program output."""
+        base = tensor.base
+        if not isinstance(base, HbmBase):
+            raise kernel_error("only HBM tensors (buffer=nl.shared_hbm) can be kernel outputs")
+        if base.kind == "internal":
+            base.kind = "output"
+
+    # -- scopes and calls ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def scope(self, layer: str | None = None, hlo_name: str | None = None, source: str | None = None) -> Iterator[None]:
+        outer = self._scopes[-1] if self._scopes else (None, None, None)
+        self._scopes.append((layer or outer[0], hlo_name or outer[1], source or outer[2]))
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[ProgramBuilder]:
+        """Make this the builder that `nl`/`nisa` calls record into (without a call scope)."""
+        _ACTIVE.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.pop()
+
+    def call(self, kernel_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(kernel_fn, "__wrapped_kernel__", kernel_fn)
+        self._calls.append([])
+        _ACTIVE.append(self)
+        try:
+            result = fn(*args, **kwargs)
+            self.flush()
+        finally:
+            _ACTIVE.pop()
+            for tile in self._calls.pop():
+                self._release(tile)
+        return result
+
+    # -- on-chip allocation -------------------------------------------------------------------
+    def alloc(
+        self, shape: tuple[int, ...], dtype: str, space: Space, name: str = "", partition_axis: int = 0
+    ) -> NkiTensor:
+        p = self.preset
+        parts = shape[partition_axis] if shape else 1
+        if parts > p.pmax:
+            raise kernel_error(
+                f"tile {shape} has {parts} partitions; at most {p.pmax} (nl.tile_size.pmax) are allowed — "
+                "tile the partition axis"
+            )
+        from nprof.nki.dtypes import NUMPY
+
+        per = int(np.prod([s for i, s in enumerate(shape) if i != partition_axis], dtype=np.int64))
+        nbytes = per * NUMPY[dtype].itemsize
+        label = "SBUF" if space is Space.SBUF else "PSUM"
+        if space is Space.PSUM and nbytes > p.psum_bank_bytes:
+            raise kernel_error(
+                f"PSUM tile {shape} {dtype} needs {nbytes} bytes per partition; a PSUM bank holds "
+                f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax)"
+            )
+        allocator = self._sbuf if space is Space.SBUF else self._psum
+        try:
+            offset = allocator.alloc(nbytes)
+        except OutOfMemory as err:
+            raise kernel_error(
+                f"{label} over capacity: a {shape} {dtype} tile needs {err.need} bytes per partition with "
+                f"{err.live} of {err.capacity} already live; use smaller tiles or free tiles (drop references)"
+            ) from None
+        self._counter += 1
+        kind = "sbuf" if space is Space.SBUF else "psum"
+        base = OnChip(space, name or f"{kind}_{self._counter}", dtype, shape, partition_axis, offset, nbytes, self)
+        base.token = weakref.finalize(base, allocator.free, offset)
+        if self._calls:
+            self._calls[-1].append(base)
+        return NkiTensor.root(base)
+
+    def _release(self, base: OnChip) -> None:
+        base.alive = False
+        if base.token is not None:
+            base.token()
+
+    # -- emission -----------------------------------------------------------------------------
+    def source(self) -> str | None:
+        if self._scopes and self._scopes[-1][2]:
+            return self._scopes[-1][2]
+        return user_location()
+
+    def emit(
+        self,
+        engine: Engine,
+        opcode: Opcode,
+        outs: tuple[Access, ...] = (),
+        ins: tuple[Access, ...] = (),
+        attrs_: tuple[tuple[str, Any], ...] = (),
+        *,
+        source: str | None = None,
+        extra_reads: tuple[Access, ...] = (),
+    ) -> int:
+        """Append one instruction (committing any pending MATMUL first); returns its index."""
+        if self._pending is not None:
+            self.flush()
+        return self._append(engine, opcode, outs, ins, attrs_, source or self.source(), extra_reads)
+
+    def _append(
+        self,
+        engine: Engine,
+        opcode: Opcode,
+        outs: tuple[Access, ...],
+        ins: tuple[Access, ...],
+        attrs_: tuple[tuple[str, Any], ...],
+        source: str | None,
+        extra_reads: tuple[Access, ...] = (),
+    ) -> int:
+        index = len(self._instructions)
+        deps = self._deps.record(index, ins + extra_reads, outs)
+        queue = -1
+        if opcode is Opcode.DMA_DIRECT2D:
+            queue = self._dma_next % self.preset.dma_queues
+            self._dma_next += 1
+        layer, hlo = (self._scopes[-1][0], self._scopes[-1][1]) if self._scopes else (None, None)
+        self._instructions.append(Instruction(engine, opcode, outs, ins, attrs_, deps, queue, source, layer, hlo))
+        if opcode is Opcode.TRANSPOSE:
+            self._stationary = None  # the transpose goes through the array and displaces loaded weights
+        return index
+
+    def dma(self, dst: NkiTensor, src: NkiTensor, **flags: Any) -> int | None:
+        """One DMA_DIRECT2D from `src` to `dst` (views of equal element count)."""
+        if dst.empty or src.empty:
+            return None
+        out, inp = dst.access(), src.access()
+        if out.elements != inp.elements:
+            raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {src.shape}")
+        return self.emit(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), attrs(**flags))
+
+    # -- matmul -------------------------------------------------------------------------------
+    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor) -> None:
+        if self._pending is not None:
+            self.flush()
+        self._pending = _Pending(stationary, moving, result, self.source())
+
+    def is_pending(self, tile: Any) -> bool:
+        return self._pending is not None and isinstance(tile, NkiTensor) and tile.base is self._pending.result.base
+
+    def commit_matmul(self, target: NkiTensor | None = None, accumulate: bool = False) -> None:
+        """Emit the pending MATMUL (LDWEIGHTS first if the stationary changed) into `target` or its own tile."""
+        pend = self._pending
+        assert pend is not None
+        self._pending = None
+        out_view = target if target is not None else pend.result
+        if out_view.empty:
+            return
+        stat, mov, out = pend.stationary.access(), pend.moving.access(), out_view.access()
+        if out.shape != pend.result.access().shape:
+            raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
+        if out.space is not Space.PSUM:
+            raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
+        writer = self._deps.last_writer(stat)
+        if self._stationary != (stat, writer):
+            self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), pend.source)
+            self._stationary = (stat, writer)
+        self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), pend.source)
+
+    def flush(self) -> None:
+        if self._pending is not None:
+            self.commit_matmul()
+
+    # -- result -------------------------------------------------------------------------------
+    @property
+    def instructions(self) -> tuple[Instruction, ...]:
+        return tuple(self._instructions)
+
+    def tensors(self) -> Mapping[str, HbmBase]:
+        return dict(self._tensors)
+
+    def build(self) -> Program:
+        self.flush()
+        decls = tuple(TensorDecl(b.name, b.shape, b.dtype, b.kind) for b in self._tensors.values())  # type: ignore[arg-type]
+        program = Program(
+            name=self.name,
+            preset=self.preset_name,
+            tensors=decls,
+            instructions=tuple(self._instructions),
+            constants=dict(self._constants),
+            sbuf_bytes=self._sbuf.high_water,
+            psum_bytes=self._psum.high_water,
+            meta=dict(self.meta),
+        )
+        try:
+            program.validate()
+        except KernelError:
+            raise
+        except NprofError as err:
+            raise KernelError(str(err)) from None
+        return program
