@@ -1,0 +1,28 @@
+"""The PyTorch compiler for the virtual NeuronCore: a torch.compile backend, its lowering and compile cache.
+
+Public API: `nprof_backend` (``torch.compile(model, backend="nprof")``), `CompileCache`, `compile_command`
+(``nprof compile -- python train.py``), `supported_ops()` and `STATS` (process-wide counters). Importing this
+package does not import torch; the backend imports it when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nprof.compiler.cache import CompileCache, compile_command
+from nprof.compiler.runtime import STATS
+
+
+def nprof_backend(gm: Any, example_inputs: Any, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    from nprof.compiler.backend import nprof_backend as backend
+
+    return backend(gm, example_inputs, options, **kwargs)
+
+
+def supported_ops() -> list[str]:
+    from nprof.compiler.ops import supported_ops as ops
+
+    return ops()
+
+
+__all__ = ["STATS", "CompileCache", "compile_command", "nprof_backend", "supported_ops"]

@@ -1,0 +1,272 @@
+"""The ``nprof`` torch.compile backend: AOTAutograd graphs -> Programs on the virtual NeuronCore.
+
+Contract: ``torch.compile(model, backend="nprof", options={...})`` (registered through the
+``torch_dynamo_backends`` entry point) or ``backend=nprof_backend``. Dynamo's graph goes through AOTAutograd
+with the core-ATen decompositions (minus `ops.DECOMPOSE_SKIP`); the forward, backward and inference graphs
+are each lowered to ONE Program (`lower.lower_graph`), stored in the compile cache (`cache.CompileCache`,
+keyed by `graphinfo.graph_hash`) and executed on the virtual device with numerics on, so outputs and
+gradients are the device's real results. A graph already in the cache is loaded, not recompiled.
+
+Options (also environment variables): ``cache_dir`` ($NPROF_CACHE), ``fallback`` "error" (default) or
+"eager" ($NPROF_FALLBACK=eager: a graph with an unsupported op runs eagerly on the CPU with a warning),
+``preset`` "trn1"/"trn2" ($NPROF_PRESET), ``compile_only`` ($NPROF_COMPILE_ONLY=1, set by ``nprof compile``:
+compile into the cache, execute eagerly).
+
+Program tensor names: forward inputs are named after what they are in the user's code (``fc1.weight``,
+``x``, from dynamo's input sources), backward inputs after the forward value they hold (``saved.relu``) or
+``tangents_<i>``; outputs are ``output_<i>``, ``saved.<node>`` (activations kept for the backward) and
+``grad.<input>``. Layers: forward nodes use ``nn_module_stack`` (``model.fc1``); backward nodes take the
+layer of the forward node with the same ``seq_nr``, else ``backward``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nprof.compiler import graphinfo
+from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
+from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
+from nprof.compiler.runtime import STATS, DeviceGraph, save_samples, to_numpy
+from nprof.errors import NprofError, UnsupportedOpError
+
+_OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    cache_dir: str | None = None
+    fallback: str = "error"
+    preset: str = "trn1"
+    compile_only: bool = False
+
+    @staticmethod
+    def parse(options: dict[str, Any] | None) -> BackendOptions:
+        opts = dict(options or {})
+        unknown = [k for k in opts if k not in _OPTIONS]
+        if unknown:
+            raise NprofError(f"unknown nprof backend option {unknown[0]!r}; known: {', '.join(_OPTIONS)}")
+        fallback = str(opts.get("fallback") or os.environ.get("NPROF_FALLBACK") or "error")
+        if fallback not in ("error", "eager"):
+            raise NprofError(f"fallback must be 'error' or 'eager', got {fallback!r}")
+        only = opts.get("compile_only")
+        if only is None:
+            only = os.environ.get(ENV_COMPILE_ONLY, "") not in ("", "0")
+        return BackendOptions(
+            cache_dir=opts.get("cache_dir"),
+            fallback=fallback,
+            preset=str(opts.get("preset") or os.environ.get("NPROF_PRESET") or "trn1"),
+            compile_only=bool(only),
+        )
+
+
+def decompositions() -> dict[Any, Any]:
+    from torch._decomp import core_aten_decompositions
+
+    from nprof.compiler.ops import DECOMPOSE_SKIP
+
+    table = dict(core_aten_decompositions())
+    return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
+
+
+def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:
+    """The torch.compile backend (see module doc)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    opts = BackendOptions.parse(options)
+    shared: dict[str, Any] = {"names": _dynamo_input_names(gm), "layer_by_seq": {}, "fw_inputs": []}
+
+    def compiler(kind: str) -> Any:
+        return lambda agm, ex: _compile(agm, kind, opts, shared)
+
+    return aot_autograd(
+        fw_compiler=compiler("fw"),
+        bw_compiler=compiler("bw"),
+        inference_compiler=compiler("inference"),
+        decompositions=decompositions(),
+    )(gm, example_inputs)
+
+
+def _dynamo_input_names(gm: Any) -> list[str]:
+    names = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        arg = node.meta.get("grapharg")
+        source = getattr(getattr(arg, "source", None), "name", None)
+        if callable(source):
+            source = source()
+        names.append(graphinfo.tensor_name_from_source(source) if source else node.name)
+    return names
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            n = f"{n}#{seen[n]}"
+        else:
+            seen[n] = 0
+        out.append(n)
+    return out
+
+
+def _input_names(gm: Any, kind: str, shared: dict[str, Any]) -> list[str]:
+    names = []
+    dyn = shared["names"]
+    fw_inputs: list[str] = shared["fw_inputs"]
+    for node in (n for n in gm.graph.nodes if n.op == "placeholder"):
+        desc = node.meta.get("desc")
+        idx = getattr(desc, "idx", None)
+        cls = type(desc).__name__
+        if cls == "PlainAOTInput" and isinstance(idx, int) and idx < len(dyn):
+            names.append(dyn[idx])
+        elif kind == "bw" and node.name.startswith("primals_") and node.name in fw_inputs:
+            names.append(dyn[fw_inputs.index(node.name)] if fw_inputs.index(node.name) < len(dyn) else node.name)
+        elif kind == "bw" and not node.name.startswith("tangents"):
+            names.append(f"saved.{node.name}")
+        else:
+            names.append(node.name)
+    if kind != "bw":
+        shared["fw_inputs"] = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    return _unique(names)
+
+
+def _output_names(gm: Any, input_names: list[str], shared: dict[str, Any]) -> list[str]:
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    nodes = list(out.args[0]) if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    descs = out.meta.get("desc") or [None] * len(nodes)
+    names = []
+    for i, (node, desc) in enumerate(zip(nodes, descs, strict=False)):
+        cls = type(desc).__name__
+        if cls == "PlainAOTOutput":
+            names.append(f"output_{getattr(desc, 'idx', i)}")
+        elif cls == "SavedForBackwardsAOTOutput" and node is not None:
+            names.append(f"saved.{node.name}")
+        elif cls == "GradAOTOutput":
+            idx = getattr(getattr(desc, "grad_of", None), "idx", None)
+            dyn = shared["names"]
+            names.append(f"grad.{dyn[idx]}" if isinstance(idx, int) and idx < len(dyn) else f"grad_{i}")
+        else:
+            names.append(f"output_{i}")
+    return _unique(names)
+
+
+def _record_layers(gm: Any, shared: dict[str, Any]) -> None:
+    for node in gm.graph.nodes:
+        seq = node.meta.get("seq_nr")
+        layer = graphinfo.layer_from_module_stack(node) if node.op == "call_function" else None
+        if seq is not None and layer is not None:
+            shared["layer_by_seq"].setdefault(seq, (layer, graphinfo.user_source(node)))
+
+
+def _compile(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, Any]) -> Any:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    if kind != "bw":
+        _record_layers(gm, shared)
+    input_names = _input_names(gm, kind, shared)
+    output_names = _output_names(gm, input_names, shared)
+    specs = []
+    for node, name in zip((n for n in gm.graph.nodes if n.op == "placeholder"), input_names, strict=True):
+        val = node.meta.get("val")
+        if hasattr(val, "shape"):
+            specs.append(
+                graphinfo.InputSpec(name, tuple(int(s) for s in val.shape), graphinfo.torch_dtype_name(val.dtype))
+            )
+    constants = [getattr(gm, n.target).detach().cpu().numpy() for n in gm.graph.nodes if n.op == "get_attr"
+                 if hasattr(getattr(gm, n.target), "detach")]  # fmt: skip
+    ghash = graphinfo.graph_hash(gm, specs, kind, opts.preset, constants)
+    for s in specs:  # names are part of the program: rename -> new module
+        ghash = graphinfo.hashlib.sha256(f"{ghash}{s.name}".encode()).hexdigest()[:20]
+    cache = CompileCache(opts.cache_dir)
+    module_dir = cache.module_dir(ghash)
+    module = module_dir.name
+    eager = make_boxed_func(gm.forward)
+    try:
+        program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
+    except UnsupportedOpError as err:
+        log_event(module_dir, kind, "failed", 0, str(err))
+        if opts.fallback != "eager" and not opts.compile_only:
+            raise
+        STATS.fallbacks += 1
+        warnings.warn(f"nprof: running graph {module} ({kind}) eagerly on the CPU: {err}", stacklevel=2)
+        return eager
+    sample_dir = module_dir / "inputs"
+    if opts.compile_only:
+        dtypes = {s.name: PROGRAM_DTYPE.get(s.dtype, "float32") for s in specs}
+
+        saved = [False]
+
+        def run_eager(*args: Any) -> Any:
+            if not saved[0]:
+                arrays = {n: to_numpy(a, dtypes[n]) for n, a in zip(input_names, args, strict=True) if n in dtypes}
+                save_samples(sample_dir, arrays)
+                saved[0] = True
+            return gm.forward(*args)
+
+        return make_boxed_func(run_eager)
+    graph = DeviceGraph(program, input_names, slots, module, sample_dir)
+    return make_boxed_func(lambda *args: graph(list(args)))
+
+
+def _program(
+    gm: Any,
+    kind: str,
+    opts: BackendOptions,
+    shared: dict[str, Any],
+    cache: CompileCache,
+    ghash: str,
+    input_names: list[str],
+    output_names: list[str],
+    specs: list[graphinfo.InputSpec],
+) -> tuple[Any, list[OutputSlot]]:
+    module_dir = cache.module_dir(ghash)
+    program = cache.load(ghash)
+    if program is not None:
+        try:
+            manifest = json.loads((module_dir / "manifest.json").read_text())
+            slots = [
+                OutputSlot(**{**s, "shape": tuple(s["shape"]), "stride": tuple(s["stride"])})
+                for s in manifest["outputs"]
+            ]
+            STATS.cache_hits += 1
+            log_event(module_dir, kind, "cached", len(program.instructions))
+            return program, slots
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable manifest: compile again
+    start = time.perf_counter()
+    plan = GraphPlan(
+        name=f"{module_dir.name}_{kind}",
+        kind=kind,
+        input_names=input_names,
+        output_names=output_names,
+        preset=opts.preset,
+        layer_by_seq=dict(shared["layer_by_seq"]),
+    )
+    program, slots = lower_graph(gm, plan)
+    seconds = time.perf_counter() - start
+    manifest = {
+        "module": module_dir.name,
+        "kind": kind,
+        "preset": opts.preset,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "compile_seconds": round(seconds, 4),
+        "instructions": len(program.instructions),
+        "inputs": [s.as_json() for s in specs],
+        "outputs": [asdict(s) for s in slots],
+        "graph": graphinfo.graph_text(gm),
+        "code": gm.code,
+    }
+    cache.store(ghash, program, manifest)
+    STATS.compiled += 1
+    STATS.compile_seconds.append((module_dir.name, seconds))
+    log_event(module_dir, kind, "compiled", len(program.instructions))
+    return program, slots

@@ -1,0 +1,169 @@
+"""The persistent compile cache and `nprof compile -- <command>`.
+
+Layout: ``<cache>/nprof-<version>/MODULE_<graph-hash>/`` holding ``model.neff`` (the Program, written by
+`nprof.program.file.save_program`), ``manifest.json`` (module, kind fw/bw/inference, graph text, input and
+output specs with names/shapes/dtypes, instruction count, created time) and, after the first execution,
+``inputs/<name>.npy`` (that call's input values) plus ``inputs.args`` (the ``NAME FILE.npy`` pairs to give
+``nprof capture``). The cache root is the backend option ``cache_dir``, else ``$NPROF_CACHE``, else
+``~/.cache/nprof/compile-cache``. A module is written to a temporary directory next to its final place and
+renamed into it, so readers never see half a module and concurrent compilers of the same graph agree.
+
+`compile_command(command, cache_dir)` runs the command once with ``NPROF_COMPILE_ONLY=1`` (every nprof graph
+is compiled into the cache, then executed eagerly on the CPU for speed) and prints which modules the run
+compiled or found in the cache, with their kind and instruction count, and where they are. It returns the
+command's exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nprof import __version__
+from nprof.errors import NprofError
+
+ENV_CACHE = "NPROF_CACHE"
+ENV_COMPILE_ONLY = "NPROF_COMPILE_ONLY"
+ENV_COMPILE_LOG = "NPROF_COMPILE_LOG"
+PROGRAM_FILE = "model.neff"
+MANIFEST_FILE = "manifest.json"
+
+
+def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    base = cache_dir or os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "nprof" / "compile-cache"
+    return Path(base).expanduser() / f"nprof-{__version__}"
+
+
+@dataclass(frozen=True)
+class CachedModule:
+    path: Path  # the MODULE_<hash> directory
+    manifest: dict[str, Any]
+
+    @property
+    def program_path(self) -> Path:
+        return self.path / PROGRAM_FILE
+
+
+class CompileCache:
+    """One cache root (see module doc)."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str] | None = None) -> None:
+        self.root = cache_root(cache_dir)
+
+    def module_dir(self, graph_hash: str) -> Path:
+        return self.root / f"MODULE_{graph_hash}"
+
+    def load(self, graph_hash: str) -> Any | None:
+        """The cached Program of a graph, or None when it is not (validly) cached."""
+        from nprof.program.file import load_program
+
+        path = self.module_dir(graph_hash) / PROGRAM_FILE
+        if not path.is_file():
+            return None
+        try:
+            return load_program(path)
+        except NprofError:
+            return None  # a damaged entry is recompiled and replaced
+
+    def store(self, graph_hash: str, program: Any, manifest: dict[str, Any]) -> Path:
+        from nprof.program.file import save_program
+
+        final = self.module_dir(graph_hash)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=self.root))
+        except OSError as err:
+            raise NprofError(f"cannot write the compile cache {self.root}: {err.strerror}; set {ENV_CACHE}") from err
+        try:
+            save_program(program, tmp / PROGRAM_FILE)
+            (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1))
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)  # a damaged entry being replaced
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / PROGRAM_FILE).is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process stored the same graph first
+        return final
+
+    def modules(self) -> list[CachedModule]:
+        found = []
+        if not self.root.is_dir():
+            return found
+        for path in sorted(self.root.glob("MODULE_*")):
+            try:
+                manifest = json.loads((path / MANIFEST_FILE).read_text())
+            except (OSError, ValueError):
+                continue
+            found.append(CachedModule(path, manifest))
+        return found
+
+
+def log_event(module_dir: Path, kind: str, status: str, instructions: int, error: str | None = None) -> None:
+    """Append one line to the `nprof compile` log named by $NPROF_COMPILE_LOG (no-op without it)."""
+    log = os.environ.get(ENV_COMPILE_LOG)
+    if not log:
+        return
+    event = {"module": str(module_dir), "kind": kind, "status": status, "instructions": instructions}
+    if error:
+        event["error"] = error
+    line = json.dumps(event)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def compile_command(command: list[str], cache_dir: str | None) -> int:
+    """`nprof compile -- <command>`: run it once, compiling every graph into the cache; print the modules."""
+    root = cache_root(cache_dir)
+    with tempfile.TemporaryDirectory(prefix="nprof-compile-") as tmp:
+        log = Path(tmp) / "events.jsonl"
+        env = dict(os.environ)
+        env[ENV_COMPILE_ONLY] = "1"
+        env[ENV_COMPILE_LOG] = str(log)
+        if cache_dir:
+            env[ENV_CACHE] = str(Path(cache_dir).expanduser().resolve())
+        start = time.perf_counter()
+        try:
+            code = subprocess.call(command, env=env)
+        except FileNotFoundError:
+            raise NprofError(f"cannot run {command[0]!r}: no such program") from None
+        except PermissionError:
+            raise NprofError(f"cannot run {command[0]!r}: permission denied") from None
+        seconds = time.perf_counter() - start
+        events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    _print_report(events, root, seconds, code)
+    return code
+
+
+def _print_report(events: list[dict[str, Any]], root: Path, seconds: float, code: int) -> None:
+    """The CLI listing of `nprof compile` (the only printing in the compiler)."""
+    out = sys.stdout
+    seen: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        seen.setdefault(ev["module"], ev)
+    compiled = sum(1 for e in seen.values() if e["status"] == "compiled")
+    cached = sum(1 for e in seen.values() if e["status"] == "cached")
+    failed = [e for e in seen.values() if e["status"] == "failed"]
+    out.write(f"nprof compile: {len(seen)} graph(s) in {seconds:.1f} s: {compiled} compiled, {cached} already cached")
+    out.write(f", {len(failed)} failed\n" if failed else "\n")
+    if seen:
+        out.write(f"{'MODULE':<32} {'KIND':<10} {'STATUS':<9} {'INSTRUCTIONS':>12}\n")
+        for ev in seen.values():
+            name = Path(ev["module"]).name
+            out.write(f"{name:<32} {ev['kind']:<10} {ev['status']:<9} {ev['instructions']:>12}\n")
+        for ev in failed:
+            out.write(f"  {Path(ev['module']).name}: {ev.get('error', 'failed')}\n")
+    out.write(f"cache: {root}\n")
+    if seen:
+        first = next(iter(seen.values()))
+        out.write(f"profile one: nprof capture -n {first['module']}/{PROGRAM_FILE} -s profile.ntff\n")
+    if code != 0:
+        out.write(f"nprof compile: the command exited with code {code}\n")

@@ -1,0 +1,166 @@
+"""What the compiler reads off an FX graph besides its ops: names, layers, source lines, the graph hash.
+
+Contract:
+* `tensor_name_from_source(source)` turns a dynamo source (``L['self']._modules['fc1']._parameters['weight']``)
+  into a readable name (``fc1.weight``); `layer_from_module_stack(node)` turns ``nn_module_stack`` into a
+  module path such as ``model.fc1`` (``model`` is the compiled module itself).
+* `user_source(node)` is the user's ``file:line`` (the last frame of ``node.meta["stack_trace"]``);
+  `user_code(node)` the code text of that line.
+* `hlo_name(node)` is the graph node rendered as ``%addmm_1 = addmm(%primals_2, %relu, %permute_1)``.
+* `graph_hash(gm, specs, kind, preset)` is a stable hex digest of everything that decides the Program:
+  the graph's ops and arguments, input shapes/dtypes, constants' values, the graph kind, preset and the
+  nprof version — not tensor values of inputs, not node metadata, not file paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nprof import __version__
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One graph input as the Program sees it."""
+
+    name: str  # program tensor name (unique, readable)
+    shape: tuple[int, ...]
+    dtype: str  # torch dtype name, e.g. "float32", "int64"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+def torch_dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def tensor_name_from_source(source: str) -> str:
+    """``L['self']._modules['fc1']._parameters['weight']`` -> ``fc1.weight``; ``L['x']`` -> ``x``."""
+    parts = re.findall(r"\[['\"]?([^'\"\]]+)['\"]?\]", source)
+    if not parts:
+        return re.sub(r"\W+", "_", source).strip("_") or "input"
+    root = parts[0]
+    rest = parts[1:]
+    if root in ("self", "fn", "mod", "model") and rest:
+        names = rest
+    elif root == "args" and rest:
+        names = [f"arg{rest[0]}", *rest[1:]]
+    else:
+        names = parts
+    return ".".join(names)
+
+
+def layer_from_module_stack(node: Any) -> str | None:
+    """The innermost module path of a forward node, rooted at ``model`` (``model.fc1``), or None."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    path, _cls = list(stack.values())[-1]
+    return _module_path(str(path))
+
+
+def _module_path(path: str) -> str:
+    m = re.match(r"^[LG]\['([^']+)'\]", path)
+    rest = path[m.end() :] if m else path
+    root = m.group(1) if m else "model"
+    if root in ("self", "fn", "mod"):
+        root = "model"
+    rest = re.sub(r"\._modules\['([^']+)'\]", r".\1", rest)
+    rest = re.sub(r"\[(\d+)\]", r".\1", rest)
+    rest = re.sub(r"\['([^']+)'\]", r".\1", rest)
+    return root + rest
+
+
+def _last_frame(node: Any) -> tuple[str, str, str] | None:
+    trace = node.meta.get("stack_trace") or ""
+    lines = trace.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        m = _FRAME.search(lines[i])
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return m.group("file"), m.group("line"), code
+    return None
+
+
+def user_source(node: Any) -> str | None:
+    """``file.py:LINE`` of the user's code that produced the node, from its stack trace."""
+    frame = _last_frame(node)
+    return f"{frame[0]}:{frame[1]}" if frame else None
+
+
+def user_code(node: Any) -> str:
+    frame = _last_frame(node)
+    return frame[2] if frame else ""
+
+
+def op_name(target: Any) -> str:
+    """``aten.addmm.default`` -> ``addmm``; ``aten.sum.dim_IntList`` -> ``sum.dim_IntList``."""
+    text = str(target)
+    if text.startswith("<built-in function "):
+        return text.removeprefix("<built-in function ").rstrip(">")
+    text = text.removeprefix("aten.")
+    return text.removesuffix(".default")
+
+
+def _fmt_arg(arg: Any) -> str:
+    if hasattr(arg, "op") and hasattr(arg, "name"):
+        return f"%{arg.name}"
+    if isinstance(arg, (list, tuple)):
+        return "[" + ", ".join(_fmt_arg(a) for a in arg) + "]"
+    return repr(arg)
+
+
+def hlo_name(node: Any) -> str:
+    args = [_fmt_arg(a) for a in node.args]
+    args += [f"{k}={_fmt_arg(v)}" for k, v in node.kwargs.items()]
+    return f"%{node.name} = {op_name(node.target)}({', '.join(args)})"
+
+
+def _canon(arg: Any, index: dict[str, int]) -> str:
+    if hasattr(arg, "op") and hasattr(arg, "name"):
+        return f"v{index[arg.name]}"
+    if isinstance(arg, (list, tuple)):
+        return "[" + ",".join(_canon(a, index) for a in arg) + "]"
+    if isinstance(arg, dict):
+        return "{" + ",".join(f"{k}:{_canon(v, index)}" for k, v in sorted(arg.items())) + "}"
+    return repr(arg)
+
+
+def graph_text(gm: Any) -> str:
+    """A canonical text of the graph: one line per node, node names replaced by their position."""
+    index: dict[str, int] = {}
+    lines = []
+    for i, node in enumerate(gm.graph.nodes):
+        index[node.name] = i
+        args = _canon(tuple(node.args), index)
+        kwargs = _canon(dict(node.kwargs), index)
+        val = node.meta.get("val")
+        meta = ""
+        if hasattr(val, "shape"):
+            meta = f" : {torch_dtype_name(val.dtype)}{list(val.shape)}"
+        lines.append(f"v{i} = {node.op} {node.target if node.op != 'placeholder' else ''}{args}{kwargs}{meta}")
+    return "\n".join(lines)
+
+
+def graph_hash(
+    gm: Any, specs: Sequence[InputSpec], kind: str, preset: str, constants: Iterable[np.ndarray] = ()
+) -> str:
+    h = hashlib.sha256()
+    h.update(f"nprof {__version__}\n{kind}\n{preset}\n".encode())
+    h.update(graph_text(gm).encode())
+    for spec in specs:
+        h.update(f"\n{spec.shape}{spec.dtype}".encode())
+    for value in constants:
+        arr = np.ascontiguousarray(value)
+        h.update(f"\n{arr.dtype}{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()[:20]

@@ -1,0 +1,259 @@
+"""Lower one AOTAutograd FX graph (core ATen ops) to one Program.
+
+Contract: `lower_graph(gm, plan)` walks the graph in order. Placeholders become HBM input tensors (named by
+`plan.input_names`), graph constants become weight tensors with their values. Each `call_function` node is
+lowered by its entry in `nprof.compiler.ops.LOWERINGS` inside an emitter scope carrying the node's
+``layer``, ``hlo_name`` and user ``source``; view ops only change `View` metadata; every other op reads its
+operands from HBM and writes a new HBM tensor (kind "output" when the node is a graph output, else
+"internal" — DMAs to/from internal tensors are the spill saves/reloads). Nodes the registry does not know
+raise `UnsupportedOpError` naming the op and the user's source line. Returns the Program and the
+`OutputPlan` the runtime uses to turn device outputs back into torch tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nprof.compiler import graphinfo
+from nprof.compiler.emit import Emitter
+from nprof.compiler.views import View, numel
+from nprof.errors import NprofError, UnsupportedOpError
+
+# torch dtype name -> program dtype (the device computes in fp32; integers/bools travel as int32/uint8)
+PROGRAM_DTYPE = {
+    "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float32",
+    "int64": "int32", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "uint8",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Const:
+    """A compile-time constant tensor filled with one value (full, scalar_tensor, zeros_like...)."""
+
+    value: float
+    shape: tuple[int, ...]
+    dtype: str  # torch dtype name
+
+
+@dataclass(frozen=True)
+class OutputSlot:
+    """Where the runtime finds graph output i: a program tensor, a graph input, a constant, or None."""
+
+    kind: str  # "tensor" | "input" | "const" | "none"
+    name: str = ""  # program tensor name (tensor) or input index as text (input)
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"  # torch dtype name
+    stride: tuple[int, ...] = ()
+    value: float = 0.0
+
+
+@dataclass
+class GraphPlan:
+    """What the caller knows about a graph beyond its nodes."""
+
+    name: str  # program name, e.g. "MODULE_<hash>_fw"
+    kind: str  # "fw" | "bw" | "inference"
+    input_names: Sequence[str]  # one per placeholder
+    output_names: Sequence[str]  # one per graph output
+    preset: str = "trn1"
+    input_values: Mapping[str, np.ndarray] = field(default_factory=dict)  # compile-time values (stored as hints)
+    layer_by_seq: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # fw seq_nr -> (layer, source)
+
+
+class Lowerer:
+    """State of one lowering: the emitter, the value of every node, the output tensors."""
+
+    def __init__(self, gm: Any, plan: GraphPlan) -> None:
+        self.gm = gm
+        self.plan = plan
+        self.em = Emitter(plan.name, plan.preset)
+        self.env: dict[str, Any] = {}
+        self.node: Any = None
+        self._tmp = 0
+        out_node = next(n for n in gm.graph.nodes if n.op == "output")
+        self.outputs: list[Any] = (
+            list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
+        )
+        self.output_tensor: dict[str, str] = {}  # node name -> program output tensor name
+        for node, name in zip(self.outputs, plan.output_names, strict=True):
+            if node is not None and hasattr(node, "name") and node.name not in self.output_tensor:
+                self.output_tensor[node.name] = name
+
+    # ----- helpers for lowerings -----
+    def value(self, arg: Any) -> Any:
+        if hasattr(arg, "op") and hasattr(arg, "name"):
+            return self.env[arg.name]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self.value(a) for a in arg)
+        return arg
+
+    def meta(self, node: Any | None = None) -> Any:
+        return (node or self.node).meta.get("val")
+
+    def new_tensor(
+        self, shape: Sequence[int] | None = None, dtype: str | None = None, index: int | None = None
+    ) -> View:
+        """A fresh HBM tensor for the current node's result (its output tensor if the node is a graph output)."""
+        val = self.meta()
+        if index is not None:
+            val = val[index]
+        shape = tuple(int(s) for s in (shape if shape is not None else val.shape))
+        tdtype = dtype or graphinfo.torch_dtype_name(val.dtype)
+        pdtype = PROGRAM_DTYPE.get(tdtype)
+        if pdtype is None:
+            raise UnsupportedOpError(self.unsupported_message(f"dtype {tdtype}"))
+        if index is None:
+            name = self.output_tensor.get(self.node.name)
+        else:  # a multi-output op: use the output tensor of the getitem that picks this result
+            name = next(
+                (
+                    self.output_tensor[u.name]
+                    for u in self.node.users
+                    if u.args[1:2] == (index,) and u.name in self.output_tensor
+                ),
+                None,
+            )
+        if name is not None and name not in self.em.tensors:
+            self.em.hbm_tensor(name, shape, pdtype, "output")
+            return View.whole(name, pdtype, shape)
+        self._tmp += 1
+        name = f"{self.node.name}" if index is None else f"{self.node.name}.{index}"
+        if name in self.em.tensors:
+            name = f"{name}#{self._tmp}"
+        self.em.hbm_tensor(name, shape, pdtype, "internal")
+        return View.whole(name, pdtype, shape)
+
+    def unsupported_message(self, what: str) -> str:
+        node = self.node
+        where = graphinfo.user_source(node) if node is not None else None
+        code = graphinfo.user_code(node) if node is not None else ""
+        at = f" at {where}" if where else ""
+        line = f" ({code})" if code else ""
+        return (
+            f"cannot compile {what}{at}{line}; rewrite it with supported ops or set NPROF_FALLBACK=eager "
+            "to run unsupported graphs on the CPU (see docs/compile.md for the op list)"
+        )
+
+    # ----- the walk -----
+    def run(self) -> tuple[Any, list[OutputSlot]]:
+        from nprof.compiler.ops import LOWERINGS, lookup
+
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(self.plan.input_names):
+            raise NprofError("internal: input names do not match the graph's placeholders")
+        for node, name in zip(placeholders, self.plan.input_names, strict=True):
+            val = node.meta.get("val")
+            if not hasattr(val, "shape"):
+                self.env[node.name] = val  # a symbolic/int input (not expected with static shapes)
+                continue
+            tdtype = graphinfo.torch_dtype_name(val.dtype)
+            pdtype = PROGRAM_DTYPE.get(tdtype)
+            if pdtype is None:
+                self.node = node
+                raise UnsupportedOpError(self.unsupported_message(f"an input of dtype {tdtype}"))
+            shape = tuple(int(s) for s in val.shape)
+            self.em.hbm_tensor(name, shape, pdtype, "input")
+            self.env[node.name] = View.whole(name, pdtype, shape)
+        for node in self.gm.graph.nodes:
+            if node.op == "get_attr":
+                self._lower_constant(node)
+            elif node.op == "call_function":
+                self.node = node
+                fn = lookup(node.target)
+                if fn is None:
+                    raise UnsupportedOpError(self.unsupported_message(f"op {graphinfo.op_name(node.target)!r}"))
+                with self.em.scope(self.layer(node), graphinfo.hlo_name(node), graphinfo.user_source(node)):
+                    self.env[node.name] = fn(self, *node.args, **node.kwargs)
+                    self.em.release_pins()
+        assert LOWERINGS
+        slots = self._outputs()
+        meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler"}
+        return self.em.build(meta), slots
+
+    def layer(self, node: Any) -> str:
+        layer = graphinfo.layer_from_module_stack(node)
+        if layer is not None:
+            return layer
+        seq = node.meta.get("seq_nr")
+        if seq is not None and seq in self.plan.layer_by_seq:
+            return self.plan.layer_by_seq[seq][0]
+        return "model" if self.plan.kind != "bw" else "backward"
+
+    def _lower_constant(self, node: Any) -> None:
+        value = getattr(self.gm, node.target)
+        if not hasattr(value, "shape"):
+            self.env[node.name] = value
+            return
+        arr = value.detach().cpu()
+        tdtype = graphinfo.torch_dtype_name(arr.dtype)
+        pdtype = PROGRAM_DTYPE.get(tdtype)
+        if pdtype is None:
+            self.node = node
+            raise UnsupportedOpError(self.unsupported_message(f"a constant of dtype {tdtype}"))
+        from nprof.compiler.runtime import to_numpy
+
+        name = f"const.{node.target}"
+        self.em.hbm_tensor(name, tuple(arr.shape), pdtype, "weight", to_numpy(arr, pdtype))
+        self.env[node.name] = View.whole(name, pdtype, tuple(arr.shape))
+
+    def _outputs(self) -> list[OutputSlot]:
+        from nprof.compiler.kernels.elementwise import copy_body, map_kernel
+
+        placeholders = [n.name for n in self.gm.graph.nodes if n.op == "placeholder"]
+        slots: list[OutputSlot] = []
+        for node, _name in zip(self.outputs, self.plan.output_names, strict=True):
+            if node is None or not hasattr(node, "name"):
+                slots.append(OutputSlot("none"))
+                continue
+            val = node.meta.get("val")
+            tdtype = graphinfo.torch_dtype_name(val.dtype)
+            shape = tuple(int(s) for s in val.shape)
+            stride = tuple(int(s) for s in val.stride())
+            if node.name in placeholders:
+                slots.append(OutputSlot("input", str(placeholders.index(node.name)), shape, tdtype, stride))
+                continue
+            value = self.env[node.name]
+            if isinstance(value, Const):
+                slots.append(OutputSlot("const", "", shape, tdtype, stride, float(value.value)))
+                continue
+            tensor = self.output_tensor[node.name]
+            if not (isinstance(value, View) and value.tensor == tensor):
+                self.node = node
+                with self.em.scope(self.layer(node), graphinfo.hlo_name(node), graphinfo.user_source(node)):
+                    dst = self.new_tensor()
+                    if dst.tensor != tensor:  # already materialised for an earlier slot
+                        dst = View.whole(tensor, self.em.tensors[tensor].dtype, shape)
+                    else:
+                        map_kernel(self.em, dst, [as_operand(self, value, shape)], copy_body)
+                self.env[node.name] = dst
+            slots.append(OutputSlot("tensor", tensor, shape, tdtype, stride))
+        return slots
+
+
+def as_operand(lw: Lowerer, value: Any, shape: Sequence[int]) -> View | float:
+    """A View broadcast to `shape`, or a float for scalars/constants."""
+    if isinstance(value, Const):
+        return float(value.value)
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, View):
+        if tuple(value.shape) == tuple(shape):
+            return value
+        lead = len(shape) - len(value.shape)
+        v = value
+        for _ in range(lead):
+            v = v.unsqueeze(0)
+        return v.expand(shape)
+    raise UnsupportedOpError(lw.unsupported_message(f"an operand of type {type(value).__name__}"))
+
+
+def lower_graph(gm: Any, plan: GraphPlan) -> tuple[Any, list[OutputSlot]]:
+    return Lowerer(gm, plan).run()
+
+
+def count_elements(shape: Sequence[int]) -> int:
+    return numel(shape)

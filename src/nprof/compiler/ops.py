@@ -1,0 +1,477 @@
+"""The op registry: which ATen ops the compiler lowers, and how.
+
+Contract: `LOWERINGS` maps an ATen overload name (``"aten.addmm.default"``) to a function
+``(lowerer, *node.args, **node.kwargs) -> value`` where value is a `View` (HBM tensor window), a `Const`, a
+tuple of those (multi-output ops) or a Python scalar. `lookup(target)` finds the entry for an FX node target.
+`DECOMPOSE_SKIP` lists ops kept whole although core-ATen decompositions exist (they have a better kernel
+here). `supported_ops()` is the coverage table (sorted op names). Anything not here raises
+`UnsupportedOpError` (see `lower.py`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from nprof.compiler.kernels import elementwise as ew
+from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
+from nprof.compiler.kernels.norm import layer_norm_kernel
+from nprof.compiler.kernels.onehot import (
+    embedding_backward_kernel,
+    embedding_kernel,
+    iota_kernel,
+    nll_loss_backward_kernel,
+    nll_loss_kernel,
+)
+from nprof.compiler.kernels.reduce import reduce_kernel, softmax_kernel
+from nprof.compiler.lower import Const, Lowerer, as_operand
+from nprof.compiler.views import View, numel
+from nprof.errors import UnsupportedOpError
+
+Lowering = Callable[..., Any]
+LOWERINGS: dict[str, Lowering] = {}
+
+DECOMPOSE_SKIP = ("nll_loss_forward", "nll_loss_backward", "embedding_dense_backward")
+
+
+def register(*names: str) -> Callable[[Lowering], Lowering]:
+    def deco(fn: Lowering) -> Lowering:
+        for name in names:
+            LOWERINGS[name if name.startswith("<") else f"aten.{name}"] = fn
+        return fn
+
+    return deco
+
+
+def lookup(target: Any) -> Lowering | None:
+    if target is operator.getitem:
+        return _getitem
+    return LOWERINGS.get(str(target))
+
+
+def supported_ops() -> list[str]:
+    return sorted(name.removeprefix("aten.") for name in LOWERINGS)
+
+
+def _getitem(lw: Lowerer, value: Any, index: int) -> Any:
+    return lw.value(value)[index]
+
+
+def _view_of(lw: Lowerer, x: Any) -> View:
+    v = lw.value(x)
+    if isinstance(v, Const):
+        return _materialize_const(lw, v)
+    if not isinstance(v, View):
+        raise UnsupportedOpError(lw.unsupported_message(f"a {type(v).__name__} operand"))
+    return v
+
+
+def _materialize_const(lw: Lowerer, c: Const) -> View:
+    out = lw.new_tensor(c.shape, c.dtype)
+    ew.map_kernel(lw.em, out, [float(c.value)], ew.copy_body)
+    return out
+
+
+def _contiguous(lw: Lowerer, v: View) -> View:
+    if v.is_contiguous:
+        return v
+    out = lw.new_tensor(v.shape)
+    ew.map_kernel(lw.em, out, [v], ew.copy_body)
+    return out
+
+
+# ----- views (metadata only) -----
+@register("view.default", "_unsafe_view.default", "reshape.default", "view_copy.default")
+def _reshape(lw: Lowerer, x: Any, shape: Sequence[int]) -> Any:
+    v = lw.value(x)
+    if isinstance(v, Const):
+        return Const(v.value, tuple(int(s) for s in lw.meta().shape), v.dtype)
+    r = _view_of(lw, x).reshape(shape)
+    if r is None:
+        r = _contiguous(lw, _view_of(lw, x)).reshape(shape)
+    assert r is not None
+    return r
+
+
+@register("permute.default")
+def _permute(lw: Lowerer, x: Any, dims: Sequence[int]) -> View:
+    return _view_of(lw, x).permute(dims)
+
+
+@register("t.default")
+def _t(lw: Lowerer, x: Any) -> View:
+    v = _view_of(lw, x)
+    return v.permute((1, 0)) if len(v.shape) == 2 else v
+
+
+@register("transpose.int")
+def _transpose(lw: Lowerer, x: Any, d0: int, d1: int) -> View:
+    v = _view_of(lw, x)
+    dims = list(range(len(v.shape)))
+    d0, d1 = d0 % len(dims), d1 % len(dims)
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return v.permute(dims)
+
+
+@register("expand.default")
+def _expand(lw: Lowerer, x: Any, shape: Sequence[int], implicit: bool = False) -> Any:
+    v = lw.value(x)
+    if isinstance(v, Const):
+        return Const(v.value, tuple(int(s) for s in lw.meta().shape), v.dtype)
+    return as_operand(lw, v, tuple(int(s) for s in lw.meta().shape))
+
+
+@register("unsqueeze.default")
+def _unsqueeze(lw: Lowerer, x: Any, dim: int) -> View:
+    return _view_of(lw, x).unsqueeze(dim)
+
+
+@register("squeeze.default", "squeeze.dim", "squeeze.dims")
+def _squeeze(lw: Lowerer, x: Any, dims: Any = None) -> View:
+    if isinstance(dims, int):
+        dims = [dims]
+    return _view_of(lw, x).squeeze(dims)
+
+
+@register("select.int")
+def _select(lw: Lowerer, x: Any, dim: int, index: int) -> View:
+    return _view_of(lw, x).select(dim, index)
+
+
+@register("slice.Tensor")
+def _slice(lw: Lowerer, x: Any, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> View:
+    v = _view_of(lw, x)
+    size = v.shape[dim]
+    return v.slice(dim, 0 if start is None else start, size if end is None else min(end, size), step)
+
+
+@register("alias.default", "detach.default", "clone.default", "lift_fresh_copy.default", "contiguous.default")
+def _alias(lw: Lowerer, x: Any, **_: Any) -> Any:
+    return lw.value(x)
+
+
+@register("_to_copy.default")
+def _to_copy(lw: Lowerer, x: Any, **kwargs: Any) -> Any:
+    v = lw.value(x)
+    val = lw.meta()
+    if isinstance(v, Const):
+        return Const(v.value, tuple(int(s) for s in val.shape), str(val.dtype).removeprefix("torch."))
+    src = _view_of(lw, x)
+    out = lw.new_tensor()
+    if out.dtype == src.dtype and "dtype" not in kwargs:
+        return src
+    ew.map_kernel(lw.em, out, [src], ew.copy_body)
+    return out
+
+
+@register("cat.default")
+def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
+    out = lw.new_tensor()
+    dim %= len(out.shape)
+    start = 0
+    for t in tensors:
+        v = lw.value(t)
+        n = int(t.meta["val"].shape[dim])
+        if n == 0:
+            continue
+        dst = out.slice(dim, start, start + n)
+        ew.map_kernel(lw.em, dst, [as_operand(lw, v, dst.shape)], ew.copy_body)
+        start += n
+    return out
+
+
+# ----- constants -----
+def _const(lw: Lowerer, value: Any) -> Const:
+    val = lw.meta()
+    return Const(float(value), tuple(int(s) for s in val.shape), str(val.dtype).removeprefix("torch."))
+
+
+@register("full.default", "full_like.default", "new_full.default")
+def _full(lw: Lowerer, *args: Any, **_: Any) -> Const:
+    return _const(lw, args[-1])  # full(size, v), full_like(x, v), new_full(x, size, v)
+
+
+@register("scalar_tensor.default")
+def _scalar_tensor(lw: Lowerer, value: Any, **_: Any) -> Const:
+    return _const(lw, value)
+
+
+@register("zeros.default", "zeros_like.default", "new_zeros.default", "empty_like.default", "empty.memory_format")
+def _zeros(lw: Lowerer, *_: Any, **__: Any) -> Const:
+    return _const(lw, 0.0)
+
+
+@register("ones.default", "ones_like.default", "new_ones.default")
+def _ones(lw: Lowerer, *_: Any, **__: Any) -> Const:
+    return _const(lw, 1.0)
+
+
+@register("arange.default", "arange.start", "arange.start_step")
+def _arange(lw: Lowerer, *args: Any, **_: Any) -> View:
+    nums = [a for a in args if isinstance(a, (int, float))]
+    start, step = (0.0, 1.0) if len(nums) == 1 else (float(nums[0]), float(nums[2]) if len(nums) > 2 else 1.0)
+    out = lw.new_tensor()
+    if float(start).is_integer() and float(step).is_integer():
+        iota_kernel(lw.em, out, start, step)
+    else:
+        tmp = lw.new_tensor(dtype="float32")
+        iota_kernel(lw.em, tmp, 0.0, 1.0)
+        ew.map_kernel(lw.em, out, [tmp], ew.scalar_body("multiply", step, "add", start))
+    return out
+
+
+# ----- elementwise -----
+_NUMPY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide, "maximum": np.maximum,
+    "minimum": np.minimum, "power": np.power, "is_equal": np.equal, "not_equal": np.not_equal,
+    "is_ge": np.greater_equal, "is_gt": np.greater, "is_le": np.less_equal, "is_lt": np.less,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "mod": np.fmod,
+}  # fmt: skip
+
+
+def _elementwise(lw: Lowerer, args: Sequence[Any], body: ew.Body, fold: Callable[..., float] | None = None) -> Any:
+    val = lw.meta()
+    shape = tuple(int(s) for s in val.shape)
+    ops = [as_operand(lw, lw.value(a), shape) for a in args]
+    if not any(isinstance(o, View) for o in ops):
+        if fold is None:
+            return _materialize_or_const(lw, ops, body)
+        return _const(lw, fold(*ops))
+    out = lw.new_tensor()
+    ew.map_kernel(lw.em, out, ops, body)
+    return out
+
+
+def _materialize_or_const(lw: Lowerer, ops: list[Any], body: ew.Body) -> View:
+    shape = tuple(int(s) for s in lw.meta().shape)
+    src = lw.new_tensor(shape, "float32")
+    ew.map_kernel(lw.em, src, [float(ops[0])], ew.copy_body)
+    out = lw.new_tensor()
+    ew.map_kernel(lw.em, out, [src, *ops[1:]], body)
+    return out
+
+
+def _unary(name: str, func: str) -> None:
+    def lower(lw: Lowerer, x: Any, *_: Any, **__: Any) -> Any:
+        return _elementwise(lw, [x], ew.activation_body(func))
+
+    register(f"{name}.default")(lower)
+
+
+for _name, _func in ew.ACTIVATIONS.items():
+    _unary(_name, _func)
+
+
+@register("gelu.default")
+def _gelu(lw: Lowerer, x: Any, approximate: str = "none") -> Any:
+    return _elementwise(lw, [x], ew.activation_body("gelu" if approximate == "none" else "gelu_apprx_tanh"))
+
+
+@register("reciprocal.default")
+def _reciprocal(lw: Lowerer, x: Any) -> Any:
+    return _elementwise(lw, [x], ew.reciprocal_body, lambda a: 1.0 / a)
+
+
+@register("logical_not.default", "bitwise_not.default")
+def _not(lw: Lowerer, x: Any) -> Any:
+    return _elementwise(lw, [x], ew.scalar_body("is_equal", 0.0), lambda a: float(a == 0))
+
+
+@register("pow.Tensor_Scalar")
+def _pow(lw: Lowerer, x: Any, exponent: float) -> Any:
+    if exponent == 2:
+        return _elementwise(lw, [x], ew.activation_body("square"), lambda a: a * a)
+    if exponent == 0.5:
+        return _elementwise(lw, [x], ew.activation_body("sqrt"), np.sqrt)
+    if exponent == -0.5:
+        return _elementwise(lw, [x], ew.activation_body("rsqrt"), lambda a: a**-0.5)
+    return _elementwise(lw, [x], ew.scalar_body("power", float(exponent)), lambda a: a**exponent)
+
+
+def _binary(name: str, alu: str) -> None:
+    def lower(lw: Lowerer, a: Any, b: Any, *, alpha: float = 1.0, **_: Any) -> Any:
+        return _elementwise(
+            lw, [a, b], ew.binary_body(alu, float(alpha)), lambda x, y: float(_NUMPY[alu](x, alpha * y))
+        )
+
+    register(f"{name}.Tensor", f"{name}.Scalar", f"{name}.default")(lower)
+
+
+for _name, _alu in ew.BINARY.items():
+    _binary(_name, _alu)
+
+
+@register("rsub.Scalar", "rsub.Tensor")
+def _rsub(lw: Lowerer, a: Any, b: Any, alpha: float = 1.0) -> Any:
+    return _elementwise(lw, [b, a], ew.binary_body("subtract", float(alpha)), lambda x, y: x - alpha * y)
+
+
+@register("where.self")
+def _where(lw: Lowerer, cond: Any, a: Any, b: Any) -> Any:
+    return _elementwise(lw, [cond, a, b], ew.where_body, lambda c, x, y: x if c else y)
+
+
+@register("clamp.default", "clamp_min.default", "clamp_max.default")
+def _clamp(lw: Lowerer, x: Any, lo: float | None = None, hi: float | None = None) -> Any:
+    if "clamp_max" in str(lw.node.target):
+        lo, hi = None, lo
+    lo_f = None if lo is None else float(lo)
+    hi_f = None if hi is None else float(hi)
+    return _elementwise(lw, [x], ew.clamp_body(lo_f, hi_f), lambda a: float(np.clip(a, lo_f, hi_f)))
+
+
+@register("threshold_backward.default")
+def _threshold_backward(lw: Lowerer, grad: Any, x: Any, threshold: float) -> Any:
+    mask = _elementwise(lw, [x], ew.scalar_body("is_gt", float(threshold)), lambda a: float(a > threshold))
+    return _elementwise(lw, [grad, mask], ew.binary_body("multiply"))
+
+
+# ----- matmul -----
+@register("mm.default")
+def _mm(lw: Lowerer, a: Any, b: Any) -> View:
+    out = lw.new_tensor()
+    matmul_kernel(lw.em, out, _view_of(lw, a), _view_of(lw, b))
+    return out
+
+
+@register("addmm.default")
+def _addmm(lw: Lowerer, bias: Any, a: Any, b: Any, *, beta: float = 1.0, alpha: float = 1.0) -> View:
+    out = lw.new_tensor()
+    bias_v = as_operand(lw, lw.value(bias), out.shape)
+    if not isinstance(bias_v, View):
+        bias_v = _materialize_const(lw, Const(float(bias_v), out.shape, "float32"))
+    matmul_kernel(lw.em, out, _view_of(lw, a), _view_of(lw, b), bias_v, float(alpha), float(beta))
+    return out
+
+
+@register("bmm.default")
+def _bmm(lw: Lowerer, a: Any, b: Any) -> View:
+    out = lw.new_tensor()
+    bmm_kernel(lw.em, out, _view_of(lw, a), _view_of(lw, b))
+    return out
+
+
+# ----- reductions, softmax, norms -----
+def _reduce(lw: Lowerer, x: Any, dims: Any, keepdim: bool, op: str, mean: bool = False) -> View:
+    src = _view_of(lw, x)
+    nd = len(src.shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(nd))
+    elif isinstance(dims, int):
+        dims = [dims]
+    red = sorted({d % nd for d in dims}) if nd else []
+    out = lw.new_tensor()
+    kept_view = out.squeeze(red) if keepdim else out
+    scale = 1.0 / max(numel([src.shape[d] for d in red]), 1) if mean else 1.0
+    reduce_kernel(lw.em, kept_view, src, red, op, scale)
+    return out
+
+
+@register("sum.dim_IntList")
+def _sum(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False, **_: Any) -> View:
+    return _reduce(lw, x, dims, keepdim, "add")
+
+
+@register("sum.default")
+def _sum_all(lw: Lowerer, x: Any, **_: Any) -> View:
+    return _reduce(lw, x, None, False, "add")
+
+
+@register("mean.dim")
+def _mean(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False, **_: Any) -> View:
+    return _reduce(lw, x, dims, keepdim, "add", mean=True)
+
+
+@register("mean.default")
+def _mean_all(lw: Lowerer, x: Any, **_: Any) -> View:
+    return _reduce(lw, x, None, False, "add", mean=True)
+
+
+@register("amax.default", "any.dim", "any.dims")
+def _amax(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False) -> View:
+    return _reduce(lw, x, dims, keepdim, "max")
+
+
+@register("amin.default")
+def _amin(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False) -> View:
+    return _reduce(lw, x, dims, keepdim, "min")
+
+
+@register("_softmax.default", "_log_softmax.default")
+def _softmax(lw: Lowerer, x: Any, dim: int, half_to_float: bool = False) -> View:
+    out = lw.new_tensor()
+    softmax_kernel(lw.em, out, _view_of(lw, x), dim, log="log_softmax" in str(lw.node.target))
+    return out
+
+
+@register("native_layer_norm.default")
+def _layer_norm(lw: Lowerer, x: Any, normalized_shape: Sequence[int], weight: Any, bias: Any, eps: float) -> tuple:
+    src = _view_of(lw, x)
+    out, mean, rstd = lw.new_tensor(index=0), lw.new_tensor(index=1), lw.new_tensor(index=2)
+    w = _view_of(lw, weight) if weight is not None else None
+    b = _view_of(lw, bias) if bias is not None else None
+    layer_norm_kernel(lw.em, out, mean, rstd, src, len(normalized_shape), w, b, float(eps))
+    return out, mean, rstd
+
+
+# ----- index-driven ops -----
+def _flat_index(lw: Lowerer, idx: Any) -> View:
+    v = _view_of(lw, idx)
+    r = v.reshape([numel(v.shape)])
+    return r if r is not None else _contiguous(lw, v).reshape([numel(v.shape)])  # type: ignore[return-value]
+
+
+@register("embedding.default")
+def _embedding(lw: Lowerer, weight: Any, idx: Any, padding_idx: int = -1, *_: Any) -> View:
+    w = _view_of(lw, weight)
+    flat = _flat_index(lw, idx)
+    out = lw.new_tensor()
+    out2d = out.reshape([flat.shape[0], w.shape[1]])
+    assert out2d is not None
+    embedding_kernel(lw.em, out2d, w, flat)
+    return out
+
+
+@register("embedding_dense_backward.default")
+def _embedding_backward(
+    lw: Lowerer, grad: Any, idx: Any, num_weights: int, padding_idx: int, scale_grad_by_freq: bool
+) -> View:
+    if scale_grad_by_freq:
+        raise UnsupportedOpError(lw.unsupported_message("embedding backward with scale_grad_by_freq=True"))
+    flat = _flat_index(lw, idx)
+    g = _view_of(lw, grad)
+    g2d = g.reshape([flat.shape[0], g.shape[-1]]) or _contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
+    out = lw.new_tensor()
+    embedding_backward_kernel(lw.em, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
+    return out
+
+
+def _check_nll(lw: Lowerer, logp: View, weight: Any) -> None:
+    if weight is not None:
+        raise UnsupportedOpError(lw.unsupported_message("nll_loss with class weights"))
+    if len(logp.shape) != 2:
+        raise UnsupportedOpError(lw.unsupported_message(f"nll_loss on a {len(logp.shape)}-d input (2-d only)"))
+
+
+@register("nll_loss_forward.default")
+def _nll_loss(lw: Lowerer, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int) -> tuple:
+    logp = _view_of(lw, x)
+    _check_nll(lw, logp, weight)
+    loss, total = lw.new_tensor(index=0), lw.new_tensor(index=1)
+    nll_loss_kernel(lw.em, loss, total, logp, _flat_index(lw, target), int(reduction), int(ignore_index))
+    return loss, total
+
+
+@register("nll_loss_backward.default")
+def _nll_loss_backward(
+    lw: Lowerer, grad: Any, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int, total_weight: Any
+) -> View:
+    logp = _view_of(lw, x)
+    _check_nll(lw, logp, weight)
+    out = lw.new_tensor()
+    nll_loss_backward_kernel(lw.em, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
+                             int(ignore_index), _view_of(lw, total_weight))  # fmt: skip
+    return out

@@ -1,0 +1,136 @@
+"""Run a compiled graph on the virtual device and hand torch tensors back.
+
+Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of
+graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
+bool -> uint8), runs `nprof.device.simulate` with numerics on, and rebuilds every graph output as a torch
+tensor of the traced shape, dtype and strides (graph inputs returned as outputs are passed through;
+constant outputs are filled on the host). The first call saves its inputs as ``inputs/<name>.npy`` in the
+module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can be given real values.
+`STATS` counts compilations, cache hits and device time for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nprof.compiler.lower import OutputSlot
+
+_NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
+
+
+@dataclass
+class Stats:
+    """Process-wide counters of the nprof backend."""
+
+    compiled: int = 0  # graphs lowered to a Program in this process
+    cache_hits: int = 0  # graphs loaded from the compile cache instead
+    fallbacks: int = 0  # graphs run eagerly because of unsupported ops
+    compile_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, seconds) per lowering
+    device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
+    wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
+    last_profile: dict[str, Any] = field(default_factory=dict)  # module -> Profile of its last execution
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+STATS = Stats()
+
+
+def to_numpy(t: Any, program_dtype: str) -> np.ndarray:
+    """A torch tensor as a numpy array in the program dtype's numpy type (bf16/fp16 go via float32)."""
+    import torch
+
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype in (torch.bfloat16, torch.float16, torch.float64):
+        t = t.float()
+    arr = t.contiguous().numpy()
+    want = _NUMPY_OF_PROGRAM.get(program_dtype)
+    if want is not None and arr.dtype != want:
+        arr = arr.astype(want)
+    return arr
+
+
+def _to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
+    import torch
+
+    dtype = getattr(torch, slot.dtype)
+    value = torch.from_numpy(np.ascontiguousarray(arr).astype(np.float32 if arr.dtype.kind == "f" else arr.dtype))
+    value = value.to(dtype).reshape(slot.shape)
+    out = torch.empty_strided(slot.shape, slot.stride, dtype=dtype)
+    out.copy_(value)
+    return out
+
+
+class DeviceGraph:
+    """A callable (on the list of graph inputs) running one Program per call (see module doc)."""
+
+    def __init__(
+        self,
+        program: Any,
+        input_names: Sequence[str],
+        slots: Sequence[OutputSlot],
+        module: str,
+        sample_dir: Path | None = None,
+    ) -> None:
+        self.program = program
+        self.input_names = list(input_names)
+        self.slots = list(slots)
+        self.module = module
+        self.sample_dir = sample_dir
+        self._decls = {t.name: t for t in program.inputs}
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        from nprof.device import simulate
+
+        start = time.perf_counter()
+        inputs = {}
+        for name, value in zip(self.input_names, args, strict=True):
+            decl = self._decls.get(name)
+            if decl is not None and hasattr(value, "detach"):
+                inputs[name] = to_numpy(value, decl.dtype)
+        if self.sample_dir is not None:
+            save_samples(self.sample_dir, inputs)
+            self.sample_dir = None
+        result = simulate(self.program, inputs, numerics=True)
+        outs: list[Any] = []
+        for slot in self.slots:
+            if slot.kind == "tensor":
+                outs.append(_to_torch(result.outputs[slot.name], slot))
+            elif slot.kind == "input":
+                outs.append(args[int(slot.name)])
+            elif slot.kind == "const":
+                import torch
+
+                outs.append(torch.full(slot.shape, slot.value, dtype=getattr(torch, slot.dtype)))
+            else:
+                outs.append(None)
+        STATS.device_ns.append((self.module, int(result.latencies_ns[-1])))
+        STATS.wall_seconds.append((self.module, time.perf_counter() - start))
+        STATS.last_profile[self.module] = result.profile
+        return outs
+
+
+def save_samples(directory: Path, inputs: dict[str, np.ndarray]) -> None:
+    """Write the inputs of one call as ``<dir>/<name>.npy`` (once: existing files are kept)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, arr in inputs.items():
+            path = directory / f"{name}.npy"
+            if not path.exists():
+                tmp = directory / f".{name}.{time.monotonic_ns()}.npy"
+                np.save(tmp, arr)
+                tmp.replace(path)
+        args = directory.parent / "inputs.args"
+        if not args.exists():
+            args.write_text(" ".join(f"{name} {directory / (name + '.npy')}" for name in inputs) + "\n")
+    except OSError:
+        return  # samples are a convenience: a read-only cache must not break training
