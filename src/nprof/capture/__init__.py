@@ -6,7 +6,9 @@ Contract of `open_profile(path) -> Profile`:
   AWS NTFF files and nprof programs); content starting with `{` or `[` (after
   optional whitespace / BOM), or a gzip stream, is a Chrome-trace JSON
   (torch.profiler / Kineto / generic) imported by `nprof.capture.chrome`;
-* anything else raises `NprofError` with one line naming the file and the problem.
+* other content in a file named ``*.json`` / ``*.gz`` / ``*.trace`` goes to the
+  JSON importer too (which explains what is wrong with it), the rest to `Profile.load`;
+* anything unreadable raises `NprofError` with one line naming the file and the problem.
 
 Importing this package is cheap: torch and the JSON importer load on demand.
 Backends live in sibling modules: `sim` (virtual device), `torch_run` (real
@@ -46,8 +48,8 @@ def sniff_kind(path: str | os.PathLike[str]) -> str:
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if text[:1] in (b"{", b"["):
         return "json"
-    if not text and p.suffix.lower() == ".json":
-        return "json"  # empty or whitespace-only JSON: let the importer say so
+    if p.suffix.lower() in (".json", ".gz", ".trace"):
+        return "json"  # named like a trace but not JSON: the importer says what is wrong
     return "ntff"
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from nprof.capture.chrome_tree import TRACK_SHIFT, Context, nest, select_work
 from nprof.capture.opclass import engine_of, op_flops
+from nprof.errors import NprofError
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5})
@@ -64,12 +65,19 @@ def _opcode(name: str) -> str:
     return name[len(_BWD) :] if name.startswith(_BWD) else name
 
 
-def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray,
-                  flows: list, f_ts: np.ndarray) -> Rows:  # fmt: skip
+def build_profile(
+    sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list, f_ts: np.ndarray
+) -> Rows:
     n = len(sl.name)
-    start = np.rint(ts_us * 1000.0).astype(np.int64)
+    mins = [float(a.min()) for a in (ts_us, c_ts, f_ts) if len(a)]
+    base_us = float(np.floor(min(mins))) if mins else 0.0  # subtract in microseconds first: keeps ns precision
+    start = np.rint((ts_us - base_us) * 1000.0).astype(np.int64)
     dur = np.maximum(np.rint(dur_us * 1000.0).astype(np.int64), 0)
     end = start + dur
+    c_ns = np.rint((c_ts - base_us) * 1000.0).astype(np.int64)
+    f_ns = np.rint((f_ts - base_us) * 1000.0).astype(np.int64)
+    if n and int(end.max()) >= 1 << TRACK_SHIFT:
+        raise NprofError("the trace spans more than 9 hours; nprof imports traces up to 2**45 ns long")
     kind = np.fromiter((_KIND.get(c, 2) for c in sl.cat), dtype=np.int8, count=n)
     names, args = sl.name, sl.args
 
@@ -123,21 +131,28 @@ def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list
     for i, nm in enumerate(h_names):
         if "Input Dims" in h_args[i] and engine_of(nm) == "tensor":
             own[i] = op_flops(nm, h_args[i]["Input Dims"], h_args[i].get("Concrete Inputs"))
+    # innermost wins: an op counts only if no op inside it has a formula (aten::linear > aten::addmm -> addmm)
+    has_inner = [False] * len(host)
     for i in [j for j, f in enumerate(own) if f > 0]:
-        o = own_l[i]
+        p = par_l[i]
+        while p >= 0 and not has_inner[p]:
+            has_inner[p] = True
+            p = par_l[p]
+    carrier: dict[int, int] = {}  # counted op above the work level -> its first emitted descendant
+    for e in np.flatnonzero(emitted).tolist():
+        a = par_l[e]
+        while a >= 0 and own[a] == 0:
+            a = par_l[a]
+        if a >= 0 and own_l[a] < 0 and (a not in carrier or h_start[e] < h_start[carrier[a]]):
+            carrier[a] = e
+    for i in [j for j, f in enumerate(own) if f > 0 and not has_inner[j]]:
+        o = own_l[i] if own_l[i] >= 0 else carrier.get(i, -1)
         if o < 0:
             continue
-        j, shadowed = i, False
-        while j != o:
-            j = par_l[j]
-            if own[j] > 0:
-                shadowed = True
-                break
-        if not shadowed:
-            flops[o] += own[i]
-            types = [t for t in (h_args[i].get("Input type") or []) if t and t != "Scalar"]
-            if types:
-                dtype_weight[str(types[0])] += own[i]
+        flops[o] += own[i]
+        types = [t for t in (h_args[i].get("Input type") or []) if t and t != "Scalar"]
+        if types:
+            dtype_weight[str(types[0])] += own[i]
 
     rows = np.flatnonzero(emitted)
     r_ctx = ctx.innermost(track_code[host][rows], h_start[rows], h_end[rows])
@@ -175,10 +190,11 @@ def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list
         if c is not None:
             corr[c] = i
     dev = np.flatnonzero(kind >= 3)
-    dev_owner = []
+    dev_owner, dev_host = [], []
     for i in dev.tolist():
         h = corr.get(args[i].get("correlation"), -1)
         dev_owner.append(own_l[h] if h >= 0 else -1)
+        dev_host.append(h)
     kern = [j for j, i in enumerate(dev.tolist()) if kind[i] == 3]
     k_flops = np.zeros(len(kern), dtype=np.int64)
     first: dict[int, int] = {}
@@ -200,16 +216,17 @@ def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list
     i_name = [h_names[r] for r in r_list] + [names[i] for i in k_idx]
     i_flops = np.concatenate([flops[rows], k_flops]).astype(np.int64)
     i_info = [info_of[r] for r in r_list] + [info_of.get(dev_owner[j], (None, None, 0)) for j in kern]
-    i_hlo = [chain(r, False) for r in r_list] + [chain(dev_owner[j], True) if dev_owner[j] >= 0 else None for j in kern]
+    i_hlo = [chain(r, False) for r in r_list] + [chain(dev_host[j], False) if dev_host[j] >= 0 else None for j in kern]
     i_ops = [_operands(h_args[r]) for r in r_list] + [_operands(args[i]) for i in k_idx]
     i_owner = [r for r in r_list] + [dev_owner[j] for j in kern]
 
     d_idx = [int(dev[j]) for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
     d_owner = [dev_owner[j] for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
+    d_host = [dev_host[j] for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
 
-    t0_parts = [i_start, start[d_idx]]
+    t0_parts = [i_start, start[d_idx], h_start, start[dev]]  # every work slice, emitted or not
     if len(c_ts):
-        t0_parts.append(np.rint(c_ts * 1000.0).astype(np.int64))
+        t0_parts.append(c_ns)
     allstarts = np.concatenate(t0_parts) if any(len(x) for x in t0_parts) else np.zeros(1, np.int64)
     t0 = int(allstarts.min()) if len(allstarts) else 0
 
@@ -230,9 +247,16 @@ def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list
     for j, o in enumerate(d_owner):
         if o >= 0:
             deps[int(d_id[j])].append(id_of_host[o])
-    _flow_deps(flows, f_ts, by_thread, np.concatenate([i_track, track_code[d_idx]]),
-               np.concatenate([i_start, start[d_idx]]), np.concatenate([i_start + i_dur, end[d_idx]]),
-               np.concatenate([row_id, d_id]), deps)  # fmt: skip
+    _flow_deps(
+        flows,
+        f_ns,
+        by_thread,
+        np.concatenate([i_track, track_code[d_idx]]),
+        np.concatenate([i_start, start[d_idx]]),
+        np.concatenate([i_start + i_dur, end[d_idx]]),
+        np.concatenate([row_id, d_id]),
+        deps,
+    )
 
     engines = [engine_of(nm) for nm in i_name]
     engines = ["tensor" if f > 0 and e == "other" else e for e, f in zip(engines, i_flops.tolist(), strict=True)]
@@ -256,9 +280,9 @@ def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list
         "deps": [sorted(set(d)) for d in deps[:n_i]],
         "iteration": np.asarray(perm([x[2] for x in i_info]), dtype=np.int32),
     }
-    dma = _dma_columns(d_idx, d_owner, d_order, d_id, names, args, start, dur, t0, info_of, chain, deps, n_i)
+    dma = _dma_columns(d_idx, d_owner, d_host, d_order, d_id, names, args, start, dur, t0, info_of, chain, deps, n_i)
     counter_cols = {
-        "ts": np.rint(c_ts * 1000.0).astype(np.int64) - t0,
+        "ts": c_ns - t0,
         "name": [c[1] for c in counters],
         "value": np.asarray([float(c[2]) for c in counters], dtype=np.float64),
     }
@@ -266,10 +290,22 @@ def build_profile(sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list
     return Rows(instructions, dma, counter_cols, dtype)
 
 
-def _dma_columns(d_idx: list[int], d_owner: list[int], d_order: np.ndarray, d_id: np.ndarray, names: list[str],
-                 args: list[dict[str, Any]], start: np.ndarray, dur: np.ndarray, t0: int,
-                 info_of: dict[int, tuple[str | None, str | None, int]], chain: Any, deps: list[list[int]],
-                 n_i: int) -> dict[str, Any]:  # fmt: skip
+def _dma_columns(
+    d_idx: list[int],
+    d_owner: list[int],
+    d_host: list[int],
+    d_order: np.ndarray,
+    d_id: np.ndarray,
+    names: list[str],
+    args: list[dict[str, Any]],
+    start: np.ndarray,
+    dur: np.ndarray,
+    t0: int,
+    info_of: dict[int, tuple[str | None, str | None, int]],
+    chain: Any,
+    deps: list[list[int]],
+    n_i: int,
+) -> dict[str, Any]:
     o = d_order.tolist()
     queue, direction, nbytes, layer, src, hlo, it = [], [], [], [], [], [], []
     for j in o:
@@ -285,7 +321,7 @@ def _dma_columns(d_idx: list[int], d_owner: list[int], d_order: np.ndarray, d_id
         layer.append(info[0])
         src.append(info[1])
         it.append(info[2])
-        hlo.append(chain(owner, True) if owner >= 0 else None)
+        hlo.append(chain(d_host[j], False) if d_host[j] >= 0 else None)
     idx = np.asarray([d_idx[j] for j in o], dtype=np.int64)
     return {
         "id": np.arange(len(o), dtype=np.int64) + n_i,
@@ -313,15 +349,22 @@ def _direction(name: str) -> str:
     return "device->device"
 
 
-def _flow_deps(flows: list, f_ts: np.ndarray, by_thread: dict[tuple[Any, Any], int], track: np.ndarray,
-               start: np.ndarray, end: np.ndarray, ids: np.ndarray, deps: list[list[int]]) -> None:  # fmt: skip
+def _flow_deps(
+    flows: list,
+    f_ns: np.ndarray,
+    by_thread: dict[tuple[Any, Any], int],
+    track: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ids: np.ndarray,
+    deps: list[list[int]],
+) -> None:
     """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
     if not flows or not len(ids):
         return
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order].tolist(), end[order].tolist(), ids[order].tolist()
-    f_ns = np.rint(f_ts * 1000.0).astype(np.int64)
     f_trk = np.asarray([by_thread.get((f[3], f[4]), -1) for f in flows], dtype=np.int64)
     pos = (np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1).tolist()
     chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
