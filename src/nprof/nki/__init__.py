@@ -3,11 +3,25 @@
 `from nprof import nki`, `import nprof.nki.language as nl`,
 `import nprof.nki.isa as nisa`, `from nprof.nki.typing import tensor` replace
 the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
-`nki.benchmark` and `nki.profile` run kernels on the simulated device;
-`nprof.nki.trace.ProgramBuilder` traces kernels into a Program directly.
+`nki.benchmark` and `nki.profile` run kernels on the simulated device
+(`nprof.nki.decorators`); `nprof.nki.trace.ProgramBuilder` traces kernels into
+a Program directly (the compiler's entry point).
 """
 
 from nprof.nki import isa, language, typing
+from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate_kernel
+from nprof.nki.kernel import Kernel
 from nprof.nki.trace import ProgramBuilder
 
-__all__ = ["ProgramBuilder", "isa", "language", "typing"]
+__all__ = [
+    "Kernel",
+    "ProgramBuilder",
+    "baremetal",
+    "benchmark",
+    "isa",
+    "jit",
+    "language",
+    "profile",
+    "simulate_kernel",
+    "typing",
+]

@@ -1,0 +1,206 @@
+"""`nki.jit`, `nki.simulate_kernel`, `nki.benchmark`, `nki.profile`: run kernels on the virtual NeuronCore.
+
+* `@nki.jit` — calling the kernel with numpy arrays traces it, simulates it and
+  returns numpy results; called inside another traced kernel it inlines.
+* `nki.simulate_kernel(kernel, *args, **kwargs)` — the same, for any kernel.
+* `@nki.benchmark(warmup=2, iters=10, save_neff_name=None, save_trace_name=None)`
+  — each call runs `warmup + iters` executions and prints the neuron-bench
+  style latency table (the one place the library prints: it is the decorator's
+  user-facing output). Columns: B (batch: 1), NC / NC USED (NeuronCores: 1),
+  WEIGHTS (weight tensors in the Program), MODE (`virtual`), INF/S and IRES/S
+  (inferences / inference results per second at L(50)), L(p) end-to-end
+  latency percentiles in µs, NCL(p) NeuronCore (device) latency percentiles in
+  µs, %USER (device share of the end-to-end latency at p50).
+  Latency model: NCL is the simulated device time of each measured execution.
+  The simulated device is deterministic and keeps no state between executions,
+  so NCL(1) = NCL(50) = NCL(99) by construction — spread there would be
+  invented. L adds a modelled host round-trip of `HOST_OVERHEAD_US` (launch,
+  input/output copies over PCIe, completion polling) with a deterministic
+  jitter of up to `HOST_JITTER` of it per iteration (seeded pseudo-random, the
+  same every run), so L's percentiles differ the way a host's do.
+  `kernel.benchmark_result.nc_latency.get_latency_percentile(p)` (and
+  `.e2e_latency`) return µs. Returns the kernel's outputs (numpy).
+* `@nki.profile(working_directory, save_neff_name="file.neff",
+  save_trace_name="profile.ntff", overwrite=False, profile_nth=1)` — runs
+  `profile_nth` executions, profiles the last, and writes the Program and
+  Profile into `working_directory` (NprofError if a file exists and not
+  `overwrite`). Returns the kernel's outputs.
+
+Each decorator works with or without parentheses and keeps the wrapped
+function's name and docstring.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nprof.errors import NprofError
+from nprof.nki.kernel import Kernel, unflatten
+
+HOST_OVERHEAD_US = 18.0  # modelled host round-trip per execution (launch + PCIe copies + completion), µs
+HOST_JITTER = 0.15  # max relative variation of the host part, deterministic per iteration
+JITTER_SEED = 1234
+DEFAULT_WARMUP = 2
+DEFAULT_ITERS = 10
+COLUMNS = ("B", "NC", "NC USED", "WEIGHTS", "MODE", "INF/S", "IRES/S", "L(1)", "L(50)", "L(99)", "NCL(1)", "NCL(50)",
+           "NCL(99)", "%USER")  # fmt: skip
+
+
+def _as_kernel(func: Any, **opts: Any) -> Kernel:
+    if isinstance(func, Kernel):
+        return func
+    if not callable(func):
+        raise NprofError(f"expected a kernel function, got {type(func).__name__}")
+    return Kernel(func, **opts)
+
+
+def jit(func: Callable[..., Any] | None = None, *, mode: str = "auto", preset: str = "trn1", **_: Any) -> Any:
+    """Decorate a kernel so that calling it with numpy arrays simulates it and returns numpy results."""
+    if func is None:
+        return lambda f: Kernel(f, preset=preset)
+    return Kernel(func, preset=preset)
+
+
+baremetal = jit
+
+
+def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run `kernel` (decorated or not) on the virtual device with numpy arguments; returns numpy results."""
+    return _as_kernel(kernel).run(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Latency samples of the measured iterations, in µs."""
+
+    samples_us: tuple[float, ...]
+
+    def get_latency_percentile(self, percentile: float) -> float:
+        if not 0 <= percentile <= 100:
+            raise NprofError(f"percentile must be within 0..100, got {percentile}")
+        return float(np.percentile(np.asarray(self.samples_us), percentile))
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.samples_us))
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """What `nki.benchmark` measured: device (`nc_latency`) and end-to-end (`e2e_latency`) latencies."""
+
+    nc_latency: LatencyStats
+    e2e_latency: LatencyStats
+    warmup: int
+    iters: int
+    weights: int
+
+    def table(self) -> str:
+        nc, e2e = self.nc_latency, self.e2e_latency
+        l50 = e2e.get_latency_percentile(50)
+        inf_s = 1e6 / l50 if l50 > 0 else 0.0
+        values = [
+            "1", "1", "1", str(self.weights), "virtual", f"{inf_s:.1f}", f"{inf_s:.1f}",
+            *(f"{e2e.get_latency_percentile(p):.2f}" for p in (1, 50, 99)),
+            *(f"{nc.get_latency_percentile(p):.2f}" for p in (1, 50, 99)),
+            f"{100.0 * nc.get_latency_percentile(50) / l50:.2f}" if l50 > 0 else "0.00",
+        ]  # fmt: skip
+        widths = [max(len(c), len(v)) for c, v in zip(COLUMNS, values, strict=True)]
+        head = "  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths, strict=True))
+        row = "  ".join(v.rjust(w) for v, w in zip(values, widths, strict=True))
+        return f"{head}\n{row}"
+
+
+def host_latencies(device_us: list[float]) -> list[float]:
+    """End-to-end latency per iteration: device time + the modelled, deterministically jittered host part."""
+    rng = np.random.default_rng(JITTER_SEED)
+    jitter = rng.uniform(-HOST_JITTER, HOST_JITTER, len(device_us))
+    return [d + HOST_OVERHEAD_US * (1.0 + j) for d, j in zip(device_us, jitter, strict=True)]
+
+
+def _check_target(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise NprofError(f"{path} already exists; pass overwrite=True or choose another name")
+
+
+class _Benchmarked(Kernel):
+    def __init__(self, func: Callable[..., Any], warmup: int, iters: int, neff: str | None, trace: str | None) -> None:
+        super().__init__(func)
+        if warmup < 0 or iters < 1:
+            raise NprofError(f"benchmark needs warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}")
+        self.warmup, self.iters, self.neff, self.trace_name = warmup, iters, neff, trace
+        self.benchmark_result: BenchmarkResult | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        traced, result = self.simulate(*args, executions=self.warmup + self.iters, **kwargs)
+        device = [ns / 1000.0 for ns in result.latencies_ns[self.warmup :]]
+        weights = sum(1 for t in traced.program.tensors if t.kind == "weight")
+        self.benchmark_result = BenchmarkResult(
+            LatencyStats(tuple(device)), LatencyStats(tuple(host_latencies(device))), self.warmup, self.iters, weights
+        )
+        print(self.benchmark_result.table())
+        _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True)
+        if self.trace_name:
+            print(f"Profile results are written to {self.trace_name}")
+        return unflatten(traced.structure, result.outputs)
+
+
+def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff: Any, *, overwrite: bool) -> None:
+    from nprof.program.file import save_program
+
+    for name in (neff, ntff):
+        if name:
+            _check_target(Path(name), overwrite)
+    if neff:
+        Path(neff).parent.mkdir(parents=True, exist_ok=True)
+        save_program(program, neff)
+    if ntff:
+        Path(ntff).parent.mkdir(parents=True, exist_ok=True)
+        profile.save(ntff)
+
+
+def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS,
+              save_neff_name: str | None = None, save_trace_name: str | None = None, **_: Any) -> Any:  # fmt: skip
+    """Benchmark a kernel on the virtual device (see module doc for the table and latency model)."""
+
+    def wrap(f: Callable[..., Any]) -> _Benchmarked:
+        return _Benchmarked(getattr(f, "__wrapped_kernel__", f), warmup, iters, save_neff_name, save_trace_name)
+
+    return wrap if kernel is None else wrap(kernel)
+
+
+class _Profiled(Kernel):
+    def __init__(self, func: Callable[..., Any], workdir: str, neff: str, ntff: str, overwrite: bool, nth: int) -> None:
+        super().__init__(func)
+        if nth < 1:
+            raise NprofError(f"profile_nth must be >= 1, got {nth}")
+        self.workdir, self.neff, self.ntff, self.overwrite, self.nth = Path(workdir), neff, ntff, overwrite, nth
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        neff, ntff = self.workdir / self.neff, self.workdir / self.ntff
+        for path in (neff, ntff):
+            _check_target(path, self.overwrite)
+        traced, result = self.simulate(*args, executions=self.nth, profile_nth=self.nth, **kwargs)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _save(traced.program, result.profile, neff, ntff, overwrite=True)
+        return unflatten(traced.structure, result.outputs)
+
+
+def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
+            save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
+            profile_nth: int = 1, **_: Any) -> Any:  # fmt: skip
+    """Profile a kernel into `working_directory` (see module doc)."""
+    if working_directory is None:
+        raise NprofError("nki.profile needs working_directory= (where file.neff and profile.ntff are written)")
+
+    def wrap(f: Callable[..., Any]) -> _Profiled:
+        fn = getattr(f, "__wrapped_kernel__", f)
+        return _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
+
+    return wrap if func is None else wrap(func)

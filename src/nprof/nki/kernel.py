@@ -1,0 +1,161 @@
+"""Running kernels: tracing a Python kernel with numpy arguments into a Program and simulating it.
+
+`Kernel` wraps a kernel function. `Kernel.trace(*args)` declares one HBM
+input per array argument (named after the kernel's parameters; `TensorType`
+placeholders from `nprof.nki.typing` stand for random inputs), passes other
+arguments through as Python values, runs the kernel under a
+`ProgramBuilder` and marks the HBM tensors it returns as outputs. Programs are
+cached per argument signature (shapes, dtypes, non-array values).
+`Kernel.run(...)` simulates on the virtual device and returns the outputs as
+numpy arrays in the structure the kernel returned (a tensor, or a
+tuple/list/dict of them). Called while another kernel is being traced, a
+`Kernel` inlines into that trace instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nprof.arch.isa import Space
+from nprof.errors import NprofError
+from nprof.nki import trace as _trace
+from nprof.nki.dtypes import NUMPY, dtype_name
+from nprof.nki.tensor import NkiTensor
+from nprof.nki.typing import TensorType
+from nprof.program.model import Program
+
+RANDOM_SEED = 0  # seed of the random inputs standing in for `tensor[[...], dtype]` placeholders
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A traced kernel: its Program, the HBM input names in argument order, and the output structure."""
+
+    program: Program
+    inputs: dict[str, np.ndarray]  # input name -> array (converted to the declared dtype)
+    structure: Any  # the kernel's return value with each HBM tensor replaced by its name
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    if isinstance(value, np.ndarray):
+        return value
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        return value.detach().cpu().float().numpy() if "bfloat16" in str(value.dtype) else value.detach().cpu().numpy()
+    return None
+
+
+def _declare_dtype(arr: np.ndarray) -> str:
+    if arr.dtype == np.float64:
+        return "float32"
+    if arr.dtype == np.int64:
+        return "int32"
+    if arr.dtype == np.bool_:
+        return "uint8"
+    try:
+        return dtype_name(arr.dtype)
+    except ValueError as err:
+        raise NprofError(f"kernel argument of dtype {arr.dtype}: {err}") from None
+
+
+class Kernel:
+    """A kernel function plus how to run it (see module doc)."""
+
+    def __init__(self, func: Callable[..., Any], *, preset: str = "trn1") -> None:
+        self.func = func
+        self.preset = preset
+        self.__wrapped_kernel__ = func
+        self._cache: dict[Any, Traced] = {}
+        self._rng_inputs: dict[str, np.ndarray] = {}
+        functools.update_wrapper(self, func)
+
+    # -- tracing ------------------------------------------------------------------------------
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+        try:
+            return inspect.signature(self.func).bind(*args, **kwargs)
+        except TypeError as err:
+            raise NprofError(f"kernel {self.func.__name__}: {err}") from None
+
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        bound = self._bind(args, kwargs)
+        arrays: dict[str, np.ndarray] = {}
+        key: list[Any] = []
+        rng = np.random.default_rng(RANDOM_SEED)
+        for name, value in bound.arguments.items():
+            if isinstance(value, TensorType):
+                arr = value.random(rng)
+            else:
+                arr = _as_array(value)
+            if arr is not None:
+                dt = _declare_dtype(arr)
+                arrays[name] = np.asarray(arr).astype(NUMPY[dt], copy=False)
+                key.append((name, arr.shape, dt))
+            else:
+                key.append((name, repr(value)))
+        cache_key = tuple(key)
+        cached = self._cache.get(cache_key)
+        if cached is not None:
+            return Traced(cached.program, arrays, cached.structure)
+        builder = _trace.ProgramBuilder(self.func.__name__, self.preset)
+        builder.meta.update(kernel=self.func.__qualname__, source_file=inspect.getsourcefile(self.func) or "")
+        call_args = dict(bound.arguments)
+        for name, arr in arrays.items():
+            call_args[name] = builder.hbm_tensor(name, arr.shape, arr.dtype)
+        bound.arguments.update(call_args)
+        result = builder.call(self.func, *bound.args, **bound.kwargs)
+        structure = self._outputs(builder, result)
+        traced = Traced(builder.build(), arrays, structure)
+        self._cache[cache_key] = traced
+        return traced
+
+    def _outputs(self, builder: _trace.ProgramBuilder, result: Any) -> Any:
+        if result is None:
+            return None
+        if isinstance(result, NkiTensor):
+            if result.space is not Space.HBM:
+                raise NprofError(
+                    f"kernel {self.func.__name__} returns an on-chip tile; return an HBM tensor "
+                    "(nl.ndarray(..., buffer=nl.shared_hbm)) that the kernel stored into"
+                )
+            if result.base.kind == "input":  # type: ignore[union-attr]
+                raise NprofError(f"kernel {self.func.__name__} returns its input {result.name!r}; return a new tensor")
+            builder.mark_output(result)
+            return result.name
+        if isinstance(result, tuple | list):
+            return type(result)(self._outputs(builder, r) for r in result)
+        if isinstance(result, dict):
+            return {k: self._outputs(builder, v) for k, v in result.items()}
+        raise NprofError(f"kernel {self.func.__name__} returned a {type(result).__name__}; return HBM tensors")
+
+    # -- running ------------------------------------------------------------------------------
+    def simulate(self, *args: Any, executions: int = 1, profile_nth: int | None = None, **kwargs: Any) -> Any:
+        """Trace and simulate; returns (Traced, SimResult)."""
+        from nprof.device import simulate
+
+        traced = self.trace(*args, **kwargs)
+        result = simulate(traced.program, traced.inputs, executions=executions, profile_nth=profile_nth)
+        return traced, result
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        traced, result = self.simulate(*args, **kwargs)
+        return unflatten(traced.structure, result.outputs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _trace._ACTIVE:  # called from inside another traced kernel: inline
+            return _trace.current().call(self.func, *args, **kwargs)
+        return self.run(*args, **kwargs)
+
+
+def unflatten(structure: Any, outputs: dict[str, np.ndarray]) -> Any:
+    if structure is None:
+        return None
+    if isinstance(structure, str):
+        return outputs[structure]
+    if isinstance(structure, tuple | list):
+        return type(structure)(unflatten(s, outputs) for s in structure)
+    return {k: unflatten(v, outputs) for k, v in structure.items()}
