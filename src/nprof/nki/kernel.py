@@ -87,10 +87,7 @@ class Kernel:
         key: list[Any] = []
         rng = np.random.default_rng(RANDOM_SEED)
         for name, value in bound.arguments.items():
-            if isinstance(value, TensorType):
-                arr = value.random(rng)
-            else:
-                arr = _as_array(value)
+            arr = value.random(rng) if isinstance(value, TensorType) else _as_array(value)
             if arr is not None:
                 dt = _declare_dtype(arr)
                 arrays[name] = np.asarray(arr).astype(NUMPY[dt], copy=False)
