@@ -4,7 +4,9 @@ Contract: `build_plan(program, preset) -> Plan` computes once per (program,
 preset) every instruction's timeline slot (track), its duration in ns when it
 runs alone (`arch.cost`; DMAs: transfer time at queue bandwidth, excluding the
 fixed latency), its dependency latency, and for DMAs the bytes and whether they
-touch HBM (for bandwidth sharing). `plan_for` caches plans per live Program.
+touch HBM (for bandwidth sharing), and the static Profile columns (operand
+text, bytes read/written per memory, FLOPs, DMA direction/tensor) so repeated
+runs only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
@@ -20,8 +22,9 @@ import weakref
 from dataclasses import dataclass
 
 from nprof.arch import cost
-from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode, Space
+from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
+from nprof.device.accinfo import AccessCache
 from nprof.errors import NprofError
 from nprof.program.model import Program
 
@@ -34,6 +37,7 @@ _ENGINE_SLOT = {
     Engine.SYNC: SLOT_SYNC,
 }
 _TENSOR_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.TRANSPOSE})
+_ATTR_SKIP = frozenset({"spill", "reload"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class Plan:
     transposes: frozenset[int]  # indices of TRANSPOSE instructions (they occupy both TensorE tracks)
     slot_tracks: tuple[str, ...]  # track name per slot
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
+    operands: list[str]  # display text of each instruction's operands
+    rw: list[int]  # 6 per instruction: HBM/SBUF/PSUM bytes read, then HBM/SBUF/PSUM bytes written
+    flops: dict[int, tuple[int, int]]  # index -> (model FLOPs, hardware FLOPs) for MATMUL/TRANSPOSE
+    dma_rows: dict[int, tuple[str, int, str]]  # DMA index -> (direction, partitions, tensor)
 
     @property
     def n(self) -> int:
@@ -71,6 +79,11 @@ def _where(i: int, ins: Instruction) -> str:
     return f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
 
 
+def _attr_text(attrs: tuple) -> str:
+    items = [f"{k}={v}" for k, v in attrs if k not in _ATTR_SKIP]
+    return " ; " + " ".join(items) if items else ""
+
+
 def build_plan(program: Program, preset: Preset) -> Plan:
     n = len(program.instructions)
     slot = [0] * n
@@ -78,70 +91,115 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     lat = [0.0] * n
     lat0 = [0.0] * n
     is_dma = [False] * n
+    operands = [""] * n
+    rw = [0] * (6 * n)
+    flops: dict[int, tuple[int, int]] = {}
+    dma_rows: dict[int, tuple[str, int, str]] = {}
     hbm_bytes: dict[int, int] = {}
     dep_lat = {e: cost.dependency_latency_ns(e, preset) for e in Engine}
-    clocks = {e: 1e9 / preset.clock_hz(e.value) for e in Engine}
+    ns_per_cycle = {e: 1e9 / preset.clock_hz(e.value) for e in Engine}
     first_cc = FIRST_DMA_SLOT + preset.dma_queues
-    memo: dict[tuple, float] = {}
+    cycles_memo: dict[tuple, float] = {}
+    attr_memo: dict[tuple, str] = {}
+    cache = AccessCache()
+    get = cache.get
+    pmax = preset.pmax
+    dma_latency = preset.dma_latency_ns
+    chunks_memo: dict[tuple[int, int], int] = {}
+    DMA, TENSOR, CC = Engine.DMA, Engine.TENSOR, Engine.CC  # hot-loop aliases
+    OP_DMA, OP_LD, OP_MM, OP_TR = Opcode.DMA_DIRECT2D, Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.TRANSPOSE
     for i, ins in enumerate(program.instructions):
         op = ins.opcode
         eng = ins.engine
-        if op is Opcode.DMA_DIRECT2D:
-            if eng is not Engine.DMA:
+        ii = [get(a) for a in ins.ins]
+        oo = [get(a) for a in ins.outs]
+        base = 6 * i
+        for x in ii:
+            rw[base + x.mem] += x.nbytes
+        for x in oo:
+            rw[base + 3 + x.mem] += x.nbytes
+        if op is OP_DMA:
+            if eng is not DMA:
                 raise NprofError(f"program {program.name!r}: {_where(i, ins)} must run on a DMA queue, not {eng}")
             if not 0 <= ins.queue < preset.dma_queues:
                 raise NprofError(
                     f"program {program.name!r}: {_where(i, ins)} uses DMA queue {ins.queue}; "
                     f"valid queues are 0..{preset.dma_queues - 1}"
                 )
-            if len(ins.ins) != 1 or len(ins.outs) != 1:
+            if len(ii) != 1 or len(oo) != 1:
                 raise NprofError(f"program {program.name!r}: {_where(i, ins)} needs one input and one output")
             src, dst = ins.ins[0], ins.outs[0]
-            nbytes = dst.nbytes
+            nbytes = oo[0].nbytes
+            ck = (ii[0].sig, oo[0].sig)
+            chunks = chunks_memo.get(ck)
+            if chunks is None:
+                chunks = chunks_memo[ck] = cost.dma_chunks(src, dst)
             slot[i] = FIRST_DMA_SLOT + ins.queue
-            dur[i] = cost.dma_transfer_ns(nbytes, cost.dma_chunks(src, dst), preset)
-            lat[i] = lat0[i] = preset.dma_latency_ns
+            dur[i] = cost.dma_transfer_ns(nbytes, chunks, preset)
+            lat[i] = lat0[i] = dma_latency
             is_dma[i] = True
-            if src.space is Space.HBM or dst.space is Space.HBM:
+            s_hbm, d_hbm = ii[0].mem == 0, oo[0].mem == 0
+            if s_hbm or d_hbm:
                 hbm_bytes[i] = nbytes
+            dma_rows[i] = (
+                f"{src.space.value}->{dst.space.value}",
+                oo[0].partitions if not d_hbm else ii[0].partitions,
+                src.tensor if s_hbm or not d_hbm else dst.tensor,
+            )
             continue
-        if op in COLLECTIVES or eng is Engine.CC:
+        a = ins.attrs
+        text = attr_memo.get(a)
+        if text is None:
+            text = attr_memo[a] = _attr_text(a) if a else ""
+        operands[i] = ", ".join([x.text for x in oo]) + " <- " + ", ".join([x.text for x in ii]) + text
+        if eng is CC or op in COLLECTIVES:
             slot[i] = first_cc + (ins.queue if ins.queue >= 0 else 0) % preset.cc_cores
             dur[i] = cost.instruction_ns(ins, preset) - preset.dma_latency_ns
             lat[i] = lat0[i] = preset.dma_latency_ns
             continue
         if op in _TENSOR_OPS:
-            if eng is not Engine.TENSOR:
+            if eng is not TENSOR:
                 raise NprofError(f"program {program.name!r}: {_where(i, ins)} must run on TensorE, not {eng}")
-            slot[i] = SLOT_LD if op is Opcode.LDWEIGHTS else SLOT_MM
+            slot[i] = SLOT_LD if op is OP_LD else SLOT_MM
+            if op is OP_MM and len(ii) >= 2:
+                m, nn = ii[0].free_elements, ii[1].free_elements
+                flops[i] = (2 * ii[0].partitions * m * nn, 2 * pmax * m * nn)
+                if oo and ins.attr("accumulate", False):
+                    rw[base + oo[0].mem] += oo[0].nbytes
+            elif op is OP_TR and ii:
+                flops[i] = (0, 2 * pmax * ii[0].free_elements * ii[0].partitions)
         else:
             s = _ENGINE_SLOT.get(eng)
             if s is None:
                 raise NprofError(f"program {program.name!r}: {_where(i, ins)} cannot run on engine {eng}")
             slot[i] = s
-        key = (op, ins.ins, ins.outs, ins.attrs)
-        cycles = memo.get(key)
+        key = (op, a, *[x.sig for x in ii], -1, *[x.sig for x in oo])
+        cycles = cycles_memo.get(key)
         if cycles is None:
             try:
                 cycles = cost.instruction_cycles(ins, preset)
-            except (IndexError, KeyError, ValueError, TypeError) as exc:
+            except (IndexError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 raise NprofError(f"program {program.name!r}: {_where(i, ins)} is malformed ({exc})") from exc
-            memo[key] = cycles
-        dur[i] = cycles * clocks[eng]
+            cycles_memo[key] = cycles
+        dur[i] = cycles * ns_per_cycle[eng]
         lat[i] = dep_lat[eng]
     tracks, engines = slot_names(preset)
     return Plan(
-        preset,
-        slot,
-        dur,
-        lat,
-        lat0,
-        [ins.deps for ins in program.instructions],
-        is_dma,
-        hbm_bytes,
-        frozenset(i for i, ins in enumerate(program.instructions) if ins.opcode is Opcode.TRANSPOSE),
-        tracks,
-        engines,
+        preset=preset,
+        slot=slot,
+        dur=dur,
+        lat=lat,
+        lat0=lat0,
+        deps=[ins.deps for ins in program.instructions],
+        is_dma=is_dma,
+        hbm_bytes=hbm_bytes,
+        transposes=frozenset(i for i, f in flops.items() if program.instructions[i].opcode is Opcode.TRANSPOSE),
+        slot_tracks=tracks,
+        slot_engines=engines,
+        operands=operands,
+        rw=rw,
+        flops=flops,
+        dma_rows=dma_rows,
     )
 
 

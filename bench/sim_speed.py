@@ -1,0 +1,123 @@
+"""Benchmark: simulated instructions per second of the virtual NeuronCore.
+
+Builds synthetic programs of 10^4, 10^5 and 10^6 instructions (a tiled
+matmul + activation + elementwise pipeline: DMA loads on 16 queues, LDWEIGHTS/
+MATMUL into PSUM, ACTIVATE, TENSOR_TENSOR, DMA stores, each depending on its
+producers) and times `nprof.device.simulate` in timing-only and numeric modes.
+Prints one line per (size, mode); the goal is >= 1,000,000 instructions/s
+timing-only, growing linearly. Also times the NKI exp example when
+`examples/` provides one.
+
+Usage: .venv/bin/python bench/sim_speed.py [--sizes 10000,100000,1000000] [--numeric-max 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+
+import numpy as np
+
+from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
+from nprof.device import simulate
+from nprof.program.model import Program, TensorDecl
+
+P, F, K = 128, 128, 128  # tile: partitions x free elements
+
+
+def _sb(name: str, slot: int, dtype: str = "bfloat16", n: int = F) -> Access:
+    return Access(Space.SBUF, name, dtype, slot * n * 4, P, ((1, n),))
+
+
+def synthetic(n: int) -> Program:
+    """About `n` instructions of a dependent tile pipeline (9 instructions per tile)."""
+    tiles = max(1, n // 9)
+    rows = 64  # distinct HBM tiles
+    a = TensorDecl("a", (rows * P, F), "bfloat16", "input")
+    w = TensorDecl("w", (K, F), "bfloat16", "weight")
+    out = TensorDecl("out", (rows * P, F), "bfloat16", "output")
+    hb = [Access(Space.HBM, "a", "bfloat16", r * P * F, P, ((1, F),), 0, F) for r in range(rows)]
+    ho = [Access(Space.HBM, "out", "bfloat16", r * P * F, P, ((1, F),), 0, F) for r in range(rows)]
+    wa = Access(Space.HBM, "w", "bfloat16", 0, K, ((1, F),), 0, F)
+    ws = Access(Space.SBUF, "w_sb", "bfloat16", 60000, K, ((1, F),))
+    ps = [Access(Space.PSUM, "acc", "float32", b * 2048, P, ((1, F),)) for b in range(8)]
+    instrs: list[Instruction] = [Instruction(Engine.DMA, Opcode.DMA_DIRECT2D, outs=(ws,), ins=(wa,), queue=0)]
+    last_store = [0] * 8
+    for t in range(tiles):
+        b = t % 8
+        x, y, z = _sb("x", b), _sb("y", b + 8), _sb("z", b + 16)
+        i0 = len(instrs)
+        instrs += [
+            Instruction(Engine.DMA, Opcode.DMA_DIRECT2D, outs=(x,), ins=(hb[t % rows],), queue=t % 16),
+            Instruction(Engine.TENSOR, Opcode.LDWEIGHTS, ins=(ws,), deps=(0,)),
+            Instruction(
+                Engine.TENSOR,
+                Opcode.MATMUL,
+                outs=(ps[b],),
+                ins=(ws, x),
+                attrs=attrs(accumulate=False),
+                deps=(i0, i0 + 1, last_store[b]),
+            ),
+            Instruction(
+                Engine.SCALAR, Opcode.ACTIVATE, outs=(y,), ins=(ps[b],), attrs=attrs(func="gelu"), deps=(i0 + 2,)
+            ),
+            Instruction(Engine.VECTOR, Opcode.TENSOR_TENSOR, outs=(z,), ins=(y, x), attrs=attrs(op="add"), deps=(i0 + 3,)),
+            Instruction(
+                Engine.VECTOR,
+                Opcode.TENSOR_SCALAR,
+                outs=(z,),
+                ins=(z,),
+                attrs=attrs(op0="multiply", operand0=0.5),
+                deps=(i0 + 4,),
+            ),
+            Instruction(Engine.GPSIMD, Opcode.TENSOR_COPY, outs=(y,), ins=(z,), deps=(i0 + 5,)),
+            Instruction(Engine.SCALAR, Opcode.ACTIVATE, outs=(z,), ins=(y,), attrs=attrs(func="tanh"), deps=(i0 + 6,)),
+            Instruction(Engine.DMA, Opcode.DMA_DIRECT2D, outs=(ho[t % rows],), ins=(z,), queue=(t + 8) % 16, deps=(i0 + 7,)),
+        ]
+        last_store[b] = i0 + 8
+    rng = np.random.default_rng(0)
+    import ml_dtypes
+
+    weights = {"w": rng.standard_normal((K, F)).astype(ml_dtypes.bfloat16)}
+    return Program("synthetic", "trn1", (a, w, out), tuple(instrs), constants=weights)
+
+
+def _time(program: Program, numerics: bool) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    simulate(program, numerics=numerics)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--numeric-max", type=int, default=100000, help="largest size to run with numerics")
+    args = ap.parse_args()
+    for n in (int(s) for s in args.sizes.split(",")):
+        program = synthetic(n)
+        count = len(program.instructions)
+        for numerics in (False, True):
+            if numerics and count > args.numeric_max:
+                print(f"{count:>9} instructions  numeric      skipped (--numeric-max {args.numeric_max})")
+                continue
+            wall = _time(program, numerics)
+            mode = "numeric    " if numerics else "timing-only"
+            print(f"{count:>9} instructions  {mode}  {wall:8.3f} s  {count / wall:>12,.0f} instr/s")
+    _exp_example()
+
+
+def _exp_example() -> None:
+    try:
+        from examples.nki import exp_kernel  # type: ignore[import-not-found]
+    except ImportError:
+        print("exp-kernel example: examples/nki/exp_kernel.py not available yet; skipped")
+        return
+    t0 = time.perf_counter()
+    exp_kernel.main()
+    print(f"exp-kernel example: {time.perf_counter() - t0:.3f} s wall")
+
+
+if __name__ == "__main__":
+    main()
