@@ -329,7 +329,8 @@ def assign(view: NkiTensor, value: Any) -> None:
     if is_scalar(value):
         if view.is_hbm:
             raise kernel_error("cannot assign a scalar to an HBM tensor; memset a tile and nl.store it")
-        emit(Engine.GPSIMD, Opcode.MEMSET, [view], [], value=float(value))
+        engine = Engine.VECTOR if view.space is Space.PSUM else Engine.GPSIMD  # GpSimdE has no PSUM port
+        emit(engine, Opcode.MEMSET, [view], [], value=float(value))
         return
     if not isinstance(value, NkiTensor):
         raise kernel_error(f"cannot assign a {type(value).__name__} to a tile")

@@ -267,8 +267,8 @@ def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **_: Any) -> Nki
     """Per-partition (mean, variance, count) of a tile: [P, 3] (VectorE BN_STATS)."""
     x = _c.tile(data, "bn_stats input")
     res = _c.new_tile((x.shape[0], 3), _c.dname(dtype) if dtype is not None else "float32")
-    (xi,) = _c.apply_mask(mask, x.shape, x)
-    _c.emit(Engine.VECTOR, Opcode.BN_STATS, [res], [xi])
+    ri, xi = _c.apply_mask(mask, x.shape, res, x)
+    _c.emit(Engine.VECTOR, Opcode.BN_STATS, [ri], [xi])
     return res
 
 

@@ -307,6 +307,17 @@ class NkiTensor:
             per_dim.append((0, tuple(coefs)))
         return self._compose(per_dim, tuple(shape), [])
 
+    def broadcast_to(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
+        """Size-1 axes repeated to `shape`: a zero-stride view in HBM (a DMA broadcast), through TensorE on chip."""
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != self.ndim or any(a not in (1, b) for a, b in zip(self.shape, shape, strict=True)):
+            raise kernel_error(f"cannot broadcast shape {self.shape} to {shape}")
+        if self.is_hbm:
+            return self.expand(shape)
+        from nprof.nki import compute
+
+        return compute.broadcast_operand(self, shape)
+
     def flatten_free(self) -> NkiTensor | None:
         """A (P, prod(free)) view when the free axes are contiguous, else None (bounds checked now)."""
         self.check_bounds()

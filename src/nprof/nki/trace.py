@@ -86,7 +86,7 @@ class ProgramBuilder:
         self._dma_next = 0
         self._pending: _Pending | None = None
         self._stationary: tuple[Access, int | None] | None = None
-        self._calls: list[list[OnChip]] = []
+        self._calls: list[list[weakref.ref[OnChip]]] = []
         self._counter = 0
         self.meta: dict[str, str] = {}
 
@@ -169,8 +169,10 @@ class ProgramBuilder:
             self.flush()
         finally:
             _ACTIVE.pop()
-            for tile in self._calls.pop():
-                self._release(tile)
+            for ref in self._calls.pop():
+                tile = ref()
+                if tile is not None:
+                    self._release(tile)
         return result
 
     # -- on-chip allocation -------------------------------------------------------------------
@@ -207,7 +209,7 @@ class ProgramBuilder:
         base = OnChip(space, name or f"{kind}_{self._counter}", dtype, shape, partition_axis, offset, nbytes, self)
         base.token = weakref.finalize(base, allocator.free, offset)
         if self._calls:
-            self._calls[-1].append(base)
+            self._calls[-1].append(weakref.ref(base))
         return NkiTensor.root(base)
 
     def _release(self, base: OnChip) -> None:
