@@ -83,16 +83,37 @@ def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     f = facts(profile)
     if f.d_ts.size == 0:
         return np.empty(0, np.int64), np.empty(0)
-    starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts)
-    ends = f.d_end if iv.is_sorted(f.d_end) else np.sort(f.d_end)
-    points = np.concatenate([starts, ends])
-    points.sort(kind="stable")  # two sorted runs: a linear merge
-    keep = np.empty(points.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(points[1:], points[:-1], out=keep[1:])
-    points = points[keep]
-    count = np.searchsorted(starts, points, side="right") - np.searchsorted(ends, points, side="right")
-    return _collapse(points, count.astype(np.float64))
+    times = np.concatenate([f.d_ts, f.d_end])
+    step = np.concatenate([np.ones(f.d_ts.size, np.int32), np.full(f.d_end.size, -1, np.int32)])
+    order = np.argsort(times, kind="stable")  # timsort: starts and ends are (nearly) sorted runs
+    times = times[order]
+    count = np.cumsum(step[order])
+    last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
+    last[-1] = True
+    np.not_equal(times[1:], times[:-1], out=last[:-1])
+    return _collapse(times[last], count[last].astype(np.float64))
+
+
+def spread_over_bins(start: np.ndarray, end: np.ndarray, amount: np.ndarray, width: int, nbins: int) -> np.ndarray:
+    """Distribute each amount evenly over its [start, end) interval into bins of `width` ns; O(n), no sort.
+
+    Zero-length intervals put their whole amount in the bin of `start`.
+    """
+    out = np.zeros(nbins + 1, np.float64)
+    b0 = np.clip(start // width, 0, nbins - 1)
+    b1 = np.clip(np.maximum(end - 1, start) // width, 0, nbins - 1)
+    same = b0 == b1
+    out += np.bincount(b0[same], weights=amount[same], minlength=nbins + 1)
+    cross = ~same
+    if cross.any():
+        s, e, a, c0, c1 = start[cross], end[cross], amount[cross], b0[cross], b1[cross]
+        rate = a / (e - s)
+        out += np.bincount(c0, weights=rate * ((c0 + 1) * width - s), minlength=nbins + 1)
+        out += np.bincount(c1, weights=rate * (e - c1 * width), minlength=nbins + 1)
+        diff = np.bincount(c0 + 1, weights=rate * width, minlength=nbins + 1)
+        diff -= np.bincount(c1, weights=rate * width, minlength=nbins + 1)
+        out += np.cumsum(diff)
+    return out[:nbins]
 
 
 def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
@@ -100,18 +121,10 @@ def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     if f.d_ts.size == 0 or f.total_ns <= 0:
         return np.empty(0, np.int64), np.empty(0)
     edges = _edges(f.total_ns)
-    timed = f.d_dur > 0
-    rate = f.d_bytes[timed] / f.d_dur[timed]
-    change = np.concatenate([f.d_ts[timed], f.d_end[timed]])
-    delta = np.concatenate([rate, -rate])
-    moved = iv.integral_at(change, delta, edges.astype(np.float64))
-    per_bin = np.diff(moved)
-    instant = ~timed  # zero-duration transfers count fully in their bin
-    if instant.any():
-        idx = np.clip(np.searchsorted(edges, f.d_ts[instant], side="right") - 1, 0, per_bin.size - 1)
-        per_bin += np.bincount(idx, weights=f.d_bytes[instant], minlength=per_bin.size)
+    nbins = edges.size - 1
+    per_bin = spread_over_bins(f.d_ts, f.d_end, f.d_bytes.astype(np.float64), int(edges[1]), nbins)
     ends = np.minimum(edges[1:], f.total_ns)
-    # round away float noise of the integral (1e-6 GB/s = 1 kB/s) so constant stretches collapse to one point
+    # round away float noise (1e-6 GB/s = 1 kB/s) so constant stretches collapse to one point
     value = np.round(np.maximum(per_bin, 0.0) / np.maximum(ends - edges[:-1], 1), 6)
     return _collapse(edges[:-1], value, f.total_ns)
 

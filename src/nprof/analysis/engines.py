@@ -42,14 +42,13 @@ def engines(profile: Profile) -> pa.Table:
     total = f.total_ns
     rows: dict[str, list] = {n: [] for n in SCHEMA.names}
     for engine in engine_list(profile):
-        m = f.engine_mask(engine)
         ms, me = f.engine_merged(engine)
         active = int((np.minimum(me, total) - np.minimum(ms, total)).sum()) if ms.size else 0
         rows["engine"].append(engine)
-        rows["instruction_count"].append(int(m.sum()))
-        rows["instruction_time_ns"].append(int(f.i_dur[m].sum()))
+        rows["instruction_count"].append(f.engine_counts.get(engine, 0))
+        rows["instruction_time_ns"].append(f.engine_sum(engine, "duration"))
         rows["active_time_ns"].append(active)
         rows["active_time_percent"].append(100.0 * active / total if total else 0.0)
-        rows["wait_ns"].append(int(f.i_col("wait_ns")[m].sum()))
-        rows["flops"].append(int(f.i_col("flops")[m].sum()))
+        rows["wait_ns"].append(f.engine_sum(engine, "wait_ns"))
+        rows["flops"].append(f.engine_sum(engine, "flops"))
     return pa.table(rows, schema=SCHEMA)

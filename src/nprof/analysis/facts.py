@@ -9,10 +9,13 @@ each column once whatever the number of passes. Nothing here mutates a Profile.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.profile import Profile
@@ -21,6 +24,7 @@ from nprof.profile import Profile
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "other")
 NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 TENSOR_MATRIX_TRACK = "tensor.moving"
+T = TypeVar("T")
 
 
 def to_numpy(col: pa.ChunkedArray | pa.Array, dtype: type = np.int64) -> np.ndarray:
@@ -100,10 +104,29 @@ class Facts:
         return self.__dict__[key]
 
     def engine_mask(self, engine: str) -> np.ndarray:
+        """Rows of one engine (cached)."""
+        key = f"_mask_{engine}"
+        if key not in self.__dict__:
+            codes, names = self.engine
+            mask = codes == names.index(engine) if engine in names else np.zeros(codes.size, dtype=bool)
+            self.__dict__[key] = mask
+        return self.__dict__[key]
+
+    def engine_sum(self, engine: str, column: str) -> int:
+        """Sum of an instructions column over one engine's rows (one bincount per column, cached)."""
+        key = f"_esum_{column}"
+        if key not in self.__dict__:
+            codes, names = self.engine
+            values = self.i_dur if column == "duration" else self.i_col(column)
+            sums = np.bincount(codes, weights=values, minlength=len(names)) if codes.size else np.zeros(len(names))
+            self.__dict__[key] = {n: round(v) for n, v in zip(names, sums, strict=True)}
+        return self.__dict__[key].get(engine, 0)
+
+    @cached_property
+    def engine_counts(self) -> dict[str, int]:
         codes, names = self.engine
-        if engine not in names:
-            return np.zeros(codes.size, dtype=bool)
-        return codes == names.index(engine)
+        counts = np.bincount(codes, minlength=len(names)) if codes.size else np.zeros(len(names), np.int64)
+        return {n: int(c) for n, c in zip(names, counts, strict=True)}
 
     def engine_merged(self, engine: str) -> tuple[np.ndarray, np.ndarray]:
         """Disjoint busy intervals of one engine (cached)."""
@@ -183,6 +206,29 @@ class Facts:
     @cached_property
     def dma_merged(self) -> tuple[np.ndarray, np.ndarray]:
         return iv.merge(self.d_ts, self.d_end)
+
+    # ---- sources and memoised pass results -----------------------------------------------------------------------
+    def source(self, table: str) -> tuple[np.ndarray, list[str]]:
+        """Codes of each row's source location (nki_source_location, else hlo_name, else layer; -1 when none)."""
+        key = f"_source_{table}"
+        if key not in self.__dict__:
+            t = self.instructions if table == "instructions" else self.dma
+            if t.num_rows == 0:
+                self.__dict__[key] = (np.empty(0, np.int32), [])
+            else:
+                cols = [t[c] for c in ("nki_source_location", "hlo_name", "layer") if t[c].null_count < t.num_rows]
+                if not cols:
+                    self.__dict__[key] = (np.full(t.num_rows, -1, np.int32), [])
+                else:
+                    self.__dict__[key] = encode(pc.coalesce(*cols) if len(cols) > 1 else cols[0])
+        return self.__dict__[key]
+
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """Compute a value once per profile (e.g. a pass result another pass reuses)."""
+        key = f"_memo_{key}"
+        if key not in self.__dict__:
+            self.__dict__[key] = compute()
+        return self.__dict__[key]
 
 
 _CACHE: dict[int, tuple[weakref.ref[Profile], Facts]] = {}

@@ -93,6 +93,10 @@ def _pct(part: float, whole: float) -> float:
 
 def summary_metrics(profile: Profile) -> dict[str, Metric]:
     """The summary fields that apply to `profile`, in the real profiler's order (see module doc)."""
+    return dict(facts(profile).memo("summary_metrics", lambda: _summary_metrics(profile)))
+
+
+def _summary_metrics(profile: Profile) -> dict[str, Metric]:
     f = facts(profile)
     info = profile.info
     total_ns = f.total_ns
@@ -136,13 +140,12 @@ def summary_metrics(profile: Profile) -> dict[str, Metric]:
     if virtual:
         engines = [e for e in NEURON_ENGINES] + [e for e in engines if e not in NEURON_ENGINES]
     for engine in engines:
-        m = f.engine_mask(engine)
         ms, me = f.engine_merged(engine)
         active = int((np.minimum(me, total_ns) - np.minimum(ms, total_ns)).sum()) if ms.size else 0
-        out[f"{engine}_engine_instruction_time"] = _seconds(int(f.i_dur[m].sum()))
+        out[f"{engine}_engine_instruction_time"] = _seconds(f.engine_sum(engine, "duration"))
         out[f"{engine}_engine_active_time"] = _seconds(active)
         out[f"{engine}_engine_active_time_percent"] = _pct(active, total_ns)
-        out[f"{engine}_engine_instruction_count"] = int(m.sum())
+        out[f"{engine}_engine_instruction_count"] = f.engine_counts.get(engine, 0)
 
     # ---- DMA ---------------------------------------------------------------------------------------------------
     n_dma = profile.dma.num_rows

@@ -33,6 +33,27 @@ def top_sources(table: pa.Table, rows: np.ndarray, limit: int = 3, sample: int =
     return [s for s, _ in counts.most_common(limit)]
 
 
+def top_per_group(
+    group_of_row: np.ndarray, source_codes: np.ndarray, names: list[str], n_groups: int, limit: int = 3
+) -> list[list[str]]:
+    """Most frequent source names per group, vectorised: rows give their group index and source code (-1 = none)."""
+    out: list[list[str]] = [[] for _ in range(n_groups)]
+    keep = source_codes >= 0
+    if not keep.any() or not names:
+        return out
+    width = len(names)
+    pair = group_of_row[keep].astype(np.int64) * width + source_codes[keep]
+    uniq, counts = np.unique(pair, return_counts=True)
+    groups, srcs = uniq // width, uniq % width
+    order = np.lexsort((srcs, -counts, groups))
+    groups, srcs = groups[order], srcs[order]
+    first = np.searchsorted(groups, groups, side="left")
+    rank = np.arange(groups.size) - first
+    for g, s in zip(groups[rank < limit].tolist(), srcs[rank < limit].tolist(), strict=True):
+        out[g].append(names[s])
+    return out
+
+
 def group_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group row positions by integer code (codes < 0 ignored).
 
@@ -40,7 +61,10 @@ def group_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     positions (ascending) of the rows whose code is group_codes[i].
     """
     valid = np.flatnonzero(codes >= 0)
-    order = valid[np.argsort(codes[valid], kind="stable")]
+    keys = codes[valid]
+    if keys.size and int(keys.max()) < np.iinfo(np.int16).max:
+        keys = keys.astype(np.int16)  # numpy sorts 16-bit keys with a radix sort
+    order = valid[np.argsort(keys, kind="stable")]
     sorted_codes = codes[order]
     if sorted_codes.size == 0:
         return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)

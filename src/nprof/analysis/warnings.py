@@ -6,10 +6,10 @@ frequent source locations, comma-separated), count, bytes. Kinds:
 * `tensor_reload`: a tensor loaded from HBM more than twice (one row per tensor,
   box around all its loads);
 * `small_dma`: DMA transfers below 2 KiB per partition or 32 KiB in total
-  (one row per tensor and source location);
+  (one row per tensor; transfers without a tensor name form one row);
 * `throttling`: each region where a profile counter whose name contains
   "throttl" is above zero (one row per region; no event ids).
-Rows are ordered by kind, then ts.
+Rows are ordered by kind, then tensor.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL, small_mask
 from nprof.analysis.facts import encode, facts, to_numpy
-from nprof.analysis.sources import group_rows, human_bytes, human_ns, row_sources, top_sources
+from nprof.analysis.sources import group_rows, human_bytes, human_ns, top_per_group
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -56,23 +56,27 @@ def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.n
     ts = np.minimum.reduceat(f.d_ts[members], starts)
     end = np.maximum.reduceat(f.d_end[members], starts)
     nbytes = np.add.reduceat(f.d_bytes[members], starts)
+    parts = np.add.reduceat(f.d_partitions[members], starts)
+    counts = np.diff(offsets)
     tensors = profile.dma["tensor"].take(pa.array(members[starts])).to_pylist()
+    src_codes, src_names = f.source("dma")
+    group_of = np.repeat(np.arange(group_codes.size), counts)
+    sources = top_per_group(group_of, src_codes[members], src_names, group_codes.size)
     cols: dict[str, list] = {n: [] for n in SCHEMA.names if n != "event_ids"}
     for g in range(group_codes.size):
-        seg = members[offsets[g] : offsets[g + 1]]
-        sources = top_sources(profile.dma, seg)
+        n = int(counts[g])
         cols["kind"].append(kind)
-        cols["message"].append(message(tensors[g], seg, int(nbytes[g]), sources))
+        cols["message"].append(message(tensors[g], n, int(nbytes[g]), parts[g] / n, sources[g]))
         cols["ts"].append(int(ts[g]))
         cols["end"].append(int(end[g]))
         cols["tensor"].append(tensors[g])
-        cols["source"].append(", ".join(sources) or None)
-        cols["count"].append(int(seg.size))
+        cols["source"].append(", ".join(sources[g]) or None)
+        cols["count"].append(n)
         cols["bytes"].append(int(nbytes[g]))
     return _table(cols, offsets - offsets[0], f.d_id[members])
 
 
-def tensor_reloads(profile: Profile) -> pa.Table:
+def _tensor_reloads(profile: Profile) -> pa.Table:
     f = facts(profile)
     loads = np.flatnonzero(f.direction_mask(src="hbm"))
     if loads.size == 0:
@@ -84,10 +88,10 @@ def tensor_reloads(profile: Profile) -> pa.Table:
         flag[valid] = np.bincount(codes[valid])[codes[valid]] > RELOAD_LIMIT
     codes = np.where(flag, codes, -1)
 
-    def message(tensor: str, seg: np.ndarray, nbytes: int, sources: list[str]) -> str:
+    def message(tensor: str, count: int, nbytes: int, partitions: float, sources: list[str]) -> str:
         where = f" at {', '.join(sources)}" if sources else ""
         return (
-            f"tensor '{tensor}' is loaded {seg.size} times from HBM ({human_bytes(nbytes)} in total){where}; "
+            f"tensor '{tensor}' is loaded {count} times from HBM ({human_bytes(nbytes)} in total){where}; "
             "keep it in SBUF between uses or reorder the loops to load it once"
         )
 
@@ -95,28 +99,24 @@ def tensor_reloads(profile: Profile) -> pa.Table:
 
 
 def small_dmas(profile: Profile) -> pa.Table:
-    f = facts(profile)
     small = np.flatnonzero(small_mask(profile))
     if small.size == 0:
         return SCHEMA.empty_table()
-    tensor_codes, _ = encode(profile.dma["tensor"].take(pa.array(small)))
-    src = pa.array(row_sources(profile.dma, small), pa.string())
-    source_codes, _ = encode(src)
-    key = (tensor_codes.astype(np.int64) + 1) * (int(source_codes.max(initial=0)) + 2) + source_codes + 1
+    codes, _ = encode(profile.dma["tensor"].take(pa.array(small)))
+    codes = np.where(codes >= 0, codes, int(codes.max(initial=-1)) + 1)  # transfers without a tensor: one group
 
-    def message(tensor: str | None, seg: np.ndarray, nbytes: int, sources: list[str]) -> str:
-        parts = f.d_partitions[seg]
+    def message(tensor: str | None, count: int, nbytes: int, partitions: float, sources: list[str]) -> str:
         what = f"of '{tensor}'" if tensor else "without a tensor name"
         where = f" at {', '.join(sources)}" if sources else ""
-        plural = "s" if seg.size > 1 else ""
+        plural = "s" if count > 1 else ""
         return (
-            f"{seg.size} small DMA transfer{plural} {what}{where}: average {human_bytes(nbytes / seg.size)} "
-            f"over {parts.mean():.0f} partitions (efficient: >= {human_bytes(SMALL_PER_PARTITION)} per partition "
+            f"{count} small DMA transfer{plural} {what}{where}: average {human_bytes(nbytes / count)} "
+            f"over {partitions:.0f} partitions (efficient: >= {human_bytes(SMALL_PER_PARTITION)} per partition "
             f"and >= {human_bytes(SMALL_TOTAL)} per transfer); each pays a fixed per-transfer overhead, "
             "so merge them into larger ones"
         )
 
-    return _grouped_warnings(profile, "small_dma", small, key, message)
+    return _grouped_warnings(profile, "small_dma", small, codes, message)
 
 
 def throttling(profile: Profile) -> pa.Table:
@@ -149,6 +149,11 @@ def throttling(profile: Profile) -> pa.Table:
             cols["bytes"].append(0)
     n = len(cols["kind"])
     return _table(cols, np.zeros(n + 1, np.int64), np.empty(0, np.int64))
+
+
+def tensor_reloads(profile: Profile) -> pa.Table:
+    """`tensor_reload` warnings (memoised per profile: the findings pass reuses them)."""
+    return facts(profile).memo("tensor_reloads", lambda: _tensor_reloads(profile))
 
 
 def warnings(profile: Profile) -> pa.Table:
