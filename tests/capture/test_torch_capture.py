@@ -1,0 +1,160 @@
+"""Real CPU runs through torch.profiler: `nprof.torch.profile` in-process and `nprof capture -- python` end to end."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nprof.errors import NprofError
+from nprof.profile import Profile
+
+torch = pytest.importorskip("torch")
+
+M, K, H, N = 8, 16, 32, 4
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(K, H)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(H, N)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)  # FC1_LINE
+        return self.fc2(self.act(h))  # FC2_LINE
+
+
+def _line(marker: str) -> int:
+    lines, first = inspect.getsourcelines(Net.forward)
+    return first + next(i for i, text in enumerate(lines) if marker in text)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Profile:
+    import nprof.torch
+
+    os.environ["NPROF_CPU_PEAKS"] = "2e11,4e10"
+    try:
+        torch.manual_seed(0)
+        net = Net()
+        x = torch.randn(M, K)
+        path = tmp_path_factory.mktemp("cap") / "mlp.ntff"
+        with nprof.torch.profile(path, device="cpu") as prof:
+            loss = net(x).sum()  # LOSS_LINE
+            loss.backward()
+        assert prof.profile is not None and path.is_file()
+        return Profile.load(path)
+    finally:
+        del os.environ["NPROF_CPU_PEAKS"]
+
+
+def test_manifest_names_device_and_peaks(captured: Profile) -> None:
+    info = captured.info
+    assert info.device == "cpu" and info.name == "mlp"
+    assert info.peak_flops == 2e11 and info.hbm_bandwidth == 4e10
+    assert "NPROF_CPU_PEAKS" in (info.peaks_source or "")
+    assert info.device_name
+
+
+def test_addmm_flops_engines_and_tracks(captured: Profile) -> None:
+    ins = captured.instructions.to_pylist()
+    assert {r["track"] for r in ins} == {f"cpu:{r['track'].split(':')[1]}" for r in ins}
+    assert all(r["track"].startswith("cpu:") for r in ins)
+    addmm = [r for r in ins if r["opcode"] == "aten::addmm"]
+    assert [r["flops"] for r in addmm] == [2 * M * K * H, 2 * M * H * N]
+    assert all(r["engine"] == "tensor" and r["hw_flops"] == r["flops"] for r in addmm)
+    relu = [r for r in ins if "relu" in r["opcode"] or "clamp" in r["opcode"]]
+    assert relu and relu[0]["engine"] in ("scalar", "vector")
+    assert next(r for r in ins if r["opcode"] == "aten::relu" or r["opcode"] == "aten::clamp_min")
+    # backward matmuls count too: dW and dX of fc2, dW of fc1
+    mm = [r for r in ins if r["opcode"] == "aten::mm"]
+    assert sorted(r["flops"] for r in mm) == sorted([2 * M * N * H, 2 * M * N * H, 2 * M * H * K])
+    assert sum(r["flops"] for r in ins) == 2 * M * K * H + 2 * M * H * N + sum(r["flops"] for r in mm)
+
+
+def test_rows_of_a_thread_never_overlap(captured: Profile) -> None:
+    spans = sorted((r["ts"], r["ts"] + r["duration"]) for r in captured.instructions.to_pylist())
+    assert spans[0][0] >= 0
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_layers_from_module_paths_forward_and_backward(captured: Profile) -> None:
+    ins = captured.instructions.to_pylist()
+    addmm = [r for r in ins if r["opcode"] == "aten::addmm"]
+    assert [r["layer"] for r in addmm] == ["Net.fc1", "Net.fc2"]
+    assert addmm[0]["hlo_name"] == "aten::linear"
+    mm_layers = {r["layer"] for r in ins if r["opcode"] == "aten::mm"}
+    assert mm_layers == {"Net.fc1", "Net.fc2"}  # backward ops take their forward op's layer
+
+
+def test_source_lines_point_at_this_file(captured: Profile) -> None:
+    ins = captured.instructions.to_pylist()
+    here = Path(__file__).resolve()
+    addmm = [r for r in ins if r["opcode"] == "aten::addmm"]
+    assert [r["nki_source_location"] for r in addmm] == [f"{here}:{_line('FC1_LINE')}", f"{here}:{_line('FC2_LINE')}"]
+    sums = [r for r in ins if r["opcode"] == "aten::sum"]
+    assert sums and sums[0]["nki_source_location"].startswith(f"{here}:")
+
+
+def test_cuda_without_gpu_is_a_one_line_error(tmp_path: Path) -> None:
+    import nprof.torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(NprofError, match="no CUDA device"), nprof.torch.profile(tmp_path / "x.ntff", device="cuda"):
+        pass
+
+
+def test_command_validation() -> None:
+    from nprof.capture.torch_run import capture_command
+
+    with pytest.raises(NprofError, match="runs Python scripts"):
+        capture_command(["ls", "-l"], "p.ntff", "cpu")
+    with pytest.raises(NprofError, match="no such script"):
+        capture_command(["python", "missing_script.py"], "p.ntff", "cpu")
+    with pytest.raises(NprofError, match="not supported"):
+        capture_command(["python", "-c", "print(1)"], "p.ntff", "cpu")
+    with pytest.raises(NprofError, match="does not exist"):
+        capture_command(["python", __file__], "/no/such/dir/p.ntff", "cpu")
+
+
+SCRIPT = """
+    import sys
+    import torch
+
+    a = torch.ones(16, 8)
+    b = torch.ones(8, 4)
+    c = a @ b  # MATMUL
+    print("sum", float(c.sum()), sys.argv[1:])
+    sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_cli_capture_end_to_end(tmp_path: Path) -> None:
+    script = tmp_path / "tiny_script.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {**os.environ, "NPROF_CPU_PEAKS": "1e11,1e10", "NPROF_NO_PROGRESS": "1"}
+    ok, failed = tmp_path / "ok.ntff", tmp_path / "failed.ntff"
+    run = [sys.executable, "-m", "nprof", "capture", "-s"]
+    res = subprocess.run([*run, str(ok), "--", "python", str(script), "0"], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "sum 512.0 ['0']" in res.stdout  # the script's own output and arguments pass through
+    p = Profile.load(ok)
+    mm = [r for r in p.instructions.to_pylist() if r["opcode"] == "aten::mm"]
+    assert [r["flops"] for r in mm] == [2 * 16 * 8 * 4]
+    assert mm[0]["nki_source_location"] == f"{script}:7"
+    assert p.info.meta["exit_code"] == "0" and "tiny_script.py" in p.info.meta["command"]
+    # a failing script: its exit status, one nprof line, and the profile of what ran
+    res = subprocess.run([*run, str(failed), "--", "python", str(script), "3"], capture_output=True, text=True, env=env)
+    assert res.returncode == 3
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("nprof capture: tiny_script.py exited with status 3") and str(failed) in last
+    assert Profile.load(failed).info.meta["exit_code"] == "3"
