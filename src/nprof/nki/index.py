@@ -218,8 +218,8 @@ def _solve(c: int, d: int, cmp: str) -> tuple[int, int]:
         cmp, d = "lt", d - 1
     elif cmp == "gt":  # -c*i - d < 0
         cmp, c, d = "lt", -c, -d
-    elif cmp == "ge":  # -c*i - d + 1 <= 0 -> -c*i - d - 1 + 1 < 0
-        cmp, c, d = "lt", -c, -d + 1
+    elif cmp == "ge":  # -c*i - d <= 0 -> -c*i - d - 1 < 0
+        cmp, c, d = "lt", -c, -d - 1
     # c*i + d < 0
     if c > 0:
         return -inf, -(d // c)  # i < -d/c  -> hi = ceil(-d/c) = -floor(d/c)

@@ -86,24 +86,38 @@ class Kernel:
         arrays: dict[str, np.ndarray] = {}
         key: list[Any] = []
         rng = np.random.default_rng(RANDOM_SEED)
+        params = inspect.signature(self.func).parameters
         for name, value in bound.arguments.items():
-            arr = value.random(rng) if isinstance(value, TensorType) else _as_array(value)
-            if arr is not None:
-                dt = _declare_dtype(arr)
-                arrays[name] = np.asarray(arr).astype(NUMPY[dt], copy=False)
-                key.append((name, arr.shape, dt))
+            kind = params[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                items = [(f"{name}{i}", v) for i, v in enumerate(value)]
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                items = [(k, v) for k, v in value.items()]
             else:
-                key.append((name, repr(value)))
+                items = [(name, value)]
+            for label, item in items:
+                arr = item.random(rng) if isinstance(item, TensorType) else _as_array(item)
+                if arr is not None:
+                    dt = _declare_dtype(arr)
+                    arrays[label] = np.asarray(arr).astype(NUMPY[dt], copy=False)
+                    key.append((label, arr.shape, dt))
+                else:
+                    key.append((label, repr(item)))
         cache_key = tuple(key)
         cached = self._cache.get(cache_key)
         if cached is not None:
             return Traced(cached.program, arrays, cached.structure)
         builder = _trace.ProgramBuilder(self.func.__name__, self.preset)
         builder.meta.update(kernel=self.func.__qualname__, source_file=inspect.getsourcefile(self.func) or "")
-        call_args = dict(bound.arguments)
-        for name, arr in arrays.items():
-            call_args[name] = builder.hbm_tensor(name, arr.shape, arr.dtype)
-        bound.arguments.update(call_args)
+        handles = {label: builder.hbm_tensor(label, arr.shape, arr.dtype) for label, arr in arrays.items()}
+        for name, value in list(bound.arguments.items()):
+            kind = params[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                bound.arguments[name] = tuple(handles.get(f"{name}{i}", v) for i, v in enumerate(value))
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                bound.arguments[name] = {k: handles.get(k, v) for k, v in value.items()}
+            elif name in handles:
+                bound.arguments[name] = handles[name]
         result = builder.call(self.func, *bound.args, **bound.kwargs)
         structure = self._outputs(builder, result)
         traced = Traced(builder.build(), arrays, structure)

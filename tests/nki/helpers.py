@@ -1,0 +1,32 @@
+"""Shared helpers for the nki tests: small kernels run on the virtual device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import nprof.nki.language as nl
+from nprof import nki
+
+
+def rand(shape: tuple[int, ...], seed: int = 0, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+def tile_kernel(fn: Callable[..., Any], out_dtype: Any = None) -> Callable[..., Any]:
+    """A kernel loading each argument whole into one tile, applying `fn`, storing the result."""
+
+    def kernel(*tensors):
+        tiles = [nl.load(t) for t in tensors]
+        res = fn(*tiles)
+        out = nl.ndarray(res.shape, dtype=out_dtype or res.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=res)
+        return out
+
+    return kernel
+
+
+def run_tiles(fn: Callable[..., Any], *arrays: np.ndarray, out_dtype: Any = None) -> np.ndarray:
+    return nki.simulate_kernel(tile_kernel(fn, out_dtype), *arrays)
