@@ -5,7 +5,10 @@ program index). The rules, all deterministic:
 
 * Every slot (engine track, DMA queue, CC-core) runs its instructions in
   program order, one at a time. An instruction starts at
-  `max(slot free, last dependency end + dependency latency)`; instructions
+  `max(slot free, last dependency end + dependency latency)` (the latency is
+  the consumer engine's static access overhead; TensorE instructions pay none
+  for dependencies on TensorE itself: weight loads and PSUM accumulation
+  pipeline back to back); instructions
   without dependencies start when their slot is free (DMAs and collectives:
   not before their fixed latency, `lat0`). `wait` is the time it spent at the
   head of its slot waiting (start - slot free).
@@ -14,9 +17,11 @@ program index). The rules, all deterministic:
   the shadow buffer), so it overlaps that MATMUL; a MATMUL (tensor.moving)
   waits for the latest LDWEIGHTS to end. TRANSPOSE loads its own operand and
   so occupies both tracks.
-* DMA transfers that touch HBM share its bandwidth: while the queues moving
-  HBM data would together exceed `preset.hbm_bandwidth`, every active transfer
-  slows by the same factor (a fluid model). Because slower DMAs move later
+* DMA transfers that touch HBM share its bandwidth: while the payload rates of
+  the active transfers (bytes / their stand-alone transfer time) add up to more
+  than `preset.hbm_bandwidth`, every active transfer slows by the same factor
+  (a fluid model; per-chunk overhead time uses no HBM bandwidth). E.g. 16 equal
+  transfers starting together all end when HBM has moved all their bytes. Because slower DMAs move later
   work, the schedule is recomputed with the shared durations until they stop
   changing (at most `MAX_SHARING_PASSES` passes; then the last pass stands).
   When the queues can never exceed HBM bandwidth, one pass is exact.
@@ -65,7 +70,12 @@ def _list_schedule(plan: Plan, dur: list[float]) -> Timing:
         f = free[s]
         d = deps[i]
         if d:
-            t = max(map(end_get, d)) + lat[i]
+            if s <= SLOT_MM:
+                # TensorE's own results (weights loaded, PSUM accumulation) need no semaphore: no latency
+                li = lat[i]
+                t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in d])
+            else:
+                t = max(map(end_get, d)) + lat[i]
             if t < f:
                 t = f
         else:

@@ -1,0 +1,216 @@
+"""Timing by hand from the cost model (trn1: ScalarE 1.4 GHz, VectorE 1.12 GHz, TensorE 2.8 GHz effective)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from nprof.arch.isa import Engine, Opcode
+from nprof.arch.presets import get_preset
+from tests.device.kit import Kit, rows
+
+SCALAR_NS = 1e9 / 1.4e9  # ns per ScalarE cycle
+VECTOR_NS = 1e9 / 1.12e9
+TENSOR_NS = 1e9 / 2.8e9
+
+
+def _activate(k: Kit, n: int = 512, deps: tuple[int, ...] | None = ()) -> int:
+    x, y = k.sbuf("x", 128, n), k.sbuf("y", 128, n)
+    return k.emit(Engine.SCALAR, Opcode.ACTIVATE, (y,), (x,), deps=deps, func="exp")
+
+
+def test_one_activate_of_512_takes_512_scalar_cycles() -> None:
+    k = Kit()
+    _activate(k)
+    r = rows(k.run(numerics=False))[0]
+    assert abs(512 * SCALAR_NS - 365.714) < 1e-3
+    assert (r["ts"], r["duration"]) == (0, 366)  # 365.714 ns rounded to the nearest ns
+    assert (r["engine"], r["track"], r["opcode"], r["wait_ns"]) == ("scalar", "scalar", "ACTIVATE", 0)
+
+
+def test_small_activate_is_floored_at_min_ii() -> None:
+    k = Kit()
+    _activate(k, n=8)
+    assert rows(k.run(numerics=False))[0]["duration"] == round(64 * SCALAR_NS)  # 45.7 -> 46
+
+
+def test_independent_instructions_on_different_engines_overlap() -> None:
+    k = Kit()
+    _activate(k)
+    a, b, c = k.sbuf("a", 128, 512), k.sbuf("b", 128, 512), k.sbuf("c", 128, 512)
+    k.emit(Engine.VECTOR, Opcode.TENSOR_TENSOR, (c,), (a, b), deps=(), op="add")
+    ev = rows(k.run(numerics=False))
+    assert ev[0]["ts"] == ev[1]["ts"] == 0
+    # fp32 SBUF+SBUF tensor_tensor: 2N = 1024 VectorE cycles
+    assert ev[1]["duration"] == round(1024 * VECTOR_NS)
+    assert k.run(numerics=False).latencies_ns == (round(1024 * VECTOR_NS),)
+
+
+def test_independent_instructions_on_one_engine_run_back_to_back() -> None:
+    k = Kit()
+    _activate(k)
+    _activate(k)
+    ev = rows(k.run(numerics=False))
+    assert ev[1]["ts"] == ev[0]["ts"] + ev[0]["duration"] == 366
+    assert ev[1]["wait_ns"] == 0
+
+
+def test_dependent_chain_does_not_overlap_and_pays_the_static_access_latency() -> None:
+    k = Kit()
+    a = _activate(k)
+    b = _activate(k, deps=(a,))
+    x, y = k.sbuf("v", 128, 512), k.sbuf("w", 128, 512)
+    k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (y,), (x,), deps=(b,))
+    ev = rows(k.run(numerics=False))
+    end_a = 512 * SCALAR_NS
+    start_b = end_a + 60 * SCALAR_NS  # 60-cycle static access overhead of the dependent instruction's engine
+    start_c = start_b + 512 * SCALAR_NS + 60 * VECTOR_NS
+    assert ev[1]["ts"] == round(start_b) == 409
+    assert ev[2]["ts"] == round(start_c)
+    assert ev[2]["duration"] == round(start_c + 512 * VECTOR_NS) - round(start_c)
+    assert ev[1]["wait_ns"] == round(start_b - end_a)
+    assert ev[2]["deps"] == [1]
+
+
+def test_dma_takes_fixed_latency_then_bytes_over_bandwidth() -> None:
+    k = Kit()
+    h = k.hbm("x", (128, 512))
+    k.dma(k.sbuf("t", 128, 512), h, queue=3)
+    res = k.run(numerics=False)
+    d = res.profile.dma.to_pylist()[0]
+    transfer = (128 * 512 * 4 + 128 * 256) / 17.0  # 2 KiB rows + 256 B-equivalent overhead per row, at 17 B/ns
+    assert d["ts"] == 1300  # semaphore-to-start latency
+    assert d["duration"] == round(1300 + transfer) - 1300 == 17348
+    assert (d["queue"], d["direction"], d["bytes"], d["partitions"], d["tensor"]) == (
+        "q3",
+        "hbm->sbuf",
+        262144,
+        128,
+        "x",
+    )
+    assert res.latencies_ns == (round(1300 + transfer),)
+
+
+def test_small_dma_rows_are_overhead_bound() -> None:
+    k = Kit()
+    k.dma(k.sbuf("t", 128, 32), k.hbm("x", (128, 32)))  # 128 B per partition
+    d = k.run(numerics=False).profile.dma.to_pylist()[0]
+    payload = 128 * 128 / 17.0
+    assert d["duration"] == round(1300 + payload * 3) - 1300  # overhead 256 B per 128 B row: 1/3 efficiency
+
+
+def test_dma_waiting_on_a_semaphore_starts_latency_after_its_dependency() -> None:
+    k = Kit()
+    a = _activate(k)
+    k.dma(k.hbm("o", (128, 512), kind="output"), k.sbuf("y2", 128, 512), deps=(a,))
+    d = k.run(numerics=False).profile.dma.to_pylist()[0]
+    assert d["ts"] == round(512 * SCALAR_NS + 1300)
+
+
+def _sixteen_loads(k: Kit) -> None:
+    for q in range(16):
+        h = k.hbm(f"x{q}", (128, 512))
+        k.dma(k.sbuf(f"t{q}", 128, 512), h, queue=q, deps=())
+
+
+def test_sixteen_queues_within_hbm_bandwidth_run_at_full_rate() -> None:
+    k = Kit()
+    _sixteen_loads(k)  # 16 x 17 GB/s = 272 GB/s < 410 GB/s per trn1 core
+    durations = {d["duration"] for d in k.run(numerics=False).profile.dma.to_pylist()}
+    assert durations == {17348}
+
+
+def test_sixteen_concurrent_queues_share_hbm_bandwidth() -> None:
+    k = Kit()
+    _sixteen_loads(k)
+    narrow = replace(get_preset("trn1"), hbm_bandwidth=8 * 17e9)  # HBM feeds 8 queues' worth of bytes
+    res = k.run(numerics=False, preset=narrow)
+    # HBM-bound: every transfer ends when HBM has moved all 16 payloads (chunk overhead uses no HBM bandwidth)
+    shared = 16 * 128 * 512 * 4 / (8 * 17.0)
+    assert shared > (128 * 512 * 4 + 128 * 256) / 17.0  # slower than running alone
+    for d in res.profile.dma.to_pylist():
+        assert d["ts"] == 1300
+        assert d["duration"] == round(1300 + shared) - 1300 == 30840
+
+
+def test_sharing_ends_when_the_other_transfer_finishes() -> None:
+    k = Kit()
+    k.dma(k.sbuf("a", 128, 512), k.hbm("x", (128, 512)), queue=0, deps=())
+    k.dma(k.sbuf("b", 128, 256), k.hbm("y", (128, 256)), queue=1, deps=())  # half the bytes
+    narrow = replace(get_preset("trn1"), hbm_bandwidth=17e9)  # one queue's worth of HBM bandwidth
+    ev = k.run(numerics=False, preset=narrow).profile.dma.to_pylist()
+    p_a, p_b = 128 * 2048, 128 * 1024
+    t_a, t_b = (p_a + 128 * 256) / 17.0, (p_b + 128 * 256) / 17.0  # alone
+    factor = 17.0 / (p_a / t_a + p_b / t_b)  # both slowed equally while both run
+    assert ev[1]["duration"] == round(1300 + t_b / factor) - 1300
+    assert ev[0]["duration"] == round(1300 + t_b / factor + (t_a - t_b)) - 1300  # then a runs alone
+
+
+def test_ldweights_overlaps_the_previous_matmul() -> None:
+    k = Kit()
+    w0, w1 = k.sbuf("w0", 128, 128, "bfloat16"), k.sbuf("w1", 128, 128, "bfloat16")
+    x = k.sbuf("x", 128, 512, "bfloat16")
+    acc = k.psum("acc", 128, 512)
+    l0 = k.emit(Engine.TENSOR, Opcode.LDWEIGHTS, ins=(w0,), deps=())
+    m0 = k.emit(Engine.TENSOR, Opcode.MATMUL, (acc,), (w0, x), deps=(l0,), accumulate=False)
+    l1 = k.emit(Engine.TENSOR, Opcode.LDWEIGHTS, ins=(w1,), deps=())
+    k.emit(Engine.TENSOR, Opcode.MATMUL, (acc,), (w1, x), deps=(l1, m0), accumulate=True)
+    ev = rows(k.run(numerics=False))
+    ld = 32 * TENSOR_NS  # fast weight load: 128 rows / 4
+    mm = 512 * TENSOR_NS  # max(min(64, 128), 512) cycles
+    assert (ev[0]["track"], ev[1]["track"]) == ("tensor.stationary", "tensor.moving")
+    assert ev[0]["duration"] == round(ld)
+    assert ev[1]["ts"] == round(ld)  # TensorE-to-TensorE dependencies pay no semaphore latency
+    assert ev[2]["ts"] == ev[1]["ts"]  # loads the next weights while MATMUL 0 runs
+    assert ev[2]["ts"] + ev[2]["duration"] < ev[1]["ts"] + ev[1]["duration"]
+    assert ev[3]["ts"] == round(ld + mm)  # MATMUL 1 follows MATMUL 0 back to back
+    assert ev[3]["wait_ns"] == 0
+
+
+def test_matmul_waits_for_its_weights_when_the_load_is_late() -> None:
+    k = Kit()
+    w, x = k.sbuf("w", 128, 128, "bfloat16"), k.sbuf("x", 128, 64, "bfloat16")
+    acc = k.psum("acc", 128, 64)
+    k.emit(Engine.TENSOR, Opcode.MATMUL, (acc,), (w, x), deps=())
+    a = _activate(k, n=4096)  # ScalarE produces the next weights late
+    k.emit(Engine.TENSOR, Opcode.LDWEIGHTS, ins=(w,), deps=(a,))
+    k.emit(Engine.TENSOR, Opcode.MATMUL, (acc,), (w, x), deps=(2,))
+    ev = rows(k.run(numerics=False))
+    ld_start = 4096 * SCALAR_NS + 60 * TENSOR_NS
+    assert ev[2]["ts"] == round(ld_start)
+    assert ev[3]["ts"] == round(ld_start + 32 * TENSOR_NS)
+    assert ev[3]["wait_ns"] == round(ld_start + 32 * TENSOR_NS - 64 * TENSOR_NS)
+
+
+def test_fp32_matmul_is_four_times_slower_and_transpose_cost() -> None:
+    k = Kit()
+    w, x = k.sbuf("w", 128, 128), k.sbuf("x", 128, 512)
+    k.emit(Engine.TENSOR, Opcode.MATMUL, (k.psum("acc", 128, 512),), (w, x), deps=())
+    k.emit(Engine.TENSOR, Opcode.TRANSPOSE, (k.psum("t", 48, 32),), (k.sbuf("s", 32, 48),), deps=())
+    ev = rows(k.run(numerics=False))
+    assert ev[0]["duration"] == round(4 * 512 * TENSOR_NS)
+    end0 = 4 * 512 * TENSOR_NS
+    assert ev[1]["ts"] == round(end0)
+    assert ev[1]["duration"] == round(end0 + 48 * TENSOR_NS) - round(end0)  # max(P=32, min(64, F=48))
+    assert ev[1]["is_transpose"] and ev[1]["hw_flops"] == 2 * 128 * 48 * 32 and ev[1]["flops"] == 0
+
+
+def test_trn2_clocks() -> None:
+    k = Kit(preset="trn2")
+    _activate(k)
+    assert rows(k.run(numerics=False))[0]["duration"] == round(512 / 1.2)  # ScalarE 1.2 GHz
+    assert k.run(numerics=False, preset="trn1").profile.info.preset == "trn1"
+
+
+def test_timing_is_deterministic_and_independent_of_numerics() -> None:
+    k = Kit()
+    x = k.load("x", np.ones((128, 512), np.float32))
+    y = k.sbuf("y", 128, 512)
+    k.emit(Engine.SCALAR, Opcode.ACTIVATE, (y,), (x,), func="exp")
+    k.store("out", y)
+    a, b, c = k.run(), k.run(), k.run(numerics=False)
+    assert a.profile.instructions.equals(b.profile.instructions)
+    assert a.profile.dma.equals(c.profile.dma)
+    assert a.latencies_ns == c.latencies_ns
+    assert c.outputs == {}
