@@ -159,6 +159,9 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace._ACTIVE:  # called from inside another traced kernel: inline
             return _trace.current().call(self.func, *args, **kwargs)
+        handles = [a for a in (*args, *kwargs.values()) if isinstance(a, NkiTensor)]
+        if handles:  # called with a ProgramBuilder's tensors: record into that builder
+            return handles[0].base.builder.call(self.func, *args, **kwargs)
         return self.run(*args, **kwargs)
 
 
