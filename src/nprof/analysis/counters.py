@@ -61,6 +61,16 @@ def _collapse(ts: np.ndarray, value: np.ndarray, end: int | None = None) -> tupl
     return ts, value
 
 
+def _snap(value: np.ndarray, digits: int = 10) -> np.ndarray:
+    """Round to `digits` significant digits: removes float noise so constant stretches collapse to one point."""
+    out = value.astype(np.float64, copy=True)
+    nz = out != 0
+    if nz.any():
+        scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.abs(out[nz]))))
+        out[nz] = np.round(out[nz] * scale) / scale
+    return out
+
+
 def _edges(total: int) -> np.ndarray:
     width = bin_width_ns(total)
     return np.arange(0, total + width, width, dtype=np.int64)
@@ -75,7 +85,7 @@ def tensor_util(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     edges = _edges(f.total_ns)
     ends = np.minimum(edges[1:], f.total_ns)
     busy = iv.coverage(merged, edges[:-1], ends)
-    value = np.round(100.0 * busy / np.maximum(ends - edges[:-1], 1), 6)
+    value = _snap(100.0 * busy / np.maximum(ends - edges[:-1], 1))
     return _collapse(edges[:-1], value, f.total_ns)
 
 
@@ -124,8 +134,7 @@ def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     nbins = edges.size - 1
     per_bin = spread_over_bins(f.d_ts, f.d_end, f.d_bytes.astype(np.float64), int(edges[1]), nbins)
     ends = np.minimum(edges[1:], f.total_ns)
-    # round away float noise (1e-6 GB/s = 1 kB/s) so constant stretches collapse to one point
-    value = np.round(np.maximum(per_bin, 0.0) / np.maximum(ends - edges[:-1], 1), 6)
+    value = _snap(np.maximum(per_bin, 0.0) / np.maximum(ends - edges[:-1], 1))
     return _collapse(edges[:-1], value, f.total_ns)
 
 

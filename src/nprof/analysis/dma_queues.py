@@ -58,8 +58,10 @@ def dma_queues(profile: Profile) -> pa.Table:
     byte_sums = np.bincount(codes, weights=f.d_bytes, minlength=len(names))
     small_counts = np.bincount(codes[small], minlength=len(names))
     rows: dict[str, list] = {n: [] for n in SCHEMA.names}
+    group_codes, offsets, order = f.queue_groups
+    where = {int(c): order[offsets[g] : offsets[g + 1]] for g, c in enumerate(group_codes)}
     for k in sorted(range(len(names)), key=lambda i: natural_key(names[i])):
-        m = codes == k
+        m = where.get(k, np.empty(0, np.int64))
         active = iv.union_length(f.d_ts[m], np.minimum(f.d_end[m], max(total, 0)))
         nbytes = int(byte_sums[k])
         rows["queue"].append(names[k])

@@ -49,6 +49,13 @@ def encode(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     return codes, names
 
 
+def select(codes: np.ndarray, wanted: list[int], n_names: int) -> np.ndarray:
+    """Rows whose code is in `wanted` (a lookup table: one pass, no sort)."""
+    lut = np.zeros(n_names + 1, dtype=bool)
+    lut[wanted] = True
+    return lut[codes]  # code -1 (null) reads the last entry, which is False
+
+
 class Facts:
     """Lazily computed arrays of one profile (see module doc)."""
 
@@ -148,8 +155,7 @@ class Facts:
     @cached_property
     def compute_merged(self) -> tuple[np.ndarray, np.ndarray]:
         codes, names = self.engine
-        wanted = [i for i, n in enumerate(names) if n in COMPUTE_ENGINES]
-        m = np.isin(codes, wanted)
+        m = select(codes, [i for i, n in enumerate(names) if n in COMPUTE_ENGINES], len(names))
         return iv.merge(self.i_ts[m], self.i_end[m])
 
     @cached_property
@@ -190,6 +196,17 @@ class Facts:
         return encode(self.dma["queue"])
 
     @cached_property
+    def tensor(self) -> tuple[np.ndarray, list[str]]:
+        return encode(self.dma["tensor"])
+
+    @cached_property
+    def queue_groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """DMA rows grouped by queue: (queue codes, offsets, rows) as in `sources.group_rows`."""
+        from nprof.analysis.sources import group_rows
+
+        return group_rows(self.queue[0])
+
+    @cached_property
     def direction(self) -> tuple[np.ndarray, list[str]]:
         return encode(self.dma["direction"])
 
@@ -201,7 +218,7 @@ class Facts:
             a, _, b = name.partition("->")
             if (src is None or a.strip() == src) and (dst is None or b.strip() == dst):
                 ok.append(i)
-        return np.isin(codes, ok)
+        return select(codes, ok, len(names))
 
     @cached_property
     def dma_merged(self) -> tuple[np.ndarray, np.ndarray]:

@@ -136,18 +136,19 @@ def _idle_gaps(profile: Profile) -> list[dict]:
     total = f.total_ns
     if profile.event_count == 0 or total <= 0:
         return []
-    starts = np.concatenate([f.i_ts, f.d_ts])
-    ends = np.concatenate([f.i_end, f.d_end])
-    ids = np.concatenate([f.i_id, f.d_id])
-    g0, g1 = iv.gaps(iv.merge(starts, ends), 0, total)
+    # union of the already merged busy sets: a few sorted runs, cheap to merge
+    parts = [f.compute_merged, f.dma_merged]
+    parts += [f.engine_merged(e) for e in f.engines_present if e not in COMPUTE_ENGINES]
+    busy = iv.merge(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    g0, g1 = iv.gaps(busy, 0, total)
     length = g1 - g0
     big = np.flatnonzero(length >= max(GAP_SHARE * total, GAP_MIN_NS))
     big = big[np.argsort(-length[big], kind="stable")][:MAX_GAPS]
     out = []
     for k in big:
         a, b = int(g0[k]), int(g1[k])
-        before = ids[np.flatnonzero(ends == a)[:1]]
-        after = ids[np.flatnonzero(starts == b)[:1]]
+        before = np.concatenate([f.i_id[f.i_end == a], f.d_id[f.d_end == a]])[:1]
+        after = np.concatenate([f.i_id[f.i_ts == b], f.d_id[f.d_ts == b]])[:1]
         around = [x for x in (*before.tolist(), *after.tolist())]
         parts = []
         if before.size:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL, small_mask
-from nprof.analysis.facts import encode, facts, to_numpy
+from nprof.analysis.facts import facts, to_numpy
 from nprof.analysis.sources import group_rows, human_bytes, human_ns, top_per_group
 from nprof.profile import Profile
 
@@ -81,7 +81,7 @@ def _tensor_reloads(profile: Profile) -> pa.Table:
     loads = np.flatnonzero(f.direction_mask(src="hbm"))
     if loads.size == 0:
         return SCHEMA.empty_table()
-    codes, _ = encode(profile.dma["tensor"].take(pa.array(loads)))
+    codes = f.tensor[0][loads]
     valid = codes >= 0
     flag = np.zeros(codes.size, dtype=bool)
     if valid.any():
@@ -102,7 +102,7 @@ def small_dmas(profile: Profile) -> pa.Table:
     small = np.flatnonzero(small_mask(profile))
     if small.size == 0:
         return SCHEMA.empty_table()
-    codes, _ = encode(profile.dma["tensor"].take(pa.array(small)))
+    codes = facts(profile).tensor[0][small]
     codes = np.where(codes >= 0, codes, int(codes.max(initial=-1)) + 1)  # transfers without a tensor: one group
 
     def message(tensor: str | None, count: int, nbytes: int, partitions: float, sources: list[str]) -> str:

@@ -1,0 +1,118 @@
+"""The table passes on tiny_profile() and small hand-built profiles."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from nprof.analysis import PASSES, run_all
+from nprof.analysis.counters import bin_width_ns, counters, spread_over_bins
+from nprof.analysis.dma_queues import dma_queues
+from nprof.analysis.engines import engines
+from nprof.analysis.layers import layers
+from nprof.analysis.opcodes import opcodes
+from nprof.analysis.summary import summary
+from tests.analysis.helpers import make
+from tests.conftest import tiny_profile
+
+
+def test_registry_and_run_all() -> None:
+    assert list(PASSES) == ["summary", "engines", "opcodes", "layers", "dma_queues", "counters", "warnings", "findings"]
+    out = run_all(tiny_profile())
+    assert list(out) == list(PASSES)
+    assert all(isinstance(t, pa.Table) for t in out.values())
+
+
+def test_summary_rows() -> None:
+    t = summary(tiny_profile())
+    rows = {r["name"]: r for r in t.to_pylist()}
+    assert rows["total_time"]["unit"] == "s" and rows["total_time"]["numeric"] == pytest.approx(4.5e-7)
+    assert rows["bound"]["numeric"] is None and rows["bound"]["value"] == "compute"
+    assert rows["dma_transfer_total_bytes"]["value"] == "5120"
+    assert rows["nc_idx"]["group"] == "Overview"
+
+
+def test_engines_table() -> None:
+    rows = {r["engine"]: r for r in engines(tiny_profile()).to_pylist()}
+    assert list(rows) == ["tensor", "vector", "scalar", "gpsimd", "sync"]
+    assert rows["tensor"]["active_time_ns"] == 200 and rows["tensor"]["instruction_count"] == 1
+    assert rows["vector"]["instruction_time_ns"] == 100
+    assert rows["scalar"]["active_time_percent"] == 0
+
+
+def test_opcodes_table() -> None:
+    p = make({"ts": [0, 10, 20], "duration": [5, 7, 3], "opcode": ["A", "B", "A"], "flops": [1, 0, 2],
+              "sbuf_read_bytes": [10, 0, 5]})  # fmt: skip
+    rows = {(r["engine"], r["opcode"]): r for r in opcodes(p).to_pylist()}
+    assert rows[("vector", "A")] == {"engine": "vector", "opcode": "A", "count": 2, "total_ns": 8, "avg_ns": 4.0,
+                                     "max_ns": 5, "flops": 3, "hw_flops": 0, "bytes": 15}  # fmt: skip
+    assert opcodes(p)["opcode"].to_pylist()[0] == "A"  # sorted by total time
+
+
+def test_layers_table() -> None:
+    assert layers(tiny_profile()).num_rows == 0
+    p = make(
+        {"ts": [0, 100, 200], "duration": [50, 50, 50], "layer": ["fc1", "fc2", "fc1"], "flops": [10, 20, 30]},
+        {"ts": [300], "duration": [10], "bytes": [64], "layer": ["fc2"]},
+    )
+    rows = {r["layer"]: r for r in layers(p).to_pylist()}
+    assert rows["fc1"]["instruction_count"] == 2 and rows["fc1"]["flops"] == 40
+    assert (rows["fc1"]["start_ns"], rows["fc1"]["end_ns"]) == (0, 250)
+    assert rows["fc2"]["dma_bytes"] == 64 and rows["fc2"]["end_ns"] == 310
+    assert layers(p)["layer"].to_pylist() == ["fc1", "fc2"]
+
+
+def test_dma_queues_table() -> None:
+    p = make(dma={"ts": [0, 50, 0], "duration": [100, 100, 10], "bytes": [100, 300, 64 * 1024],
+                  "queue": ["q10", "q10", "q2"], "partitions": [1, 1, 1]})  # fmt: skip
+    rows = dma_queues(p).to_pylist()
+    assert [r["queue"] for r in rows] == ["q2", "q10"]  # natural order
+    q10 = rows[1]
+    assert q10["transfers"] == 2 and q10["bytes"] == 400 and q10["active_time_ns"] == 150
+    assert q10["throughput_gbps"] == pytest.approx(400 / 150)
+    assert q10["small_transfers"] == 2 and rows[0]["small_transfers"] == 0
+
+
+def _series(table: pa.Table, name: str) -> list[tuple[int, float]]:
+    return [(r["ts"], r["value"]) for r in table.to_pylist() if r["name"] == name]
+
+
+def test_counters_tiny() -> None:
+    c = counters(tiny_profile())
+    assert _series(c, "tensor_util") == [(0, 0.0), (100, 100.0), (300, 0.0)]
+    assert _series(c, "pending_dma") == [(0, 1.0), (100, 0.0), (400, 1.0), (450, 0.0)]
+    assert _series(c, "dma_throughput") == [(0, 40.96), (100, 0.0), (400, 20.48), (450, 0.0)]
+
+
+def test_pending_dma_is_exact_with_overlaps() -> None:
+    p = make(dma={"ts": [0, 10, 10, 30], "duration": [20, 5, 30, 0], "bytes": [1, 1, 1, 1]})
+    assert _series(counters(p), "pending_dma") == [(0, 1.0), (10, 3.0), (15, 2.0), (20, 1.0), (40, 0.0)]
+
+
+def test_binned_series_are_bounded_and_conserve_bytes() -> None:
+    total = 10_000_000
+    assert bin_width_ns(total) == 100
+    starts = [0, 1234, 5_000_000]
+    durs = [77, 999_999, 4_999_999]
+    p = make(dma={"ts": starts, "duration": durs, "bytes": [1000, 5000, 123456]})
+    tp = _series(counters(p), "dma_throughput")
+    assert len(tp) <= 100_001
+    # integrate the step function back: bytes are conserved
+    end = max(s + d for s, d in zip(starts, durs, strict=True))
+    area = sum(v * (b[0] - a[0]) for a, b, v in ((a, b, a[1]) for a, b in zip(tp, [*tp[1:], (end, 0)], strict=True)))
+    assert area == pytest.approx(1000 + 5000 + 123456, rel=1e-6)
+
+
+def test_spread_over_bins_partial_bins() -> None:
+    import numpy as np
+
+    out = spread_over_bins(np.array([5]), np.array([25]), np.array([20.0]), 10, 3)
+    assert out.tolist() == pytest.approx([5.0, 10.0, 5.0])
+
+
+def test_sampled_counters_pass_through() -> None:
+    from nprof.profile import Profile, ProfileInfo
+
+    p = Profile.build(ProfileInfo(device="cpu"), counters={"ts": [5, 0], "name": ["cpu_percent"] * 2,
+                                                          "value": [50.0, 10.0]})  # fmt: skip
+    assert _series(counters(p), "cpu_percent") == [(0, 10.0), (5, 50.0)]
