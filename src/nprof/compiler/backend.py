@@ -162,8 +162,10 @@ def _output_names(gm: Any, input_names: list[str], shared: dict[str, Any]) -> li
 def _record_layers(gm: Any, shared: dict[str, Any]) -> None:
     for node in gm.graph.nodes:
         seq = node.meta.get("seq_nr")
-        layer = graphinfo.layer_from_module_stack(node) if node.op == "call_function" else None
-        if seq is not None and layer is not None:
+        if node.op != "call_function" or seq is None:
+            continue
+        layer = graphinfo.layer_from_module_stack(node) or "model"
+        if layer is not None:
             shared["layer_by_seq"].setdefault(seq, (layer, graphinfo.user_source(node)))
 
 

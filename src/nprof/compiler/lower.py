@@ -43,12 +43,13 @@ class Const:
 class OutputSlot:
     """Where the runtime finds graph output i: a program tensor, a graph input, a constant, or None."""
 
-    kind: str  # "tensor" | "input" | "const" | "none"
+    kind: str  # "tensor" | "input" | "input_view" (a view of a graph input, rebuilt on the host) | "const" | "none"
     name: str = ""  # program tensor name (tensor) or input index as text (input)
     shape: tuple[int, ...] = ()
     dtype: str = "float32"  # torch dtype name
     stride: tuple[int, ...] = ()
     value: float = 0.0
+    offset: int = 0  # input_view: element offset into the input
 
 
 @dataclass
@@ -95,9 +96,19 @@ class Lowerer:
         return (node or self.node).meta.get("val")
 
     def new_tensor(
-        self, shape: Sequence[int] | None = None, dtype: str | None = None, index: int | None = None
+        self, shape: Sequence[int] | None = None, dtype: str | None = None, index: int | None = None, node: Any = None
     ) -> View:
-        """A fresh HBM tensor for the current node's result (its output tensor if the node is a graph output)."""
+        """A fresh HBM tensor for the result of `node` (default: the current node); it is the graph output
+        tensor when that node is a graph output."""
+        current = self.node
+        if node is not None:
+            self.node = node
+        try:
+            return self._new_tensor(shape, dtype, index)
+        finally:
+            self.node = current
+
+    def _new_tensor(self, shape: Sequence[int] | None, dtype: str | None, index: int | None) -> View:
         val = self.meta()
         if index is not None:
             val = val[index]
@@ -219,6 +230,12 @@ class Lowerer:
             value = self.env[node.name]
             if isinstance(value, Const):
                 slots.append(OutputSlot("const", "", shape, tdtype, stride, float(value.value)))
+                continue
+            if isinstance(value, View) and self.em.tensors[value.tensor].kind == "input":
+                index = list(self.plan.input_names).index(value.tensor)
+                slots.append(
+                    OutputSlot("input_view", str(index), value.shape, tdtype, value.strides, 0.0, value.offset)
+                )
                 continue
             tensor = self.output_tensor[node.name]
             if not (isinstance(value, View) and value.tensor == tensor):

@@ -330,10 +330,36 @@ def _threshold_backward(lw: Lowerer, grad: Any, x: Any, threshold: float) -> Any
 
 
 # ----- matmul -----
+def _output_through_transposes(lw: Lowerer) -> tuple[Any, bool]:
+    """If the current node reaches a graph output through a chain of single-user 2-D transposes, return that
+    output node and whether the chain transposes (odd length); else (None, False)."""
+    node, flipped = lw.node, False
+    while len(node.users) == 1:
+        u = next(iter(node.users))
+        is_t = str(u.target) == "aten.t.default" or (
+            str(u.target) == "aten.permute.default" and list(u.args[1]) == [1, 0]
+        )
+        if not is_t:
+            break
+        node, flipped = u, not flipped
+    if node is lw.node or node.name not in lw.output_tensor:
+        return None, False
+    return node, flipped
+
+
 @register("mm.default")
 def _mm(lw: Lowerer, a: Any, b: Any) -> View:
+    av, bv = _view_of(lw, a), _view_of(lw, b)
+    final, flipped = _output_through_transposes(lw)
+    if final is not None:  # write straight into the graph output's layout; (a @ b).T = b.T @ a.T
+        phys = lw.new_tensor(node=final)
+        if flipped:
+            matmul_kernel(lw.em, phys, bv.permute((1, 0)), av.permute((1, 0)))
+            return phys.permute((1, 0))
+        matmul_kernel(lw.em, phys, av, bv)
+        return phys
     out = lw.new_tensor()
-    matmul_kernel(lw.em, out, _view_of(lw, a), _view_of(lw, b))
+    matmul_kernel(lw.em, out, av, bv)
     return out
 
 

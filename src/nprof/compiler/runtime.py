@@ -107,6 +107,10 @@ class DeviceGraph:
                 outs.append(_to_torch(result.outputs[slot.name], slot))
             elif slot.kind == "input":
                 outs.append(args[int(slot.name)])
+            elif slot.kind == "input_view":
+                base = args[int(slot.name)]
+                base = base if base.is_contiguous() else base.contiguous()
+                outs.append(base.as_strided(slot.shape, slot.stride, base.storage_offset() + slot.offset))
             elif slot.kind == "const":
                 import torch
 

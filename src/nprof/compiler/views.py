@@ -15,7 +15,7 @@ Contract:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from nprof.arch.isa import Access, Space
@@ -33,7 +33,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def numel(shape: Sequence[int]) -> int:
+def numel(shape: Iterable[int]) -> int:
     n = 1
     for s in shape:
         n *= int(s)

@@ -6,6 +6,11 @@ alpha * (a[M, K] @ b[K, N])`` where `bias` is a View broadcast to [M, N] (addmm)
 stationary operand ``a.T`` is DMA'd straight from HBM with a transposing access pattern (K on partitions),
 loaded once per (M, K) tile and kept pinned while the N tiles stream through. PSUM is evacuated to SBUF by
 VectorE (fused with the bias add) and stored. `bmm_kernel` loops over the batch dim.
+
+Operand layout: a tile whose rows are contiguous in HBM is DMA'd directly; a tile of a transposed view
+(stride 1 along the partition dim) is DMA'd in its natural row-contiguous layout and transposed on TensorE
+(`load_tile`), as an NKI kernel would, instead of an element-by-element DMA.
+`sum_rows_kernel` sums the leading rows of a [R, N] view with a ones-vector matmul (bias gradients).
 """
 
 from __future__ import annotations
@@ -29,15 +34,13 @@ def matmul_kernel(
         stationary: list[Tile] = []
         for k0 in range(0, k, K_TILE):
             kt = min(K_TILE, k - k0)
-            tile = em.sbuf(kt, mt, pin=True)
-            em.load(view_access(a_t, 0, (k0, m0), (kt, mt), (1,)), tile)
-            stationary.append(tile)
+            stationary.append(load_tile(em, a_t, k0, kt, m0, mt, pin=True))
         for n0 in range(0, n, N_TILE):
             nt = min(N_TILE, n - n0)
             acc = em.psum(mt, nt)
             for i, k0 in enumerate(range(0, k, K_TILE)):
                 kt = min(K_TILE, k - k0)
-                moving = em.load(view_access(b, 0, (k0, n0), (kt, nt), (1,)))
+                moving = load_tile(em, b, k0, kt, n0, nt)
                 em.nc_matmul(acc, stationary[i], moving, accumulate=i > 0)
             res = em.sbuf(mt, nt)
             if bias is None:
@@ -61,3 +64,42 @@ def matmul_kernel(
 def bmm_kernel(em: Emitter, out: View, a: View, b: View) -> None:
     for i in range(a.shape[0]):
         matmul_kernel(em, out.select(0, i), a.select(0, i), b.select(0, i))
+
+
+def load_tile(em: Emitter, v: View, r0: int, rt: int, c0: int, ct: int, pin: bool = False) -> Tile:
+    """SBUF tile [rt, ct] = v[r0:r0+rt, c0:c0+ct] of a 2-D view (rt <= 128), transposing on TensorE if needed."""
+    if v.strides[1] == 1 or v.strides[0] != 1 or ct == 1:
+        tile = em.sbuf(rt, ct, pin=pin)
+        return em.load(view_access(v, 0, (r0, c0), (rt, ct), (1,)), tile)
+    tile = em.sbuf(rt, ct, pin=pin)
+    v_t = v.permute((1, 0))
+    for j in range(0, ct, 128):
+        cc = min(128, ct - j)
+        natural = em.load(view_access(v_t, 0, (c0 + j, r0), (cc, rt), (1,)))
+        flipped = em.psum(rt, cc)
+        em.nc_transpose(flipped, natural)
+        em.tensor_copy(tile.cols(j, cc) if ct != cc else tile, flipped)
+    return tile
+
+
+def sum_rows_kernel(em: Emitter, out: View, src: View, scale: float = 1.0) -> None:
+    """out[1, N] = scale * sum over rows of src[R, N] (N contiguous), as ones[R, 1].T @ src on TensorE."""
+    r, n = src.shape
+    ones: list[Tile] = []
+    for k0 in range(0, r, K_TILE):
+        t = em.sbuf(min(K_TILE, r - k0), 1, pin=True)
+        em.memset(t, 1.0)
+        ones.append(t)
+    for n0 in range(0, n, N_TILE):
+        nt = min(N_TILE, n - n0)
+        acc = em.psum(1, nt)
+        for i, k0 in enumerate(range(0, r, K_TILE)):
+            kt = min(K_TILE, r - k0)
+            em.nc_matmul(acc, ones[i], load_tile(em, src, k0, kt, n0, nt), accumulate=i > 0)
+        res = em.sbuf(1, nt)
+        if scale == 1.0:
+            em.tensor_copy(res, acc)
+        else:
+            em.tensor_scalar(res, acc, "multiply", scale)
+        em.store(view_access(out, 0, (0, n0), (1, nt), (1,)), res)
+    em.release_pins()

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from nprof.arch.isa import Access
 from nprof.compiler.emit import Emitter, Tile
-from nprof.compiler.views import FREE_MAX, TileSpec, View, row_tiles, view_access
+from nprof.compiler.kernels.matmul import sum_rows_kernel
+from nprof.compiler.views import FREE_MAX, TileSpec, View, numel, row_tiles, view_access
 from nprof.errors import UnsupportedOpError
 
 
@@ -34,6 +35,12 @@ def reduce_kernel(em: Emitter, out: View, src: View, dims: Sequence[int], op: st
     if all(src.shape[d] == 1 for d in kept):
         _reduce_all(em, out, src, op, scale)
         return
+    if op == "add" and red == list(range(len(red))):  # leading dims: a ones-vector matmul on TensorE
+        rows = src.reshape([numel(src.shape[d] for d in red), numel(src.shape[d] for d in kept)])
+        flat_out = out.reshape([1, rows.shape[1]]) if rows is not None else None
+        if rows is not None and flat_out is not None and rows.strides[1] == 1:
+            sum_rows_kernel(em, flat_out, rows, scale)
+            return
     perm = src.permute(kept + red)
     out_strides = tuple(out.strides[i] if i < len(kept) else 0 for i in range(nd))
     out_full = View(out.tensor, out.dtype, perm.shape, out_strides, out.offset)
