@@ -18,6 +18,8 @@ Tables written (all immutable after ingest):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,9 +91,7 @@ def _event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], li
     row_of = {r.key: r.index for r in rows}
     opnames = _uniques(ins["opcode"], dma["direction"])
     op_of = {n: i for i, n in enumerate(opnames)}
-    src_i = pc.coalesce(ins["nki_source_location"], ins["layer"])
-    src_d = pc.coalesce(dma["nki_source_location"], dma["layer"])
-    srcnames = _uniques(src_i, src_d)
+    srcnames = _uniques(ins["nki_source_location"], ins["layer"], dma["nki_source_location"], dma["layer"])
     src_of = {n: i for i, n in enumerate(srcnames)}
     ins_bytes = np.zeros(ins.num_rows, dtype=np.int64)
     cols = {
@@ -102,18 +102,29 @@ def _event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], li
         "op": np.concatenate([_codes(ins["opcode"], op_of), _codes(dma["direction"], op_of)]).astype(np.int32),
         "nbytes": np.concatenate([ins_bytes, _np(dma["bytes"])]),
         "flops": np.concatenate([_np(ins["flops"]), np.zeros(dma.num_rows, dtype=np.int64)]),
-        "src": np.concatenate([_codes(src_i, src_of), _codes(src_d, src_of)]).astype(np.int32),
+        "src": np.concatenate([_source_codes(ins, src_of), _source_codes(dma, src_of)]).astype(np.int32),
     }
-    order = np.argsort(cols["ts"], kind="stable") if _unsorted(cols["ts"]) else None
-    if order is not None:
-        cols = {k: v[order] for k, v in cols.items()}
-    by_row = np.argsort(cols["row"], kind="stable")  # int16: radix sort, keeps ts order within a row
+    # order by (row, ts): a stable radix sort on the int16 row keeps each table's ts order, which is
+    # enough when both tables are ts-sorted (the usual case); otherwise sort by ts first
+    by_row = np.argsort(cols["row"], kind="stable")
+    if _unsorted_within_rows(cols["row"][by_row], cols["ts"][by_row]):
+        by_row = np.lexsort((cols["ts"], cols["row"]))
     cols = {k: v[by_row] for k, v in cols.items()}
     return rows, cols, opnames, srcnames
 
 
-def _unsorted(a: np.ndarray) -> bool:
-    return bool(a.size > 1 and np.any(a[1:] < a[:-1]))
+def _source_codes(t: pa.Table, src_of: dict[str, int]) -> np.ndarray:
+    """Source line code: nki_source_location, else layer, else -1."""
+    nki = _codes(t["nki_source_location"], src_of)
+    if t.num_rows and (nki < 0).any():
+        nki = np.where(nki < 0, _codes(t["layer"], src_of), nki)
+    return nki
+
+
+def _unsorted_within_rows(row: np.ndarray, ts: np.ndarray) -> bool:
+    if row.size < 2:
+        return False
+    return bool(np.any((ts[1:] < ts[:-1]) & (row[1:] == row[:-1])))
 
 
 def _lod_table(rows: list[RowInfo], cols: dict[str, np.ndarray], span: int) -> tuple[pa.Table, int, list[dict]]:
@@ -194,14 +205,72 @@ def _derived_counters(p: Profile, rows: list[RowInfo]) -> list[str]:
     return out
 
 
+def _put(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    view = f"_src_{name}"
+    con.register(view, table)
+    try:
+        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "{view}"')
+    finally:
+        con.unregister(view)
+
+
+def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile) -> None:
+    """The Profile's own tables plus the reverse dependency index (runs on its own cursor/thread)."""
+    _put(con, "instructions", _sorted_by_id(p.instructions))
+    _put(con, "dma", _sorted_by_id(p.dma))
+    _put(con, "collectives", p.collectives)
+    counters = p.counters
+    if counters.num_rows:
+        counters = counters.sort_by([("name", "ascending"), ("ts", "ascending")])
+    _put(con, "counters", counters)
+    _put(con, "deps_rev", _deps_rev(p))
+
+
 def build_profile_db(
     p: Profile,
     path: Path,
-    analysis: dict[str, pa.Table],
-    summary: dict[str, Any],
+    analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
     bar: Progress,
 ) -> BuildResult:
-    """Write the profile database at `path` (see module doc); `bar` advances 5 steps."""
+    """Write the profile database at `path` (see module doc); `bar` advances 5 steps.
+
+    Three things overlap on separate threads (numpy, Arrow and DuckDB release the GIL):
+    the analysis passes (`analyse`), the raw tables' write, and the event/LOD build.
+    """
+    con = duckdb.connect(str(path))
+    try:
+        with ThreadPoolExecutor(2, thread_name_prefix="nprof-ingest") as pool:
+            analysis_job = pool.submit(analyse, p)
+            raw_cur = con.cursor()
+            raw_job = pool.submit(_write_raw, raw_cur, p)
+            try:
+                meta_stats = _write_events(con, p, bar)
+                raw_job.result()
+                bar.advance(1)
+                analysis, summary = analysis_job.result()
+            finally:
+                raw_job.cancel()
+                analysis_job.cancel()
+                wait([raw_job, analysis_job])
+                raw_cur.close()
+        for name, table in analysis.items():
+            _put(con, f"analysis_{name}", table)
+        meta = {
+            "manifest": p.info.to_json(),
+            "summary": summary,
+            "analysis_tables": list(analysis),
+            "stats": meta_stats,
+        }
+        _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    bar.advance(1)
+    return BuildResult(p.event_count, p.total_time_ns)
+
+
+def _write_events(con: duckdb.DuckDBPyConnection, p: Profile, bar: Progress) -> dict[str, Any]:
+    """Build and write events, lod, rows, opcodes and sources; returns the stats for `meta`."""
     total_time = p.total_time_ns
     rows, cols, opnames, srcnames = _event_columns(p)
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
@@ -210,6 +279,7 @@ def build_profile_db(
     sampled = _uniques(p.counters["name"]) if p.counters.num_rows else []
     all_rows = rows + counter_rows(len(rows), _derived_counters(p, rows), sampled)
     bar.advance(1)
+    pad = [0] * (len(all_rows) - len(rows))
     row_table = pa.table(
         {
             "row": pa.array([r.index for r in all_rows], pa.int16()),
@@ -218,57 +288,27 @@ def build_profile_db(
             "kind": [r.kind for r in all_rows],
             "engine": pa.array([r.engine for r in all_rows], pa.string()),
             "unit": pa.array([r.unit for r in all_rows], pa.string()),
-            "event_count": pa.array([s["count"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
-            "max_dur": pa.array([s["max_dur"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
-            "first_ts": pa.array([s["first_ts"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
-            "last_end": pa.array([s["last_end"] for s in stats] + [0] * (len(all_rows) - len(rows)), pa.int64()),
-        }
-    )
-    con = duckdb.connect(str(path))
-    try:
-        con.execute("SET preserve_insertion_order = true")
-
-        def put(name: str, table: pa.Table) -> None:
-            con.register("_src", table)
-            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
-            con.unregister("_src")
-
-        put("events", pa.table({k: pa.array(v) for k, v in cols.items()}))
-        put("lod", lod)
-        bar.advance(1)
-        put("instructions", _sorted_by_id(p.instructions))
-        put("dma", _sorted_by_id(p.dma))
-        put("collectives", p.collectives)
-        counters = p.counters
-        if counters.num_rows:
-            counters = counters.sort_by([("name", "ascending"), ("ts", "ascending")])
-        put("counters", counters)
-        put("deps_rev", _deps_rev(p))
-        put("rows", row_table)
-        put("opcodes", pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}))
-        put("sources", pa.table({"src": pa.array(range(len(srcnames)), pa.int32()), "name": srcnames}))
-        bar.advance(1)
-        for name, table in analysis.items():
-            put(f"analysis_{name}", table)
-        meta = {
-            "manifest": p.info.to_json(),
-            "summary": summary,
-            "analysis_tables": list(analysis),
-            "stats": {
-                "t_max": span,
-                "total_time_ns": total_time,
-                "base_level": base,
-                "event_count": p.event_count,
-                "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
-                "instruction_count": p.instructions.num_rows,
-                "dma_count": p.dma.num_rows,
-                "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
-                "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+            **{
+                f: pa.array([s[k] for s in stats] + pad, pa.int64())
+                for f, k in (("event_count", "count"), ("max_dur", "max_dur"), ("first_ts", "first_ts"),
+                             ("last_end", "last_end"))
             },
         }
-        put("meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
+    )  # fmt: skip
+    _put(con, "events", pa.table({k: pa.array(v) for k, v in cols.items()}))
+    _put(con, "lod", lod)
+    _put(con, "rows", row_table)
+    _put(con, "opcodes", pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}))
+    _put(con, "sources", pa.table({"src": pa.array(range(len(srcnames)), pa.int32()), "name": srcnames}))
     bar.advance(1)
-    return BuildResult(p.event_count, total_time)
+    return {
+        "t_max": span,
+        "total_time_ns": total_time,
+        "base_level": base,
+        "event_count": p.event_count,
+        "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
+        "instruction_count": p.instructions.num_rows,
+        "dma_count": p.dma.num_rows,
+        "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
+        "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+    }

@@ -145,7 +145,7 @@ def box_select(
     )  # fmt: skip
     keys_by_row = {int(r["row"]): r["key"] for r in meta["rows"]}
     names = meta["opcodes"]
-    q = f"SELECT {{k}}, count(*), sum(dur)::BIGINT{{extra}} FROM {sel} {{where}} GROUP BY 1 ORDER BY 3 DESC, 2 DESC"
+    q = f"SELECT {{k}}, count(*), sum(dur)::BIGINT{{extra}} FROM {sel} {{where}} GROUP BY 1 ORDER BY 3 DESC, 2 DESC, 1"
     res = cur.execute(q.format(k="row", extra="", where="")).fetchall()
     out["by_row"] = [{"row": keys_by_row[r], "count": c, "duration": d} for r, c, d in res]
     res = cur.execute(q.format(k="op", extra="", where="") + f" LIMIT {MAX_GROUPS}").fetchall()
@@ -160,7 +160,7 @@ def box_select(
     src = cur.execute(
         f"SELECT coalesce(x.name, '(none)'), count(*), sum(dur)::BIGINT FROM {sel} "
         "LEFT JOIN sources x ON x.src = s.src "
-        f"GROUP BY 1 ORDER BY 3 DESC, 2 DESC LIMIT {MAX_GROUPS}"
+        f"GROUP BY 1 ORDER BY 3 DESC, 2 DESC, 1 LIMIT {MAX_GROUPS}"
     ).fetchall()
     out["by_source"] = [{"source": n, "count": c, "duration": d} for n, c, d in src]
     return out

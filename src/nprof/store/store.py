@@ -162,10 +162,8 @@ class Store:
         self._sweep_tmp()
         tmp = self.dir / "tmp" / f"{profile_id}.{os.getpid()}.{secrets.token_hex(4)}.duckdb"
         try:
-            with progress(6, f"Ingesting {profile_id}") as bar:
-                analysis, summary = run_analysis(p)
-                bar.advance(1)
-                result = build_profile_db(p, tmp, analysis, summary, bar)
+            with progress(5, f"Ingesting {profile_id}") as bar:
+                result = build_profile_db(p, tmp, run_analysis, bar)
             entry = {
                 "id": profile_id,
                 "display_name": display_name or p.info.name or profile_id,
