@@ -1,0 +1,107 @@
+"""nki.jit / simulate_kernel / benchmark / profile: results, the latency table, files written."""
+
+import numpy as np
+import pytest
+
+import nprof.nki.language as nl
+from nprof import nki
+from nprof.errors import NprofError
+from nprof.nki.decorators import COLUMNS, HOST_JITTER, HOST_OVERHEAD_US
+from nprof.nki.typing import tensor
+from nprof.profile import Profile
+from nprof.program.file import load_program
+
+
+def exp_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.exp(nl.load(x)))
+    return out
+
+
+def test_jit_returns_numpy_and_caches_programs():
+    k = nki.jit(exp_kernel)
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    np.testing.assert_allclose(k(x), np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(k(x + 1), np.exp(x + 1), rtol=1e-6)
+    assert len(k._cache) == 1
+    k(np.zeros((4, 8), np.float32))
+    assert len(k._cache) == 2
+    assert k.__name__ == "exp_kernel"
+
+
+def test_jit_with_parentheses_and_tuple_outputs():
+    @nki.jit()
+    def two(x, scale):
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nl.store(a, value=t * scale)
+        nl.store(b, value=t + scale)
+        return a, b
+
+    x = np.ones((4, 4), np.float32)
+    a, b = two(x, 3.0)
+    np.testing.assert_array_equal(a, 3 * x)
+    np.testing.assert_array_equal(b, 4 * x)
+
+
+def test_simulate_kernel_accepts_float64():
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    out = nki.simulate_kernel(exp_kernel, x)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
+
+
+def test_benchmark_table_percentiles_and_files(tmp_path, capsys):
+    neff, ntff = tmp_path / "k.neff", tmp_path / "k.ntff"
+    bench = nki.benchmark(warmup=2, iters=20, save_neff_name=str(neff), save_trace_name=str(ntff))(exp_kernel)
+    out = bench(tensor[[128, 512], nl.float32])
+    assert out.shape == (128, 512)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == [w for c in COLUMNS for w in c.split()]
+    row = printed[1].split()
+    assert len(row) == len(COLUMNS) and row[4] == "virtual"
+    assert printed[2] == f"Profile results are written to {ntff}"
+
+    result = bench.benchmark_result
+    nc = [result.nc_latency.get_latency_percentile(p) for p in (1, 50, 99)]
+    e2e = [result.e2e_latency.get_latency_percentile(p) for p in (1, 50, 99)]
+    assert nc[0] == nc[1] == nc[2] > 0  # deterministic device
+    assert e2e[0] < e2e[1] < e2e[2]
+    assert nc[1] + HOST_OVERHEAD_US * (1 - HOST_JITTER) <= e2e[0]
+    assert e2e[2] <= nc[1] + HOST_OVERHEAD_US * (1 + HOST_JITTER)
+    assert float(row[10]) == pytest.approx(nc[0], abs=0.01) and float(row[8]) == pytest.approx(e2e[1], abs=0.01)
+    assert float(row[5]) == pytest.approx(1e6 / e2e[1], rel=1e-3)
+
+    prog = load_program(neff)
+    assert [t.name for t in prog.inputs] == ["x"]
+    profile = Profile.load(ntff)
+    assert profile.event_count > 0
+    with pytest.raises(NprofError):
+        result.nc_latency.get_latency_percentile(101)
+
+
+def test_benchmark_repeated_runs_are_identical(capsys):
+    bench = nki.benchmark(warmup=1, iters=5)(exp_kernel)
+    bench(tensor[[128, 64], nl.float32])
+    first = capsys.readouterr().out
+    bench(tensor[[128, 64], nl.float32])
+    assert capsys.readouterr().out == first
+
+
+def test_profile_writes_files_and_refuses_overwrite(tmp_path):
+    prof = nki.profile(working_directory=tmp_path / "w", save_neff_name="a.neff", save_trace_name="a.ntff")(exp_kernel)
+    x = np.ones((8, 8), np.float32)
+    np.testing.assert_allclose(prof(x), np.exp(x), rtol=1e-6)
+    assert (tmp_path / "w" / "a.neff").is_file() and (tmp_path / "w" / "a.ntff").is_file()
+    with pytest.raises(NprofError, match="already exists"):
+        prof(x)
+    again = nki.profile(working_directory=tmp_path / "w", save_neff_name="a.neff", save_trace_name="a.ntff",
+                        overwrite=True, profile_nth=3)(exp_kernel)  # fmt: skip
+    again(x)
+    assert Profile.load(tmp_path / "w" / "a.ntff").event_count > 0
+
+
+def test_profile_needs_working_directory():
+    with pytest.raises(NprofError, match="working_directory"):
+        nki.profile(exp_kernel)
