@@ -62,7 +62,9 @@ def synthetic(n: int) -> Program:
             Instruction(
                 Engine.SCALAR, Opcode.ACTIVATE, outs=(y,), ins=(ps[b],), attrs=attrs(func="gelu"), deps=(i0 + 2,)
             ),
-            Instruction(Engine.VECTOR, Opcode.TENSOR_TENSOR, outs=(z,), ins=(y, x), attrs=attrs(op="add"), deps=(i0 + 3,)),
+            Instruction(
+                Engine.VECTOR, Opcode.TENSOR_TENSOR, outs=(z,), ins=(y, x), attrs=attrs(op="add"), deps=(i0 + 3,)
+            ),
             Instruction(
                 Engine.VECTOR,
                 Opcode.TENSOR_SCALAR,
@@ -73,7 +75,9 @@ def synthetic(n: int) -> Program:
             ),
             Instruction(Engine.GPSIMD, Opcode.TENSOR_COPY, outs=(y,), ins=(z,), deps=(i0 + 5,)),
             Instruction(Engine.SCALAR, Opcode.ACTIVATE, outs=(z,), ins=(y,), attrs=attrs(func="tanh"), deps=(i0 + 6,)),
-            Instruction(Engine.DMA, Opcode.DMA_DIRECT2D, outs=(ho[t % rows],), ins=(z,), queue=(t + 8) % 16, deps=(i0 + 7,)),
+            Instruction(
+                Engine.DMA, Opcode.DMA_DIRECT2D, outs=(ho[t % rows],), ins=(z,), queue=(t + 8) % 16, deps=(i0 + 7,)
+            ),
         ]
         last_store[b] = i0 + 8
     rng = np.random.default_rng(0)

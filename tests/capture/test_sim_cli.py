@@ -1,0 +1,113 @@
+"""`nprof capture -n PROGRAM -s PROFILE [NAME FILE.npy ...]` end to end on a saved hand-built program."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nprof.arch.isa import Engine, Opcode
+from nprof.capture.sim import capture_program
+from nprof.cli import main
+from nprof.profile import Profile
+from nprof.program.file import save_program
+from tests.device.kit import Kit
+
+
+@pytest.fixture
+def program_file(tmp_path: Path) -> Path:
+    k = Kit("expk")
+    x = k.load("x", np.zeros((8, 40), np.float32))
+    y = k.sbuf("y", 8, 40)
+    k.emit(Engine.SCALAR, Opcode.ACTIVATE, (y,), (x,), source="k.py:7", func="exp")
+    k.store("out", y)
+    return save_program(k.program(), tmp_path / "expk.neff")
+
+
+def test_capture_with_inputs(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "x.npy", np.ones((8, 40), np.float32))
+    out = tmp_path / "p.ntff"
+    assert main(["capture", "-n", str(program_file), "-s", str(out), "x", str(tmp_path / "x.npy")]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == ""
+    profile = Profile.load(out)
+    assert f"device time {profile.total_time_ns / 1000:.3f} us" in cap.out
+    assert f"profile written to {out}" in cap.out
+    assert profile.info.program == str(program_file.resolve())
+    assert profile.info.device == "virtual-neuroncore"
+    assert profile.instructions.column("nki_source_location").to_pylist() == ["k.py:7"]
+    assert profile.dma.num_rows == 2
+
+
+def test_no_inputs_warns_on_stderr(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.ntff"
+    assert main(["capture", "-n", str(program_file), "-s", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err == "nprof capture: warning: no inputs given: running on all-zero inputs; results may be inf/NaN\n"
+    assert "no inputs given" in Profile.load(out).info.meta["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["x"], "inputs come in NAME FILE.npy pairs; got 1 arguments"),
+        (["y", "y.npy"], "program 'expk' has no input 'y'; its inputs are: x"),
+        (["x", "missing.npy"], "input 'x': file missing.npy does not exist"),
+        (["x", "x.npy", "x", "x.npy"], "input 'x' is given twice"),
+    ],
+)
+def test_bad_input_arguments(
+    tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    argv = ["capture", "-n", str(program_file), "-s", str(tmp_path / "p.ntff"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nprof capture: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "p.ntff").exists()
+
+
+def test_wrong_shape_and_bad_npy(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "x.npy", np.ones((8, 41), np.float32))
+    argv = ["capture", "-n", str(program_file), "-s", str(tmp_path / "p.ntff"), "x", str(tmp_path / "x.npy")]
+    assert main(argv) == 2
+    assert "input 'x' expects shape (8, 40) float32, got shape (8, 41)" in capsys.readouterr().err
+    (tmp_path / "x.npy").write_text("not numpy")
+    assert main(argv) == 2
+    assert "is not a readable .npy file" in capsys.readouterr().err
+
+
+def test_list_inputs(program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capture", "-n", str(program_file), "--list-inputs"]) == 0
+    assert capsys.readouterr().out == "x\t(8, 40)\tfloat32\n"
+
+
+def test_options(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.ntff"
+    argv = ["capture", "-n", str(program_file), "-s", str(out), "--device-preset", "trn2", "--timing-only",
+            "--profile-nth-exec", "3", "--ignore-exec-errors"]  # fmt: skip
+    assert main(argv) == 0
+    assert "execution 3 profiled" in capsys.readouterr().out
+    info = Profile.load(out).info
+    assert (info.preset, info.meta["executions"], info.meta["profiled_execution"], info.meta["numerics"]) == (
+        "trn2", "3", "3", "false",
+    )  # fmt: skip
+
+
+def test_multi_worker_flags_are_not_yet_supported(
+    tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["capture", "-n", str(program_file), "-s", str(tmp_path), "-r", "2"]) == 2
+    assert "multi-worker capture" in capsys.readouterr().err
+
+
+def test_profile_given_as_program(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.ntff"
+    capture_program(program_file, out, {}, timing_only=True)
+    assert main(["capture", "-n", str(out), "-s", str(tmp_path / "q.ntff")]) == 2
+    assert "this is an nprof profile, not a program; pass it with -s" in capsys.readouterr().err
+
+
+def test_missing_profile_path(program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capture", "-n", str(program_file)]) == 2
+    assert "missing -s PROFILE" in capsys.readouterr().err
