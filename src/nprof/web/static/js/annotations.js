@@ -148,7 +148,9 @@ export class AnnotationsPanel {
   _renderBetween(ms) {
     const opt = (sel) => ms.map((m) => h("option", { value: m.id, selected: m.id === sel }, `${m.label || m.id} (${fmtTime(m.ts)})`));
     if (!ms.some((m) => m.id === this.a)) this.a = ms[0].id;
-    if (!ms.some((m) => m.id === this.b)) this.b = ms[ms.length - 1].id;
+    if (!ms.some((m) => m.id === this.b) || (this.b === this.a && ms.length > 1)) {
+      this.b = ms[ms.length - 1].id === this.a ? ms[0].id : ms[ms.length - 1].id;
+    }
     const selA = h("select", { id: "between-a", onchange: (e) => ((this.a = e.target.value), this._renderBetween(ms)) }, opt(this.a));
     const selB = h("select", { id: "between-b", onchange: (e) => ((this.b = e.target.value), this._renderBetween(ms)) }, opt(this.b));
     const ma = ms.find((m) => m.id === this.a);

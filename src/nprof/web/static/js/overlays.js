@@ -84,9 +84,17 @@ function annotationLines(view, hit) {
 }
 
 let hoverTimer = 0;
+let hoverSeq = 0;
+
+/** Forget the pending hover (pointer left the plot): a late detail fetch must not re-show it. */
+export function hoverCancel() {
+  clearTimeout(hoverTimer);
+  hoverSeq += 1;
+}
 
 export function hoverText(view, hit, e) {
-  clearTimeout(hoverTimer);
+  hoverCancel();
+  const seq = hoverSeq;
   const row = hit.row;
   if (!row) {
     showTooltip([fmtTime(hit.t)], e.clientX, e.clientY);
@@ -107,7 +115,7 @@ export function hoverText(view, hit, e) {
           const det = await api.event(view.id, id);
           view.evCache.set(id, det);
           if (view.evCache.size > 300) view.evCache.delete(view.evCache.keys().next().value);
-          hoverText(view, hit, e);
+          if (seq === hoverSeq) hoverText(view, hit, e);
         } catch {
           /* the hover keeps its basic text */
         }

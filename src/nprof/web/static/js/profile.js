@@ -15,7 +15,7 @@ import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
 import { hideTooltip } from "./tooltip.js";
 import { toSearch } from "./url.js";
-import { hoverText, parseCollectives, parseWarnings } from "./overlays.js";
+import { hoverCancel, hoverText, parseCollectives, parseWarnings } from "./overlays.js";
 
 const DEBOUNCE_MS = 40;
 
@@ -170,7 +170,7 @@ export class ProfileView {
 
   _commitSoon() {
     clearTimeout(this.urlTimer);
-    this.urlTimer = setTimeout(() => this._commit(false), 200);
+    this.urlTimer = setTimeout(() => this._commit(false), 150);
   }
 
   setWindow(t0, t1, push) {
@@ -241,6 +241,7 @@ export class ProfileView {
     return (
       !this.vpTimer &&
       !this.vpAbort &&
+      !this.urlTimer &&
       counters.inflight === 0 &&
       !this.tl.frame &&
       this.panels.idle() &&
@@ -411,6 +412,7 @@ export class ProfileView {
 
   _onHover(hit, e) {
     if (!hit || !e) {
+      hoverCancel();
       hideTooltip();
       return;
     }

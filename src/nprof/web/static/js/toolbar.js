@@ -11,13 +11,15 @@ import { fmtInt, fmtTime } from "./fmt.js";
 export class Toolbar {
   constructor(el, hd) {
     this.el = el;
-    const btn = (text, title, on, cls = "") => h("button", { class: `btn ${cls}`, title, onclick: on, type: "button" }, text);
-    this.modeZoom = btn("Zoom", "Drag across the timeline to zoom into that window", () => hd.onMode("zoom"), "seg");
+    const btn = (text, title, on, cls = "", id = undefined) =>
+      h("button", { class: `btn ${cls}`, title, onclick: on, type: "button", id }, text);
+    this.modeZoom = btn("Zoom", "Drag across the timeline to zoom into that window", () => hd.onMode("zoom"), "seg", "mode-zoom");
     this.modeSel = btn(
       "Box select",
       "Drag a rectangle over rows to get totals and breakdowns of the events inside (Shift+drag works in any mode)",
       () => hd.onMode("select"),
       "seg",
+      "mode-select",
     );
     this.viewMin = btn("Minimal", "Compact rows, no labels inside bars", () => hd.onStyle({ view: "minimal" }), "seg");
     this.viewFull = btn("Full", "Taller rows with opcode labels inside wide bars", () => hd.onStyle({ view: "full" }), "seg");

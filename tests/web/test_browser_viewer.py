@@ -1,0 +1,405 @@
+"""End-to-end tests of the web viewer page: `nprof view` started as a user would, driven in Debian's Chromium.
+
+One server (a 20k-event synthetic profile served with `nprof view -s`, plus the tiny
+hand-checked profile ingested into the same store) and one browser are shared by the
+module. Tests wait for the page's explicit readiness hook (`window.__nprof.idle()`:
+no viewport/search/select request pending and the last draw matches the state's
+window), never for fixed sleeps. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from nprof.store.synthetic import synthetic_profile
+from tests.conftest import tiny_profile
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--no-first-run"]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _nprof(*args: str) -> list[str]:
+    exe = shutil.which("nprof", path=str(Path(sys.executable).parent))
+    return [exe, *args] if exe else [sys.executable, "-m", "nprof", *args]
+
+
+class Server:
+    def __init__(self, base: str, proc: subprocess.Popen, ids: dict[str, str], tmp: Path, db: Path):
+        self.base = base
+        self.proc = proc
+        self.ids = ids
+        self.tmp = tmp
+        self.db = db
+
+    def api(self, path: str, method: str = "GET", body: object | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"} if data else {})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("viewer")
+    db = tmp / "store"
+    tiny_path = tiny_profile().save(tmp / "tiny.ntff")
+    syn_path = synthetic_profile(20_000, seed=3).save(tmp / "synthetic.ntff")
+    env = {**os.environ, "NPROF_NO_PROGRESS": "1"}
+    out = subprocess.run(_nprof("view", "-s", str(tiny_path), "--ingest-only", "--db", str(db)),
+                         capture_output=True, text=True, env=env, timeout=60, check=True).stdout
+    tiny_id = re.search(r'Profile "([^"]+)" is ready', out).group(1)
+    port = _free_port()
+    proc = subprocess.Popen(_nprof("view", "-s", str(syn_path), "--port", str(port), "--db", str(db)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    if "View profile at" not in line:
+        proc.kill()
+        raise RuntimeError(f"nprof view did not start: {line!r} {proc.stderr.read()}")
+    syn_id = line.strip().rsplit("/", 1)[-1]
+    srv = Server(f"http://127.0.0.1:{port}", proc, {"tiny": tiny_id, "syn": syn_id}, tmp, db)
+    yield srv
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.errors = errors
+    yield pg
+    ctx.close()
+    assert not errors, f"uncaught page errors: {errors}"
+
+
+def wait_idle(pg, timeout: float = 15000) -> None:
+    pg.wait_for_function("() => window.__nprof && window.__nprof.idle()", timeout=timeout)
+
+
+def open_profile(pg, server: Server, which: str, query: str = "") -> None:
+    pg.goto(f"{server.base}/profile/{server.ids[which]}{query}")
+    wait_idle(pg)
+
+
+def shot(pg, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def url_params(pg) -> dict[str, list[str]]:
+    return parse_qs(urlparse(pg.url).query)
+
+
+def event_point(pg, row: str, t: float) -> tuple[float, float]:
+    """Page coordinates of time `t` on timeline row `row` (from the layout the page drew)."""
+    x, y = pg.evaluate(
+        """([row, t]) => { const L = window.__nprof.timeline.layout; const r = L.byKey.get(row);
+             return [L.x(t), r.y + r.h / 2]; }""",
+        [row, t],
+    )
+    box = pg.locator("#timeline canvas.tl-over").bounding_box()
+    return box["x"] + x, box["y"] + y
+
+
+def test_overview_rows_and_counters_drawn(page, server):
+    open_profile(page, server, "syn")
+    rows = page.evaluate("() => window.__nprof.timeline.layout.rows.map(r => [r.key, r.kind])")
+    keys = [k for k, _ in rows]
+    assert keys[:16] == [f"q{i}" for i in range(16)]
+    assert keys[16:22] == ["tensor.stationary", "tensor.moving", "vector", "scalar", "gpsimd", "sync"]
+    assert [k for k, kind in rows if kind == "counter"] == [
+        "counter:tensor_util", "counter:pending_dma", "counter:dma_throughput"]
+    drawn = page.evaluate(
+        "() => window.__nprof.view.vp.rows.map(r => [r.key, r.mode, r.ts.length])")
+    assert {k for k, _, _ in drawn} == set(keys)
+    assert all(n > 0 for _, _, n in drawn)
+    assert {m for k, m, _ in drawn if k.startswith("counter:")} == {"counter"}
+    items = int(page.get_attribute("#timeline", "data-items"))
+    assert items == sum(n for _, _, n in drawn)
+    assert page.get_attribute("#timeline", "data-ready") == "1"
+    total = server.api(f"/api/profiles/{server.ids['syn']}")["profile"]["total_time_ns"]
+    assert url_params(page)["t1"] == [str(total)]
+    # the canvas backing store follows devicePixelRatio
+    w = page.evaluate("() => [document.querySelector('canvas.tl-base').width, window.devicePixelRatio, "
+                      "window.__nprof.timeline.layout.width]")
+    assert w[0] == round(w[1] * w[2])
+    shot(page, "overview")
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    wait_idle(page)
+    shot(page, "overview-1920")
+
+
+def test_click_event_opens_details_and_highlights_dependencies(page, server):
+    open_profile(page, server, "tiny")
+    page.mouse.click(*event_point(page, "tensor.moving", 200))
+    page.wait_for_selector("#details-title")
+    wait_idle(page)
+    assert page.inner_text("#details-title") == "MATMUL"
+    groups = page.eval_on_selector_all("#panel-details .field-group[data-group]", "els => els.map(e => e.dataset.group)")
+    assert groups[:5] == ["Timing", "IDs", "Source", "Operands", "Memory"]
+    assert page.inner_text("#panel-details dd[data-key=ts]").startswith("100 ns")
+    assert page.inner_text("#panel-details dd[data-key=nki_source_location]") == "kernel.py:10"
+    helps = page.eval_on_selector_all("#panel-details dt .help", "els => els.map(e => e.title)")
+    assert helps and all(helps)
+    ov = page.evaluate("() => { const o = window.__nprof.timeline.overlays; "
+                       "return [o.selected.id, o.deps.map(d => d.id), o.dependents.map(d => d.id)]; }")
+    assert ov == [2, [1], [3]]
+    assert url_params(page)["ev"] == ["2"]
+    assert "Depends on (1)" in page.text_content("#panel-details")
+    page.hover("canvas.tl-over", position={"x": 10, "y": 10})
+    page.mouse.move(*event_point(page, "vector", 350))
+    page.wait_for_selector("#tooltip:not([hidden])")
+    assert page.inner_text("#tooltip .tt-title") == "TENSOR_TENSOR"
+    shot(page, "details")
+
+
+def test_drag_zoom_wheel_keys_and_history(page, server):
+    open_profile(page, server, "syn")
+    before = page.evaluate("() => [window.__nprof.view.vp.t0, window.__nprof.view.vp.t1]")
+    total = before[1]
+    x0, y = event_point(page, "vector", total * 0.25)
+    x1, _ = event_point(page, "vector", total * 0.5)
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, y, steps=3)
+    page.mouse.move(x1, y, steps=3)
+    page.mouse.up()
+    wait_idle(page)
+    t0, t1 = (int(url_params(page)[k][0]) for k in ("t0", "t1"))
+    assert abs(t0 - total * 0.25) < total * 0.01 and abs(t1 - total * 0.5) < total * 0.01
+    vp = page.evaluate("() => [window.__nprof.view.vp.t0, window.__nprof.view.vp.t1]")
+    assert vp == [t0, t1], "the viewport was re-queried for the new window"
+    shot(page, "zoomed")
+    # wheel zooms in at the cursor, keys pan
+    page.mouse.move((x0 + x1) / 2, y)
+    page.mouse.wheel(0, -300)
+    wait_idle(page)
+    w0, w1 = (int(url_params(page)[k][0]) for k in ("t0", "t1"))
+    assert t0 <= w0 and w1 <= t1 and (w1 - w0) < (t1 - t0) * 0.7
+    page.keyboard.press("d")
+    wait_idle(page)
+    p0 = int(url_params(page)["t0"][0])
+    assert p0 > w0
+    # back returns to the drag-zoomed window; 0 resets to the whole profile
+    page.go_back()
+    wait_idle(page)
+    assert [int(url_params(page)[k][0]) for k in ("t0", "t1")] != [p0, p0 + (w1 - w0)]
+    page.keyboard.press("0")
+    wait_idle(page)
+    assert url_params(page)["t0"] == ["0"] and int(url_params(page)["t1"][0]) == total
+
+
+def test_search_regex_highlights_and_counts(page, server):
+    sid = server.ids["syn"]
+    open_profile(page, server, "syn")
+    page.click("#tab-search")
+    page.select_option("#search-form .s-field", "nki_source_location")
+    page.fill("#search-form .s-value", "/./")
+    page.click("#search-go")
+    page.wait_for_selector("#search-count")
+    wait_idle(page)
+    expect = server.api(f"/api/profiles/{sid}/search?nki_source_location=%2F.%2F")
+    count = page.locator("#search-count")
+    assert int(count.get_attribute("data-total")) == expect["total"] > 0
+    assert f"{expect['total']:,} hits" in count.inner_text()
+    hits = page.evaluate("() => window.__nprof.timeline.overlays.hits.length")
+    assert hits == min(5000, expect["in_range"])
+    assert url_params(page)["q.nki_source_location"] == ["/./"]
+    assert url_params(page)["tab"] == ["search"]
+    # two fields at once (ANDed)
+    page.click("text=+ condition")
+    page.locator("#search-form .s-field").nth(1).select_option("opcode")
+    page.locator("#search-form .s-value").nth(1).fill("/MAT/")
+    page.click("#search-go")
+    wait_idle(page)
+    both = server.api(f"/api/profiles/{sid}/search?nki_source_location=%2F.%2F&opcode=%2FMAT%2F")
+    assert int(count.get_attribute("data-total")) == both["total"] < expect["total"]
+    shot(page, "search")
+    # a bad regex is reported, not a blank panel
+    page.locator("#search-form .s-value").nth(1).fill("/(/")
+    page.click("#search-go")
+    page.wait_for_selector("#search-error")
+    wait_idle(page)
+    assert "regex" in page.inner_text("#search-error").lower()
+
+
+def test_box_select_totals_match_api(page, server):
+    open_profile(page, server, "syn")
+    page.click("#mode-select")
+    total = page.evaluate("() => window.__nprof.view.vp.t1")
+    xa, ya = event_point(page, "q2", total * 0.1)
+    xb, yb = event_point(page, "vector", total * 0.3)
+    page.mouse.move(xa, ya)
+    page.mouse.down()
+    page.mouse.move(xb, yb, steps=5)
+    page.mouse.up()
+    page.wait_for_selector("#sel-count")
+    wait_idle(page)
+    sel = page.evaluate("() => window.__nprof.view.st.sel")
+    assert sel["rows"][0] == "q2" and sel["rows"][-1] == "vector" and "tensor.moving" in sel["rows"]
+    q = f"t0={sel['t0']}&t1={sel['t1']}&rows={','.join(sel['rows'])}"
+    expect = server.api(f"/api/profiles/{server.ids['syn']}/select?{q}")
+    assert expect["count"] > 0
+    assert page.inner_text("#sel-count .stat-v") == f"{expect['count']:,}"
+    got = page.evaluate("() => window.__nprof.view.panels.selection.last")
+    assert got["count"] == expect["count"] and got["total_duration"] == expect["total_duration"]
+    assert "By transfer size" in page.text_content("#panel-selection")
+    assert url_params(page)["sel"] == [f"{sel['t0']}-{sel['t1']}"]
+    shot(page, "box-select")
+
+
+def test_markers_rename_save_load_round_trip(page, server):
+    sid = server.ids["tiny"]
+    server.api(f"/api/profiles/{sid}/markers", method="DELETE")
+    open_profile(page, server, "tiny", "?tab=annotations")
+    page.mouse.click(*event_point(page, "vector", 100), button="right")
+    page.wait_for_function("() => window.__nprof.view.markers.length === 1")
+    page.mouse.click(*event_point(page, "vector", 400), button="right")
+    page.wait_for_function("() => window.__nprof.view.markers.length === 2")
+    wait_idle(page)
+    stored = server.api(f"/api/profiles/{sid}/markers")["markers"]
+    assert len(stored) == 2 and abs(stored[0]["ts"] - 100) <= 2 and abs(stored[1]["ts"] - 400) <= 2
+    delta = stored[1]["ts"] - stored[0]["ts"]
+    assert int(page.get_attribute("#marker-between strong", "data-ns")) == delta
+    label = page.locator(".marker-label").first
+    label.fill("start of matmul")
+    label.press("Enter")
+    page.wait_for_function("() => window.__nprof.view.markers[0].label === 'start of matmul'")
+    page.fill("#set-name", "run1")
+    page.click("#set-save")
+    page.wait_for_selector("#marker-sets button[data-set=run1]")
+    page.click("#markers-clear")
+    page.wait_for_function("() => window.__nprof.view.markers.length === 0")
+    assert server.api(f"/api/profiles/{sid}/markers")["markers"] == []
+    page.click("#marker-sets button[data-set=run1]")
+    page.wait_for_function("() => window.__nprof.view.markers.length === 2")
+    wait_idle(page)
+    assert [m["label"] for m in server.api(f"/api/profiles/{sid}/markers")["markers"]][0] == "start of matmul"
+    page.reload()
+    wait_idle(page)
+    assert page.evaluate("() => window.__nprof.timeline.overlays.markers.length") == 2
+    shot(page, "markers")
+
+
+def test_url_round_trip_restores_view(page, server):
+    q = ("?t0=1000000&t1=1500000&tab=search&q.opcode=MATMUL&q.layer=%2Flayers%2F&color=engine&view=full"
+         "&mode=select")
+    open_profile(page, server, "syn", q)
+    st = page.evaluate("() => window.__nprof.view.st")
+    assert (st["t0"], st["t1"], st["tab"], st["color"], st["view"], st["mode"]) == (
+        1000000, 1500000, "search", "engine", "full", "select")
+    assert st["query"] == [["opcode", "MATMUL"], ["layer", "/layers/"]]
+    assert page.locator("#panel-search").is_visible()
+    assert page.locator("#search-form .s-value").nth(1).input_value() == "/layers/"
+    assert page.input_value("#color-by") == "engine"
+    vp = page.evaluate("() => [window.__nprof.view.vp.t0, window.__nprof.view.vp.t1]")
+    assert vp == [1000000, 1500000]
+    assert int(page.get_attribute("#search-count", "data-total")) > 0
+    # settings changed in the page land in the URL, and a reload restores them
+    page.select_option("#color-by", "opcode")
+    page.click("#tab-summary")
+    page.wait_for_selector("#verdict")
+    wait_idle(page)
+    params = url_params(page)
+    assert params["tab"] == ["summary"] and "color" not in params
+    page.reload()
+    wait_idle(page)
+    st = page.evaluate("() => window.__nprof.view.st")
+    assert (st["tab"], st["color"], st["t0"], st["t1"]) == ("summary", "opcode", 1000000, 1500000)
+    page.go_back()
+    wait_idle(page)
+    assert page.evaluate("() => window.__nprof.view.st.tab") == "search"
+
+
+def test_summary_tab(page, server):
+    open_profile(page, server, "syn", "?tab=summary")
+    page.wait_for_selector("#verdict")
+    wait_idle(page)
+    summary = server.api(f"/api/profiles/{server.ids['syn']}/summary")
+    assert summary["verdict"]["bound"] in page.inner_text("#verdict").lower()
+    groups = page.eval_on_selector_all(".metric-group[data-group]", "els => els.map(e => e.dataset.group)")
+    assert groups == [g["name"] for g in summary["groups"]]
+    n_metrics = sum(len(g["metrics"]) for g in summary["groups"])
+    assert page.locator(".metric-group dt[data-key] .help").count() == n_metrics
+    text = page.inner_text("#panel-summary")
+    for heading in ("Engines", "Layers", "DMA queues", "Opcodes", "Program", "Terminology"):
+        assert heading.lower() in text.lower()
+    shot(page, "summary")
+
+
+def test_profile_list_rename_and_delete(page, server):
+    extra = tiny_profile().save(server.tmp / "extra.ntff")
+    subprocess.run(_nprof("view", "-s", str(extra), "--ingest-only", "--db", str(server.db), "--db-bucket", "to-delete"),
+                   capture_output=True, text=True, timeout=60, check=True)
+    page.goto(server.base + "/")
+    page.wait_for_selector("#profiles")
+    ids = page.eval_on_selector_all("#profiles tbody tr", "els => els.map(e => e.dataset.id)")
+    assert {server.ids["tiny"], server.ids["syn"], "to-delete"} <= set(ids)
+    row = page.locator("#profiles tr[data-id=to-delete]")
+    assert "450 ns" in row.inner_text()
+    page.once("dialog", lambda d: d.accept("renamed run"))
+    row.locator("button.rename").click()
+    page.wait_for_function("() => document.querySelector('#list-status').textContent.startsWith('renamed')")
+    assert server.api("/api/profiles/to-delete")["profile"]["display_name"] == "renamed run"
+    shot(page, "list")
+    page.once("dialog", lambda d: d.accept())
+    row.locator("button.delete").click()
+    page.wait_for_function("() => !document.querySelector('#profiles tr[data-id=to-delete]')")
+    assert "to-delete" not in [p["id"] for p in server.api("/api/profiles")["profiles"]]
+
+
+def test_unknown_profile_shows_error_with_link(page, server):
+    resp = page.goto(server.base + "/profile/no-such-profile")
+    assert resp.status == 404
+    page.wait_for_load_state()
+    assert "no-such-profile" in page.inner_text("body")
+    assert page.locator("a[href='/']").count() >= 1
+    # the page itself turns an API failure into the error panel (deleted while open)
+    server.api(f"/api/profiles/{server.ids['tiny']}/markers", method="DELETE")
+    page.goto(f"{server.base}/profile/{server.ids['tiny']}")
+    wait_idle(page)
+    page.evaluate("""() => { window.history.pushState(null, '', '/profile/gone-away');
+                             window.dispatchEvent(new PopStateEvent('popstate')); }""")
+    page.wait_for_selector("#error-panel")
+    assert "gone-away" in page.inner_text("#error-panel")
+    assert page.locator("#error-panel a[href='/']").is_visible()
+    shot(page, "error")
