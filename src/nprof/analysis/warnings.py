@@ -111,7 +111,8 @@ def small_dmas(profile: Profile) -> pa.Table:
         plural = "s" if count > 1 else ""
         return (
             f"{count} small DMA transfer{plural} {what}{where}: average {human_bytes(nbytes / count)} "
-            f"over {partitions:.0f} partition{'s' if round(partitions) != 1 else ''} (efficient: >= {human_bytes(SMALL_PER_PARTITION)} per partition "
+            f"over {partitions:.0f} partition{'s' if round(partitions) != 1 else ''} "
+            f"(efficient: >= {human_bytes(SMALL_PER_PARTITION)} per partition "
             f"and >= {human_bytes(SMALL_TOTAL)} per transfer); each pays a fixed per-transfer overhead, "
             "so merge them into larger ones"
         )
