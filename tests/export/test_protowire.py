@@ -79,8 +79,10 @@ def test_packets_parse_back(rows) -> None:
 def test_subset_of_optional_nested_message() -> None:
     n = 4
     present = np.array([False, True, False, True])
-    inner = Msg(n).varint(9, np.array([1, 2, 1, 2])).repeated_fixed64(
-        47, np.array([9, 8, 7], np.uint64), np.array([0, 1, 1, 1, 3])
+    inner = (
+        Msg(n)
+        .varint(9, np.array([1, 2, 1, 2]))
+        .repeated_fixed64(47, np.array([9, 8, 7], np.uint64), np.array([0, 1, 1, 1, 3]))
     )
     outer = Msg(n).message(11, inner, present).const(10, 1)
     out = frame([(outer, np.arange(n))], n).tobytes()
