@@ -71,7 +71,8 @@ class Kernel:
         self.preset = preset
         self.__wrapped_kernel__ = func
         self._cache: dict[Any, Traced] = {}
-        self._rng_inputs: dict[str, np.ndarray] = {}
+        self.grid: tuple[int, ...] = ()
+        self._launches: dict[tuple[int, ...], Kernel] = {}
         functools.update_wrapper(self, func)
 
     # -- tracing ------------------------------------------------------------------------------
@@ -118,7 +119,10 @@ class Kernel:
                 bound.arguments[name] = {k: handles.get(k, v) for k, v in value.items()}
             elif name in handles:
                 bound.arguments[name] = handles[name]
-        result = builder.call(self.func, *bound.args, **bound.kwargs)
+        if self.grid:
+            result = builder.call_spmd(self.func, self.grid, *bound.args, **bound.kwargs)
+        else:
+            result = builder.call(self.func, *bound.args, **bound.kwargs)
         structure = self._outputs(builder, result)
         traced = Traced(builder.build(), arrays, structure)
         self._cache[cache_key] = traced
@@ -156,12 +160,24 @@ class Kernel:
         traced, result = self.simulate(*args, **kwargs)
         return unflatten(traced.structure, result.outputs)
 
+    def __getitem__(self, grid: Any) -> Kernel:
+        """`kernel[grid]`: an SPMD launch over `grid` (an int or a tuple of ints), instances run in order."""
+        key = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
+        launch = self._launches.get(key)
+        if launch is None:
+            launch = self._launches[key] = Kernel(self.func, preset=self.preset)
+            launch.grid = key
+        return launch
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _trace._ACTIVE:  # called from inside another traced kernel: inline
-            return _trace.current().call(self.func, *args, **kwargs)
-        handles = [a for a in (*args, *kwargs.values()) if isinstance(a, NkiTensor)]
-        if handles:  # called with a ProgramBuilder's tensors: record into that builder
-            return handles[0].base.builder.call(self.func, *args, **kwargs)
+        builder = _trace._ACTIVE[-1] if _trace._ACTIVE else None
+        if builder is None:
+            handles = [a for a in (*args, *kwargs.values()) if isinstance(a, NkiTensor)]
+            builder = handles[0].base.builder if handles else None  # a ProgramBuilder's tensors: record there
+        if builder is not None:
+            if self.grid:
+                return builder.call_spmd(self.func, self.grid, *args, **kwargs)
+            return builder.call(self.func, *args, **kwargs)
         return self.run(*args, **kwargs)
 
 

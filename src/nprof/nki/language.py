@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
@@ -78,12 +80,26 @@ static_range = affine_range
 
 
 def program_id(axis: int = 0) -> int:
-    """SPMD launch index (kernels run as a single program here)."""
-    return 0
+    """Index of this SPMD instance along `axis` of the launch grid (`kernel[grid](...)`); 0 without a grid."""
+    builder = _trace.current()
+    return builder.program_id[axis] if axis < len(builder.program_id) else 0
 
 
-def num_programs(axis: int = 0) -> int:
-    return 1
+def num_programs(axis: int | None = None) -> int:
+    """Launch-grid size along `axis` (all instances when None); 1 without a grid."""
+    grid = _trace.current().grid
+    if axis is None:
+        return int(np.prod(grid)) if grid else 1
+    return grid[axis] if axis < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(_trace.current().grid)
+
+
+def ds(start: int, size: int) -> slice:
+    """The slice `start:start+size` (NKI's dynamic-slice helper, static here)."""
+    return slice(int(start), int(start) + int(size))
 
 
 # -- creation -----------------------------------------------------------------------------------
@@ -97,6 +113,8 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **_: Any
     dt = _c.dname(dtype)
     if buf.space is Space.HBM:
         hint = name or ("out" if buf is shared_hbm else "scratch")
+        if buf is shared_hbm:
+            return builder.shared_tensor(hint, tuple(int(s) for s in shape), dt)
         return builder.hbm_tensor(builder.unique_name(hint), shape, dt, kind="internal")
     axis = next((k for k, s in enumerate(shape) if isinstance(s, par_dim)), 0)
     return builder.alloc(tuple(int(s) for s in shape), dt, buf.space, name, axis)
@@ -168,6 +186,24 @@ def store(dst: Any, value: Any, *, mask: Predicate | None = None, **_: Any) -> N
     d = dst.masked(mask)
     v = value.masked(mask, value.shape) if mask is not None else value
     _trace.current().dma(d, v)
+
+
+def load_transpose2d(src: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> NkiTensor:
+    """Load a 2-D HBM view [M, K] transposed into an SBUF tile [K, M] (a DMA with a transposing pattern)."""
+    src = _hbm_view(src, "nl.load_transpose2d source")
+    if src.ndim != 2:
+        raise kernel_error(f"nl.load_transpose2d takes a 2-D view, got shape {src.shape}")
+    return load(src.transpose2d(), dtype=dtype, mask=mask)
+
+
+def shared_identity_matrix(n: int, dtype: Any = float32, **_: Any) -> NkiTensor:
+    """An [n, n] identity matrix as an HBM constant of the Program."""
+    builder = _trace.current()
+    dt = _c.dname(dtype)
+    name = f"identity_{n}_{dt}"
+    if name in builder.tensors():
+        return NkiTensor.root(builder.tensors()[name])
+    return builder.hbm_tensor(name, (n, n), dt, kind="weight", value=np.eye(n, dtype=np.float32))
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 from nprof.arch.isa import Access, Space
 from nprof.nki.dtypes import NUMPY
 from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.operators import TileOperators
 from nprof.nki.source import kernel_error
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ Dim = tuple[int, int, int]  # (partition step, element step, size)
 Check = tuple[int, tuple[int, ...], int, str]  # 0 <= const + sum(coef_k * i_k) < size, else error naming label
 
 
-class NkiTensor:
+class NkiTensor(TileOperators):
     """A view of an HBM tensor or an on-chip tile (see module doc)."""
 
     __slots__ = ("__weakref__", "_base", "_checks", "_dims", "_e0", "_p0")
@@ -307,6 +308,12 @@ class NkiTensor:
             per_dim.append((0, tuple(coefs)))
         return self._compose(per_dim, tuple(shape), [])
 
+    def transpose2d(self) -> NkiTensor:
+        """The same elements with the two axes of a 2-D view swapped (a strided view, no data movement)."""
+        if self.ndim != 2:
+            raise kernel_error(f"transpose2d needs a 2-D view, got shape {self.shape}")
+        return self._compose([(0, (0, 1)), (0, (1, 0))], (self.shape[1], self.shape[0]), [])
+
     def broadcast_to(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
         """Size-1 axes repeated to `shape`: a zero-stride view in HBM (a DMA broadcast), through TensorE on chip."""
         shape = tuple(int(s) for s in shape)
@@ -386,81 +393,6 @@ class NkiTensor:
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
         offset = base.byte_offset + self._e0 * itemsize
         return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
-
-    # -- operators (implemented in nprof.nki.compute) -----------------------------------------
-    def _op(self, name: str, *args: Any) -> Any:
-        from nprof.nki import compute
-
-        return getattr(compute, name)(*args)
-
-    def __add__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "add", self, o)
-
-    def __radd__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "add", o, self)
-
-    def __sub__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "subtract", self, o)
-
-    def __rsub__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "subtract", o, self)
-
-    def __mul__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "multiply", self, o)
-
-    def __rmul__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "multiply", o, self)
-
-    def __truediv__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "divide", self, o)
-
-    def __rtruediv__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "divide", o, self)
-
-    def __pow__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "power", self, o)
-
-    def __neg__(self) -> NkiTensor:
-        return self._op("binary", "multiply", self, -1.0)
-
-    def __abs__(self) -> NkiTensor:
-        return self._op("unary", "abs", self)
-
-    def __gt__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "is_gt", self, o)
-
-    def __ge__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "is_ge", self, o)
-
-    def __lt__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "is_lt", self, o)
-
-    def __le__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "is_le", self, o)
-
-    def __and__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "logical_and", self, o)
-
-    def __or__(self, o: Any) -> NkiTensor:
-        return self._op("binary", "logical_or", self, o)
-
-    def __iadd__(self, o: Any) -> NkiTensor:
-        return self._op("inplace", "add", self, o)
-
-    def __isub__(self, o: Any) -> NkiTensor:
-        return self._op("inplace", "subtract", self, o)
-
-    def __imul__(self, o: Any) -> NkiTensor:
-        return self._op("inplace", "multiply", self, o)
-
-    def __itruediv__(self, o: Any) -> NkiTensor:
-        return self._op("inplace", "divide", self, o)
-
-    def __setitem__(self, items: Any, value: Any) -> None:
-        self._op("assign", self.index(items), value)
-
-    def __bool__(self) -> bool:
-        raise kernel_error("a tile has no truth value at trace time; use nl.where or a mask instead of `if`")
 
 
 def mask_box(mask: Predicate, shape: tuple[int, ...]) -> list[tuple[int, int]]:

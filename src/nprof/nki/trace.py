@@ -24,6 +24,7 @@ queues). `nl`/`nisa` calls made while no builder is active raise KernelError.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -89,6 +90,10 @@ class ProgramBuilder:
         self._calls: list[list[weakref.ref[OnChip]]] = []
         self._counter = 0
         self.meta: dict[str, str] = {}
+        self.grid: tuple[int, ...] = ()  # SPMD launch grid of the running call (empty: not SPMD)
+        self.program_id: tuple[int, ...] = ()  # this instance's index in the grid
+        self._shared: list[NkiTensor] = []  # shared_hbm tensors of the first SPMD instance
+        self._shared_next: int | None = None  # position in _shared while replaying later instances
 
     # -- HBM tensors --------------------------------------------------------------------------
     def hbm_tensor(
@@ -174,6 +179,41 @@ class ProgramBuilder:
                 if tile is not None:
                     self._release(tile)
         return result
+
+    def call_spmd(self, kernel_fn: Callable[..., Any], grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Any:
+        """Run `kernel_fn` once per point of `grid` (row-major), as NKI's `kernel[grid](...)` launches it.
+
+        `nl.program_id(axis)` / `nl.num_programs(axis)` report the instance; `nl.shared_hbm` tensors allocated
+        by the first instance are shared by all (the k-th allocation of every instance is the same tensor).
+        """
+        if not grid or any(int(g) < 1 for g in grid):
+            raise kernel_error(f"SPMD grid must be positive integers, got {grid}")
+        outer = (self.grid, self.program_id, self._shared, self._shared_next)
+        self.grid, self._shared, result = tuple(int(g) for g in grid), [], None
+        try:
+            for n, pid in enumerate(itertools.product(*(range(g) for g in self.grid))):
+                self.program_id, self._shared_next = pid, (None if n == 0 else 0)
+                result = self.call(kernel_fn, *args, **kwargs)
+        finally:
+            self.grid, self.program_id, self._shared, self._shared_next = outer
+        return result
+
+    def shared_tensor(self, hint: str, shape: tuple[int, ...], dtype: str) -> NkiTensor:
+        """A new internal HBM tensor, or (in later SPMD instances) the first instance's matching one."""
+        if self._shared_next is not None:
+            if self._shared_next >= len(self._shared):
+                raise kernel_error(
+                    "SPMD instances allocate different shared_hbm tensors; allocate them unconditionally"
+                )
+            t = self._shared[self._shared_next]
+            self._shared_next += 1
+            if t.shape != shape or t.dtype_name != dtype:
+                raise kernel_error(f"SPMD instances disagree on a shared_hbm tensor: {t.shape} vs {shape}")
+            return t
+        t = self.hbm_tensor(self.unique_name(hint), shape, dtype, kind="internal")
+        if self.grid:
+            self._shared.append(t)
+        return t
 
     # -- on-chip allocation -------------------------------------------------------------------
     def alloc(
