@@ -256,7 +256,7 @@ def api_router(store: Store) -> APIRouter:
         check_id(group_id, "group id")
         return store.group(group_id)
 
-    @r.get("/{path:path}", include_in_schema=False)
+    @r.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
     def unknown(path: str) -> dict[str, Any]:
         raise NotFound(f"no API route /api/{path}; see /docs")
 

@@ -40,21 +40,21 @@ def load_profile(store: Store, profile_id: str) -> Profile:
         manifest = meta["manifest"]
         tables: dict[str, pa.Table] = {}
         for name, schema in TABLES.items():
-            t = cur.execute(f"SELECT * FROM {name}").arrow()
-            if isinstance(t, pa.RecordBatchReader):
-                t = t.read_all()
+            t = cur.execute(f"SELECT * FROM {name}").to_arrow_table()
             tables[name] = t.select(schema.names).cast(schema)
     info = ProfileInfo.from_json(orjson.loads(orjson.dumps(manifest)))
     return Profile(info, **tables)
 
 
 def export_profile(store: Store, profile_id: str, fmt: str, outdir: Path) -> list[Path]:
-    exporters = _exporters()
-    if fmt not in exporters:
+    from nprof.export import EXPORTERS
+    from nprof.export import export_profile as write_export
+
+    if fmt not in download_formats():
         raise NprofError(f"format '{fmt}' is not available; formats: {', '.join(download_formats()) or 'none'}")
     profile = load_profile(store, profile_id)
-    target = outdir / f"{profile_id}.{'pftrace' if fmt == 'perfetto' else fmt}"
-    exporters[fmt](profile, target)
+    target = outdir / (EXPORTERS[fmt].default_output or f"{profile_id}.{fmt}")
+    write_export(profile, fmt, target)
     produced = sorted(outdir.iterdir())
     if not produced:
         raise NprofError(f"the {fmt} exporter wrote nothing")

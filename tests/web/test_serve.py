@@ -1,0 +1,119 @@
+"""`nprof view` end to end: a real server subprocess, and the CLI's error cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tiny_profile
+
+NPROF = [sys.executable, "-m", "nprof"]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["NPROF_DB"] = str(tmp_path / "store")
+    env["NPROF_NO_PROGRESS"] = "1"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ntff(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.ntff"
+    tiny_profile().save(path)
+    return path
+
+
+def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NPROF, *args], capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+
+
+def test_view_serves_until_terminated(tmp_path: Path, ntff: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*NPROF, "view", "-s", str(ntff), "--port", str(port), "--db-bucket", "served"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == f"View profile at http://localhost:{port}/profile/served"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/profiles/served/rows", timeout=5) as r:
+                    rows = json.loads(r.read())
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert [r["key"] for r in rows["rows"]][:2] == ["q0", "q1"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/profile/served", timeout=5) as r:
+            assert r.status == 200 and b"<html" in r.read().lower()
+        busy = _run(["view", "--port", str(port)], tmp_path)
+        assert busy.returncode == 2
+        assert busy.stderr.strip() == f"nprof view: port {port} is already in use; choose another with --port N"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_ingest_only_and_duplicate_id(tmp_path: Path, ntff: Path) -> None:
+    first = _run(["view", "-s", str(ntff), "--ingest-only", "--db-bucket", "dup"], tmp_path)
+    assert (first.returncode, first.stdout) == (0, 'Profile "dup" is ready to view\n')
+    again = _run(["view", "-s", str(ntff), "--ingest-only", "--db-bucket", "dup"], tmp_path)
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.count("\n") == 1 and "already in the store; use --force" in again.stderr
+    forced = _run(["view", "-s", str(ntff), "--ingest-only", "--db-bucket", "dup", "--force"], tmp_path)
+    assert forced.returncode == 0
+    derived = _run(["view", "-s", str(ntff), "--ingest-only", "--display-name", "Tiny"], tmp_path)
+    assert derived.returncode == 0 and derived.stdout.startswith('Profile "tiny-')
+    catalog = json.loads((tmp_path / "store" / "catalog.json").read_text())
+    assert sorted(catalog["profiles"]) == sorted(["dup", derived.stdout.split('"')[1]])
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, ntff: Path) -> None:
+    cases = [
+        (["view", "-s", str(ntff), "--ingest-only", "--db-bucket", "../evil"], "invalid profile id"),
+        (["view", "-s", str(tmp_path / "missing.ntff"), "--ingest-only"], "no such file"),
+        (["view", "--ingest-only"], "--ingest-only needs -s PROFILE"),
+        (["view", "-d", str(tmp_path), "--ingest-only"], "no profile_rank_<i>.ntff"),
+    ]
+    for args, message in cases:
+        res = _run(args, tmp_path)
+        assert res.returncode == 2, args
+        assert message in res.stderr and res.stderr.count("\n") == 1, res.stderr
+        assert "Traceback" not in res.stderr
+
+
+def test_multi_worker_directory(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in range(2):
+        tiny_profile().save(run / f"profile_rank_{rank}.ntff")
+    res = _run(["view", "-d", str(run), "--ingest-only", "--db-bucket", "job"], tmp_path)
+    assert (res.returncode, res.stdout) == (0, 'Profile "job" is ready to view\n')
+    catalog = json.loads((tmp_path / "store" / "catalog.json").read_text())
+    assert catalog["groups"]["job"]["ranks"] == [
+        {"rank": 0, "profile_id": "job.rank0"},
+        {"rank": 1, "profile_id": "job.rank1"},
+    ]
+    assert catalog["profiles"]["job.rank1"]["group"] == "job"
