@@ -17,12 +17,12 @@ _TRACKS = {
 }
 
 TRACK_TERMS: dict[str, str] = {
-    "tensor.stationary": "TensorE row loading stationary operands (weights) into the systolic array (LDWEIGHTS)",
-    "tensor.moving": "TensorMatrix row: matmuls streaming moving operands through the array (MATMUL)",
-    "vector": "VectorE row: element-wise, reduction and normalisation instructions",
-    "scalar": "ScalarE row: activation functions with scale and bias (ACTIVATE)",
-    "gpsimd": "GpSimdE row: general-purpose SIMD cores (iota, affine select, custom ops)",
-    "sync": "Sync engine row: semaphores and events that order the other engines",
+    "tensor.stationary": "loads stationary operands (weights) into the systolic array (LDWEIGHTS)",
+    "tensor.moving": "matmuls streaming the moving operand through the array (MATMUL)",
+    "vector": "Vector engine: element-wise, reduction and normalisation instructions",
+    "scalar": "Scalar engine: activation functions with scale and bias (ACTIVATE)",
+    "gpsimd": "GpSimd engine: general-purpose SIMD cores (iota, affine select, custom ops)",
+    "sync": "Sync engine: semaphores and events that order the other engines",
     "cc.<k>": "CC-core k: collective-communication core synchronising collective operations",
     "q<k>": "DMA queue k: transfers between HBM, SBUF and PSUM",
     "cpu:<thread>": "real hardware: operators run by one CPU thread",

@@ -65,7 +65,8 @@ def terminology_text() -> str:
     track_rows = []
     for key, text in TRACK_TERMS.items():
         label = track_label(key) if "<" not in key else ""
-        track_rows.append((key, "", f"{label + ': ' if label and label != key else ''}{text}"))
+        shown = f"row '{label}': " if label and label != key and key.startswith("tensor") else ""
+        track_rows.append((key, "", shown + text))
     lines += _section("Timeline rows", track_rows)
     lines += _section("Counters", [(k, SERIES[k][1], f"{SERIES[k][0]}: {text}") for k, text in _COUNTER_TERMS.items()])
     lines += _section("Warnings", [(k, "", v) for k, v in WARNING_TERMS.items()])
