@@ -105,3 +105,26 @@ def test_profile_writes_files_and_refuses_overwrite(tmp_path):
 def test_profile_needs_working_directory():
     with pytest.raises(NprofError, match="working_directory"):
         nki.profile(exp_kernel)
+
+
+def test_output_argument_style_kernels_fill_the_callers_array():
+    def add_into(a, b, c):
+        nl.store(c, value=nl.add(nl.load(a), nl.load(b)))
+
+    a, b = np.ones((4, 4), np.float32), np.full((4, 4), 2.0, np.float32)
+    c = np.zeros((4, 4), np.float32)
+    assert nki.simulate_kernel(add_into, a, b, c) is None
+    np.testing.assert_array_equal(c, a + b)
+    c2 = np.zeros((4, 4), np.float32)
+    k = nki.jit(add_into)
+    k(a, b, c2)
+    k(a, b, c2)  # cached program, same copy-back
+    np.testing.assert_array_equal(c2, a + b)
+
+
+def test_read_then_write_of_an_argument_is_rejected():
+    def scale_in_place(x):
+        nl.store(x, value=nl.multiply(nl.load(x), 2.0))
+
+    with pytest.raises(NprofError, match="in place"):
+        nki.simulate_kernel(scale_in_place, np.ones((2, 2), np.float32))

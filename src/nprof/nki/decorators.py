@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from nprof.errors import NprofError
-from nprof.nki.kernel import Kernel, unflatten
+from nprof.nki.kernel import Kernel, finish
 
 HOST_OVERHEAD_US = 18.0  # modelled host round-trip per execution (launch + PCIe copies + completion), µs
 HOST_JITTER = 0.15  # max relative variation of the host part, deterministic per iteration
@@ -148,7 +148,7 @@ class _Benchmarked(Kernel):
         _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True)
         if self.trace_name:
             print(f"Profile results are written to {self.trace_name}")
-        return unflatten(traced.structure, result.outputs)
+        return finish(traced, result.outputs)
 
 
 def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff: Any, *, overwrite: bool) -> None:
@@ -189,7 +189,7 @@ class _Profiled(Kernel):
         traced, result = self.simulate(*args, executions=self.nth, profile_nth=self.nth, **kwargs)
         self.workdir.mkdir(parents=True, exist_ok=True)
         _save(traced.program, result.profile, neff, ntff, overwrite=True)
-        return unflatten(traced.structure, result.outputs)
+        return finish(traced, result.outputs)
 
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,

@@ -8,8 +8,12 @@ arguments through as Python values, runs the kernel under a
 cached per argument signature (shapes, dtypes, non-array values).
 `Kernel.run(...)` simulates on the virtual device and returns the outputs as
 numpy arrays in the structure the kernel returned (a tensor, or a
-tuple/list/dict of them). Called while another kernel is being traced, a
-`Kernel` inlines into that trace instead.
+tuple/list/dict of them). Array arguments the kernel writes (NKI's older
+output-argument style) become Program outputs and are copied back into the
+caller's arrays; reading such an argument before writing it is an error (its
+initial value would be lost). Called while another kernel is being traced, or
+with a ProgramBuilder's tensors, a `Kernel` records into that builder instead.
+`kernel[grid]` is an SPMD launch (see `ProgramBuilder.call_spmd`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Traced:
     program: Program
     inputs: dict[str, np.ndarray]  # input name -> array (converted to the declared dtype)
     structure: Any  # the kernel's return value with each HBM tensor replaced by its name
+    inplace: tuple[str, ...] = ()  # array arguments the kernel writes (outputs passed as arguments)
+    originals: dict[str, Any] | None = None  # the caller's objects for those arguments
 
 
 def _as_array(value: Any) -> np.ndarray | None:
@@ -106,8 +112,10 @@ class Kernel:
                     key.append((label, repr(item)))
         cache_key = tuple(key)
         cached = self._cache.get(cache_key)
+        originals = _originals(bound.arguments, params)
         if cached is not None:
-            return Traced(cached.program, arrays, cached.structure)
+            inputs = {k: v for k, v in arrays.items() if k not in cached.inplace}
+            return Traced(cached.program, inputs, cached.structure, cached.inplace, originals)
         builder = _trace.ProgramBuilder(self.func.__name__, self.preset)
         builder.meta.update(kernel=self.func.__qualname__, source_file=inspect.getsourcefile(self.func) or "")
         handles = {label: builder.hbm_tensor(label, arr.shape, arr.dtype) for label, arr in arrays.items()}
@@ -124,9 +132,32 @@ class Kernel:
         else:
             result = builder.call(self.func, *bound.args, **bound.kwargs)
         structure = self._outputs(builder, result)
-        traced = Traced(builder.build(), arrays, structure)
+        inplace = self._inplace(builder, tuple(arrays))
+        inputs = {k: v for k, v in arrays.items() if k not in inplace}
+        traced = Traced(builder.build(), inputs, structure, inplace, originals)
         self._cache[cache_key] = traced
         return traced
+
+    def _inplace(self, builder: _trace.ProgramBuilder, names: tuple[str, ...]) -> tuple[str, ...]:
+        """Array arguments the kernel writes become outputs (NKI's older output-argument style)."""
+        first_read: dict[str, int] = {}
+        first_write: dict[str, int] = {}
+        for i, ins in enumerate(builder.instructions):
+            for acc in ins.ins:
+                if acc.space is Space.HBM:
+                    first_read.setdefault(acc.tensor, i)
+            for acc in ins.outs:
+                if acc.space is Space.HBM:
+                    first_write.setdefault(acc.tensor, i)
+        written = tuple(n for n in names if n in first_write)
+        for name in written:
+            if first_read.get(name, first_write[name]) < first_write[name]:
+                raise NprofError(
+                    f"kernel {self.func.__name__} reads its argument {name!r} and then writes it in place; "
+                    "store the result into a new tensor (nl.ndarray(..., buffer=nl.shared_hbm)) and return it"
+                )
+            builder.tensors()[name].kind = "output"
+        return written
 
     def _outputs(self, builder: _trace.ProgramBuilder, result: Any) -> Any:
         if result is None:
@@ -158,7 +189,7 @@ class Kernel:
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         traced, result = self.simulate(*args, **kwargs)
-        return unflatten(traced.structure, result.outputs)
+        return finish(traced, result.outputs)
 
     def __getitem__(self, grid: Any) -> Kernel:
         """`kernel[grid]`: an SPMD launch over `grid` (an int or a tuple of ints), instances run in order."""
@@ -179,6 +210,28 @@ class Kernel:
                 return builder.call_spmd(self.func, self.grid, *args, **kwargs)
             return builder.call(self.func, *args, **kwargs)
         return self.run(*args, **kwargs)
+
+
+def _originals(arguments: dict[str, Any], params: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in arguments.items():
+        kind = params[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            out.update({f"{name}{i}": v for i, v in enumerate(value)})
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            out.update(value)
+        else:
+            out[name] = value
+    return out
+
+
+def finish(traced: Traced, outputs: dict[str, np.ndarray]) -> Any:
+    """Copy written arguments back into the caller's arrays; return the kernel's outputs in its structure."""
+    for name in traced.inplace:
+        target = (traced.originals or {}).get(name)
+        if isinstance(target, np.ndarray) and target.flags.writeable and name in outputs:
+            target[...] = outputs[name].astype(target.dtype) if target.dtype != outputs[name].dtype else outputs[name]
+    return unflatten(traced.structure, outputs)
 
 
 def unflatten(structure: Any, outputs: dict[str, np.ndarray]) -> Any:
