@@ -198,6 +198,8 @@ def binary(
     if is_scalar(b):
         return tensor_scalar(a, op, b, dtype=dtype, mask=mask, out=out)
     a, b = tile(a), tile(b)
+    if a.ndim != b.ndim and a.shape[:1] == b.shape[:1]:  # a [P] vector broadcasts along the free axes
+        a, b = a.pad_free(b.ndim), b.pad_free(a.ndim)
     shape = tuple(max(x, y) for x, y in zip(a.shape, b.shape, strict=False)) if a.ndim == b.ndim else None
     if shape is None:
         raise kernel_error(f"nl.{op}: tiles of shapes {a.shape} and {b.shape} do not broadcast (ranks differ)")

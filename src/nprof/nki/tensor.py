@@ -308,6 +308,14 @@ class NkiTensor(TileOperators):
             per_dim.append((0, tuple(coefs)))
         return self._compose(per_dim, tuple(shape), [])
 
+    def pad_free(self, ndim: int) -> NkiTensor:
+        """This view with trailing size-1 axes up to `ndim` axes (a [P] vector read as [P, 1])."""
+        if self.ndim >= ndim:
+            return self
+        n = ndim
+        per_dim = [(0, tuple(1 if k == j else 0 for k in range(n))) for j in range(self.ndim)]
+        return self._compose(per_dim, self.shape + (1,) * (n - self.ndim), [])
+
     def transpose2d(self) -> NkiTensor:
         """The same elements with the two axes of a 2-D view swapped (a strided view, no data movement)."""
         if self.ndim != 2:
