@@ -65,6 +65,11 @@ class Preset:
     peaks_source: str = ""  # one line naming where the peaks come from
     cc_cores: int = 6  # collective-communication cores per device
     cores_per_chip: int = 2  # NeuronCores sharing the chip's HBM
+    # --- interconnect for collectives (multi-worker; used by nprof.device.collectives) ---
+    link_bandwidth: float = 384 * _GB  # bytes/s one direction of the intra-node NeuronLink hop of a ring
+    link_latency_ns: float = 2000.0  # fixed cost of one intra-node ring step (CC-core handshake + hop)
+    efa_bandwidth: float = 100 * _GB  # bytes/s of the node's EFA network, for ring hops between nodes
+    efa_latency_ns: float = 15000.0  # fixed cost of one ring step that crosses nodes over EFA
 
     @property
     def sbuf_bytes(self) -> int:
@@ -142,6 +147,13 @@ TRN1 = Preset(
     "~23 TFLOPS FP32 per core); HBM 820 GB/s per chip / 2 cores",
     cc_cores=6,  # Trn1: 6 CC-cores per device
     cores_per_chip=2,
+    # Interconnect (multi-worker collectives). The Neuron docs call NeuronLink-v2 "high-bandwidth, low-latency"
+    # without a per-chip figure; AWS's Trn1 launch material quotes 768 GB/s of NeuronLink per chip (both
+    # directions): we use one direction, 384 GB/s, per ring hop.
+    link_bandwidth=384 * _GB,
+    link_latency_ns=2000.0,  # not published: assumed 2 us per ring step (semaphore handshake + DMA start)
+    efa_bandwidth=800e9 / 8,  # Neuron docs, Trn1 architecture table: trn1.32xlarge EFA 800 Gbps = 100 GB/s
+    efa_latency_ns=15000.0,  # not published ("low latency transport"): assumed 15 us per inter-node ring step
 )
 
 # NeuronCore-v3 (Trn2). Sources: AWS Neuron docs "Trainium2 Architecture", "NeuronCore-v3 Architecture".
@@ -183,6 +195,11 @@ TRN2 = Preset(
     "158 FP8, 20 FP32 per core); HBM 2.9 TB/s per chip / 8 cores",
     cc_cores=6,
     cores_per_chip=8,
+    # NeuronLink-v3: AWS's Trn2 material quotes 1.28 TB/s per chip (both directions) -> 640 GB/s one direction.
+    link_bandwidth=640 * _GB,
+    link_latency_ns=2000.0,  # not published: assumed as trn1
+    efa_bandwidth=3.2e12 / 8,  # AWS EC2: trn2.48xlarge EFAv3 3.2 Tbps = 400 GB/s per instance
+    efa_latency_ns=15000.0,  # not published: assumed as trn1
 )
 
 PRESETS: dict[str, Preset] = {"trn1": TRN1, "trn2": TRN2}
