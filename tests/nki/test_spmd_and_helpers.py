@@ -61,3 +61,11 @@ def test_hbm_broadcast_load_is_one_dma():
     prog = nki.Kernel(kernel).trace(row).program
     load = prog.instructions[0]
     assert load.ins[0].partition_stride == 0 and load.ins[0].partitions == 128
+
+
+def test_benchmark_of_an_spmd_launch(capsys):
+    bench = nki.benchmark(warmup=1, iters=3)(add_kernel)
+    a, b = rand((256, 64), 7), rand((256, 64), 8)
+    np.testing.assert_allclose(bench[2, 1](a, b), a + b, rtol=1e-6)
+    assert "NCL(50)" in capsys.readouterr().out
+    assert bench[2, 1].benchmark_result is not None

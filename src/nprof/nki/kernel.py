@@ -18,6 +18,7 @@ with a ProgramBuilder's tensors, a `Kernel` records into that builder instead.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -195,9 +196,10 @@ class Kernel:
         """`kernel[grid]`: an SPMD launch over `grid` (an int or a tuple of ints), instances run in order."""
         key = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
         launch = self._launches.get(key)
-        if launch is None:
-            launch = self._launches[key] = Kernel(self.func, preset=self.preset)
-            launch.grid = key
+        if launch is None:  # same class and options (benchmark/profile settings), its own grid and caches
+            launch = copy.copy(self)
+            launch.grid, launch._cache, launch._launches = key, {}, {}
+            self._launches[key] = launch
         return launch
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
