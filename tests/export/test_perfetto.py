@@ -100,3 +100,23 @@ def test_spill_flags_and_sampled_counters(tmp_path: Path) -> None:
     args = [s.args for s in t.track_slices("DMA q0")]
     assert args[0].get("spill") is True and "reload" not in args[0]
     assert args[1].get("reload") is True
+
+
+def test_bulk_interning_of_distinct_strings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nprof.export import perfetto_intern
+
+    n = 40
+    p = make({"ts": [i * 10 for i in range(n)], "duration": [5] * n, "operands": [f"op {i % 13}" for i in range(n)]})
+    looked_up = _export(p, tmp_path)
+    monkeypatch.setattr(perfetto_intern, "LOOKUP_MAX", 2)  # every chunk takes the bulk path
+    bulk = _export(p, tmp_path, chunk_rows=7)
+    assert [s.args for s in bulk.slices] == [s.args for s in looked_up.slices]
+    assert bulk.slices[14].args["operands"] == "op 1"
+
+
+def test_padded_varints_mixed_widths(tmp_path: Path) -> None:
+    # ids and timestamps of very different sizes in one chunk: every value must survive padding
+    p = make({"ts": [0, 5, 1 << 40], "duration": [1, 1, 1], "id": [1, 1 << 35, 7], "flops": [0, 3, 1 << 50]})
+    t = _export(p, tmp_path)
+    assert [(s.ts, s.args["id"], s.args["flops"]) for s in t.slices] == [(0, 1, 0), (5, 1 << 35, 3),
+                                                                         (1 << 40, 7, 1 << 50)]  # fmt: skip

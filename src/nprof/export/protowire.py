@@ -23,6 +23,11 @@ _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=_U64)
 def varint_len(values: np.ndarray) -> np.ndarray:
     """Encoded size (1..10 bytes) of each unsigned 64-bit value."""
     v = values.astype(_U64, copy=False)
+    top = int(v.max()) if v.size else 0
+    if top < 1 << 7:
+        return np.ones(v.size, np.int64)
+    if top < 1 << 14:
+        return 1 + (v >= _U64(1 << 7)).astype(np.int64)
     return (1 + np.searchsorted(_THRESHOLDS, v, side="right")).astype(np.int64)
 
 
@@ -144,8 +149,10 @@ class Msg:
                 pos += p.lens
                 continue
             head = np.frombuffer(p.head, np.uint8)
-            for k, byte in enumerate(head):
-                out[at + k] = byte
+            if len(head) == 1:
+                out[at] = head[0]
+            else:
+                out[at[:, None] + np.arange(len(head))] = head
             at = at + len(head)
             if p.kind == "varint":
                 v = p.data if rows is None else p.data[rows]  # type: ignore[index]
@@ -248,4 +255,98 @@ def frame(msgs: list[tuple[Msg, np.ndarray]], order_len: int) -> np.ndarray:
         out[at] = 0x0A
         _write_varint(out, at + 1, inner.astype(_U64), varint_len(inner))
         msg.write(out, at + 1 + varint_len(inner))
+    return out
+
+
+def padded_varint_block(values: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) bytes: each value as a varint padded to exactly `width` bytes.
+
+    Protobuf parsers accept non-minimal varints (continuation bytes of value 0),
+    which lets every row of a message have the same size.
+    """
+    v = values.astype(_U64, copy=False)
+    shifts = (np.arange(width, dtype=_U64) * _U64(7))[None, :]
+    block = ((v[:, None] >> shifts) & _U64(0x7F)).astype(np.uint8)
+    if width > 1:
+        block[:, :-1] |= 0x80
+    return block
+
+
+class Fixed:
+    """A message whose rows all have the same encoded size (varints padded to the chunk's widest value).
+
+    Blocks are either bytes shared by every row or (n, w) uint8 arrays; `matrix()`
+    lays them out side by side, so a chunk of rows is one (n, width) array and
+    writing it is a single copy.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.blocks: list[bytes | np.ndarray] = []
+        self.width = 0
+
+    def _put(self, block: bytes | np.ndarray) -> Fixed:
+        self.blocks.append(block)
+        self.width += len(block) if isinstance(block, bytes) else block.shape[1]
+        return self
+
+    def const(self, field: int, value: int) -> Fixed:
+        return self._put(tag(field, 0) + varint_bytes(value))
+
+    def varint(self, field: int, values: np.ndarray) -> Fixed:
+        v = np.asarray(values)
+        if v.dtype.kind == "i":
+            v = v.astype(np.int64).view(_U64)
+        v = v.astype(_U64, copy=False)
+        width = int(varint_len(v).max(initial=1)) if v.size else 1
+        self._put(tag(field, 0))
+        return self._put(padded_varint_block(v, width))
+
+    def fixed64(self, field: int, values: np.ndarray) -> Fixed:
+        v = np.ascontiguousarray(values)
+        if v.dtype == np.float64:
+            v = v.view(_U64)
+        self._put(tag(field, 1))
+        return self._put(v.astype("<u8").view(np.uint8).reshape(-1, 8))
+
+    def repeated_fixed64(self, field: int, values: np.ndarray) -> Fixed:
+        """`values` is (n, k): k items per row (unpacked, each with its tag)."""
+        for j in range(values.shape[1]):
+            self.fixed64(field, values[:, j])
+        return self
+
+    def message(self, field: int, sub: Fixed) -> Fixed:
+        self._put(tag(field, 2) + varint_bytes(sub.width))
+        for block in sub.blocks:
+            self._put(block)
+        return self
+
+    def matrix(self) -> np.ndarray:
+        """The (n, width) uint8 encoding of every row."""
+        out = np.empty((self.n, self.width), np.uint8)
+        at = 0
+        for block in self.blocks:
+            if isinstance(block, bytes):
+                out[:, at : at + len(block)] = np.frombuffer(block, np.uint8)
+                at += len(block)
+            else:
+                out[:, at : at + block.shape[1]] = block
+                at += block.shape[1]
+        return out
+
+    def packets(self) -> np.ndarray:
+        """The rows framed as `Trace.packet` entries (field 1): an (n, width + header) matrix."""
+        return Fixed(self.n).message(1, self).matrix()
+
+
+def place(groups: list[tuple[np.ndarray, np.ndarray]], total: int) -> np.ndarray:
+    """Concatenate framed rows in slot order: each group is (slots, (n, w) matrix); returns the bytes."""
+    sizes = np.zeros(total, np.int64)
+    for slots, m in groups:
+        sizes[slots] = m.shape[1]
+    starts = np.zeros(total, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    out = np.empty(int(sizes.sum()), np.uint8)
+    for slots, m in groups:
+        out[starts[slots][:, None] + np.arange(m.shape[1])] = m
     return out

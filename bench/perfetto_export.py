@@ -1,0 +1,79 @@
+"""Benchmark: Perfetto export speed and peak memory for 10^6 and 10^7 events.
+
+Usage: .venv/bin/python bench/perfetto_export.py [--sizes 1000000 10000000] [--flows]
+Each size runs in its own subprocess (so peak RSS is that size's alone): it builds
+the synthetic profile of bench/analysis_speed.py, records RSS, exports to a
+temporary .pftrace, and prints events/s (CPU and wall), the file size, RSS
+before the export (profile in memory) and peak RSS, so the exporter's own memory
+(peak minus before) can be compared across sizes. Goal: >= 1 M events/s, flat memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child(n: int, flows: bool) -> None:
+    sys.path.insert(0, str(HERE))
+    from analysis_speed import synthetic_profile
+
+    from nprof.analysis.facts import facts
+    from nprof.export import ExportOptions, export_profile
+
+    profile = synthetic_profile(n)
+    f = facts(profile)  # shared arrays the analysis computes anyway (ingest also needs them)
+    _ = (f.i_ts, f.i_end, f.d_ts, f.d_end, f.track, f.queue)
+    before = _rss_mb()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ntff.pftrace"
+        w, c = time.perf_counter(), time.process_time()
+        export_profile(profile, "perfetto", path, ExportOptions(show_flows=flows))
+        dw, dc = time.perf_counter() - w, time.process_time() - c
+        size = path.stat().st_size
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"events": profile.event_count, "cpu_s": dc, "wall_s": dw, "bytes": size,
+                      "rss_before_mb": before, "peak_rss_mb": peak}))  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--flows", action="store_true", help="also write dependency flows")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.flows)
+        return 0
+    print(f"perfetto export{' with flows' if args.flows else ''} (CPU = process CPU time; wall = elapsed)")
+    for n in args.sizes:
+        cmd = [sys.executable, __file__, "--child", str(n)] + (["--flows"] if args.flows else [])
+        env = {**os.environ, "NPROF_NO_PROGRESS": "1"}
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout.strip().splitlines()[-1]
+        r = json.loads(out)
+        print(f"  {r['events']:>9} events: CPU {r['cpu_s']:6.2f} s {r['events'] / r['cpu_s'] / 1e6:5.2f} M events/s  "
+              f"wall {r['wall_s']:6.2f} s {r['events'] / r['wall_s'] / 1e6:5.2f} M events/s  "
+              f"file {r['bytes'] / 1e6:7.1f} MB  RSS before {r['rss_before_mb']:6.0f} MB  "
+              f"peak {r['peak_rss_mb']:6.0f} MB  (+{r['peak_rss_mb'] - r['rss_before_mb']:.0f} MB)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
