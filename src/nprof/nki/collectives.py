@@ -53,7 +53,9 @@ def _group(replica_group: Any) -> tuple[int, ...]:
         try:
             ranks = tuple(int(r) for r in replica_group)
         except (TypeError, ValueError):
-            raise kernel_error(f"replica_group must be a list of ranks or a ReplicaGroup, got {replica_group!r}")
+            raise kernel_error(
+                f"replica_group must be a list of ranks or a ReplicaGroup, got {replica_group!r}"
+            ) from None
     if len(set(ranks)) != len(ranks) or any(r < 0 for r in ranks):
         raise kernel_error(f"replica_group {ranks} must list distinct ranks >= 0")
     return tuple(sorted(ranks))
@@ -79,9 +81,7 @@ def _emit(opcode: Opcode, dst: Any, src: Any, op: str | None, replica_group: Any
     if opcode is Opcode.ALL_TO_ALL and n_dst != n_src:
         raise kernel_error(f"all_to_all needs dst and src of equal size, got {d.shape} and {s.shape}")
     builder = _trace.current()
-    index = builder.emit(
-        Engine.CC, opcode, (d.access(),), (s.access(),), attrs(op=op, group=group if group else None)
-    )
+    index = builder.emit(Engine.CC, opcode, (d.access(),), (s.access(),), attrs(op=op, group=group if group else None))
     core = cc_core if cc_core is not None else _NEXT_CORE.get(id(builder), 0)
     _NEXT_CORE[id(builder)] = core + 1
     _set_core(builder, index, core % builder.preset.cc_cores)
