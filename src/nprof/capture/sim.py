@@ -119,10 +119,10 @@ def _multi_worker_requested(args: argparse.Namespace) -> bool:
 
 
 def _capture_multi_worker(args: argparse.Namespace) -> int:
-    """Multi-worker capture (-r, --collectives-*, -m): replaced by the multi-worker runner."""
-    raise NprofError(
-        "multi-worker capture (-r/--collectives-*/-m) is not yet supported; run one worker without those flags"
-    )
+    """Multi-worker capture (-r, --collectives-*, -m): `nprof.capture.multiworker`."""
+    from nprof.capture.multiworker import capture_multi_worker_from_args
+
+    return capture_multi_worker_from_args(args)
 
 
 def capture_from_args(args: argparse.Namespace) -> int:

@@ -1,0 +1,211 @@
+"""Multi-worker capture on the virtual device: `nprof capture -n PROGRAM -r N [--collectives-*] [-m FILE] -s DIR`.
+
+Contract:
+* `capture_workers(program_path, out_dir, *, workers_per_node, worker_count=None, start_id=0,
+  profile_id="all", inputs=None, rank_inputs=None, preset=None, profile_nth=1, ignore_exec_errors=False,
+  timing_only=False) -> list[Path]` simulates the whole `worker_count`-rank job (default: one node,
+  `start_id + workers_per_node` ranks) with `device.workers.simulate_workers` — nodes are
+  `workers_per_node` consecutive ranks, collectives crossing nodes use EFA — and writes
+  `out_dir/profile_rank_<i>.ntff` for this node's ranks `start_id .. start_id + workers_per_node - 1`
+  (or only `profile_id`), creating `out_dir`. The job is deterministic, so one command per node with the
+  same program and inputs writes files that line up across nodes.
+* Inputs: `inputs` (name -> .npy) go to every rank; `rank_inputs` (rank -> name -> .npy, from `-m FILE`)
+  override them per rank. `parse_multi_input(path)` reads `-m`: one `RANK NAME FILE.npy` per line
+  (`#` comments, blank lines; relative paths from the file's directory).
+* `capture_multi_worker_from_args(args) -> int`: the CLI branch; `-s` names the output directory (a
+  `.ntff` path means its directory, as `neuron-profile` accepts `-s output/profile.ntff`; default `.`).
+  Prints warnings on stderr and one summary on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from nprof.capture.sim import load_npy
+from nprof.device.workers import JobResult, simulate_workers
+from nprof.errors import NprofError
+from nprof.program.file import load_program
+from nprof.program.model import Program
+
+
+def rank_file(out_dir: str | os.PathLike[str], rank: int) -> Path:
+    return Path(out_dir) / f"profile_rank_{rank}.ntff"
+
+
+def parse_multi_input(path: str | os.PathLike[str]) -> dict[int, dict[str, str]]:
+    """rank -> {input name: .npy path} from a `-m` file (see module doc)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise NprofError(f"-m {p}: no such file; it lists `RANK NAME FILE.npy` lines")
+    out: dict[int, dict[str, str]] = {}
+    for n, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 3 or not parts[0].isdigit():
+            raise NprofError(f"{p}:{n}: expected `RANK NAME FILE.npy`, got {raw.strip()!r}")
+        rank, name, file = int(parts[0]), parts[1], parts[2]
+        target = Path(file).expanduser()
+        if not target.is_absolute():
+            target = p.parent / target
+        if name in out.setdefault(rank, {}):
+            raise NprofError(f"{p}:{n}: input {name!r} of rank {rank} is given twice")
+        out[rank][name] = str(target)
+    return out
+
+
+def _check_names(program: Program, names: list[str], where: str) -> None:
+    known = [t.name for t in program.inputs]
+    for name in names:
+        if name not in known:
+            raise NprofError(
+                f"{where}: program {program.name!r} has no input {name!r}; its inputs are: {', '.join(known) or '-'}"
+            )
+
+
+def capture_workers(
+    program_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    workers_per_node: int,
+    worker_count: int | None = None,
+    start_id: int = 0,
+    profile_id: str | int = "all",
+    inputs: Mapping[str, str] | None = None,
+    rank_inputs: Mapping[int, Mapping[str, str]] | None = None,
+    preset: str | None = None,
+    profile_nth: int = 1,
+    ignore_exec_errors: bool = False,
+    timing_only: bool = False,
+) -> tuple[list[Path], JobResult]:
+    """Simulate the job and write this node's rank profiles (see module doc); returns (paths, job)."""
+    if workers_per_node < 1:
+        raise NprofError(f"--collectives-workers-per-node must be >= 1, got {workers_per_node}")
+    world = worker_count if worker_count is not None else start_id + workers_per_node
+    local = list(range(start_id, start_id + workers_per_node))
+    if local[-1] >= world:
+        raise NprofError(
+            f"this node's ranks {local[0]}..{local[-1]} do not fit a {world}-worker job; check "
+            "--collectives-worker-start-id, --collectives-workers-per-node and --collectives-worker-count"
+        )
+    if start_id % workers_per_node:
+        raise NprofError(
+            f"--collectives-worker-start-id {start_id} is not a multiple of --collectives-workers-per-node "
+            f"{workers_per_node}; nodes hold consecutive blocks of ranks"
+        )
+    if str(profile_id) == "all":
+        wanted = local
+    else:
+        try:
+            pid = int(profile_id)
+        except ValueError:
+            raise NprofError(f"--collectives-profile-id must be `all` or a rank, got {profile_id!r}") from None
+        if pid not in local:
+            raise NprofError(f"--collectives-profile-id {pid} is not on this node (ranks {local[0]}..{local[-1]})")
+        wanted = [pid]
+    program = load_program(program_path)
+    common = dict(inputs or {})
+    _check_names(program, list(common), "inputs")
+    per_rank = {r: dict(v) for r, v in (rank_inputs or {}).items()}
+    for r, names in per_rank.items():
+        if not 0 <= r < world:
+            raise NprofError(f"-m: rank {r} is outside the job's ranks 0..{world - 1}")
+        _check_names(program, list(names), f"-m rank {r}")
+    cache: dict[str, object] = {}
+
+    def arrays(r: int) -> dict[str, object]:
+        files = {**common, **per_rank.get(r, {})}
+        out = {}
+        for name, path in files.items():
+            if path not in cache:
+                cache[path] = load_npy(name, path)
+            out[name] = cache[path]
+        return out
+
+    job = simulate_workers(
+        program,
+        {r: arrays(r) for r in range(world)} if (common or per_rank) else None,
+        world_size=world,
+        workers_per_node=workers_per_node,
+        preset=preset,
+        numerics=not timing_only,
+        profile_ranks=wanted,
+        executions=profile_nth,
+        ignore_exec_errors=ignore_exec_errors,
+    )
+    target = Path(out_dir).expanduser()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NprofError(f"cannot create the output directory {target} ({exc.strerror}); choose another -s") from exc
+    resolved = str(Path(program_path).resolve())
+    paths = []
+    for r in wanted:
+        res = job.results[r]
+        meta = dict(res.profile.info.meta)
+        if res.warnings:
+            meta["warnings"] = "\n".join(res.warnings)
+        profile = replace(res.profile, info=replace(res.profile.info, program=resolved, meta=meta))
+        paths.append(profile.save(rank_file(target, r)))
+    return paths, job
+
+
+def _out_dir(arg: str | None) -> Path:
+    if not arg:
+        return Path(".")
+    p = Path(arg)
+    return p.parent if p.suffix == ".ntff" else p
+
+
+def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
+    """`nprof capture -n PROGRAM -r N ...` (see module doc); returns the exit code."""
+    from nprof.capture.sim import _pairs
+
+    per_node = args.collectives_workers_per_node
+    if per_node is None:
+        raise NprofError("multi-worker capture needs -r/--collectives-workers-per-node N (workers on this node)")
+    pairs = _pairs(list(args.inputs or []))
+    rank_inputs = parse_multi_input(args.multi_input) if args.multi_input else None
+    out_dir = _out_dir(args.profile)
+    paths, job = capture_workers(
+        args.program,
+        out_dir,
+        workers_per_node=per_node,
+        worker_count=args.collectives_worker_count,
+        start_id=args.collectives_worker_start_id,
+        profile_id=args.collectives_profile_id,
+        inputs=pairs,
+        rank_inputs=rank_inputs,
+        preset=args.device_preset,
+        profile_nth=args.profile_nth_exec,
+        ignore_exec_errors=args.ignore_exec_errors,
+        timing_only=args.timing_only,
+    )
+    shown = 0
+    for _rank, res in sorted(job.results.items()):
+        for text in res.warnings:
+            if shown < 8:
+                sys.stderr.write(f"nprof capture: warning: {text}\n")
+            shown += 1
+    if shown > 8:
+        sys.stderr.write(f"nprof capture: {shown - 8} more warnings (kept in each profile's meta)\n")
+    world = job.topology.world_size
+    totals = {r: res.profile.total_time_ns for r, res in job.results.items()}
+    slow = max(totals, key=lambda r: (totals[r], -r))
+    waits = [max(op.start - a for a in op.arrival.values()) for op in job.ops]
+    nodes = -(-world // per_node)
+    sys.stdout.write(
+        f"ran {job.results[slow].profile.info.name} on {world} virtual "
+        f"{job.results[slow].profile.info.preset} NeuronCores ({nodes} node{'s' if nodes > 1 else ''} x "
+        f"{per_node} workers): device time {totals[slow] / 1000:.3f} us (slowest rank {slow}); "
+        f"{len(job.ops)} collective operations, longest wait {max(waits, default=0) / 1000:.3f} us\n"
+        f"wrote {len(paths)} profile{'s' if len(paths) != 1 else ''} to {out_dir}/ "
+        f"({paths[0].name}{' .. ' + paths[-1].name if len(paths) > 1 else ''})\n"
+    )
+    return 0
