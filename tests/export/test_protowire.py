@@ -92,3 +92,36 @@ def test_subset_of_optional_nested_message() -> None:
     assert [p.HasField("track_event") for p in t.packet] == [False, True, False, True]
     assert [list(p.track_event.flow_ids) for p in t.packet] == [[], [], [], [8, 7]]
     assert [p.track_event.type for p in t.packet] == [0, 2, 0, 2]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, (1 << 64) - 1), st.integers(-(1 << 63), (1 << 63) - 1), st.floats(allow_nan=False)),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_fixed_width_rows_parse_back(rows) -> None:
+    from nprof.export.protowire import Fixed, place
+
+    n = len(rows)
+    ts = np.array([r[0] for r in rows], np.uint64)
+    ints = np.array([r[1] for r in rows], np.int64)
+    doubles = np.array([r[2] for r in rows], np.float64)
+    ann = Fixed(n).const(1, 3).varint(4, ints)
+    te = Fixed(n).const(9, 1).varint(11, ts).message(4, ann).fixed64(44, doubles)
+    te.repeated_fixed64(47, np.stack([ts, ts ^ np.uint64(1)], axis=1))
+    begin = Fixed(n).varint(8, ts).message(11, te).const(10, 5).packets()
+    end = Fixed(n).varint(8, ts).const(10, 6).packets()
+    got = Trace()
+    got.ParseFromString(place([(np.arange(n) * 2, begin), (np.arange(n) * 2 + 1, end)], 2 * n).tobytes())
+    want = Trace()
+    for r in rows:
+        p = want.packet.add(timestamp=r[0], trusted_packet_sequence_id=5)
+        e = p.track_event
+        e.type, e.track_uuid, e.double_counter_value = 1, r[0], r[2]
+        e.debug_annotations.add(name_iid=3, int_value=r[1])
+        e.flow_ids.extend([r[0], r[0] ^ 1])
+        want.packet.add(timestamp=r[0], trusted_packet_sequence_id=6)
+    assert got == want

@@ -56,6 +56,18 @@ def select(codes: np.ndarray, wanted: list[int], n_names: int) -> np.ndarray:
     return lut[codes]  # code -1 (null) reads the last entry, which is False
 
 
+def encode_arrow(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary-encode a string column: (int32 codes with -1 for null, dictionary as an Arrow array)."""
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col])
+    if len(col) == 0:
+        return np.empty(0, np.int32), pa.array([], pa.string())
+    enc = col.dictionary_encode().unify_dictionaries()
+    dictionary = enc.chunk(0).dictionary
+    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    return np.concatenate(parts).astype(np.int32, copy=False), dictionary
+
+
 class Facts:
     """Lazily computed arrays of one profile (see module doc)."""
 
@@ -238,6 +250,17 @@ class Facts:
                     self.__dict__[key] = (np.full(t.num_rows, -1, np.int32), [])
                 else:
                     self.__dict__[key] = encode(pc.coalesce(*cols) if len(cols) > 1 else cols[0])
+        return self.__dict__[key]
+
+    def column(self, table: str, name: str) -> np.ndarray | tuple[np.ndarray, pa.Array]:
+        """A column of `table` as numpy (numeric) or (codes, dictionary) for strings; cached."""
+        key = f"_col_{table}_{name}"
+        if key not in self.__dict__:
+            col = (self.instructions if table == "instructions" else self.dma)[name]
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                self.__dict__[key] = encode_arrow(col)
+            else:
+                self.__dict__[key] = to_numpy(col, bool if pa.types.is_boolean(col.type) else np.int64)
         return self.__dict__[key]
 
     def memo(self, key: str, compute: Callable[[], T]) -> T:

@@ -40,10 +40,10 @@ import pyarrow.compute as pc
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, Trace, TracePacket, TrackDescriptor
 
 from nprof.analysis.counters import SERIES, counters
-from nprof.analysis.facts import facts, to_numpy
+from nprof.analysis.facts import Facts, facts, to_numpy
 from nprof.export.options import ExportOptions
 from nprof.export.perfetto_flows import Flows
-from nprof.export.perfetto_intern import CATEGORIES, NAMES, SEQ_NEEDS, STRING_VALUES, Sequence, flat
+from nprof.export.perfetto_intern import CATEGORIES, NAMES, SEQ_NEEDS, STRING_VALUES, Sequence
 from nprof.export.perfetto_layout import KIND_END, KIND_INSTANT, Row, packet_order, plan_rows, split_lanes
 from nprof.export.protowire import Fixed, place
 from nprof.profile import Profile
@@ -58,12 +58,6 @@ ANNOTATIONS = ("id", "operands", "layer", "hlo_name", "source", "flops", "wait_n
 ANN = {name: i + 1 for i, name in enumerate(ANNOTATIONS)}
 _TE_TYPE, _TE_TRACK, _TE_NAME, _TE_CAT, _TE_ANN, _TE_FLOW, _TE_TFLOW, _TE_DOUBLE = 9, 11, 10, 3, 4, 47, 48, 44
 _DA_NAME, _DA_BOOL, _DA_INT, _DA_STR_IID = 1, 2, 4, 17
-_COLUMNS = {
-    "instructions": ["id", "opcode", "engine", "operands", "layer", "hlo_name", "nki_source_location", "flops",
-                     "wait_ns"],
-    "dma": ["id", "direction", "bytes", "partitions", "tensor", "layer", "hlo_name", "nki_source_location",
-            "is_spill", "is_reload"],
-}  # fmt: skip
 _STRINGS = {
     "instructions": (("operands", "operands"), ("layer", "layer"), ("hlo_name", "hlo_name"),
                      ("source", "nki_source_location")),
@@ -84,29 +78,34 @@ class _Ann:
         return msg.varint(self.field, self.values[rows])
 
 
-def _annotations(kind: str, chunk: pa.Table, seq: Sequence) -> list[_Ann]:
-    n = chunk.num_rows
-    out = [_Ann("id", _DA_INT, to_numpy(chunk["id"]), None)]
+def _annotations(kind: str, rows: np.ndarray, f: Facts, seq: Sequence) -> list[_Ann]:
+    out = [_Ann("id", _DA_INT, f.column(kind, "id")[rows], None)]
     if kind == "dma":
-        out.append(_Ann("bytes", _DA_INT, to_numpy(chunk["bytes"]), None))
-        out.append(_Ann("partitions", _DA_INT, to_numpy(chunk["partitions"]), None))
+        out.append(_Ann("bytes", _DA_INT, f.column(kind, "bytes")[rows], None))
+        out.append(_Ann("partitions", _DA_INT, f.column(kind, "partitions")[rows], None))
     for name, column in _STRINGS[kind]:
-        col = flat(chunk[column])
-        if col.null_count == n:
+        codes, dictionary = f.column(kind, column)
+        chunk = codes[rows]
+        if len(dictionary) == 0 or not (chunk >= 0).any():
             continue
-        iids, present = seq.iids(STRING_VALUES, col)
+        iids, present = seq.iids(STRING_VALUES, column, chunk, dictionary)
         out.append(_Ann(name, _DA_STR_IID, iids, present))
     if kind == "instructions":
         for name in ("flops", "wait_ns"):
-            v = to_numpy(chunk[name])
+            v = f.column(kind, name)[rows]
             if v.any():
                 out.append(_Ann(name, _DA_INT, v, None))
     else:
         for name, column in (("spill", "is_spill"), ("reload", "is_reload")):
-            flag = to_numpy(chunk[column], bool)
+            flag = f.column(kind, column)[rows]
             if flag.any():
                 out.append(_Ann(name, _DA_BOOL, None, flag))
     return out
+
+
+def _codes(f: Facts, table: str, column: str, rows: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    codes, dictionary = f.column(table, column)
+    return codes[rows], dictionary
 
 
 def _ragged_matrix(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -152,7 +151,6 @@ class _Writer:
         self.out.write(_one(p))
 
     def lane(self, row: Row, rows: np.ndarray, uuid: int, bar) -> None:
-        table = self.profile.table(row.table).select(_COLUMNS[row.table])
         f = facts(self.profile)
         ts_all, end_all = (f.i_ts, f.i_end) if row.table == "instructions" else (f.d_ts, f.d_end)
         event, kind, time = packet_order(ts_all[rows], end_all[rows])
@@ -165,7 +163,7 @@ class _Writer:
             ends = np.flatnonzero(kd == KIND_END)
             groups: list[tuple[np.ndarray, np.ndarray]] = []
             if starts.size:
-                for sel, fixed in self.begin_packets(row, table, rows[ev[starts]], kd[starts], tm[starts], uuid, seq):
+                for sel, fixed in self.begin_packets(row, rows[ev[starts]], kd[starts], tm[starts], uuid, seq):
                     groups.append((starts[sel], fixed.packets()))
             if ends.size:
                 te = Fixed(ends.size).const(_TE_TYPE, 2).const(_TE_TRACK, uuid)
@@ -180,26 +178,26 @@ class _Writer:
                 self.out.write(memoryview(place(groups, ev.size)))
             bar.advance(starts.size)
 
-    def begin_packets(self, row: Row, table: pa.Table, rows: np.ndarray, kd: np.ndarray, tm: np.ndarray,
-                      uuid: int, seq: Sequence) -> list[tuple[np.ndarray, Fixed]]:  # fmt: skip
+    def begin_packets(self, row: Row, rows: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
+                      seq: Sequence) -> list[tuple[np.ndarray, Fixed]]:  # fmt: skip
         """Begin/instant packets of `rows`, one Fixed message per set of fields present."""
         n = rows.size
-        chunk = table.take(pa.array(rows))
+        f = facts(self.profile)
         if row.table == "instructions":
-            names, _ = seq.iids(NAMES, chunk["opcode"])
-            cats, _ = seq.iids(CATEGORIES, chunk["engine"])
+            names, _ = seq.iids(NAMES, "opcode", *_codes(f, "instructions", "opcode", rows))
+            cats, _ = seq.iids(CATEGORIES, "engine", *_codes(f, "instructions", "engine", rows))
         else:
-            names, _ = seq.iids(NAMES, chunk["direction"])
-            dma_iid, _ = seq.iids(CATEGORIES, pa.array(["dma"]))
+            names, _ = seq.iids(NAMES, "direction", *_codes(f, "dma", "direction", rows))
+            dma_iid, _ = seq.iids(CATEGORIES, "dma", np.zeros(1, np.int32), pa.array(["dma"]))
             cats = np.full(n, dma_iid[0], np.uint64)
-        anns = _annotations(row.table, chunk, seq)
+        anns = _annotations(row.table, rows, f, seq)
         out_ids = in_ids = None
         key = np.zeros(n, np.int64)
         for j, ann in enumerate(anns):
             if ann.present is not None:
                 key |= ann.present.astype(np.int64) << j
         if self.flows is not None:
-            out_ids = self.flows.outgoing(to_numpy(chunk["id"]))
+            out_ids = self.flows.outgoing(f.column(row.table, "id")[rows])
             in_ids = self.flows.incoming(row.table, rows)
             key += (np.diff(out_ids[1]) << 32) + (np.diff(in_ids[1]) << 48)
         event_type = np.where(kd == KIND_INSTANT, 3, 1)
@@ -235,7 +233,7 @@ class _Writer:
                 r = rows[c0 : c0 + self.options.chunk_rows]
                 te = Fixed(r.size).const(_TE_TYPE, 4).const(_TE_TRACK, uuid).fixed64(_TE_DOUBLE, value[r])
                 msg = Fixed(r.size).varint(8, ts[r]).message(11, te).const(10, seq)
-                self.out.write(memoryview(msg.packets().reshape(-1)))
+                self.out.write(memoryview(np.ascontiguousarray(msg.packets()).reshape(-1)))
 
     def run(self) -> None:
         self.process()

@@ -4,10 +4,11 @@ Contract: a `Sequence` is one Perfetto packet sequence with its incremental
 state. `Sequence.iids(kind, arr)` maps a string array to interned ids (and a
 present mask for nulls), recording the strings not yet sent; `packet()` returns
 the bytes of one TracePacket carrying those strings as `InternedData` (with
-SEQ_INCREMENTAL_STATE_CLEARED on the first packet and after a reset). Few
-distinct values per chunk are looked up in a dict (sent once per sequence);
-many distinct values get fresh ids in bulk without a Python loop per string
-(a repeated string may then be sent again: bytes traded for speed). When a
+SEQ_INCREMENTAL_STATE_CLEARED on the first packet and after a reset). Strings
+arrive dictionary-encoded (codes into the column's dictionary): columns with at
+most LOOKUP_MAX distinct values keep a per-sequence table code -> iid, so each
+string is sent once; columns with more get fresh ids per chunk (a string may
+then be sent again: bytes traded for memory). Nothing loops per string. When a
 sequence has interned more than `limit` strings its state is reset, so the
 writer's and the trace reader's memory stay bounded.
 """
@@ -16,20 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from nprof.export.protowire import Msg, tag, varint_bytes
 
 SEQ_CLEARED, SEQ_NEEDS = 1, 2
-LOOKUP_MAX = 512  # chunks with at most this many distinct values use the dict lookup
+LOOKUP_MAX = 1 << 16  # columns with at most this many distinct values keep a per-sequence table of sent strings
 # InternedData fields
 NAMES, CATEGORIES, ANNOTATION_NAMES, STRING_VALUES = 2, 1, 3, 29
-
-
-def flat(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    return arr
 
 
 class Sequence:
@@ -39,12 +33,14 @@ class Sequence:
         self.id = seq_id
         self.annotation_names = annotation_names
         self.limit = limit
+        self.luts: dict[tuple[int, str], np.ndarray] = {}
         self._reset()
 
     def _reset(self) -> None:
         self.cleared = True  # the next packet must clear the reader's state
-        self.maps: dict[int, dict[str, int]] = {NAMES: {}, CATEGORIES: {}, STRING_VALUES: {}}
         self.next: dict[int, int] = {NAMES: 1, CATEGORIES: 1, STRING_VALUES: 1}
+        for lut in self.luts.values():
+            lut[:] = 0
         self.pending: list[tuple[int, np.ndarray, pa.Array]] = [
             (ANNOTATION_NAMES, np.arange(1, len(self.annotation_names) + 1), pa.array(self.annotation_names))
         ]
@@ -54,33 +50,35 @@ class Sequence:
         if sum(self.next.values()) > self.limit:
             self._reset()
 
-    def iids(self, kind: int, arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Interned ids of a string array (0 where null) and its present mask (None without nulls)."""
-        enc = pc.dictionary_encode(flat(arr))
-        dictionary = enc.dictionary
-        k = len(dictionary)
-        if k <= LOOKUP_MAX:
-            lut = np.zeros(max(k, 1), np.uint64)
-            table = self.maps[kind]
-            fresh: list[int] = []
-            for j, value in enumerate(dictionary.to_pylist()):
-                iid = table.get(value)
-                if iid is None:
-                    iid = table[value] = self.next[kind]
-                    self.next[kind] += 1
-                    fresh.append(j)
-                lut[j] = iid
-            if fresh:
-                idx = np.asarray(fresh, np.int64)
-                self.pending.append((kind, lut[idx], dictionary.take(pa.array(idx))))
-        else:
-            lut = np.arange(self.next[kind], self.next[kind] + k, dtype=np.uint64)
-            self.next[kind] += k
-            self.pending.append((kind, lut, dictionary))
-        indices = enc.indices
-        codes = indices.fill_null(0).to_numpy(zero_copy_only=False)
-        present = indices.is_valid().to_numpy(zero_copy_only=False) if indices.null_count else None
-        iids = lut[codes]
+    def _fresh(self, kind: int, count: int) -> np.ndarray:
+        iids = np.arange(self.next[kind], self.next[kind] + count, dtype=np.uint64)
+        self.next[kind] += count
+        return iids
+
+    def iids(
+        self, kind: int, key: str, codes: np.ndarray, dictionary: pa.Array
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Interned ids of dictionary-encoded strings (`codes` index `dictionary`, -1 = null).
+
+        Returns (iids with 0 for nulls, present mask or None without nulls). `key`
+        names the column, so each column keeps its own table of sent strings.
+        """
+        valid = codes >= 0
+        present = None if valid.all() else valid
+        used = np.unique(codes[valid]) if present is not None else np.unique(codes)
+        if len(dictionary) <= LOOKUP_MAX:
+            lut = self.luts.get((kind, key))
+            if lut is None or lut.size != len(dictionary):
+                lut = self.luts[(kind, key)] = np.zeros(len(dictionary), np.uint64)
+            new = used[lut[used] == 0]
+            if new.size:
+                lut[new] = self._fresh(kind, new.size)
+                self.pending.append((kind, lut[new], dictionary.take(pa.array(new))))
+            iids = lut[np.maximum(codes, 0)]
+        else:  # many distinct strings: fresh ids for this chunk's values, no table kept
+            fresh = self._fresh(kind, used.size)
+            self.pending.append((kind, fresh, dictionary.take(pa.array(used))))
+            iids = fresh[np.searchsorted(used, np.maximum(codes, 0))] if used.size else np.zeros(codes.size, np.uint64)
         if present is not None:
             iids = np.where(present, iids, np.uint64(0))
         return iids, present

@@ -259,25 +259,29 @@ def frame(msgs: list[tuple[Msg, np.ndarray]], order_len: int) -> np.ndarray:
 
 
 def padded_varint_block(values: np.ndarray, width: int) -> np.ndarray:
-    """(n, width) bytes: each value as a varint padded to exactly `width` bytes.
+    """(width, n) bytes: byte k of each value's varint padded to exactly `width` bytes (row k = byte k).
 
     Protobuf parsers accept non-minimal varints (continuation bytes of value 0),
     which lets every row of a message have the same size.
     """
     v = values.astype(_U64, copy=False)
-    shifts = (np.arange(width, dtype=_U64) * _U64(7))[None, :]
-    block = ((v[:, None] >> shifts) & _U64(0x7F)).astype(np.uint8)
+    if width <= 4 and (v.size == 0 or int(v.max()) < 1 << 32):
+        v = v.astype(np.uint32)  # half the memory traffic for the common small values
+    block = np.empty((width, v.size), np.uint8)
+    for k in range(width):
+        np.bitwise_and(v >> (7 * k), 0x7F, out=block[k], casting="unsafe")
     if width > 1:
-        block[:, :-1] |= 0x80
+        block[:-1] |= 0x80
     return block
 
 
 class Fixed:
     """A message whose rows all have the same encoded size (varints padded to the chunk's widest value).
 
-    Blocks are either bytes shared by every row or (n, w) uint8 arrays; `matrix()`
-    lays them out side by side, so a chunk of rows is one (n, width) array and
-    writing it is a single copy.
+    Blocks are bytes shared by every row or (w, n) uint8 arrays (byte-major, so
+    each is filled with contiguous writes); `matrix()` stacks them into a
+    (width, n) array and `packets()` returns its (n, width) transpose, so a chunk
+    of rows is written with one transposing copy.
     """
 
     def __init__(self, n: int) -> None:
@@ -287,7 +291,7 @@ class Fixed:
 
     def _put(self, block: bytes | np.ndarray) -> Fixed:
         self.blocks.append(block)
-        self.width += len(block) if isinstance(block, bytes) else block.shape[1]
+        self.width += len(block) if isinstance(block, bytes) else block.shape[0]
         return self
 
     def const(self, field: int, value: int) -> Fixed:
@@ -307,7 +311,7 @@ class Fixed:
         if v.dtype == np.float64:
             v = v.view(_U64)
         self._put(tag(field, 1))
-        return self._put(v.astype("<u8").view(np.uint8).reshape(-1, 8))
+        return self._put(np.ascontiguousarray(v.astype("<u8").view(np.uint8).reshape(-1, 8).T))
 
     def repeated_fixed64(self, field: int, values: np.ndarray) -> Fixed:
         """`values` is (n, k): k items per row (unpacked, each with its tag)."""
@@ -322,21 +326,21 @@ class Fixed:
         return self
 
     def matrix(self) -> np.ndarray:
-        """The (n, width) uint8 encoding of every row."""
-        out = np.empty((self.n, self.width), np.uint8)
+        """The (width, n) uint8 encoding: column i is row i's bytes."""
+        out = np.empty((self.width, self.n), np.uint8)
         at = 0
         for block in self.blocks:
             if isinstance(block, bytes):
-                out[:, at : at + len(block)] = np.frombuffer(block, np.uint8)
+                out[at : at + len(block)] = np.frombuffer(block, np.uint8)[:, None]
                 at += len(block)
             else:
-                out[:, at : at + block.shape[1]] = block
-                at += block.shape[1]
+                out[at : at + block.shape[0]] = block
+                at += block.shape[0]
         return out
 
     def packets(self) -> np.ndarray:
-        """The rows framed as `Trace.packet` entries (field 1): an (n, width + header) matrix."""
-        return Fixed(self.n).message(1, self).matrix()
+        """The rows framed as `Trace.packet` entries (field 1): an (n, width + header) view, row-major bytes."""
+        return Fixed(self.n).message(1, self).matrix().T
 
 
 def place(groups: list[tuple[np.ndarray, np.ndarray]], total: int) -> np.ndarray:
