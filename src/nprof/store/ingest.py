@@ -30,7 +30,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nprof.profile import Profile
+from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
 from nprof.store.lod import base_level_for, row_pyramid
 from nprof.store.rows import (
@@ -41,6 +41,20 @@ from nprof.store.rows import (
     counter_rows,
     order_event_rows,
 )
+
+LOD_SCHEMA = pa.schema(
+    [
+        ("level", pa.int8()),
+        ("row", pa.int16()),
+        ("bucket", pa.int64()),
+        ("count", pa.int32()),
+        ("busy", pa.int64()),
+        ("op", pa.int32()),
+        ("nbytes", pa.float64()),
+        ("flops", pa.float64()),
+    ]
+)
+TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("id", pa.int64())])}
 
 
 @dataclass(frozen=True)
@@ -127,7 +141,10 @@ def _unsorted_within_rows(row: np.ndarray, ts: np.ndarray) -> bool:
     return bool(np.any((ts[1:] < ts[:-1]) & (row[1:] == row[:-1])))
 
 
-def _lod_table(rows: list[RowInfo], cols: dict[str, np.ndarray], span: int) -> tuple[pa.Table, int, list[dict]]:
+def _lod_table(
+    rows: list[RowInfo], cols: dict[str, np.ndarray], span: int, dma_total_row: int | None = None
+) -> tuple[pa.Table, int, list[dict]]:
+    """Per-row pyramids; plus, under `dma_total_row`, the pyramid of all DMA queues together (counters)."""
     bounds = np.searchsorted(cols["row"], np.arange(len(rows) + 1), side="left")
     counts = np.diff(bounds)
     base = base_level_for(span, int(counts.max()) if counts.size else 0)
@@ -146,14 +163,35 @@ def _lod_table(rows: list[RowInfo], cols: dict[str, np.ndarray], span: int) -> t
                 "last_end": int((ts + dur).max()) if hi > lo else 0,
             }
         )
-        if hi == lo:
-            continue
-        for level, idx, b in row_pyramid(ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span):
+        if hi > lo:
+            _add_pyramid(parts, r.index, ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span)
+    if dma_total_row is not None:
+        dma = np.isin(cols["row"], [r.index for r in rows if r.kind == "dma"])
+        if dma.any():
+            c = {k: cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")}
+            _add_pyramid(parts, dma_total_row, c["ts"], c["dur"], c["op"], c["nbytes"], c["flops"], base, span)
+    tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
+    return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), base, stats
+
+
+def _add_pyramid(
+    parts: dict[int, list[pa.Table]],
+    row: int,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    op: np.ndarray,
+    nbytes: np.ndarray,
+    flops: np.ndarray,
+    base: int,
+    span: int,
+) -> None:
+    for level, idx, b in row_pyramid(ts, dur, op, nbytes, flops, base, span):
+        if idx.size:
             parts.setdefault(level, []).append(
                 pa.table(
                     {
                         "level": pa.array(np.full(idx.size, level, dtype=np.int8)),
-                        "row": pa.array(np.full(idx.size, r.index, dtype=np.int16)),
+                        "row": pa.array(np.full(idx.size, row, dtype=np.int16)),
                         "bucket": pa.array(idx.astype(np.int64)),
                         "count": pa.array(b.count.astype(np.int32)),
                         "busy": pa.array(b.busy),
@@ -163,20 +201,6 @@ def _lod_table(rows: list[RowInfo], cols: dict[str, np.ndarray], span: int) -> t
                     }
                 )
             )
-    tables = [t for level in sorted(parts) for t in parts[level]]
-    schema = pa.schema(
-        [
-            ("level", pa.int8()),
-            ("row", pa.int16()),
-            ("bucket", pa.int64()),
-            ("count", pa.int32()),
-            ("busy", pa.int64()),
-            ("op", pa.int32()),
-            ("nbytes", pa.float64()),
-            ("flops", pa.float64()),
-        ]
-    )
-    return (pa.concat_tables(tables) if tables else schema.empty_table()), base, stats
 
 
 def _deps_rev(p: Profile) -> pa.Table:
@@ -194,7 +218,7 @@ def _deps_rev(p: Profile) -> pa.Table:
     return pa.table({"dep": dep[order], "id": idv[order]})
 
 
-def _derived_counters(p: Profile, rows: list[RowInfo]) -> list[str]:
+def _derived_counters(rows: list[RowInfo]) -> list[str]:
     kinds = {r.kind for r in rows}
     keys = {r.key for r in rows}
     out = []
@@ -275,9 +299,35 @@ def _write_events(con: duckdb.DuckDBPyConnection, p: Profile, bar: Progress) -> 
     rows, cols, opnames, srcnames = _event_columns(p)
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
-    lod, base, stats = _lod_table(rows, cols, span)
     sampled = _uniques(p.counters["name"]) if p.counters.num_rows else []
-    all_rows = rows + counter_rows(len(rows), _derived_counters(p, rows), sampled)
+    base = write_timeline(con, rows, cols, opnames, srcnames, span, sampled, bar)
+    return {
+        "t_max": span,
+        "total_time_ns": total_time,
+        "base_level": base,
+        "event_count": p.event_count,
+        "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
+        "instruction_count": p.instructions.num_rows,
+        "dma_count": p.dma.num_rows,
+        "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
+        "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+    }
+
+
+def write_timeline(
+    con: duckdb.DuckDBPyConnection,
+    rows: list[RowInfo],
+    cols: dict[str, np.ndarray],
+    opnames: list[str],
+    srcnames: list[str],
+    span: int,
+    sampled: list[str],
+    bar: Progress,
+) -> int:
+    """Write events (cols sorted by row, ts), lod, rows, opcodes, sources; returns the LOD base level."""
+    all_rows = rows + counter_rows(len(rows), _derived_counters(rows), sampled)
+    dma_total = next((r.index for r in all_rows if r.key == COUNTER_PENDING_DMA), None)
+    lod, base, stats = _lod_table(rows, cols, span, dma_total)
     bar.advance(1)
     pad = [0] * (len(all_rows) - len(rows))
     row_table = pa.table(
@@ -301,14 +351,4 @@ def _write_events(con: duckdb.DuckDBPyConnection, p: Profile, bar: Progress) -> 
     _put(con, "opcodes", pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}))
     _put(con, "sources", pa.table({"src": pa.array(range(len(srcnames)), pa.int32()), "name": srcnames}))
     bar.advance(1)
-    return {
-        "t_max": span,
-        "total_time_ns": total_time,
-        "base_level": base,
-        "event_count": p.event_count,
-        "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
-        "instruction_count": p.instructions.num_rows,
-        "dma_count": p.dma.num_rows,
-        "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
-        "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
-    }
+    return base

@@ -1,19 +1,24 @@
 """Synthetic profiles of any size, for the store's tests and benchmarks (deterministic per seed).
 
-Contract: `synthetic_columns(n, seed)` returns the per-event columns of a virtual
-NeuronCore-like run with `n` events: 3/4 instructions spread over the engine rows
-(tensor.stationary, tensor.moving, vector, scalar, gpsimd, sync), 1/4 DMA
-transfers over queues q0..q15; events on a row never overlap and leave gaps.
-`synthetic_profile(n, seed)` wraps them in a `Profile` (with opcodes, layers,
-source lines, operands and one dependency on every other instruction).
+Contract: `synthetic_profile(n, seed)` is a virtual NeuronCore-like run with `n`
+events: 3/4 instructions spread over the engine rows (tensor.stationary,
+tensor.moving, vector, scalar, gpsimd, sync), 1/4 DMA transfers over queues
+q0..q15; events on a row never overlap and leave gaps. Instructions carry
+opcodes, layers, source lines, operands and one dependency on every other one.
+`synthetic_columns` / `build_timeline_store` produce the same layout straight as
+store columns, for 10^8-event viewport benchmarks.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pyarrow as pa
 
 from nprof.profile import Profile, ProfileInfo
+from nprof.store.rows import RowInfo, order_event_rows
+from nprof.store.store import Store
 
 TRACKS = ("tensor.stationary", "tensor.moving", "vector", "scalar", "gpsimd", "sync")
 ENGINE_OF = ("tensor", "tensor", "vector", "scalar", "gpsimd", "sync")
@@ -116,3 +121,103 @@ def synthetic_profile(n: int, seed: int = 0, mean_dur: int = 400) -> Profile:
             "layer": _dict_strings(rng.integers(0, len(LAYERS), n_dma), LAYERS),
         },
     )
+
+
+def synthetic_columns(
+    n: int, seed: int = 0, mean_dur: int = 400
+) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str]]:
+    """Store `events` columns (sorted by row, ts) of an `n`-event synthetic run, without building a Profile.
+
+    Same layout as `synthetic_profile` (3/4 instructions on 6 engine rows, 1/4 DMA on 16 queues);
+    used to benchmark viewport queries at sizes (10^8 events) where a Profile would not fit in memory.
+    Returns (rows, columns, opcode names).
+    """
+    rng = np.random.default_rng(seed)
+    rows = order_event_rows(set(TRACKS), set(QUEUES))
+    opnames = sorted({op for t in TRACKS for op in OPCODES[t]} | set(DIRECTIONS))
+    n_dma = n // 4
+    share = {r.key: (n_dma // len(QUEUES) if r.kind == "dma" else (n - n_dma) // len(TRACKS)) for r in rows}
+    share[rows[-1].key] += n - sum(share.values())
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "ts", "dur", "id", "op", "nbytes", "flops", "src")}
+    next_id = 0
+    for r in rows:
+        m = share[r.key]
+        scale = mean_dur * (4 if r.kind == "dma" else 1)
+        dur = rng.integers(scale // 2, scale * 3 // 2 + 1, m).astype(np.int64)
+        step = dur + rng.integers(0, scale, m)
+        choices = DIRECTIONS if r.kind == "dma" else OPCODES[r.key]
+        codes = np.array([opnames.index(c) for c in choices], dtype=np.int32)[rng.integers(0, len(choices), m)]
+        parts["row"].append(np.full(m, r.index, dtype=np.int16))
+        parts["ts"].append(np.cumsum(step) - step)
+        parts["dur"].append(dur)
+        parts["id"].append(np.arange(next_id, next_id + m, dtype=np.int64))
+        parts["op"].append(codes)
+        nbytes = (1 << rng.integers(8, 20, m)).astype(np.int64) if r.kind == "dma" else np.zeros(m, np.int64)
+        parts["nbytes"].append(nbytes)
+        is_mm = codes == opnames.index("MATMUL")
+        parts["flops"].append(np.where(is_mm, 2 * 128 * 128 * 512, 0).astype(np.int64))
+        parts["src"].append(rng.integers(0, len(SOURCES), m).astype(np.int32))
+        next_id += m
+    return rows, {k: np.concatenate(v) for k, v in parts.items()}, opnames
+
+
+def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -> None:
+    """Register an `n`-event synthetic profile whose database holds the timeline tables only.
+
+    The raw `instructions`/`dma` tables and the analysis tables are empty (details and search
+    find nothing); the viewport, rows and box select work as on any ingested profile.
+    """
+    import duckdb
+
+    from nprof.progress import progress
+    from nprof.store.ingest import TIMELINE_ONLY_TABLES, _dump, _put, write_timeline
+
+    rows, cols, opnames = synthetic_columns(n, seed)
+    span = int((cols["ts"] + cols["dur"]).max())
+    info = ProfileInfo(device="virtual-neuroncore", name=f"synthetic-{n}", preset="trn1", peak_flops=9.5e13)
+    path = store.dir / "tmp" / f"{profile_id}.timeline.duckdb"
+    path.unlink(missing_ok=True)
+    con = duckdb.connect(str(path))
+    try:
+        with progress(3, f"Building {profile_id}") as bar:
+            base = write_timeline(con, rows, cols, opnames, list(SOURCES), span, [], bar)
+        for name, schema in TIMELINE_ONLY_TABLES.items():
+            _put(con, name, schema.empty_table())
+        stats = {
+            "t_max": span,
+            "total_time_ns": span,
+            "base_level": base,
+            "event_count": n,
+            "max_dur": int(cols["dur"].max()),
+            "instruction_count": 0,
+            "dma_count": 0,
+            "flops": 0,
+            "hw_flops": 0,
+        }
+        meta = {"manifest": info.to_json(), "summary": {}, "analysis_tables": [], "stats": stats}
+        _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    entry = {
+        "id": profile_id,
+        "display_name": info.name,
+        "name": info.name,
+        "device": info.device,
+        "preset": info.preset,
+        "created": "",
+        "ingested": "",
+        "total_time_ns": span,
+        "event_count": n,
+        "rank": 0,
+        "world_size": 1,
+        "group": None,
+        "source": None,
+        "fingerprint": None,
+    }
+
+    def register(data: dict) -> None:
+        os.replace(path, store.db_path(profile_id))
+        data["profiles"][profile_id] = entry
+
+    store.catalog.update(register)

@@ -175,42 +175,69 @@ def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0:
     }
 
 
-def _derived_counter(
-    cur: duckdb.DuckDBPyConnection, meta: dict, key: str, level: int, t0: int, t1: int, b: float, width: int
-) -> dict[str, Any]:
-    src = [r for r in meta["rows"] if (r["kind"] == "dma") == (key != COUNTER_TENSOR_UTIL) and r["kind"] != "counter"]
-    if key == COUNTER_TENSOR_UTIL:
-        src = [r for r in src if r["engine"] == "tensor"]
-        moving = [r for r in src if r["key"] == "tensor.moving"]
-        src = moving or src
+def _derived_counters(
+    cur: duckdb.DuckDBPyConnection, meta: dict, keys: list[str], level: int, t0: int, t1: int, b: float, width: int
+) -> dict[str, dict[str, Any]]:
+    """The derived counter rows `keys`, from one query over their source rows (DMA queues, TensorMatrix)."""
+    event_rows = [r for r in meta["rows"] if r["kind"] != "counter"]
+    tensor = [r for r in event_rows if r["engine"] == "tensor"]
+    groups = {
+        "dma": [r for r in event_rows if r["kind"] == "dma"],
+        "tensor": [r for r in tensor if r["key"] == "tensor.moving"] or tensor,
+    }
+    # the pyramid keeps all DMA queues summed under the pending-DMA counter row
+    dma_total = [r for r in meta["rows"] if r["key"] == COUNTER_PENDING_DMA]
+    need = {k: ("tensor" if k == COUNTER_TENSOR_UTIL else "dma") for k in keys}
+    used = [g for g in ("dma", "tensor") if g in need.values() and groups[g]]
+    src = [r for g in used for r in groups[g]]
+    dma_idx = {int(r["row"]) for r in groups["dma"]}
     peak = meta["manifest"].get("peak_flops")
     base = meta["stats"]["base_level"]
+    series: dict[str, dict[str, np.ndarray]] = {}
     if not src:
-        return _counter_item(key, np.zeros(0, np.int64), 1, np.zeros(0), t0, b, width)
-    if level >= base:
+        starts, bw = np.zeros(0, np.int64), 1
+    elif level >= base:
         lc = max(base, level - SUB)
-        B = 1 << lc
-        k0, k1 = t0 // B, (t1 - 1) // B
+        bw = 1 << lc
+        k0, k1 = t0 // bw, (t1 - 1) // bw
+        if dma_total and "dma" in used:
+            src = [r for r in src if int(r["row"]) not in dma_idx] + dma_total
+            dma_idx = {int(dma_total[0]["row"])}
+        dma_list = ",".join(map(str, sorted(dma_idx))) or "-1"
         q = (
-            "SELECT bucket, sum(busy)::DOUBLE AS busy, sum(nbytes) AS nbytes, sum(flops) AS flops FROM lod "
-            "WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ? GROUP BY bucket"
+            f"SELECT bucket, row IN ({dma_list}) AS is_dma, sum(busy)::DOUBLE AS busy, sum(nbytes) AS nbytes, "
+            "sum(flops) AS flops FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ? "
+            "GROUP BY bucket, is_dma"
         ).format(",".join(str(int(r["row"])) for r in src))
         res = cur.execute(q, [lc, k0, k1]).fetchnumpy()
         n = int(k1 - k0 + 1)
-        dense = {f: np.zeros(n) for f in ("busy", "nbytes", "flops")}
-        pos = res["bucket"].astype(np.int64) - k0
-        for f in dense:
-            dense[f][pos] = res[f]
-        starts = (np.arange(n, dtype=np.int64) + k0) * B
-        vals = _counter_values(key, dense["busy"], dense["nbytes"], dense["flops"], float(B), peak)
-        return _counter_item(key, starts, B, vals, t0, b, width)
-    ev = _fetch_events(cur, src, t0, t1)
-    bw = max(1, math.ceil(b / (1 << SUB)))
-    nb = max(1, math.ceil((t1 - t0) / bw))
-    bk = bucketize(ev["ts"], ev["dur"], ev["op"], ev["nbytes"], ev["flops"], t0, bw, nb)
-    starts = t0 + np.arange(nb, dtype=np.int64) * bw
-    vals = _counter_values(key, bk.busy.astype(float), bk.nbytes, bk.flops, float(bw), peak)
-    return _counter_item(key, starts, bw, vals, t0, b, width)
+        starts = (np.arange(n, dtype=np.int64) + k0) * bw
+        for g in used:
+            m = res["is_dma"] == (g == "dma")
+            pos = res["bucket"][m].astype(np.int64) - k0
+            dense = {f: np.zeros(n) for f in ("busy", "nbytes", "flops")}
+            for f in dense:
+                dense[f][pos] = res[f][m]
+            series[g] = dense
+    else:
+        ev = _fetch_events(cur, src, t0, t1)
+        bw = max(1, math.ceil(b / (1 << SUB)))
+        nb = max(1, math.ceil((t1 - t0) / bw))
+        starts = t0 + np.arange(nb, dtype=np.int64) * bw
+        is_dma = np.isin(ev["row"], list(dma_idx))
+        for g in used:
+            m = is_dma == (g == "dma")
+            bk = bucketize(ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb)
+            series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes, "flops": bk.flops}
+    out = {}
+    for key, g in need.items():
+        if g not in series:
+            out[key] = _counter_item(key, np.zeros(0, np.int64), 1, np.zeros(0), t0, b, width)
+            continue
+        d = series[g]
+        vals = _counter_values(key, d["busy"], d["nbytes"], d["flops"], float(bw), peak)
+        out[key] = _counter_item(key, starts, bw, vals, t0, b, width)
+    return out
 
 
 def _sampled_counter(cur: duckdb.DuckDBPyConnection, key: str, t0: int, t1: int, b: float, width: int) -> dict:
@@ -288,11 +315,12 @@ def viewport(
             items[r["key"]] = _buckets_item(
                 r["key"], starts, np.full(nb, bw, np.int64), bk.count, bk.busy, bk.op.astype(np.int64), ops
             )
+    derived = [r["key"] for r in rows if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT)]
+    if derived:
+        items.update(_derived_counters(cur, meta, derived, level, t0, t1, b, width))
     for r in rows:
         if r["kind"] == "counter":
-            if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT):
-                items[r["key"]] = _derived_counter(cur, meta, r["key"], level, t0, t1, b, width)
-            else:
+            if r["key"] not in items:
                 items[r["key"]] = _sampled_counter(cur, r["key"], t0, t1, b, width)
         elif r["key"] not in items:
             items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
