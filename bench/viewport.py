@@ -42,6 +42,7 @@ def main() -> None:
     store = Store(root)
     client = TestClient(create_app(store))
     rng = np.random.default_rng(1)
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     try:
         for size in (int(float(s)) for s in args.sizes.split(",")):
             pid = f"bench-{size}"
