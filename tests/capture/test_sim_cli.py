@@ -94,13 +94,6 @@ def test_options(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixtu
     )  # fmt: skip
 
 
-def test_multi_worker_flags_are_not_yet_supported(
-    tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["capture", "-n", str(program_file), "-s", str(tmp_path), "-r", "2"]) == 2
-    assert "multi-worker capture" in capsys.readouterr().err
-
-
 def test_profile_given_as_program(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.ntff"
     capture_program(program_file, out, {}, timing_only=True)

@@ -74,12 +74,12 @@ class AccessCache:
     """Identity-then-value cache of `AccInfo` (keep the program alive while using it)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, AccInfo] = {}
+        self.by_id: dict[int, AccInfo] = {}
         self._by_value: dict[Access, AccInfo] = {}
         self._sigs: dict[tuple, int] = {}
 
     def get(self, a: Access) -> AccInfo:
-        hit = self._by_id.get(id(a))
+        hit = self.by_id.get(id(a))
         if hit is not None:
             return hit
         hit = self._by_value.get(a)
@@ -97,5 +97,5 @@ class AccessCache:
                 n,
             )
             self._by_value[a] = hit
-        self._by_id[id(a)] = hit
+        self.by_id[id(a)] = hit
         return hit

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from nprof.arch import cost
 from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
@@ -42,7 +45,7 @@ _ATTR_SKIP = frozenset({"spill", "reload"})
 
 @dataclass(frozen=True)
 class Plan:
-    """Per-instruction columns (lists indexed by program index) plus slot metadata."""
+    """Per-instruction columns (indexed by program index) plus slot metadata."""
 
     preset: Preset
     slot: list[int]  # timeline slot of each instruction
@@ -50,15 +53,17 @@ class Plan:
     lat: list[float]  # ns between the last dependency's end and the earliest start
     lat0: list[float]  # ns from time 0 to the earliest start of an instruction without deps (DMA latency)
     deps: list[tuple[int, ...]]
-    is_dma: list[bool]  # DMA_DIRECT2D
+    is_dma: np.ndarray  # bool: DMA_DIRECT2D
     hbm_bytes: dict[int, int]  # DMA index -> bytes moved to/from HBM (only DMAs touching HBM)
     transposes: frozenset[int]  # indices of TRANSPOSE instructions (they occupy both TensorE tracks)
     slot_tracks: tuple[str, ...]  # track name per slot
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
-    operands: list[str]  # display text of each instruction's operands
-    rw: list[int]  # 6 per instruction: HBM/SBUF/PSUM bytes read, then HBM/SBUF/PSUM bytes written
-    flops: dict[int, tuple[int, int]]  # index -> (model FLOPs, hardware FLOPs) for MATMUL/TRANSPOSE
+    operands: list[str]  # display text of each instruction's operands ("" for DMAs)
+    rw: np.ndarray  # int64 [n, 6]: HBM/SBUF/PSUM bytes read, then HBM/SBUF/PSUM bytes written
+    flops: np.ndarray  # int64: model FLOPs (MATMUL)
+    hw_flops: np.ndarray  # int64: hardware FLOPs (MATMUL, TRANSPOSE)
     dma_rows: dict[int, tuple[str, int, str]]  # DMA index -> (direction, partitions, tensor)
+    opcodes: list[str]  # opcode name of each instruction
 
     @property
     def n(self) -> int:
@@ -84,122 +89,132 @@ def _attr_text(attrs: tuple) -> str:
     return " ; " + " ".join(items) if items else ""
 
 
-def build_plan(program: Program, preset: Preset) -> Plan:
-    n = len(program.instructions)
-    slot = [0] * n
-    dur = [0.0] * n
-    lat = [0.0] * n
-    lat0 = [0.0] * n
-    is_dma = [False] * n
-    operands = [""] * n
-    rw = [0] * (6 * n)
-    flops: dict[int, tuple[int, int]] = {}
-    dma_rows: dict[int, tuple[str, int, str]] = {}
-    hbm_bytes: dict[int, int] = {}
-    dep_lat = {e: cost.dependency_latency_ns(e, preset) for e in Engine}
-    ns_per_cycle = {e: 1e9 / preset.clock_hz(e.value) for e in Engine}
-    first_cc = FIRST_DMA_SLOT + preset.dma_queues
-    cycles_memo: dict[tuple, float] = {}
-    attr_memo: dict[tuple, str] = {}
-    cache = AccessCache()
-    get = cache.get
-    pmax = preset.pmax
-    dma_latency = preset.dma_latency_ns
-    chunks_memo: dict[tuple[int, int], int] = {}
-    DMA, TENSOR, CC = Engine.DMA, Engine.TENSOR, Engine.CC  # hot-loop aliases
-    OP_DMA, OP_LD, OP_MM, OP_TR = Opcode.DMA_DIRECT2D, Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.TRANSPOSE
-    for i, ins in enumerate(program.instructions):
-        op = ins.opcode
-        eng = ins.engine
-        ii = [get(a) for a in ins.ins]
-        oo = [get(a) for a in ins.outs]
-        base = 6 * i
-        for x in ii:
-            rw[base + x.mem] += x.nbytes
-        for x in oo:
-            rw[base + 3 + x.mem] += x.nbytes
-        if op is OP_DMA:
-            if eng is not DMA:
-                raise NprofError(f"program {program.name!r}: {_where(i, ins)} must run on a DMA queue, not {eng}")
-            if not 0 <= ins.queue < preset.dma_queues:
-                raise NprofError(
-                    f"program {program.name!r}: {_where(i, ins)} uses DMA queue {ins.queue}; "
-                    f"valid queues are 0..{preset.dma_queues - 1}"
-                )
-            if len(ii) != 1 or len(oo) != 1:
-                raise NprofError(f"program {program.name!r}: {_where(i, ins)} needs one input and one output")
-            src, dst = ins.ins[0], ins.outs[0]
-            nbytes = oo[0].nbytes
-            ck = (ii[0].sig, oo[0].sig)
-            chunks = chunks_memo.get(ck)
-            if chunks is None:
-                chunks = chunks_memo[ck] = cost.dma_chunks(src, dst)
-            slot[i] = FIRST_DMA_SLOT + ins.queue
-            dur[i] = cost.dma_transfer_ns(nbytes, chunks, preset)
-            lat[i] = lat0[i] = dma_latency
-            is_dma[i] = True
-            s_hbm, d_hbm = ii[0].mem == 0, oo[0].mem == 0
-            if s_hbm or d_hbm:
-                hbm_bytes[i] = nbytes
-            dma_rows[i] = (
-                f"{src.space.value}->{dst.space.value}",
-                oo[0].partitions if not d_hbm else ii[0].partitions,
-                src.tensor if s_hbm or not d_hbm else dst.tensor,
+class _Template(NamedTuple):
+    """Everything about an instruction that depends only on its opcode, engine, attrs, queue and shapes."""
+
+    slot: int
+    dur: float
+    lat: float
+    lat0: float
+    is_dma: bool
+    rw: tuple[int, int, int, int, int, int]
+    flops: int
+    hw_flops: int
+    attr_text: str
+    direction: str  # DMA: "hbm->sbuf" ...
+    is_transpose: bool = False
+    opcode: str = ""
+
+
+def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: list, oo: list) -> _Template:
+    """Check one instruction and compute its shape-dependent columns (NprofError when malformed)."""
+    op, eng, name = ins.opcode, ins.engine, program.name
+    rw = [0] * 6
+    for x in ii:
+        rw[x.mem] += x.nbytes
+    for x in oo:
+        rw[3 + x.mem] += x.nbytes
+    if op is Opcode.DMA_DIRECT2D:
+        if eng is not Engine.DMA:
+            raise NprofError(f"program {name!r}: {_where(i, ins)} must run on a DMA queue, not {eng}")
+        if not 0 <= ins.queue < preset.dma_queues:
+            raise NprofError(
+                f"program {name!r}: {_where(i, ins)} uses DMA queue {ins.queue}; "
+                f"valid queues are 0..{preset.dma_queues - 1}"
             )
-            continue
-        a = ins.attrs
-        text = attr_memo.get(a)
-        if text is None:
-            text = attr_memo[a] = _attr_text(a) if a else ""
-        operands[i] = ", ".join([x.text for x in oo]) + " <- " + ", ".join([x.text for x in ii]) + text
-        if eng is CC or op in COLLECTIVES:
-            slot[i] = first_cc + (ins.queue if ins.queue >= 0 else 0) % preset.cc_cores
-            dur[i] = cost.instruction_ns(ins, preset) - preset.dma_latency_ns
-            lat[i] = lat0[i] = preset.dma_latency_ns
-            continue
-        if op in _TENSOR_OPS:
-            if eng is not TENSOR:
-                raise NprofError(f"program {program.name!r}: {_where(i, ins)} must run on TensorE, not {eng}")
-            slot[i] = SLOT_LD if op is OP_LD else SLOT_MM
-            if op is OP_MM and len(ii) >= 2:
-                m, nn = ii[0].free_elements, ii[1].free_elements
-                flops[i] = (2 * ii[0].partitions * m * nn, 2 * pmax * m * nn)
-                if oo and ins.attr("accumulate", False):
-                    rw[base + oo[0].mem] += oo[0].nbytes
-            elif op is OP_TR and ii:
-                flops[i] = (0, 2 * pmax * ii[0].free_elements * ii[0].partitions)
+        if len(ii) != 1 or len(oo) != 1:
+            raise NprofError(f"program {name!r}: {_where(i, ins)} needs one input and one output")
+        src, dst = ins.ins[0], ins.outs[0]
+        transfer = cost.dma_transfer_ns(oo[0].nbytes, cost.dma_chunks(src, dst), preset)
+        direction = f"{src.space.value}->{dst.space.value}"
+        lat = preset.dma_latency_ns
+        return _Template(FIRST_DMA_SLOT + ins.queue, transfer, lat, lat, True, tuple(rw), 0, 0, "", direction)
+    attr_text = _attr_text(ins.attrs) if ins.attrs else ""
+    if eng is Engine.CC or op in COLLECTIVES:
+        first_cc = FIRST_DMA_SLOT + preset.dma_queues
+        s = first_cc + (ins.queue if ins.queue >= 0 else 0) % preset.cc_cores
+        lat = preset.dma_latency_ns
+        dur = cost.instruction_ns(ins, preset) - lat
+        return _Template(s, dur, lat, lat, False, tuple(rw), 0, 0, attr_text, "")
+    flops = hw = 0
+    if op in _TENSOR_OPS:
+        if eng is not Engine.TENSOR:
+            raise NprofError(f"program {name!r}: {_where(i, ins)} must run on TensorE, not {eng}")
+        s = SLOT_LD if op is Opcode.LDWEIGHTS else SLOT_MM
+        if op is Opcode.MATMUL and len(ii) >= 2:
+            m, n = ii[0].free_elements, ii[1].free_elements
+            flops, hw = 2 * ii[0].partitions * m * n, 2 * preset.pmax * m * n
+            if oo and ins.attr("accumulate", False):
+                rw[oo[0].mem] += oo[0].nbytes
+        elif op is Opcode.TRANSPOSE and ii:
+            hw = 2 * preset.pmax * ii[0].free_elements * ii[0].partitions
+    else:
+        found = _ENGINE_SLOT.get(eng)
+        if found is None:
+            raise NprofError(f"program {name!r}: {_where(i, ins)} cannot run on engine {eng}")
+        s = found
+    try:
+        cycles = cost.instruction_cycles(ins, preset)
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise NprofError(f"program {name!r}: {_where(i, ins)} is malformed ({exc})") from exc
+    dur = cycles * 1e9 / preset.clock_hz(eng.value)
+    lat = cost.dependency_latency_ns(eng, preset)
+    return _Template(s, dur, lat, 0.0, False, tuple(rw), flops, hw, attr_text, "", op is Opcode.TRANSPOSE)
+
+
+def build_plan(program: Program, preset: Preset) -> Plan:
+    """One pass over the instructions; shape-dependent work is memoised per distinct template key."""
+    instrs = program.instructions
+    n = len(instrs)
+    cache = AccessCache()
+    get, by_id = cache.get, cache.by_id.get
+    memo: dict[tuple, int] = {}
+    templates: list[_Template] = []
+    which = [0] * n
+    operands = [""] * n
+    dma_rows: dict[int, tuple[str, int, str]] = {}
+    for i, ins in enumerate(instrs):
+        ii = [by_id(id(a)) or get(a) for a in ins.ins]
+        oo = [by_id(id(a)) or get(a) for a in ins.outs]
+        key = (ins.opcode, ins.engine, ins.attrs, ins.queue, *[x.sig for x in ii], -1, *[x.sig for x in oo])
+        k = memo.get(key)
+        if k is None:
+            k = memo[key] = len(templates)
+            templates.append(_template(program, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value))
+        which[i] = k
+        t = templates[k]
+        if t.is_dma:
+            d_hbm = oo[0].mem == 0
+            src = ins.ins[0]
+            tensor = src.tensor if ii[0].mem == 0 or not d_hbm else ins.outs[0].tensor
+            dma_rows[i] = (t.direction, ii[0].partitions if d_hbm else oo[0].partitions, tensor)
         else:
-            s = _ENGINE_SLOT.get(eng)
-            if s is None:
-                raise NprofError(f"program {program.name!r}: {_where(i, ins)} cannot run on engine {eng}")
-            slot[i] = s
-        key = (op, a, *[x.sig for x in ii], -1, *[x.sig for x in oo])
-        cycles = cycles_memo.get(key)
-        if cycles is None:
-            try:
-                cycles = cost.instruction_cycles(ins, preset)
-            except (IndexError, KeyError, ValueError, TypeError, AttributeError) as exc:
-                raise NprofError(f"program {program.name!r}: {_where(i, ins)} is malformed ({exc})") from exc
-            cycles_memo[key] = cycles
-        dur[i] = cycles * ns_per_cycle[eng]
-        lat[i] = dep_lat[eng]
+            operands[i] = ", ".join([x.text for x in oo]) + " <- " + ", ".join([x.text for x in ii]) + t.attr_text
+    idx = np.asarray(which, np.int64)
+    col = {f: np.asarray([getattr(t, f) for t in templates]) for f in ("slot", "dur", "lat", "lat0", "is_dma")}
+    rw = np.asarray([t.rw for t in templates], np.int64).reshape(-1, 6)
+    fl = np.asarray([(t.flops, t.hw_flops) for t in templates], np.int64).reshape(-1, 2)
+    is_dma = col["is_dma"][idx].astype(bool) if n else np.zeros(0, bool)
+    is_tr = {k for k, t in enumerate(templates) if t.is_transpose}
     tracks, engines = slot_names(preset)
     return Plan(
         preset=preset,
-        slot=slot,
-        dur=dur,
-        lat=lat,
-        lat0=lat0,
-        deps=[ins.deps for ins in program.instructions],
+        slot=col["slot"][idx].tolist() if n else [],
+        dur=col["dur"][idx].astype(np.float64).tolist() if n else [],
+        lat=col["lat"][idx].astype(np.float64).tolist() if n else [],
+        lat0=col["lat0"][idx].astype(np.float64).tolist() if n else [],
+        deps=[ins.deps for ins in instrs],
         is_dma=is_dma,
-        hbm_bytes=hbm_bytes,
-        transposes=frozenset(i for i, f in flops.items() if program.instructions[i].opcode is Opcode.TRANSPOSE),
+        hbm_bytes={i: int(rw[which[i], 3:].sum()) for i in dma_rows if rw[which[i], 0] or rw[which[i], 3]},
+        transposes=frozenset(i for i in range(n) if which[i] in is_tr) if is_tr else frozenset(),
         slot_tracks=tracks,
         slot_engines=engines,
         operands=operands,
-        rw=rw,
-        flops=flops,
+        rw=rw[idx] if n else np.zeros((0, 6), np.int64),
+        flops=fl[idx, 0] if n else np.zeros(0, np.int64),
+        hw_flops=fl[idx, 1] if n else np.zeros(0, np.int64),
         dma_rows=dma_rows,
+        opcodes=np.asarray([t.opcode for t in templates], object)[idx].tolist() if n else [],
     )
 
 

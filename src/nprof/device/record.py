@@ -28,17 +28,20 @@ from nprof.device.schedule import Timing
 from nprof.program.model import Program
 
 
-def _deps_array(deps: list[tuple[int, ...]], idx: np.ndarray) -> pa.Array:
+def _deps_array(deps: list[tuple[int, ...]]) -> pa.LargeListArray:
     lengths = np.fromiter(map(len, deps), np.int64, len(deps))
     flat = np.fromiter(chain.from_iterable(deps), np.int64, int(lengths.sum()))
     offsets = np.zeros(len(deps) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    full = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+
+
+def _select(full: pa.LargeListArray, idx: np.ndarray) -> pa.Array:
     return full.take(pa.array(idx)).cast(pa.list_(pa.int64()))
 
 
-def _take(values: list[Any], idx: np.ndarray) -> list[Any]:
-    return [values[i] for i in idx.tolist()]
+def _take(values: list[Any], idx: list[int]) -> list[Any]:
+    return [values[i] for i in idx]
 
 
 def build_tables(
@@ -49,9 +52,10 @@ def build_tables(
     end = np.rint(np.asarray(timing.end, np.float64)).astype(np.int64)
     dur = end - start
     wait = np.rint(np.asarray(timing.wait, np.float64)).astype(np.int64)
-    is_dma = np.asarray(plan.is_dma, bool) if plan.n else np.zeros(0, bool)
+    is_dma = plan.is_dma
     ci = np.flatnonzero(~is_dma)
     di = np.flatnonzero(is_dma)
+    ci_l, di_l = ci.tolist(), di.tolist()
     instrs = program.instructions
     sources = [x.source for x in instrs]
     layers = [x.layer for x in instrs]
@@ -59,25 +63,23 @@ def build_tables(
     slots = np.asarray(plan.slot, np.int64) if plan.n else np.zeros(0, np.int64)
     tracks = np.asarray(plan.slot_tracks, object)
     engines = np.asarray(plan.slot_engines, object)
-    rw = np.asarray(plan.rw, np.int64).reshape(-1, 6)[ci]
-    flops = np.zeros(plan.n, np.int64)
-    hw = np.zeros(plan.n, np.int64)
-    for i, (f, h) in plan.flops.items():
-        flops[i], hw[i] = f, h
+    rw = plan.rw[ci]
+    flops, hw = plan.flops, plan.hw_flops
     is_tr = np.zeros(plan.n, bool)
     is_tr[list(plan.transposes)] = True
-    opcodes = [x.opcode.value for x in instrs]
+    opcodes = plan.opcodes
+    deps = _deps_array(plan.deps)
     instructions = {
         "id": ci.astype(np.int64),
         "ts": start[ci],
         "duration": dur[ci],
         "engine": pa.array(engines[slots[ci]], pa.string()),
         "track": pa.array(tracks[slots[ci]], pa.string()),
-        "opcode": _take(opcodes, ci),
-        "operands": _take(plan.operands, ci),
-        "layer": _take(layers, ci),
-        "hlo_name": _take(hlos, ci),
-        "nki_source_location": _take(sources, ci),
+        "opcode": _take(opcodes, ci_l),
+        "operands": _take(plan.operands, ci_l),
+        "layer": _take(layers, ci_l),
+        "hlo_name": _take(hlos, ci_l),
+        "nki_source_location": _take(sources, ci_l),
         "flops": flops[ci],
         "hw_flops": hw[ci],
         "is_transpose": is_tr[ci],
@@ -88,12 +90,12 @@ def build_tables(
         "sbuf_write_bytes": rw[:, 4],
         "psum_write_bytes": rw[:, 5],
         "wait_ns": wait[ci],
-        "deps": _deps_array(plan.deps, ci),
+        "deps": _select(deps, ci),
         "iteration": np.full(len(ci), iteration, np.int32),
         "pc": ci.astype(np.int32),
     }
-    rows = [plan.dma_rows[i] for i in di.tolist()]
-    nbytes = np.asarray(plan.rw, np.int64).reshape(-1, 6)[di, 3:].sum(axis=1) if len(di) else np.zeros(0, np.int64)
+    rows = [plan.dma_rows[i] for i in di_l]
+    nbytes = plan.rw[di, 3:].sum(axis=1)
     dma = {
         "id": di.astype(np.int64),
         "ts": start[di],
@@ -103,12 +105,12 @@ def build_tables(
         "bytes": nbytes,
         "partitions": np.asarray([r[1] for r in rows], np.int32),
         "tensor": [r[2] for r in rows],
-        "is_spill": np.asarray([bool(instrs[i].attr("spill", False)) for i in di.tolist()], bool),
-        "is_reload": np.asarray([bool(instrs[i].attr("reload", False)) for i in di.tolist()], bool),
-        "layer": _take(layers, di),
-        "hlo_name": _take(hlos, di),
-        "nki_source_location": _take(sources, di),
-        "deps": _deps_array(plan.deps, di),
+        "is_spill": np.asarray([bool(instrs[i].attr("spill", False)) for i in di_l], bool),
+        "is_reload": np.asarray([bool(instrs[i].attr("reload", False)) for i in di_l], bool),
+        "layer": _take(layers, di_l),
+        "hlo_name": _take(hlos, di_l),
+        "nki_source_location": _take(sources, di_l),
+        "deps": _select(deps, di),
         "iteration": np.full(len(di), iteration, np.int32),
         "pc": di.astype(np.int32),
     }
