@@ -120,3 +120,15 @@ def test_padded_varints_mixed_widths(tmp_path: Path) -> None:
     t = _export(p, tmp_path)
     assert [(s.ts, s.args["id"], s.args["flops"]) for s in t.slices] == [(0, 1, 0), (5, 1 << 35, 3),
                                                                          (1 << 40, 7, 1 << 50)]  # fmt: skip
+
+
+def test_sampled_counters(tmp_path: Path) -> None:
+    p = Profile.build(
+        ProfileInfo(device="cpu"),
+        instructions={"id": [1], "ts": [0], "duration": [10], "engine": ["other"], "track": ["cpu:1"], "opcode": ["x"]},
+        counters={"ts": [5, 0, 3], "name": ["temp", "cpu_percent", "cpu_percent"], "value": [40.0, 10.0, 90.0]},
+    )
+    t = _export(p, tmp_path)
+    assert t.counters["cpu_percent"] == [(0, 10.0), (3, 90.0)]
+    assert t.counters["temp"] == [(5, 40.0)]
+    assert "Pending DMA count" not in t.counters  # no DMA: no DMA series

@@ -138,14 +138,26 @@ def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     return _collapse(edges[:-1], value, f.total_ns)
 
 
-def counters(profile: Profile) -> pa.Table:
-    """All counter series of `profile` (see module doc)."""
-    parts: list[pa.Table] = []
+def computed_series(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The series computed from events, by name: (ts, value) arrays; series without a source are left out."""
+    f = facts(profile)
+    return f.memo("computed_series", lambda: _computed(profile))
+
+
+def _computed(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    out = {}
     for name, fn in (("tensor_util", tensor_util), ("pending_dma", pending_dma), ("dma_throughput", dma_throughput)):
         ts, value = fn(profile)
         if ts.size:
-            names = pa.DictionaryArray.from_arrays(np.zeros(ts.size, np.int32), pa.array([name])).cast(pa.string())
-            parts.append(pa.table({"ts": ts, "name": names, "value": value}, schema=SCHEMA))
+            out[name] = (ts, value)
+    return out
+
+
+def counters(profile: Profile) -> pa.Table:
+    """All counter series of `profile` (see module doc)."""
+    parts: list[pa.Table] = []
+    for name, (ts, value) in computed_series(profile).items():
+        parts.append(pa.table({"ts": ts, "name": pa.repeat(name, ts.size), "value": value}, schema=SCHEMA))
     sampled = profile.counters
     if sampled.num_rows:
         parts.append(sampled.select(SCHEMA.names).cast(SCHEMA).sort_by([("name", "ascending"), ("ts", "ascending")]))

@@ -32,14 +32,14 @@ Contract:
 
 from __future__ import annotations
 
+import itertools
 from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, Trace, TracePacket, TrackDescriptor
 
-from nprof.analysis.counters import SERIES, counters
+from nprof.analysis.counters import SERIES, computed_series
 from nprof.analysis.facts import Facts, facts, to_numpy
 from nprof.export.options import ExportOptions
 from nprof.export.perfetto_flows import Flows
@@ -217,22 +217,24 @@ class _Writer:
         return groups
 
     def counters(self, rank0: int) -> None:
-        table = counters(self.profile)
-        if table.num_rows == 0:
-            return
-        names = list(dict.fromkeys(pc.unique(table["name"]).to_pylist()))
-        codes = pc.index_in(table["name"], pa.array(names)).to_numpy(zero_copy_only=False)
-        ts, value = to_numpy(table["ts"]), to_numpy(table["value"], np.float64)
-        for k, name in enumerate(names):
+        series = list(computed_series(self.profile).items())
+        sampled = self.profile.counters
+        if sampled.num_rows:
+            sampled = sampled.sort_by([("name", "ascending"), ("ts", "ascending")])
+            names = sampled["name"].to_numpy(zero_copy_only=False)
+            ts, value = to_numpy(sampled["ts"]), to_numpy(sampled["value"], np.float64)
+            bounds = np.flatnonzero(np.concatenate([[True], names[1:] != names[:-1], [True]]))
+            for a, b in itertools.pairwise(bounds.tolist()):
+                series.append((str(names[a]), (ts[a:b], value[a:b])))
+        for k, (name, (ts, value)) in enumerate(series):
             label, unit = SERIES.get(name, (name, ""))
             uuid = COUNTER_UUID_BASE + k
             self.descriptor(uuid, label, rank0 + k, counter_unit=unit)
             seq = self.seq()
-            rows = np.flatnonzero(codes == k)
-            for c0 in range(0, rows.size, self.options.chunk_rows):
-                r = rows[c0 : c0 + self.options.chunk_rows]
-                te = Fixed(r.size).const(_TE_TYPE, 4).const(_TE_TRACK, uuid).fixed64(_TE_DOUBLE, value[r])
-                msg = Fixed(r.size).varint(8, ts[r]).message(11, te).const(10, seq)
+            for c0 in range(0, ts.size, self.options.chunk_rows):
+                t, v = ts[c0 : c0 + self.options.chunk_rows], value[c0 : c0 + self.options.chunk_rows]
+                te = Fixed(t.size).const(_TE_TYPE, 4).const(_TE_TRACK, uuid).fixed64(_TE_DOUBLE, v)
+                msg = Fixed(t.size).varint(8, t).message(11, te).const(10, seq)
                 self.out.write(memoryview(np.ascontiguousarray(msg.packets()).reshape(-1)))
 
     def run(self) -> None:
