@@ -106,6 +106,8 @@ class Emitter:
         self._tile_region: dict[str, _Region] = {}
         self._hbm: dict[str, list[_Region]] = {}
         self._pins: list[tuple[int, int]] = []
+        self._psum_pins: set[int] = set()
+        self._pin_of: dict[str, tuple[Space, int, int]] = {}
 
     # ----- HBM tensors and scopes -----
     def hbm_tensor(
@@ -136,9 +138,21 @@ class Emitter:
 
     def release_pins(self) -> None:
         self._pins = []
+        self._psum_pins = set()
+        self._pin_of = {}
 
-    def psum(self, partitions: int, *free: int) -> Tile:
-        return self._alloc(Space.PSUM, partitions, free)
+    def unpin(self, tile: Tile) -> None:
+        pin = self._pin_of.pop(tile.access.tensor, None)
+        if pin is None:
+            return
+        space, lo, hi = pin
+        if space is Space.SBUF:
+            self._pins.remove((lo, hi))
+        else:
+            self._psum_pins.discard(lo)
+
+    def psum(self, partitions: int, *free: int, pin: bool = False) -> Tile:
+        return self._alloc(Space.PSUM, partitions, free, pin)
 
     def _alloc(self, space: Space, partitions: int, free: Sequence[int], pin: bool = False) -> Tile:
         n = int(np.prod(free)) if free else 1
@@ -161,14 +175,23 @@ class Emitter:
                 raise NprofError("internal: SBUF exhausted by pinned tiles")
             if pin:
                 self._pins.append((offset, offset + size))
+                self._pin_of[f"sb{self._alloc_id + 1}"] = (space, offset, offset + size)
             self._sb_next = offset + size
             self._sb_high = max(self._sb_high, self._sb_next)
         else:
             bank = self.preset.psum_bank_bytes
             if size > bank:
                 raise NprofError(f"internal: PSUM tile of {size} bytes exceeds a bank")
+            banks = self.preset.psum_banks
+            if len(self._psum_pins) >= banks:
+                raise NprofError("internal: every PSUM bank is pinned")
+            while self._ps_next in self._psum_pins:
+                self._ps_next = (self._ps_next + 1) % banks
             offset = self._ps_next * bank
-            self._ps_next = (self._ps_next + 1) % self.preset.psum_banks
+            if pin:
+                self._psum_pins.add(self._ps_next)
+                self._pin_of[f"ps{self._alloc_id + 1}"] = (space, self._ps_next, self._ps_next)
+            self._ps_next = (self._ps_next + 1) % banks
             size = bank
         self._alloc_id += 1
         name = f"{'sb' if space is Space.SBUF else 'ps'}{self._alloc_id}"

@@ -183,6 +183,21 @@ def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
     return out
 
 
+@register("slice_scatter.default", "select_scatter.default")
+def _scatter_into(lw: Lowerer, base: Any, src: Any, dim: int = 0, *args: Any) -> View:
+    """A copy of `base` with `src` written into base[..., start:end:step, ...] (or base.select(dim, index))."""
+    out = lw.new_tensor()
+    ew.map_kernel(lw.em, out, [as_operand(lw, lw.value(base), out.shape)], ew.copy_body)
+    if "select_scatter" in str(lw.node.target):
+        dst = out.select(dim, int(args[0]))
+    else:
+        start, end, step = [*args, None, None, 1][:3]
+        size = out.shape[dim % len(out.shape)]
+        dst = out.slice(dim, 0 if start is None else start, size if end is None else min(end, size), step or 1)
+    ew.map_kernel(lw.em, dst, [as_operand(lw, lw.value(src), dst.shape)], ew.copy_body)
+    return out
+
+
 # ----- constants -----
 def _const(lw: Lowerer, value: Any) -> Const:
     val = lw.meta()
@@ -501,3 +516,13 @@ def _nll_loss_backward(
     nll_loss_backward_kernel(lw.em, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
                              int(ignore_index), _view_of(lw, total_weight))  # fmt: skip
     return out
+
+
+# ----- torch.distributed functional collectives (nprof.compiler.collectives) -----
+def _register_collectives() -> None:
+    from nprof.compiler.collectives import register_collectives
+
+    register_collectives(LOWERINGS)
+
+
+_register_collectives()

@@ -37,7 +37,7 @@ def matmul_kernel(
             stationary.append(load_tile(em, a_t, k0, kt, m0, mt, pin=True))
         for n0 in range(0, n, N_TILE):
             nt = min(N_TILE, n - n0)
-            acc = em.psum(mt, nt)
+            acc = em.psum(mt, nt, pin=True)
             for i, k0 in enumerate(range(0, k, K_TILE)):
                 kt = min(K_TILE, k - k0)
                 moving = load_tile(em, b, k0, kt, n0, nt)
@@ -57,6 +57,7 @@ def matmul_kernel(
                     em.tensor_tensor(res, res, bt, "add")
                 else:
                     em.tensor_tensor(res, acc, bt, "add")
+            em.unpin(acc)
             em.store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), res)
         em.release_pins()
 
@@ -92,7 +93,7 @@ def sum_rows_kernel(em: Emitter, out: View, src: View, scale: float = 1.0) -> No
         ones.append(t)
     for n0 in range(0, n, N_TILE):
         nt = min(N_TILE, n - n0)
-        acc = em.psum(1, nt)
+        acc = em.psum(1, nt, pin=True)
         for i, k0 in enumerate(range(0, r, K_TILE)):
             kt = min(K_TILE, r - k0)
             em.nc_matmul(acc, ones[i], load_tile(em, src, k0, kt, n0, nt), accumulate=i > 0)
@@ -101,5 +102,6 @@ def sum_rows_kernel(em: Emitter, out: View, src: View, scale: float = 1.0) -> No
             em.tensor_copy(res, acc)
         else:
             em.tensor_scalar(res, acc, "multiply", scale)
+        em.unpin(acc)
         em.store(view_access(out, 0, (0, n0), (1, nt), (1,)), res)
     em.release_pins()

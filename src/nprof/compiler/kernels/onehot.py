@@ -32,7 +32,7 @@ def embedding_kernel(em: Emitter, out: View, weight: View, idx: View) -> None:
         nt = min(M_TILE, n - n0)
         for d0 in range(0, d, N_TILE):
             dt = min(N_TILE, d - d0)
-            acc = em.psum(nt, dt)
+            acc = em.psum(nt, dt, pin=True)
             for i, v0 in enumerate(range(0, v, K_TILE)):
                 vt = min(K_TILE, v - v0)
                 ramp = em.sbuf(vt, nt)
@@ -44,6 +44,7 @@ def embedding_kernel(em: Emitter, out: View, weight: View, idx: View) -> None:
                 em.nc_matmul(acc, onehot_t, table, accumulate=i > 0)
             res = em.sbuf(nt, dt)
             em.tensor_copy(res, acc)
+            em.unpin(acc)
             em.store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), res)
 
 
@@ -54,7 +55,7 @@ def embedding_backward_kernel(em: Emitter, out: View, grad: View, idx: View, pad
         vt = min(M_TILE, v - v0)
         for d0 in range(0, d, N_TILE):
             dt = min(N_TILE, d - d0)
-            acc = em.psum(vt, dt)
+            acc = em.psum(vt, dt, pin=True)
             for i, n0 in enumerate(range(0, n, K_TILE)):
                 nt = min(K_TILE, n - n0)
                 ids = _index_col(em, idx, n0, nt)
@@ -66,6 +67,7 @@ def embedding_backward_kernel(em: Emitter, out: View, grad: View, idx: View, pad
                 em.nc_matmul(acc, onehot, g, accumulate=i > 0)
             res = em.sbuf(vt, dt)
             em.tensor_copy(res, acc)
+            em.unpin(acc)
             if padding_idx >= 0 and v0 <= padding_idx < v0 + vt:
                 em.affine_select(res, res, v0 - padding_idx, 1, (0,), "ne", 0.0)
             em.store(view_access(out, 0, (v0, d0), (vt, dt), (1,)), res)
@@ -84,7 +86,7 @@ def nll_loss_kernel(
     em: Emitter, loss: View, total_weight: View, logp: View, target: View, reduction: int, ignore_index: int
 ) -> None:
     n, c = logp.shape
-    acc = em.psum(1, 2)
+    acc = em.psum(1, 2, pin=True)
     for i, n0 in enumerate(range(0, n, K_TILE)):
         nt = min(K_TILE, n - n0)
         ids, mask = _mask(em, target, n0, nt, c)
@@ -104,6 +106,7 @@ def nll_loss_kernel(
         em.nc_matmul(acc, ones, pv, accumulate=i > 0)
     sums = em.sbuf(1, 2)
     em.tensor_copy(sums, acc)
+    em.unpin(acc)
     em.store(view_access(total_weight, None, (), (), ()), sums.cols(1, 1))
     if reduction == REDUCTION_NONE:
         return

@@ -1,0 +1,86 @@
+"""Fixtures for the compiler tests: a private compile cache, and eager-vs-device comparison helpers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+RTOL = 1e-4
+ATOL = 1e-5
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compile-cache")
+    old = os.environ.get("NPROF_CACHE")
+    os.environ["NPROF_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("NPROF_CACHE", None)
+    else:
+        os.environ["NPROF_CACHE"] = old
+
+
+def _clone(args: Sequence[object]) -> list[object]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            c = a.detach().clone()
+            c.requires_grad_(a.requires_grad)
+            out.append(c)
+        else:
+            out.append(a)
+    return out
+
+
+def check_fn(fn: Callable[..., object], *args: object, grad: bool = True) -> None:
+    """fn compiled with the nprof backend gives eager's outputs and input gradients (fp32, rtol 1e-4)."""
+    torch._dynamo.reset()
+    eager_args = _clone(args)
+    dev_args = _clone(args)
+    expected = fn(*eager_args)
+    got = torch.compile(fn, backend="nprof")(*dev_args)
+    exp_list = expected if isinstance(expected, (tuple, list)) else [expected]
+    got_list = got if isinstance(got, (tuple, list)) else [got]
+    assert len(exp_list) == len(got_list)
+    for e, g in zip(exp_list, got_list, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g.detach(), e.detach(), rtol=RTOL, atol=ATOL)
+    if not grad:
+        return
+    gen = torch.Generator().manual_seed(1)
+    weights = [torch.randn(e.shape, generator=gen) for e in exp_list if e.dtype.is_floating_point]
+    loss_e = sum((e * w).sum() for e, w in zip([e for e in exp_list if e.dtype.is_floating_point], weights, strict=True))
+    loss_g = sum((g * w).sum() for g, w in zip([g for g in got_list if g.dtype.is_floating_point], weights, strict=True))
+    loss_e.backward()
+    loss_g.backward()
+    for a, b in zip(eager_args, dev_args, strict=True):
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            torch.testing.assert_close(b.grad, a.grad, rtol=RTOL, atol=ATOL)
+
+
+def check_module(make: Callable[[], torch.nn.Module], *inputs: torch.Tensor) -> None:
+    """A module compiled with nprof: same outputs, same parameter and input gradients as eager."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager = make()
+    dev = make()
+    dev.load_state_dict(eager.state_dict())
+    e_in = _clone(inputs)
+    d_in = _clone(inputs)
+    out_e = eager(*e_in)
+    out_d = torch.compile(dev, backend="nprof")(*d_in)
+    torch.testing.assert_close(out_d.detach(), out_e.detach(), rtol=RTOL, atol=ATOL)
+    w = torch.randn(out_e.shape, generator=torch.Generator().manual_seed(2))
+    (out_e * w).sum().backward()
+    (out_d * w).sum().backward()
+    for (name, pe), (_, pd) in zip(eager.named_parameters(), dev.named_parameters(), strict=True):
+        torch.testing.assert_close(pd.grad, pe.grad, rtol=RTOL, atol=ATOL, msg=f"gradient of {name}")
+    for a, b in zip(e_in, d_in, strict=True):
+        if a.requires_grad:
+            torch.testing.assert_close(b.grad, a.grad, rtol=RTOL, atol=ATOL)

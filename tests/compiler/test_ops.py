@@ -1,0 +1,127 @@
+"""Every supported op family, forward and backward, against eager PyTorch (fp32, small shapes)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from tests.compiler.conftest import check_fn  # noqa: E402
+
+
+def r(*shape: int, seed: int = 0, grad: bool = True, positive: bool = False) -> torch.Tensor:
+    t = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    if positive:
+        t = t.abs() + 0.5
+    return t.requires_grad_(grad)
+
+
+MATMUL = {
+    "linear": (lambda x, w, b: F.linear(x, w, b), (r(2, 3, 8), r(5, 8, seed=1), r(5, seed=2))),
+    "mm": (lambda a, b: a @ b, (r(6, 9), r(9, 7, seed=1))),
+    "mm_large_tiles": (lambda a, b: a @ b, (r(130, 140), r(140, 600, seed=1))),
+    "bmm": (lambda a, b: torch.bmm(a, b), (r(3, 4, 5), r(3, 5, 6, seed=1))),
+    "matmul_broadcast": (lambda a, b: torch.matmul(a, b), (r(2, 2, 5, 4), r(4, 3, seed=1))),
+    "addmm_scaled": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), (r(4, 6), r(4, 3, seed=1), r(3, 6, seed=2))),
+}
+
+UNARY = {
+    "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "exp": torch.exp, "neg": torch.neg, "abs": torch.abs,
+    "square": lambda x: x**2, "pow3": lambda x: x**3, "clamp": lambda x: x.clamp(-0.5, 0.7),
+    "dropout_eval": lambda x: F.dropout(x, 0.3, training=False),
+}  # fmt: skip
+
+POSITIVE = {"log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal}
+
+BINARY = {
+    "add_broadcast": (lambda a, b: a + b, (r(3, 4, 5), r(4, 1, seed=1))),
+    "sub_alpha": (lambda a, b: torch.sub(a, b, alpha=2.0), (r(3, 4), r(3, 4, seed=1))),
+    "mul_rowvec": (lambda a, b: a * b, (r(6, 5), r(5, seed=1))),
+    "div": (lambda a, b: a / b, (r(4, 5), r(4, 5, seed=1, positive=True))),
+    "scalars": (lambda a: (2.0 - a) * 3.0 / 4.0 + 1.0, (r(3, 7),)),
+    "rdiv": (lambda a: 1.5 / a, (r(3, 7, positive=True),)),
+    "maximum": (lambda a, b: torch.maximum(a, b), (r(8, 3), r(8, 3, seed=1))),
+    "where_cmp": (lambda a, b: torch.where(a > b, a * 2, b), (r(5, 6), r(5, 6, seed=1))),
+    "masked_fill": (lambda a: a.masked_fill(a < 0.1, 0.0), (r(4, 9),)),
+}
+
+REDUCE = {
+    "sum_dim": (lambda x: x.sum(dim=1), (r(4, 5, 6),)),
+    "sum_keepdim": (lambda x: x.sum(dim=-1, keepdim=True), (r(4, 5, 6),)),
+    "sum_leading": (lambda x: x.sum(dim=(0, 1)), (r(4, 5, 6),)),
+    "sum_all": (lambda x: x.sum(), (r(7, 300),)),
+    "mean": (lambda x: x.mean(dim=0), (r(9, 4),)),
+    "mean_all": (lambda x: x.mean(), (r(3, 4),)),
+    "amax": (lambda x: x.amax(dim=-1), (r(6, 10),)),
+    "amax_all": (lambda x: x.amax(), (r(130, 3),)),
+    "softmax": (lambda x: torch.softmax(x, dim=-1), (r(3, 4, 10),)),
+    "softmax_dim0": (lambda x: torch.softmax(x, dim=0), (r(6, 5),)),
+    "log_softmax": (lambda x: torch.log_softmax(x, dim=1), (r(5, 12),)),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (8,), w, b), (r(2, 3, 8), r(8, seed=1), r(8, seed=2))),
+    "layer_norm_plain": (lambda x: F.layer_norm(x, (4, 6)), (r(3, 4, 6),)),
+}
+
+VIEWS = {
+    "view_permute": (lambda x: x.view(4, 3, 2).permute(2, 0, 1) * 1.0, (r(2, 12),)),
+    "transpose_t": (lambda x: x.transpose(0, 1).t() + x.t().t(), (r(5, 3),)),
+    "expand": (lambda x: x.unsqueeze(1).expand(3, 4, 5) * 2.0, (r(3, 5),)),
+    "slice_select": (lambda x: x[:, 1:4] * x[:, 0:3] + x[2, 2:5], (r(5, 6),)),
+    "cat": (lambda a, b: torch.cat([a * 2, b], dim=1), (r(3, 2), r(3, 4, seed=1))),
+    "reshape_noncontig": (lambda x: x.t().reshape(-1) + 1.0, (r(3, 4),)),
+    "squeeze": (lambda x: x.squeeze(1).exp(), (r(4, 1, 3),)),
+}
+
+
+@pytest.mark.parametrize("name", list(MATMUL))
+def test_matmul(name: str) -> None:
+    fn, args = MATMUL[name]
+    check_fn(fn, *args)
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name: str) -> None:
+    check_fn(UNARY[name], r(4, 6))
+
+
+@pytest.mark.parametrize("name", list(POSITIVE))
+def test_unary_positive(name: str) -> None:
+    check_fn(POSITIVE[name], r(4, 6, positive=True))
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary(name: str) -> None:
+    fn, args = BINARY[name]
+    check_fn(fn, *args)
+
+
+@pytest.mark.parametrize("name", list(REDUCE))
+def test_reduce(name: str) -> None:
+    fn, args = REDUCE[name]
+    check_fn(fn, *args)
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_views(name: str) -> None:
+    fn, args = VIEWS[name]
+    check_fn(fn, *args)
+
+
+def test_nll_loss_and_cross_entropy() -> None:
+    target = torch.tensor([1, 0, 4, 2, 3, 1])
+    check_fn(lambda x: F.nll_loss(torch.log_softmax(x, 1), target), r(6, 5))
+    check_fn(lambda x: F.cross_entropy(x, target, reduction="sum"), r(6, 5))
+    ignored = torch.tensor([1, -100, 4, 2, -100, 1])
+    check_fn(lambda x: F.cross_entropy(x, ignored), r(6, 5))
+
+
+def test_embedding() -> None:
+    idx = torch.tensor([[1, 3, 3], [0, 9, 3]])
+    check_fn(lambda w: F.embedding(idx, w), r(10, 6))
+    check_fn(lambda w: F.embedding(idx, w, padding_idx=3) * 2.0, r(10, 6))
+
+
+def test_arange_and_comparisons() -> None:
+    check_fn(lambda x: x * torch.arange(5, dtype=torch.float32), r(3, 5))
+    check_fn(lambda x: (x > 0).float() + (x <= 0.5).float(), r(3, 5), grad=False)
