@@ -54,9 +54,11 @@ def check_fn(fn: Callable[..., object], *args: object, grad: bool = True) -> Non
     if not grad:
         return
     gen = torch.Generator().manual_seed(1)
-    weights = [torch.randn(e.shape, generator=gen) for e in exp_list if e.dtype.is_floating_point]
-    loss_e = sum((e * w).sum() for e, w in zip([e for e in exp_list if e.dtype.is_floating_point], weights, strict=True))
-    loss_g = sum((g * w).sum() for g, w in zip([g for g in got_list if g.dtype.is_floating_point], weights, strict=True))
+    floats_e = [e for e in exp_list if e.dtype.is_floating_point]
+    floats_g = [g for g in got_list if g.dtype.is_floating_point]
+    weights = [torch.randn(e.shape, generator=gen) for e in floats_e]
+    loss_e = sum((e * w).sum() for e, w in zip(floats_e, weights, strict=True))
+    loss_g = sum((g * w).sum() for g, w in zip(floats_g, weights, strict=True))
     loss_e.backward()
     loss_g.backward()
     for a, b in zip(eager_args, dev_args, strict=True):

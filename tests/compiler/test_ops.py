@@ -23,7 +23,10 @@ MATMUL = {
     "mm_large_tiles": (lambda a, b: a @ b, (r(130, 140), r(140, 600, seed=1))),
     "bmm": (lambda a, b: torch.bmm(a, b), (r(3, 4, 5), r(3, 5, 6, seed=1))),
     "matmul_broadcast": (lambda a, b: torch.matmul(a, b), (r(2, 2, 5, 4), r(4, 3, seed=1))),
-    "addmm_scaled": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), (r(4, 6), r(4, 3, seed=1), r(3, 6, seed=2))),
+    "addmm_scaled": (
+        lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+        (r(4, 6), r(4, 3, seed=1), r(3, 6, seed=2)),
+    ),
 }
 
 UNARY = {
