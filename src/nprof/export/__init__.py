@@ -95,6 +95,10 @@ def _open(path: str) -> Profile:
 
 def export_from_args(args: Any) -> int:
     """`nprof view ... --output-format F`: open the profile, export it; returns the exit code."""
+    if getattr(args, "directory", None) and not args.profile:  # a multi-worker capture: nprof.export.group_export
+        from nprof.export.group_export import export_group_from_args
+
+        return export_group_from_args(args)
     exporter = get_exporter(args.output_format)
     if getattr(args, "directory", None) and not args.profile:
         raise NprofError(

@@ -1,0 +1,157 @@
+"""File outputs of a whole multi-worker capture: `nprof view -d DIR --output-format F`.
+
+Contract:
+* `rank_files(dir) -> dict[rank, Path]` finds `profile_rank_<i>.ntff` (NprofError when none);
+  `load_ranks(dir)` opens them in parallel threads (progress bar on a terminal).
+* `group_summary(profiles) -> GroupAnalysis` (`nprof.analysis.collectives`).
+* Formats: `summary-text` (a per-rank table — nd/nc, total_time, cc_op_time, cc_op_count, cc_wait_time,
+  caused_wait — then one line per collective operation with its straggler and waits, then the job's
+  straggler and slowest rank), `summary-json` (the same as JSON: {"ranks", "ops", "straggler",
+  "slowest_rank", "total_wait_ns"}), `perfetto` (one trace, one process per rank — pid rank+1 —, written by
+  the single-profile exporter per rank and merged with track uuids, sequence ids and flow ids moved into a
+  per-rank range; default file `ntff_group.pftrace`). Other formats refuse `-d` with a one-line hint.
+* `export_group_from_args(args) -> int`: the CLI branch; summaries go to stdout unless `--output-file`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from nprof.analysis.collectives import GroupAnalysis, RankFacts, analyze_group
+from nprof.errors import NprofError
+from nprof.export.options import ExportOptions
+from nprof.export.output import atomic_file
+from nprof.profile import Profile
+from nprof.progress import progress
+
+RANK_FILE = re.compile(r"^profile_rank_(\d+)\.ntff$")
+GROUP_FORMATS = ("summary-text", "summary-json", "perfetto")
+_RANK_SPAN = 1 << 32  # track uuids of rank r live in [(r + 1) * 2**32, (r + 2) * 2**32)
+
+
+def rank_files(directory: str | os.PathLike[str]) -> dict[int, Path]:
+    d = Path(directory).expanduser()
+    if not d.is_dir():
+        raise NprofError(f"{d}: not a directory; -d takes the -s directory of a multi-worker capture")
+    found = {int(m.group(1)): p for p in d.iterdir() if (m := RANK_FILE.match(p.name))}
+    if not found:
+        raise NprofError(f"{d}: no profile_rank_<i>.ntff files; capture with -r/--collectives-workers-per-node")
+    return dict(sorted(found.items()))
+
+
+def load_ranks(directory: str | os.PathLike[str]) -> dict[int, Profile]:
+    files = rank_files(directory)
+    out: dict[int, Profile] = {}
+    with progress(len(files), f"Loading {len(files)} worker profiles") as bar, ThreadPoolExecutor(2) as pool:
+        for rank, prof in zip(files, pool.map(Profile.load, files.values()), strict=True):
+            out[rank] = prof
+            bar.advance(1)
+    return out
+
+
+def group_summary(profiles: dict[int, Profile]) -> GroupAnalysis:
+    return analyze_group(
+        {r: RankFacts(p.collectives, p.total_time_ns, p.info.nd_idx, p.info.nc_idx, None) for r, p in profiles.items()}
+    )
+
+
+def _s(ns: int) -> str:
+    return f"{ns / 1e9:.6g}"
+
+
+def summary_text(g: GroupAnalysis) -> str:
+    lines = [f"{'rank':>5} {'nd_idx':>6} {'nc_idx':>6} {'total_time':>12} {'cc_op_time':>12} {'cc_op_count':>11} "
+             f"{'cc_wait_time':>12} {'caused_wait':>12}"]  # fmt: skip
+    for r in g.ranks:
+        lines.append(
+            f"{r.rank:>5} {r.nd_idx:>6} {r.nc_idx:>6} {_s(r.total_time_ns):>12} {_s(r.cc_op_time_ns):>12} "
+            f"{r.cc_op_count:>11} {_s(r.cc_wait_ns):>12} {_s(r.caused_wait_ns):>12}"
+        )
+    lines.append("")
+    lines.append(f"collective operations: {len(g.ops)} (times in seconds; straggler = last rank to arrive)")
+    lines.append(f"{'id':>4} {'kind':<15} {'bytes':>10} {'start':>12} {'duration':>12} {'max_wait':>12} straggler")
+    for op in g.ops:
+        lines.append(
+            f"{op.id:>4} {op.kind:<15} {op.bytes:>10} {_s(op.start):>12} {_s(op.end - op.start):>12} "
+            f"{_s(op.max_wait_ns):>12} {op.straggler if op.max_wait_ns else '-'}"
+        )
+    lines.append("")
+    culprit = "none (no rank waited)" if g.straggler is None else f"rank {g.straggler}"
+    lines.append(f"straggler     {culprit}")
+    lines.append(f"slowest_rank  {g.slowest_rank}")
+    lines.append(f"total_wait    {_s(g.total_wait_ns)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_perfetto(profiles: dict[int, Profile], out: BinaryIO, options: ExportOptions) -> None:
+    """One Perfetto trace with a process per rank (see module doc)."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
+
+    from nprof.export.perfetto_export import write
+
+    seq_base = 0
+    with progress(len(profiles), "Writing multi-worker Perfetto trace") as bar:
+        for rank, prof in profiles.items():
+            buf = io.BytesIO()
+            write(prof, buf, options)
+            trace = Trace()
+            trace.ParseFromString(buf.getvalue())
+            shift = (rank + 1) * _RANK_SPAN
+            top = 0
+            for p in trace.packet:
+                if p.trusted_packet_sequence_id:
+                    top = max(top, p.trusted_packet_sequence_id)
+                    p.trusted_packet_sequence_id += seq_base
+                if p.HasField("track_descriptor"):
+                    d = p.track_descriptor
+                    d.uuid += shift
+                    if d.parent_uuid:
+                        d.parent_uuid += shift
+                if p.HasField("track_event"):
+                    te = p.track_event
+                    if te.track_uuid:
+                        te.track_uuid += shift
+                    if len(te.flow_ids):
+                        te.flow_ids[:] = [f + shift for f in te.flow_ids]
+                    if len(te.terminating_flow_ids):
+                        te.terminating_flow_ids[:] = [f + shift for f in te.terminating_flow_ids]
+            seq_base += top + 1
+            out.write(trace.SerializeToString())
+            bar.advance(1)
+
+
+def export_group_from_args(args: Any) -> int:
+    """`nprof view -d DIR --output-format F [--output-file PATH]` (see module doc)."""
+    fmt = args.output_format
+    if fmt not in GROUP_FORMATS:
+        raise NprofError(
+            f"--output-format {fmt} works on one profile; give -s DIR/profile_rank_<i>.ntff, or use -d with "
+            f"{', '.join(GROUP_FORMATS)}"
+        )
+    profiles = load_ranks(args.directory)
+    options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
+    if fmt == "perfetto":
+        target = Path(args.output_file or "ntff_group.pftrace")
+        with atomic_file(target) as fh:
+            write_perfetto(profiles, fh, options)
+        sys.stderr.write(f"nprof view: wrote {target} ({len(profiles)} ranks)\n")
+        return 0
+    g = group_summary(profiles)
+    text = summary_text(g) if fmt == "summary-text" else orjson.dumps(g.to_json(), option=orjson.OPT_INDENT_2).decode()
+    if fmt == "summary-json":
+        text += "\n"
+    if args.output_file:
+        with atomic_file(Path(args.output_file)) as fh:
+            fh.write(text.encode())
+        sys.stderr.write(f"nprof view: wrote {args.output_file}\n")
+    else:
+        sys.stdout.write(text)
+    return 0
