@@ -11,9 +11,12 @@ from __future__ import annotations
 import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import eq
 from typing import Any
 
 import numpy as np
+import orjson
 
 from nprof.capture.chrome_tree import TRACK_SHIFT, Context, nest, select_work
 from nprof.capture.opclass import engine_of, op_flops
@@ -61,6 +64,20 @@ def _operands(args: dict[str, Any]) -> str | None:
     return None
 
 
+def _operands_all(all_args: list[dict[str, Any]]) -> list[str | None]:
+    """`_operands` for many slices, cached on the serialised shape/type/value fields (training loops repeat)."""
+    memo: dict[bytes, str | None] = {}
+    out = []
+    keys = ("Input Dims", "Input type", "Concrete Inputs", "grid", "block", "registers per thread", "shared memory")
+    for a in all_args:
+        key = orjson.dumps([a.get(k) for k in keys] + [a.get("bytes")])
+        got = memo.get(key, memo)
+        if got is memo:
+            got = memo[key] = _operands(a)
+        out.append(got)
+    return out
+
+
 def _opcode(name: str) -> str:
     return name[len(_BWD) :] if name.startswith(_BWD) else name
 
@@ -78,36 +95,40 @@ def build_profile(
     f_ns = np.rint((f_ts - base_us) * 1000.0).astype(np.int64)
     if n and int(end.max()) >= 1 << TRACK_SHIFT:
         raise NprofError("the trace spans more than 9 hours; nprof imports traces up to 2**45 ns long")
-    kind = np.fromiter((_KIND.get(c, 2) for c in sl.cat), dtype=np.int8, count=n)
+    kind = np.fromiter(map(_KIND.get, sl.cat, repeat(2)), dtype=np.int8, count=n)
     names, args = sl.name, sl.args
 
-    # tracks
-    host_pids = {sl.pid[i] for i in np.flatnonzero(kind == 2).tolist()}
-    multi = len(host_pids) > 1
-    codes: dict[str, int] = {}
-    by_thread: dict[tuple[Any, Any], int] = {}
-    track_code = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        k = kind[i]
-        key = (sl.pid[i], sl.tid[i])
-        if k >= 3:
-            a = args[i]
-            label = f"cuda:{a.get('device', key[0])}:{a.get('stream', key[1])}"
-        else:
-            got = by_thread.get(key)
-            if got is not None:
-                track_code[i] = got
-                continue
-            label = f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}"
-        code = codes.setdefault(label, len(codes))
-        by_thread.setdefault(key, code)
-        track_code[i] = code
-    track_names = list(codes)
+    # tracks: device slices by (device, stream) from their args; others by (pid, tid), taking the device
+    # track of that (pid, tid) when it has one (gpu_user_annotation), else "cpu:<tid>"
+    kind_l = kind.tolist()
+    pids, tids = sl.pid, sl.tid
+    multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
+    labels: list[str | None] = [None] * n
+    thread_label: dict[tuple[Any, Any], str] = {}
+    dev_label: dict[tuple[Any, Any], str] = {}
+    for i in [i for i, k in enumerate(kind_l) if k >= 3]:
+        a, key = args[i], (pids[i], tids[i])
+        ds = (a.get("device", key[0]), a.get("stream", key[1]))
+        label = dev_label.get(ds) or dev_label.setdefault(ds, f"cuda:{ds[0]}:{ds[1]}")
+        labels[i] = label
+        thread_label.setdefault(key, label)
+    pairs = list(zip(pids, tids, strict=True))
+    keymap = {
+        key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in set(pairs)
+    }
+    dev_labels = labels
+    labels = list(map(keymap.__getitem__, pairs))
+    for i in np.flatnonzero(kind >= 3).tolist():
+        labels[i] = dev_labels[i]
+    track_names = sorted(set(labels))
+    codes = {label: c for c, label in enumerate(track_names)}
+    track_code = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
+    by_thread = {key: codes[label] for key, label in keymap.items()}
 
     # host slices: nesting, work level, context
     host = np.flatnonzero(kind == 2)
-    h_names = [names[i] for i in host.tolist()]
-    h_args = [args[i] for i in host.tolist()]
+    h_names = list(map(names.__getitem__, host.tolist()))
+    h_args = list(map(args.__getitem__, host.tolist()))
     order, parent, h_end = nest(track_code[host], start[host], end[host])
     h_start = start[host]
     h_dur = h_end - h_start
@@ -117,7 +138,7 @@ def build_profile(
     par_l, own_l = parent.tolist(), owner.tolist()
 
     # backward nodes: nearest evaluate_function ancestor-or-self
-    is_bwd = [nm.startswith(_BWD) for nm in h_names]
+    is_bwd = list(map(str.startswith, h_names, repeat(_BWD)))
     bwd_of = [-1] * len(host)
     if any(is_bwd):
         for i in order.tolist():
@@ -128,9 +149,15 @@ def build_profile(
     own = [0] * len(host)
     flops = np.zeros(len(host), dtype=np.int64)
     dtype_weight: Counter[str] = Counter()
-    for i, nm in enumerate(h_names):
-        if "Input Dims" in h_args[i] and engine_of(nm) == "tensor":
-            own[i] = op_flops(nm, h_args[i]["Input Dims"], h_args[i].get("Concrete Inputs"))
+    flops_memo: dict[bytes, int] = {}
+    tensor_names = {nm for nm in set(h_names) if engine_of(nm) == "tensor"}
+    for i in [i for i, nm in enumerate(h_names) if nm in tensor_names and "Input Dims" in h_args[i]]:
+        nm, a = h_names[i], h_args[i]
+        key = orjson.dumps([nm, a["Input Dims"], a.get("Concrete Inputs")])
+        got = flops_memo.get(key)
+        if got is None:
+            got = flops_memo[key] = op_flops(nm, a["Input Dims"], a.get("Concrete Inputs"))
+        own[i] = got
     # innermost wins: an op counts only if no op inside it has a formula (aten::linear > aten::addmm -> addmm)
     has_inner = [False] * len(host)
     for i in [j for j, f in enumerate(own) if f > 0]:
@@ -173,22 +200,29 @@ def build_profile(
                 layer, source, iteration = info_of[r]
                 info_of[r] = (f[0] or layer, f[1] or source, iteration)
 
+    path_memo: dict[int, str] = {}
+
+    def path(r: int) -> str:
+        """Op path of slice r: names of its ancestors and itself, outer first, repeats collapsed."""
+        got = path_memo.get(r)
+        if got is None:
+            name = _opcode(h_names[r])
+            p = par_l[r]
+            if p < 0:
+                got = name
+            else:
+                above = path(p)
+                got = above if above.endswith(name) and above.rsplit(" > ", 1)[-1] == name else f"{above} > {name}"
+            path_memo[r] = got
+        return got
+
     def chain(r: int, include_self: bool) -> str | None:
-        parts = [_opcode(h_names[r])] if include_self else []
-        p = par_l[r]
-        while p >= 0:
-            parts.append(_opcode(h_names[p]))
-            p = par_l[p]
-        parts.reverse()
-        dedup = [x for k, x in enumerate(parts) if k == 0 or parts[k - 1] != x]
-        return " > ".join(dedup) or None
+        if include_self:
+            return path(r)
+        return path(par_l[r]) if par_l[r] >= 0 else None
 
     # device slices: kernels (instructions), memcpy/memset (dma), linked to the launching host row
-    corr: dict[Any, int] = {}
-    for i, a in enumerate(h_args):
-        c = a.get("correlation")
-        if c is not None:
-            corr[c] = i
+    corr = {a["correlation"]: i for i, a in enumerate(h_args) if "correlation" in a}
     dev = np.flatnonzero(kind >= 3)
     dev_owner, dev_host = [], []
     for i in dev.tolist():
@@ -202,8 +236,9 @@ def build_profile(
         o = dev_owner[j]
         if o >= 0 and flops[o] > 0 and o not in first:
             first[o] = j
+    kern_pos = {j: k for k, j in enumerate(kern)}
     for o, j in first.items():
-        k_flops[kern.index(j)] = flops[o]
+        k_flops[kern_pos[j]] = flops[o]
         flops[o] = 0
 
     # instruction rows: emitted host slices then kernels
@@ -217,7 +252,7 @@ def build_profile(
     i_flops = np.concatenate([flops[rows], k_flops]).astype(np.int64)
     i_info = [info_of[r] for r in r_list] + [info_of.get(dev_owner[j], (None, None, 0)) for j in kern]
     i_hlo = [chain(r, False) for r in r_list] + [chain(dev_host[j], False) if dev_host[j] >= 0 else None for j in kern]
-    i_ops = [_operands(h_args[r]) for r in r_list] + [_operands(args[i]) for i in k_idx]
+    i_ops = _operands_all([h_args[r] for r in r_list] + [args[i] for i in k_idx])
     i_owner = [r for r in r_list] + [dev_owner[j] for j in kern]
 
     d_idx = [int(dev[j]) for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
@@ -364,22 +399,20 @@ def _flow_deps(
         return
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
-    t_sorted, e_sorted, id_sorted = track[order].tolist(), end[order].tolist(), ids[order].tolist()
+    t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
     f_trk = np.asarray([by_thread.get((f[3], f[4]), -1) for f in flows], dtype=np.int64)
-    pos = (np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1).tolist()
+    pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
+    n = len(keys)
+    p = np.clip(pos, 0, n - 1)
+    q = np.clip(pos + 1, 0, n - 1)
+    enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
+    next_ok = np.asarray([f[0] == "f" and f[5] != "e" for f in flows]) & (pos + 1 < n) & (t_sorted[q] == f_trk)
+    bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
+    bound[f_trk < 0] = -1
     chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
-    for k, f in enumerate(flows):
-        t = int(f_trk[k])
-        if t < 0:
-            continue
-        p, ts = pos[k], int(f_ns[k])
-        bound = -1
-        if p >= 0 and t_sorted[p] == t and e_sorted[p] >= ts:
-            bound = id_sorted[p]
-        elif f[0] == "f" and f[5] != "e" and p + 1 < len(t_sorted) and t_sorted[p + 1] == t:
-            bound = id_sorted[p + 1]
-        if bound >= 0:
-            chains[(f[1], f[2])].append((ts, bound))
+    for k in np.flatnonzero(bound >= 0).tolist():
+        f = flows[k]
+        chains[(f[1], f[2])].append((int(f_ns[k]), int(bound[k])))
     for points in chains.values():
         points.sort()
         for (_, a), (_, b) in itertools.pairwise(points):

@@ -1,0 +1,233 @@
+"""Benchmark: Chrome-trace (Kineto) import, nprof vs Holistic Trace Analysis, on the same file.
+
+Generates a Kineto-like CUDA training trace (ProfilerStep annotations, nested
+cpu_ops, cudaLaunchKernel runtime calls, kernels on two streams with grid/block
+args, memcpys, ac2g flow events, [memory] instants) of about --events events,
+then times `nprof.capture.open_profile` (parse + Profile tables) and HTA's
+`TraceAnalysis(trace_files={0: file})` loading it, and prints both times and the
+ratio, in wall time and in CPU time (both run in this process on one thread, so
+the CPU ratio stays meaningful on a busy shared machine).
+
+Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--keep DIR] [--skip-hta]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BASE_US = 3_500_000_000.0  # Kineto-style large timestamps (microseconds)
+PID, TID = 4242, 4242
+
+
+class _Gen:
+    def __init__(self) -> None:
+        self.corr = 0
+        self.ext = 0
+        self.t = BASE_US
+
+    def op(self, out: list[Any], name: str, ts: float, dur: float, dims: list[Any], seq: int | None = None) -> None:
+        self.ext += 1
+        args: dict[str, Any] = {
+            "External id": self.ext,
+            "Record function id": 0,
+            "Input Dims": dims,
+            "Input type": ["float"] * len(dims),
+            "Ev Idx": self.ext,
+        }
+        if seq is not None:
+            args["Sequence number"], args["Fwd thread id"] = seq, 0
+        out.append(
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur, "args": args}
+        )
+
+    def launch(self, out: list[Any], ts: float, kernel: str, kts: float, kdur: float, stream: int) -> None:
+        self.corr += 1
+        c = self.corr
+        out.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": PID,
+                "tid": TID,
+                "ts": ts,
+                "dur": 4.0,
+                "args": {"cbid": 211, "correlation": c, "External id": self.ext},
+            }
+        )
+        out.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kernel,
+                "pid": 0,
+                "tid": stream,
+                "ts": kts,
+                "dur": kdur,
+                "args": {
+                    "queued": 0,
+                    "device": 0,
+                    "context": 1,
+                    "stream": stream,
+                    "correlation": c,
+                    "registers per thread": 64,
+                    "shared memory": 4096,
+                    "blocks per SM": 1.2,
+                    "warps per SM": 4.8,
+                    "grid": [64, 4, 1],
+                    "block": [128, 1, 1],
+                    "est. achieved occupancy %": 12,
+                    "External id": self.ext,
+                },
+            }
+        )
+        out.append({"ph": "s", "id": c, "pid": PID, "tid": TID, "ts": ts, "cat": "ac2g", "name": "ac2g"})
+        out.append({"ph": "f", "id": c, "pid": 0, "tid": stream, "ts": kts, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+
+    def memcpy(self, out: list[Any]) -> None:
+        self.corr += 1
+        rt = {"cbid": 41, "correlation": self.corr}
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": PID, "tid": TID,
+                    "ts": self.t, "dur": 6.0, "args": rt})  # fmt: skip
+        args = {"device": 0, "context": 1, "stream": 13, "correlation": self.corr, "bytes": 1 << 20}
+        out.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 13,
+                    "ts": self.t + 8.0, "dur": 20.0, "args": args})  # fmt: skip
+        self.t += 30.0
+
+    def layer(self, out: list[Any], i: int) -> None:
+        t = self.t
+        self.op(out, "aten::linear", t, 30.0, [[64, 1024], [1024, 1024], [1024]], seq=i)
+        self.op(out, "aten::t", t + 1.0, 4.0, [[1024, 1024]])
+        self.op(out, "aten::transpose", t + 1.5, 3.0, [[1024, 1024], [], []])
+        self.op(out, "aten::as_strided", t + 2.0, 1.0, [[1024, 1024], [], [], []])
+        self.op(out, "aten::addmm", t + 6.0, 22.0, [[1024], [64, 1024], [1024, 1024], [], []], seq=i + 1)
+        self.launch(out, t + 10.0, "ampere_sgemm_128x64_tn", t + 40.0, 35.0, 7)
+        self.op(out, "aten::gelu", t + 32.0, 10.0, [[64, 1024], []], seq=i + 2)
+        self.launch(
+            out, t + 34.0, "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>", t + 76.0, 6.0, 7
+        )
+        self.op(out, "aten::sum", t + 44.0, 8.0, [[64, 1024], [], [], []])
+        self.launch(
+            out, t + 46.0, "void at::native::reduce_kernel<512, 1, ReduceOp<float, sum_functor>>", t + 84.0, 5.0, 13
+        )
+        out.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": "[memory]",
+                "pid": PID,
+                "tid": TID,
+                "ts": t + 45.0,
+                "args": {
+                    "Total Reserved": 1 << 30,
+                    "Total Allocated": (i % 97) << 20,
+                    "Bytes": 4096,
+                    "Device Id": 0,
+                    "Device Type": 1,
+                    "Addr": i,
+                },
+            }
+        )
+        self.t += 90.0
+
+
+def generate(path: Path, n_events: int) -> int:
+    """Write a Kineto-like trace of about `n_events` events to `path`; return the exact count."""
+    gen = _Gen()
+    count, step = 0, 0
+    with open(path, "wb") as fh:
+        head = {
+            "schemaVersion": 1,
+            "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+            "displayTimeUnit": "ms",
+        }
+        fh.write(orjson.dumps(head)[:-1] + b',"traceEvents":[')
+        first = True
+        while count < n_events:
+            chunk: list[Any] = []
+            start = gen.t
+            for i in range(64):
+                gen.layer(chunk, 3 * i)
+            gen.memcpy(chunk)
+            chunk.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{step}",
+                    "pid": PID,
+                    "tid": TID,
+                    "ts": start - 0.5,
+                    "dur": gen.t - start,
+                    "args": {"External id": 0},
+                }
+            )
+            step += 1
+            body = orjson.dumps(chunk)[1:-1]
+            fh.write(body if first else b"," + body)
+            first = False
+            count += len(chunk)
+        fh.write(b'],"traceName":"bench"}')
+    return count
+
+
+def time_nprof(path: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, profile events) of nprof's import; both run in this process, single-threaded."""
+    from nprof.capture import open_profile
+
+    t, c = time.perf_counter(), time.process_time()
+    profile = open_profile(path)
+    return time.perf_counter() - t, time.process_time() - c, profile.event_count
+
+
+def time_hta(path: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of HTA loading one rank's trace (HTA parses a single rank in-process)."""
+    logging.disable(logging.WARNING)
+    warnings.simplefilter("ignore")
+    from hta.trace_analysis import TraceAnalysis
+
+    t, c = time.perf_counter(), time.process_time()
+    TraceAnalysis(trace_files={0: path.name}, trace_dir=str(path.parent))
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keep", default=None, help="directory to keep the generated trace in")
+    parser.add_argument("--skip-hta", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="nprof-bench-") as tmp:
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "kineto_bench.json"
+        n = generate(path, args.events)
+        size = os.path.getsize(path) / 1e6
+        print(f"trace: {n} events, {size:.0f} MB ({path.name})")
+        t_nprof, c_nprof, rows = time_nprof(path)
+        print(f"nprof import: {t_nprof:.2f} s wall, {c_nprof:.2f} s CPU ({n / t_nprof:,.0f} events/s; {rows} rows)")
+        if args.skip_hta:
+            return 0
+        try:
+            t_hta, c_hta = time_hta(path)
+        except Exception as exc:  # report why HTA could not load, do not hide it
+            print(f"HTA: failed to load ({type(exc).__name__}: {exc})")
+            return 1
+        print(f"HTA TraceAnalysis load: {t_hta:.2f} s wall, {c_hta:.2f} s CPU ({n / t_hta:,.0f} events/s)")
+        print(f"ratio: nprof is {t_hta / t_nprof:.1f}x faster than HTA (wall), {c_hta / c_nprof:.1f}x (CPU time)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
