@@ -44,9 +44,19 @@ def encode(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
         return np.empty(0, np.int32), []
     enc = col.dictionary_encode().unify_dictionaries()
     names = enc.chunk(0).dictionary.to_pylist() if enc.num_chunks else []
-    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
-    codes = np.concatenate(parts).astype(np.int32, copy=False) if parts else np.empty(0, np.int32)
+    codes = _indices(enc)
     return codes, names
+
+
+def _indices(enc: pa.ChunkedArray) -> np.ndarray:
+    """int32 dictionary indices of an encoded column, -1 for nulls (no fill pass when there are none)."""
+    parts = [
+        (c.indices.fill_null(-1) if c.indices.null_count else c.indices).to_numpy(zero_copy_only=False)
+        for c in enc.chunks
+    ]
+    if not parts:
+        return np.empty(0, np.int32)
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)).astype(np.int32, copy=False)
 
 
 def select(codes: np.ndarray, wanted: list[int], n_names: int) -> np.ndarray:
@@ -63,9 +73,7 @@ def encode_arrow(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]
     if len(col) == 0:
         return np.empty(0, np.int32), pa.array([], pa.string())
     enc = col.dictionary_encode().unify_dictionaries()
-    dictionary = enc.chunk(0).dictionary
-    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
-    return np.concatenate(parts).astype(np.int32, copy=False), dictionary
+    return _indices(enc), enc.chunk(0).dictionary
 
 
 class Facts:
