@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -29,8 +30,13 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
@@ -58,8 +64,9 @@ class Server:
 
     def api(self, path: str, method: str = "GET", body: object | None = None) -> dict:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
+        req = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
+        )
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())
 
@@ -71,18 +78,45 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     tiny_path = tiny_profile().save(tmp / "tiny.ntff")
     syn_path = synthetic_profile(20_000, seed=3).save(tmp / "synthetic.ntff")
     env = {**os.environ, "NPROF_NO_PROGRESS": "1"}
-    out = subprocess.run(_nprof("view", "-s", str(tiny_path), "--ingest-only", "--db", str(db)),
-                         capture_output=True, text=True, env=env, timeout=60, check=True).stdout
+    out = subprocess.run(
+        _nprof("view", "-s", str(tiny_path), "--ingest-only", "--db", str(db)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    ).stdout
     tiny_id = re.search(r'Profile "([^"]+)" is ready', out).group(1)
+    run = tmp / "run"
+    run.mkdir()
+    for rank in (0, 1):
+        p = tiny_profile()
+        replace(p, info=replace(p.info, rank=rank, world_size=2, name=f"tiny rank {rank}")).save(
+            run / f"profile_rank_{rank}.ntff"
+        )
+    out = subprocess.run(
+        _nprof("view", "-d", str(run), "--ingest-only", "--db", str(db)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    ).stdout
+    group_id = re.search(r'Profile "([^"]+)" is ready', out).group(1)
     port = _free_port()
-    proc = subprocess.Popen(_nprof("view", "-s", str(syn_path), "--port", str(port), "--db", str(db)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        _nprof("view", "-s", str(syn_path), "--port", str(port), "--db", str(db)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     line = proc.stdout.readline()
     if "View profile at" not in line:
         proc.kill()
         raise RuntimeError(f"nprof view did not start: {line!r} {proc.stderr.read()}")
     syn_id = line.strip().rsplit("/", 1)[-1]
-    srv = Server(f"http://127.0.0.1:{port}", proc, {"tiny": tiny_id, "syn": syn_id}, tmp, db)
+    srv = Server(f"http://127.0.0.1:{port}", proc, {"tiny": tiny_id, "syn": syn_id, "group": group_id}, tmp, db)
     yield srv
     proc.terminate()
     try:
@@ -147,9 +181,11 @@ def test_overview_rows_and_counters_drawn(page, server):
     assert keys[:16] == [f"q{i}" for i in range(16)]
     assert keys[16:22] == ["tensor.stationary", "tensor.moving", "vector", "scalar", "gpsimd", "sync"]
     assert [k for k, kind in rows if kind == "counter"] == [
-        "counter:tensor_util", "counter:pending_dma", "counter:dma_throughput"]
-    drawn = page.evaluate(
-        "() => window.__nprof.view.vp.rows.map(r => [r.key, r.mode, r.ts.length])")
+        "counter:tensor_util",
+        "counter:pending_dma",
+        "counter:dma_throughput",
+    ]
+    drawn = page.evaluate("() => window.__nprof.view.vp.rows.map(r => [r.key, r.mode, r.ts.length])")
     assert {k for k, _, _ in drawn} == set(keys)
     assert all(n > 0 for _, _, n in drawn)
     assert {m for k, m, _ in drawn if k.startswith("counter:")} == {"counter"}
@@ -159,8 +195,10 @@ def test_overview_rows_and_counters_drawn(page, server):
     total = server.api(f"/api/profiles/{server.ids['syn']}")["profile"]["total_time_ns"]
     assert url_params(page)["t1"] == [str(total)]
     # the canvas backing store follows devicePixelRatio
-    w = page.evaluate("() => [document.querySelector('canvas.tl-base').width, window.devicePixelRatio, "
-                      "window.__nprof.timeline.layout.width]")
+    w = page.evaluate(
+        "() => [document.querySelector('canvas.tl-base').width, window.devicePixelRatio, "
+        "window.__nprof.timeline.layout.width]"
+    )
     assert w[0] == round(w[1] * w[2])
     shot(page, "overview")
     page.set_viewport_size({"width": 1920, "height": 1080})
@@ -174,14 +212,18 @@ def test_click_event_opens_details_and_highlights_dependencies(page, server):
     page.wait_for_selector("#details-title")
     wait_idle(page)
     assert page.inner_text("#details-title") == "MATMUL"
-    groups = page.eval_on_selector_all("#panel-details .field-group[data-group]", "els => els.map(e => e.dataset.group)")
+    groups = page.eval_on_selector_all(
+        "#panel-details .field-group[data-group]", "els => els.map(e => e.dataset.group)"
+    )
     assert groups[:5] == ["Timing", "IDs", "Source", "Operands", "Memory"]
     assert page.inner_text("#panel-details dd[data-key=ts]").startswith("100 ns")
     assert page.inner_text("#panel-details dd[data-key=nki_source_location]") == "kernel.py:10"
     helps = page.eval_on_selector_all("#panel-details dt .help", "els => els.map(e => e.title)")
     assert helps and all(helps)
-    ov = page.evaluate("() => { const o = window.__nprof.timeline.overlays; "
-                       "return [o.selected.id, o.deps.map(d => d.id), o.dependents.map(d => d.id)]; }")
+    ov = page.evaluate(
+        "() => { const o = window.__nprof.timeline.overlays; "
+        "return [o.selected.id, o.deps.map(d => d.id), o.dependents.map(d => d.id)]; }"
+    )
     assert ov == [2, [1], [3]]
     assert url_params(page)["ev"] == ["2"]
     assert "Depends on (1)" in page.text_content("#panel-details")
@@ -313,7 +355,7 @@ def test_markers_rename_save_load_round_trip(page, server):
     page.click("#marker-sets button[data-set=run1]")
     page.wait_for_function("() => window.__nprof.view.markers.length === 2")
     wait_idle(page)
-    assert [m["label"] for m in server.api(f"/api/profiles/{sid}/markers")["markers"]][0] == "start of matmul"
+    assert server.api(f"/api/profiles/{sid}/markers")["markers"][0]["label"] == "start of matmul"
     page.reload()
     wait_idle(page)
     assert page.evaluate("() => window.__nprof.timeline.overlays.markers.length") == 2
@@ -321,12 +363,17 @@ def test_markers_rename_save_load_round_trip(page, server):
 
 
 def test_url_round_trip_restores_view(page, server):
-    q = ("?t0=1000000&t1=1500000&tab=search&q.opcode=MATMUL&q.layer=%2Flayers%2F&color=engine&view=full"
-         "&mode=select")
+    q = "?t0=1000000&t1=1500000&tab=search&q.opcode=MATMUL&q.layer=%2Flayers%2F&color=engine&view=full&mode=select"
     open_profile(page, server, "syn", q)
     st = page.evaluate("() => window.__nprof.view.st")
     assert (st["t0"], st["t1"], st["tab"], st["color"], st["view"], st["mode"]) == (
-        1000000, 1500000, "search", "engine", "full", "select")
+        1000000,
+        1500000,
+        "search",
+        "engine",
+        "full",
+        "select",
+    )
     assert st["query"] == [["opcode", "MATMUL"], ["layer", "/layers/"]]
     assert page.locator("#panel-search").is_visible()
     assert page.locator("#search-form .s-value").nth(1).input_value() == "/layers/"
@@ -368,8 +415,8 @@ def test_summary_tab(page, server):
 
 def test_profile_list_rename_and_delete(page, server):
     extra = tiny_profile().save(server.tmp / "extra.ntff")
-    subprocess.run(_nprof("view", "-s", str(extra), "--ingest-only", "--db", str(server.db), "--db-bucket", "to-delete"),
-                   capture_output=True, text=True, timeout=60, check=True)
+    cmd = _nprof("view", "-s", str(extra), "--ingest-only", "--db", str(server.db), "--db-bucket", "to-delete")
+    subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
     page.goto(server.base + "/")
     page.wait_for_selector("#profiles")
     ids = page.eval_on_selector_all("#profiles tbody tr", "els => els.map(e => e.dataset.id)")
@@ -403,3 +450,42 @@ def test_unknown_profile_shows_error_with_link(page, server):
     assert "gone-away" in page.inner_text("#error-panel")
     assert page.locator("#error-panel a[href='/']").is_visible()
     shot(page, "error")
+
+
+def test_multi_worker_rank_tabs(page, server):
+    gid = server.ids["group"]
+    page.goto(f"{server.base}/profile_cc/{gid}")
+    wait_idle(page)
+    tabs = page.locator(".rank-tabs a.tab")
+    assert tabs.all_inner_texts() == ["Rank 0", "Rank 1"]
+    assert page.evaluate("() => window.__nprof.view.id") == f"{gid}.rank0"
+    tabs.nth(1).click()
+    page.wait_for_url(re.compile(r"rank=1"))
+    wait_idle(page)
+    assert page.evaluate("() => window.__nprof.view.id") == f"{gid}.rank1"
+    assert page.locator(".rank-tabs a.tab.on").inner_text() == "Rank 1"
+    assert int(page.get_attribute("#timeline", "data-items")) > 0
+
+
+def test_compare_tab_shows_deltas(page, server):
+    open_profile(page, server, "syn", f"?tab=compare&compare={server.ids['tiny']}")
+    page.wait_for_selector("#compare-body table.compare")
+    wait_idle(page)
+    text = page.text_content("#compare-body")
+    assert "Engine active time" in text and "Opcode total time" in text
+    # MATMUL exists in both profiles: its delta row is B - A of the two opcode tables
+    a = server.api(f"/api/profiles/{server.ids['syn']}/tables/opcodes?limit=1000")
+    b = server.api(f"/api/profiles/{server.ids['tiny']}/tables/opcodes?limit=1000")
+    col = [c["name"] for c in a["columns"]]
+    ta = sum(r[col.index("total_ns")] for r in a["rows"] if r[col.index("opcode")] == "MATMUL")
+    tb = sum(r[col.index("total_ns")] for r in b["rows"] if r[col.index("opcode")] == "MATMUL")
+    row = page.locator("#compare-body table.compare tr", has_text="tensor MATMUL").first
+    assert row.count() == 1 and ta > tb
+    assert row.locator("td").nth(3).inner_text().startswith("-")
+
+
+def test_index_preloads_every_module():
+    static = Path(__file__).resolve().parents[2] / "src" / "nprof" / "web" / "static"
+    html = (static / "index.html").read_text()
+    preloaded = set(re.findall(r'rel="modulepreload" href="/static/js/([^"]+)"', html))
+    assert preloaded == {p.name for p in (static / "js").glob("*.js")}

@@ -94,18 +94,21 @@ function fit(ctx, text, w) {
 }
 
 function drawEventsRow(ctx, L, vp, row, vr, style) {
+  // Rects are snapped to whole CSS pixels and drawn with fillRect: software rasterisation of
+  // anti-aliased fractional rects is several times slower. Batched per colour (one fillStyle each).
   const batches = new Map();
   const n = vr.ts.length;
   const y = row.y + 1;
   const h = row.h - 2;
   const buckets = vr.mode === "buckets";
   const labels = [];
+  const right = L.plotX + L.plotW;
   for (let i = 0; i < n; i += 1) {
     const x0 = L.x(vr.ts[i]);
     const x1 = L.x(vr.ts[i] + vr.dur[i]);
-    if (x1 < L.plotX || x0 > L.plotX + L.plotW) continue;
-    const xa = Math.max(L.plotX, x0);
-    const w = Math.max(1, Math.min(L.plotX + L.plotW, x1) - xa);
+    if (x1 < L.plotX || x0 > right) continue;
+    const xa = Math.round(Math.max(L.plotX, x0));
+    const w = Math.max(1, Math.round(Math.min(right, x1)) - xa);
     let key = itemColor(vp, row, vr, i, style);
     if (buckets) {
       const f = vr.busy_frac ? vr.busy_frac[i] : 1;
@@ -120,9 +123,7 @@ function drawEventsRow(ctx, L, vp, row, vr, style) {
     const [color, level] = key.split("|");
     ctx.globalAlpha = level === undefined ? 1 : 0.3 + 0.175 * Number(level);
     ctx.fillStyle = color;
-    ctx.beginPath();
-    for (let j = 0; j < rects.length; j += 2) ctx.rect(rects[j], y, rects[j + 1], h);
-    ctx.fill();
+    for (let j = 0; j < rects.length; j += 2) ctx.fillRect(rects[j], y, rects[j + 1], h);
   }
   ctx.globalAlpha = 1;
   if (labels.length) {
@@ -147,14 +148,13 @@ function drawCounterRow(ctx, L, row, vr, max) {
   const color = row.key.includes("util") ? engineColor("tensor") : engineColor("dma");
   const n = vr.ts.length;
   ctx.fillStyle = "rgba(120, 130, 150, 0.18)";
-  ctx.beginPath();
-  for (let i = 0; i < n; i += 1) {
-    const x0 = Math.max(L.plotX, L.x(vr.ts[i]));
-    const x1 = Math.min(L.plotX + L.plotW, L.x(vr.ts[i] + vr.dur[i]));
-    if (x1 <= x0 || !vr.max) continue;
-    ctx.rect(x0, Y(vr.max[i]), Math.max(1, x1 - x0), Math.max(1, Y(vr.min[i]) - Y(vr.max[i])));
+  for (let i = 0; i < n && vr.max; i += 1) {
+    const x0 = Math.round(Math.max(L.plotX, L.x(vr.ts[i])));
+    const x1 = Math.round(Math.min(L.plotX + L.plotW, L.x(vr.ts[i] + vr.dur[i])));
+    if (x1 < x0) continue;
+    const top = Math.round(Y(vr.max[i]));
+    ctx.fillRect(x0, top, Math.max(1, x1 - x0), Math.max(1, Math.round(Y(vr.min[i])) - top));
   }
-  ctx.fill();
   ctx.beginPath();
   let started = false;
   let lastX = L.plotX;
@@ -238,21 +238,23 @@ function drawOverlays(ctx, L, ov, style) {
     }
   }
   if (ov.hits && ov.hits.length) {
-    ctx.fillStyle = THEME.hit;
-    ctx.strokeStyle = "#8a6d00";
-    ctx.beginPath();
+    // a dark frame with a bright core, pixel-snapped: visible on any event colour
+    const boxes = [];
     for (const hit of ov.hits) {
       const r = L.byKey.get(hit.row);
       if (!r) continue;
       const x0 = L.x(hit.ts);
       const x1 = L.x(hit.ts + hit.dur);
       if (x1 < L.plotX || x0 > L.plotX + L.plotW) continue;
-      ctx.rect(x0 - 1, r.y + r.h * 0.2, Math.max(3, x1 - x0 + 2), r.h * 0.6);
+      const xa = Math.round(x0) - 1;
+      boxes.push(xa, Math.max(3, Math.round(x1) + 1 - xa), Math.round(r.y + r.h * 0.2), Math.round(r.h * 0.6));
     }
-    ctx.globalAlpha = 0.85;
-    ctx.fill();
-    ctx.globalAlpha = 1;
-    ctx.stroke();
+    ctx.fillStyle = "#6b5400";
+    for (let j = 0; j < boxes.length; j += 4) ctx.fillRect(boxes[j], boxes[j + 2], boxes[j + 1], boxes[j + 3]);
+    ctx.fillStyle = THEME.hit;
+    for (let j = 0; j < boxes.length; j += 4) {
+      if (boxes[j + 1] > 2) ctx.fillRect(boxes[j] + 1, boxes[j + 2] + 1, boxes[j + 1] - 2, boxes[j + 3] - 2);
+    }
   }
   if (ov.sel) {
     const [top, bottom] = L.extentOf(ov.sel.rows);

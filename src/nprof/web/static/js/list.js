@@ -33,6 +33,9 @@ export async function renderList(root) {
       h("td", { class: "num" }, fmtInt(p.event_count)),
       h(
         "td",
+        {},
+        h(
+        "span",
         { class: "row-actions" },
         h("a", { class: "btn small", href: `/profile/${encodeURIComponent(p.id)}` }, "open"),
         h(
@@ -72,6 +75,7 @@ export async function renderList(root) {
             },
           },
           "delete",
+        ),
         ),
       ),
     );

@@ -8,8 +8,7 @@
 
 import { api, counters } from "./api.js";
 import { h } from "./dom.js";
-import { hashColor } from "./colors.js";
-import { fmtDate, fmtInt, fmtTime } from "./fmt.js";
+import { downloadMenu, renderLegend, titleBar } from "./header.js";
 import { PanelSet } from "./panels.js";
 import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
@@ -33,15 +32,20 @@ export class ProfileView {
     this.details = null;
     this.evCache = new Map();
     this.dead = false;
+    // timings for bench/first_paint.py: ms since navigation start of the first draw with data,
+    // and the latency of each viewport request
+    this.metrics = { firstPaint: null, viewportMs: [] };
   }
 
   async start() {
     const [info, rows] = await Promise.all([api.profile(this.id), api.rows(this.id)]);
+    performance.mark("nprof:info");
     this.info = info;
     this.rowsResp = rows;
     this.tmin = rows.t_min;
     this.tmax = Math.max(rows.t_max, rows.t_min + 1);
     this._build();
+    performance.mark("nprof:built");
     const st = this.st;
     if (st.t0 === null || st.t1 === null || !(st.t1 > st.t0)) {
       st.t0 = this.tmin;
@@ -54,7 +58,10 @@ export class ProfileView {
     this._syncStyle();
     this.panels.show(st.tab);
     this._commit(false);
-    this._fetchViewport();
+    // first paint first: the viewport goes out at once, markers and warning boxes after it
+    this.toolbar.setBusy(true);
+    performance.mark("nprof:viewport");
+    await this._doFetch();
     this.loadMarkers();
     this._loadWarnings();
     if (st.ev !== null) this.selectEvent(st.ev, false);
@@ -65,35 +72,7 @@ export class ProfileView {
 
   _build() {
     const p = this.info.profile;
-    const prog = this.info.program || {};
-    const fmts = ["json", "perfetto", "parquet", "csv"];
-    const dl = h(
-      "select",
-      {
-        class: "download",
-        title: "Download this profile in another format",
-        onchange: (e) => {
-          if (e.target.value) window.location.href = api.downloadUrl(this.id, e.target.value);
-          e.target.value = "";
-        },
-      },
-      h("option", { value: "" }, "Download…"),
-      fmts.map((f) => h("option", { value: f }, f)),
-    );
-    const facts = [
-      ["device", p.device + (p.preset ? ` (${p.preset})` : "")],
-      ["captured", fmtDate(p.created)],
-      ["total time", fmtTime(p.total_time_ns)],
-      ["events", fmtInt(p.event_count)],
-      prog.flops ? ["FLOPs", fmtInt(prog.flops)] : null,
-      p.world_size > 1 ? ["rank", `${p.rank} / ${p.world_size}`] : null,
-    ].filter(Boolean);
-    this.titleEl = h(
-      "div",
-      { class: "titlebar" },
-      h("h1", { id: "profile-title", title: p.id }, p.display_name || p.name || p.id),
-      h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
-    );
+    this.titleEl = titleBar(this.info);
     const tbEl = h("div", { class: "toolbar", role: "toolbar" });
     this.toolbar = new Toolbar(tbEl, {
       onReset: () => this.setWindow(this.tmin, this.tmax, true),
@@ -115,7 +94,7 @@ export class ProfileView {
       onDrawn: (info) => this._onDrawn(info),
       onResize: () => this._fetchViewport(),
     });
-    tbEl.append(h("div", { class: "tb-group" }, dl));
+    tbEl.append(h("div", { class: "tb-group" }, downloadMenu(this.id)));
     this.panels = new PanelSet(this);
     this.root.replaceChildren(
       h(
@@ -230,6 +209,7 @@ export class ProfileView {
     this.tl.setStyle({ color: st.color, depth: st.depth, view: st.view, warn: st.warn !== false });
     this.toolbar.sync(st);
     this.tl.setOverlays({ sel: st.sel });
+    if (this.vp) this._legend();
   }
 
   showTab(tab) {
@@ -275,13 +255,15 @@ export class ProfileView {
       rows: this.rowsResp.rows.map((r) => r.key).join(","),
     };
     if (st.color === "layer") params.color = "layer";
+    const asked = performance.now();
     try {
       const vp = await api.viewport(this.id, params, ac.signal);
       if (ac.signal.aborted || this.dead) return;
+      this.metrics.viewportMs.push(performance.now() - asked);
       this.vp = vp;
       this.errBar.hidden = true;
       this.tl.setData(vp);
-      this._legend(vp);
+      this._legend();
     } catch (e) {
       if (e.name === "AbortError") return;
       this.errBar.hidden = false;
@@ -296,6 +278,7 @@ export class ProfileView {
   }
 
   _onDrawn(info) {
+    if (this.vp && this.metrics.firstPaint === null) this.metrics.firstPaint = performance.now();
     this.drawnT0 = this.tl.layout.t0;
     this.drawnT1 = this.tl.layout.t1;
     this.toolbar.setWindow(this.st.t0, this.st.t1, info.items);
@@ -305,27 +288,9 @@ export class ProfileView {
     this.tlHost.dataset.draws = String(this.tl.drawCount);
   }
 
-  _legend(vp) {
-    const st = this.st;
-    if (st.color !== "opcode" || !vp.opcodes) {
-      this.legend.replaceChildren(h("span", { class: "muted" }, `coloured by ${st.color === "queue" ? "DMA queue" : st.color}`));
-      return;
-    }
-    this.legend.replaceChildren(
-      ...vp.opcodes.slice(0, 40).map((op) =>
-        h(
-          "button",
-          {
-            class: "chip",
-            type: "button",
-            title: `Search for opcode ${op}`,
-            onclick: () => this.panels.search.setQuery([["opcode", op]], false),
-          },
-          h("i", { style: { background: hashColor(op) } }),
-          op,
-        ),
-      ),
-    );
+  _legend() {
+    const onSearch = (fields) => this.panels.search.setQuery(fields, false);
+    renderLegend(this.legend, this.vp, this.st, this.rowsResp.rows, onSearch);
   }
 
   async loadMarkers() {

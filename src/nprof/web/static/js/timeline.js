@@ -36,6 +36,7 @@ export class Timeline {
     this.drag = null;
     this.mouse = null;
     this.drawCount = 0;
+    this.drawMs = []; // recent draw durations (ms), for bench/first_paint.py
     this.lastInfo = { items: 0, counterScale: new Map() };
     this._bind();
     this._ro = new ResizeObserver(() => this._resize());
@@ -124,10 +125,13 @@ export class Timeline {
   }
 
   draw() {
-    const ctx = this.base.getContext("2d");
+    const start = performance.now();
+    const ctx = this.base.getContext("2d", { alpha: false });
     ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
     this.lastInfo = drawTimeline(ctx, this.layout, this.vp, { ...this.style, view: this.view }, this.overlays);
     this.drawCount += 1;
+    this.drawMs.push(performance.now() - start);
+    if (this.drawMs.length > 500) this.drawMs.shift();
     this._drawOverlay();
     if (this.cb.onDrawn) this.cb.onDrawn(this.lastInfo);
   }
