@@ -174,3 +174,11 @@ def test_malformed_instruction_is_reported() -> None:
     k.dma(k.sbuf("t", 4, 4), k.hbm("x", (4, 4)), queue=16)
     with pytest.raises(NprofError, match=r"uses DMA queue 16; valid queues are 0..15"):
         k.run()
+
+
+def test_dependency_on_a_later_instruction_is_refused() -> None:
+    k = Kit()
+    k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("a", 4, 4),), deps=(1,), value=0.0)
+    k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("b", 4, 4),), deps=(), value=0.0)
+    with pytest.raises(NprofError, match=r"instruction 0 depends on 1, not an earlier one"):
+        k.run()

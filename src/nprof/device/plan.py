@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from nprof.arch import cost
-from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
+from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode, Space
 from nprof.arch.presets import Preset
 from nprof.device.accinfo import AccessCache
 from nprof.errors import NprofError
@@ -64,6 +66,8 @@ class Plan:
     hw_flops: np.ndarray  # int64: hardware FLOPs (MATMUL, TRANSPOSE)
     dma_rows: dict[int, tuple[str, int, str]]  # DMA index -> (direction, partitions, tensor)
     opcodes: list[str]  # opcode name of each instruction
+    deps_offsets: np.ndarray  # int64 [n + 1]: deps of instruction i are deps_flat[offsets[i]:offsets[i + 1]]
+    deps_flat: np.ndarray  # int64
 
     @property
     def n(self) -> int:
@@ -104,6 +108,7 @@ class _Template(NamedTuple):
     direction: str  # DMA: "hbm->sbuf" ...
     is_transpose: bool = False
     opcode: str = ""
+    hbm_bytes: int = 0  # DMA touching HBM: bytes moved
 
 
 def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: list, oo: list) -> _Template:
@@ -128,7 +133,10 @@ def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: li
         transfer = cost.dma_transfer_ns(oo[0].nbytes, cost.dma_chunks(src, dst), preset)
         direction = f"{src.space.value}->{dst.space.value}"
         lat = preset.dma_latency_ns
-        return _Template(FIRST_DMA_SLOT + ins.queue, transfer, lat, lat, True, tuple(rw), 0, 0, "", direction)
+        hbm = oo[0].nbytes if Space.HBM in (src.space, dst.space) else 0
+        return _Template(
+            FIRST_DMA_SLOT + ins.queue, transfer, lat, lat, True, tuple(rw), 0, 0, "", direction, hbm_bytes=hbm
+        )
     attr_text = _attr_text(ins.attrs) if ins.attrs else ""
     if eng is Engine.CC or op in COLLECTIVES:
         first_cc = FIRST_DMA_SLOT + preset.dma_queues
@@ -173,10 +181,17 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     which = [0] * n
     operands = [""] * n
     dma_rows: dict[int, tuple[str, int, str]] = {}
+    sig, text = itemgetter(0), itemgetter(3)
     for i, ins in enumerate(instrs):
-        ii = [by_id(id(a)) or get(a) for a in ins.ins]
-        oo = [by_id(id(a)) or get(a) for a in ins.outs]
-        key = (ins.opcode, ins.engine, ins.attrs, ins.queue, *[x.sig for x in ii], -1, *[x.sig for x in oo])
+        a_in, a_out = ins.ins, ins.outs
+        ii = list(map(by_id, map(id, a_in)))  # C-level lookups; misses (None) fall back to `get`
+        if None in ii:
+            ii = [get(a) for a in a_in]
+        oo = list(map(by_id, map(id, a_out)))
+        if None in oo:
+            oo = [get(a) for a in a_out]
+        # enum members hash in Python code; their ids (singletons) hash in C
+        key = (id(ins.opcode), id(ins.engine), ins.attrs, ins.queue, *map(sig, ii), -1, *map(sig, oo))
         k = memo.get(key)
         if k is None:
             k = memo[key] = len(templates)
@@ -185,11 +200,12 @@ def build_plan(program: Program, preset: Preset) -> Plan:
         t = templates[k]
         if t.is_dma:
             d_hbm = oo[0].mem == 0
-            src = ins.ins[0]
-            tensor = src.tensor if ii[0].mem == 0 or not d_hbm else ins.outs[0].tensor
+            tensor = a_in[0].tensor if ii[0].mem == 0 or not d_hbm else a_out[0].tensor
             dma_rows[i] = (t.direction, ii[0].partitions if d_hbm else oo[0].partitions, tensor)
         else:
-            operands[i] = ", ".join([x.text for x in oo]) + " <- " + ", ".join([x.text for x in ii]) + t.attr_text
+            operands[i] = ", ".join(map(text, oo)) + " <- " + ", ".join(map(text, ii)) + t.attr_text
+    deps = [ins.deps for ins in instrs]
+    offsets, flat = _check_deps(program.name, deps)
     idx = np.asarray(which, np.int64)
     col = {f: np.asarray([getattr(t, f) for t in templates]) for f in ("slot", "dur", "lat", "lat0", "is_dma")}
     rw = np.asarray([t.rw for t in templates], np.int64).reshape(-1, 6)
@@ -203,9 +219,9 @@ def build_plan(program: Program, preset: Preset) -> Plan:
         dur=col["dur"][idx].astype(np.float64).tolist() if n else [],
         lat=col["lat"][idx].astype(np.float64).tolist() if n else [],
         lat0=col["lat0"][idx].astype(np.float64).tolist() if n else [],
-        deps=[ins.deps for ins in instrs],
+        deps=deps,
         is_dma=is_dma,
-        hbm_bytes={i: int(rw[which[i], 3:].sum()) for i in dma_rows if rw[which[i], 0] or rw[which[i], 3]},
+        hbm_bytes={i: templates[which[i]].hbm_bytes for i in dma_rows if templates[which[i]].hbm_bytes},
         transposes=frozenset(i for i in range(n) if which[i] in is_tr) if is_tr else frozenset(),
         slot_tracks=tracks,
         slot_engines=engines,
@@ -215,7 +231,23 @@ def build_plan(program: Program, preset: Preset) -> Plan:
         hw_flops=fl[idx, 1] if n else np.zeros(0, np.int64),
         dma_rows=dma_rows,
         opcodes=np.asarray([t.opcode for t in templates], object)[idx].tolist() if n else [],
+        deps_offsets=offsets,
+        deps_flat=flat,
     )
+
+
+def _check_deps(name: str, deps: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """CSR arrays of the dependency lists; NprofError if one does not point at an earlier instruction."""
+    lengths = np.fromiter(map(len, deps), np.int64, len(deps))
+    offsets = np.zeros(len(deps) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.fromiter(chain.from_iterable(deps), np.int64, int(offsets[-1]))
+    owner = np.repeat(np.arange(len(deps), dtype=np.int64), lengths)
+    bad = np.flatnonzero((flat < 0) | (flat >= owner))
+    if len(bad):
+        i, d = int(owner[bad[0]]), int(flat[bad[0]])
+        raise NprofError(f"program {name!r}: instruction {i} depends on {d}, not an earlier one")
+    return offsets, flat
 
 
 _CACHE: dict[tuple[int, str], tuple[weakref.ref, Plan]] = {}

@@ -17,7 +17,6 @@ free size, N the moving free size); hardware FLOPs count the full
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -28,16 +27,17 @@ from nprof.device.schedule import Timing
 from nprof.program.model import Program
 
 
-def _deps_array(deps: list[tuple[int, ...]]) -> pa.LargeListArray:
-    lengths = np.fromiter(map(len, deps), np.int64, len(deps))
-    flat = np.fromiter(chain.from_iterable(deps), np.int64, int(lengths.sum()))
-    offsets = np.zeros(len(deps) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+def _deps_array(plan: Plan) -> pa.LargeListArray:
+    return pa.LargeListArray.from_arrays(pa.array(plan.deps_offsets), pa.array(plan.deps_flat))
 
 
 def _select(full: pa.LargeListArray, idx: np.ndarray) -> pa.Array:
     return full.take(pa.array(idx)).cast(pa.list_(pa.int64()))
+
+
+def _names(names: pa.Array, codes: np.ndarray) -> pa.Array:
+    """String column from small-int codes into `names`, without a per-row Python loop."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), names).cast(pa.string())
 
 
 def _take(values: list[Any], idx: list[int]) -> list[Any]:
@@ -60,21 +60,21 @@ def build_tables(
     sources = [x.source for x in instrs]
     layers = [x.layer for x in instrs]
     hlos = [x.hlo_name for x in instrs]
-    slots = np.asarray(plan.slot, np.int64) if plan.n else np.zeros(0, np.int64)
-    tracks = np.asarray(plan.slot_tracks, object)
-    engines = np.asarray(plan.slot_engines, object)
+    slots = np.asarray(plan.slot, np.int32) if plan.n else np.zeros(0, np.int32)
+    tracks = pa.array(list(plan.slot_tracks), pa.string())
+    engines = pa.array(list(plan.slot_engines), pa.string())
     rw = plan.rw[ci]
     flops, hw = plan.flops, plan.hw_flops
     is_tr = np.zeros(plan.n, bool)
     is_tr[list(plan.transposes)] = True
     opcodes = plan.opcodes
-    deps = _deps_array(plan.deps)
+    deps = _deps_array(plan)
     instructions = {
         "id": ci.astype(np.int64),
         "ts": start[ci],
         "duration": dur[ci],
-        "engine": pa.array(engines[slots[ci]], pa.string()),
-        "track": pa.array(tracks[slots[ci]], pa.string()),
+        "engine": _names(engines, slots[ci]),
+        "track": _names(tracks, slots[ci]),
         "opcode": _take(opcodes, ci_l),
         "operands": _take(plan.operands, ci_l),
         "layer": _take(layers, ci_l),
@@ -100,7 +100,7 @@ def build_tables(
         "id": di.astype(np.int64),
         "ts": start[di],
         "duration": dur[di],
-        "queue": pa.array(tracks[slots[di]], pa.string()),
+        "queue": _names(tracks, slots[di]),
         "direction": [r[0] for r in rows],
         "bytes": nbytes,
         "partitions": np.asarray([r[1] for r in rows], np.int32),

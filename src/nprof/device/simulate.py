@@ -31,7 +31,9 @@ executions=1, profile_nth=None, rank=0, world_size=1, ignore_exec_errors=False)`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import gc
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +61,18 @@ class SimResult:
     profile: Profile  # the profiled execution
     latencies_ns: tuple[int, ...]  # device time of every execution, in ns
     warnings: tuple[str, ...]  # one line each: missing inputs, NaN/inf outputs, skipped instructions
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building millions of acyclic objects (it would rescan them repeatedly)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _check_input(decl: TensorDecl, value: object) -> np.ndarray:
@@ -165,14 +179,16 @@ def simulate(
     elif missing:
         warnings.append(f"inputs {', '.join(missing)} not given: running on zeros for them; {ZERO_INPUTS_WARNING}")
 
-    plan = plan_for(program, pre)
-    timing = schedule(plan)
+    with _gc_paused():
+        plan = plan_for(program, pre)
+        timing = schedule(plan)
     outputs: dict[str, np.ndarray] = {}
     if numerics:
         outputs = _numerics(program, pre, checked, bool(missing), ignore_exec_errors, warnings)
 
     total = round(timing.makespan)
-    instructions, dma = build_tables(program, plan, timing, iteration=0)
+    with _gc_paused():
+        instructions, dma = build_tables(program, plan, timing, iteration=0)
     peak, peak_dtype = _peak(program, pre)
     info = ProfileInfo(
         device="virtual-neuroncore",
