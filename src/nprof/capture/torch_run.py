@@ -88,8 +88,9 @@ def capture_command(command: list[str], profile_path: str, device: str = "cpu") 
         if status.get("error") and not trace.is_file():
             raise NprofError(str(status["error"]), exit_code=rc or 2)
         if not trace.is_file():
-            raise NprofError(f"{name} exited with status {rc} before anything was recorded; no profile written",
-                             exit_code=rc or 1)  # fmt: skip
+            raise NprofError(
+                f"{name} exited with status {rc} before anything was recorded; no profile written", exit_code=rc or 1
+            )
         meta = {"command": shlex.join(command), "exit_code": str(rc)}
         from nprof.capture.torch_session import build_torch_profile
 
@@ -98,8 +99,9 @@ def capture_command(command: list[str], profile_path: str, device: str = "cpu") 
             bar.advance()
         if profile.instructions.num_rows == 0 and profile.dma.num_rows == 0:
             if rc:
-                raise NprofError(f"{name} exited with status {rc}; no PyTorch op was recorded, no profile written",
-                                 exit_code=rc)  # fmt: skip
+                raise NprofError(
+                    f"{name} exited with status {rc}; no PyTorch op was recorded, no profile written", exit_code=rc
+                )
             raise NprofError(f"{name}: no PyTorch op ran, nothing to profile; no profile written")
         profile.save(out)
     if rc:
