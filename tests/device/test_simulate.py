@@ -182,3 +182,19 @@ def test_dependency_on_a_later_instruction_is_refused() -> None:
     k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("b", 4, 4),), deps=(), value=0.0)
     with pytest.raises(NprofError, match=r"instruction 0 depends on 1, not an earlier one"):
         k.run()
+
+
+@pytest.mark.parametrize(
+    ("k_", "m", "n", "message"),
+    [
+        (128, 256, 64, "stationary free size 256 exceeds 128"),
+        (128, 64, 1024, "moving free size 1024 exceeds 512"),
+        (200, 64, 64, "contraction sizes 200 and 200 must be equal and <= 128"),
+    ],
+)
+def test_matmul_tile_limits(k_: int, m: int, n: int, message: str) -> None:
+    k = Kit()
+    w, x = k.sbuf("w", k_, m, "bfloat16"), k.sbuf("x", k_, n, "bfloat16")
+    k.emit(Engine.TENSOR, Opcode.MATMUL, (k.psum("acc", m, n),), (w, x), deps=())
+    with pytest.raises(NprofError, match=message):
+        k.run(numerics=False)

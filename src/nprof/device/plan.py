@@ -151,6 +151,7 @@ def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: li
         s = SLOT_LD if op is Opcode.LDWEIGHTS else SLOT_MM
         if op is Opcode.MATMUL and len(ii) >= 2:
             m, n = ii[0].free_elements, ii[1].free_elements
+            _check_matmul(name, i, ins, ii, oo, preset)
             flops, hw = 2 * ii[0].partitions * m * n, 2 * preset.pmax * m * n
             if oo and ins.attr("accumulate", False):
                 rw[oo[0].mem] += oo[0].nbytes
@@ -168,6 +169,22 @@ def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: li
     dur = cycles * 1e9 / preset.clock_hz(eng.value)
     lat = cost.dependency_latency_ns(eng, preset)
     return _Template(s, dur, lat, 0.0, False, tuple(rw), flops, hw, attr_text, "", op is Opcode.TRANSPOSE)
+
+
+def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, preset: Preset) -> None:
+    """The TensorE tile limits: K <= pmax, stationary free <= 128, moving free <= 512, result in PSUM."""
+    k, m, n = ii[0].partitions, ii[0].free_elements, ii[1].free_elements
+    problem = None
+    if k > preset.pmax or ii[1].partitions != k:
+        problem = f"contraction sizes {k} and {ii[1].partitions} must be equal and <= {preset.pmax}"
+    elif m > preset.gemm_stationary_fmax:
+        problem = f"stationary free size {m} exceeds {preset.gemm_stationary_fmax}"
+    elif n > preset.gemm_moving_fmax:
+        problem = f"moving free size {n} exceeds {preset.gemm_moving_fmax}"
+    elif not oo or oo[0].mem != 2:
+        problem = "its result must go to PSUM"
+    if problem:
+        raise NprofError(f"program {name!r}: {_where(i, ins)}: {problem}; split the matmul into legal tiles")
 
 
 def build_plan(program: Program, preset: Preset) -> Plan:
