@@ -165,3 +165,13 @@ def test_annotations_survive_reopening(tmp_path: Path) -> None:
         again.add("t", -1)
     with pytest.raises(NprofError):
         again.save_set("t", "../bad")
+
+
+def test_idle_connections_are_closed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", idle_seconds=0.0)
+    store.ingest(tiny_profile(), "t")
+    with store.cursor("t") as cur:
+        cur.execute("SELECT 1").fetchall()
+    assert store.close_idle() == 0
+    with store.session("t") as (_cur, meta):
+        assert meta["stats"]["event_count"] == 4  # reopened on demand

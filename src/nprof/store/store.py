@@ -332,6 +332,12 @@ class Store:
             if c is not None:
                 c.con.close()
 
+    def close_idle(self) -> int:
+        """Close connections idle for longer than `idle_seconds`; returns how many remain open."""
+        with self._lock:
+            self._evict()
+            return len(self._conns)
+
     def open_count(self) -> int:
         return len(self._conns)
 

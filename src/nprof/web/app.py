@@ -13,6 +13,9 @@ Contract: `create_app(store) -> FastAPI`.
 from __future__ import annotations
 
 import html
+import threading
+import time
+import weakref
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -56,6 +59,22 @@ def _page(request: Request) -> Response:
 
 def _not_found_page(message: str) -> HTMLResponse:
     return HTMLResponse(_NOT_FOUND.format(message=html.escape(message)), status_code=404)
+
+
+def _start_reaper(store: Store, every: float = 30.0) -> None:
+    """Close idle DuckDB connections in the background (a server may sit idle for hours)."""
+    ref = weakref.ref(store)
+
+    def loop() -> None:
+        while True:
+            time.sleep(every)
+            s = ref()
+            if s is None:
+                return
+            s.close_idle()
+            del s
+
+    threading.Thread(target=loop, name="nprof-store-reaper", daemon=True).start()
 
 
 def create_app(store: Store) -> FastAPI:
@@ -108,6 +127,7 @@ def create_app(store: Store) -> FastAPI:
             return _not_found_page(str(exc))
         return _page(request)
 
+    _start_reaper(store)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
