@@ -26,7 +26,7 @@ def test_exp_kernel_script_prints_table_and_writes_files(tmp_path):
     env = {**os.environ, "NPROF_NO_PROGRESS": "1"}
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / "exp_kernel.py")], cwd=tmp_path, capture_output=True, text=True, env=env,
-        timeout=120, check=True,
+        timeout=600, check=True,
     )  # fmt: skip
     lines = proc.stdout.splitlines()
     assert lines[0].split()[:3] == ["B", "NC", "NC"] and "NCL(99)" in lines[0] and "%USER" in lines[0]

@@ -230,3 +230,33 @@ def test_full_zeros_ones_and_scalar_assignment():
     ref = np.full((16, 8), 3.5, np.float32)
     ref[:4] = 1.0
     np.testing.assert_array_equal(nki.simulate_kernel(kernel, np.zeros((1, 1), np.float32)), ref)
+
+
+def test_bf16_and_fp8_matmul_accumulate_in_fp32():
+    a = rand((128, 64), 26).astype(ml_dtypes.bfloat16)
+    b = rand((128, 256), 27).astype(ml_dtypes.bfloat16)
+    out = run_tiles(lambda x, y: nl.matmul(x, y, transpose_x=True), a, b)
+    ref = a.astype(np.float32).T @ b.astype(np.float32)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+
+    def fp8(x, y):
+        return nl.matmul(nl.copy(x, dtype=nl.float8_e4m3), nl.copy(y, dtype=nl.float8_e4m3), transpose_x=True)
+
+    out8 = run_tiles(fp8, a.astype(np.float32), b.astype(np.float32))
+    a8 = a.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    b8 = b.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    np.testing.assert_allclose(out8, a8.T @ b8, rtol=1e-4, atol=1e-3)
+
+
+def test_three_dimensional_hbm_and_tiles():
+    def kernel(x):
+        out = nl.ndarray((x.shape[0], 128, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p, i_a, i_b = nl.arange(128)[:, None, None], nl.arange(4)[None, :, None], nl.arange(8)[None, None, :]
+        for b in nl.affine_range(x.shape[0]):
+            t = nl.load(x[b, i_p, i_a * 8 + i_b])  # [128, 4, 8] view of a [128, 32] slab
+            nl.store(out[b], value=nl.sum(t, axis=(1, 2)))  # a [128] vector into a [128, 1] slab
+        return out
+
+    x = rand((3, 128, 32), 28)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, x)[..., 0], x.sum(axis=2), rtol=1e-5)

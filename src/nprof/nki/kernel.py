@@ -118,7 +118,11 @@ class Kernel:
             inputs = {k: v for k, v in arrays.items() if k not in cached.inplace}
             return Traced(cached.program, inputs, cached.structure, cached.inplace, originals)
         builder = _trace.ProgramBuilder(self.func.__name__, self.preset)
-        builder.meta.update(kernel=self.func.__qualname__, source_file=inspect.getsourcefile(self.func) or "")
+        try:
+            source_file = inspect.getsourcefile(self.func) or ""
+        except TypeError:
+            source_file = ""
+        builder.meta.update(kernel=self.func.__qualname__, source_file=source_file)
         handles = {label: builder.hbm_tensor(label, arr.shape, arr.dtype) for label, arr in arrays.items()}
         for name, value in list(bound.arguments.items()):
             kind = params[name].kind
