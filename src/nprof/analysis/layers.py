@@ -31,7 +31,10 @@ def _grouped(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]) -
     keep = codes >= 0
     if not keep.any():
         return {}
-    table = pa.table({"k": codes[keep], **{k: v[keep] for k, v in cols.items()}})
+    if keep.all():  # no copies when every row has a layer
+        table = pa.table({"k": codes, **cols})
+    else:
+        table = pa.table({"k": codes[keep], **{k: v[keep] for k, v in cols.items()}})
     aggs = [("ts", "min"), ("end", "max"), ("ts", "count")] + [(k, "sum") for k in cols if k not in ("ts", "end")]
     g = table.group_by("k", use_threads=False).aggregate(aggs).to_pydict()
     out: dict[str, dict[str, int]] = {}
