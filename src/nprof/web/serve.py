@@ -50,13 +50,10 @@ def ingest_directory(
         if group_id is not None or old.get("fingerprint") != hashlib.sha1(fp.encode()).hexdigest():
             raise NprofError(f'group "{gid}" is already in the store; use --force to replace it')
         return old
-    ranks = []
-    for p in files:
-        rank = int(RANK_FILE.search(p.name).group(1))  # type: ignore[union-attr]
-        entry, _ = store.ingest_file(
-            p, profile_id=f"{gid}.rank{rank}", display_name=f"{name} rank {rank}", force=True, group=gid
-        )
-        ranks.append((rank, entry["id"]))
+    from nprof.store.group_ingest import ingest_ranks  # parallel ingest of the ranks (multi-worker)
+
+    rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
+    ranks = ingest_ranks(store, rank_files, gid, name)
     group = store.register_group(gid, name, ranks, force=True)
 
     def stamp(data: dict[str, Any]) -> dict[str, Any]:
