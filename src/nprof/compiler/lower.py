@@ -212,7 +212,7 @@ class Lowerer:
         self.env[node.name] = View.whole(name, pdtype, tuple(arr.shape))
 
     def _outputs(self) -> list[OutputSlot]:
-        from nprof.compiler.kernels.elementwise import copy_body, map_kernel
+        from nprof.compiler.kernels.matmul import copy_kernel
 
         placeholders = [n.name for n in self.gm.graph.nodes if n.op == "placeholder"]
         slots: list[OutputSlot] = []
@@ -245,7 +245,7 @@ class Lowerer:
                     if dst.tensor != tensor:  # already materialised for an earlier slot
                         dst = View.whole(tensor, self.em.tensors[tensor].dtype, shape)
                     else:
-                        map_kernel(self.em, dst, [as_operand(self, value, shape)], copy_body)
+                        copy_kernel(self.em, dst, as_operand(self, value, shape))
                 self.env[node.name] = dst
             slots.append(OutputSlot("tensor", tensor, shape, tdtype, stride))
         return slots

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nprof.compiler.kernels import elementwise as ew
-from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
+from nprof.compiler.kernels.matmul import bmm_kernel, copy_kernel, matmul_kernel
 from nprof.compiler.kernels.norm import layer_norm_kernel
 from nprof.compiler.kernels.onehot import (
     embedding_backward_kernel,
@@ -34,7 +34,13 @@ from nprof.errors import UnsupportedOpError
 Lowering = Callable[..., Any]
 LOWERINGS: dict[str, Lowering] = {}
 
-DECOMPOSE_SKIP = ("nll_loss_forward", "nll_loss_backward", "embedding_dense_backward")
+DECOMPOSE_SKIP = (
+    "nll_loss_forward",
+    "nll_loss_backward",
+    "embedding_dense_backward",
+    "slice_scatter",
+    "select_scatter",
+)
 
 
 def register(*names: str) -> Callable[[Lowering], Lowering]:
@@ -79,7 +85,7 @@ def _contiguous(lw: Lowerer, v: View) -> View:
     if v.is_contiguous:
         return v
     out = lw.new_tensor(v.shape)
-    ew.map_kernel(lw.em, out, [v], ew.copy_body)
+    copy_kernel(lw.em, out, v)
     return out
 
 
@@ -163,7 +169,7 @@ def _to_copy(lw: Lowerer, x: Any, **kwargs: Any) -> Any:
     out = lw.new_tensor()
     if out.dtype == src.dtype and "dtype" not in kwargs:
         return src
-    ew.map_kernel(lw.em, out, [src], ew.copy_body)
+    copy_kernel(lw.em, out, src)
     return out
 
 
@@ -178,7 +184,7 @@ def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
         if n == 0:
             continue
         dst = out.slice(dim, start, start + n)
-        ew.map_kernel(lw.em, dst, [as_operand(lw, v, dst.shape)], ew.copy_body)
+        copy_kernel(lw.em, dst, as_operand(lw, v, dst.shape))
         start += n
     return out
 
@@ -187,14 +193,14 @@ def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
 def _scatter_into(lw: Lowerer, base: Any, src: Any, dim: int = 0, *args: Any) -> View:
     """A copy of `base` with `src` written into base[..., start:end:step, ...] (or base.select(dim, index))."""
     out = lw.new_tensor()
-    ew.map_kernel(lw.em, out, [as_operand(lw, lw.value(base), out.shape)], ew.copy_body)
+    copy_kernel(lw.em, out, as_operand(lw, lw.value(base), out.shape))
     if "select_scatter" in str(lw.node.target):
         dst = out.select(dim, int(args[0]))
     else:
         start, end, step = [*args, None, None, 1][:3]
         size = out.shape[dim % len(out.shape)]
         dst = out.slice(dim, 0 if start is None else start, size if end is None else min(end, size), step or 1)
-    ew.map_kernel(lw.em, dst, [as_operand(lw, lw.value(src), dst.shape)], ew.copy_body)
+    copy_kernel(lw.em, dst, as_operand(lw, lw.value(src), dst.shape))
     return out
 
 

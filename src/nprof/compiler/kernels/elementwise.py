@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from nprof.arch.isa import Engine
+from nprof.arch.isa import Access, Engine
 from nprof.compiler.emit import Emitter, Tile
 from nprof.compiler.views import View, row_tiles
 
@@ -38,11 +38,17 @@ _SWAPPED_CMP = {"is_ge": "is_le", "is_le": "is_ge", "is_gt": "is_lt", "is_lt": "
 def map_kernel(em: Emitter, out: View, operands: Sequence[Operand], body: Body) -> None:
     views = [op for op in operands if isinstance(op, View)]
     for spec in row_tiles(out.shape, [out.strides, *(v.strides for v in views)]):
+        # an operand constant along the free dims (e.g. a per-row mean) is loaded as a [P, 1] column
+        column = [all(strides[k] == 0 for strides, _ in spec.free) for k in range(1, len(views) + 1)]
+        use_columns = getattr(body, "accepts_columns", False) and not all(column)
         tiles: list[Tile | float] = []
         k = 1
         for op in operands:
             if isinstance(op, View):
-                tiles.append(em.load(spec.access(k, op)))
+                a = spec.access(k, op)
+                if use_columns and column[k - 1]:
+                    a = Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride)
+                tiles.append(em.load(a))
                 k += 1
             else:
                 tiles.append(op)
@@ -90,6 +96,24 @@ def binary_body(alu: str, alpha: float = 1.0) -> Body:
         a, b = ins
         if isinstance(b, float) and alpha != 1.0:
             b = b * alpha
+        if isinstance(b, Tile) and _is_column(b, out):  # per-partition operand: one TENSOR_SCALAR
+            if alpha != 1.0:
+                scaled = em.sbuf(b.p, 1)
+                em.tensor_scalar(scaled, b, "multiply", alpha)
+                b = scaled
+            assert isinstance(a, Tile)
+            em.tensor_scalar(out, a, alu, b)
+            return
+        if isinstance(a, Tile) and _is_column(a, out):
+            assert isinstance(b, Tile)
+            if alpha != 1.0:
+                scaled = em.sbuf(*b.shape)
+                em.tensor_scalar(scaled, b, "multiply", alpha)
+                b = scaled
+            swapped = _SWAPPED_CMP.get(alu, alu)
+            reverse = alu not in _COMMUTATIVE and alu not in _SWAPPED_CMP
+            em.tensor_scalar(out, b, swapped, a, reverse0=reverse)
+            return
         if isinstance(a, Tile) and isinstance(b, Tile):
             if alpha != 1.0:
                 scaled = em.sbuf(b.p, *b.shape[1:])
@@ -108,7 +132,12 @@ def binary_body(alu: str, alpha: float = 1.0) -> Body:
         else:
             raise AssertionError("binary op on two constants is folded before lowering")
 
+    body.accepts_columns = True  # type: ignore[attr-defined]
     return body
+
+
+def _is_column(t: Tile, out: Tile) -> bool:
+    return t.shape != out.shape and t.access.free_elements == 1
 
 
 def where_body(em: Emitter, out: Tile, ins: list[Tile | float]) -> None:

@@ -15,6 +15,8 @@ Operand layout: a tile whose rows are contiguous in HBM is DMA'd directly; a til
 
 from __future__ import annotations
 
+import itertools
+
 from nprof.compiler.emit import Emitter, Tile
 from nprof.compiler.views import View, view_access
 
@@ -105,3 +107,33 @@ def sum_rows_kernel(em: Emitter, out: View, src: View, scale: float = 1.0) -> No
         em.unpin(acc)
         em.store(view_access(out, 0, (0, n0), (1, nt), (1,)), res)
     em.release_pins()
+
+
+def copy_kernel(em: Emitter, dst: View, src: View | float) -> None:
+    """dst = src (src broadcast to dst.shape). A permuting copy (the source's stride-1 dim is not the
+    destination's) moves contiguous rows by DMA and transposes them on TensorE instead of element-wise DMA."""
+    from nprof.compiler.kernels.elementwise import copy_body, map_kernel
+
+    nd = len(dst.shape)
+    if isinstance(src, View):
+        c = next((d for d in reversed(range(nd)) if dst.shape[d] > 1 and dst.strides[d] == 1), None)
+        r = next((d for d in range(nd) if src.shape[d] > 1 and src.strides[d] == 1), None)
+        if c is not None and r is not None and r != c and src.strides[c] != 1:
+            _transposing_copy(em, dst, src, r, c)
+            return
+    map_kernel(em, dst, [src], copy_body)
+
+
+def _transposing_copy(em: Emitter, dst: View, src: View, r: int, c: int) -> None:
+    others = [d for d in range(len(dst.shape)) if d not in (r, c)]
+    rows, cols = dst.shape[r], dst.shape[c]
+    for idx in itertools.product(*(range(dst.shape[d]) for d in others)):
+        d_off = dst.offset + sum(i * dst.strides[d] for i, d in zip(idx, others, strict=True))
+        s_off = src.offset + sum(i * src.strides[d] for i, d in zip(idx, others, strict=True))
+        d2 = View(dst.tensor, dst.dtype, (rows, cols), (dst.strides[r], dst.strides[c]), d_off)
+        s2 = View(src.tensor, src.dtype, (rows, cols), (src.strides[r], src.strides[c]), s_off)
+        for r0 in range(0, rows, M_TILE):
+            rt = min(M_TILE, rows - r0)
+            for c0 in range(0, cols, N_TILE):
+                ct = min(N_TILE, cols - c0)
+                em.store(view_access(d2, 0, (r0, c0), (rt, ct), (1,)), load_tile(em, s2, r0, rt, c0, ct))
