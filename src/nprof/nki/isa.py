@@ -108,6 +108,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               **_: Any) -> NkiTensor:  # fmt: skip
     """stationary.T @ moving on TensorE into a new fp32 PSUM tile [M, N]; accumulate with `psum_tile += ...`."""
     _check_no_mask(mask, "nc_matmul")
+    if is_transpose:
+        raise kernel_error("nc_matmul(is_transpose=True) is not supported; use nisa.nc_transpose(data) instead")
     builder = _trace.current()
     p = builder.preset
     st, mv = _c.tile(stationary, "stationary"), _c.tile(moving, "moving")
