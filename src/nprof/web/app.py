@@ -105,6 +105,9 @@ def create_app(store: Store) -> FastAPI:
             return _not_found_page(f"No page at {request.url.path}.")
         return JSON({"error": str(exc.detail)}, status_code=exc.status_code)
 
+    from nprof.web.group_api import group_router  # multi-worker aggregated view (before the API's catch-all)
+
+    app.include_router(group_router(store))
     app.include_router(api_router(store))
 
     @app.get("/", include_in_schema=False)
