@@ -93,13 +93,14 @@ class _Annotator:
         self._torch = torch
         user = _UserFiles()
         record = torch.autograd.profiler.record_function
+        is_compiling = torch.compiler.is_compiling  # inside torch.compile tracing: stay out of the graph
         skip = {"__get__", "__set__", "size", "dim", "numel", "stride", "is_contiguous", "data_ptr", "__len__"}
 
         class SourceMode(TorchFunctionMode):
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 kwargs = kwargs or {}
                 fname = getattr(func, "__name__", "")
-                if fname in skip or "record_function" in fname:
+                if fname in skip or "record_function" in fname or is_compiling():
                     return func(*args, **kwargs)
                 frame = sys._getframe(1)
                 while frame is not None and not user(frame.f_code.co_filename):
