@@ -273,19 +273,16 @@ class NkiTensor(TileOperators):
         return self._compose(per_dim, tuple(sizes), new)
 
     def restrict(self, box: list[tuple[int, int]]) -> NkiTensor:
-        """The sub-view `[lo:hi]` along every dim (a mask's box); dims of size 1 broadcast and stay."""
+        """The sub-view `[lo:hi]` along every dim (a mask's box, clipped to this view's sizes)."""
         per_dim = []
         sizes = []
         n = self.ndim
         for k, ((lo, hi), (_, _, size)) in enumerate(zip(box, self._dims, strict=True)):
+            lo, hi = min(lo, size), min(hi, size)
             coefs = [0] * n
             coefs[k] = 1
-            if size == 1:
-                per_dim.append((0, tuple(coefs)))
-                sizes.append(1)
-            else:
-                per_dim.append((lo, tuple(coefs)))
-                sizes.append(max(0, hi - lo))
+            per_dim.append((lo, tuple(coefs)))
+            sizes.append(max(0, hi - lo))
         return self._compose(per_dim, tuple(sizes), [])
 
     def masked(self, mask: Predicate | None, shape: tuple[int, ...] | None = None) -> NkiTensor:
