@@ -8,8 +8,9 @@ nki_source_location — then layer, engine, track, id, flops, hw_flops, the
 memory byte counters, wait_ns, deps, iteration, pc. DMA records: timestamp,
 duration, label, queue, direction, bytes, partitions, tensor, is_spill,
 is_reload, layer, hlo_name, nki_source_location, id, deps, iteration, pc.
-Missing values are null. One record per line; events are converted in batches
-of `chunk_rows` with orjson, so memory does not grow with the profile size.
+Missing values are null. One record per line; events are rendered in batches
+of `chunk_rows` by DuckDB's `to_json` (same text as orjson would give), so
+memory does not grow with the profile size.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import BinaryIO
 
+import duckdb
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,13 +52,21 @@ def _labelled(batch: pa.RecordBatch, source: str, label: Callable[[str], str], f
 
 
 def _records(out: BinaryIO, table: pa.Table, convert: Callable[[pa.RecordBatch], pa.Table], chunk: int, bar) -> None:
+    """Write the rows of `table` as JSON objects separated by ",\n"; DuckDB's to_json renders each batch."""
     first = True
-    for batch in table.to_batches(max_chunksize=chunk):
-        rows = convert(batch).to_pylist()
-        if rows:
-            out.write((b"" if first else b",\n") + b",\n".join(orjson.dumps(r) for r in rows))
-            first = False
-        bar.advance(batch.num_rows)
+    con = duckdb.connect()
+    try:
+        for batch in table.to_batches(max_chunksize=chunk):
+            rows = convert(batch)
+            if rows.num_rows:
+                con.register("batch_rows", rows)
+                text = con.sql("SELECT to_json(batch_rows) FROM batch_rows").to_arrow_table().column(0)
+                con.unregister("batch_rows")
+                out.write((b"" if first else b",\n") + ",\n".join(text.to_pylist()).encode())
+                first = False
+            bar.advance(batch.num_rows)
+    finally:
+        con.close()
 
 
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
