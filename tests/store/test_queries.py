@@ -126,15 +126,31 @@ def test_events_mode_returns_exactly_the_overlapping_events(big: tuple[Store, Pr
 
 
 def test_counters_are_min_max_per_pixel(big: tuple[Store, Profile]) -> None:
-    store, _ = big
+    store, p = big
     with store.session("big") as (cur, meta):
         t_max = meta["stats"]["t_max"]
         ans = viewport(cur, meta, 0, t_max, 400, ["counter:pending_dma", "counter:dma_throughput"])
     for row in ans["rows"]:
         assert row["mode"] == "counter" and 0 < len(row["ts"]) <= 400
         assert all(lo <= m <= hi for lo, m, hi in zip(row["min"], row["mean"], row["max"], strict=True))
-    pending = ans["rows"][0]
+    pending, throughput = ans["rows"]
     assert max(pending["max"]) <= 16  # 16 queues, one transfer in flight each
+    # time integrals: pending count x time = total DMA time; GB/s x ns = total bytes
+    integral = sum(m * d for m, d in zip(pending["mean"], pending["dur"], strict=True))
+    assert integral == pytest.approx(int(p.dma["duration"].to_numpy().sum()), rel=1e-5)
+    moved = sum(m * d for m, d in zip(throughput["mean"], throughput["dur"], strict=True))
+    assert moved == pytest.approx(int(p.dma["bytes"].to_numpy().sum()), rel=1e-5)
+
+
+def test_tensor_utilisation_is_busy_percent(big: tuple[Store, Profile]) -> None:
+    store, p = big
+    truth = _row_events(p)
+    with store.session("big") as (cur, meta):
+        t_max = meta["stats"]["t_max"]
+        util = viewport(cur, meta, 0, t_max, 300, ["counter:tensor_util"])["rows"][0]
+    assert min(util["min"]) >= 0 and max(util["max"]) <= 100
+    busy = sum(m / 100 * d for m, d in zip(util["mean"], util["dur"], strict=True))
+    assert busy == pytest.approx(int(truth["tensor.moving"][1].sum()), rel=1e-5)
 
 
 def test_viewport_rejects_bad_windows(big: tuple[Store, Profile]) -> None:

@@ -145,16 +145,12 @@ def _pyramid_buckets(
     return out
 
 
-def _counter_values(
-    key: str, busy: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, bw: float, peak: float | None
-) -> np.ndarray:
+def _counter_values(key: str, busy: np.ndarray, nbytes: np.ndarray, bw: float) -> np.ndarray:
     if key == COUNTER_PENDING_DMA:
         return busy / bw
     if key == COUNTER_DMA_THROUGHPUT:
         return nbytes / bw  # bytes per ns = GB/s
-    if peak:
-        return flops / (peak * bw * 1e-9) * 100.0
-    return np.minimum(busy / bw, 1.0) * 100.0
+    return np.minimum(busy / bw, 1.0) * 100.0  # share of time the TensorMatrix row is busy (as the analysis)
 
 
 def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0: int, b: float, width: int) -> dict:
@@ -191,7 +187,6 @@ def _derived_counters(
     used = [g for g in ("dma", "tensor") if g in need.values() and groups[g]]
     src = [r for g in used for r in groups[g]]
     dma_idx = {int(r["row"]) for r in groups["dma"]}
-    peak = meta["manifest"].get("peak_flops")
     base = meta["stats"]["base_level"]
     series: dict[str, dict[str, np.ndarray]] = {}
     if not src:
@@ -235,7 +230,7 @@ def _derived_counters(
             out[key] = _counter_item(key, np.zeros(0, np.int64), 1, np.zeros(0), t0, b, width)
             continue
         d = series[g]
-        vals = _counter_values(key, d["busy"], d["nbytes"], d["flops"], float(bw), peak)
+        vals = _counter_values(key, d["busy"], d["nbytes"], float(bw))
         out[key] = _counter_item(key, starts, bw, vals, t0, b, width)
     return out
 
