@@ -6,8 +6,9 @@ Usage: .venv/bin/python bench/viewport.py [--sizes 1e6,1e7,1e8] [--queries 40] [
 straight into the store's timeline tables (`nprof.store.synthetic.build_timeline_store`):
 a 10^8-event Profile would need ~15 GB of RAM, more than this shared machine should give.
 Each query is a full HTTP request through the FastAPI app in-process (routing, query, JSON
-encoding), all rows, at `--width` pixels; windows: the whole profile ("overview") and random
-windows of 1% and 0.01% of it. Prints one line per size and window kind.
+encoding), all rows, at `--width` pixels; it is then repeated on the store alone (no HTTP,
+no JSON). Windows: the whole profile ("overview") and random windows of 1% and 0.01% of
+it. Prints one line per size and window kind, and the load average (the machine is shared).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main() -> None:
 
     from fastapi.testclient import TestClient
 
-    from nprof.store import Store
+    from nprof.store import Store, viewport
     from nprof.store.synthetic import build_timeline_store, synthetic_profile
     from nprof.web import create_app
 
@@ -61,7 +62,7 @@ def main() -> None:
             mb = store.db_path(pid).stat().st_size / 1e6
             print(f"{size:>11,} events: {build}, store file {mb:,.0f} MB, t_max {t_max / 1e6:,.1f} ms")
             for kind, frac in (("overview", 1.0), ("zoom 1%", 0.01), ("zoom 0.01%", 0.0001)):
-                lat, items, buckets = [], [], 0
+                lat, core, items, buckets = [], [], [], 0
                 for q in range(args.queries + 3):
                     span = max(1, int(t_max * frac))
                     t0 = 0 if frac == 1.0 else int(rng.integers(0, t_max - span))
@@ -70,15 +71,21 @@ def main() -> None:
                     r = client.get(url)
                     dt = time.perf_counter() - t
                     assert r.status_code == 200, r.text
+                    t = time.perf_counter()
+                    with store.session(pid) as (cur, meta):
+                        viewport(cur, meta, t0, t0 + span, args.width)
+                    dq = time.perf_counter() - t
                     if q >= 3:  # the first queries open the file and load its metadata
                         lat.append(dt * 1e3)
+                        core.append(dq * 1e3)
                         rows = r.json()["rows"]
                         items.append(max(len(row["ts"]) for row in rows))
                         buckets += sum(row["mode"] == "buckets" for row in rows)
                 p50, p95 = np.percentile(lat, [50, 95])
+                c50, c95 = np.percentile(core, [50, 95])
                 print(
-                    f"    {kind:<11} p50 {p50:6.1f} ms   p95 {p95:6.1f} ms   max items/row {max(items):>5}"
-                    f"   bucketed rows {buckets / len(lat):.1f}"
+                    f"    {kind:<11} HTTP p50 {p50:6.1f} ms  p95 {p95:6.1f} ms | store query p50 {c50:6.1f} ms"
+                    f"  p95 {c95:6.1f} ms | max items/row {max(items):>5}  bucketed rows {buckets / len(lat):4.1f}"
                 )
     finally:
         store.close()
