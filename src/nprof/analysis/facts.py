@@ -117,11 +117,11 @@ class Facts:
 
     @cached_property
     def engine(self) -> tuple[np.ndarray, list[str]]:
-        return encode(self.instructions["engine"])
+        return self.strings("instructions", "engine")
 
     @cached_property
     def track(self) -> tuple[np.ndarray, list[str]]:
-        return encode(self.instructions["track"])
+        return self.strings("instructions", "track")
 
     def i_col(self, name: str) -> np.ndarray:
         """A numeric instructions column (cached)."""
@@ -213,11 +213,11 @@ class Facts:
 
     @cached_property
     def queue(self) -> tuple[np.ndarray, list[str]]:
-        return encode(self.dma["queue"])
+        return self.strings("dma", "queue")
 
     @cached_property
     def tensor(self) -> tuple[np.ndarray, list[str]]:
-        return encode(self.dma["tensor"])
+        return self.strings("dma", "tensor")
 
     @cached_property
     def queue_groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -228,7 +228,7 @@ class Facts:
 
     @cached_property
     def direction(self) -> tuple[np.ndarray, list[str]]:
-        return encode(self.dma["direction"])
+        return self.strings("dma", "direction")
 
     def direction_mask(self, *, src: str | None = None, dst: str | None = None) -> np.ndarray:
         """DMA rows whose direction reads from `src` and/or writes to `dst` ("hbm->sbuf": src hbm, dst sbuf)."""
@@ -269,6 +269,14 @@ class Facts:
                 self.__dict__[key] = encode_arrow(col)
             else:
                 self.__dict__[key] = to_numpy(col, bool if pa.types.is_boolean(col.type) else np.int64)
+        return self.__dict__[key]
+
+    def strings(self, table: str, name: str) -> tuple[np.ndarray, list[str]]:
+        """A string column as (int32 codes, -1 for null; distinct values), sharing `column`'s encoding."""
+        key = f"_str_{table}_{name}"
+        if key not in self.__dict__:
+            codes, dictionary = self.column(table, name)  # type: ignore[misc]
+            self.__dict__[key] = (codes, dictionary.to_pylist())
         return self.__dict__[key]
 
     def memo(self, key: str, compute: Callable[[], T]) -> T:

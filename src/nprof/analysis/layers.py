@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from nprof.analysis.facts import encode, facts
+from nprof.analysis.facts import facts
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -48,10 +48,10 @@ def layers(profile: Profile) -> pa.Table:
     f = facts(profile)
     instr = dma = {}
     if profile.instructions.num_rows:
-        codes, names = encode(profile.instructions["layer"])
+        codes, names = facts(profile).strings("instructions", "layer")
         instr = _grouped(codes, names, {"ts": f.i_ts, "end": f.i_end, "dur": f.i_dur, "fl": f.i_col("flops")})
     if profile.dma.num_rows:
-        codes, names = encode(profile.dma["layer"])
+        codes, names = facts(profile).strings("dma", "layer")
         dma = _grouped(codes, names, {"ts": f.d_ts, "end": f.d_end, "b": f.d_bytes})
     rows: dict[str, list] = {n: [] for n in SCHEMA.names}
     for layer in set(instr) | set(dma):

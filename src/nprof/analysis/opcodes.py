@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from nprof.analysis.facts import encode, facts
+from nprof.analysis.facts import facts
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -45,7 +45,7 @@ def opcodes(profile: Profile) -> pa.Table:
         return SCHEMA.empty_table()
     f = facts(profile)
     eng_codes, eng_names = f.engine
-    op_codes, op_names = encode(profile.instructions["opcode"])
+    op_codes, op_names = f.strings("instructions", "opcode")
     table = pa.table(
         {
             "e": eng_codes,
