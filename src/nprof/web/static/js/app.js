@@ -50,6 +50,7 @@ async function mountGroup(st) {
     main.replaceChildren(errorPanel("Empty worker group", `group ${g.id} has no ranks`));
     return;
   }
+  const agg = new URLSearchParams(window.location.search).get("agg") === "1"; // CC Aggregated tab (cc_view.js)
   const rank = ranks.some((r) => r.rank === st.rank) ? st.rank : ranks[0].rank;
   st.rank = rank;
   const entry = ranks.find((r) => r.rank === rank);
@@ -57,11 +58,12 @@ async function mountGroup(st) {
     "nav",
     { class: "rank-tabs", role: "tablist", "aria-label": "workers" },
     h("span", { class: "muted" }, `${g.display_name || g.id}: `),
+    h("a", { class: `tab${agg ? " on" : ""}`, role: "tab", id: "tab-agg", href: `/profile_cc/${encodeURIComponent(g.id)}?agg=1` }, "CC Aggregated"),
     ranks.map((r) =>
       h(
         "a",
         {
-          class: `tab${r.rank === rank ? " on" : ""}`,
+          class: `tab${r.rank === rank && !agg ? " on" : ""}`,
           role: "tab",
           href: `/profile_cc/${encodeURIComponent(g.id)}?rank=${r.rank}`,
         },
@@ -71,6 +73,19 @@ async function mountGroup(st) {
   );
   const holder = h("div");
   main.replaceChildren(tabs, holder);
+  if (agg) {
+    if (view) view.destroy();
+    view = null;
+    current = { page: "group-agg", group: st.group };
+    const { renderAggregate } = await import("./cc_view.js");
+    try {
+      await renderAggregate(holder, g, st);
+    } catch (e) {
+      holder.replaceChildren(failure(e, "Aggregated view"));
+      window.__nprof = { error: e.message, idle: () => true, state: st };
+    }
+    return;
+  }
   current = { page: "group", group: st.group, rank };
   await mountProfile(holder, st, entry.profile_id);
 }

@@ -1,0 +1,41 @@
+"""Small kernels with one collective each, traced into Programs for the multi-worker tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import nprof.nki.language as nl
+from nprof.nki import collectives as cc
+from nprof.nki.trace import ProgramBuilder
+from nprof.program.model import Program
+
+
+def collective_program(
+    kind: str,
+    in_shape: Sequence[int],
+    out_shape: Sequence[int],
+    *,
+    extra: int = 0,
+    op: str = "add",
+    group: Sequence[int] | None = None,
+    name: str = "cc",
+) -> Program:
+    """x (input) -> SBUF -> `extra` dependent adds of 0.0 (delay) -> HBM scratch -> `kind` collective -> out."""
+
+    def kernel(x, out):
+        t = nl.load(x)
+        for _ in range(extra):
+            t = nl.add(t, 0.0)
+        tmp = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        nl.store(tmp, t)
+        fn = getattr(cc, kind)
+        if kind in ("all_reduce", "reduce_scatter"):
+            fn(out, tmp, op=op, replica_group=group)
+        else:
+            fn(out, tmp, replica_group=group)
+
+    b = ProgramBuilder(name)
+    x = b.hbm_tensor("x", tuple(in_shape), "float32", kind="input")
+    out = b.hbm_tensor("out", tuple(out_shape), "float32", kind="output")
+    b.call(kernel, x, out)
+    return b.build()
