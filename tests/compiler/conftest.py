@@ -70,8 +70,8 @@ def check_module(make: Callable[[], torch.nn.Module], *inputs: torch.Tensor) -> 
     """A module compiled with nprof: same outputs, same parameter and input gradients as eager."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    eager = make()
-    dev = make()
+    eager = make().eval()  # eval: dropout is the identity (training-mode dropout needs a device RNG)
+    dev = make().eval()
     dev.load_state_dict(eager.state_dict())
     e_in = _clone(inputs)
     d_in = _clone(inputs)

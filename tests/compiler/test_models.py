@@ -1,0 +1,79 @@
+"""Whole models through the nprof backend: the MNIST MLP (training curve, profile) and the ViT block."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+duckdb = pytest.importorskip("duckdb")
+
+from nprof.compiler import STATS  # noqa: E402
+from tests.compiler.conftest import check_module  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _example(name: str) -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"nprof_example_{name}", EXAMPLES / name / "train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mlp_training_curve_matches_eager() -> None:
+    mlp = _example("mnist_mlp")
+    torch._dynamo.reset()
+    device = mlp.train(steps=20, batch=8, hidden=32)
+    eager = mlp.train(steps=20, batch=8, hidden=32, backend=None)
+    assert device == pytest.approx(eager, rel=1e-4)
+    assert device[-1] < device[0]  # it really trains
+
+
+def test_mlp_profile_engines_dma_and_layers() -> None:
+    mlp = _example("mnist_mlp")
+    torch._dynamo.reset()
+    STATS.reset()
+    mlp.train(steps=1, batch=8, hidden=32)
+    assert len(STATS.last_profile) == 2  # forward and backward graphs
+    for module, profile in STATS.last_profile.items():
+        ins = profile.instructions
+        dma = profile.dma  # noqa: F841
+        engines = dict(duckdb.sql("select opcode, list(distinct engine) from ins group by opcode").fetchall())
+        assert engines["MATMUL"] == ["tensor"], module
+        assert engines.get("ACTIVATE", ["scalar"]) == ["scalar"], module
+        assert set(engines.get("TENSOR_TENSOR", ["vector"])) == {"vector"}, module
+        unlabeled = duckdb.sql("select count(*) from ins where layer is null or hlo_name is null").fetchall()
+        assert unlabeled == [(0,)], module
+        layers = {row[0] for row in duckdb.sql("select distinct layer from ins").fetchall()}
+        assert {"model.fc1", "model.fc2", "model.fc3"} <= layers, (module, layers)
+        moved = {row[0] for row in duckdb.sql("select distinct tensor from dma").fetchall()}
+        declared = {t.name for t in profile.info.tensors}
+        assert declared <= moved, (module, declared - moved)  # a DMA for every input/output tensor
+        spills = duckdb.sql("select count(*) filter (is_spill), count(*) filter (is_reload) from dma").fetchall()[0]
+        assert spills[0] > 0 and spills[1] > 0  # intermediates saved to and reloaded from HBM
+        assert profile.total_time_ns > 0
+    fw = STATS.last_profile[next(iter(STATS.last_profile))]
+    ins = fw.instructions  # noqa: F841
+    relu = duckdb.sql("select engine from ins where hlo_name like '%= relu(%' and opcode = 'ACTIVATE'").fetchall()
+    assert relu and all(e == ("scalar",) for e in relu)
+
+
+def test_vit_block_forward_and_gradients() -> None:
+    vit = _example("vit_block")
+    images, _ = vit.synthetic_images(2)
+    check_module(vit.TinyViT, images)
+
+
+def test_vit_training_matches_eager() -> None:
+    vit = _example("vit_block")
+    torch._dynamo.reset()
+    device = vit.train(steps=2, batch=4)
+    eager = vit.train(steps=2, batch=4, backend=None)
+    assert device == pytest.approx(eager, rel=1e-4)
