@@ -62,18 +62,19 @@ def test_dangling_deps_make_no_flow(tmp_path: Path) -> None:
     assert sum(len(s.terminating_flow_ids) for s in t.slices) == 1
 
 
-def test_overlapping_events_get_lanes_and_nesting_is_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk_rows", [65_536, 2])
+def test_overlapping_events_get_lanes_and_nesting_is_kept(tmp_path: Path, chunk_rows: int) -> None:
     p = Profile.build(
         ProfileInfo(device="cpu"),
         instructions={"id": [1, 2, 3, 4, 5], "ts": [0, 10, 50, 60, 70], "duration": [100, 20, 30, 0, 50],
                       "engine": ["other"] * 5, "track": ["cpu:1"] * 4 + ["cpu:2"], "opcode": list("ABCDE")},
     )  # fmt: skip
-    t = _export(p, tmp_path)
+    t = _export(p, tmp_path, chunk_rows=chunk_rows)
     # A [0,100) holds B [10,30) and C [50,80) properly nested; D is an instant: one lane
     assert {s.name: (s.ts, s.dur) for s in t.track_slices("cpu:1")} == {
         "A": (0, 100), "B": (10, 20), "C": (50, 30), "D": (60, 0)}  # fmt: skip
     p2 = make({"ts": [0, 50, 120], "duration": [100, 100, 10]})  # partial overlap on one track
-    t2 = _export(p2, tmp_path)
+    t2 = _export(p2, tmp_path, chunk_rows=chunk_rows)
     assert [s.name for s in t2.track_slices("Vector (lane 2)")] == ["TENSOR_TENSOR"]
     assert len(t2.track_slices("Vector")) == 2
 

@@ -44,7 +44,15 @@ from nprof.analysis.facts import Facts, facts, to_numpy
 from nprof.export.options import ExportOptions
 from nprof.export.perfetto_flows import Flows
 from nprof.export.perfetto_intern import CATEGORIES, NAMES, SEQ_NEEDS, STRING_VALUES, Sequence
-from nprof.export.perfetto_layout import KIND_END, KIND_INSTANT, Row, packet_order, plan_rows, split_lanes
+from nprof.export.perfetto_layout import (
+    KIND_END,
+    KIND_INSTANT,
+    Row,
+    is_sequential,
+    packet_order,
+    plan_rows,
+    split_lanes,
+)
 from nprof.export.protowire import Fixed, place
 from nprof.profile import Profile
 from nprof.progress import progress
@@ -153,30 +161,38 @@ class _Writer:
     def lane(self, row: Row, rows: np.ndarray, uuid: int, bar) -> None:
         f = facts(self.profile)
         ts_all, end_all = (f.i_ts, f.i_end) if row.table == "instructions" else (f.d_ts, f.d_end)
-        event, kind, time = packet_order(ts_all[rows], end_all[rows])
+        ts, end = ts_all[rows], end_all[rows]
         seq = Sequence(self.seq(), ANNOTATIONS, INTERN_LIMIT)
         chunk = self.options.chunk_rows
+        if is_sequential(ts, end):  # packets of a chunk of events never interleave with the next chunk's
+            for e0 in range(0, rows.size, chunk):
+                event, kind, time = packet_order(ts[e0 : e0 + chunk], end[e0 : e0 + chunk])
+                self.chunk(row, rows[e0 : e0 + chunk], event, kind, time, uuid, seq, bar)
+            return
+        event, kind, time = packet_order(ts, end)  # nested slices: order the whole lane
         for p0 in range(0, event.size, chunk):
-            ev, kd, tm = event[p0 : p0 + chunk], kind[p0 : p0 + chunk], time[p0 : p0 + chunk]
-            seq.maybe_reset()
-            starts = np.flatnonzero(kd != KIND_END)
-            ends = np.flatnonzero(kd == KIND_END)
-            groups: list[tuple[np.ndarray, np.ndarray]] = []
-            if starts.size:
-                for sel, fixed in self.begin_packets(row, rows[ev[starts]], kd[starts], tm[starts], uuid, seq):
-                    groups.append((starts[sel], fixed.packets()))
-            if ends.size:
-                te = Fixed(ends.size).const(_TE_TYPE, 2).const(_TE_TRACK, uuid)
-                groups.append((ends, Fixed(ends.size).varint(8, tm[ends]).message(11, te).const(10, seq.id).packets()))
-            self.out.write(seq.packet())
-            alternating = (
-                len(groups) == 2 and starts.size == ends.size and np.array_equal(starts, np.arange(0, ev.size, 2))
-            )
-            if alternating:  # the common case: begin, end, begin, end ... one matrix, no scatter
-                self.out.write(memoryview(np.hstack([groups[0][1], groups[1][1]]).reshape(-1)))
-            else:
-                self.out.write(memoryview(place(groups, ev.size)))
-            bar.advance(starts.size)
+            self.chunk(row, rows, event[p0 : p0 + chunk], kind[p0 : p0 + chunk], time[p0 : p0 + chunk], uuid, seq, bar)
+
+    def chunk(self, row: Row, rows: np.ndarray, ev: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
+              seq: Sequence, bar) -> None:  # fmt: skip
+        """Write packets (event index into `rows`, kind, time) of one chunk, preceded by their interned strings."""
+        seq.maybe_reset()
+        starts = np.flatnonzero(kd != KIND_END)
+        ends = np.flatnonzero(kd == KIND_END)
+        groups: list[tuple[np.ndarray, np.ndarray]] = []
+        if starts.size:
+            for sel, fixed in self.begin_packets(row, rows[ev[starts]], kd[starts], tm[starts], uuid, seq):
+                groups.append((starts[sel], fixed.packets()))
+        if ends.size:
+            te = Fixed(ends.size).const(_TE_TYPE, 2).const(_TE_TRACK, uuid)
+            groups.append((ends, Fixed(ends.size).varint(8, tm[ends]).message(11, te).const(10, seq.id).packets()))
+        self.out.write(seq.packet())
+        alternating = len(groups) == 2 and starts.size == ends.size and np.array_equal(starts, np.arange(0, ev.size, 2))
+        if alternating:  # the common case: begin, end, begin, end ... one matrix, no scatter
+            self.out.write(memoryview(np.hstack([groups[0][1], groups[1][1]]).reshape(-1)))
+        else:
+            self.out.write(memoryview(place(groups, ev.size)))
+        bar.advance(starts.size)
 
     def begin_packets(self, row: Row, rows: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
                       seq: Sequence) -> list[tuple[np.ndarray, Fixed]]:  # fmt: skip
