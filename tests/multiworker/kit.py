@@ -39,3 +39,22 @@ def collective_program(
     out = b.hbm_tensor("out", tuple(out_shape), "float32", kind="output")
     b.call(kernel, x, out)
     return b.build()
+
+
+def straggler_run(directory, n: int = 4, late: int = 2, extra: int = 40):
+    """Write profile_rank_<i>.ntff of an n-rank all-reduce job where rank `late` does extra work first."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from nprof.device.workers import simulate_workers
+
+    shape = (64, 128)
+    progs = [collective_program("all_reduce", shape, shape, extra=extra if r == late else 0) for r in range(n)]
+    inputs = {r: {"x": np.full(shape, r, np.float32)} for r in range(n)}
+    job = simulate_workers(progs, inputs, world_size=n)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for r, res in job.results.items():
+        res.profile.save(d / f"profile_rank_{r}.ntff")
+    return job

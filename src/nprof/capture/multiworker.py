@@ -163,6 +163,24 @@ def _out_dir(arg: str | None) -> Path:
     return p.parent if p.suffix == ".ntff" else p
 
 
+def _ranks_text(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}..{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
+
+
+def _merged_warnings(per_rank: Mapping[int, tuple[str, ...]]) -> list[str]:
+    """One line per distinct warning, naming the ranks it applies to ("ranks 0..31: ...")."""
+    merged: dict[str, list[int]] = {}
+    for rank, texts in sorted(per_rank.items()):
+        for text in texts:
+            prefix = f"rank {rank}: "
+            merged.setdefault(text.removeprefix(prefix), []).append(rank)
+    return [f"{_ranks_text(ranks)}: {text}" for text, ranks in merged.items()]
+
+
 def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
     """`nprof capture -n PROGRAM -r N ...` (see module doc); returns the exit code."""
     from nprof.capture.sim import _pairs
@@ -187,14 +205,11 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         ignore_exec_errors=args.ignore_exec_errors,
         timing_only=args.timing_only,
     )
-    shown = 0
-    for _rank, res in sorted(job.results.items()):
-        for text in res.warnings:
-            if shown < 8:
-                sys.stderr.write(f"nprof capture: warning: {text}\n")
-            shown += 1
-    if shown > 8:
-        sys.stderr.write(f"nprof capture: {shown - 8} more warnings (kept in each profile's meta)\n")
+    lines = _merged_warnings({r: res.warnings for r, res in job.results.items()})
+    for text in lines[:8]:
+        sys.stderr.write(f"nprof capture: warning: {text}\n")
+    if len(lines) > 8:
+        sys.stderr.write(f"nprof capture: {len(lines) - 8} more warnings (kept in each profile's meta)\n")
     world = job.topology.world_size
     totals = {r: res.profile.total_time_ns for r, res in job.results.items()}
     slow = max(totals, key=lambda r: (totals[r], -r))
