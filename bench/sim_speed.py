@@ -103,6 +103,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--numeric-max", type=int, default=100000, help="largest size to run with numerics")
     args = ap.parse_args()
+    simulate(synthetic(100))  # warm-up: one-time imports (pyarrow's pandas shim, threadpoolctl) are not simulation
     for n in (int(s) for s in args.sizes.split(",")):
         program = synthetic(n)
         count = len(program.instructions)

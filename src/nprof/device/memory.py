@@ -72,6 +72,7 @@ class Memory:
         self.sbuf = np.zeros((preset.partitions, preset.sbuf_partition_bytes), np.uint8)
         self.psum = np.zeros((preset.partitions, preset.psum_partition_bytes), np.uint8)
         self.hbm: dict[str, np.ndarray] = {t.name: np.zeros(t.elements, _DTYPES[t.dtype]) for t in program.tensors}
+        self._views: dict[int, tuple[Access, np.ndarray]] = {}  # id(access) -> (access, view)
 
     def load(self, name: str, value: np.ndarray) -> None:
         """Set the whole HBM tensor `name` (value already of the right dtype and size)."""
@@ -79,6 +80,14 @@ class Memory:
 
     def view(self, acc: Access) -> np.ndarray:
         """A writable view of `acc` with its logical shape and dtype; AccessError when out of bounds."""
+        hit = self._views.get(id(acc))
+        if hit is not None and hit[0] is acc:
+            return hit[1]
+        v = self._make_view(acc)
+        self._views[id(acc)] = (acc, v)  # buffers never move, so a view stays valid
+        return v
+
+    def _make_view(self, acc: Access) -> np.ndarray:
         dt = _DTYPES[acc.dtype]
         size = ITEMSIZE[acc.dtype]
         shape = acc.shape

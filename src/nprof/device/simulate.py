@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +73,12 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _one_blas_thread() -> AbstractContextManager[object]:
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _check_input(decl: TensorDecl, value: object) -> np.ndarray:
@@ -123,10 +129,12 @@ def _peak(program: Program, preset: Preset) -> tuple[float, str]:
 def _run_numerics(program: Program, mem: Memory, ignore_exec_errors: bool, warnings: list[str]) -> None:
     skipped = 0
     n = len(program.instructions)
-    with progress(n, f"simulating {program.name}") as bar:
+    handlers = num.HANDLERS
+    # Tiles are small: multi-threaded BLAS only adds contention, so numerics run single-threaded.
+    with progress(n, f"simulating {program.name}") as bar, np.errstate(all="ignore"), _one_blas_thread():
         for i, ins in enumerate(program.instructions):
             try:
-                num.execute(ins, mem)
+                handlers[ins.opcode](ins, mem)  # = num.execute, inside one errstate for the whole run
             except (AccessError, ValueError, IndexError, KeyError, TypeError) as exc:
                 where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
                 if not ignore_exec_errors:
