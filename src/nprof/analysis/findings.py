@@ -108,7 +108,7 @@ def _exposed_dma(profile: Profile) -> list[dict]:
     exposed = dma_active - iv.intersection_length(f.dma_merged, f.compute_merged)
     if exposed < EXPOSED_DMA_SHARE * total:
         return []
-    alone = np.flatnonzero(iv.coverage(f.compute_merged, f.d_ts, f.d_end) == 0)
+    alone = np.flatnonzero(iv.within_gaps(f.compute_merged, f.d_ts, f.d_end))
     text = (f"{human_ns(exposed)} ({100 * exposed / total:.0f}% of the run) is spent on DMA transfers while no "
             f"compute engine runs; {alone.size} transfers overlap no compute at all; prefetch the next tile's "
             "data while computing the current one (double buffering)")  # fmt: skip
@@ -212,9 +212,10 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
         waited = int(wait[m].sum())
         if waited < WAIT_SHARE * total:
             continue
-        rows = np.flatnonzero(m)
-        worst = rows[np.argsort(-wait[rows], kind="stable")[:MAX_IDS]]
-        worst = worst[wait[worst] > 0]
+        rows = np.flatnonzero(m & (wait > 0))
+        if rows.size > MAX_IDS:  # the MAX_IDS longest waits without sorting them all
+            rows = rows[np.argpartition(-wait[rows], MAX_IDS - 1)[:MAX_IDS]]
+        worst = rows[np.lexsort((rows, -wait[rows]))]
         text = (f"the {engine} engine waits {human_ns(waited)} on semaphores ({100 * waited / total:.0f}% of the run) "
                 f"for data or other engines; the longest single wait is {human_ns(wait[worst[0]])}")  # fmt: skip
         out.append(_row("warning", "semaphore_wait", f"{engine} engine waits on semaphores", text, 0, total,

@@ -86,6 +86,21 @@ def _covered_at(ms: np.ndarray, me: np.ndarray, covered: np.ndarray, t: np.ndarr
     return np.where(k > 0, covered[idx] + partial, 0)
 
 
+def within_gaps(merged: tuple[np.ndarray, np.ndarray], start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each query interval, True when it overlaps none of the disjoint sorted `merged` intervals.
+
+    A zero-length query counts as overlapping when it lies inside a merged interval.
+    """
+    ms, me = merged
+    if ms.size == 0:
+        return np.ones(start.size, dtype=bool)
+    k = np.searchsorted(ms, start, side="right") - 1  # last merged interval starting at or before `start`
+    before_ok = (k < 0) | (me[np.maximum(k, 0)] <= start)  # it ended before the query starts
+    nxt = np.minimum(k + 1, ms.size - 1)
+    after_ok = (k + 1 >= ms.size) | (ms[nxt] >= end)  # the next one starts after the query ends
+    return before_ok & after_ok
+
+
 def gaps(merged: tuple[np.ndarray, np.ndarray], t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
     """The uncovered intervals of [t0, t1) given disjoint sorted `merged` intervals."""
     ms, me = merged

@@ -43,7 +43,12 @@ def top_per_group(
         return out
     width = len(names)
     pair = group_of_row[keep].astype(np.int64) * width + source_codes[keep]
-    uniq, counts = np.unique(pair, return_counts=True)
+    if n_groups * width <= 4_000_000:  # a dense count table: no sort
+        dense = np.bincount(pair, minlength=n_groups * width)
+        uniq = np.flatnonzero(dense)
+        counts = dense[uniq]
+    else:
+        uniq, counts = np.unique(pair, return_counts=True)
     groups, srcs = uniq // width, uniq % width
     order = np.lexsort((srcs, -counts, groups))
     groups, srcs = groups[order], srcs[order]

@@ -1,0 +1,43 @@
+"""Interval helpers against brute force on small random intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nprof.analysis import intervals as iv
+
+spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=12)
+
+
+def _covered(pairs: list[tuple[int, int]]) -> set[int]:
+    return {t for s, d in pairs for t in range(s, s + d)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(spans, spans)
+def test_against_brute_force(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+    sa = np.array([s for s, _ in a], np.int64)
+    ea = sa + np.array([d for _, d in a], np.int64)
+    sb = np.array([s for s, _ in b], np.int64)
+    eb = sb + np.array([d for _, d in b], np.int64)
+    ca, cb = _covered(a), _covered(b)
+    ma, mb = iv.merge(sa, ea), iv.merge(sb, eb)
+    assert iv.union_length(sa, ea) == len(ca)
+    assert np.all(ma[1][:-1] < ma[0][1:])  # disjoint, sorted, not touching
+    assert iv.intersection_length(ma, mb) == len(ca & cb)
+    cov = iv.coverage(ma, sb, eb)
+    assert cov.tolist() == [len(ca & set(range(s, s + d))) for s, d in b]
+    alone = iv.within_gaps(ma, sb, eb)
+    # an instant (d == 0) inside a busy interval counts as overlapped
+    assert alone.tolist() == [not (ca & set(range(s, s + d))) if d else s not in ca for s, d in b]
+    g0, g1 = iv.gaps(ma, 0, 80)
+    assert {t for x, y in zip(g0, g1, strict=True) for t in range(x, y)} == set(range(80)) - ca
+
+
+def test_integral_at_is_exact() -> None:
+    change = np.array([0, 10, 10, 20])
+    delta = np.array([2.0, -2.0, 1.0, -1.0])
+    at = np.array([0, 5, 10, 15, 20, 30])
+    assert iv.integral_at(change, delta, at).tolist() == [0.0, 10.0, 20.0, 25.0, 30.0, 30.0]
