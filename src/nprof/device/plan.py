@@ -32,6 +32,7 @@ from nprof.arch.presets import Preset
 from nprof.device.accinfo import AccessCache
 from nprof.errors import NprofError
 from nprof.program.model import Program
+from nprof.progress import progress
 
 SLOT_LD, SLOT_MM, SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD, SLOT_SYNC = range(6)
 FIRST_DMA_SLOT = 6
@@ -42,6 +43,7 @@ _ENGINE_SLOT = {
     Engine.SYNC: SLOT_SYNC,
 }
 _TENSOR_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.TRANSPOSE})
+_CHUNK = 1 << 16  # instructions per progress step
 _ATTR_SKIP = frozenset({"spill", "reload"})
 
 
@@ -199,28 +201,31 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     operands = [""] * n
     dma_rows: dict[int, tuple[str, int, str]] = {}
     sig, text = itemgetter(0), itemgetter(3)
-    for i, ins in enumerate(instrs):
-        a_in, a_out = ins.ins, ins.outs
-        ii = list(map(by_id, map(id, a_in)))  # C-level lookups; misses (None) fall back to `get`
-        if None in ii:
-            ii = [get(a) for a in a_in]
-        oo = list(map(by_id, map(id, a_out)))
-        if None in oo:
-            oo = [get(a) for a in a_out]
-        # enum members hash in Python code; their ids (singletons) hash in C
-        key = (id(ins.opcode), id(ins.engine), ins.attrs, ins.queue, *map(sig, ii), -1, *map(sig, oo))
-        k = memo.get(key)
-        if k is None:
-            k = memo[key] = len(templates)
-            templates.append(_template(program, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value))
-        which[i] = k
-        t = templates[k]
-        if t.is_dma:
-            d_hbm = oo[0].mem == 0
-            tensor = a_in[0].tensor if ii[0].mem == 0 or not d_hbm else a_out[0].tensor
-            dma_rows[i] = (t.direction, ii[0].partitions if d_hbm else oo[0].partitions, tensor)
-        else:
-            operands[i] = ", ".join(map(text, oo)) + " <- " + ", ".join(map(text, ii)) + t.attr_text
+    with progress(n, f"planning {program.name}") as bar:
+        for start in range(0, n, _CHUNK):
+            for i, ins in enumerate(instrs[start : start + _CHUNK], start):
+                a_in, a_out = ins.ins, ins.outs
+                ii = list(map(by_id, map(id, a_in)))  # C-level lookups; misses (None) fall back to `get`
+                if None in ii:
+                    ii = [get(a) for a in a_in]
+                oo = list(map(by_id, map(id, a_out)))
+                if None in oo:
+                    oo = [get(a) for a in a_out]
+                # enum members hash in Python code; their ids (singletons) hash in C
+                key = (id(ins.opcode), id(ins.engine), ins.attrs, ins.queue, *map(sig, ii), -1, *map(sig, oo))
+                k = memo.get(key)
+                if k is None:
+                    k = memo[key] = len(templates)
+                    templates.append(_template(program, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value))
+                which[i] = k
+                t = templates[k]
+                if t.is_dma:
+                    d_hbm = oo[0].mem == 0
+                    tensor = a_in[0].tensor if ii[0].mem == 0 or not d_hbm else a_out[0].tensor
+                    dma_rows[i] = (t.direction, ii[0].partitions if d_hbm else oo[0].partitions, tensor)
+                else:
+                    operands[i] = ", ".join(map(text, oo)) + " <- " + ", ".join(map(text, ii)) + t.attr_text
+            bar.advance(min(_CHUNK, n - start))
     deps = [ins.deps for ins in instrs]
     offsets, flat = _check_deps(program.name, deps)
     idx = np.asarray(which, np.int64)
