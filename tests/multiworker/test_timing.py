@@ -80,7 +80,7 @@ def test_delayed_rank_makes_the_others_wait() -> None:
     g = analyze_group(
         {r: RankFacts(res.profile.collectives, res.profile.total_time_ns) for r, res in job.results.items()}
     )
-    assert g.straggler == 2 and g.ops[0].straggler == 2
+    assert g.straggler == 2 and g.ops[0].straggler == 2 and g.slowest_rank == 2
     assert g.ranks[2].caused_wait_ns == sum(_rows(job, r)[0]["wait_ns"] for r in range(4))
     assert g.ranks[0].cc_wait_ns > 0 and g.ranks[2].cc_wait_ns == 0
 

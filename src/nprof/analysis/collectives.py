@@ -10,7 +10,8 @@ table — only the rows describing that rank are used — its total time, nd/nc 
   waits), `caused_wait_ns` (sum of the total waits of the operations it arrived last at, when it was the
   only last arriver).
 * The job: `straggler` = the rank with the largest `caused_wait_ns` (None when nobody waited),
-  `slowest_rank` = the rank with the longest total time.
+  `slowest_rank` = the rank with the longest total time (ties: the one that made others wait most, then the
+  lowest rank — collectives end together, so ranks that synchronise often tie).
 `to_json()` gives the dict the web API and `summary-json` print.
 """
 
@@ -144,7 +145,7 @@ def analyze_group(ranks: Mapping[int, RankFacts]) -> GroupAnalysis:
             per_rank[lr].caused_wait_ns += total_wait
     summaries = [per_rank[r] for r in sorted(per_rank)]
     culprit = max(summaries, key=lambda s: (s.caused_wait_ns, -s.rank), default=None)
-    slowest = max(summaries, key=lambda s: (s.total_time_ns, -s.rank), default=None)
+    slowest = max(summaries, key=lambda s: (s.total_time_ns, s.caused_wait_ns, -s.rank), default=None)
     return GroupAnalysis(
         summaries,
         ops,
