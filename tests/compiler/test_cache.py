@@ -1,0 +1,137 @@
+"""Compile cache, unsupported ops and fallback, naming, and `nprof compile -- python train.py`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from nprof.compiler import STATS, CompileCache  # noqa: E402
+from nprof.errors import UnsupportedOpError  # noqa: E402
+from nprof.program.file import load_program  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 5)
+        self.fc2 = torch.nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+def _run(model: torch.nn.Module, x: torch.Tensor, **options: object) -> torch.Tensor:
+    torch._dynamo.reset()
+    out = torch.compile(model, backend="nprof", options=options or None)(x)
+    out.sum().backward()
+    return out
+
+
+def test_second_compile_hits_the_cache_and_new_shape_compiles(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Net()
+    STATS.reset()
+    _run(model, torch.randn(4, 6), cache_dir=str(tmp_path))
+    assert (STATS.compiled, STATS.cache_hits) == (2, 0)
+    _run(model, torch.randn(4, 6), cache_dir=str(tmp_path))
+    assert (STATS.compiled, STATS.cache_hits) == (2, 2)  # nothing compiled again
+    _run(model, torch.randn(7, 6), cache_dir=str(tmp_path))
+    assert (STATS.compiled, STATS.cache_hits) == (4, 2)  # a new batch size is a new module
+    modules = CompileCache(tmp_path).modules()
+    assert len(modules) == 4
+    assert {m.manifest["kind"] for m in modules} == {"fw", "bw"}
+    for m in modules:
+        assert m.path.name.startswith("MODULE_") and m.program_path.is_file()
+        assert m.manifest["instructions"] == len(load_program(m.program_path).instructions)
+        assert m.manifest["graph"] and m.manifest["inputs"]
+        assert (m.path / "inputs.args").is_file()  # the values of the first call, for nprof capture
+    fw = next(m for m in modules if m.manifest["kind"] == "fw")
+    names = [i["name"] for i in fw.manifest["inputs"]]
+    assert {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"} <= set(names)
+    program = load_program(fw.program_path)
+    assert {t.name for t in program.outputs} >= {"output_0"}
+    assert not list(tmp_path.glob("*/.MODULE_*"))  # no temporary directories left behind
+
+
+def test_cached_program_runs_with_saved_inputs(tmp_path: Path) -> None:
+    from nprof.device import simulate
+
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(4, 6)
+    out = _run(model, x, cache_dir=str(tmp_path))
+    fw = next(m for m in CompileCache(tmp_path).modules() if m.manifest["kind"] == "fw")
+    words = (fw.path / "inputs.args").read_text().split()
+    inputs = {name: __import__("numpy").load(path) for name, path in zip(words[::2], words[1::2], strict=True)}
+    result = simulate(load_program(fw.program_path), inputs)
+    torch.testing.assert_close(torch.from_numpy(result.outputs["output_0"]), out.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_unsupported_op_names_op_and_source_line() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, dim=0) * 2.0  # the line the error must point at
+
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(fn, backend="nprof")(torch.randn(4))
+    err = info.value
+    while not isinstance(err, UnsupportedOpError) and err.__cause__ is not None:
+        err = err.__cause__
+    inner = getattr(info.value, "inner_exception", err)
+    assert isinstance(inner, UnsupportedOpError)
+    message = str(inner)
+    assert "cumsum" in message and "\n" not in message
+    assert f"{Path(__file__).resolve()}:" in message and "torch.cumsum(x, dim=0)" in message
+
+
+def test_fallback_eager_runs_unsupported_graph_with_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, dim=0) * 2.0
+
+    x = torch.randn(5)
+    for how in ("option", "env"):
+        torch._dynamo.reset()
+        if how == "env":
+            monkeypatch.setenv("NPROF_FALLBACK", "eager")
+        options = {"fallback": "eager"} if how == "option" else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = torch.compile(fn, backend="nprof", options=options)(x)
+        torch.testing.assert_close(out, fn(x))
+        assert any("eagerly" in str(w.message) and "cumsum" in str(w.message) for w in caught)
+
+
+def test_unknown_backend_option_is_refused() -> None:
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown nprof backend option 'colour'"):
+        torch.compile(lambda x: x + 1, backend="nprof", options={"colour": "red"})(torch.randn(2))
+
+
+def test_nprof_compile_command(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cmd = [sys.executable, "-m", "nprof", "compile", "--cache", str(cache), "--",
+           sys.executable, str(ROOT / "examples" / "mnist_mlp" / "train.py"), "--steps", "2", "--batch", "4",
+           "--hidden", "16"]  # fmt: skip
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "2 graph(s)" in first.stdout and "2 compiled" in first.stdout, first.stdout
+    modules = CompileCache(cache).modules()
+    assert sorted(m.manifest["kind"] for m in modules) == ["bw", "fw"]
+    for m in modules:
+        assert m.path.name in first.stdout and str(m.manifest["instructions"]) in first.stdout
+        assert json.loads((m.path / "manifest.json").read_text())["module"] == m.path.name
+        assert list((m.path / "inputs").glob("*.npy"))
+    assert str(CompileCache(cache).root) in first.stdout
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert second.returncode == 0 and "0 compiled, 2 already cached" in second.stdout, second.stdout
