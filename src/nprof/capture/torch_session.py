@@ -133,12 +133,16 @@ class _Annotator:
         return path
 
     def _pre(self, module: Any, args: Any) -> None:
+        if self._torch.compiler.is_compiling():  # torch.compile traces hooks: keep them out of its graphs
+            return
         path = self._path(module)
         rf = self._record(f"nprof.module: {path}")
         rf.__enter__()
         self._stack.append((module, rf, path))
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
+        if self._torch.compiler.is_compiling() or not any(entry[0] is module for entry in self._stack):
+            return
         while self._stack:
             mod, rf, _ = self._stack.pop()
             rf.__exit__(None, None, None)
