@@ -5,7 +5,7 @@
 // row under a CSS-pixel y. Pure geometry: no drawing, no DOM.
 
 export const AXIS_H = 34;
-export const LABEL_W = 196;
+export const LABEL_W = 216;
 export const RIGHT_PAD = 12;
 const SECTION_GAP = 8;
 

@@ -134,8 +134,9 @@ export class ProfileView {
     let span = Math.min(full, Math.max(10, st.t1 - st.t0));
     let t0 = Math.max(this.tmin, Math.min(this.tmax - span, st.t0));
     span = Math.min(span, this.tmax - t0);
-    st.t0 = t0;
-    st.t1 = t0 + span;
+    // whole nanoseconds: the URL, the viewport query and the drawn window agree exactly
+    st.t0 = Math.round(t0);
+    st.t1 = Math.max(st.t0 + 1, Math.round(t0 + span));
   }
 
   _commit(push) {

@@ -35,7 +35,7 @@ export class SummaryPanel {
     this.el.replaceChildren(h("p", { class: "loading" }, "Loading the summary…"));
     const v = this.view;
     const tables = v.info.tables || [];
-    const want = ["engines", "opcodes", "layers", "dma_queues"].filter((t) => tables.includes(t));
+    const want = ["engines", "opcodes", "layers", "dma_queues", "findings"].filter((t) => tables.includes(t));
     try {
       const [sum, ...tabs] = await Promise.all([api.summary(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]);
       this.loaded = true;
@@ -99,6 +99,7 @@ export class SummaryPanel {
             : h("p", { class: "muted" }, "No tensor table in this profile."),
         )
       : null;
+    const findings = findingsList(tabs.findings, v);
     const section = (title, tip, body) => h("section", { class: "summary-table" }, h("h3", {}, title, help(tip)), body);
     const parts = [];
     if (tabs.engines) parts.push(section("Engines", "Per-engine instruction time, active time and count", analysisTable(tabs.engines)));
@@ -139,9 +140,41 @@ export class SummaryPanel {
     );
     this.el.replaceChildren(
       verdictEl,
+      findings,
       h("div", { class: "metric-groups" }, groups, progEl),
       h("div", { class: "summary-tables" }, parts),
       termEl,
     );
   }
+}
+
+/** The top findings (plain words, most costly first) with a link to the Warnings tab. */
+function findingsList(resp, view) {
+  if (!resp || !resp.rows.length) return null;
+  const c = Object.fromEntries(resp.columns.map((col, i) => [col.name, i]));
+  const top = resp.rows.slice(0, 6);
+  return h(
+    "section",
+    { class: "summary-findings", id: "summary-findings", style: { marginBottom: "12px", maxWidth: "1100px" } },
+    h("h3", {}, `Findings (${resp.rows.length})`, help("Performance problems found by the analysis, most costly first")),
+    h(
+      "ul",
+      { class: "findings" },
+      top.map((r) =>
+        h(
+          "li",
+          {
+            class: `finding ${r[c.severity]}`,
+            title: "click to zoom the timeline to this region",
+            onclick: () => view.setWindow(r[c.ts], Math.max(r[c.end], r[c.ts] + 10), true),
+          },
+          h("div", { class: "f-title" }, h("span", { class: `badge ${r[c.severity]}` }, r[c.severity]), r[c.title]),
+          h("div", { class: "f-msg" }, r[c.message]),
+        ),
+      ),
+    ),
+    resp.rows.length > top.length
+      ? h("p", {}, h("a", { href: "#", onclick: (e) => (e.preventDefault(), view.showTab("warnings")) }, "All findings and warnings →"))
+      : null,
+  );
 }
