@@ -107,9 +107,14 @@ def test_executions_and_profile_nth() -> None:
         simulate(prog, executions=0)
 
 
-def test_multi_worker_is_left_to_the_multi_worker_runner() -> None:
-    with pytest.raises(NprofError, match=r"not yet supported"):
-        simulate(exp_kit().program(), world_size=2)
+def test_world_size_runs_the_multi_worker_job_and_returns_one_rank() -> None:
+    prog = exp_kit().program()
+    one = simulate(prog, numerics=False)
+    res = simulate(prog, numerics=False, world_size=2, rank=1)
+    assert (res.profile.info.rank, res.profile.info.world_size) == (1, 2)
+    assert res.latencies_ns == one.latencies_ns  # no collectives: the workers do not interact
+    with pytest.raises(NprofError, match="rank 2 is out of range for world_size 2"):
+        simulate(prog, world_size=2, rank=2)
 
 
 def test_unknown_preset_lists_valid_ones() -> None:

@@ -23,8 +23,9 @@ executions=1, profile_nth=None, rank=0, world_size=1, ignore_exec_errors=False)`
   state between executions (no caches), so every execution takes the same
   time: `latencies_ns` repeats it `executions` times and the profile shows
   execution `profile_nth` (1-based, default the last; earlier ones are warm-up).
-* `world_size > 1` (collectives across workers) is handled by the
-  multi-worker runner; here it raises `NprofError`.
+* `world_size > 1`: `world_size` workers run the program on the same inputs
+  (`device.workers.simulate_workers`, collectives across them) and the result
+  is worker `rank`'s.
 * Peak FLOPs in the profile: the preset's FP32 peak when every MATMUL has an
   FP32 operand, its FP8 peak when every MATMUL is FP8 x FP8, else BF16.
 """
@@ -163,10 +164,10 @@ def simulate(
     ignore_exec_errors: bool = False,
 ) -> SimResult:
     """Run `program` on the virtual NeuronCore (see the module doc for the full contract)."""
+    if not 0 <= rank < max(world_size, 1):
+        raise NprofError(f"rank {rank} is out of range for world_size {world_size}")
     if world_size != 1:
-        raise NprofError("multi-worker simulation (world_size > 1) is not yet supported by this device runner")
-    if rank != 0:
-        raise NprofError(f"rank {rank} is out of range for world_size 1")
+        return _one_rank_of_job(program, inputs, preset, numerics, executions, rank, world_size, ignore_exec_errors)
     if executions < 1:
         raise NprofError(f"executions must be >= 1, got {executions}")
     nth = executions if profile_nth is None else profile_nth
@@ -222,6 +223,32 @@ def simulate(
     )
     profile = Profile.build(info, instructions=instructions, dma=dma)
     return SimResult(outputs, profile, (total,) * executions, tuple(warnings))
+
+
+def _one_rank_of_job(
+    program: Program,
+    inputs: Mapping[str, np.ndarray] | None,
+    preset: str | Preset | None,
+    numerics: bool,
+    executions: int,
+    rank: int,
+    world_size: int,
+    ignore_exec_errors: bool,
+) -> SimResult:
+    """`world_size` workers run `program` on the same inputs; the result of worker `rank`."""
+    from nprof.device.workers import simulate_workers  # the multi-worker runner builds on this module
+
+    job = simulate_workers(
+        program,
+        None if inputs is None else dict(inputs),
+        world_size=world_size,
+        preset=preset,
+        numerics=numerics,
+        profile_ranks=[rank],
+        executions=executions,
+        ignore_exec_errors=ignore_exec_errors,
+    )
+    return job.results[rank]
 
 
 def _numerics(
