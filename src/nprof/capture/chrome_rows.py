@@ -64,13 +64,17 @@ def _operands(args: dict[str, Any]) -> str | None:
     return None
 
 
-def _operands_all(all_args: list[dict[str, Any]]) -> list[str | None]:
-    """`_operands` for many slices, cached on the serialised shape/type/value fields (training loops repeat)."""
+_HOST_KEYS = ("Input Dims", "Input type", "Concrete Inputs", "bytes")
+_KERNEL_KEYS = ("grid", "block", "registers per thread", "shared memory", "bytes")
+
+
+def _operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str | None]:
+    """`_operands` for many slices, cached on their serialised `keys` fields (training loops repeat shapes)."""
     memo: dict[bytes, str | None] = {}
     out = []
-    keys = ("Input Dims", "Input type", "Concrete Inputs", "grid", "block", "registers per thread", "shared memory")
+    k0, k1, k2, k3 = keys[0], keys[1], keys[2], keys[3]
     for a in all_args:
-        key = orjson.dumps([a.get(k) for k in keys] + [a.get("bytes")])
+        key = orjson.dumps((a.get(k0), a.get(k1), a.get(k2), a.get(k3), a.get("bytes")))
         got = memo.get(key, memo)
         if got is memo:
             got = memo[key] = _operands(a)
@@ -252,7 +256,9 @@ def build_profile(
     i_flops = np.concatenate([flops[rows], k_flops]).astype(np.int64)
     i_info = [info_of[r] for r in r_list] + [info_of.get(dev_owner[j], (None, None, 0)) for j in kern]
     i_hlo = [chain(r, False) for r in r_list] + [chain(dev_host[j], False) if dev_host[j] >= 0 else None for j in kern]
-    i_ops = _operands_all([h_args[r] for r in r_list] + [args[i] for i in k_idx])
+    i_ops = _operands_all([h_args[r] for r in r_list], _HOST_KEYS) + _operands_all(
+        [args[i] for i in k_idx], _KERNEL_KEYS
+    )
     i_owner = [r for r in r_list] + [dev_owner[j] for j in kern]
 
     d_idx = [int(dev[j]) for j, i in enumerate(dev.tolist()) if kind[i] >= 4]
