@@ -12,8 +12,9 @@ summary and viewer apply. `track` is the timeline row the event belongs to:
   virtual device: "tensor.stationary" (LoadStationary), "tensor.moving"
   (MultiplyMoving / matmul), "vector", "scalar", "gpsimd", "sync", "cc.<k>";
   real hardware: "cpu:<thread id>" or "cuda:<device>:<stream>".
-DMA `queue` names: "q0".."q15" on the virtual device; "memcpy:<stream>" etc.
-for real hardware.
+DMA `queue` names: "q0".."q15" on the virtual device; "memcpy:<device>:<stream>"
+and "memset:<device>:<stream>" for real hardware, whose DMA `direction` is
+host->device, device->host, device->device, host->host or memset.
 """
 
 from __future__ import annotations
