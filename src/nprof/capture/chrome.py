@@ -50,10 +50,7 @@ from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
 from nprof.profile import Profile, ProfileInfo
 
-CONTEXT_CATS = frozenset({"python_function", "user_annotation", "gpu_user_annotation"})
-SKIP_CATS = frozenset({"trace"})
 _OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "s", "t", "f", "M"})
-DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
 
 def read_trace(path: str | os.PathLike[str]) -> tuple[list[Any], dict[str, Any]]:

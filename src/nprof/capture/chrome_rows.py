@@ -23,7 +23,7 @@ from nprof.capture.opclass import engine_of, op_flops
 from nprof.errors import NprofError
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
-_KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5})
+_KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names
 _BWD = "autograd::engine::evaluate_function: "
 _DIRECTIONS = (("HtoD", "host->device"), ("DtoH", "device->host"), ("DtoD", "device->device"))
 _DIRECTIONS += (("PtoP", "device->device"), ("HtoH", "host->host"))
