@@ -109,7 +109,10 @@ def test_bulk_interning_of_distinct_strings(tmp_path: Path, monkeypatch: pytest.
     n = 40
     p = make({"ts": [i * 10 for i in range(n)], "duration": [5] * n, "operands": [f"op {i % 13}" for i in range(n)]})
     looked_up = _export(p, tmp_path)
+    from nprof.export import perfetto_columns
+
     monkeypatch.setattr(perfetto_intern, "LOOKUP_MAX", 2)  # every chunk takes the bulk path
+    monkeypatch.setattr(perfetto_columns, "SMALL_DICTIONARY", 2)
     bulk = _export(p, tmp_path, chunk_rows=7)
     assert [s.args for s in bulk.slices] == [s.args for s in looked_up.slices]
     assert bulk.slices[14].args["operands"] == "op 1"
@@ -133,3 +136,10 @@ def test_sampled_counters(tmp_path: Path) -> None:
     assert t.counters["cpu_percent"] == [(0, 10.0), (3, 90.0)]
     assert t.counters["temp"] == [(5, 40.0)]
     assert "Pending DMA count" not in t.counters  # no DMA: no DMA series
+
+
+def test_unsorted_table_takes_the_sorted_path(tmp_path: Path) -> None:
+    # events of one track stored out of time order: not streamable, sorted per row instead
+    p = make({"ts": [300, 0, 100], "duration": [50, 50, 50], "opcode": ["C", "A", "B"]})
+    t = _export(p, tmp_path, chunk_rows=1)
+    assert [(s.name, s.ts) for s in t.track_slices("Vector")] == [("A", 0), ("B", 100), ("C", 300)]

@@ -40,17 +40,23 @@ import pyarrow as pa
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, Trace, TracePacket, TrackDescriptor
 
 from nprof.analysis.counters import SERIES, computed_series
-from nprof.analysis.facts import Facts, facts, to_numpy
+from nprof.analysis.facts import facts, to_numpy
+from nprof.analysis.sources import group_rows
 from nprof.export.options import ExportOptions
+from nprof.export.perfetto_columns import BatchColumns, TableColumns
 from nprof.export.perfetto_flows import Flows
 from nprof.export.perfetto_intern import CATEGORIES, NAMES, SEQ_NEEDS, STRING_VALUES, Sequence
 from nprof.export.perfetto_layout import (
     KIND_END,
     KIND_INSTANT,
     Row,
+    in_table_order,
     is_sequential,
     packet_order,
     plan_rows,
+    row_codes,
+    row_times,
+    sorted_rows,
     split_lanes,
 )
 from nprof.export.protowire import Fixed, place
@@ -66,6 +72,8 @@ ANNOTATIONS = ("id", "operands", "layer", "hlo_name", "source", "flops", "wait_n
 ANN = {name: i + 1 for i, name in enumerate(ANNOTATIONS)}
 _TE_TYPE, _TE_TRACK, _TE_NAME, _TE_CAT, _TE_ANN, _TE_FLOW, _TE_TFLOW, _TE_DOUBLE = 9, 11, 10, 3, 4, 47, 48, 44
 _DA_NAME, _DA_BOOL, _DA_INT, _DA_STR_IID = 1, 2, 4, 17
+Columns = TableColumns | BatchColumns
+STREAM_BATCH_CHUNKS = 4  # the streaming writer reads the tables in batches of this many chunks
 _STRINGS = {
     "instructions": (("operands", "operands"), ("layer", "layer"), ("hlo_name", "hlo_name"),
                      ("source", "nki_source_location")),
@@ -86,34 +94,28 @@ class _Ann:
         return msg.varint(self.field, self.values[rows])
 
 
-def _annotations(kind: str, rows: np.ndarray, f: Facts, seq: Sequence) -> list[_Ann]:
-    out = [_Ann("id", _DA_INT, f.column(kind, "id")[rows], None)]
+def _annotations(kind: str, rows: np.ndarray, cols: Columns, seq: Sequence) -> list[_Ann]:
+    out = [_Ann("id", _DA_INT, cols.numeric("id", rows), None)]
     if kind == "dma":
-        out.append(_Ann("bytes", _DA_INT, f.column(kind, "bytes")[rows], None))
-        out.append(_Ann("partitions", _DA_INT, f.column(kind, "partitions")[rows], None))
+        out.append(_Ann("bytes", _DA_INT, cols.numeric("bytes", rows), None))
+        out.append(_Ann("partitions", _DA_INT, cols.numeric("partitions", rows), None))
     for name, column in _STRINGS[kind]:
-        codes, dictionary = f.column(kind, column)
-        chunk = codes[rows]
-        if len(dictionary) == 0 or not (chunk >= 0).any():
+        codes, dictionary, values = cols.strings(column, rows)
+        if len(dictionary) == 0 or not (codes >= 0).any():
             continue
-        iids, present = seq.iids(STRING_VALUES, column, chunk, dictionary)
+        iids, present = seq.iids(STRING_VALUES, column, codes, dictionary, values)
         out.append(_Ann(name, _DA_STR_IID, iids, present))
     if kind == "instructions":
         for name in ("flops", "wait_ns"):
-            v = f.column(kind, name)[rows]
+            v = cols.numeric(name, rows)
             if v.any():
                 out.append(_Ann(name, _DA_INT, v, None))
     else:
         for name, column in (("spill", "is_spill"), ("reload", "is_reload")):
-            flag = f.column(kind, column)[rows]
+            flag = cols.numeric(column, rows)
             if flag.any():
                 out.append(_Ann(name, _DA_BOOL, None, flag))
     return out
-
-
-def _codes(f: Facts, table: str, column: str, rows: np.ndarray) -> tuple[np.ndarray, pa.Array]:
-    codes, dictionary = f.column(table, column)
-    return codes[rows], dictionary
 
 
 def _ragged_matrix(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -159,29 +161,52 @@ class _Writer:
         self.out.write(_one(p))
 
     def lane(self, row: Row, rows: np.ndarray, uuid: int, bar) -> None:
-        f = facts(self.profile)
-        ts_all, end_all = (f.i_ts, f.i_end) if row.table == "instructions" else (f.d_ts, f.d_end)
+        """One lane of a row whose events are not sequential in table order (sorted or nested)."""
+        ts_all, end_all = row_times(self.profile, row.table)
         ts, end = ts_all[rows], end_all[rows]
         seq = Sequence(self.seq(), ANNOTATIONS, INTERN_LIMIT)
+        cols = TableColumns(facts(self.profile), row.table)
         chunk = self.options.chunk_rows
         if is_sequential(ts, end):  # packets of a chunk of events never interleave with the next chunk's
             for e0 in range(0, rows.size, chunk):
                 event, kind, time = packet_order(ts[e0 : e0 + chunk], end[e0 : e0 + chunk])
-                self.chunk(row, rows[e0 : e0 + chunk], event, kind, time, uuid, seq, bar)
+                self.chunk(row, rows[e0 : e0 + chunk], event, kind, time, uuid, seq, bar, cols)
             return
         event, kind, time = packet_order(ts, end)  # nested slices: order the whole lane
         for p0 in range(0, event.size, chunk):
-            self.chunk(row, rows, event[p0 : p0 + chunk], kind[p0 : p0 + chunk], time[p0 : p0 + chunk], uuid, seq, bar)
+            sl = slice(p0, p0 + chunk)
+            self.chunk(row, rows, event[sl], kind[sl], time[sl], uuid, seq, bar, cols)
+
+    def stream(self, table: str, streams: dict[int, tuple[Row, int]], bar) -> None:
+        """Rows whose events are sequential in table order, read batch by batch (memory bounded by the batch)."""
+        if not streams:
+            return
+        codes = row_codes(self.profile, table)
+        ts_all, end_all = row_times(self.profile, table)
+        arrow = self.profile.table(table)
+        seqs = {code: Sequence(self.seq(), ANNOTATIONS, INTERN_LIMIT) for code in streams}
+        batch = self.options.chunk_rows * STREAM_BATCH_CHUNKS
+        for b0 in range(0, codes.size, batch):
+            b1 = min(codes.size, b0 + batch)
+            cols = BatchColumns(arrow, b0, b1)
+            group_codes, offsets, order = group_rows(codes[b0:b1])
+            for g, code in enumerate(group_codes.tolist()):
+                if code not in streams:
+                    continue
+                row, uuid = streams[code]
+                pos = b0 + order[offsets[g] : offsets[g + 1]]
+                event, kind, time = packet_order(ts_all[pos], end_all[pos])
+                self.chunk(row, pos, event, kind, time, uuid, seqs[code], bar, cols)
 
     def chunk(self, row: Row, rows: np.ndarray, ev: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
-              seq: Sequence, bar) -> None:  # fmt: skip
+              seq: Sequence, bar, cols: Columns) -> None:  # fmt: skip
         """Write packets (event index into `rows`, kind, time) of one chunk, preceded by their interned strings."""
         seq.maybe_reset()
         starts = np.flatnonzero(kd != KIND_END)
         ends = np.flatnonzero(kd == KIND_END)
         groups: list[tuple[np.ndarray, np.ndarray]] = []
         if starts.size:
-            for sel, fixed in self.begin_packets(row, rows[ev[starts]], kd[starts], tm[starts], uuid, seq):
+            for sel, fixed in self.begin_packets(row, rows[ev[starts]], kd[starts], tm[starts], uuid, seq, cols):
                 groups.append((starts[sel], fixed.packets()))
         if ends.size:
             te = Fixed(ends.size).const(_TE_TYPE, 2).const(_TE_TRACK, uuid)
@@ -195,25 +220,24 @@ class _Writer:
         bar.advance(starts.size)
 
     def begin_packets(self, row: Row, rows: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
-                      seq: Sequence) -> list[tuple[np.ndarray, Fixed]]:  # fmt: skip
+                      seq: Sequence, cols: Columns) -> list[tuple[np.ndarray, Fixed]]:  # fmt: skip
         """Begin/instant packets of `rows`, one Fixed message per set of fields present."""
         n = rows.size
-        f = facts(self.profile)
         if row.table == "instructions":
-            names, _ = seq.iids(NAMES, "opcode", *_codes(f, "instructions", "opcode", rows))
-            cats, _ = seq.iids(CATEGORIES, "engine", *_codes(f, "instructions", "engine", rows))
+            names, _ = seq.iids(NAMES, "opcode", *cols.strings("opcode", rows))
+            cats, _ = seq.iids(CATEGORIES, "engine", *cols.strings("engine", rows))
         else:
-            names, _ = seq.iids(NAMES, "direction", *_codes(f, "dma", "direction", rows))
-            dma_iid, _ = seq.iids(CATEGORIES, "dma", np.zeros(1, np.int32), pa.array(["dma"]))
+            names, _ = seq.iids(NAMES, "direction", *cols.strings("direction", rows))
+            dma_iid, _ = seq.iids(CATEGORIES, "dma", np.zeros(1, np.int32), pa.array(["dma"]), ["dma"])
             cats = np.full(n, dma_iid[0], np.uint64)
-        anns = _annotations(row.table, rows, f, seq)
+        anns = _annotations(row.table, rows, cols, seq)
         out_ids = in_ids = None
         key = np.zeros(n, np.int64)
         for j, ann in enumerate(anns):
             if ann.present is not None:
                 key |= ann.present.astype(np.int64) << j
         if self.flows is not None:
-            out_ids = self.flows.outgoing(f.column(row.table, "id")[rows])
+            out_ids = self.flows.outgoing(cols.numeric("id", rows))
             in_ids = self.flows.incoming(row.table, rows)
             key += (np.diff(out_ids[1]) << 32) + (np.diff(in_ids[1]) << 48)
         event_type = np.where(kd == KIND_INSTANT, 3, 1)
@@ -255,24 +279,28 @@ class _Writer:
 
     def run(self) -> None:
         self.process()
-        f = facts(self.profile)
-        plan: list[tuple[Row, list[tuple[np.ndarray, int]]]] = []
+        streams: dict[str, dict[int, tuple[Row, int]]] = {"dma": {}, "instructions": {}}
+        lanes_todo: list[tuple[Row, np.ndarray, int]] = []
         rank = 0
         for row in plan_rows(self.profile):
-            ts, end = (f.i_ts, f.i_end) if row.table == "instructions" else (f.d_ts, f.d_end)
-            lanes = split_lanes(ts[row.rows], end[row.rows])
-            lane_rows = []
-            for lane in range(int(lanes.max(initial=0)) + 1):
-                uuid = TRACK_UUID_BASE + rank
-                name = row.label if lane == 0 else f"{row.label} (lane {lane + 1})"
-                self.descriptor(uuid, name, rank)
-                lane_rows.append((row.rows if lane == 0 and not lanes.any() else row.rows[lanes == lane], uuid))
+            if in_table_order(self.profile, row):
+                self.descriptor(TRACK_UUID_BASE + rank, row.label, rank)
+                streams[row.table][row.code] = (row, TRACK_UUID_BASE + rank)
                 rank += 1
-            plan.append((row, lane_rows))
+                continue
+            rows = sorted_rows(self.profile, row)
+            ts, end = row_times(self.profile, row.table)
+            lanes = split_lanes(ts[rows], end[rows])
+            for lane in range(int(lanes.max(initial=0)) + 1):
+                name = row.label if lane == 0 else f"{row.label} (lane {lane + 1})"
+                self.descriptor(TRACK_UUID_BASE + rank, name, rank)
+                lanes_todo.append((row, rows if not lanes.any() else rows[lanes == lane], TRACK_UUID_BASE + rank))
+                rank += 1
         with progress(self.profile.event_count, "Writing Perfetto trace") as bar:
-            for row, lane_rows in plan:
-                for rows, uuid in lane_rows:
-                    self.lane(row, rows, uuid, bar)
+            for table in ("dma", "instructions"):
+                self.stream(table, streams[table], bar)
+            for row, rows, uuid in lanes_todo:
+                self.lane(row, rows, uuid, bar)
         self.counters(rank)
 
 

@@ -39,6 +39,7 @@ class Sequence:
     def _reset(self) -> None:
         self.cleared = True  # the next packet must clear the reader's state
         self.next: dict[int, int] = {NAMES: 1, CATEGORIES: 1, STRING_VALUES: 1}
+        self.maps: dict[tuple[int, str], dict[str, int]] = {}
         for lut in self.luts.values():
             lut[:] = 0
         self.pending: list[tuple[int, np.ndarray, pa.Array]] = [
@@ -56,24 +57,42 @@ class Sequence:
         return iids
 
     def iids(
-        self, kind: int, key: str, codes: np.ndarray, dictionary: pa.Array
+        self, kind: int, key: str, codes: np.ndarray, dictionary: pa.Array, values: list[str] | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Interned ids of dictionary-encoded strings (`codes` index `dictionary`, -1 = null).
 
         Returns (iids with 0 for nulls, present mask or None without nulls). `key`
-        names the column, so each column keeps its own table of sent strings.
+        names the column. With `values` (the dictionary as Python strings, for
+        per-batch dictionaries) each used value is looked up in a per-sequence
+        dict; otherwise a profile-wide dictionary of at most LOOKUP_MAX values
+        gets a per-sequence code -> iid table, and larger ones fresh ids per chunk.
         """
         valid = codes >= 0
         present = None if valid.all() else valid
         used = np.unique(codes[valid]) if present is not None else np.unique(codes)
-        if len(dictionary) <= LOOKUP_MAX:
+        if values is not None:
+            table = self.maps.setdefault((kind, key), {})
+            lut = np.zeros(max(len(values), 1), np.uint64)
+            new: list[int] = []
+            for code in used.tolist():
+                iid = table.get(values[code])
+                if iid is None:
+                    iid = table[values[code]] = self.next[kind]
+                    self.next[kind] += 1
+                    new.append(code)
+                lut[code] = iid
+            if new:
+                idx = np.asarray(new, np.int64)
+                self.pending.append((kind, lut[idx], dictionary.take(pa.array(idx))))
+            iids = lut[np.maximum(codes, 0)]
+        elif len(dictionary) <= LOOKUP_MAX:
             lut = self.luts.get((kind, key))
             if lut is None or lut.size != len(dictionary):
                 lut = self.luts[(kind, key)] = np.zeros(len(dictionary), np.uint64)
-            new = used[lut[used] == 0]
-            if new.size:
-                lut[new] = self._fresh(kind, new.size)
-                self.pending.append((kind, lut[new], dictionary.take(pa.array(new))))
+            fresh_codes = used[lut[used] == 0]
+            if fresh_codes.size:
+                lut[fresh_codes] = self._fresh(kind, fresh_codes.size)
+                self.pending.append((kind, lut[fresh_codes], dictionary.take(pa.array(fresh_codes))))
             iids = lut[np.maximum(codes, 0)]
         else:  # many distinct strings: fresh ids for this chunk's values, no table kept
             fresh = self._fresh(kind, used.size)

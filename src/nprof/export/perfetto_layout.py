@@ -3,7 +3,9 @@
 Contract:
 * `plan_rows(profile)` lists the slice rows (one per instruction track and DMA
   queue, in the viewer's order: DMA queues, then engine rows, then other
-  tracks) with the table positions of their events sorted by (ts, -duration).
+  tracks); `in_table_order` tells whether a row's events already follow each
+  other in table order (then they can be streamed batch by batch), and
+  `sorted_rows` gives the table positions of its events sorted by (ts, -duration).
 * `split_lanes(ts, end)` splits a row's events into lanes whose events are
   sequential or properly nested (Perfetto draws one stack per track, so partly
   overlapping events need their own lane); most rows have one lane and take the
@@ -35,7 +37,7 @@ class Row:
     table: str  # "instructions" or "dma"
     key: str  # track or queue name
     label: str  # display name
-    rows: np.ndarray  # table positions, sorted by (ts, -duration)
+    code: int  # code of `key` in the table's track/queue encoding
 
 
 def _natural(name: str) -> list[object]:
@@ -50,14 +52,6 @@ def _track_rank(track: str) -> tuple[int, list[object]]:
     return (len(_ENGINE_ORDER) + 1, _natural(track))
 
 
-def _sorted_rows(mask: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    rows = np.flatnonzero(mask)
-    t, d = ts[rows], dur[rows]
-    if rows.size > 1 and not (np.all(t[1:] > t[:-1]) or (np.all(t[1:] >= t[:-1]) and _ties_ordered(t, d))):
-        rows = rows[np.lexsort((-d, t))]
-    return rows
-
-
 def _ties_ordered(t: np.ndarray, d: np.ndarray) -> bool:
     same = t[1:] == t[:-1]
     return bool(np.all(d[1:][same] <= d[:-1][same]))
@@ -67,13 +61,41 @@ def plan_rows(profile: Profile) -> list[Row]:
     """Every slice row of `profile` in display order (see module doc)."""
     f = facts(profile)
     out: list[Row] = []
-    codes, names = f.queue
+    names = f.queue[1]
     for k in sorted(range(len(names)), key=lambda i: _natural(names[i])):
-        out.append(Row("dma", names[k], queue_label(names[k]), _sorted_rows(codes == k, f.d_ts, f.d_dur)))
-    codes, names = f.track
+        out.append(Row("dma", names[k], queue_label(names[k]), k))
+    names = f.track[1]
     for k in sorted(range(len(names)), key=lambda i: _track_rank(names[i])):
-        out.append(Row("instructions", names[k], track_label(names[k]), _sorted_rows(codes == k, f.i_ts, f.i_dur)))
+        out.append(Row("instructions", names[k], track_label(names[k]), k))
     return out
+
+
+def row_codes(profile: Profile, table: str) -> np.ndarray:
+    """Track (instructions) or queue (dma) code of every row of `table`."""
+    f = facts(profile)
+    return (f.track if table == "instructions" else f.queue)[0]
+
+
+def row_times(profile: Profile, table: str) -> tuple[np.ndarray, np.ndarray]:
+    f = facts(profile)
+    return (f.i_ts, f.i_end) if table == "instructions" else (f.d_ts, f.d_end)
+
+
+def in_table_order(profile: Profile, row: Row) -> bool:
+    """True when the row's events, in table order, follow each other (the streaming writer can take them)."""
+    ts, end = row_times(profile, row.table)
+    mask = row_codes(profile, row.table) == row.code
+    return is_sequential(ts[mask], end[mask])
+
+
+def sorted_rows(profile: Profile, row: Row) -> np.ndarray:
+    """Table positions of the row's events, sorted by (ts, -duration)."""
+    ts, end = row_times(profile, row.table)
+    rows = np.flatnonzero(row_codes(profile, row.table) == row.code)
+    t, d = ts[rows], end[rows] - ts[rows]
+    if rows.size > 1 and not (np.all(t[1:] > t[:-1]) or (np.all(t[1:] >= t[:-1]) and _ties_ordered(t, d))):
+        rows = rows[np.lexsort((-d, t))]
+    return rows
 
 
 def is_sequential(ts: np.ndarray, end: np.ndarray) -> bool:
