@@ -128,3 +128,20 @@ def test_embedding() -> None:
 def test_arange_and_comparisons() -> None:
     check_fn(lambda x: x * torch.arange(5, dtype=torch.float32), r(3, 5))
     check_fn(lambda x: (x > 0).float() + (x <= 0.5).float(), r(3, 5), grad=False)
+
+
+def test_all_reduce_lowers_to_a_collective(tmp_path) -> None:
+    dist = pytest.importorskip("torch.distributed")
+    funcol = pytest.importorskip("torch.distributed._functional_collectives")
+    from nprof.compiler import STATS
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        STATS.reset()
+        check_fn(lambda x: funcol.all_reduce(x * 2.0, "sum", dist.group.WORLD) + 1.0, r(4, 3), grad=False)
+        profile = next(iter(STATS.last_profile.values()))
+        opcodes = profile.instructions.column("opcode").to_pylist()
+        engines = profile.instructions.column("engine").to_pylist()
+        assert ("ALL_REDUCE", "cc") in set(zip(opcodes, engines, strict=True))
+    finally:
+        dist.destroy_process_group()

@@ -399,6 +399,10 @@ class Emitter:
     def bn_aggr(self, out: Tile, src: Tile) -> None:
         self._emit(Engine.VECTOR, Opcode.BN_AGGR, (out.access,), (src.access,))
 
+    def collective(self, opcode: Opcode, out: Access, src: Access, op: str | None = None) -> None:
+        """A collective on the CC-cores across all workers: HBM `src` (this rank's part) -> HBM `out`."""
+        self._emit(Engine.CC, opcode, (out,), (src,), attrs(op=op, group=()))
+
     # ----- result -----
     def build(self, meta: dict[str, str] | None = None) -> Program:
         program = Program(
