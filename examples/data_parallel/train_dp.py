@@ -10,11 +10,11 @@ all-reduces on the CC-cores and the update (the layout of a torch-neuronx data-p
     nprof capture -n cache/MODULE_<hash>/model.neff -r 32 -s output/
     nprof view -n cache/MODULE_<hash>/model.neff -d output/
 
-    # or really run 2 processes with gloo (each one's graph runs on the virtual device):
-    python examples/data_parallel/train_dp.py --spawn 2 --steps 3
-
-With one process (the default) the process group has one rank: the traced all-reduce then sums a single
-contribution on the device, and `--world N` only sets the 1/N gradient scale baked into the graph.
+The script runs in one process whose gloo group has one rank: torch.compile traces the functional
+all-reduces exactly as in a multi-process job, the device then sums a single contribution, and `--world N`
+sets the 1/N gradient scale baked into the graph for the N-worker capture. (Several real processes would
+each run their graph on their own virtual device without exchanging gradients, so the example does not
+spawn them; `nprof capture -r N` is where the workers meet.)
 """
 
 from __future__ import annotations
@@ -23,17 +23,19 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mnist_mlp"))
-from train import MLP, synthetic_mnist  # noqa: E402  (the seed's MLP shape, shared with examples/mnist_mlp)
+from train import MLP, synthetic_mnist  # the seed's MLP shape, shared with examples/mnist_mlp
 
 
-def make_step(model: torch.nn.Module, world: int, lr: float, backend: str | None = "nprof"):  # noqa: ANN201
+def make_step(model: torch.nn.Module, world: int, lr: float, backend: str | None = "nprof") -> Callable[..., Any]:
     """The compiled train step: (params..., x, y) -> (loss, new params...)."""
     names = [n for n, _ in model.named_parameters()]
     scale = 1.0 / world
@@ -72,26 +74,15 @@ def run(rank: int, world: int, steps: int, batch: int, init: str, world_hint: in
         dist.destroy_process_group()
 
 
-def _worker(rank: int, world: int, steps: int, batch: int, init: str, eager: bool) -> None:
-    losses = run(rank, world, steps, batch, init, None, eager)
-    print(f"rank {rank}: losses {' '.join(f'{v:.4f}' for v in losses)}", flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--world", type=int, default=None, help="world size the graph is traced for (1/N scale)")
-    parser.add_argument("--spawn", type=int, default=0, help="run N gloo processes instead of one")
     parser.add_argument("--eager", action="store_true", help="plain PyTorch (no nprof backend)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         init = f"file://{os.path.join(tmp, 'rendezvous')}"
-        if args.spawn:
-            torch.multiprocessing.spawn(
-                _worker, args=(args.spawn, args.steps, args.batch, init, args.eager), nprocs=args.spawn
-            )
-            return
         losses = run(0, 1, args.steps, args.batch, init, args.world, args.eager)
     for i, loss in enumerate(losses):
         print(f"step {i + 1:3d}  loss {loss:.4f}")
