@@ -224,3 +224,18 @@ def test_ntff_roundtrip_through_open_profile(tmp_path: Path, kineto: Profile) ->
     again = open_profile(path)
     assert again.instructions.equals(kineto.instructions)
     assert again.info.device_name == kineto.info.device_name
+
+
+def test_unended_begin_runs_to_trace_end_and_metadata_only_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "open.json"
+    path.write_bytes(
+        orjson.dumps([_x("done", 0, 10), {"ph": "B", "name": "open", "pid": 7, "tid": 2, "ts": 4}, _x("late", 20, 5)])
+    )
+    p = open_profile(path)
+    ins = {r["opcode"]: r for r in rows(p.instructions)}
+    assert (ins["open"]["ts"], ins["open"]["duration"]) == (4000, 21000)
+    assert p.info.meta["unended_begin_events"] == "1"
+    meta_only = tmp_path / "meta.json"
+    meta_only.write_bytes(orjson.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]))
+    with pytest.raises(NprofError, match="no timed events"):
+        open_profile(meta_only)

@@ -203,12 +203,18 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
                 label = (ev.get("args") or {}).get("name")
                 if label is not None:
                     names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
+        unmatched = sum(len(v) for v in open_b.values())
+        if unmatched:  # Chrome draws a slice never ended up to the end of the trace: so do we
+            last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + [_num(e["ts"]) for e, _ in others])
+            for stack in open_b.values():
+                xs.extend({**b, "ph": "X", "dur": last - _num(b["ts"])} for b in stack)
         slices = _Slices(xs)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
     if n_phased == 0:
         raise NprofError(f"{path}: not a Chrome trace (no events with a 'ph' phase)")
-    unmatched = sum(len(v) for v in open_b.values())
+    if not slices.name and not counters:
+        raise NprofError(f"{path}: the trace has no timed events (slices or counters); nothing to import")
 
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
@@ -273,7 +279,7 @@ def _meta(meta: dict[str, Any], names: dict[str, str], n_events: int, unmatched:
         if key in meta:
             out[f"trace.{key}"] = str(meta[key])
     if unmatched:
-        out["unmatched_begin_events"] = str(unmatched)
+        out["unended_begin_events"] = str(unmatched)  # drawn up to the end of the trace
     for key, label in list(names.items())[:256]:
         out[key] = label
     return out
