@@ -58,7 +58,7 @@ def train(steps: int = 20, batch: int = 32, hidden: int = 128, lr: float = 0.05,
         loss = nn.functional.nll_loss(step_fn(x), y)
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from nprof.arch.isa import Access, Opcode, Space
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import bmm_kernel, copy_kernel, matmul_kernel
 from nprof.compiler.kernels.norm import layer_norm_kernel
@@ -533,55 +532,3 @@ def _register_collectives() -> None:
 
 
 _register_collectives()
-
-
-# ----- collectives (torch.distributed functional collectives) -----
-_CC_OPS = {"sum": "add", "max": "maximum", "min": "minimum", "product": "multiply"}
-
-
-def _whole(lw: Lowerer, x: Any) -> View:
-    v = _view_of(lw, x)
-    if v.is_contiguous and v.offset == 0 and numel(v.shape) == lw.em.tensors[v.tensor].elements:
-        return v
-    out = lw.new_tensor(v.shape, dtype=None)
-    copy_kernel(lw.em, out, v)
-    return out
-
-
-def _flat(v: View, n: int) -> Access:
-    return Access(Space.HBM, v.tensor, v.dtype, 0, 1, ((1, n),), 0, 0)
-
-
-@register("_c10d_functional.all_reduce.default")
-def _all_reduce(lw: Lowerer, x: Any, reduce_op: str, group_name: str) -> View:
-    if reduce_op.lower() not in _CC_OPS:
-        raise UnsupportedOpError(lw.unsupported_message(f"all_reduce with reduce op {reduce_op!r}"))
-    src = _whole(lw, x)
-    out = lw.new_tensor()
-    lw.em.collective(Opcode.ALL_REDUCE, _flat(out, numel(out.shape)), _flat(src, numel(src.shape)),
-                     _CC_OPS[reduce_op.lower()])  # fmt: skip
-    return out
-
-
-@register("_c10d_functional.all_gather_into_tensor.default")
-def _all_gather(lw: Lowerer, x: Any, group_size: int, group_name: str) -> View:
-    src = _whole(lw, x)
-    out = lw.new_tensor()
-    lw.em.collective(Opcode.ALL_GATHER, _flat(out, numel(out.shape)), _flat(src, numel(src.shape)))
-    return out
-
-
-@register("_c10d_functional.reduce_scatter_tensor.default")
-def _reduce_scatter(lw: Lowerer, x: Any, reduce_op: str, group_size: int, group_name: str) -> View:
-    if reduce_op.lower() not in _CC_OPS:
-        raise UnsupportedOpError(lw.unsupported_message(f"reduce_scatter with reduce op {reduce_op!r}"))
-    src = _whole(lw, x)
-    out = lw.new_tensor()
-    lw.em.collective(Opcode.REDUCE_SCATTER, _flat(out, numel(out.shape)), _flat(src, numel(src.shape)),
-                     _CC_OPS[reduce_op.lower()])  # fmt: skip
-    return out
-
-
-@register("_c10d_functional.wait_tensor.default")
-def _wait(lw: Lowerer, x: Any) -> Any:
-    return lw.value(x)
