@@ -181,10 +181,16 @@ class Facts:
     @cached_property
     def tensor_matrix_mask(self) -> np.ndarray:
         """Instructions drawn on the TensorMatrix row (the `tensor.moving` track, else every tensor instruction)."""
-        codes, names = self.track
-        if TENSOR_MATRIX_TRACK in names:
-            return codes == names.index(TENSOR_MATRIX_TRACK)
-        return self.engine_mask("tensor")
+        if "_str_instructions_track" in self.__dict__:  # already encoded (perfetto export): reuse it
+            codes, names = self.track
+            if TENSOR_MATRIX_TRACK in names:
+                return codes == names.index(TENSOR_MATRIX_TRACK)
+            return self.engine_mask("tensor")
+        if self.instructions.num_rows == 0:
+            return np.zeros(0, dtype=bool)
+        # one string comparison is cheaper than dictionary-encoding the whole track column
+        mask = to_numpy(pc.equal(self.instructions["track"], TENSOR_MATRIX_TRACK), bool)
+        return mask if mask.any() else self.engine_mask("tensor")
 
     # ---- dma ----------------------------------------------------------------------------------------------------
     @cached_property
