@@ -5,7 +5,7 @@
 // overlays: {hits, selected, deps, dependents, markers, warnings, collectives, sel}.
 
 import { engineColor, hashColor, layerAtDepth, THEME } from "./colors.js";
-import { fmtTick, niceStep, trim } from "./fmt.js";
+import { fmtCounter, fmtTick, niceStep } from "./fmt.js";
 import { AXIS_H } from "./layout.js";
 
 const FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
@@ -72,7 +72,7 @@ function drawLabels(ctx, L, counterScale) {
     if (r.kind === "counter" && counterScale.has(r.key)) {
       ctx.font = SMALL;
       ctx.fillStyle = "#6b7584";
-      ctx.fillText(`max ${trim(counterScale.get(r.key))} ${r.unit || ""}`, 16, r.y + 26);
+      ctx.fillText(`max ${fmtCounter(counterScale.get(r.key), r)}`, 16, r.y + 26);
     }
   }
   ctx.strokeStyle = "#d5d9e0";
@@ -306,7 +306,7 @@ function drawOverlays(ctx, L, ov, style) {
   }
 }
 
-/** Paint the whole timeline; returns {items, counterScale} for status and hover use. */
+/** Paint the whole timeline; returns {items, events, buckets, counterScale} for the readout and tests. */
 export function drawTimeline(ctx, L, vp, style, overlays) {
   ctx.clearRect(0, 0, L.width, L.height);
   ctx.fillStyle = "#fff";
@@ -321,6 +321,8 @@ export function drawTimeline(ctx, L, vp, style, overlays) {
   drawAxis(ctx, L);
   const counterScale = new Map();
   let items = 0;
+  let events = 0;
+  let buckets = 0;
   if (vp) {
     const byKey = new Map(vp.rows.map((r) => [r.key, r]));
     ctx.save();
@@ -331,6 +333,8 @@ export function drawTimeline(ctx, L, vp, style, overlays) {
       const vr = byKey.get(row.key);
       if (!vr || !vr.ts) continue;
       items += vr.ts.length;
+      if (vr.mode === "events") events += vr.ts.length;
+      else if (vr.mode === "buckets") buckets += vr.ts.length;
       if (vr.mode === "counter") {
         const max = counterMax(row, vr);
         counterScale.set(row.key, max);
@@ -341,5 +345,5 @@ export function drawTimeline(ctx, L, vp, style, overlays) {
   }
   drawLabels(ctx, L, counterScale);
   drawOverlays(ctx, L, overlays || {}, style);
-  return { items, counterScale };
+  return { items, events, buckets, counterScale };
 }

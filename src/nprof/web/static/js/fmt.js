@@ -111,3 +111,10 @@ export function niceStep(spanNs, widthPx, targetPx = 110) {
   }
   return 10 * p;
 }
+
+/** A counter row value with its unit (byte counters in binary units). */
+export function fmtCounter(v, row) {
+  if (v === null || v === undefined) return "–";
+  if (!row.unit && /bytes/i.test(row.key)) return fmtBytes(v);
+  return row.unit ? `${trim(v)} ${row.unit}` : trim(v);
+}

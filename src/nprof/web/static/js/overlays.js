@@ -6,7 +6,7 @@
 // an event's source line lazily, cached per event id).
 
 import { api } from "./api.js";
-import { fmtBytes, fmtInt, fmtTime, trim } from "./fmt.js";
+import { fmtBytes, fmtCounter, fmtInt, fmtTime, trim } from "./fmt.js";
 import { showTooltip } from "./tooltip.js";
 
 function columnsOf(table) {
@@ -128,9 +128,9 @@ export function hoverText(view, hit, e) {
     lines.push(`${fmtTime(vr.ts[i])} – ${fmtTime(vr.ts[i] + vr.dur[i])}  ·  busy ${trim(100 * vr.busy_frac[i])} %`);
     lines.push("click to zoom in");
   } else if (hit.kind === "counter") {
-    const u = row.unit ? ` ${row.unit}` : "";
-    lines.push(`${row.label}: ${trim(vr.mean[i])}${u}`);
-    lines.push(`min ${trim(vr.min[i])}${u}  ·  max ${trim(vr.max[i])}${u}`, `at ${fmtTime(hit.t)}`);
+    lines.push(`${row.label}: ${fmtCounter(vr.mean[i], row)}`);
+    lines.push(`min ${fmtCounter(vr.min[i], row)}  ·  max ${fmtCounter(vr.max[i], row)}`);
+    lines.push(`${fmtTime(vr.ts[i])} – ${fmtTime(vr.ts[i] + vr.dur[i])}`);
   } else {
     lines.push(row.label, fmtTime(hit.t));
   }

@@ -83,6 +83,16 @@ export class ProfileView {
       onAnnotations: () => this.showTab("annotations"),
     });
     this.legend = h("div", { class: "legend", id: "legend" });
+    this.legendMore = h("button", {
+      class: "btn small legend-more",
+      type: "button",
+      hidden: true,
+      title: "show every legend entry",
+      onclick: () => {
+        this.legend.classList.toggle("open");
+        this._legend();
+      },
+    });
     this.tlHost = h("div", { class: "timeline", id: "timeline", dataset: { ready: "0" } });
     this.errBar = h("div", { class: "errbar", hidden: true, role: "alert" });
     this.tl = new Timeline(this.tlHost, {
@@ -102,7 +112,7 @@ export class ProfileView {
         { class: "profile-page" },
         this.titleEl,
         tbEl,
-        h("div", { class: "legend-row" }, this.legend, this.toolbar.status),
+        h("div", { class: "legend-row" }, this.legend, this.legendMore, this.toolbar.status),
         this.errBar,
         h("div", { class: "tl-scroll" }, this.tlHost),
         this.panels.el,
@@ -282,7 +292,7 @@ export class ProfileView {
     if (this.vp && this.metrics.firstPaint === null) this.metrics.firstPaint = performance.now();
     this.drawnT0 = this.tl.layout.t0;
     this.drawnT1 = this.tl.layout.t1;
-    this.toolbar.setWindow(this.st.t0, this.st.t1, info.items);
+    this.toolbar.setWindow(this.st.t0, this.st.t1, info);
     const ready = this.idle();
     this.tlHost.dataset.ready = ready ? "1" : "0";
     this.tlHost.dataset.items = String(info.items);
@@ -292,6 +302,10 @@ export class ProfileView {
   _legend() {
     const onSearch = (fields) => this.panels.search.setQuery(fields, false);
     renderLegend(this.legend, this.vp, this.st, this.rowsResp.rows, onSearch);
+    // two lines at most unless expanded: the timeline must not jump down on profiles with many opcodes
+    const over = this.legend.scrollHeight > this.legend.clientHeight + 2 || this.legend.classList.contains("open");
+    this.legendMore.hidden = !over;
+    this.legendMore.textContent = this.legend.classList.contains("open") ? "less" : `all ${this.legend.children.length}`;
   }
 
   async loadMarkers() {

@@ -73,8 +73,12 @@ export class Toolbar {
     this.warn.checked = st.warn !== false;
   }
 
-  setWindow(t0, t1, items) {
-    this.readout.textContent = `${fmtTime(t0)} – ${fmtTime(t1)}  ·  span ${fmtTime(t1 - t0)}  ·  ${fmtInt(items)} items`;
+  setWindow(t0, t1, info) {
+    const parts = [`${fmtTime(t0)} – ${fmtTime(t1)}`, `span ${fmtTime(t1 - t0)}`];
+    if (info.events) parts.push(`${fmtInt(info.events)} events`);
+    if (info.buckets) parts.push(`${fmtInt(info.buckets)} buckets`);
+    this.readout.textContent = parts.join("  ·  ");
+    this.readout.title = "window shown; events drawn individually and aggregated pixel buckets (zoom in to see events)";
   }
 
   setBusy(b) {
