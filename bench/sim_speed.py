@@ -36,6 +36,10 @@ def _sb(name: str, slot: int, dtype: str = "bfloat16", n: int = F) -> Access:
     return Access(Space.SBUF, name, dtype, slot * n * 4, P, ((1, n),))
 
 
+def _fresh(a: Access) -> Access:
+    return Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, a.free, a.partition_start, a.partition_stride)
+
+
 def synthetic(n: int) -> Program:
     """About `n` instructions of a dependent tile pipeline (9 instructions per tile)."""
     tiles = max(1, n // 9)
@@ -86,6 +90,8 @@ def synthetic(n: int) -> Program:
             ),
         ]
         last_store[b] = i0 + 8
+    # like the NKI tracer, give every operand of every instruction its own Access object (equal values repeat)
+    instrs = [replace(i, ins=tuple(map(_fresh, i.ins)), outs=tuple(map(_fresh, i.outs))) for i in instrs]
     rng = np.random.default_rng(0)
     import ml_dtypes
 

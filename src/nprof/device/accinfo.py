@@ -1,15 +1,16 @@
 """Per-Access facts the timing and recording passes need, computed once per distinct Access.
 
 Contract: `AccessCache.get(a)` returns an `AccInfo` tuple (shape signature,
-memory index 0/1/2 for HBM/SBUF/PSUM, bytes, display text). Lookups go by object
-identity first, then by value, so programs that reuse Access objects or repeat
-equal ones (loops over the same tile) pay the formatting once. The signature
+memory index 0/1/2 for HBM/SBUF/PSUM, bytes, display text, partitions, free
+elements). Lookups go by value through a C-level key (`VALUE_KEY`), so equal
+Accesses (loops over the same tile) pay the formatting once. The signature
 `(space, dtype, partitions, free, partition_stride)`, interned to a small int,
 is everything the cost model reads, so instruction costs can be memoised on it.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import NamedTuple
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
@@ -70,19 +71,22 @@ def access_text(acc: Access) -> str:
     return f"{acc.space.value} {acc.tensor}[{dims}] {_SHORT.get(acc.dtype, acc.dtype)}"
 
 
+# Every field of an Access, fetched in C; the enum as its str value because Enum.__hash__ runs Python code.
+VALUE_KEY = attrgetter(
+    "space._value_", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride"
+)
+
+
 class AccessCache:
-    """Identity-then-value cache of `AccInfo` (keep the program alive while using it)."""
+    """Value-keyed cache of `AccInfo`: `by_value.get(VALUE_KEY(a))` is the fast path, `get(a)` fills misses."""
 
     def __init__(self) -> None:
-        self.by_id: dict[int, AccInfo] = {}
-        self._by_value: dict[Access, AccInfo] = {}
+        self.by_value: dict[tuple, AccInfo] = {}
         self._sigs: dict[tuple, int] = {}
 
     def get(self, a: Access) -> AccInfo:
-        hit = self.by_id.get(id(a))
-        if hit is not None:
-            return hit
-        hit = self._by_value.get(a)
+        key = VALUE_KEY(a)
+        hit = self.by_value.get(key)
         if hit is None:
             n = 1
             for _, size in a.free:
@@ -96,6 +100,5 @@ class AccessCache:
                 a.partitions,
                 n,
             )
-            self._by_value[a] = hit
-        self.by_id[id(a)] = hit
+            self.by_value[key] = hit
         return hit

@@ -29,7 +29,7 @@ import numpy as np
 from nprof.arch import cost
 from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode, Space
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import AccessCache
+from nprof.device.accinfo import VALUE_KEY, AccessCache
 from nprof.errors import NprofError
 from nprof.program.model import Program
 from nprof.progress import progress
@@ -194,7 +194,7 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     instrs = program.instructions
     n = len(instrs)
     cache = AccessCache()
-    get, by_id = cache.get, cache.by_id.get
+    get, by_value = cache.get, cache.by_value.get
     memo: dict[tuple, int] = {}
     templates: list[_Template] = []
     which = [0] * n
@@ -205,10 +205,10 @@ def build_plan(program: Program, preset: Preset) -> Plan:
         for start in range(0, n, _CHUNK):
             for i, ins in enumerate(instrs[start : start + _CHUNK], start):
                 a_in, a_out = ins.ins, ins.outs
-                ii = list(map(by_id, map(id, a_in)))  # C-level lookups; misses (None) fall back to `get`
+                ii = list(map(by_value, map(VALUE_KEY, a_in)))  # C-level lookups; misses (None) fall back
                 if None in ii:
                     ii = [get(a) for a in a_in]
-                oo = list(map(by_id, map(id, a_out)))
+                oo = list(map(by_value, map(VALUE_KEY, a_out)))
                 if None in oo:
                     oo = [get(a) for a in a_out]
                 # enum members hash in Python code; their ids (singletons) hash in C
