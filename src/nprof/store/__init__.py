@@ -13,7 +13,7 @@ from nprof.store.details import event_details
 from nprof.store.info import profile_answer, public_entry, summary_answer, table_answer
 from nprof.store.search import SEARCH_FIELDS, box_select, search
 from nprof.store.store import NotFound, Store, default_store_path
-from nprof.store.viewport import rows_answer, viewport
+from nprof.store.view import rows_answer, viewport
 
 __all__ = [
     "SEARCH_FIELDS",

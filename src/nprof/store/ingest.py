@@ -143,35 +143,37 @@ def _unsorted_within_rows(row: np.ndarray, ts: np.ndarray) -> bool:
 
 def _lod_table(
     rows: list[RowInfo], cols: dict[str, np.ndarray], span: int, dma_total_row: int | None = None
-) -> tuple[pa.Table, int, list[dict]]:
-    """Per-row pyramids; plus, under `dma_total_row`, the pyramid of all DMA queues together (counters)."""
+) -> tuple[pa.Table, dict[int, dict[str, int]]]:
+    """Per-row pyramids, each from its own base level (about 8 events per bucket on that row), plus,
+    under `dma_total_row`, the pyramid of all DMA queues together (for the DMA counters).
+    Returns the table and per-row stats (count, max_dur, first_ts, last_end, base_level) by row index."""
     bounds = np.searchsorted(cols["row"], np.arange(len(rows) + 1), side="left")
-    counts = np.diff(bounds)
-    base = base_level_for(span, int(counts.max()) if counts.size else 0)
     parts: dict[int, list[pa.Table]] = {}
-    stats = []
+    stats: dict[int, dict[str, int]] = {}
     for r in rows:
         lo, hi = int(bounds[r.index]), int(bounds[r.index + 1])
         sl = slice(lo, hi)
         dur = cols["dur"][sl]
         ts = cols["ts"][sl]
-        stats.append(
-            {
-                "count": hi - lo,
-                "max_dur": int(dur.max()) if hi > lo else 0,
-                "first_ts": int(ts[0]) if hi > lo else 0,
-                "last_end": int((ts + dur).max()) if hi > lo else 0,
-            }
-        )
+        base = base_level_for(span, hi - lo)
+        stats[r.index] = {
+            "count": hi - lo,
+            "max_dur": int(dur.max()) if hi > lo else 0,
+            "first_ts": int(ts[0]) if hi > lo else 0,
+            "last_end": int((ts + dur).max()) if hi > lo else 0,
+            "base_level": base,
+        }
         if hi > lo:
             _add_pyramid(parts, r.index, ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span)
     if dma_total_row is not None:
         dma = np.isin(cols["row"], [r.index for r in rows if r.kind == "dma"])
+        base = base_level_for(span, int(dma.sum()))
+        stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
         if dma.any():
             c = {k: cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")}
             _add_pyramid(parts, dma_total_row, c["ts"], c["dur"], c["op"], c["nbytes"], c["flops"], base, span)
     tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
-    return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), base, stats
+    return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), stats
 
 
 def _add_pyramid(
@@ -238,8 +240,28 @@ def _put(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
         con.unregister(view)
 
 
+ROW_GROUP_SIZE = 8192  # small row groups: zone maps then prune range reads to a few thousand rows
+
+
+def open_build_db(path: Path) -> duckdb.DuckDBPyConnection:
+    """A connection whose default database is a new file at `path` with small row groups."""
+    con = duckdb.connect()
+    quoted = str(path).replace("'", "''")
+    con.execute(f"ATTACH '{quoted}' AS build (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+    con.execute("USE build")
+    return con
+
+
+def close_build_db(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CHECKPOINT build")
+    con.execute("USE memory")
+    con.execute("DETACH build")
+    con.close()
+
+
 def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile) -> None:
     """The Profile's own tables plus the reverse dependency index (runs on its own cursor/thread)."""
+    con.execute("USE build")
     _put(con, "instructions", _sorted_by_id(p.instructions))
     _put(con, "dma", _sorted_by_id(p.dma))
     _put(con, "collectives", p.collectives)
@@ -261,7 +283,8 @@ def build_profile_db(
     Three things overlap on separate threads (numpy, Arrow and DuckDB release the GIL):
     the analysis passes (`analyse`), the raw tables' write, and the event/LOD build.
     """
-    con = duckdb.connect(str(path))
+    con = open_build_db(path)
+    done = False
     try:
         with ThreadPoolExecutor(2, thread_name_prefix="nprof-ingest") as pool:
             analysis_job = pool.submit(analyse, p)
@@ -286,9 +309,11 @@ def build_profile_db(
             "stats": meta_stats,
         }
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
-        con.execute("CHECKPOINT")
+        close_build_db(con)
+        done = True
     finally:
-        con.close()
+        if not done:
+            con.close()
     bar.advance(1)
     return BuildResult(p.event_count, p.total_time_ns)
 
@@ -324,12 +349,13 @@ def write_timeline(
     sampled: list[str],
     bar: Progress,
 ) -> int:
-    """Write events (cols sorted by row, ts), lod, rows, opcodes, sources; returns the LOD base level."""
+    """Write events (cols sorted by row, ts), lod, rows, opcodes, sources; returns the finest LOD base level."""
     all_rows = rows + counter_rows(len(rows), _derived_counters(rows), sampled)
     dma_total = next((r.index for r in all_rows if r.key == COUNTER_PENDING_DMA), None)
-    lod, base, stats = _lod_table(rows, cols, span, dma_total)
+    lod, stats = _lod_table(rows, cols, span, dma_total)
     bar.advance(1)
-    pad = [0] * (len(all_rows) - len(rows))
+    empty = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": 0}
+    per_row = [stats.get(r.index, empty) for r in all_rows]
     row_table = pa.table(
         {
             "row": pa.array([r.index for r in all_rows], pa.int16()),
@@ -339,12 +365,13 @@ def write_timeline(
             "engine": pa.array([r.engine for r in all_rows], pa.string()),
             "unit": pa.array([r.unit for r in all_rows], pa.string()),
             **{
-                f: pa.array([s[k] for s in stats] + pad, pa.int64())
+                f: pa.array([s[k] for s in per_row], pa.int64())
                 for f, k in (("event_count", "count"), ("max_dur", "max_dur"), ("first_ts", "first_ts"),
-                             ("last_end", "last_end"))
+                             ("last_end", "last_end"), ("base_level", "base_level"))
             },
         }
     )  # fmt: skip
+    base = min((s["base_level"] for s in stats.values()), default=0)
     _put(con, "events", pa.table({k: pa.array(v) for k, v in cols.items()}))
     _put(con, "lod", lod)
     _put(con, "rows", row_table)

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from nprof.errors import NprofError
-from nprof.store.viewport import select_rows
+from nprof.store.view import select_rows
 
 SEARCH_FIELDS = (
     "opcode", "engine", "track", "queue", "layer", "hlo_name", "nki_source_location",

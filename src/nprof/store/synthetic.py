@@ -167,17 +167,16 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
     The raw `instructions`/`dma` tables and the analysis tables are empty (details and search
     find nothing); the viewport, rows and box select work as on any ingested profile.
     """
-    import duckdb
-
     from nprof.progress import progress
-    from nprof.store.ingest import TIMELINE_ONLY_TABLES, _dump, _put, write_timeline
+    from nprof.store.ingest import TIMELINE_ONLY_TABLES, _dump, _put, close_build_db, open_build_db, write_timeline
 
     rows, cols, opnames = synthetic_columns(n, seed)
     span = int((cols["ts"] + cols["dur"]).max())
     info = ProfileInfo(device="virtual-neuroncore", name=f"synthetic-{n}", preset="trn1", peak_flops=9.5e13)
     path = store.dir / "tmp" / f"{profile_id}.timeline.duckdb"
     path.unlink(missing_ok=True)
-    con = duckdb.connect(str(path))
+    con = open_build_db(path)
+    done = False
     try:
         with progress(3, f"Building {profile_id}") as bar:
             base = write_timeline(con, rows, cols, opnames, list(SOURCES), span, [], bar)
@@ -196,9 +195,11 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
         }
         meta = {"manifest": info.to_json(), "summary": {}, "analysis_tables": [], "stats": stats}
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
-        con.execute("CHECKPOINT")
+        close_build_db(con)
+        done = True
     finally:
-        con.close()
+        if not done:
+            con.close()
     entry = {
         "id": profile_id,
         "display_name": info.name,

@@ -118,31 +118,52 @@ def _buckets_item(key: str, ts: np.ndarray, dur: np.ndarray, count, busy, op, op
 def _pyramid_buckets(
     cur: duckdb.DuckDBPyConnection, rows: list[dict], level: int, t0: int, t1: int, b: float, width: int
 ) -> dict[int, dict[str, np.ndarray]]:
+    """Level-`level` buckets of `rows` over the window, merged per pixel column (by bucket centre).
+
+    The scan is a plain range read (zone maps prune it to the level's few row groups); the merge is
+    done in numpy, which is faster than a SQL GROUP BY for these few thousand buckets per row.
+    """
     B = 1 << level
     k0, k1 = t0 // B, (t1 - 1) // B
-    q = (
-        "WITH x AS (SELECT row, bucket, count, busy, op, "
-        "LEAST(?, GREATEST(0, CAST(floor((bucket * ? + ? - ?) / ?) AS BIGINT))) AS px "
-        "FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?) "
-        "SELECT row, px, min(bucket) AS k0, max(bucket) AS k1, sum(count)::BIGINT AS count, "
-        "sum(busy)::BIGINT AS busy, arg_max(op, busy) AS op FROM x GROUP BY row, px ORDER BY row, px"
-    ).format(",".join(str(int(r["row"])) for r in rows))
-    res = cur.execute(q, [width - 1, B, B / 2.0, t0, b, level, k0, k1]).fetchnumpy()
+    q = "SELECT row, bucket, count, busy, op FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
+    res = cur.execute(q.format(",".join(str(int(r["row"])) for r in rows)), [level, k0, k1]).fetchnumpy()
     out: dict[int, dict[str, np.ndarray]] = {}
     if len(res["row"]) == 0:
         return out
-    rowv = res["row"]
-    bounds = np.flatnonzero(np.diff(rowv)) + 1
-    for part in np.split(np.arange(len(rowv)), bounds):
-        r = int(rowv[part[0]])
-        out[r] = {
-            "ts": res["k0"][part] * B,
-            "dur": (res["k1"][part] + 1 - res["k0"][part]) * B,
-            "count": res["count"][part],
-            "busy": res["busy"][part],
-            "op": res["op"][part].astype(np.int64),
-        }
+    row = res["row"].astype(np.int64)
+    bucket = res["bucket"].astype(np.int64)
+    busy = res["busy"].astype(np.int64)
+    px = np.clip(np.floor((bucket * B + B / 2.0 - t0) / b), 0, width - 1).astype(np.int64)
+    count = res["count"].astype(np.int64)
+    op = res["op"].astype(np.int64)
+    key = row * (width + 1) + px
+    if np.any(key[1:] < key[:-1]):  # the scan usually returns storage order, already sorted
+        order = np.argsort(key, kind="stable")
+        row, bucket, busy, px, count, op, key = (a[order] for a in (row, bucket, busy, px, count, op, key))
+    first = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
+    sizes = np.diff(np.append(first, key.size))
+    g_row = row[first]
+    k_lo = np.minimum.reduceat(bucket, first)
+    k_hi = np.maximum.reduceat(bucket, first)
+    top = np.repeat(np.maximum.reduceat(busy, first), sizes)
+    pick = np.maximum.reduceat(np.where(busy == top, np.arange(key.size), -1), first)  # the busiest bucket
+    merged = {
+        "ts": k_lo * B,
+        "dur": (k_hi + 1 - k_lo) * B,
+        "count": np.add.reduceat(count, first),
+        "busy": np.add.reduceat(busy, first),
+        "op": op[pick],
+    }
+    cuts = np.flatnonzero(np.diff(g_row)) + 1
+    for part in np.split(np.arange(g_row.size), cuts):
+        out[int(g_row[part[0]])] = {k: v[part] for k, v in merged.items()}
     return out
+
+
+def _estimate(agg: dict[int, dict[str, np.ndarray]], row: dict[str, Any]) -> int:
+    """Events starting in the pyramid buckets covering the window (a close upper estimate of the overlap)."""
+    a = agg.get(int(row["row"]))
+    return 0 if a is None else int(a["count"].sum())
 
 
 def _counter_values(key: str, busy: np.ndarray, nbytes: np.ndarray, bw: float) -> np.ndarray:
@@ -187,7 +208,9 @@ def _derived_counters(
     used = [g for g in ("dma", "tensor") if g in need.values() and groups[g]]
     src = [r for g in used for r in groups[g]]
     dma_idx = {int(r["row"]) for r in groups["dma"]}
-    base = meta["stats"]["base_level"]
+    bases = [int(r["base_level"]) for r in (dma_total if "dma" in used and dma_total else [])]
+    bases += [int(r["base_level"]) for g in used if g != "dma" or not dma_total for r in groups[g]]
+    base = max(bases, default=0)
     series: dict[str, dict[str, np.ndarray]] = {}
     if not src:
         starts, bw = np.zeros(0, np.int64), 1
@@ -198,22 +221,18 @@ def _derived_counters(
         if dma_total and "dma" in used:
             src = [r for r in src if int(r["row"]) not in dma_idx] + dma_total
             dma_idx = {int(dma_total[0]["row"])}
-        dma_list = ",".join(map(str, sorted(dma_idx))) or "-1"
-        q = (
-            f"SELECT bucket, row IN ({dma_list}) AS is_dma, sum(busy)::DOUBLE AS busy, sum(nbytes) AS nbytes, "
-            "sum(flops) AS flops FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ? "
-            "GROUP BY bucket, is_dma"
-        ).format(",".join(str(int(r["row"])) for r in src))
-        res = cur.execute(q, [lc, k0, k1]).fetchnumpy()
+        q = "SELECT row, bucket, busy, nbytes FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
+        res = cur.execute(q.format(",".join(str(int(r["row"])) for r in src)), [lc, k0, k1]).fetchnumpy()
         n = int(k1 - k0 + 1)
         starts = (np.arange(n, dtype=np.int64) + k0) * bw
+        is_dma = np.isin(res["row"], list(dma_idx))
+        pos = res["bucket"].astype(np.int64) - k0
         for g in used:
-            m = res["is_dma"] == (g == "dma")
-            pos = res["bucket"][m].astype(np.int64) - k0
-            dense = {f: np.zeros(n) for f in ("busy", "nbytes", "flops")}
-            for f in dense:
-                dense[f][pos] = res[f][m]
-            series[g] = dense
+            m = is_dma == (g == "dma")
+            series[g] = {
+                "busy": np.bincount(pos[m], weights=res["busy"][m].astype(np.float64), minlength=n)[:n],
+                "nbytes": np.bincount(pos[m], weights=res["nbytes"][m], minlength=n)[:n],
+            }
     else:
         ev = _fetch_events(cur, src, t0, t1)
         bw = max(1, math.ceil(b / (1 << SUB)))
@@ -223,7 +242,7 @@ def _derived_counters(
         for g in used:
             m = is_dma == (g == "dma")
             bk = bucketize(ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb)
-            series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes, "flops": bk.flops}
+            series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes}
     out = {}
     for key, g in need.items():
         if g not in series:
@@ -272,44 +291,35 @@ def viewport(
     rows = select_rows(meta, keys)
     b = (t1 - t0) / width
     level = math.floor(math.log2(b)) if b >= 1 else -1
-    base = meta["stats"]["base_level"]
     ops = _Ops(meta["opcodes"])
     items: dict[str, dict[str, Any]] = {}
     event_rows = [r for r in rows if r["kind"] != "counter" and r["event_count"] > 0]
-    if event_rows and level >= base:
-        agg = _pyramid_buckets(cur, event_rows, level, t0, t1, b, width)
-        few = [r for r in event_rows if int(agg.get(int(r["row"]), {"count": np.zeros(0)})["count"].sum()) <= max_items]
-        ev = _fetch_events(cur, few, t0, t1) if few else None
-        for r in event_rows:
-            ri = int(r["row"])
-            if ev is not None and r in few:
-                lo, hi = np.searchsorted(ev["row"], [ri, ri + 1])
-                if hi - lo <= max_items:
-                    items[r["key"]] = _events_item(r["key"], ev, slice(lo, hi), ops)
-                    continue
-            a = agg.get(ri)
-            if a is None:
-                items[r["key"]] = _events_item(
-                    r["key"], {k: np.zeros(0, np.int64) for k in ("id", "ts", "dur", "op")}, slice(0, 0), ops
-                )
-            else:
-                items[r["key"]] = _buckets_item(r["key"], a["ts"], a["dur"], a["count"], a["busy"], a["op"], ops)
-    elif event_rows:
-        ev = _fetch_events(cur, event_rows, t0, t1)
-        bw = max(1, math.ceil(b))
-        nb = max(1, math.ceil((t1 - t0) / bw))
-        for r in event_rows:
-            ri = int(r["row"])
-            lo, hi = np.searchsorted(ev["row"], [ri, ri + 1])
+    # rows whose pyramid reaches this zoom level answer from it; finer windows read their few events
+    pyramid = [r for r in event_rows if level >= r["base_level"]]
+    agg = _pyramid_buckets(cur, pyramid, level, t0, t1, b, width) if pyramid else {}
+    fetch = [r for r in event_rows if r not in pyramid or _estimate(agg, r) <= max_items]
+    ev = _fetch_events(cur, fetch, t0, t1) if fetch else None
+    fetched = {int(r["row"]) for r in fetch}
+    bw = max(1, math.ceil(b))
+    nb = max(1, math.ceil((t1 - t0) / bw))
+    for r in event_rows:
+        ri = int(r["row"])
+        if ev is not None and ri in fetched:
+            lo, hi = (int(x) for x in np.searchsorted(ev["row"], [ri, ri + 1]))
             if hi - lo <= max_items:
                 items[r["key"]] = _events_item(r["key"], ev, slice(lo, hi), ops)
                 continue
-            sl = slice(lo, hi)
-            bk = bucketize(ev["ts"][sl], ev["dur"][sl], ev["op"][sl], ev["nbytes"][sl], ev["flops"][sl], t0, bw, nb)
-            starts = t0 + np.arange(nb, dtype=np.int64) * bw
-            items[r["key"]] = _buckets_item(
-                r["key"], starts, np.full(nb, bw, np.int64), bk.count, bk.busy, bk.op.astype(np.int64), ops
-            )
+            if level < r["base_level"]:  # too many for events, finer than the pyramid: aggregate them here
+                sl = slice(lo, hi)
+                bk = bucketize(ev["ts"][sl], ev["dur"][sl], ev["op"][sl], ev["nbytes"][sl], ev["flops"][sl], t0, bw, nb)
+                starts = t0 + np.arange(nb, dtype=np.int64) * bw
+                items[r["key"]] = _buckets_item(
+                    r["key"], starts, np.full(nb, bw, np.int64), bk.count, bk.busy, bk.op.astype(np.int64), ops
+                )
+                continue
+        a = agg.get(ri)
+        if a is not None:
+            items[r["key"]] = _buckets_item(r["key"], a["ts"], a["dur"], a["count"], a["busy"], a["op"], ops)
     derived = [r["key"] for r in rows if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT)]
     if derived:
         items.update(_derived_counters(cur, meta, derived, level, t0, t1, b, width))
