@@ -164,6 +164,8 @@ def _print_report(events: list[dict[str, Any]], root: Path, seconds: float, code
     out.write(f"cache: {root}\n")
     if seen:
         first = next(iter(seen.values()))
-        out.write(f"profile one: nprof capture -n {first['module']}/{PROGRAM_FILE} -s profile.ntff\n")
+        module = Path(first["module"])
+        args = f" $(cat {module / 'inputs.args'})" if (module / "inputs.args").is_file() else ""
+        out.write(f"profile one: nprof capture -n {module / PROGRAM_FILE} -s profile.ntff{args}\n")
     if code != 0:
         out.write(f"nprof compile: the command exited with code {code}\n")
