@@ -104,3 +104,10 @@ def test_profile_given_as_program(tmp_path: Path, program_file: Path, capsys: py
 def test_missing_profile_path(program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capture", "-n", str(program_file)]) == 2
     assert "missing -s PROFILE" in capsys.readouterr().err
+
+
+def test_profile_path_is_a_directory(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capture", "-n", str(program_file), "-s", str(tmp_path)]) == 2
+    assert "is a directory; give the profile file to write" in capsys.readouterr().err
+    assert main(["capture", "-n", str(program_file), "-s", str(tmp_path / "no" / "p.ntff")]) == 2
+    assert "does not exist; create it" in capsys.readouterr().err

@@ -51,6 +51,15 @@ def load_npy(name: str, path: str | os.PathLike[str]) -> np.ndarray:
         raise NprofError(f"input {name!r}: {p} is not a readable .npy file ({exc}); save it with numpy.save") from exc
 
 
+def _check_target(path: Path) -> None:
+    """Fail before a long simulation if the profile cannot be written there."""
+    if path.is_dir():
+        raise NprofError(f"{path} is a directory; give the profile file to write, e.g. -s {path / 'profile.ntff'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise NprofError(f"{path}: directory {parent} does not exist; create it or pick another path")
+
+
 def _check_names(program: Program, names: list[str]) -> None:
     known = [t.name for t in program.inputs]
     for name in names:
@@ -70,6 +79,7 @@ def capture_program(
     timing_only: bool = False,
 ) -> Profile:
     """Run the program file on the virtual device and write the profile of execution `profile_nth`."""
+    _check_target(Path(profile_path))
     program = load_program(program_path)
     given = dict(inputs or {})
     _check_names(program, list(given))
@@ -92,6 +102,10 @@ def capture_program(
     profile = replace(result.profile, info=replace(info, program=str(Path(program_path).resolve()), meta=meta))
     profile.save(profile_path)
     return profile
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _pairs(values: list[str]) -> dict[str, str]:
@@ -159,7 +173,7 @@ def capture_from_args(args: argparse.Namespace) -> int:
     total = profile.total_time_ns
     sys.stdout.write(
         f"ran {info.name} on the virtual {info.preset} NeuronCore: device time {total / 1000:.3f} us "
-        f"({profile.instructions.num_rows} instructions, {profile.dma.num_rows} DMA transfers; "
+        f"({_count(profile.instructions.num_rows, 'instruction')}, {_count(profile.dma.num_rows, 'DMA transfer')}; "
         f"execution {args.profile_nth_exec} profiled)\n"
         f"profile written to {args.profile}\n"
     )
