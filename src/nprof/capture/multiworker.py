@@ -31,6 +31,7 @@ from nprof.device.workers import JobResult, simulate_workers
 from nprof.errors import NprofError
 from nprof.program.file import load_program
 from nprof.program.model import Program
+from nprof.progress import progress
 
 
 def rank_file(out_dir: str | os.PathLike[str], rank: int) -> Path:
@@ -146,13 +147,15 @@ def capture_workers(
         raise NprofError(f"cannot create the output directory {target} ({exc.strerror}); choose another -s") from exc
     resolved = str(Path(program_path).resolve())
     paths = []
-    for r in wanted:
-        res = job.results[r]
-        meta = dict(res.profile.info.meta)
-        if res.warnings:
-            meta["warnings"] = "\n".join(res.warnings)
-        profile = replace(res.profile, info=replace(res.profile.info, program=resolved, meta=meta))
-        paths.append(profile.save(rank_file(target, r)))
+    with progress(len(wanted), f"Writing {len(wanted)} worker profiles") as bar:
+        for r in wanted:
+            res = job.results[r]
+            meta = dict(res.profile.info.meta)
+            if res.warnings:
+                meta["warnings"] = "\n".join(res.warnings)
+            profile = replace(res.profile, info=replace(res.profile.info, program=resolved, meta=meta))
+            paths.append(profile.save(rank_file(target, r)))
+            bar.advance(1)
     return paths, job
 
 
