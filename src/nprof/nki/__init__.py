@@ -8,7 +8,7 @@ the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 a Program directly (the compiler's entry point).
 """
 
-from nprof.nki import isa, language, typing
+from nprof.nki import collectives, isa, language, typing  # collectives: nki.collectives (multi-worker)
 from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate_kernel
 from nprof.nki.kernel import Kernel
 from nprof.nki.trace import ProgramBuilder
@@ -18,6 +18,7 @@ __all__ = [
     "ProgramBuilder",
     "baremetal",
     "benchmark",
+    "collectives",
     "isa",
     "jit",
     "language",
