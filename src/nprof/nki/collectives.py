@@ -41,9 +41,6 @@ class ReplicaGroup:
         object.__setattr__(self, "ranks", tuple(int(r) for r in ranks))
 
 
-_NEXT_CORE: dict[int, int] = {}
-
-
 def _group(replica_group: Any) -> tuple[int, ...]:
     if replica_group is None:
         return ()
@@ -82,8 +79,8 @@ def _emit(opcode: Opcode, dst: Any, src: Any, op: str | None, replica_group: Any
         raise kernel_error(f"all_to_all needs dst and src of equal size, got {d.shape} and {s.shape}")
     builder = _trace.current()
     index = builder.emit(Engine.CC, opcode, (d.access(),), (s.access(),), attrs(op=op, group=group if group else None))
-    core = cc_core if cc_core is not None else _NEXT_CORE.get(id(builder), 0)
-    _NEXT_CORE[id(builder)] = core + 1
+    core = cc_core if cc_core is not None else getattr(builder, "_cc_next", 0)
+    builder._cc_next = core + 1  # round-robin over CC-cores, per traced program
     _set_core(builder, index, core % builder.preset.cc_cores)
 
 
