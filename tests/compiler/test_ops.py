@@ -59,6 +59,8 @@ REDUCE = {
     "mean_all": (lambda x: x.mean(), (r(3, 4),)),
     "amax": (lambda x: x.amax(dim=-1), (r(6, 10),)),
     "amax_all": (lambda x: x.amax(), (r(130, 3),)),
+    "amin_long_rows": (lambda x: x.amin(dim=1), (r(3, 5000),)),
+    "sum_long_rows": (lambda x: x.sum(dim=-1), (r(2, 4500),)),
     "softmax": (lambda x: torch.softmax(x, dim=-1), (r(3, 4, 10),)),
     "softmax_dim0": (lambda x: torch.softmax(x, dim=0), (r(6, 5),)),
     "log_softmax": (lambda x: torch.log_softmax(x, dim=1), (r(5, 12),)),
@@ -117,6 +119,7 @@ def test_nll_loss_and_cross_entropy() -> None:
     check_fn(lambda x: F.cross_entropy(x, target, reduction="sum"), r(6, 5))
     ignored = torch.tensor([1, -100, 4, 2, -100, 1])
     check_fn(lambda x: F.cross_entropy(x, ignored), r(6, 5))
+    check_fn(lambda x: F.cross_entropy(x, ignored, reduction="none"), r(6, 5))
 
 
 def test_embedding() -> None:

@@ -21,6 +21,8 @@ from nprof.compiler.kernels.matmul import sum_rows_kernel
 from nprof.compiler.views import FREE_MAX, TileSpec, View, numel, row_tiles, view_access
 from nprof.errors import UnsupportedOpError
 
+_ALU = {"add": "add", "max": "maximum", "min": "minimum"}  # combining partial results
+
 
 def _reduce_free(em: Emitter, src: Tile, op: str) -> Tile:
     out = em.sbuf(src.p, 1)
@@ -52,7 +54,7 @@ def reduce_kernel(em: Emitter, out: View, src: View, dims: Sequence[int], op: st
         key = (spec.offsets[0], spec.partitions)
         if key in partial:
             acc, _ = partial[key]
-            em.tensor_tensor(acc, acc, r, op if op != "max" else "maximum")
+            em.tensor_tensor(acc, acc, r, _ALU[op])
         else:
             acc = em.sbuf(spec.partitions, 1, pin=True)
             em.tensor_copy(acc, r)
@@ -79,7 +81,7 @@ def _reduce_all(em: Emitter, out: View, src: View, op: str, scale: float) -> Non
             em.tensor_copy(acc, col)
             first = False
         else:
-            em.tensor_tensor(acc, acc, col, op if op != "max" else "maximum")
+            em.tensor_tensor(acc, acc, col, _ALU[op])
     if scale != 1.0:
         em.tensor_scalar(acc, acc, "multiply", scale)
     em.store(view_access(View(out.tensor, out.dtype, (1,), (0,), out.offset), None, (0,), (1,), (0,)), acc)
