@@ -53,6 +53,7 @@ def bucketize(
     width: int,
     nb: int,
     keep_per_op: bool = False,
+    dominant: bool = True,
 ) -> Buckets:
     """Aggregate one row's events into `nb` buckets of `width` ns from `origin` (see module doc)."""
     width = int(width)
@@ -101,6 +102,8 @@ def bucketize(
         d = np.bincount(m_kb + 1, weights=rate, minlength=nb + 1) - np.bincount(m_ke, weights=rate, minlength=nb + 1)
         out += np.cumsum(d)[:nb] * float(width)
     busy_i = np.rint(busy).astype(np.int64)
+    if not dominant:  # counters only need the sums
+        return Buckets(busy_i, count, nbytes_out, flops_out, np.full(nb, -1, dtype=np.int32))
     per_op, codes, dom = _dominant(op, kb, ke, single, dc, first, last, width, nb)
     out = Buckets(busy_i, count, nbytes_out, flops_out, dom)
     if keep_per_op:

@@ -193,7 +193,15 @@ def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0:
 
 
 def _derived_counters(
-    cur: duckdb.DuckDBPyConnection, meta: dict, keys: list[str], level: int, t0: int, t1: int, b: float, width: int
+    cur: duckdb.DuckDBPyConnection,
+    meta: dict,
+    keys: list[str],
+    level: int,
+    t0: int,
+    t1: int,
+    b: float,
+    width: int,
+    have: tuple[dict[str, np.ndarray], set[int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The derived counter rows `keys`, from one query over their source rows (DMA queues, TensorMatrix)."""
     event_rows = [r for r in meta["rows"] if r["kind"] != "counter"]
@@ -234,14 +242,20 @@ def _derived_counters(
                 "nbytes": np.bincount(pos[m], weights=res["nbytes"][m], minlength=n)[:n],
             }
     else:
-        ev = _fetch_events(cur, src, t0, t1)
+        wanted = {int(r["row"]) for r in src}
+        if have is not None and wanted <= have[1]:  # the caller already read these rows' events
+            ev = {k: v[np.isin(have[0]["row"], list(wanted))] for k, v in have[0].items()}
+        else:
+            ev = _fetch_events(cur, src, t0, t1)
         bw = max(1, math.ceil(b / (1 << SUB)))
         nb = max(1, math.ceil((t1 - t0) / bw))
         starts = t0 + np.arange(nb, dtype=np.int64) * bw
         is_dma = np.isin(ev["row"], list(dma_idx))
         for g in used:
             m = is_dma == (g == "dma")
-            bk = bucketize(ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb)
+            bk = bucketize(
+                ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb, dominant=False
+            )
             series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes}
     out = {}
     for key, g in need.items():
@@ -322,7 +336,8 @@ def viewport(
             items[r["key"]] = _buckets_item(r["key"], a["ts"], a["dur"], a["count"], a["busy"], a["op"], ops)
     derived = [r["key"] for r in rows if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT)]
     if derived:
-        items.update(_derived_counters(cur, meta, derived, level, t0, t1, b, width))
+        have = (ev, fetched) if ev is not None else None
+        items.update(_derived_counters(cur, meta, derived, level, t0, t1, b, width, have))
     for r in rows:
         if r["kind"] == "counter":
             if r["key"] not in items:
