@@ -67,12 +67,19 @@ def write_container(
             for name, table in tables.items():
                 with zf.open(f"{name}.parquet", "w", force_zip64=True) as member:
                     pq.write_table(table, member, compression="zstd", row_group_size=1 << 20)
+        os.chmod(tmp, 0o666 & ~_current_umask())
         os.replace(tmp, target)
     except BaseException:
         with _suppress_oserror():
             os.unlink(tmp)
         raise
     return target
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager
