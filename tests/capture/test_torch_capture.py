@@ -158,3 +158,20 @@ def test_cli_capture_end_to_end(tmp_path: Path) -> None:
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("nprof capture: tiny_script.py exited with status 3") and str(failed) in last
     assert Profile.load(failed).info.meta["exit_code"] == "3"
+
+
+def test_block_that_raises_still_writes_its_profile(tmp_path: Path) -> None:
+    import nprof.torch
+
+    path = tmp_path / "crash.ntff"
+    os.environ["NPROF_CPU_PEAKS"] = "off"
+    try:
+        with pytest.raises(ZeroDivisionError), nprof.torch.profile(path):
+            torch.ones(4, 4) @ torch.ones(4, 4)
+            1 / 0  # noqa: B018
+    finally:
+        del os.environ["NPROF_CPU_PEAKS"]
+    p = Profile.load(path)
+    assert p.info.meta["block_raised"] == "ZeroDivisionError"
+    assert p.info.peak_flops is None
+    assert [r["flops"] for r in p.instructions.to_pylist() if r["opcode"] == "aten::mm"] == [2 * 4 * 4 * 4]
