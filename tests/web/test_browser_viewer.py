@@ -25,6 +25,7 @@ import pytest
 
 from nprof.store.synthetic import synthetic_profile
 from tests.conftest import tiny_profile
+from tests.multiworker.kit import straggler_run
 
 pytestmark = pytest.mark.browser
 
@@ -103,6 +104,16 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         check=True,
     ).stdout
     group_id = re.search(r'Profile "([^"]+)" is ready', out).group(1)
+    straggler_run(tmp / "allreduce")  # 4 ranks meeting at one all-reduce, rank 2 late
+    out = subprocess.run(
+        _nprof("view", "-d", str(tmp / "allreduce"), "--ingest-only", "--db", str(db)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
+    cc_group = re.search(r'Profile "([^"]+)" is ready', out).group(1)
     port = _free_port()
     proc = subprocess.Popen(
         _nprof("view", "-s", str(syn_path), "--port", str(port), "--db", str(db)),
@@ -116,7 +127,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         proc.kill()
         raise RuntimeError(f"nprof view did not start: {line!r} {proc.stderr.read()}")
     syn_id = line.strip().rsplit("/", 1)[-1]
-    srv = Server(f"http://127.0.0.1:{port}", proc, {"tiny": tiny_id, "syn": syn_id, "group": group_id}, tmp, db)
+    srv = Server(
+        f"http://127.0.0.1:{port}", proc, {"tiny": tiny_id, "syn": syn_id, "group": group_id, "cc": cc_group}, tmp, db
+    )
     yield srv
     proc.terminate()
     try:
@@ -465,6 +478,22 @@ def test_multi_worker_rank_tabs(page, server):
     assert page.evaluate("() => window.__nprof.view.id") == f"{gid}.rank1"
     assert page.locator(".rank-tabs a.tab.on").all_inner_texts() == ["Rank 1"]
     assert int(page.get_attribute("#timeline", "data-items")) > 0
+
+
+def test_collective_op_boxes_on_rank_timeline(page, server):
+    gid = server.ids["cc"]
+    page.goto(f"{server.base}/profile_cc/{gid}?rank=0")
+    wait_idle(page)
+    ops = server.api(f"/api/groups/{gid}/collectives?bins=16")["ops"]
+    boxes = page.evaluate("() => window.__nprof.timeline.overlays.collectives")
+    assert len(boxes) == len(ops) >= 1
+    mine = next(r for r in ops[0]["ranks"] if r["rank"] == 0)
+    assert (boxes[0]["t0"], boxes[0]["t1"]) == (mine["arrival"], ops[0]["end"])
+    assert all(r.startswith("cc.") for r in boxes[0]["rows"])
+    page.mouse.move(*event_point(page, boxes[0]["rows"][0], (mine["arrival"] + ops[0]["end"]) / 2))
+    page.wait_for_selector("#tooltip:not([hidden])")
+    assert "waited" in page.inner_text("#tooltip") and ops[0]["kind"] in page.inner_text("#tooltip")
+    shot(page, "collectives")
 
 
 def test_compare_tab_shows_deltas(page, server):

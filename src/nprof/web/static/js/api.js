@@ -91,4 +91,5 @@ export const api = {
   formats: () => call("/api/formats"),
   downloadUrl: (id, format) => `${P(id)}/download${qs({ format })}`,
   group: (gid) => call(`/api/groups/${enc(gid)}`),
+  groupCollectives: (gid, bins = 16) => call(`/api/groups/${enc(gid)}/collectives${qs({ bins })}`),
 };

@@ -232,9 +232,21 @@ function drawOverlays(ctx, L, ov, style) {
       boxRect(ctx, L, w.t0, w.t1, top, bottom, THEME.warning, 1.5);
     }
     ctx.globalAlpha = 1;
+    ctx.font = SMALL;
+    ctx.textBaseline = "top";
     for (const c of visibleBoxes(L, ov.collectives)) {
       const [top, bottom] = L.extentOf(c.rows);
       boxRect(ctx, L, c.t0, c.t1, top, bottom, THEME.collective, 1.5, [5, 3]);
+      const x0 = Math.max(L.plotX, L.x(c.t0));
+      const w = Math.min(L.plotX + L.plotW, L.x(c.t1)) - x0;
+      if (c.label && w > 50) {
+        const text = fit(ctx, c.label, w - 10);
+        const tw = ctx.measureText(text).width + 6;
+        ctx.fillStyle = THEME.collective;
+        ctx.fillRect(Math.round(x0), Math.round(top) - 1, Math.round(tw), 13);
+        ctx.fillStyle = "#fff";
+        ctx.fillText(text, x0 + 3, top);
+      }
     }
   }
   if (ov.hits && ov.hits.length) {

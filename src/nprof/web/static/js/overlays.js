@@ -1,7 +1,7 @@
 // overlays.js — turns analysis tables into timeline overlays and builds hover text.
 // Contract: parseWarnings(table, rows) -> [{t0, t1, rows, kind, text, ids, tensor, source}]
 // from the `warnings` table (columns kind, message, ts, end, event_ids, tensor, source;
-// optional `rows`); parseCollectives(table, rows, rank) -> boxes over the CC rows;
+// optional `rows`); collectiveBoxes(groupAnswer, rank, rows) -> boxes over the CC rows;
 // hoverText(view, hit, mouseEvent) shows the tooltip for a timeline hit (fetching
 // an event's source line lazily, cached per event id).
 
@@ -51,21 +51,23 @@ export function parseWarnings(table, allRows) {
   });
 }
 
-export function parseCollectives(table, allRows, rank) {
-  const c = columnsOf(table);
-  const ccRows = allRows.filter((r) => r.key.startsWith("cc.")).map((r) => r.key);
+/**
+ * Boxes around the collective operations this rank took part in, from the group's
+ * collectives answer (GET /api/groups/{id}/collectives): arrival on this rank -> end of the op,
+ * over the CC-core rows (every engine row when the profile has none).
+ */
+export function collectiveBoxes(group, rank, allRows) {
+  const cc = allRows.filter((r) => r.key.startsWith("cc.")).map((r) => r.key);
+  const rows = cc.length ? cc : allRows.filter((r) => r.kind === "engine").map((r) => r.key);
   const out = [];
-  for (const r of table.rows) {
-    if (c.rank !== undefined && rank !== undefined && r[c.rank] !== rank) continue;
-    const t0 = Number(r[c.ts]);
-    const dur = Number(r[c.duration] ?? 0);
-    const kind = c.kind !== undefined ? r[c.kind] : "collective";
-    const bytes = c.bytes !== undefined ? r[c.bytes] : null;
-    const wait = c.wait_ns !== undefined ? r[c.wait_ns] : null;
-    const parts = [`${kind} #${c.id !== undefined ? r[c.id] : out.length}`, `duration ${fmtTime(dur)}`];
-    if (bytes !== null) parts.push(`${fmtBytes(bytes)} per rank`);
-    if (wait) parts.push(`waited ${fmtTime(wait)} for other ranks`);
-    out.push({ t0, t1: t0 + Math.max(1, dur), rows: ccRows, kind: "collective", text: parts.join(", ") });
+  for (const op of group.ops || []) {
+    const mine = (op.ranks || []).find((r) => r.rank === rank);
+    if (!mine) continue;
+    const parts = [`${op.kind} #${op.id}`, `${fmtBytes(op.bytes)} per rank`, op.algorithm].filter(Boolean);
+    let text = `${parts.join(" · ")}; transfer ${fmtTime(op.end - op.start)}`;
+    if (mine.wait_ns > 0) text += `; this rank waited ${fmtTime(mine.wait_ns)} for rank ${op.straggler}`;
+    else if (op.straggler === rank) text += "; this rank was the straggler";
+    out.push({ t0: mine.arrival, t1: Math.max(op.end, mine.arrival + 1), rows, kind: "collective", label: `${op.kind} #${op.id}`, text });
   }
   return out;
 }
@@ -73,6 +75,7 @@ export function parseCollectives(table, allRows, rank) {
 function annotationLines(view, hit) {
   const lines = [];
   const key = hit.row && hit.row.key;
+  if (view.st.warn === false) return lines;
   for (const w of view.warnings || []) {
     if (hit.t >= w.t0 && hit.t <= w.t1 && (!w.rows.length || w.rows.includes(key))) lines.push(`⚠ ${w.text}`);
     if (lines.length >= 3) break;

@@ -14,7 +14,7 @@ import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
 import { hideTooltip } from "./tooltip.js";
 import { toSearch } from "./url.js";
-import { hoverCancel, hoverText, parseCollectives, parseWarnings } from "./overlays.js";
+import { collectiveBoxes, hoverCancel, hoverText, parseWarnings } from "./overlays.js";
 
 const DEBOUNCE_MS = 40;
 
@@ -336,9 +336,10 @@ export class ProfileView {
         this.warnings = parseWarnings(t, this.rowsResp.rows);
         this.tl.setOverlays({ warnings: this.warnings });
       }
-      if (tables.includes("collectives")) {
-        const t = await api.table(this.id, "collectives", 0, 5000);
-        this.tl.setOverlays({ collectives: parseCollectives(t, this.rowsResp.rows, this.info.profile.rank) });
+      const p = this.info.profile;
+      if (p.group) {
+        const g = await api.groupCollectives(p.group, 16);
+        this.tl.setOverlays({ collectives: collectiveBoxes(g, p.rank, this.rowsResp.rows) });
       }
     } catch (e) {
       this.errBar.hidden = false;
