@@ -43,13 +43,15 @@ def test_trn2_fp8_is_twice_bf16() -> None:
 
 
 def test_geometry_and_limits() -> None:
+    assert get_preset("trn1").sbuf_bytes == 24 * 1024 * 1024  # 128 x 192 KiB
+    assert get_preset("trn2").sbuf_bytes == 28 * 1024 * 1024  # 128 x 224 KiB
+    assert (get_preset("trn1").cc_cores, get_preset("trn2").cc_cores) == (6, 20)
     for p in PRESETS.values():
-        assert p.sbuf_bytes == 24 * 1024 * 1024
         assert p.psum_bytes == 2 * 1024 * 1024
         assert p.psum_banks * p.psum_bank_bytes == p.psum_partition_bytes
         assert p.psum_fmax * 4 == p.psum_bank_bytes
         assert (p.pmax, p.gemm_stationary_fmax, p.gemm_moving_fmax) == (128, 128, 512)
-        assert (p.dma_queues, p.cc_cores, p.min_ii, p.static_access_cycles) == (16, 6, 64, 60)
+        assert (p.dma_queues, p.min_ii, p.static_access_cycles) == (16, 64, 60)
         assert p.dma_latency_ns == 1300.0
 
 

@@ -167,9 +167,10 @@ TRN2 = Preset(
     sync_clock_hz=1.2e9,  # not published; the profiler base clock
     profiler_clock_hz=1.2e9,  # profiler base clock 1.2 GHz on NeuronCore-v3
     partitions=128,
-    # Sources disagree: 24 MiB SBUF per core (Trainium2 architecture page) vs 28 MiB = 128 x 224 KiB (NKI
-    # guide). We choose 24 MiB (192 KiB per partition) so kernels sized for trn1 and trn2 behave alike.
-    sbuf_partition_bytes=192 * _KIB,
+    # Sources disagree: 24 MiB SBUF per core (HARDWARE.md's first figure) vs 28 MiB = 128 x 224 KiB (the
+    # NeuronCore-v3 page's 28 MB on-chip SRAM; the NKI Trainium3 guide: v4 SBUF is "32 MiB, up from 28 MiB in
+    # NeuronCore-v3"). We choose 28 MiB: two AWS pages agree on it, and kernels sized for v3 then fit.
+    sbuf_partition_bytes=224 * _KIB,
     psum_partition_bytes=16 * _KIB,  # PSUM 2 MiB
     psum_banks=8,
     psum_bank_bytes=2 * _KIB,
@@ -193,7 +194,7 @@ TRN2 = Preset(
     ),
     peaks_source="trn2 preset: NeuronCore-v3 TensorE 128x128 at 2.4 GHz effective (AWS docs: 79 TFLOPS BF16, "
     "158 FP8, 20 FP32 per core); HBM 2.9 TB/s per chip / 8 cores",
-    cc_cores=6,
+    cc_cores=20,  # NKI Trainium2 architecture guide: 20 CC-Cores per Trainium2 device
     cores_per_chip=8,
     # NeuronLink-v3: AWS's Trn2 material quotes 1.28 TB/s per chip (both directions) -> 640 GB/s one direction.
     link_bandwidth=640 * _GB,
