@@ -8,7 +8,8 @@ Contract:
   no `output`, summary formats return None after writing to `stdout` (a text
   stream), others use their default name in the current directory.
 * `export_from_args(args) -> int`: `nprof view -s PROFILE [-n PROGRAM]
-  --output-format F [--output-file PATH] [--show-perfetto-flows]`.
+  --output-format F [--output-file PATH] [--show-perfetto-flows]`; with `-d DIR`
+  (a multi-worker capture) it hands over to `nprof.export.group_export`.
 * `terminology_text() -> str`: the table of terms (`--terminology`).
 Unknown formats and unwritable paths raise `NprofError` with one line.
 """
@@ -100,10 +101,6 @@ def export_from_args(args: Any) -> int:
 
         return export_group_from_args(args)
     exporter = get_exporter(args.output_format)
-    if getattr(args, "directory", None) and not args.profile:
-        raise NprofError(
-            f"--output-format {exporter.name} works on one profile; give -s DIR/profile_rank_<i>.ntff instead of -d"
-        )
     if not args.profile:
         raise NprofError("missing -s PROFILE: the profile file to export")
     program = getattr(args, "program", None)
