@@ -203,3 +203,17 @@ def test_matmul_tile_limits(k_: int, m: int, n: int, message: str) -> None:
     k.emit(Engine.TENSOR, Opcode.MATMUL, (k.psum("acc", m, n),), (w, x), deps=())
     with pytest.raises(NprofError, match=message):
         k.run(numerics=False)
+
+
+def test_float32_input_for_a_bf16_tensor_rounds_to_nearest_even() -> None:
+    import ml_dtypes
+
+    k = Kit()
+    h = k.hbm("x", (4, 8), "bfloat16")
+    t = k.sbuf("t", 4, 8, "bfloat16")
+    k.dma(t, h)
+    k.store("out", t)
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8) + np.float32(1e-3)
+    out = simulate(k.program(), {"x": x}).outputs["out"]
+    assert out.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(out.view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16))
