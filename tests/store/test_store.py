@@ -175,3 +175,14 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
     assert store.close_idle() == 0
     with store.session("t") as (_cur, meta):
         assert meta["stats"]["event_count"] == 4  # reopened on demand
+
+
+def test_files_of_another_store_format_are_refused(store: Store) -> None:
+    import duckdb
+
+    store.ingest(tiny_profile(), "old")
+    con = duckdb.connect(str(store.db_path("old")))
+    con.execute("UPDATE meta SET value = '0' WHERE key = 'store_format'")
+    con.close()
+    with pytest.raises(NprofError, match="re-ingest it"), store.session("old"):
+        pass

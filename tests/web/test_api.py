@@ -197,3 +197,18 @@ def test_downloads(client: TestClient) -> None:
     assert any(n.endswith(".csv") for n in names)
     assert client.get("/api/profiles/tiny/download?format=xls").status_code == 422
     assert client.get("/api/profiles/nope/download?format=json").status_code == 404
+
+
+def test_internal_errors_are_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "s")
+    store.ingest(tiny_profile(), "t")
+    import nprof.web.api as api_mod
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(api_mod, "rows_answer", broken)
+    with TestClient(create_app(store), raise_server_exceptions=False) as c:
+        r = c.get("/api/profiles/t/rows")
+    assert r.status_code == 500 and "disk on fire" in r.json()["error"]
+    store.close()

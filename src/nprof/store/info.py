@@ -22,7 +22,13 @@ GROUP_ORDER = ("Overview", "FLOPs", "Engines", "DMA", "Memory", "Collectives")
 
 
 def load_meta(cur: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    from nprof.store.ingest import STORE_FORMAT
+
     meta = {k: orjson.loads(v) for k, v in cur.execute("SELECT key, value FROM meta").fetchall()}
+    if meta.get("store_format") != STORE_FORMAT:
+        raise NprofError(
+            "this profile was stored by another nprof version; re-ingest it with nprof view -s FILE --force"
+        )
     cols = [d[0] for d in cur.execute("SELECT * FROM rows ORDER BY row").description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.execute("SELECT * FROM rows ORDER BY row").fetchall()]
     meta["rows"] = rows

@@ -240,6 +240,7 @@ def _put(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
         con.unregister(view)
 
 
+STORE_FORMAT = 1  # bump when the tables of a profile database change; older files must be re-ingested
 ROW_GROUP_SIZE = 8192  # small row groups: zone maps then prune range reads to a few thousand rows
 
 
@@ -303,6 +304,7 @@ def build_profile_db(
         for name, table in analysis.items():
             _put(con, f"analysis_{name}", table)
         meta = {
+            "store_format": STORE_FORMAT,
             "manifest": p.info.to_json(),
             "summary": summary,
             "analysis_tables": list(analysis),

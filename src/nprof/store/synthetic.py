@@ -168,7 +168,15 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
     find nothing); the viewport, rows and box select work as on any ingested profile.
     """
     from nprof.progress import progress
-    from nprof.store.ingest import TIMELINE_ONLY_TABLES, _dump, _put, close_build_db, open_build_db, write_timeline
+    from nprof.store.ingest import (
+        STORE_FORMAT,
+        TIMELINE_ONLY_TABLES,
+        _dump,
+        _put,
+        close_build_db,
+        open_build_db,
+        write_timeline,
+    )
 
     rows, cols, opnames = synthetic_columns(n, seed)
     span = int((cols["ts"] + cols["dur"]).max())
@@ -193,7 +201,13 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
             "flops": 0,
             "hw_flops": 0,
         }
-        meta = {"manifest": info.to_json(), "summary": {}, "analysis_tables": [], "stats": stats}
+        meta = {
+            "store_format": STORE_FORMAT,
+            "manifest": info.to_json(),
+            "summary": {},
+            "analysis_tables": [],
+            "stats": stats,
+        }
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
         close_build_db(con)
         done = True

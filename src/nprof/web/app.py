@@ -99,6 +99,11 @@ def create_app(store: Store) -> FastAPI:
     def _invalid(request: Request, exc: RequestValidationError) -> Response:
         return JSON({"error": _validation_message(exc)}, status_code=422)
 
+    @app.exception_handler(Exception)
+    def _internal(request: Request, exc: Exception) -> Response:
+        first = (str(exc).splitlines() or [""])[0]
+        return JSON({"error": f"internal error ({type(exc).__name__}: {first}); please report it"}, status_code=500)
+
     @app.exception_handler(StarletteHTTPException)
     def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404 and not request.url.path.startswith("/api"):
