@@ -202,3 +202,21 @@ def test_language_outside_kernel_is_an_error():
     with pytest.raises(KernelError) as err:
         nl.zeros((2, 2), nl.float32)
     assert "test_trace.py:" in str(err.value) and "inside a traced kernel" in str(err.value)
+
+
+def test_assigning_a_load_dmas_straight_into_the_tile():
+    def kernel(x):
+        buf = nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for b in nl.affine_range(2):
+            buf[b] = nl.load(x[b * 128 : (b + 1) * 128, :])
+        cast = nl.ndarray((128, 64), dtype=nl.bfloat16)
+        cast[...] = nl.load(x[0:128, :])  # dtype differs: load, then a converting copy
+        return buf, cast
+
+    b = ProgramBuilder("direct")
+    b.call(kernel, b.hbm_tensor("x", (256, 64), "float32"))
+    prog = b.build()
+    ops = [i.opcode for i in prog.instructions]
+    assert ops == [Opcode.DMA_DIRECT2D] * 3 + [Opcode.TENSOR_COPY]
+    first, second = prog.instructions[0].outs[0], prog.instructions[1].outs[0]
+    assert first.tensor == second.tensor and second.offset - first.offset == 64 * 4

@@ -311,7 +311,7 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
 def inplace(op: str, target: NkiTensor, other: Any) -> NkiTensor:
     """`target <op>= other`: PSUM `+=` of a fresh matmul accumulates in place; else an op into target."""
     builder = trace.current()
-    if op == "add" and builder.is_pending(other) and not target.is_hbm:
+    if op == "add" and builder.is_pending(other, "matmul") and not target.is_hbm:
         builder.commit_matmul(target, accumulate=True)
         return target
     if target.is_hbm:
@@ -325,8 +325,16 @@ def assign(view: NkiTensor, value: Any) -> None:
     builder = trace.current()
     if isinstance(value, NkiTensor) and value.base is view.base and value.access_key() == view.access_key():
         return  # `t[...] += x` already updated t in place
-    if builder.is_pending(value) and not view.is_hbm:
+    if builder.is_pending(value, "matmul") and not view.is_hbm:
         builder.commit_matmul(view, accumulate=False)
+        return
+    if (
+        builder.is_pending(value, "load")
+        and view.space is Space.SBUF
+        and value.shape == view.shape
+        and value.dtype_name == view.dtype_name
+    ):
+        builder.commit_load(view)  # `tile[...] = nl.load(...)`: the DMA writes the tile directly
         return
     if is_scalar(value):
         if view.is_hbm:

@@ -39,7 +39,7 @@ from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
 )
 from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor
+from nprof.nki.tensor import NkiTensor, mask_box
 
 
 class _Buffer:
@@ -166,9 +166,12 @@ def load(src: Any, *, mask: Predicate | None = None, dtype: Any = None, **_: Any
     """DMA `src` (an indexed HBM tensor) into a new SBUF tile of the same shape."""
     src = _hbm_view(src, "nl.load source")
     shape = src.shape if src.ndim else (1, 1)
-    dst = _trace.current().alloc(shape, _c.dname(dtype) if dtype is not None else src.dtype_name, Space.SBUF)
-    s, d = src.masked(mask), dst.masked(mask, shape) if mask is not None else dst
-    _trace.current().dma(d, s)
+    builder = _trace.current()
+    dst = builder.alloc(shape, _c.dname(dtype) if dtype is not None else src.dtype_name, Space.SBUF)
+    box = mask_box(mask, shape) if mask is not None else None
+    masked = src.masked(mask)
+    masked.check_bounds()  # fail here, at the user's line, not when the DMA is committed
+    builder.set_pending_load(masked, dst, box)  # committed before the next instruction
     return dst
 
 

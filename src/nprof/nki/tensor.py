@@ -363,6 +363,9 @@ class NkiTensor(TileOperators):
 
     # -- lowering -----------------------------------------------------------------------------
     def check_bounds(self) -> None:
+        """KernelError (at the user's line) if any index of this view falls outside its base."""
+        if self.empty:
+            return
         for const, coefs, size, label in self._checks:
             lo = hi = const
             for c, (_, _, n) in zip(coefs, self._dims, strict=True):

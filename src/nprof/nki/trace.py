@@ -57,12 +57,15 @@ def current() -> ProgramBuilder:
 
 @dataclass
 class _Pending:
-    """A MATMUL not yet committed, so `psum_tile += nc_matmul(...)` can accumulate in place."""
+    """A MATMUL or load not yet committed, so `psum += nc_matmul(...)` accumulates in place and
+    `tile[...] = nl.load(...)` DMAs straight into `tile`. Committed before any other instruction."""
 
-    stationary: NkiTensor
-    moving: NkiTensor
+    kind: str  # "matmul" (a = stationary, b = moving) or "load" (a = source view, already masked)
+    a: NkiTensor
+    b: NkiTensor | None
     result: NkiTensor
     source: str | None
+    box: list[tuple[int, int]] | None = None  # load: the mask's box over the result tile
 
 
 class ProgramBuilder:
@@ -219,6 +222,7 @@ class ProgramBuilder:
     def alloc(
         self, shape: tuple[int, ...], dtype: str, space: Space, name: str = "", partition_axis: int = 0
     ) -> NkiTensor:
+        self.flush()  # a pending load/matmul may hold the last reference to a tile: commit it so it can be freed
         p = self.preset
         parts = shape[partition_axis] if shape else 1
         if parts > p.pmax:
@@ -310,24 +314,47 @@ class ProgramBuilder:
             raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {src.shape}")
         return self.emit(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), attrs(**flags))
 
-    # -- matmul -------------------------------------------------------------------------------
+    # -- pending matmuls and loads --------------------------------------------------------------
     def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor) -> None:
-        if self._pending is not None:
-            self.flush()
-        self._pending = _Pending(stationary, moving, result, self.source())
+        """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`)."""
+        self.flush()
+        self._pending = _Pending("matmul", stationary, moving, result, self.source())
 
-    def is_pending(self, tile: Any) -> bool:
-        return self._pending is not None and isinstance(tile, NkiTensor) and tile.base is self._pending.result.base
+    def set_pending_load(self, src: NkiTensor, result: NkiTensor, box: list[tuple[int, int]] | None) -> None:
+        """Record a DMA of `src` into `result` (narrowed to `box`), committed lazily (see `_Pending`)."""
+        self.flush()
+        self._pending = _Pending("load", src, None, result, self.source(), box)
+
+    def is_pending(self, tile: Any, kind: str | None = None) -> bool:
+        pend = self._pending
+        if pend is None or not isinstance(tile, NkiTensor) or tile.base is not pend.result.base:
+            return False
+        return kind is None or pend.kind == kind
+
+    def commit_load(self, target: NkiTensor | None = None) -> None:
+        """Emit the pending load's DMA into `target` (same shape and dtype) or its own tile."""
+        pend = self._pending
+        assert pend is not None and pend.kind == "load"
+        self._pending = None
+        dst = target if target is not None else pend.result
+        if pend.box is not None:
+            dst = dst.restrict(pend.box)
+        if dst.empty or pend.a.empty:
+            return
+        out, inp = dst.access(), pend.a.access()
+        if out.elements != inp.elements:
+            raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {pend.a.shape}")
+        self._append(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), (), pend.source)
 
     def commit_matmul(self, target: NkiTensor | None = None, accumulate: bool = False) -> None:
         """Emit the pending MATMUL (LDWEIGHTS first if the stationary changed) into `target` or its own tile."""
         pend = self._pending
-        assert pend is not None
+        assert pend is not None and pend.kind == "matmul" and pend.b is not None
         self._pending = None
         out_view = target if target is not None else pend.result
         if out_view.empty:
             return
-        stat, mov, out = pend.stationary.access(), pend.moving.access(), out_view.access()
+        stat, mov, out = pend.a.access(), pend.b.access(), out_view.access()
         if out.shape != pend.result.access().shape:
             raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
         if out.space is not Space.PSUM:
@@ -339,8 +366,13 @@ class ProgramBuilder:
         self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), pend.source)
 
     def flush(self) -> None:
-        if self._pending is not None:
+        """Commit the pending MATMUL or load, if any."""
+        if self._pending is None:
+            return
+        if self._pending.kind == "matmul":
             self.commit_matmul()
+        else:
+            self.commit_load()
 
     # -- result -------------------------------------------------------------------------------
     @property
