@@ -186,7 +186,9 @@ def test_info_override_keeps_trace_meta(tmp_path: Path) -> None:
         (b'{"traceEvents": [{"name": "x"}]}', "no events with a 'ph'"),
         (b'{"traceEvents": [{"ph": "X", "name": "x", "dur": 1}]}', "missing 'ts'"),
         (b'{"traceEvents": [{"ph": "X", "name": "x", "ts": "soon", "dur": 1}]}', "non-numeric"),
-        (b'{"summary": [{}], "instruction": []}', "neuron-profile JSON"),
+        (b'{"summary": [{}], "instruction": []}', "no instruction or dma records"),
+        (b'{"summary": [{}], "instruction": [{"opcode": "MATMUL"}]}', "no 'timestamp'"),
+        (b'{"instruction": [{"timestamp": 1, "duration": -5}]}', "negative duration"),
         (b"\x1f\x8b\x08\x00garbage", "gzip"),
         (b"   ", "not valid JSON"),
     ],
@@ -239,3 +241,41 @@ def test_unended_begin_runs_to_trace_end_and_metadata_only_is_refused(tmp_path: 
     meta_only.write_bytes(orjson.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]))
     with pytest.raises(NprofError, match="no timed events"):
         open_profile(meta_only)
+
+
+def test_neuron_profile_json_output_imports(tmp_path: Path) -> None:
+    doc = {
+        "summary": [{"total_time": 0.000002, "event_count": 3}],
+        "instruction": [
+            {"timestamp": 10261883214, "duration": 148, "label": "TensorMatrix", "opcode": "MATMUL",
+             "hlo_name": "%add.1 = add(%dot, %custom-call.44)", "operands": "S[5] (Tensor) 3*128"},
+            {"timestamp": 10261883400, "duration": 60, "label": "Vector", "opcode": "TENSOR_TENSOR",
+             "nki_source_location": "kernel.py:12"},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "profile.json"
+    path.write_bytes(orjson.dumps(doc))
+    p = open_profile(path)
+    ins = rows(p.instructions)
+    assert [(r["ts"], r["duration"], r["track"], r["engine"], r["opcode"]) for r in ins] == [
+        (0, 148, "tensor.moving", "tensor", "MATMUL"),
+        (186, 60, "vector", "vector", "TENSOR_TENSOR"),
+    ]
+    assert ins[0]["hlo_name"].startswith("%add.1") and ins[1]["nki_source_location"] == "kernel.py:12"
+    assert p.total_time_ns == 2000  # the summary's window is longer than the events
+
+
+def test_nprof_json_export_round_trips(tmp_path: Path, kineto: Profile) -> None:
+    from nprof.cli import main
+
+    src = kineto.save(tmp_path / "k.ntff")
+    out = tmp_path / "k.json"
+    assert main(["view", "-s", str(src), "--output-format", "json", "--output-file", str(out)]) == 0
+    back = open_profile(out)
+    for table in ("instructions", "dma"):
+        a, b = kineto.table(table), back.table(table)
+        for col in ("id", "ts", "duration", "opcode", "layer", "flops", "deps"):
+            if col in a.column_names:
+                assert a[col].to_pylist() == b[col].to_pylist(), (table, col)
+    assert back.instructions["track"].to_pylist() == kineto.instructions["track"].to_pylist()
+    assert back.dma["queue"].to_pylist() == kineto.dma["queue"].to_pylist()

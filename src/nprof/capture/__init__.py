@@ -4,15 +4,18 @@ Contract of `open_profile(path) -> Profile`:
 * the kind of file is detected by its content, not only its extension:
   a ZIP container is an nprof profile (`Profile.load`, which also explains real
   AWS NTFF files and nprof programs); content starting with `{` or `[` (after
-  optional whitespace / BOM), or a gzip stream, is a Chrome-trace JSON
-  (torch.profiler / Kineto / generic) imported by `nprof.capture.chrome`;
+  optional whitespace / BOM), or a gzip stream, is JSON: a Chrome trace
+  (torch.profiler / Kineto / generic) imported by `nprof.capture.chrome`, or a
+  profile JSON (``neuron-profile view --output-format json`` output, or nprof's
+  own ``json`` export) imported by `nprof.capture.profile_json`;
 * other content in a file named ``*.json`` / ``*.gz`` / ``*.trace`` goes to the
   JSON importer too (which explains what is wrong with it), the rest to `Profile.load`;
 * anything unreadable raises `NprofError` with one line naming the file and the problem.
 
 Importing this package is cheap: torch and the JSON importer load on demand.
 Backends live in sibling modules: `sim` (virtual device), `torch_run` (real
-CPU/CUDA runs through torch.profiler), `chrome` (Chrome-trace import).
+CPU/CUDA runs through torch.profiler), `chrome` (Chrome-trace import),
+`profile_json` (profile JSON import).
 """
 
 from __future__ import annotations

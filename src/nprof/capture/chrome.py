@@ -53,44 +53,54 @@ from nprof.profile import Profile, ProfileInfo
 _OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "s", "t", "f", "M"})
 
 
-def read_trace(path: str | os.PathLike[str]) -> tuple[list[Any], dict[str, Any]]:
-    """Read and parse a Chrome trace; return (events, top-level metadata without traceEvents)."""
-    p = Path(path)
+def load_json(path: Path) -> Any:
+    """Read and parse a JSON file (plain or gzip) with one-line errors naming the file."""
     try:
-        raw = p.read_bytes()
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise NprofError(f"{p}: no such file; check the path") from None
+        raise NprofError(f"{path}: no such file; check the path") from None
     except OSError as exc:
-        raise NprofError(f"{p}: cannot read ({exc.strerror})") from exc
+        raise NprofError(f"{path}: cannot read ({exc.strerror})") from exc
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as exc:
-            raise NprofError(f"{p}: corrupt or truncated gzip file ({exc}); re-create it") from None
+            raise NprofError(f"{path}: corrupt or truncated gzip file ({exc}); re-create it") from None
     raw = raw.removeprefix(b"\xef\xbb\xbf")
     try:
-        data = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         data = _salvage_array(raw)
         if data is None:
-            raise NprofError(f"{p}: not valid JSON ({exc}); is the file complete?") from None
+            raise NprofError(f"{path}: not valid JSON ({exc}); is the file complete?") from None
+        return data
+
+
+def is_profile_json(data: Any) -> bool:
+    """True for neuron-profile / nprof `json` output ({"summary", "instruction", ...}), not a Chrome trace."""
+    return isinstance(data, dict) and "traceEvents" not in data and "instruction" in data
+
+
+def trace_events(data: Any, path: Path) -> tuple[list[Any], dict[str, Any]]:
+    """(events, top-level metadata) of a parsed Chrome trace; NprofError if it is not one."""
     if isinstance(data, dict):
         events = data.get("traceEvents")
         if events is None:
-            if "instruction" in data and "summary" in data:
-                raise NprofError(
-                    f"{p}: this is neuron-profile JSON output, not a Chrome trace; "
-                    "nprof imports Chrome-trace JSON (torch.profiler / Kineto)"
-                )
-            raise NprofError(f"{p}: not a Chrome trace (no 'traceEvents' list); export one with torch.profiler")
+            raise NprofError(f"{path}: not a Chrome trace (no 'traceEvents' list); export one with torch.profiler")
         meta = {k: v for k, v in data.items() if k != "traceEvents"}
     elif isinstance(data, list):
         events, meta = data, {}
     else:
-        raise NprofError(f"{p}: not a Chrome trace (JSON {type(data).__name__}, expected an object or a list)")
+        raise NprofError(f"{path}: not a Chrome trace (JSON {type(data).__name__}, expected an object or a list)")
     if not isinstance(events, list):
-        raise NprofError(f"{p}: not a Chrome trace ('traceEvents' is not a list)")
+        raise NprofError(f"{path}: not a Chrome trace ('traceEvents' is not a list)")
     return events, meta
+
+
+def read_trace(path: str | os.PathLike[str]) -> tuple[list[Any], dict[str, Any]]:
+    """Read and parse a Chrome trace; return (events, top-level metadata without traceEvents)."""
+    p = Path(path)
+    return trace_events(load_json(p), p)
 
 
 def _salvage_array(raw: bytes) -> list[Any] | None:
@@ -106,12 +116,24 @@ def _salvage_array(raw: bytes) -> list[Any] | None:
 
 
 def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None = None) -> Profile:
-    """Import a Chrome-trace JSON file as a Profile (see module doc); `info` overrides the manifest."""
+    """Import a Chrome-trace JSON file as a Profile (see module doc); `info` overrides the manifest.
+
+    Profile JSON (neuron-profile / nprof `--output-format json`) is recognised too and imported by
+    `nprof.capture.profile_json`."""
     p = Path(path)
     with _gc_paused():
-        events, meta = read_trace(p)
-        profile = events_to_profile(events, meta, p, info)
-        del events  # freed by refcount now, before the collector is back (else a full collection scans them)
+        data = load_json(p)
+        if is_profile_json(data):
+            from nprof.capture.profile_json import profile_from_json
+
+            profile = profile_from_json(data, p)
+            if info is not None:
+                profile = replace(profile, info=replace(info, meta={**profile.info.meta, **info.meta}))
+        else:
+            events, meta = trace_events(data, p)
+            profile = events_to_profile(events, meta, p, info)
+            del events
+        del data  # freed by refcount now, before the collector is back (else a full collection scans it)
     return profile
 
 
