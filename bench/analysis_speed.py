@@ -114,6 +114,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
     args = parser.parse_args()
+    pa.set_cpu_count(1)  # one core: no Arrow worker threads
     from nprof.analysis import PASSES, run_all
 
     t0 = time.perf_counter()
