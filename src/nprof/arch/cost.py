@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from nprof.arch.isa import COLLECTIVES, ITEMSIZE, Access, Engine, Instruction, Opcode, Space
+from nprof.arch.isa import COLLECTIVES, Access, Engine, Instruction, Opcode, Space
 from nprof.arch.presets import Preset
 
 _FAST_TT_OPS = frozenset({"add", "multiply", "subtract"})
@@ -208,7 +208,3 @@ def instruction_ns(ins: Instruction, preset: Preset) -> float:
         nbytes = acc.nbytes if acc is not None else 0
         return preset.dma_latency_ns + dma_transfer_ns(nbytes, 1, preset)
     return instruction_cycles(ins, preset) * 1e9 / preset.clock_hz(ins.engine.value)
-
-
-def itemsize(dtype: str) -> int:
-    return ITEMSIZE[dtype]
