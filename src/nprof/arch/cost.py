@@ -15,6 +15,9 @@ Choices where the table is silent (documented here, tested by hand):
 * The SBUF/PSUM static access overhead (~60 cycles) is a *latency*, not
   occupancy: it is paid between a producer's end and a dependent instruction's
   start (`dependency_latency_ns`), and hidden for independent back-to-back work.
+* The table's "~100 cycles extra when N << 128 or back-to-back dependent" is
+  covered by those two rules: the MIN_II floor for small N and the 60-cycle
+  dependency latency; no third surcharge is added.
 * GpSimdE and ScalarE run the VectorE formulas at their own clocks.
 * A DMA costs `dma_latency_ns` from its semaphore (deps done) to transfer start,
   then `(bytes + chunks * dma_chunk_overhead_bytes) / bandwidth`, where a chunk
