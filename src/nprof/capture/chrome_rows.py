@@ -8,8 +8,7 @@ dominant input dtype of the FLOP-carrying ops (to choose a device peak).
 
 from __future__ import annotations
 
-import itertools
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from nprof.capture.chrome_tree import TRACK_SHIFT, Context, nest, select_work
+from nprof.capture.chrome_tree import TRACK_SHIFT, Context, flow_deps, nest, select_work
 from nprof.capture.opclass import engine_of, op_flops
 from nprof.errors import NprofError
 
@@ -288,7 +287,7 @@ def build_profile(
     for j, o in enumerate(d_owner):
         if o >= 0:
             deps[int(d_id[j])].append(id_of_host[o])
-    _flow_deps(
+    flow_deps(
         flows,
         f_ns,
         by_thread,
@@ -388,39 +387,3 @@ def _direction(name: str) -> str:
     if "host" in low and "device" in low:
         return "host->device" if low.index("host") < low.index("device") else "device->host"
     return "device->device"
-
-
-def _flow_deps(
-    flows: list,
-    f_ns: np.ndarray,
-    by_thread: dict[tuple[Any, Any], int],
-    track: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    ids: np.ndarray,
-    deps: list[list[int]],
-) -> None:
-    """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
-    if not flows or not len(ids):
-        return
-    order = np.lexsort((start, track))
-    keys = (track[order] << TRACK_SHIFT) | start[order]
-    t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
-    f_trk = np.asarray([by_thread.get((f[3], f[4]), -1) for f in flows], dtype=np.int64)
-    pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
-    n = len(keys)
-    p = np.clip(pos, 0, n - 1)
-    q = np.clip(pos + 1, 0, n - 1)
-    enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
-    next_ok = np.asarray([f[0] == "f" and f[5] != "e" for f in flows]) & (pos + 1 < n) & (t_sorted[q] == f_trk)
-    bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
-    bound[f_trk < 0] = -1
-    chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
-    for k in np.flatnonzero(bound >= 0).tolist():
-        f = flows[k]
-        chains[(f[1], f[2])].append((int(f_ns[k]), int(bound[k])))
-    for points in chains.values():
-        points.sort()
-        for (_, a), (_, b) in itertools.pairwise(points):
-            if a != b:
-                deps[b].append(a)

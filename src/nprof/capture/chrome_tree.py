@@ -14,6 +14,7 @@ time must mean something, so:
   and the parent's self time stays a gap (dispatcher / Python overhead). The
   emitted rows of a track never overlap and cover all the time spent in ops
   except that overhead;
+* `flow_deps` binds flow events (s/t/f) to rows and chains them into dependencies;
 * `Context` answers, for a row, the enclosing context slices (python_function,
   user_annotation): module path (``layer``), innermost user source line and
   ``ProfilerStep#N`` iteration.
@@ -21,10 +22,13 @@ time must mean something, so:
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -174,3 +178,39 @@ class Context:
                 iteration = int(step.group(1))
             self._memo[node] = (layer, source, iteration, explicit)
         return self._memo[c]
+
+
+def flow_deps(
+    flows: list,
+    f_ns: np.ndarray,
+    by_thread: dict[tuple[Any, Any], int],
+    track: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ids: np.ndarray,
+    deps: list[list[int]],
+) -> None:
+    """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
+    if not flows or not len(ids):
+        return
+    order = np.lexsort((start, track))
+    keys = (track[order] << TRACK_SHIFT) | start[order]
+    t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
+    f_trk = np.asarray([by_thread.get((f[3], f[4]), -1) for f in flows], dtype=np.int64)
+    pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
+    n = len(keys)
+    p = np.clip(pos, 0, n - 1)
+    q = np.clip(pos + 1, 0, n - 1)
+    enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
+    next_ok = np.asarray([f[0] == "f" and f[5] != "e" for f in flows]) & (pos + 1 < n) & (t_sorted[q] == f_trk)
+    bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
+    bound[f_trk < 0] = -1
+    chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
+    for k in np.flatnonzero(bound >= 0).tolist():
+        f = flows[k]
+        chains[(f[1], f[2])].append((int(f_ns[k]), int(bound[k])))
+    for points in chains.values():
+        points.sort()
+        for (_, a), (_, b) in itertools.pairwise(points):
+            if a != b:
+                deps[b].append(a)
