@@ -79,7 +79,7 @@ def _serial_engines(profile: Profile) -> list[dict]:
     if len(busy) < 2:
         return []
     never = [(a, b) for a, b in itertools.combinations(busy, 2)
-             if iv.intersection_length(f.engine_merged(a), f.engine_merged(b)) == 0]  # fmt: skip
+             if not _overlap(f.engine_merged(a), f.engine_merged(b))]  # fmt: skip
     if not never:
         return []
     involved = sorted({e for pair in never for e in pair}, key=busy.index)
@@ -97,6 +97,14 @@ def _serial_engines(profile: Profile) -> list[dict]:
                 "hidden by pipelining the tiles between them")  # fmt: skip
     return [_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
                  top_sources(profile.instructions, rows))]  # fmt: skip
+
+
+def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    """True when two disjoint sorted interval sets overlap; looks at a short prefix of `b` first."""
+    head = max(1, b[0].size // 64)
+    if iv.intersection_length(a, (b[0][:head], b[1][:head])) > 0:
+        return True
+    return iv.intersection_length(a, (b[0][head:], b[1][head:])) > 0
 
 
 def _exposed_dma(profile: Profile) -> list[dict]:

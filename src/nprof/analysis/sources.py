@@ -25,7 +25,7 @@ def row_sources(table: pa.Table, rows: np.ndarray) -> list[str | None]:
     return merged.to_pylist()
 
 
-def top_sources(table: pa.Table, rows: np.ndarray, limit: int = 3, sample: int = 100_000) -> list[str]:
+def top_sources(table: pa.Table, rows: np.ndarray, limit: int = 3, sample: int = 20_000) -> list[str]:
     """Up to `limit` most frequent source locations among `rows` (a sample of at most `sample` rows)."""
     if rows.size > sample:
         rows = rows[np.linspace(0, rows.size - 1, sample).astype(np.int64)]
