@@ -162,4 +162,4 @@ def warnings(profile: Profile) -> pa.Table:
     parts = [t for t in (tensor_reloads(profile), small_dmas(profile), throttling(profile)) if t.num_rows]
     if not parts:
         return SCHEMA.empty_table()
-    return pa.concat_tables(parts).combine_chunks()
+    return pa.concat_tables(parts)
