@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -272,3 +273,39 @@ def test_event_details_and_dependencies(big: tuple[Store, Profile]) -> None:
         assert dma["kind"] == "dma" and dma["row"] == "q1" and [x["id"] for x in dma["deps"]] == [3]
         with pytest.raises(NotFound):
             event_details(cur, 999)
+
+
+def test_real_hardware_tracks_and_sampled_counters(tmp_path: Path) -> None:
+    from nprof.profile import ProfileInfo
+
+    p = Profile.build(
+        ProfileInfo(device="cpu", name="cpu-run"),
+        instructions={
+            "id": [1, 2, 3],
+            "ts": [0, 50, 10],
+            "duration": [40, 40, 30],
+            "engine": ["tensor", "vector", "other"],
+            "track": ["cpu:11", "cpu:11", "cpu:7"],
+            "opcode": ["aten::mm", "aten::add", "aten::copy_"],
+        },
+        dma={"id": [4], "ts": [5], "duration": [10], "queue": ["memcpy:0"], "direction": ["hbm->hbm"], "bytes": [64]},
+        counters={"ts": [0, 20, 40, 60], "name": ["cpu_percent"] * 4, "value": [10.0, 90.0, 30.0, 50.0]},
+    )
+    store = Store(tmp_path / "s")
+    store.ingest(p, "cpu")
+    with store.session("cpu") as (cur, meta):
+        keys = [(r["key"], r["kind"]) for r in rows_answer(meta)["rows"]]
+        assert keys == [
+            ("memcpy:0", "dma"),
+            ("cpu:7", "track"),
+            ("cpu:11", "track"),
+            ("counter:pending_dma", "counter"),
+            ("counter:dma_throughput", "counter"),
+            ("counter:cpu_percent", "counter"),
+        ]
+        ans = viewport(cur, meta, 0, 100, 2, ["cpu:11", "counter:cpu_percent"])
+        assert ans["rows"][0]["mode"] == "events" and ans["rows"][0]["ts"] == [0, 50]
+        cpu = ans["rows"][1]
+        assert (cpu["ts"], cpu["min"], cpu["max"]) == ([0, 60], [10.0, 50.0], [90.0, 50.0])  # pixels [0,50), [50,100)
+        assert cpu["mean"] == pytest.approx([130 / 3, 50.0])
+    store.close()
