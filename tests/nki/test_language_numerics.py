@@ -260,3 +260,23 @@ def test_three_dimensional_hbm_and_tiles():
 
     x = rand((3, 128, 32), 28)
     np.testing.assert_allclose(nki.simulate_kernel(kernel, x)[..., 0], x.sum(axis=2), rtol=1e-5)
+
+
+def test_psum_block_tiles_take_one_bank_each():
+    def kernel(st, mv):
+        out = nl.ndarray((2, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+        s = nl.load(st)
+        for b in nl.affine_range(2):
+            acc[b] = nl.matmul(s, nl.load(mv[b]), transpose_x=True)
+        for b in nl.affine_range(2):
+            nl.store(out[b], value=acc[b])
+        return out
+
+    st, mv = rand((128, 128), 29), rand((2, 128, 512), 30)
+    np.testing.assert_allclose(
+        nki.simulate_kernel(kernel, st, mv), np.stack([st.T @ m for m in mv]), rtol=1e-4, atol=1e-4
+    )
+    prog = nki.Kernel(kernel).trace(st, mv).program
+    outs = [i.outs[0] for i in prog.instructions if i.outs and i.outs[0].space.value == "psum"]
+    assert outs[1].offset - outs[0].offset == 2048 and prog.psum_bytes == 4096

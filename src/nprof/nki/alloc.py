@@ -35,9 +35,9 @@ class Allocator:
         self.used = 0
         self.high_water = 0
 
-    def _fits(self, start: int, size: int) -> int | None:
+    def _fits(self, start: int, size: int, align: int) -> int | None:
         """First aligned start >= `start` where [s, s+size) is free and bank-legal, before the next live range."""
-        s = -(-start // self.align) * self.align
+        s = -(-start // align) * align
         if self.bank is not None and size <= self.bank and s // self.bank != (s + size - 1) // self.bank:
             s = (s // self.bank + 1) * self.bank
         if s + size > self.capacity:
@@ -49,8 +49,10 @@ class Allocator:
             return None
         return s
 
-    def alloc(self, size: int) -> int:
+    def alloc(self, size: int, align: int | None = None) -> int:
+        """Start of a free range of `size` bytes (aligned to `align`, default the allocator's)."""
         size = max(size, 1)
+        align = align or self.align
         if size > self.capacity:
             raise OutOfMemory(size, self.used, self.capacity)
         candidates = [self._cursor] + [self._ends[s] for s in self._starts] + [0]
@@ -58,7 +60,7 @@ class Allocator:
         after = sorted(c for c in candidates if c >= self._cursor)
         before = sorted(c for c in candidates if c < self._cursor)
         for c in after + before:
-            s = self._fits(c, size)
+            s = self._fits(c, size, align)
             if s is not None:
                 bisect.insort(self._starts, s)
                 self._ends[s] = s + size

@@ -177,7 +177,7 @@ def partition_broadcast(row: NkiTensor, parts: int) -> NkiTensor:
     if flat_row is None:
         flat_row = copy(row).flatten_free()
     assert flat_row is not None
-    res = new_tile((parts, n), "float32", Space.PSUM)
+    res = trace.current().alloc((parts, n), "float32", Space.PSUM, lazy=True)
     builder.set_pending(ones, flat_row, res)
     builder.flush()
     return res.unflatten_free(free)

@@ -139,7 +139,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     if flat is None:
         flat = _c.copy(mv).flatten_free()
     assert flat is not None
-    res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM)
+    res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
     builder.set_pending(st, flat, res)
     return res
 

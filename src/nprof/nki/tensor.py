@@ -58,6 +58,7 @@ class OnChip:
     builder: ProgramBuilder
     alive: bool = True
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
+    block_elems: int = 0  # PSUM: element stride between blocks (one bank each); 0 = packed
 
 
 Dim = tuple[int, int, int]  # (partition step, element step, size)
@@ -86,6 +87,8 @@ class NkiTensor(TileOperators):
         for axis in reversed(range(len(shape))):
             if axis == part:
                 dims[axis] = (1, 0, shape[axis])
+                if isinstance(base, OnChip) and base.space is Space.PSUM and axis > 0:
+                    stride = max(stride, _bank_elems(base))  # blocks before the partition axis: one bank each
             else:
                 dims[axis] = (0, stride, shape[axis])
                 stride *= shape[axis]
@@ -383,6 +386,8 @@ class NkiTensor(TileOperators):
         base = self._base
         if isinstance(base, OnChip) and not base.alive:
             raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
+        if isinstance(base, OnChip) and base.byte_offset < 0:
+            base.builder.materialize(base)
         dims = self._dims or ((0, 1, 1),)
         itemsize = np.dtype(NUMPY[base.dtype]).itemsize
         if base.space is Space.HBM:
@@ -401,6 +406,10 @@ class NkiTensor(TileOperators):
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
         offset = base.byte_offset + self._e0 * itemsize
         return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
+
+
+def _bank_elems(base: OnChip) -> int:
+    return base.builder.preset.psum_bank_bytes // np.dtype(NUMPY[base.dtype]).itemsize
 
 
 def mask_box(mask: Predicate, shape: tuple[int, ...]) -> list[tuple[int, int]]:

@@ -45,6 +45,12 @@ from nprof.program.model import Program, TensorDecl
 _ACTIVE: list[ProgramBuilder] = []
 
 
+def _itemsize(dtype: str) -> int:
+    from nprof.nki.dtypes import NUMPY
+
+    return NUMPY[dtype].itemsize
+
+
 def current() -> ProgramBuilder:
     """The builder recording the running kernel; KernelError when called outside one."""
     if not _ACTIVE:
@@ -220,41 +226,67 @@ class ProgramBuilder:
 
     # -- on-chip allocation -------------------------------------------------------------------
     def alloc(
-        self, shape: tuple[int, ...], dtype: str, space: Space, name: str = "", partition_axis: int = 0
+        self,
+        shape: tuple[int, ...],
+        dtype: str,
+        space: Space,
+        name: str = "",
+        partition_axis: int = 0,
+        *,
+        lazy: bool = False,
     ) -> NkiTensor:
+        """A new SBUF/PSUM tile; `lazy` defers reserving memory until `materialize` (a matmul result that
+        may be accumulated into another tile instead never takes space)."""
         self.flush()  # a pending load/matmul may hold the last reference to a tile: commit it so it can be freed
+        base = OnChip(space, "", dtype, tuple(shape), partition_axis, -1, 0, self)
+        self._counter += 1
+        base.name = name or f"{'sbuf' if space is Space.SBUF else 'psum'}_{self._counter}"
+        self._check_tile(base)
+        if not lazy:
+            self.materialize(base)
+        if self._calls:
+            self._calls[-1].append(weakref.ref(base))
+        return NkiTensor.root(base)
+
+    def _check_tile(self, base: OnChip) -> None:
         p = self.preset
+        shape, partition_axis = base.shape, base.partition_axis
         parts = shape[partition_axis] if shape else 1
         if parts > p.pmax:
             raise kernel_error(
                 f"tile {shape} has {parts} partitions; at most {p.pmax} (nl.tile_size.pmax) are allowed — "
                 "tile the partition axis"
             )
-        from nprof.nki.dtypes import NUMPY
+        if base.space is Space.PSUM:
+            per_block = int(np.prod(shape[partition_axis + 1 :], dtype=np.int64)) * _itemsize(base.dtype)
+            if per_block > p.psum_bank_bytes:
+                raise kernel_error(
+                    f"PSUM tile {shape} {base.dtype} needs {per_block} bytes per partition; a PSUM bank holds "
+                    f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax)"
+                )
 
-        per = int(np.prod([s for i, s in enumerate(shape) if i != partition_axis], dtype=np.int64))
-        nbytes = per * NUMPY[dtype].itemsize
-        label = "SBUF" if space is Space.SBUF else "PSUM"
-        if space is Space.PSUM and nbytes > p.psum_bank_bytes:
-            raise kernel_error(
-                f"PSUM tile {shape} {dtype} needs {nbytes} bytes per partition; a PSUM bank holds "
-                f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax)"
-            )
-        allocator = self._sbuf if space is Space.SBUF else self._psum
+    def materialize(self, base: OnChip) -> None:
+        """Reserve memory for a (lazily allocated) tile; KernelError when the memory is full."""
+        if base.byte_offset >= 0:
+            return
+        p = self.preset
+        shape, partition_axis, item = base.shape, base.partition_axis, _itemsize(base.dtype)
+        blocks = int(np.prod(shape[:partition_axis], dtype=np.int64))
+        per_block = int(np.prod(shape[partition_axis + 1 :], dtype=np.int64)) * item
+        nbytes, align, block_elems = blocks * per_block, None, 0
+        if base.space is Space.PSUM and blocks > 1:  # one bank per block, as the accumulators address them
+            nbytes, align, block_elems = blocks * p.psum_bank_bytes, p.psum_bank_bytes, p.psum_bank_bytes // item
+        allocator = self._sbuf if base.space is Space.SBUF else self._psum
         try:
-            offset = allocator.alloc(nbytes)
+            offset = allocator.alloc(nbytes, align)
         except OutOfMemory as err:
+            label = "SBUF" if base.space is Space.SBUF else "PSUM"
             raise kernel_error(
-                f"{label} over capacity: a {shape} {dtype} tile needs {err.need} bytes per partition with "
+                f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition with "
                 f"{err.live} of {err.capacity} already live; use smaller tiles or free tiles (drop references)"
             ) from None
-        self._counter += 1
-        kind = "sbuf" if space is Space.SBUF else "psum"
-        base = OnChip(space, name or f"{kind}_{self._counter}", dtype, shape, partition_axis, offset, nbytes, self)
+        base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
         base.token = weakref.finalize(base, allocator.free, offset)
-        if self._calls:
-            self._calls[-1].append(weakref.ref(base))
-        return NkiTensor.root(base)
 
     def _release(self, base: OnChip) -> None:
         base.alive = False
@@ -352,10 +384,13 @@ class ProgramBuilder:
         assert pend is not None and pend.kind == "matmul" and pend.b is not None
         self._pending = None
         out_view = target if target is not None else pend.result
+        if target is None and isinstance(pend.result.base, OnChip):
+            self.materialize(pend.result.base)
         if out_view.empty:
             return
         stat, mov, out = pend.a.access(), pend.b.access(), out_view.access()
-        if out.shape != pend.result.access().shape:
+        rshape = pend.result.shape
+        if out.partitions != rshape[0] or out.elements != int(np.prod(rshape)):
             raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
         if out.space is not Space.PSUM:
             raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
