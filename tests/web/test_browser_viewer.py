@@ -526,3 +526,31 @@ def test_index_preloads_every_static_import():
             todo += re.findall(r'^import [^;]*? from "\./([^"]+)";', (js / name).read_text(), re.M | re.S)
     assert graph <= preloaded, f"not preloaded: {sorted(graph - preloaded)}"
     assert preloaded <= {p.name for p in js.glob("*.js")}
+
+
+def test_colour_by_layer_at_depth(page, server):
+    sid = server.ids["syn"]
+    open_profile(page, server, "syn", "?t0=200000&t1=230000&color=layer&depth=3")
+    pairs = page.evaluate(
+        "() => [...window.__nprof.timeline.style.layerOf.entries()].filter((_, i) => i % 97 === 0).slice(0, 5)"
+    )
+    assert pairs, "events in the window were mapped to layer groups"
+    for event_id, group in pairs:
+        fields = {
+            f["key"]: f["value"]
+            for g in server.api(f"/api/profiles/{sid}/events/{event_id}")["groups"]
+            for f in g["fields"]
+        }
+        assert fields["layer"].split(".")[:3] == group.split(".")
+    chips = page.locator("#legend .chip").all_inner_texts()
+    layers = server.api(f"/api/profiles/{sid}/tables/layers?limit=1000")
+    names = {".".join(r[0].split(".")[:3]) for r in layers["rows"]}
+    assert set(chips) == names
+    # changing the depth re-colours (full layer paths) and lands in the URL
+    page.fill("#layer-depth", "0")
+    page.press("#layer-depth", "Enter")
+    wait_idle(page)
+    assert "depth" not in url_params(page)
+    groups = set(page.evaluate("() => [...window.__nprof.timeline.style.layerOf.values()]"))
+    assert groups and groups <= {r[0] for r in layers["rows"]}
+    shot(page, "colour-by-layer")

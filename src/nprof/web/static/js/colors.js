@@ -1,6 +1,6 @@
 // colors.js — stable colours for opcodes, layers, engines and DMA queues.
 // Contract: colorFor(kind, name) returns the same CSS colour for the same name in
-// every session (FNV-1a hash -> hue), engines and warning/highlight colours are fixed.
+// every session (FNV-1a + murmur3 finaliser -> hue), engines and warning/highlight colours are fixed.
 
 const ENGINE_COLORS = {
   tensor: "#3b6fd8",
@@ -28,13 +28,19 @@ export const THEME = {
   axis: "#5b6472",
 };
 
-/** 32-bit FNV-1a hash of a string. */
+/** 32-bit FNV-1a hash of a string, avalanched. */
 export function hash(str) {
   let h = 0x811c9dc5;
   for (let i = 0; i < str.length; i += 1) {
     h ^= str.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
+  // murmur3 finaliser: names differing in one character (layer.1, layer.2) get unrelated hues
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
   return h >>> 0;
 }
 

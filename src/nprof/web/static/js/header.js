@@ -53,7 +53,7 @@ function chip(color, text, title, onclick) {
 
 const reEscape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
-export function renderLegend(el, vp, style, rows, onSearch) {
+export function renderLegend(el, vp, style, rows, onSearch, layerGroups = []) {
   const chips = [];
   if (style.color === "opcode" && vp && vp.opcodes) {
     for (const op of vp.opcodes.slice(0, 48)) {
@@ -70,21 +70,16 @@ export function renderLegend(el, vp, style, rows, onSearch) {
     }
     for (const e of engines) chips.push(chip(engineColor(e), e, `Search engine ${e}`, () => onSearch([["engine", e]])));
   } else if (style.color === "layer") {
-    if (vp && vp.layers) {
-      const names = [...new Set(vp.layers.map((l) => layerAtDepth(l, style.depth)))].slice(0, 48);
-      for (const n of names) {
-        const q = style.depth ? `/^${reEscape(n)}(\\.|$)/` : n;
-        chips.push(chip(hashColor(n), n, `Search layer ${n}`, () => onSearch([["layer", q]])));
-      }
-    } else {
-      chips.push(
-        h(
-          "span",
-          { class: "muted", id: "legend-note" },
-          "Layer colours need per-event layers in the viewport answer (API extension color=layer); ",
-          "layers are listed in the Summary tab.",
-        ),
-      );
+    const names = vp && vp.layers
+      ? [...new Set(vp.layers.map((l) => layerAtDepth(l, style.depth)))].slice(0, 48)
+      : layerGroups.map((g) => g.name);
+    for (const n of names) {
+      const q = style.depth ? `/^${reEscape(n)}(\\.|$)/` : n;
+      chips.push(chip(hashColor(n), n, `Search layer ${n}`, () => onSearch([["layer", q]])));
+    }
+    if (!names.length) chips.push(h("span", { class: "muted", id: "legend-note" }, "no event of this profile has a layer"));
+    else if (!(vp && vp.layers) && vp && vp.rows.some((r) => r.mode === "buckets")) {
+      chips.push(h("span", { class: "muted", id: "legend-note" }, "aggregated rows stay grey: zoom in to colour events by layer"));
     }
   }
   el.replaceChildren(...chips);

@@ -9,6 +9,7 @@
 import { api, counters } from "./api.js";
 import { h } from "./dom.js";
 import { downloadMenu, renderLegend, titleBar } from "./header.js";
+import { LayerLookup } from "./layers.js";
 import { PanelSet } from "./panels.js";
 import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
@@ -35,6 +36,7 @@ export class ProfileView {
     // timings for bench/first_paint.py: ms since navigation start of the first draw with data,
     // and the latency of each viewport request
     this.metrics = { firstPaint: null, viewportMs: [] };
+    this.layerLookup = new LayerLookup(this);
   }
 
   async start() {
@@ -184,7 +186,8 @@ export class ProfileView {
     if (patch.view !== undefined || patch.color !== undefined || patch.depth !== undefined || patch.warn !== undefined) {
       this._syncStyle();
     }
-    if (patch.color !== undefined && (patch.color === "layer") !== (prev.color === "layer")) this._fetchViewport();
+    const layerChanged = (st.color === "layer") !== (prev.color === "layer") || (st.color === "layer" && st.depth !== prev.depth);
+    if (layerChanged) this._fetchViewport();
     if (patch.tab !== undefined) this.panels.show(st.tab);
     if ("ev" in patch && patch.ev !== prev.ev) this.selectEvent(st.ev, false);
     if ("sel" in patch) this.panels.selection.run(st.sel);
@@ -206,7 +209,7 @@ export class ProfileView {
     this.tl.setMode(this.st.mode);
     this._syncStyle();
     this.tl.setWindow(this.st.t0, this.st.t1);
-    if (windowChanged || next.t0 === null || next.color !== prev.color) this._fetchViewport();
+    if (windowChanged || next.t0 === null || next.color !== prev.color || next.depth !== prev.depth) this._fetchViewport();
     this.panels.show(this.st.tab);
     if (next.ev !== prev.ev) this.selectEvent(next.ev, false);
     if (JSON.stringify(next.query) !== JSON.stringify(prev.query)) this.panels.search.setQuery(next.query, true);
@@ -236,7 +239,7 @@ export class ProfileView {
       counters.inflight === 0 &&
       !this.tl.frame &&
       this.panels.idle() &&
-      this.vp !== null &&
+      this.settled &&
       this.drawnT0 === this.st.t0 &&
       this.drawnT1 === this.st.t1
     );
@@ -271,8 +274,14 @@ export class ProfileView {
       const vp = await api.viewport(this.id, params, ac.signal);
       if (ac.signal.aborted || this.dead) return;
       this.metrics.viewportMs.push(performance.now() - asked);
+      let layerOf = null;
+      if (st.color === "layer" && !vp.layers && vp.rows.some((r) => r.mode === "events" && r.ts.length)) {
+        layerOf = await this.layerLookup.lookup(vp.t0, vp.t1, st.depth, ac.signal);
+        if (ac.signal.aborted || this.dead) return;
+      }
       this.vp = vp;
       this.errBar.hidden = true;
+      this.tl.setStyle({ layerOf });
       this.tl.setData(vp);
       this._legend();
     } catch (e) {
@@ -282,6 +291,7 @@ export class ProfileView {
     } finally {
       if (this.vpAbort === ac) {
         this.vpAbort = null;
+        this.settled = true; // a first answer (or error) arrived: idle() may report true
         this.toolbar.setBusy(false);
         this.tl.schedule();
       }
@@ -301,7 +311,8 @@ export class ProfileView {
 
   _legend() {
     const onSearch = (fields) => this.panels.search.setQuery(fields, false);
-    renderLegend(this.legend, this.vp, this.st, this.rowsResp.rows, onSearch);
+    const groups = this.st.color === "layer" ? this.layerLookup.groups(this.st.depth) : [];
+    renderLegend(this.legend, this.vp, this.st, this.rowsResp.rows, onSearch, groups);
     // two lines at most unless expanded: the timeline must not jump down on profiles with many opcodes
     const over = this.legend.scrollHeight > this.legend.clientHeight + 2 || this.legend.classList.contains("open");
     this.legendMore.hidden = !over;
