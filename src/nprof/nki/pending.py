@@ -1,0 +1,108 @@
+"""Lazily committed instructions of a `ProgramBuilder`: matmuls and loads whose destination may change.
+
+`psum_tile += nisa.nc_matmul(a, b)` must become one MATMUL that accumulates
+into `psum_tile`, and `tile[...] = nl.load(x)` one DMA into `tile`; but Python
+evaluates the right-hand side first. So `nc_matmul` and `nl.load` record a
+`_Pending` instead of an instruction; the in-place operator or item assignment
+retargets it, and anything else (the next instruction, an allocation, using
+the result, the kernel returning) commits it into its own tile. LDWEIGHTS is
+emitted before a MATMUL only when the stationary operand (or its content)
+changed since the last one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nprof.arch.isa import Engine, Opcode, Space, attrs
+from nprof.nki.source import kernel_error
+from nprof.nki.tensor import NkiTensor, OnChip
+
+
+@dataclass
+class _Pending:
+    """A MATMUL or load not yet committed, so `psum += nc_matmul(...)` accumulates in place and
+    `tile[...] = nl.load(...)` DMAs straight into `tile`. Committed before any other instruction."""
+
+    kind: str  # "matmul" (a = stationary, b = moving) or "load" (a = source view, already masked)
+    a: NkiTensor
+    b: NkiTensor | None
+    result: NkiTensor
+    source: str | None
+    box: list[tuple[int, int]] | None = None  # load: the mask's box over the result tile
+
+
+class PendingOps:
+    """Mixin of `ProgramBuilder` holding at most one pending MATMUL or load (see module doc)."""
+
+    _pending: _Pending | None
+    _stationary: Any
+    _deps: Any
+    source: Any
+    _append: Any
+    materialize: Any
+
+    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor) -> None:
+        """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`)."""
+        self.flush()
+        self._pending = _Pending("matmul", stationary, moving, result, self.source())
+
+    def set_pending_load(self, src: NkiTensor, result: NkiTensor, box: list[tuple[int, int]] | None) -> None:
+        """Record a DMA of `src` into `result` (narrowed to `box`), committed lazily (see `_Pending`)."""
+        self.flush()
+        self._pending = _Pending("load", src, None, result, self.source(), box)
+
+    def is_pending(self, tile: Any, kind: str | None = None) -> bool:
+        pend = self._pending
+        if pend is None or not isinstance(tile, NkiTensor) or tile.base is not pend.result.base:
+            return False
+        return kind is None or pend.kind == kind
+
+    def commit_load(self, target: NkiTensor | None = None) -> None:
+        """Emit the pending load's DMA into `target` (same shape and dtype) or its own tile."""
+        pend = self._pending
+        assert pend is not None and pend.kind == "load"
+        self._pending = None
+        dst = target if target is not None else pend.result
+        if pend.box is not None:
+            dst = dst.restrict(pend.box)
+        if dst.empty or pend.a.empty:
+            return
+        out, inp = dst.access(), pend.a.access()
+        if out.elements != inp.elements:
+            raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {pend.a.shape}")
+        self._append(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), (), pend.source)
+
+    def commit_matmul(self, target: NkiTensor | None = None, accumulate: bool = False) -> None:
+        """Emit the pending MATMUL (LDWEIGHTS first if the stationary changed) into `target` or its own tile."""
+        pend = self._pending
+        assert pend is not None and pend.kind == "matmul" and pend.b is not None
+        self._pending = None
+        out_view = target if target is not None else pend.result
+        if target is None and isinstance(pend.result.base, OnChip):
+            self.materialize(pend.result.base)
+        if out_view.empty:
+            return
+        stat, mov, out = pend.a.access(), pend.b.access(), out_view.access()
+        rshape = pend.result.shape
+        if out.partitions != rshape[0] or out.elements != int(np.prod(rshape)):
+            raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
+        if out.space is not Space.PSUM:
+            raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
+        writer = self._deps.last_writer(stat)
+        if self._stationary != (stat, writer):
+            self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), pend.source)
+            self._stationary = (stat, writer)
+        self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), pend.source)
+
+    def flush(self) -> None:
+        """Commit the pending MATMUL or load, if any."""
+        if self._pending is None:
+            return
+        if self._pending.kind == "matmul":
+            self.commit_matmul()
+        else:
+            self.commit_load()
