@@ -87,12 +87,14 @@ def read(path: str | Path) -> Parsed:
             s.dur = p.timestamp - s.ts
             continue
         st = interned.get(seq)
-        if st is None or not (p.sequence_flags & 2):
+        uses_interning = e.HasField("name_iid") or len(e.category_iids) > 0
+        if uses_interning and (st is None or not (p.sequence_flags & 2)):
             out.errors.append(f"event on sequence {seq} without incremental state")
             continue
+        st = st or {"names": {}, "cats": {}, "ann": {}, "values": {}}
         args: dict[str, object] = {}
         for a in e.debug_annotations:
-            key = st["ann"][a.name_iid]
+            key = a.name if a.HasField("name") else st["ann"][a.name_iid]
             if a.HasField("string_value_iid"):
                 args[key] = st["values"][a.string_value_iid]
             elif a.HasField("string_value"):
@@ -101,8 +103,9 @@ def read(path: str | Path) -> Parsed:
                 args[key] = a.bool_value
             else:
                 args[key] = a.int_value
-        s = Slice(track, st["names"][e.name_iid], st["cats"][e.category_iids[0]], p.timestamp, 0, args,
-                  list(e.flow_ids), list(e.terminating_flow_ids))  # fmt: skip
+        name = e.name if e.HasField("name") else st["names"][e.name_iid]
+        category = e.categories[0] if len(e.categories) else st["cats"][e.category_iids[0]]
+        s = Slice(track, name, category, p.timestamp, 0, args, list(e.flow_ids), list(e.terminating_flow_ids))
         out.slices.append(s)
         if e.type == TrackEvent.TYPE_SLICE_BEGIN:
             open_.setdefault(e.track_uuid, []).append(s)

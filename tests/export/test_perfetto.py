@@ -143,3 +143,18 @@ def test_unsorted_table_takes_the_sorted_path(tmp_path: Path) -> None:
     p = make({"ts": [300, 0, 100], "duration": [50, 50, 50], "opcode": ["C", "A", "B"]})
     t = _export(p, tmp_path, chunk_rows=1)
     assert [(s.name, s.ts) for s in t.track_slices("Vector")] == [("A", 0), ("B", 100), ("C", 300)]
+
+
+def test_collectives_track(tmp_path: Path) -> None:
+    p = Profile.build(
+        ProfileInfo(device="virtual-neuroncore", rank=1, world_size=2),
+        collectives={"id": [7, 7, 8], "kind": ["all-reduce", "all-reduce", "all-gather"], "bytes": [64, 64, 32],
+                     "rank": [0, 1, 1], "ranks": [[0, 1]] * 3, "ts": [0, 10, 100], "duration": [50, 40, 20],
+                     "wait_ns": [0, 15, 5], "algorithm": ["ring", "ring", None]},
+    )  # fmt: skip
+    t = _export(p, tmp_path)
+    cc = t.track_slices("Collectives")
+    got = [(s.name, s.ts, s.dur, s.category) for s in cc]
+    assert got == [("all-reduce", 10, 40, "cc"), ("all-gather", 100, 20, "cc")]
+    assert cc[0].args == {"id": 7, "bytes": 64, "wait_ns": 15, "ranks": "0,1", "algorithm": "ring"}
+    assert "algorithm" not in cc[1].args

@@ -5,7 +5,9 @@ Contract:
   this explicit order, one slice track per DMA queue ("DMA q0"...), one per
   instruction track ("TensorMatrix (MultiplyMoving)", "Vector"...), and one
   counter track per series of the `counters` pass (TensorMatrix utilization,
-  Pending DMA count, DMA throughput, sampled counters).
+  Pending DMA count, DMA throughput, sampled counters); this worker's collective
+  operations are slices on a "Collectives" track (name = kind; id, bytes,
+  wait_ns, ranks, algorithm as annotations).
 * Each event is a slice (TYPE_SLICE_BEGIN/END; TYPE_INSTANT for zero duration)
   named by its opcode (DMA: direction) with category = engine ("dma" for DMA)
   and debug annotations: id, operands, layer, hlo_name, source, flops, wait_ns
@@ -37,7 +39,14 @@ from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, Trace, TracePacket, TrackDescriptor
+import pyarrow.compute as pc
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    CounterDescriptor,
+    Trace,
+    TracePacket,
+    TrackDescriptor,
+    TrackEvent,
+)
 
 from nprof.analysis.counters import SERIES, computed_series
 from nprof.analysis.facts import facts, to_numpy
@@ -301,7 +310,48 @@ class _Writer:
                 self.stream(table, streams[table], bar)
             for row, rows, uuid in lanes_todo:
                 self.lane(row, rows, uuid, bar)
+        rank = self.collectives(rank)
         self.counters(rank)
+
+    def collectives(self, rank0: int) -> int:
+        """This worker's collective operations as slices on "Collectives" track(s); returns the next rank."""
+        cc = self.profile.collectives
+        if cc.num_rows == 0:
+            return rank0
+        mine = pc.equal(cc["rank"], self.profile.info.rank)
+        if pc.any(mine).as_py():
+            cc = cc.filter(mine)
+        cc = cc.sort_by([("ts", "ascending"), ("duration", "descending")])
+        ts, dur = to_numpy(cc["ts"]), to_numpy(cc["duration"])
+        lanes = split_lanes(ts, ts + dur)
+        records = cc.to_pylist()
+        rank = rank0
+        for lane in range(int(lanes.max(initial=0)) + 1):
+            uuid = TRACK_UUID_BASE + rank
+            self.descriptor(uuid, "Collectives" if lane == 0 else f"Collectives (lane {lane + 1})", rank)
+            rank += 1
+            seq = self.seq()
+            idx = np.flatnonzero(lanes == lane)
+            event, kind, time = packet_order(ts[idx], ts[idx] + dur[idx])
+            for e, k, t in zip(event.tolist(), kind.tolist(), time.tolist(), strict=True):
+                p = TracePacket(timestamp=t, trusted_packet_sequence_id=seq)
+                te = p.track_event
+                te.track_uuid = uuid
+                if k == KIND_END:
+                    te.type = TrackEvent.TYPE_SLICE_END
+                else:
+                    r = records[int(idx[e])]
+                    te.type = TrackEvent.TYPE_INSTANT if k == KIND_INSTANT else TrackEvent.TYPE_SLICE_BEGIN
+                    te.name = r["kind"]
+                    te.categories.append("cc")
+                    te.debug_annotations.add(name="id", int_value=r["id"])
+                    te.debug_annotations.add(name="bytes", int_value=r["bytes"])
+                    te.debug_annotations.add(name="wait_ns", int_value=r["wait_ns"])
+                    te.debug_annotations.add(name="ranks", string_value=",".join(map(str, r["ranks"] or [])))
+                    if r["algorithm"]:
+                        te.debug_annotations.add(name="algorithm", string_value=r["algorithm"])
+                self.out.write(_one(p))
+        return rank
 
 
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
