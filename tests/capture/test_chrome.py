@@ -53,6 +53,9 @@ def test_kineto_kernels_engines_flops_and_links(kineto: Profile) -> None:
     assert sgemm["opcode"] == "ampere_sgemm_64x32_sliced1x4_tn"
     assert sgemm["flops"] == 2 * 64 * 256 * 512  # addmm [64,256] x [256,512], counted once, on the kernel
     assert sum(r["flops"] for r in ins) == sgemm["flops"]
+    # estimated device-memory reads: the addmm's inputs (bias, x, W^T), on its kernel; host rows read none
+    assert sgemm["hbm_read_bytes"] == 4 * (512 + 64 * 256 + 256 * 512)
+    assert all(r["hbm_read_bytes"] == 0 for r in ins if r["track"] == "cpu:4321")
     assert "grid [4, 16, 1] block [128, 1, 1]" in sgemm["operands"]
     assert sgemm["duration"] == 40_000
     assert sgemm["ts"] - by_id[sgemm["deps"][0]]["ts"] == 60_000  # launched 60 us before it ran

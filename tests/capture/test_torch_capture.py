@@ -71,6 +71,7 @@ def test_addmm_flops_engines_and_tracks(captured: Profile) -> None:
     addmm = [r for r in ins if r["opcode"] == "aten::addmm"]
     assert [r["flops"] for r in addmm] == [2 * M * K * H, 2 * M * H * N]
     assert all(r["engine"] == "tensor" and r["hw_flops"] == r["flops"] for r in addmm)
+    assert [r["hbm_read_bytes"] for r in addmm] == [4 * (H + M * K + K * H), 4 * (N + M * H + H * N)]
     relu = [r for r in ins if "relu" in r["opcode"] or "clamp" in r["opcode"]]
     assert relu and relu[0]["engine"] in ("scalar", "vector")
     assert next(r for r in ins if r["opcode"] == "aten::relu" or r["opcode"] == "aten::clamp_min")

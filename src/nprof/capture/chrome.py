@@ -24,7 +24,9 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
   dependencies; ``C`` counters and Kineto ``[memory]`` events become counters
   (``cpu_allocated_bytes``, ``cuda0_allocated_bytes``, ``cuda0_reserved_bytes``);
 * timestamps become integer ns since the first event; FLOPs are computed from the
-  recorded input shapes (`opclass.op_flops`); memory-traffic columns stay 0.
+  recorded input shapes (`opclass.op_flops`); ``hbm_read_bytes`` estimates memory
+  reads as the bytes of an op's recorded inputs (caches ignored; on the op's
+  first kernel in GPU traces, where host rows read none); other byte columns stay 0.
 """
 
 from __future__ import annotations

@@ -81,6 +81,46 @@ def _operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list
     return out
 
 
+_DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+                "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
+                "c10::complex<double>": 16}  # fmt: skip
+
+
+def _input_bytes(args: dict[str, Any]) -> int:
+    """Bytes of the tensors an op read: its recorded input shapes times their element sizes."""
+    dims, types = args.get("Input Dims"), args.get("Input type") or []
+    total = 0
+    for k, d in enumerate(dims if isinstance(dims, list) else ()):
+        t = types[k] if k < len(types) else ""
+        size = _DTYPE_BYTES.get(t) or (1 if "Float8" in str(t) else 0)
+        if size and isinstance(d, list) and all(isinstance(v, int) for v in d):
+            total += size * int(np.prod(d, dtype=np.int64))
+    return total
+
+
+def _read_bytes(h_args: list[dict[str, Any]], par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+    """Estimated memory reads per host slice, on emitted rows only: a row's own input bytes, or, for a
+    row without shapes (a runtime call), those of its nearest shaped ancestor above the work level
+    (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads."""
+    out = np.zeros(len(h_args), dtype=np.int64)
+    memo: dict[bytes, int] = {}
+    taken: set[int] = set()
+    for e in emitted:
+        src = e
+        while src >= 0 and "Input Dims" not in h_args[src]:
+            src = par_l[src]
+        if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
+            continue
+        taken.add(src)
+        a = h_args[src]
+        key = orjson.dumps((a["Input Dims"], a.get("Input type")))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _input_bytes(a)
+        out[e] = got
+    return out
+
+
 def _opcode(name: str) -> str:
     return name[len(_BWD) :] if name.startswith(_BWD) else name
 
@@ -184,6 +224,8 @@ def build_profile(
         if types:
             dtype_weight[str(types[0])] += own[i]
 
+    read_bytes = _read_bytes(h_args, par_l, np.flatnonzero(emitted).tolist(), own_l)
+
     rows = np.flatnonzero(emitted)
     r_ctx = ctx.innermost(track_code[host][rows], h_start[rows], h_end[rows])
     info_of: dict[int, tuple[str | None, str | None, int]] = {}
@@ -243,6 +285,15 @@ def build_profile(
     for o, j in first.items():
         k_flops[kern_pos[j]] = flops[o]
         flops[o] = 0
+    k_bytes = np.zeros(len(kern), dtype=np.int64)
+    if kern:  # GPU run: input bytes are device-memory reads of the op's first kernel; host rows read none
+        earliest: dict[int, int] = {}
+        for j in sorted(kern, key=lambda j: start[dev[j]]):
+            earliest.setdefault(dev_owner[j], j)
+        for o, j in earliest.items():
+            if o >= 0:
+                k_bytes[kern_pos[j]] = read_bytes[o]
+        read_bytes[:] = 0
 
     # instruction rows: emitted host slices then kernels
     r_list = rows.tolist()
@@ -253,6 +304,7 @@ def build_profile(
     i_dur = np.concatenate([h_dur[rows], dur[k_idx]]).astype(np.int64)
     i_name = [h_names[r] for r in r_list] + [names[i] for i in k_idx]
     i_flops = np.concatenate([flops[rows], k_flops]).astype(np.int64)
+    i_bytes = np.concatenate([read_bytes[rows], k_bytes]).astype(np.int64)
     i_info = [info_of[r] for r in r_list] + [info_of.get(dev_owner[j], (None, None, 0)) for j in kern]
     i_hlo = [chain(r, False) for r in r_list] + [chain(dev_host[j], False) if dev_host[j] >= 0 else None for j in kern]
     i_ops = _operands_all([h_args[r] for r in r_list], _HOST_KEYS) + _operands_all(
@@ -317,6 +369,7 @@ def build_profile(
         "nki_source_location": perm([x[1] for x in i_info]),
         "flops": i_flops[i_order],
         "hw_flops": i_flops[i_order],
+        "hbm_read_bytes": i_bytes[i_order],
         "deps": [sorted(set(d)) for d in deps[:n_i]],
         "iteration": np.asarray(perm([x[2] for x in i_info]), dtype=np.int32),
     }
