@@ -84,8 +84,9 @@ def main() -> None:
                 p50, p95 = np.percentile(lat, [50, 95])
                 c50, c95 = np.percentile(core, [50, 95])
                 print(
-                    f"    {kind:<11} HTTP p50 {p50:6.1f} ms  p95 {p95:6.1f} ms | store query p50 {c50:6.1f} ms"
-                    f"  p95 {c95:6.1f} ms | max items/row {max(items):>5}  bucketed rows {buckets / len(lat):4.1f}"
+                    f"    {kind:<11} HTTP p50 {p50:6.1f} ms  p95 {p95:6.1f} ms (min {min(lat):5.1f}) | store query p50"
+                    f" {c50:6.1f} ms  p95 {c95:6.1f} ms (min {min(core):5.1f}) | max items/row {max(items):>5}"
+                    f"  bucketed rows {buckets / len(lat):4.1f}  | load {os.getloadavg()[0]:.1f}"
                 )
     finally:
         store.close()
