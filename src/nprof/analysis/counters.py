@@ -93,9 +93,11 @@ def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     f = facts(profile)
     if f.d_ts.size == 0:
         return np.empty(0, np.int64), np.empty(0)
-    times = np.concatenate([f.d_ts, f.d_end])
-    step = np.concatenate([np.ones(f.d_ts.size, np.int32), np.full(f.d_end.size, -1, np.int32)])
-    order = np.argsort(times, kind="stable")  # timsort: starts and ends are (nearly) sorted runs
+    starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts, kind="stable")
+    ends = f.d_end if iv.is_sorted(f.d_end) else np.sort(f.d_end, kind="stable")  # nearly sorted: fast
+    times = np.concatenate([starts, ends])
+    step = np.concatenate([np.ones(starts.size, np.int32), np.full(ends.size, -1, np.int32)])
+    order = np.argsort(times, kind="stable")  # timsort merges the two sorted runs in linear time
     times = times[order]
     count = np.cumsum(step[order])
     last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
