@@ -85,3 +85,19 @@ def test_single_worker_collective_is_a_copy() -> None:
     inputs = _inputs(1, shape)
     job = simulate_workers(prog, inputs, world_size=1)
     np.testing.assert_array_equal(job.results[0].outputs["out"], inputs[0]["x"])
+
+
+@pytest.mark.parametrize("kind", ["reduce_scatter", "all_to_all", "all_gather", "all_reduce"])
+def test_ranks_sharing_inputs_match_ranks_apart(kind: str) -> None:
+    """Ranks given the same array share one memory until results differ; outputs equal separate runs."""
+    n = 4
+    in_shape = (n * 2, 8)
+    out_shape = {"reduce_scatter": (2, 8), "all_gather": (n * n * 2, 8)}.get(kind, in_shape)
+    prog = collective_program(kind, in_shape, out_shape)
+    x = np.random.default_rng(9).standard_normal(in_shape).astype(np.float32)
+    shared = simulate_workers(prog, {"x": x}, world_size=n)  # one array object for every rank
+    apart = simulate_workers(prog, {r: {"x": x.copy()} for r in range(n)}, world_size=n)
+    for r in range(n):
+        np.testing.assert_array_equal(shared.results[r].outputs["out"], apart.results[r].outputs["out"])
+    if kind == "reduce_scatter":
+        np.testing.assert_allclose(shared.results[3].outputs["out"], (n * x).reshape(n, 2, 8)[3], rtol=1e-6)

@@ -129,3 +129,13 @@ def test_size_mismatch_names_the_rank() -> None:
     prog = collective_program("all_gather", (4, 4), (8, 4))  # traced for 2 ranks, run on 3
     with pytest.raises(NprofError, match=r"rank 0 instruction .*ALL_GATHER"):
         simulate_workers(prog, world_size=3)
+
+
+def test_ignored_errors_are_warned_per_rank() -> None:
+    prog = collective_program("all_gather", (4, 4), (8, 4))  # traced for 2 ranks, run on 3
+    job = simulate_workers(prog, world_size=3, ignore_exec_errors=True)
+    for r in range(3):
+        text = "\n".join(job.results[r].warnings)
+        assert "no inputs given" in text
+        assert f"rank {r}: " in text and "{rank}" not in text
+    assert "execution error in rank 0 instruction" in "\n".join(job.results[0].warnings)
