@@ -2,8 +2,8 @@
 // Contract: parseWarnings(table, rows) -> [{t0, t1, rows, kind, text, ids, tensor, source}]
 // from the `warnings` table (columns kind, message, ts, end, event_ids, tensor, source;
 // optional `rows`); collectiveBoxes(groupAnswer, rank, rows) -> boxes over the CC rows;
-// hoverText(view, hit, mouseEvent) shows the tooltip for a timeline hit (fetching
-// an event's source line lazily, cached per event id).
+// loadAnnotations(id, info, rows) fetches both; hoverText(view, hit, mouseEvent) shows
+// the tooltip for a timeline hit (fetching an event's source line lazily, cached per id).
 
 import { api } from "./api.js";
 import { fmtBytes, fmtCounter, fmtInt, fmtTime, trim } from "./fmt.js";
@@ -69,6 +69,15 @@ export function collectiveBoxes(group, rank, allRows) {
     else if (op.straggler === rank) text += "; this rank was the straggler";
     out.push({ t0: mine.arrival, t1: Math.max(op.end, mine.arrival + 1), rows, kind: "collective", label: `${op.kind} #${op.id}`, text });
   }
+  return out;
+}
+
+/** The warning boxes and (for a worker of a group) collective-op boxes of a profile. */
+export async function loadAnnotations(id, info, rows) {
+  const out = { warnings: [], collectives: [] };
+  if ((info.tables || []).includes("warnings")) out.warnings = parseWarnings(await api.table(id, "warnings", 0, 5000), rows);
+  const p = info.profile;
+  if (p.group) out.collectives = collectiveBoxes(await api.groupCollectives(p.group, 16), p.rank, rows);
   return out;
 }
 

@@ -15,7 +15,7 @@ import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
 import { hideTooltip } from "./tooltip.js";
 import { toSearch } from "./url.js";
-import { collectiveBoxes, hoverCancel, hoverText, parseWarnings } from "./overlays.js";
+import { hoverCancel, hoverText, loadAnnotations } from "./overlays.js";
 
 const DEBOUNCE_MS = 40;
 
@@ -340,23 +340,16 @@ export class ProfileView {
   }
 
   async _loadWarnings() {
-    const tables = this.info.tables || [];
     try {
-      if (tables.includes("warnings")) {
-        const t = await api.table(this.id, "warnings", 0, 5000);
-        this.warnings = parseWarnings(t, this.rowsResp.rows);
-        this.tl.setOverlays({ warnings: this.warnings });
-      }
-      const p = this.info.profile;
-      if (p.group) {
-        const g = await api.groupCollectives(p.group, 16);
-        this.tl.setOverlays({ collectives: collectiveBoxes(g, p.rank, this.rowsResp.rows) });
-      }
+      const { warnings, collectives } = await loadAnnotations(this.id, this.info, this.rowsResp.rows);
+      this.warnings = warnings;
+      this.tl.setOverlays({ warnings, collectives });
     } catch (e) {
       this.errBar.hidden = false;
       this.errBar.textContent = `Could not load warning annotations: ${e.message}`;
     }
   }
+
 
   // ---- interaction ------------------------------------------------------------------------------------
 
