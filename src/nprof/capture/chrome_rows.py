@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from nprof.capture.chrome_tree import TRACK_SHIFT, Context, flow_deps, nest, select_work
-from nprof.capture.opclass import engine_of, op_flops
+from nprof.capture.opclass import engine_of, input_bytes, op_flops
 from nprof.errors import NprofError
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
@@ -81,23 +81,6 @@ def _operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list
     return out
 
 
-_DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
-                "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
-                "c10::complex<double>": 16}  # fmt: skip
-
-
-def _input_bytes(args: dict[str, Any]) -> int:
-    """Bytes of the tensors an op read: its recorded input shapes times their element sizes."""
-    dims, types = args.get("Input Dims"), args.get("Input type") or []
-    total = 0
-    for k, d in enumerate(dims if isinstance(dims, list) else ()):
-        t = types[k] if k < len(types) else ""
-        size = _DTYPE_BYTES.get(t) or (1 if "Float8" in str(t) else 0)
-        if size and isinstance(d, list) and all(isinstance(v, int) for v in d):
-            total += size * int(np.prod(d, dtype=np.int64))
-    return total
-
-
 def _read_bytes(h_args: list[dict[str, Any]], par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
     """Estimated memory reads per host slice, on emitted rows only: a row's own input bytes, or, for a
     row without shapes (a runtime call), those of its nearest shaped ancestor above the work level
@@ -116,7 +99,7 @@ def _read_bytes(h_args: list[dict[str, Any]], par_l: list[int], emitted: list[in
         key = orjson.dumps((a["Input Dims"], a.get("Input type")))
         got = memo.get(key)
         if got is None:
-            got = memo[key] = _input_bytes(a)
+            got = memo[key] = input_bytes(a)
         out[e] = got
     return out
 

@@ -14,6 +14,8 @@ Contract:
   of a matmul/conv/attention op from its recorded input shapes (torch.profiler's
   ``Input Dims`` and ``Concrete Inputs``), 0 for every other op or when shapes
   are missing. Only compute-bound ops count, the convention of MFU.
+* `input_bytes(args)` returns the bytes of an op's recorded input tensors
+  (shapes x element sizes of torch's ``Input type`` names), 0 when unknown.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 ENGINE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -165,3 +168,20 @@ def op_flops(name: str, dims: object, concrete: object = None) -> int:
     except (TypeError, ValueError, IndexError, ZeroDivisionError):
         return 0
     return 0
+
+
+_DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+                "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
+                "c10::complex<double>": 16}  # fmt: skip
+
+
+def input_bytes(args: dict[str, Any]) -> int:
+    """Bytes of the tensors an op read: its recorded input shapes times their element sizes."""
+    dims, types = args.get("Input Dims"), args.get("Input type") or []
+    total = 0
+    for k, d in enumerate(dims if isinstance(dims, list) else ()):
+        t = types[k] if k < len(types) else ""
+        size = _DTYPE_BYTES.get(t) or (1 if "Float8" in str(t) else 0)
+        if size and isinstance(d, list) and all(isinstance(v, int) for v in d):
+            total += size * _prod(d)
+    return total
