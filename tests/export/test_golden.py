@@ -98,3 +98,15 @@ def test_perfetto(tmp_path: Path, flows: bool) -> None:
     trace = Trace()
     trace.ParseFromString(path.read_bytes())
     check(f"tiny.perfetto{'-flows' if flows else ''}.txt", text_format.MessageToString(trace))
+
+
+def test_parquet_directory_reads_with_duckdb(tmp_path: Path) -> None:
+    import duckdb
+
+    out = export_profile(fixed_tiny(), "parquet", tmp_path / "ntff_parquet")
+    rows = duckdb.sql(
+        f"SELECT engine, sum(duration) FROM '{out}/profile/instructions.parquet' GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert rows == [("tensor", 200), ("vector", 100)]
+    (bound,) = duckdb.sql(f"SELECT value FROM '{out}/analysis/summary.parquet' WHERE name = 'bound'").fetchone()
+    assert bound == "compute"
