@@ -89,12 +89,12 @@ def test_aggregated_view(server, page) -> None:
     data = page.evaluate("() => window.__nprof.agg.data")
     assert data["straggler"] == 2 and len(data["ranks"]) == 4
     box = page.locator("#cc-canvas").bounding_box()
-    assert box["width"] > 400 and box["height"] >= 24 + 4 * 18
+    assert box["width"] > 400 and box["height"] >= 32 + 4 * 18
     # hover rank 0 inside the operation, before the transfer starts: its wait shows in the tooltip
     op = data["ops"][0]
     w0 = next(w for w in op["ranks"] if w["rank"] == 0)
     x = page.evaluate(f"() => window.__nprof.agg.x({(w0['arrival'] + op['start']) / 2})")
-    y = 24 + 0 * 18 + 9
+    y = 32 + 0 * 18 + 9
     hit = page.evaluate(f"() => window.__nprof.agg.hit({x}, {y})")
     assert hit["rank"] == 0 and hit["op"]["id"] == op["id"] and hit["wait"]["wait_ns"] > 0
     page.mouse.move(box["x"] + x, box["y"] + y)
@@ -125,7 +125,7 @@ def test_rank_label_opens_that_rank_timeline(server, page) -> None:
     page.goto(f"{base}/profile_cc/{gid}?agg=1")
     _ready(page, "agg")
     box = page.locator("#cc-canvas").bounding_box()
-    page.mouse.click(box["x"] + 20, box["y"] + 24 + 3 * 18 + 9)  # "Rank 3" label
+    page.mouse.click(box["x"] + 20, box["y"] + 32 + 3 * 18 + 9)  # "Rank 3" label
     page.wait_for_url(f"**/profile_cc/{gid}?rank=3")
     _ready(page, "view")
     assert page.locator(".rank-tabs a.tab.on").inner_text() == "Rank 3"

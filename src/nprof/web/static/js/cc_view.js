@@ -17,7 +17,7 @@ import { fmtBytes, fmtTick, fmtTime, niceStep } from "./fmt.js";
 import { hideTooltip, showTooltip } from "./tooltip.js";
 
 const LABEL_W = 92;
-const AXIS_H = 24;
+const AXIS_H = 32;
 const ROW_H = 18;
 const WAIT = "rgba(255,140,0,0.85)";
 const XFER = "rgba(30,110,220,0.85)";
@@ -264,7 +264,7 @@ class AggregateView {
       g.lineWidth = 1;
       g.strokeRect(left - 1.5, top + 0.5, this.x(op.end) - left + 3, bottom - top - 1);
       g.fillStyle = "#1e3c78";
-      g.fillText(`#${op.id} ${op.kind}`, Math.max(LABEL_W, left), AXIS_H - 9);
+      g.fillText(`#${op.id} ${op.kind}`, Math.max(LABEL_W, left), AXIS_H - 4);
     }
     if (this.drag && this.drag.x1 !== undefined) {
       g.fillStyle = "rgba(30,110,220,0.15)";
