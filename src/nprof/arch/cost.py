@@ -23,6 +23,10 @@ Choices where the table is silent (documented here, tested by hand):
   then `(bytes + chunks * dma_chunk_overhead_bytes) / bandwidth`, where a chunk
   is one contiguous run of the transfer (at most one partition row): transfers
   of < 256 B per partition are overhead-bound, >= 2 KiB ones ~90% efficient.
+  As on the hardware (NKI DMA overview: each transfer is parallelised over up to
+  16 DMA engines, depending on its shape), a transfer's chunks are dealt out to
+  `min(16, chunks)` engines, so alone it runs at that many engines' bandwidth,
+  capped by the pool all transfers share: `min(16 engines, HBM share)`.
 """
 
 from __future__ import annotations
@@ -128,17 +132,33 @@ def dma_chunks(src: Access, dst: Access) -> int:
     return math.ceil(elements / run)
 
 
+def dma_engines(chunks: int, preset: Preset) -> int:
+    """DMA engines one transfer spreads over: its chunks are dealt out to up to all of the core's engines."""
+    return max(1, min(preset.dma_queues, chunks))
+
+
+def dma_pool_bandwidth(preset: Preset) -> float:
+    """bytes/s every transfer of a core shares: all its DMA engines together, capped by its HBM share."""
+    return min(preset.dma_queues * preset.dma_queue_bandwidth, preset.hbm_bandwidth)
+
+
 def dma_transfer_ns(nbytes: int, chunks: int, preset: Preset, bandwidth: float | None = None) -> float:
-    """Transfer time (after the fixed latency): (bytes + chunks * chunk overhead) / bandwidth."""
-    bw = preset.dma_queue_bandwidth if bandwidth is None else bandwidth
-    return (nbytes + chunks * preset.dma_chunk_overhead_bytes) * 1e9 / bw
+    """Transfer time (after the fixed latency): (bytes + chunks * chunk overhead) / bandwidth.
+
+    The default bandwidth is the transfer's alone: `dma_engines(chunks)` engines, at most the pool.
+    """
+    if bandwidth is None:
+        bandwidth = min(dma_engines(chunks, preset) * preset.dma_queue_bandwidth, dma_pool_bandwidth(preset))
+    return (nbytes + chunks * preset.dma_chunk_overhead_bytes) * 1e9 / bandwidth
 
 
 def dma_ns(nbytes: int, partitions: int, preset: Preset, concurrent: int = 1) -> float:
-    """Latency + transfer of a DMA of one contiguous chunk per partition, with `concurrent`
-    queues (including this one) sharing HBM bandwidth equally."""
-    bw = min(preset.dma_queue_bandwidth, preset.hbm_bandwidth / max(1, concurrent))
-    return preset.dma_latency_ns + dma_transfer_ns(nbytes, max(1, partitions), preset, bw)
+    """Latency + transfer of a DMA of one contiguous chunk per partition, with `concurrent` equal
+    transfers (including this one) sharing the DMA engines and HBM equally."""
+    chunks = max(1, partitions)
+    alone = dma_engines(chunks, preset) * preset.dma_queue_bandwidth
+    bw = min(alone, dma_pool_bandwidth(preset) / max(1, concurrent))
+    return preset.dma_latency_ns + dma_transfer_ns(nbytes, chunks, preset, bw)
 
 
 def dependency_latency_ns(engine: Engine, preset: Preset) -> float:

@@ -48,7 +48,7 @@ class Preset:
     gemm_moving_fmax: int  # max free size of the matmul moving operand
     psum_fmax: int  # max fp32 free size of one PSUM bank
     # --- DMA and HBM ---
-    dma_queues: int  # DMA engines (queues) per NeuronCore
+    dma_queues: int  # DMA engines (queues) per NeuronCore; one transfer spreads over up to all of them
     dma_queue_bandwidth: float  # bytes/s one DMA queue moves at full efficiency
     hbm_bandwidth: float  # bytes/s of HBM available to one NeuronCore (chip bandwidth / cores)
     dma_latency_ns: float  # semaphore-to-transfer-start latency of a DMA descriptor

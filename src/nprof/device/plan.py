@@ -4,7 +4,7 @@ Contract: `build_plan(program, preset) -> Plan` computes once per (program,
 preset) every instruction's timeline slot (track), its duration in ns when it
 runs alone (`arch.cost`; DMAs: transfer time at queue bandwidth, excluding the
 fixed latency), its dependency latency, and for DMAs the bytes and whether they
-touch HBM (for bandwidth sharing), and the static Profile columns (operand
+rate alone (for sharing the DMA engines and HBM), and the static Profile columns (operand
 text, bytes read/written per memory, FLOPs, DMA direction/tensor) so repeated
 runs only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nprof.arch import cost
-from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode, Space
+from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
 from nprof.device.accinfo import VALUE_KEY, AccessCache
 from nprof.errors import NprofError
@@ -58,7 +58,7 @@ class Plan:
     lat0: list[float]  # ns from time 0 to the earliest start of an instruction without deps (DMA latency)
     deps: list[tuple[int, ...]]
     is_dma: np.ndarray  # bool: DMA_DIRECT2D
-    hbm_bytes: dict[int, int]  # DMA index -> bytes moved to/from HBM (only DMAs touching HBM)
+    dma_rate: dict[int, float]  # DMA index -> bytes/ns it moves alone (payload + chunk overhead, see arch.cost)
     transposes: frozenset[int]  # indices of TRANSPOSE instructions (they occupy both TensorE tracks)
     slot_tracks: tuple[str, ...]  # track name per slot
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
@@ -110,7 +110,7 @@ class _Template(NamedTuple):
     direction: str  # DMA: "hbm->sbuf" ...
     is_transpose: bool = False
     opcode: str = ""
-    hbm_bytes: int = 0  # DMA touching HBM: bytes moved
+    dma_rate: float = 0.0  # DMA: bytes/ns alone, counting chunk overhead as bytes
 
 
 def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: list, oo: list) -> _Template:
@@ -132,12 +132,13 @@ def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: li
         if len(ii) != 1 or len(oo) != 1:
             raise NprofError(f"program {name!r}: {_where(i, ins)} needs one input and one output")
         src, dst = ins.ins[0], ins.outs[0]
-        transfer = cost.dma_transfer_ns(oo[0].nbytes, cost.dma_chunks(src, dst), preset)
+        chunks = cost.dma_chunks(src, dst)
+        transfer = cost.dma_transfer_ns(oo[0].nbytes, chunks, preset)
         direction = f"{src.space.value}->{dst.space.value}"
         lat = preset.dma_latency_ns
-        hbm = oo[0].nbytes if Space.HBM in (src.space, dst.space) else 0
+        rate = (oo[0].nbytes + chunks * preset.dma_chunk_overhead_bytes) / transfer if transfer > 0 else 0.0
         return _Template(
-            FIRST_DMA_SLOT + ins.queue, transfer, lat, lat, True, tuple(rw), 0, 0, "", direction, hbm_bytes=hbm
+            FIRST_DMA_SLOT + ins.queue, transfer, lat, lat, True, tuple(rw), 0, 0, "", direction, dma_rate=rate
         )
     attr_text = _attr_text(ins.attrs) if ins.attrs else ""
     if eng is Engine.CC or op in COLLECTIVES:
@@ -243,7 +244,7 @@ def build_plan(program: Program, preset: Preset) -> Plan:
         lat0=col["lat0"][idx].astype(np.float64).tolist() if n else [],
         deps=deps,
         is_dma=is_dma,
-        hbm_bytes={i: templates[which[i]].hbm_bytes for i in dma_rows if templates[which[i]].hbm_bytes},
+        dma_rate={i: templates[which[i]].dma_rate for i in dma_rows},
         transposes=frozenset(i for i in range(n) if which[i] in is_tr) if is_tr else frozenset(),
         slot_tracks=tracks,
         slot_engines=engines,

@@ -17,20 +17,22 @@ program index). The rules, all deterministic:
   the shadow buffer), so it overlaps that MATMUL; a MATMUL (tensor.moving)
   waits for the latest LDWEIGHTS to end. TRANSPOSE loads its own operand and
   so occupies both tracks.
-* DMA transfers that touch HBM share its bandwidth: while the payload rates of
-  the active transfers (bytes / their stand-alone transfer time) add up to more
-  than `preset.hbm_bandwidth`, every active transfer slows by the same factor
-  (a fluid model; per-chunk overhead time uses no HBM bandwidth). E.g. 16 equal
-  transfers starting together all end when HBM has moved all their bytes. Because slower DMAs move later
-  work, the schedule is recomputed with the shared durations until they stop
-  changing (at most `MAX_SHARING_PASSES` passes; then the last pass stands).
-  When the queues can never exceed HBM bandwidth, one pass is exact.
+* DMA transfers share the core's DMA pool (its 16 engines, capped by its HBM
+  share: `arch.cost.dma_pool_bandwidth`). Alone, a transfer runs at its own
+  rate (`min(16, chunks)` engines); while the active transfers' rates add up
+  to more than the pool, every active transfer slows by the same factor (a
+  fluid model). E.g. 16 equal transfers starting together all end when the
+  pool has moved all their bytes. Because slower DMAs move later work, the
+  schedule is recomputed with the shared durations until they stop changing
+  (at most `MAX_SHARING_PASSES` passes; then the last pass stands). When the
+  queues can never exceed the pool, one pass is exact.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nprof.arch import cost
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
 
 MAX_SHARING_PASSES = 6
@@ -108,66 +110,55 @@ def _list_schedule(plan: Plan, dur: list[float]) -> Timing:
     return Timing(start, end, wait)
 
 
-def _share_hbm(plan: Plan, timing: Timing, dur: list[float]) -> list[float]:
-    """Durations of HBM-touching DMAs under fluid sharing of HBM bandwidth, given their start times."""
-    hbm = plan.preset.hbm_bandwidth * 1e-9  # bytes per ns
-    items = sorted(plan.hbm_bytes, key=lambda i: (timing.start[i], i))
+def _share_pool(plan: Plan, timing: Timing, dur: list[float]) -> list[float]:
+    """Durations of the DMAs under fluid sharing of the DMA pool, given their start times."""
+    cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
+    rates = plan.dma_rate
+    items = sorted((i for i in rates if dur[i] > 0), key=lambda i: (timing.start[i], i))
     new = list(dur)
-    if not items:
-        return new
-    # remaining work in ns-at-full-speed, and full-speed byte rate, per active transfer
-    active: dict[int, float] = {}
-    rate = {i: (plan.hbm_bytes[i] / dur[i] if dur[i] > 0 else 0.0) for i in items}
+    active: dict[int, float] = {}  # DMA -> remaining work, in ns at its stand-alone rate
     now = 0.0
     k = 0
     while k < len(items) or active:
-        demand = sum(rate[i] for i in active)
-        factor = 1.0 if demand <= hbm or demand == 0 else hbm / demand
+        demand = sum(rates[i] for i in active)
+        factor = 1.0 if demand <= cap else cap / demand
         next_start = timing.start[items[k]] if k < len(items) else float("inf")
-        if active:
-            first = min(active, key=lambda i: (active[i], i))
-            finish = now + active[first] / factor
-        else:
-            finish = float("inf")
+        first = min(active, key=lambda i: (active[i], i)) if active else -1
+        finish = now + active[first] / factor if active else float("inf")
         if next_start <= finish:
-            step = next_start - now
             for i in active:
-                active[i] -= step * factor
+                active[i] -= (next_start - now) * factor
             now = next_start
-            i = items[k]
+            active[items[k]] = dur[items[k]]
             k += 1
-            if dur[i] > 0:
-                active[i] = dur[i]
             continue
-        step = finish - now
-        now = finish
-        done = []
-        for i in active:
-            active[i] -= step * factor
+        for i in list(active):
+            active[i] -= (finish - now) * factor
             if active[i] <= _EPS:
-                done.append(i)
-        for i in done:
-            del active[i]
-            new[i] = now - timing.start[i]
+                del active[i]
+                new[i] = finish - timing.start[i]
+        now = finish
     return new
 
 
-def _can_exceed_hbm(plan: Plan) -> bool:
-    if not plan.hbm_bytes:
-        return False
-    queues = {plan.slot[i] for i in plan.hbm_bytes}
-    return len(queues) * plan.preset.dma_queue_bandwidth > plan.preset.hbm_bandwidth
+def _can_exceed_pool(plan: Plan) -> bool:
+    """Could the queues together ever ask the pool for more than it has? (If not, one pass is exact.)"""
+    fastest: dict[int, float] = {}
+    for i, rate in plan.dma_rate.items():
+        q = plan.slot[i]
+        fastest[q] = max(fastest.get(q, 0.0), rate)
+    return sum(fastest.values()) > cost.dma_pool_bandwidth(plan.preset) * 1e-9 * (1 + 1e-12)
 
 
 def schedule(plan: Plan) -> Timing:
     """Start/end/wait of every instruction of `plan` (see module doc)."""
     dur = plan.dur
     timing = _list_schedule(plan, dur)
-    if not _can_exceed_hbm(plan):
+    if not _can_exceed_pool(plan):
         return timing
     for _ in range(MAX_SHARING_PASSES):
-        shared = _share_hbm(plan, timing, plan.dur)
-        if all(abs(shared[i] - timing.end[i] + timing.start[i]) <= _EPS for i in plan.hbm_bytes):
+        shared = _share_pool(plan, timing, plan.dur)
+        if all(abs(shared[i] - (timing.end[i] - timing.start[i])) <= _EPS for i in plan.dma_rate):
             break
         dur = shared
         timing = _list_schedule(plan, dur)
