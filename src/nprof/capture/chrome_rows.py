@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from nprof.capture.chrome_dma import dma_columns
 from nprof.capture.chrome_tree import TRACK_SHIFT, Context, flow_deps, nest, select_work
 from nprof.capture.opclass import engine_of, input_bytes, op_flops
 from nprof.errors import NprofError
@@ -24,8 +25,6 @@ from nprof.errors import NprofError
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names
 _BWD = "autograd::engine::evaluate_function: "
-_DIRECTIONS = (("HtoD", "host->device"), ("DtoH", "device->host"), ("DtoD", "device->device"))
-_DIRECTIONS += (("PtoP", "device->device"), ("HtoH", "host->host"))
 
 
 @dataclass
@@ -356,7 +355,7 @@ def build_profile(
         "deps": [sorted(set(d)) for d in deps[:n_i]],
         "iteration": np.asarray(perm([x[2] for x in i_info]), dtype=np.int32),
     }
-    dma = _dma_columns(d_idx, d_owner, d_host, d_order, d_id, names, args, start, dur, t0, info_of, chain, deps, n_i)
+    dma = dma_columns(d_idx, d_owner, d_host, d_order, d_id, names, args, start, dur, t0, info_of, chain, deps, n_i)
     counter_cols = {
         "ts": c_ns - t0,
         "name": [c[1] for c in counters],
@@ -364,62 +363,3 @@ def build_profile(
     }
     dtype = dtype_weight.most_common(1)[0][0] if dtype_weight else None
     return Rows(instructions, dma, counter_cols, dtype)
-
-
-def _dma_columns(
-    d_idx: list[int],
-    d_owner: list[int],
-    d_host: list[int],
-    d_order: np.ndarray,
-    d_id: np.ndarray,
-    names: list[str],
-    args: list[dict[str, Any]],
-    start: np.ndarray,
-    dur: np.ndarray,
-    t0: int,
-    info_of: dict[int, tuple[str | None, str | None, int]],
-    chain: Any,
-    deps: list[list[int]],
-    n_i: int,
-) -> dict[str, Any]:
-    o = d_order.tolist()
-    queue, direction, nbytes, layer, src, hlo, it = [], [], [], [], [], [], []
-    for j in o:
-        i = d_idx[j]
-        a = args[i]
-        memset = "memset" in names[i].lower()
-        queue.append(f"{'memset' if memset else 'memcpy'}:{a.get('device', 0)}:{a.get('stream', 0)}")
-        direction.append("memset" if memset else _direction(names[i]))
-        b = a.get("bytes", 0)
-        nbytes.append(int(b) if isinstance(b, int | float) else 0)
-        owner = d_owner[j]
-        info = info_of.get(owner, (None, None, 0))
-        layer.append(info[0])
-        src.append(info[1])
-        it.append(info[2])
-        hlo.append(chain(d_host[j], False) if d_host[j] >= 0 else None)
-    idx = np.asarray([d_idx[j] for j in o], dtype=np.int64)
-    return {
-        "id": np.arange(len(o), dtype=np.int64) + n_i,
-        "ts": (start[idx] - t0) if len(o) else np.zeros(0, np.int64),
-        "duration": dur[idx] if len(o) else np.zeros(0, np.int64),
-        "queue": queue,
-        "direction": direction,
-        "bytes": nbytes,
-        "partitions": [1] * len(o),
-        "layer": layer,
-        "hlo_name": hlo,
-        "nki_source_location": src,
-        "deps": [sorted(set(deps[n_i + k])) for k in range(len(o))],
-        "iteration": np.asarray(it, dtype=np.int32),
-    }
-
-
-def _direction(name: str) -> str:
-    for key, value in _DIRECTIONS:
-        if key in name:
-            return value
-    low = name.lower()
-    if "host" in low and "device" in low:
-        return "host->device" if low.index("host") < low.index("device") else "device->host"
-    return "device->device"

@@ -1,0 +1,77 @@
+"""DMA rows of a Chrome trace: CUDA memcpy / memset slices as profile `dma` columns.
+
+Contract: `dma_columns(...)` (called by `chrome_rows.build_profile`) returns the dma
+table columns in timestamp order: queue ``memcpy:<device>:<stream>`` or
+``memset:<device>:<stream>``, direction from the memcpy kind (HtoD -> host->device,
+DtoH -> device->host, DtoD / PtoP -> device->device, HtoH -> host->host; memsets:
+``memset``), bytes from the slice's ``bytes`` arg, and layer / source / iteration /
+op path / dependency of the host row that launched it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_DIRECTIONS = (("HtoD", "host->device"), ("DtoH", "device->host"), ("DtoD", "device->device"))
+_DIRECTIONS += (("PtoP", "device->device"), ("HtoH", "host->host"))
+
+
+def dma_columns(
+    d_idx: list[int],
+    d_owner: list[int],
+    d_host: list[int],
+    d_order: np.ndarray,
+    d_id: np.ndarray,
+    names: list[str],
+    args: list[dict[str, Any]],
+    start: np.ndarray,
+    dur: np.ndarray,
+    t0: int,
+    info_of: dict[int, tuple[str | None, str | None, int]],
+    chain: Any,
+    deps: list[list[int]],
+    n_i: int,
+) -> dict[str, Any]:
+    o = d_order.tolist()
+    queue, direction, nbytes, layer, src, hlo, it = [], [], [], [], [], [], []
+    for j in o:
+        i = d_idx[j]
+        a = args[i]
+        memset = "memset" in names[i].lower()
+        queue.append(f"{'memset' if memset else 'memcpy'}:{a.get('device', 0)}:{a.get('stream', 0)}")
+        direction.append("memset" if memset else _direction(names[i]))
+        b = a.get("bytes", 0)
+        nbytes.append(int(b) if isinstance(b, int | float) else 0)
+        owner = d_owner[j]
+        info = info_of.get(owner, (None, None, 0))
+        layer.append(info[0])
+        src.append(info[1])
+        it.append(info[2])
+        hlo.append(chain(d_host[j], False) if d_host[j] >= 0 else None)
+    idx = np.asarray([d_idx[j] for j in o], dtype=np.int64)
+    return {
+        "id": np.arange(len(o), dtype=np.int64) + n_i,
+        "ts": (start[idx] - t0) if len(o) else np.zeros(0, np.int64),
+        "duration": dur[idx] if len(o) else np.zeros(0, np.int64),
+        "queue": queue,
+        "direction": direction,
+        "bytes": nbytes,
+        "partitions": [1] * len(o),
+        "layer": layer,
+        "hlo_name": hlo,
+        "nki_source_location": src,
+        "deps": [sorted(set(deps[n_i + k])) for k in range(len(o))],
+        "iteration": np.asarray(it, dtype=np.int32),
+    }
+
+
+def _direction(name: str) -> str:
+    for key, value in _DIRECTIONS:
+        if key in name:
+            return value
+    low = name.lower()
+    if "host" in low and "device" in low:
+        return "host->device" if low.index("host") < low.index("device") else "device->host"
+    return "device->device"
