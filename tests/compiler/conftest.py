@@ -38,7 +38,7 @@ def _clone(args: Sequence[object]) -> list[object]:
     return out
 
 
-def check_fn(fn: Callable[..., object], *args: object, grad: bool = True) -> None:
+def check_fn(fn: Callable[..., object], *args: object, grad: bool = True, atol: float = ATOL) -> None:
     """fn compiled with the nprof backend gives eager's outputs and input gradients (fp32, rtol 1e-4)."""
     torch._dynamo.reset()
     eager_args = _clone(args)
@@ -50,7 +50,7 @@ def check_fn(fn: Callable[..., object], *args: object, grad: bool = True) -> Non
     assert len(exp_list) == len(got_list)
     for e, g in zip(exp_list, got_list, strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype
-        torch.testing.assert_close(g.detach(), e.detach(), rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(g.detach(), e.detach(), rtol=RTOL, atol=atol)
     if not grad:
         return
     gen = torch.Generator().manual_seed(1)
@@ -63,7 +63,7 @@ def check_fn(fn: Callable[..., object], *args: object, grad: bool = True) -> Non
     loss_g.backward()
     for a, b in zip(eager_args, dev_args, strict=True):
         if isinstance(a, torch.Tensor) and a.requires_grad:
-            torch.testing.assert_close(b.grad, a.grad, rtol=RTOL, atol=ATOL)
+            torch.testing.assert_close(b.grad, a.grad, rtol=RTOL, atol=atol)
 
 
 def check_module(make: Callable[[], torch.nn.Module], *inputs: torch.Tensor) -> None:

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from nprof.compiler import STATS, CompileCache  # noqa: E402
+from nprof.compiler.cache import _print_report  # noqa: E402
 from nprof.errors import UnsupportedOpError  # noqa: E402
 from nprof.program.file import load_program  # noqa: E402
 
@@ -117,7 +118,9 @@ def test_unknown_backend_option_is_refused() -> None:
         torch.compile(lambda x: x + 1, backend="nprof", options={"colour": "red"})(torch.randn(2))
 
 
-def test_nprof_compile_command(tmp_path: Path) -> None:
+def test_nprof_compile_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     cache = tmp_path / "cache"
     cmd = [sys.executable, "-m", "nprof", "compile", "--cache", str(cache), "--",
            sys.executable, str(ROOT / "examples" / "mnist_mlp" / "train.py"), "--steps", "2", "--batch", "4",
@@ -133,5 +136,18 @@ def test_nprof_compile_command(tmp_path: Path) -> None:
         assert json.loads((m.path / "manifest.json").read_text())["module"] == m.path.name
         assert list((m.path / "inputs").glob("*.npy"))
     assert str(CompileCache(cache).root) in first.stdout
-    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
-    assert second.returncode == 0 and "0 compiled, 2 already cached" in second.stdout, second.stdout
+    # a second run compiles nothing: replay it in-process (one torch start-up less) through the same log
+    log = tmp_path / "events.jsonl"
+    monkeypatch.setenv("NPROF_COMPILE_ONLY", "1")
+    monkeypatch.setenv("NPROF_COMPILE_LOG", str(log))
+    monkeypatch.setenv("NPROF_CACHE", str(cache))
+    from tests.compiler.test_models import _example
+
+    STATS.reset()
+    torch._dynamo.reset()
+    _example("mnist_mlp").train(steps=1, batch=4, hidden=16)
+    assert (STATS.compiled, STATS.cache_hits) == (0, 2)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(e["status"] for e in events) == ["cached", "cached"]
+    _print_report(events, cache, 1.0, 0)
+    assert "0 compiled, 2 already cached" in capsys.readouterr().out

@@ -82,7 +82,8 @@ VIEWS = {
 @pytest.mark.parametrize("name", list(MATMUL))
 def test_matmul(name: str) -> None:
     fn, args = MATMUL[name]
-    check_fn(fn, *args)
+    # a 600-long fp32 dot product summed in another order (PSUM tiles vs BLAS) differs by ~1e-5 near zero
+    check_fn(fn, *args, atol=1e-4 if name == "mm_large_tiles" else 1e-5)
 
 
 @pytest.mark.parametrize("name", list(UNARY))
