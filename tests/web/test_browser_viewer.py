@@ -554,3 +554,31 @@ def test_colour_by_layer_at_depth(page, server):
     groups = set(page.evaluate("() => [...window.__nprof.timeline.style.layerOf.values()]"))
     assert groups and groups <= {r[0] for r in layers["rows"]}
     shot(page, "colour-by-layer")
+
+
+def test_viewport_requests_debounced_and_cancelled(page, server):
+    open_profile(page, server, "syn")
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if "/viewport?" in r.url else None)
+    # 20 window changes in one task -> one request, for the last window
+    page.evaluate(
+        "() => { const v = window.__nprof.view; "
+        "for (let i = 1; i <= 20; i++) v.setWindow(i * 1000, i * 1000 + 50000, false); }"
+    )
+    wait_idle(page)
+    assert len(requests) == 1 and "t0=20000&t1=70000" in requests[0]
+    # a request still in flight when the window changes again is aborted
+    aborted = page.evaluate(
+        """async () => {
+             const v = window.__nprof.view;
+             v.setWindow(100000, 400000, false);
+             while (!v.vpAbort) await new Promise((r) => setTimeout(r, 1));
+             const first = v.vpAbort;
+             v.setWindow(500000, 800000, false);
+             while (v.vpAbort === first) await new Promise((r) => setTimeout(r, 1));
+             return first.signal.aborted;
+           }"""
+    )
+    wait_idle(page)
+    assert aborted
+    assert page.evaluate("() => [window.__nprof.view.vp.t0, window.__nprof.view.vp.t1]") == [500000, 800000]

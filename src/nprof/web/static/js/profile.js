@@ -249,6 +249,7 @@ export class ProfileView {
 
   _fetchViewport() {
     clearTimeout(this.vpTimer);
+    if (this.vpAbort) this.vpAbort.abort(); // its answer would be for a stale window
     this.toolbar.setBusy(true);
     this.tlHost.dataset.ready = "0";
     this.vpTimer = setTimeout(() => {
