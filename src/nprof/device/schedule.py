@@ -31,6 +31,7 @@ program index). The rules, all deterministic:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 from nprof.arch import cost
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
@@ -111,33 +112,38 @@ def _list_schedule(plan: Plan, dur: list[float]) -> Timing:
 
 
 def _share_pool(plan: Plan, timing: Timing, dur: list[float]) -> list[float]:
-    """Durations of the DMAs under fluid sharing of the DMA pool, given their start times."""
+    """Durations of the DMAs under fluid sharing of the DMA pool, given their start times.
+
+    Every active transfer progresses at the same fraction of its own rate, so one "virtual clock" (ns of
+    stand-alone progress) serves all: a transfer started at virtual time v ends at virtual time v + dur.
+    """
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
     rates = plan.dma_rate
-    items = sorted((i for i in rates if dur[i] > 0), key=lambda i: (timing.start[i], i))
+    start = timing.start
+    items = sorted((i for i in rates if dur[i] > 0), key=lambda i: (start[i], i))
     new = list(dur)
-    active: dict[int, float] = {}  # DMA -> remaining work, in ns at its stand-alone rate
-    now = 0.0
-    k = 0
-    while k < len(items) or active:
-        demand = sum(rates[i] for i in active)
+    heap: list[tuple[float, int]] = []  # (virtual end, DMA)
+    virtual = now = demand = 0.0
+    k, n_items, inf = 0, len(items), float("inf")
+    while k < n_items or heap:
         factor = 1.0 if demand <= cap else cap / demand
-        next_start = timing.start[items[k]] if k < len(items) else float("inf")
-        first = min(active, key=lambda i: (active[i], i)) if active else -1
-        finish = now + active[first] / factor if active else float("inf")
+        next_start = start[items[k]] if k < n_items else inf
+        finish = now + (heap[0][0] - virtual) / factor if heap else inf
         if next_start <= finish:
-            for i in active:
-                active[i] -= (next_start - now) * factor
+            virtual += (next_start - now) * factor
             now = next_start
-            active[items[k]] = dur[items[k]]
+            i = items[k]
             k += 1
+            heappush(heap, (virtual + dur[i], i))
+            demand += rates[i]
             continue
-        for i in list(active):
-            active[i] -= (finish - now) * factor
-            if active[i] <= _EPS:
-                del active[i]
-                new[i] = finish - timing.start[i]
-        now = finish
+        virtual, now = heap[0][0], finish
+        while heap and heap[0][0] <= virtual + _EPS:
+            i = heappop(heap)[1]
+            demand -= rates[i]
+            new[i] = now - start[i]
+        if not heap:
+            demand = 0.0  # no drift carried into the next busy period
     return new
 
 
