@@ -149,3 +149,25 @@ def test_all_reduce_lowers_to_a_collective(tmp_path) -> None:
         assert ("ALL_REDUCE", "cc") in set(zip(opcodes, engines, strict=True))
     finally:
         dist.destroy_process_group()
+
+
+def test_inference_graph_and_bfloat16() -> None:
+    from nprof.compiler import STATS, CompileCache
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.GELU(), torch.nn.Linear(4, 3))
+    x = torch.randn(5, 8)
+    torch._dynamo.reset()
+    STATS.reset()
+    with torch.no_grad():
+        out = torch.compile(m, backend="nprof")(x)
+        torch.testing.assert_close(out, m(x), rtol=1e-4, atol=1e-5)
+    module = next(iter(STATS.last_profile))
+    assert next(c for c in CompileCache().modules() if c.path.name == module).manifest["kind"] == "inference"
+    torch._dynamo.reset()
+    mb = torch.nn.Linear(8, 4).to(torch.bfloat16)
+    xb = torch.randn(5, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        ob = torch.compile(mb, backend="nprof")(xb)
+        assert ob.dtype == torch.bfloat16
+        torch.testing.assert_close(ob.float(), mb(xb).float(), rtol=1e-2, atol=1e-2)  # fp32 compute, bf16 I/O

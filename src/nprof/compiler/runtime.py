@@ -63,7 +63,10 @@ def _to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
     import torch
 
     dtype = getattr(torch, slot.dtype)
-    value = torch.from_numpy(np.ascontiguousarray(arr).astype(np.float32 if arr.dtype.kind == "f" else arr.dtype))
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.kind not in "iub":  # float32, and bfloat16/float8 (ml_dtypes) which torch cannot wrap
+        arr = arr.astype(np.float32)
+    value = torch.from_numpy(arr)
     value = value.to(dtype).reshape(slot.shape)
     out = torch.empty_strided(slot.shape, slot.stride, dtype=dtype)
     out.copy_(value)
