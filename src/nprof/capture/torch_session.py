@@ -27,6 +27,7 @@ import os
 import platform
 import sys
 import sysconfig
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,15 @@ class _Annotator:
         self._mode = SourceMode()
         self._record = record
         self._paths: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._stack: list[tuple[Any, Any, str]] = []
+        self._local = threading.local()  # module call stacks are per thread
         self._handles: list[Any] = []
+
+    @property
+    def _stack(self) -> list[tuple[Any, Any, str]]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
 
     def _path(self, module: Any) -> str:
         parent = self._stack[-1] if self._stack else None
