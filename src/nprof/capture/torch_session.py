@@ -126,14 +126,14 @@ class _Annotator:
 
     def _path(self, module: Any) -> str:
         parent = self._stack[-1] if self._stack else None
-        if parent is None:
-            return self._paths.get(module) or type(module).__name__
+        if parent is None:  # the root: its class name (the wrapped model's for torch.compile's OptimizedModule)
+            return self._paths.get(module) or type(getattr(module, "_orig_mod", module)).__name__
         got = self._paths.get(module)
         if got is not None and got.startswith(parent[2] + "."):
             return got
         for attr, child in parent[0]._modules.items():
             if child is module:
-                path = f"{parent[2]}.{attr}"
+                path = parent[2] if attr == "_orig_mod" else f"{parent[2]}.{attr}"
                 break
         else:
             path = f"{parent[2]}.{type(module).__name__}"
