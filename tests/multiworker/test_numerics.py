@@ -48,11 +48,11 @@ def test_all_gather_concatenates_in_rank_order(n: int) -> None:
 
 @pytest.mark.parametrize("n", [2, 4, 32])
 def test_reduce_scatter_gives_each_rank_its_chunk(n: int) -> None:
-    in_shape = (n * 4, 16)
-    prog = collective_program("reduce_scatter", in_shape, (4, 16))
+    in_shape = (n * 2, 8)
+    prog = collective_program("reduce_scatter", in_shape, (2, 8))
     inputs = _inputs(n, in_shape, seed=2)
     job = simulate_workers(prog, inputs, world_size=n)
-    total = np.sum([inputs[r]["x"].astype(np.float64) for r in range(n)], axis=0).reshape(n, 4, 16)
+    total = np.sum([inputs[r]["x"].astype(np.float64) for r in range(n)], axis=0).reshape(n, 2, 8)
     for r in range(n):
         np.testing.assert_allclose(job.results[r].outputs["out"], total[r], rtol=1e-5, atol=1e-5)
 
