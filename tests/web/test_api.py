@@ -212,3 +212,25 @@ def test_internal_errors_are_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         r = c.get("/api/profiles/t/rows")
     assert r.status_code == 500 and "disk on fire" in r.json()["error"]
     store.close()
+
+
+def test_multi_worker_group_routes(tmp_path: Path) -> None:
+    from nprof.web.serve import ingest_directory
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in (0, 1, 10):
+        tiny_profile().save(run / f"profile_rank_{rank}.ntff")
+    store = Store(tmp_path / "s")
+    group = ingest_directory(store, str(run), group_id=None, display_name=None, force=False)
+    assert [r["rank"] for r in group["ranks"]] == [0, 1, 10]
+    again = ingest_directory(store, str(run), group_id=None, display_name=None, force=False)
+    assert again["id"] == group["id"]  # unchanged directory: reused, not re-ingested
+    with TestClient(create_app(store)) as c:
+        g = c.get(f"/api/groups/{group['id']}").json()
+        assert g["display_name"] == "run" and g["ranks"][2] == {"rank": 10, "profile_id": f"{group['id']}.rank10"}
+        assert c.get(f"/api/profiles/{group['id']}.rank1/rows").status_code == 200
+        assert c.get(f"/profile_cc/{group['id']}").status_code == 200
+        assert c.get("/profile_cc/nope").status_code == 404
+        assert c.get("/api/groups/nope").status_code == 404
+    store.close()
