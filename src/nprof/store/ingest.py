@@ -1,19 +1,23 @@
 """Build one profile's DuckDB file: raw tables, analysis tables and level-of-detail structures.
 
-Contract: `build_profile_db(profile, path, analysis, summary)` writes a complete,
-self-contained DuckDB database at `path` (which must not exist) and returns the
-catalog facts (`BuildResult`). It never touches the catalog; `Store.ingest` builds
-into a temporary file and renames it into place, so a failure here leaves nothing.
+Contract: `build_profile_db(profile, path, analyse, bar)` writes a complete,
+self-contained DuckDB database at `path` (which must not exist; row groups of
+ROW_GROUP_SIZE rows so zone maps prune range reads tightly), running `analyse`
+(the analysis passes) on a thread alongside, and returns the catalog facts
+(`BuildResult`). It never touches the catalog; `Store.ingest` builds into a
+temporary file and renames it into place, so a failure here leaves nothing.
 
 Tables written (all immutable after ingest):
 * `instructions`, `dma` (sorted by id), `collectives`, `counters` (sorted by name, ts): the Profile tables;
 * `events(row, ts, dur, id, op, nbytes, flops, src)`: every instruction and DMA,
   sorted by (row, ts) so DuckDB zone maps prune viewport and box-select scans;
 * `lod(level, row, bucket, count, busy, op, nbytes, flops)`: per-row bucket pyramids
-  (bucket width 2**level ns) sorted by (level, row, bucket);
-* `rows`, `opcodes(op, name)`, `sources(src, name)`, `deps_rev(dep, id)` (who waits on whom);
+  (bucket width 2**level ns, from each row's own base level: ~8 events per bucket)
+  sorted by (level, row, bucket); the pending-DMA counter row holds all DMA queues summed;
+* `rows` (display order, kind, event count, max duration, LOD base level),
+  `opcodes(op, name)`, `sources(src, name)`, `deps_rev(dep, id)` (who waits on whom);
 * `analysis_<name>` for every table of `nprof.analysis.run_all`;
-* `meta(key, value)` with JSON values: manifest, summary, stats.
+* `meta(key, value)` with JSON values: store_format, manifest, summary, analysis table names, stats.
 """
 
 from __future__ import annotations

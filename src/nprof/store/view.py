@@ -5,8 +5,10 @@ either the individual events overlapping [t0, t1) (at most `max_items`) or at mo
 `width` buckets (one per pixel column) with count, busy ns, busy fraction and the
 dominant opcode; counter rows return per-pixel min/max/mean. Cost is bounded by
 the pixel width, not the profile size: bucket answers read the precomputed `lod`
-pyramid at the finest level not finer than a pixel; windows finer than the
-pyramid's base level hold few events and are aggregated from `events` directly.
+pyramid at the finest level not finer than a pixel (2**level <= ns per pixel);
+windows finer than a row's base level hold few of its events (about 16 per pixel
+at most) and are read from `events` and aggregated here. Derived counters use the
+pyramid 2**SUB times finer than a pixel, so each pixel gets a real min/max.
 """
 
 from __future__ import annotations
