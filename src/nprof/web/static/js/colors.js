@@ -70,3 +70,30 @@ export function layerAtDepth(layer, depth) {
   if (!depth) return layer;
   return layer.split(".").slice(0, depth).join(".");
 }
+
+const textCache = new Map();
+
+/** Readable label colour (white or near-black) on a fill given as "hsl(h, s%, l%)" or "#rrggbb". */
+export function textOn(color) {
+  let t = textCache.get(color);
+  if (t) return t;
+  let r;
+  let g;
+  let b;
+  const m = /^hsl\((\d+), (\d+)%, (\d+)%\)$/.exec(color);
+  if (m) {
+    const [hh, ss, ll] = [Number(m[1]), Number(m[2]) / 100, Number(m[3]) / 100];
+    const k = (n) => (n + hh / 30) % 12;
+    const a = ss * Math.min(ll, 1 - ll);
+    const f = (n) => ll - a * Math.max(-1, Math.min(k(n) - 3, 9 - k(n), 1));
+    [r, g, b] = [f(0), f(8), f(4)];
+  } else {
+    const x = parseInt(color.slice(1), 16);
+    [r, g, b] = [((x >> 16) & 255) / 255, ((x >> 8) & 255) / 255, (x & 255) / 255];
+  }
+  const lin = (c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+  const lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+  t = lum > 0.32 ? "#16202b" : "#ffffff";
+  textCache.set(color, t);
+  return t;
+}

@@ -4,7 +4,7 @@
 // the previous response can be redrawn at a new zoom while the next one loads.
 // overlays: {hits, selected, deps, dependents, markers, warnings, collectives, sel}.
 
-import { engineColor, hashColor, layerAtDepth, THEME } from "./colors.js";
+import { engineColor, hashColor, layerAtDepth, textOn, THEME } from "./colors.js";
 import { fmtCounter, fmtTick, niceStep } from "./fmt.js";
 import { AXIS_H } from "./layout.js";
 
@@ -121,7 +121,7 @@ function drawEventsRow(ctx, L, vp, row, vr, style) {
     let b = batches.get(key);
     if (!b) batches.set(key, (b = []));
     b.push(xa, w);
-    if (!buckets && style.view === "full" && w > 46 && vr.op) labels.push([xa, w, vp.opcodes[vr.op[i]]]);
+    if (!buckets && style.view === "full" && w > 46 && vr.op) labels.push([xa, w, vp.opcodes[vr.op[i]], key]);
   }
   for (const [key, rects] of batches) {
     const [color, level] = key.split("|");
@@ -132,9 +132,11 @@ function drawEventsRow(ctx, L, vp, row, vr, style) {
   ctx.globalAlpha = 1;
   if (labels.length) {
     ctx.font = SMALL;
-    ctx.fillStyle = "#fff";
     ctx.textBaseline = "middle";
-    for (const [x, w, text] of labels) ctx.fillText(fit(ctx, text, w - 6), x + 3, row.y + row.h / 2);
+    for (const [x, w, text, color] of labels) {
+      ctx.fillStyle = textOn(color);
+      ctx.fillText(fit(ctx, text, w - 6), x + 3, row.y + row.h / 2);
+    }
   }
 }
 
