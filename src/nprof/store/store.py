@@ -311,7 +311,7 @@ class Store:
             del self._conns[profile_id]
             c = None
         if c is None:
-            con = duckdb.connect(str(path), read_only=True, config={"memory_limit": "2GB", "threads": 2})
+            con = duckdb.connect(str(path), read_only=True, config={"memory_limit": "1GB", "threads": 2})
             c = _Conn(con, key)
             self._conns[profile_id] = c
         self._conns.move_to_end(profile_id)
