@@ -222,7 +222,7 @@ def _tensor_tensor_fast(ins: Instruction) -> bool:
 
 
 def instruction_ns(ins: Instruction, preset: Preset) -> float:
-    """Duration in ns of one instruction running alone (a DMA: latency + transfer at queue bandwidth)."""
+    """Duration in ns of one instruction running alone (a DMA: latency + transfer alone on its engines)."""
     if ins.opcode is Opcode.DMA_DIRECT2D:
         src, dst = ins.ins[0], ins.outs[0]
         return preset.dma_latency_ns + dma_transfer_ns(dst.nbytes, dma_chunks(src, dst), preset)

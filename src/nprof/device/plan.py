@@ -2,7 +2,7 @@
 
 Contract: `build_plan(program, preset) -> Plan` computes once per (program,
 preset) every instruction's timeline slot (track), its duration in ns when it
-runs alone (`arch.cost`; DMAs: transfer time at queue bandwidth, excluding the
+runs alone (`arch.cost`; DMAs: transfer time alone on its engines, excluding the
 fixed latency), its dependency latency, and for DMAs the bytes and whether they
 rate alone (for sharing the DMA engines and HBM), and the static Profile columns (operand
 text, bytes read/written per memory, FLOPs, DMA direction/tensor) so repeated
