@@ -4,8 +4,9 @@ Contract: `build_plan(program, preset) -> Plan` computes once per (program,
 preset) every instruction's timeline slot (track), its duration in ns when it
 runs alone (`arch.cost`; DMAs: transfer time alone on its engines, excluding the
 fixed latency), its dependency latency, for DMAs their rate alone (for sharing
-the DMA engines and HBM), and the static Profile columns (operand text, bytes read/written per memory, FLOPs, DMA direction/tensor) so repeated
-runs only reschedule. `plan_for` caches plans per live Program.
+the DMA engines and HBM), and the static Profile columns (operand text,
+bytes read/written per memory, FLOPs, DMA direction/tensor) so repeated runs
+only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
