@@ -13,6 +13,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 from nprof.cli import main
 from nprof.store import Store
 from nprof.web.app import create_app
+from tests.export import perfetto_reader
 from tests.multiworker.kit import straggler_run
 
 
@@ -66,6 +67,13 @@ def test_perfetto_one_process_per_rank(run_dir: Path, tmp_path: Path) -> None:
     }
     proc_uuids = {d.uuid for d in procs}
     assert all(parent in proc_uuids for uuid, parent in parents.items() if parent)
+    parsed = perfetto_reader.read(out)
+    assert parsed.errors == []
+    cc = [s for s in parsed.slices if s.track == "Collective wait | transfer"]
+    assert sorted(s.name for s in cc) == ["all-reduce #0"] * 4 + ["wait for other ranks (#0)"] * 3
+    transfers = {(s.ts, s.dur) for s in cc if s.name == "all-reduce #0"}
+    assert len(transfers) == 1  # the transfer is the same interval on every rank
+    assert sum(1 for s in parsed.slices if s.name == "ALL_REDUCE") == 4  # the CC-core instruction rows
 
 
 def test_ingest_group_and_api(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

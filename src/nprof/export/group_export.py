@@ -9,7 +9,10 @@ Contract:
   straggler and slowest rank), `summary-json` (the same as JSON: {"ranks", "ops", "straggler",
   "slowest_rank", "total_wait_ns"}), `perfetto` (one trace, one process per rank — pid rank+1 —, written by
   the single-profile exporter per rank and merged with track uuids, sequence ids and flow ids moved into a
-  per-rank range; default file `ntff_group.pftrace`). Other formats refuse `-d` with a one-line hint.
+  per-rank range, plus a "Collective wait | transfer" track per rank (lanes when operations overlap) with a
+  "wait for other ranks" slice and a `<kind> #<id>` transfer slice per operation — the single-profile
+  "Collectives" track shows arrival to end in one slice; default file `ntff_group.pftrace`).
+  Other formats refuse `-d` with a one-line hint.
 * `export_group_from_args(args) -> int`: the CLI branch; summaries go to stdout unless `--output-file`.
 """
 
@@ -35,6 +38,7 @@ from nprof.progress import progress
 RANK_FILE = re.compile(r"^profile_rank_(\d+)\.ntff$")
 GROUP_FORMATS = ("summary-text", "summary-json", "perfetto")
 _RANK_SPAN = 1 << 32  # track uuids of rank r live in [(r + 1) * 2**32, (r + 2) * 2**32)
+_CC_TRACK = 3 << 30  # offset of the per-rank "Collectives" tracks inside a rank's uuid range
 
 
 def rank_files(directory: str | os.PathLike[str]) -> dict[int, Path]:
@@ -125,7 +129,58 @@ def write_perfetto(profiles: dict[int, Profile], out: BinaryIO, options: ExportO
                         te.terminating_flow_ids[:] = [f + shift for f in te.terminating_flow_ids]
             seq_base += top + 1
             out.write(trace.SerializeToString())
+            for packets in _collective_lanes(prof, shift, seq_base):
+                seq_base += 1
+                out.write(b"".join(_one(pk) for pk in packets))
             bar.advance(1)
+
+
+def _one(packet: Any) -> bytes:
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
+
+    t = Trace()
+    t.packet.append(packet)
+    return t.SerializeToString()
+
+
+def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
+    """Per lane of non-overlapping collectives of this rank: a track ("Collective wait | transfer") with a
+    "wait" slice (arrival -> last arrival) and a transfer slice named `<kind> #<id>` per operation."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+
+    from nprof.export.perfetto_export import PROCESS_UUID
+
+    rows = sorted(
+        (r for r in prof.collectives.to_pylist() if r["rank"] == prof.info.rank), key=lambda r: (r["ts"], r["id"])
+    )
+    lane_end: list[int] = []
+    lanes: list[list[Any]] = []
+    for r in rows:
+        lane = next((i for i, e in enumerate(lane_end) if e <= r["ts"]), len(lane_end))
+        end = r["ts"] + r["duration"]
+        if lane == len(lane_end):
+            lane_end.append(end)
+            desc = TracePacket(trusted_packet_sequence_id=seq0 + lane + 1)
+            d = desc.track_descriptor
+            d.uuid, d.parent_uuid = shift + _CC_TRACK + lane, shift + PROCESS_UUID
+            d.name = "Collective wait | transfer" + (f" (lane {lane + 1})" if lane else "")
+            d.sibling_order_rank = -100 + lane
+            lanes.append([desc])
+        lane_end[lane] = end
+        seq = seq0 + lane + 1
+        start = r["ts"] + r["wait_ns"]
+        spans = [(f"wait for other ranks (#{r['id']})", r["ts"], start)] if r["wait_ns"] > 0 else []
+        spans.append((f"{r['kind']} #{r['id']}", start, end))
+        for name, t0, t1 in spans:
+            for ts, kind in ((t0, TrackEvent.TYPE_SLICE_BEGIN), (t1, TrackEvent.TYPE_SLICE_END)):
+                pk = TracePacket(timestamp=ts, trusted_packet_sequence_id=seq)
+                pk.track_event.type = kind
+                pk.track_event.track_uuid = shift + _CC_TRACK + lane
+                if kind == TrackEvent.TYPE_SLICE_BEGIN:
+                    pk.track_event.name = name
+                    pk.track_event.categories.append("collective")
+                lanes[lane].append(pk)
+    return lanes
 
 
 def export_group_from_args(args: Any) -> int:
