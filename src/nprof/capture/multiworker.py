@@ -224,6 +224,7 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         f"{per_node} workers): device time {totals[slow] / 1000:.3f} us (slowest rank {slow}); "
         f"{len(job.ops)} collective operations, longest wait {max(waits, default=0) / 1000:.3f} us\n"
         f"wrote {len(paths)} profile{'s' if len(paths) != 1 else ''} to {out_dir}/ "
-        f"({paths[0].name}{' .. ' + paths[-1].name if len(paths) > 1 else ''})\n"
+        f"({paths[0].name}{' .. ' + paths[-1].name if len(paths) > 1 else ''}); view them with: "
+        f"nprof view -d {out_dir}\n"
     )
     return 0
