@@ -26,6 +26,9 @@ _DTYPES: dict[str, np.dtype] = {name: isa.numpy_dtype(name) for name in isa.DTYP
 _INT_DTYPES = frozenset({"int32", "int16", "int8", "uint8", "uint32"})
 
 
+_VIEW_CACHE = 1 << 15  # views kept for Accesses used again (loops over the same operand objects)
+
+
 class AccessError(Exception):
     """An access outside its buffer (internal; the simulator turns it into an NprofError)."""
 
@@ -84,6 +87,8 @@ class Memory:
         if hit is not None and hit[0] is acc:
             return hit[1]
         v = self._make_view(acc)
+        if len(self._views) >= _VIEW_CACHE:  # bounded: tracers make a fresh Access per operand
+            self._views.clear()
         self._views[id(acc)] = (acc, v)  # buffers never move, so a view stays valid
         return v
 
