@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nprof.analysis import PASSES, run_all
 from nprof.analysis.counters import bin_width_ns, counters, spread_over_bins
@@ -116,3 +118,46 @@ def test_sampled_counters_pass_through() -> None:
     p = Profile.build(ProfileInfo(device="cpu"), counters={"ts": [5, 0], "name": ["cpu_percent"] * 2,
                                                           "value": [50.0, 10.0]})  # fmt: skip
     assert _series(counters(p), "cpu_percent") == [(0, 10.0), (5, 50.0)]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 300), st.integers(0, 80)), min_size=1, max_size=14),
+    st.lists(st.tuples(st.integers(0, 300), st.integers(0, 80), st.integers(1, 5000)), max_size=14),
+    st.booleans(),
+)
+def test_batched_counters_equal_unbatched(mm, transfers, in_order: bool) -> None:
+    import importlib
+
+    import numpy as np
+
+    from nprof.analysis.facts import facts
+
+    cmod = importlib.import_module("nprof.analysis.counters")  # the module, not the pass of the same name
+
+    if in_order:
+        mm, transfers = sorted(mm), sorted(transfers)
+    p = make(
+        {"ts": [s for s, _ in mm], "duration": [d for _, d in mm], "engine": ["tensor"] * len(mm),
+         "track": ["tensor.moving"] * len(mm)},
+        {"ts": [s for s, _, _ in transfers], "duration": [d for _, d, _ in transfers],
+         "bytes": [b for _, _, b in transfers]} if transfers else None,
+    )  # fmt: skip
+    whole = {k: (t.tolist(), v.tolist()) for k, (t, v) in cmod._computed(p).items()}
+    old = cmod.BATCH
+    try:
+        cmod.BATCH = 2
+        facts(p).__dict__.pop("_memo_computed_series", None)
+        batched = {k: (t.tolist(), v.tolist()) for k, (t, v) in cmod._computed(p).items()}
+    finally:
+        cmod.BATCH = old
+    assert batched.keys() == whole.keys()
+    for name, (ts, values) in whole.items():
+        assert batched[name][0] == ts
+        assert batched[name][1] == pytest.approx(values, rel=1e-9, abs=1e-9)
+    # the exact pending count against brute force
+    if transfers:
+        ts, value = cmod.pending_dma(p)
+        for t, v in zip(ts.tolist(), value.tolist(), strict=True):
+            assert v == sum(1 for s, d, _ in transfers if s <= t < s + d)
+    assert np.all(np.diff(cmod.tensor_util(p)[0]) > 0) if mm else True

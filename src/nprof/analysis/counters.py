@@ -20,7 +20,9 @@ Series appear only when their source exists (no DMA -> no DMA series).
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +39,7 @@ SCHEMA = pa.schema(
     ]
 )
 MAX_BINS = 100_000
+BATCH = 1 << 20  # rows per batch of the batched computations (bounded temporaries)
 SERIES = {  # name -> (label, unit) of the computed series
     "tensor_util": ("TensorMatrix utilization", "%"),
     "pending_dma": ("Pending DMA count", ""),
@@ -64,6 +67,8 @@ def _collapse(ts: np.ndarray, value: np.ndarray, end: int | None = None) -> tupl
 def _snap(value: np.ndarray, digits: int = 10) -> np.ndarray:
     """Round to `digits` significant digits: removes float noise so constant stretches collapse to one point."""
     out = value.astype(np.float64, copy=True)
+    if out.size:
+        out[np.abs(out) < 1e-9 * np.abs(out).max()] = 0.0  # cancellation noise of the cumulative sums
     nz = out != 0
     if nz.any():
         scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.abs(out[nz]))))
@@ -81,29 +86,87 @@ def tensor_util(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     m = f.tensor_matrix_mask
     if not m.any() or f.total_ns <= 0:
         return np.empty(0, np.int64), np.empty(0)
-    merged = iv.merge(f.i_ts[m], f.i_end[m])
     edges = _edges(f.total_ns)
+    width, nbins = int(edges[1]), edges.size - 1
+    busy = _busy_per_bin(f.i_ts, f.i_end, m, width, nbins)
     ends = np.minimum(edges[1:], f.total_ns)
-    busy = iv.coverage(merged, edges[:-1], ends)
     value = _snap(100.0 * busy / np.maximum(ends - edges[:-1], 1))
     return _collapse(edges[:-1], value, f.total_ns)
 
 
-def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+def _busy_per_bin(ts_all: np.ndarray, end_all: np.ndarray, mask: np.ndarray, width: int, nbins: int) -> np.ndarray:
+    """ns per bin covered by the union of the masked intervals, in batches of BATCH rows (bounded memory).
+
+    Batches in table order are merged with a carried `reach`: when the masked
+    starts are non-decreasing, whatever a batch's interval has in common with the
+    earlier batches is exactly [its start, reach), so clipping its start to reach
+    removes the overlap. Out-of-order starts fall back to one global merge.
+    """
+    busy = np.zeros(nbins, np.float64)
+    reach, last = np.iinfo(np.int64).min, np.iinfo(np.int64).min
+    for b0 in range(0, ts_all.size, BATCH):
+        mb = mask[b0 : b0 + BATCH]
+        ts, end = ts_all[b0 : b0 + BATCH][mb], end_all[b0 : b0 + BATCH][mb]
+        if ts.size == 0:
+            continue
+        if ts[0] < last or not iv.is_sorted(ts):
+            ms, me = iv.merge(ts_all[mask], end_all[mask])
+            return spread_over_bins(ms, me, (me - ms).astype(np.float64), width, nbins)
+        last = int(ts[-1])
+        ms, me = iv.merge(ts, end)
+        ms = np.maximum(ms, reach)
+        keep = me > ms
+        ms, me = ms[keep], me[keep]
+        if me.size:
+            reach = max(reach, int(me.max()))
+            busy += spread_over_bins(ms, me, (me - ms).astype(np.float64), width, nbins)
+    return busy
+
+
+def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The exact `pending_dma` series in time order, as (ts, value) chunks of about `batch` transfers each.
+
+    Time windows start at every `batch`-th transfer start; each window merges
+    its starts with the ends falling in it, so memory is bounded by the window
+    (plus one sorted copy of the end times), and the series can be streamed.
+    """
     f = facts(profile)
     if f.d_ts.size == 0:
-        return np.empty(0, np.int64), np.empty(0)
+        return
+    step = batch or BATCH
     starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts, kind="stable")
     ends = f.d_end if iv.is_sorted(f.d_end) else np.sort(f.d_end, kind="stable")  # nearly sorted: fast
-    times = np.concatenate([starts, ends])
-    step = np.concatenate([np.ones(starts.size, np.int32), np.full(ends.size, -1, np.int32)])
-    order = np.argsort(times, kind="stable")  # timsort merges the two sorted runs in linear time
-    times = times[order]
-    count = np.cumsum(step[order])
-    last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
-    last[-1] = True
-    np.not_equal(times[1:], times[:-1], out=last[:-1])
-    return _collapse(times[last], count[last].astype(np.float64))
+    bounds = [int(t) for t in starts[::step]] + [int(ends[-1]) + 1]
+    previous = None
+    for t_lo, t_hi in itertools.pairwise(bounds):
+        if t_hi <= t_lo:
+            continue
+        s_lo, s_hi = np.searchsorted(starts, [t_lo, t_hi], side="left")
+        e_lo, e_hi = np.searchsorted(ends, [t_lo, t_hi], side="left")
+        times = np.concatenate([starts[s_lo:s_hi], ends[e_lo:e_hi]])
+        if times.size == 0:
+            continue
+        steps = np.concatenate([np.ones(s_hi - s_lo, np.int64), np.full(e_hi - e_lo, -1, np.int64)])
+        order = np.argsort(times, kind="stable")  # timsort merges the two sorted runs in linear time
+        times = times[order]
+        count = np.cumsum(steps[order]) + (s_lo - e_lo)
+        last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
+        last[-1] = True
+        np.not_equal(times[1:], times[:-1], out=last[:-1])
+        ts, value = times[last], count[last].astype(np.float64)
+        keep = np.empty(ts.size, dtype=bool)
+        keep[0] = previous is None or value[0] != previous
+        np.not_equal(value[1:], value[:-1], out=keep[1:])
+        if keep.any():
+            previous = float(value[-1])
+            yield ts[keep], value[keep]
+
+
+def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    parts = list(pending_dma_chunks(profile))
+    if not parts:
+        return np.empty(0, np.int64), np.empty(0)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def spread_over_bins(start: np.ndarray, end: np.ndarray, amount: np.ndarray, width: int, nbins: int) -> np.ndarray:
@@ -134,7 +197,10 @@ def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(0, np.int64), np.empty(0)
     edges = _edges(f.total_ns)
     nbins = edges.size - 1
-    per_bin = spread_over_bins(f.d_ts, f.d_end, f.d_bytes.astype(np.float64), int(edges[1]), nbins)
+    per_bin = np.zeros(nbins, np.float64)
+    for b0 in range(0, f.d_ts.size, BATCH):  # batches keep the temporaries bounded
+        sl = slice(b0, b0 + BATCH)
+        per_bin += spread_over_bins(f.d_ts[sl], f.d_end[sl], f.d_bytes[sl].astype(np.float64), int(edges[1]), nbins)
     ends = np.minimum(edges[1:], f.total_ns)
     value = _snap(np.maximum(per_bin, 0.0) / np.maximum(ends - edges[:-1], 1))
     return _collapse(edges[:-1], value, f.total_ns)
