@@ -35,6 +35,7 @@ Contract:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import BinaryIO
 
 import numpy as np
@@ -48,7 +49,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackEvent,
 )
 
-from nprof.analysis.counters import SERIES, computed_series
+from nprof.analysis.counters import SERIES, dma_throughput, pending_dma_chunks, tensor_util
 from nprof.analysis.facts import facts, to_numpy
 from nprof.analysis.sources import group_rows
 from nprof.export.options import ExportOptions
@@ -265,26 +266,44 @@ class _Writer:
             groups.append((sel, packet))
         return groups
 
-    def counters(self, rank0: int) -> None:
-        series = list(computed_series(self.profile).items())
+    def _series(self) -> Iterator[tuple[str, Iterator[tuple[np.ndarray, np.ndarray]]]]:
+        """Counter series as (name, chunks of (ts, value)); pending DMA is streamed window by window."""
+        memo = facts(self.profile).__dict__.get("_memo_computed_series")
+        if memo is not None:  # the analysis already computed them: reuse
+            for name, arrays in memo.items():
+                yield name, iter([arrays])
+        else:
+            for name, fn in (("tensor_util", tensor_util), ("pending_dma", None), ("dma_throughput", dma_throughput)):
+                if fn is None:
+                    chunks = pending_dma_chunks(self.profile)
+                    first = next(chunks, None)
+                    if first is not None:
+                        yield name, itertools.chain([first], chunks)
+                    continue
+                ts, value = fn(self.profile)
+                if ts.size:
+                    yield name, iter([(ts, value)])
         sampled = self.profile.counters
         if sampled.num_rows:
             sampled = sampled.sort_by([("name", "ascending"), ("ts", "ascending")])
             names = sampled["name"].to_numpy(zero_copy_only=False)
             ts, value = to_numpy(sampled["ts"]), to_numpy(sampled["value"], np.float64)
             bounds = np.flatnonzero(np.concatenate([[True], names[1:] != names[:-1], [True]]))
-            for a, b in itertools.pairwise(bounds.tolist()):
-                series.append((str(names[a]), (ts[a:b], value[a:b])))
-        for k, (name, (ts, value)) in enumerate(series):
+            for lo, hi in itertools.pairwise(bounds.tolist()):
+                yield str(names[lo]), iter([(ts[lo:hi], value[lo:hi])])
+
+    def counters(self, rank0: int) -> None:
+        for k, (name, chunks) in enumerate(self._series()):
             label, unit = SERIES.get(name, (name, ""))
             uuid = COUNTER_UUID_BASE + k
             self.descriptor(uuid, label, rank0 + k, counter_unit=unit)
             seq = self.seq()
-            for c0 in range(0, ts.size, self.options.chunk_rows):
-                t, v = ts[c0 : c0 + self.options.chunk_rows], value[c0 : c0 + self.options.chunk_rows]
-                te = Fixed(t.size).const(_TE_TYPE, 4).const(_TE_TRACK, uuid).fixed64(_TE_DOUBLE, v)
-                msg = Fixed(t.size).varint(8, t).message(11, te).const(10, seq)
-                self.out.write(memoryview(np.ascontiguousarray(msg.packets()).reshape(-1)))
+            for ts, value in chunks:
+                for c0 in range(0, ts.size, self.options.chunk_rows):
+                    t, v = ts[c0 : c0 + self.options.chunk_rows], value[c0 : c0 + self.options.chunk_rows]
+                    te = Fixed(t.size).const(_TE_TYPE, 4).const(_TE_TRACK, uuid).fixed64(_TE_DOUBLE, v)
+                    msg = Fixed(t.size).varint(8, t).message(11, te).const(10, seq)
+                    self.out.write(memoryview(np.ascontiguousarray(msg.packets()).reshape(-1)))
 
     def run(self) -> None:
         self.process()
