@@ -75,23 +75,30 @@ def search(
     if hi <= lo:
         raise NprofError("need t0 < t1")
     rng = [hi, lo, lo]
-    total, in_range = _run(
-        cur, f"SELECT count(*), count(*) FILTER (WHERE {_IN_RANGE}) FROM {_EV} WHERE {cond}", rng + params
-    )[0]
+    # one scan for the counts and both summaries (few opcode x engine groups), one for the first hits
+    groups = _run(
+        cur,
+        f"SELECT opcode, engine, count(*), count(*) FILTER (WHERE {_IN_RANGE}), "
+        f"coalesce(sum(dur) FILTER (WHERE {_IN_RANGE}), 0)::BIGINT FROM {_EV} WHERE {cond} GROUP BY 1, 2",
+        rng + rng + params,
+    )
     hits = _run(
         cur,
         f"SELECT id, track, ts, dur, opcode FROM {_EV} WHERE {cond} AND {_IN_RANGE} ORDER BY ts, id LIMIT ?",
         [*params, *rng, limit],
     )
+    total = sum(g[2] for g in groups)
+    in_range = sum(g[3] for g in groups)
 
-    def by(col: str) -> list[dict[str, Any]]:
-        rows = _run(
-            cur,
-            f"SELECT {col}, count(*), sum(dur)::BIGINT FROM {_EV} WHERE {cond} AND {_IN_RANGE} "
-            f"GROUP BY {col} ORDER BY 3 DESC, 2 DESC, 1 LIMIT {MAX_GROUPS}",
-            params + rng,
-        )
-        return [{col: k, "count": c, "duration": d} for k, c, d in rows]
+    def by(col: int, name: str) -> list[dict[str, Any]]:
+        acc: dict[Any, list[int]] = {}
+        for g in groups:
+            if g[3]:
+                a = acc.setdefault(g[col], [0, 0])
+                a[0] += g[3]
+                a[1] += g[4]
+        ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1], -kv[1][0], str(kv[0])))[:MAX_GROUPS]
+        return [{name: k, "count": c, "duration": d} for k, (c, d) in ranked]
 
     return {
         "query": dict(terms),
@@ -99,7 +106,7 @@ def search(
         "in_range": int(in_range),
         "truncated": int(in_range) > len(hits),
         "hits": [{"id": i, "row": r, "ts": t, "dur": d, "opcode": o} for i, r, t, d, o in hits],
-        "summary": {"by_opcode": by("opcode"), "by_engine": by("engine")},
+        "summary": {"by_opcode": by(0, "opcode"), "by_engine": by(1, "engine")},
     }
 
 
@@ -134,33 +141,51 @@ def box_select(
         f"WHERE row IN ({idx}) AND ts < {int(t1)} AND ts >= {int(t0) - maxdur} "
         f"AND (ts + dur > {int(t0)} OR (dur = 0 AND ts >= {int(t0)}))) AS s"
     )
-    count, total, busy, first, last, nbytes = cur.execute(
-        f"SELECT count(*), coalesce(sum(dur), 0)::BIGINT, "
-        f"coalesce(sum(least(ts + dur, {int(t1)}) - greatest(ts, {int(t0)})), 0)::BIGINT, "
-        f"min(ts), max(ts + dur), coalesce(sum(nbytes) FILTER (WHERE is_dma), 0)::BIGINT FROM {sel}"
-    ).fetchone()  # type: ignore[misc]
+    size_key = (
+        "CASE WHEN NOT is_dma THEN -1 WHEN nbytes < 64 THEN 0 "
+        "ELSE CAST(floor(log(nbytes / 64.0) / log(4)) AS INTEGER) + 1 END"
+    )
+    groups = cur.execute(
+        f"SELECT row, op, {size_key}, src, count(*), sum(dur)::BIGINT, "
+        f"sum(least(ts + dur, {int(t1)}) - greatest(ts, {int(t0)}))::BIGINT, sum(nbytes)::BIGINT, "
+        f"min(ts), max(ts + dur) FROM {sel} GROUP BY 1, 2, 3, 4"
+    ).fetchall()  # one scan; the breakdowns are folded from these few groups
+    dma_groups = [g for g in groups if g[2] >= 0]
     out.update(
-        count=int(count), total_duration=int(total), busy_in_window=int(busy), first_ts=first, last_end=last,
-        dma_bytes=int(nbytes),
-    )  # fmt: skip
+        count=sum(g[4] for g in groups),
+        total_duration=sum(g[5] for g in groups),
+        busy_in_window=sum(g[6] for g in groups),
+        first_ts=min((g[8] for g in groups), default=None),
+        last_end=max((g[9] for g in groups), default=None),
+        dma_bytes=sum(g[7] for g in dma_groups),
+    )
     keys_by_row = {int(r["row"]): r["key"] for r in meta["rows"]}
     names = meta["opcodes"]
-    q = f"SELECT {{k}}, count(*), sum(dur)::BIGINT{{extra}} FROM {sel} {{where}} GROUP BY 1 ORDER BY 3 DESC, 2 DESC, 1"
-    res = cur.execute(q.format(k="row", extra="", where="")).fetchall()
-    out["by_row"] = [{"row": keys_by_row[r], "count": c, "duration": d} for r, c, d in res]
-    res = cur.execute(q.format(k="op", extra="", where="") + f" LIMIT {MAX_GROUPS}").fetchall()
-    out["by_opcode"] = [{"opcode": names[o] if o >= 0 else None, "count": c, "duration": d} for o, c, d in res]
-    size_key = "CASE WHEN nbytes < 64 THEN 0 ELSE CAST(floor(log(nbytes / 64.0) / log(4)) AS INTEGER) + 1 END"
-    res = cur.execute(q.format(k=size_key, extra=", sum(nbytes)::BIGINT", where="WHERE is_dma")).fetchall()
-    sizes = []
-    for i, c, d, b in sorted(res, key=lambda x: x[0]):
+    srcs = [n for (n,) in cur.execute("SELECT name FROM sources ORDER BY src").fetchall()]
+    out["by_row"] = _fold(groups, lambda g: keys_by_row[g[0]], "row", None)
+    out["by_opcode"] = _fold(groups, lambda g: names[g[1]] if g[1] >= 0 else None, "opcode", MAX_GROUPS)
+    out["by_source"] = _fold(groups, lambda g: srcs[g[3]] if g[3] >= 0 else "(none)", "source", MAX_GROUPS)
+    sizes: dict[int, list[int]] = {}
+    for g in dma_groups:
+        a = sizes.setdefault(g[2], [0, 0, 0])
+        a[0] += g[4]
+        a[1] += g[7]
+        a[2] += g[5]
+    out["by_transfer_size"] = []
+    for i, (c, b, d) in sorted(sizes.items()):
         label, lo, hi = _size_label(int(i))
-        sizes.append({"bucket": label, "min_bytes": lo, "max_bytes": hi, "count": c, "bytes": b, "duration": d})
-    out["by_transfer_size"] = sizes
-    src = cur.execute(
-        f"SELECT coalesce(x.name, '(none)'), count(*), sum(dur)::BIGINT FROM {sel} "
-        "LEFT JOIN sources x ON x.src = s.src "
-        f"GROUP BY 1 ORDER BY 3 DESC, 2 DESC, 1 LIMIT {MAX_GROUPS}"
-    ).fetchall()
-    out["by_source"] = [{"source": n, "count": c, "duration": d} for n, c, d in src]
+        out["by_transfer_size"].append(
+            {"bucket": label, "min_bytes": lo, "max_bytes": hi, "count": c, "bytes": b, "duration": d}
+        )
     return out
+
+
+def _fold(groups: list[tuple], key: Any, name: str, cap: int | None) -> list[dict[str, Any]]:
+    """Sum count and duration of the scan's groups by `key(group)`; biggest duration first."""
+    acc: dict[Any, list[int]] = {}
+    for g in groups:
+        a = acc.setdefault(key(g), [0, 0])
+        a[0] += g[4]
+        a[1] += g[5]
+    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1], -kv[1][0], str(kv[0])))
+    return [{name: k, "count": c, "duration": d} for k, (c, d) in ranked[:cap]]
