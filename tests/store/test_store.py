@@ -186,3 +186,23 @@ def test_files_of_another_store_format_are_refused(store: Store) -> None:
     con.close()
     with pytest.raises(NprofError, match="re-ingest it"), store.session("old"):
         pass
+
+
+def test_concurrent_sessions_with_a_tiny_lru(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nprof.store import viewport
+
+    store = Store(tmp_path / "s", max_open=1)
+    for i in range(3):
+        store.ingest(tiny_profile(), f"p{i}")
+
+    def query(k: int) -> int:
+        with store.session(f"p{k % 3}") as (cur, meta):
+            ans = viewport(cur, meta, 0, 450, 100)
+            return sum(len(r["ts"]) for r in ans["rows"] if r["mode"] == "events")
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(query, range(60))) == {4}
+    assert store.open_count() <= 1
+    store.close()
