@@ -440,6 +440,10 @@ def test_profile_list_rename_and_delete(page, server):
     row.locator("button.rename").click()
     page.wait_for_function("() => document.querySelector('#list-status').textContent.startsWith('renamed')")
     assert server.api("/api/profiles/to-delete")["profile"]["display_name"] == "renamed run"
+    page.fill("#profile-filter", "renamed")
+    assert page.locator("#profiles tbody tr:visible").count() == 1
+    assert page.inner_text("#list-status") == f"1 of {len(ids)} shown"
+    page.fill("#profile-filter", "")
     shot(page, "list")
     page.once("dialog", lambda d: d.accept())
     row.locator("button.delete").click()

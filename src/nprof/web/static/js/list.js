@@ -39,6 +39,15 @@ export async function renderList(root) {
         { class: "row-actions" },
         h("a", { class: "btn small", href: `/profile/${encodeURIComponent(p.id)}` }, "open"),
         h(
+          "a",
+          {
+            class: "btn small",
+            href: `/profile/${encodeURIComponent(p.id)}?tab=compare`,
+            title: "open this profile's Compare tab to pick the profile to compare it with",
+          },
+          "compare",
+        ),
+        h(
           "button",
           {
             class: "btn small rename",
@@ -82,11 +91,29 @@ export async function renderList(root) {
     return tr;
   };
   body.append(...profiles.map(rowOf));
+  const filter = h("input", {
+    type: "search",
+    id: "profile-filter",
+    placeholder: "filter by name, id or device",
+    "aria-label": "filter profiles",
+    oninput: () => {
+      const q = filter.value.trim().toLowerCase();
+      let shown = 0;
+      const byId = new Map(profiles.map((p) => [p.id, p]));
+      for (const tr of body.children) {
+        const p = byId.get(tr.dataset.id);
+        const hit = !q || [p.display_name, p.name, p.id, p.device].some((x) => (x || "").toLowerCase().includes(q));
+        tr.hidden = !hit;
+        shown += hit ? 1 : 0;
+      }
+      status.textContent = q ? `${shown} of ${profiles.length} shown` : "";
+    },
+  });
   root.replaceChildren(
     h(
       "section",
       { class: "list-page" },
-      h("h1", {}, `Profiles (${profiles.length})`),
+      h("div", { class: "list-head" }, h("h1", {}, `Profiles (${profiles.length})`), profiles.length > 1 ? filter : null),
       profiles.length
         ? h(
             "table",
