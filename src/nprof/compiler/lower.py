@@ -21,7 +21,7 @@ import numpy as np
 from nprof.compiler import graphinfo
 from nprof.compiler.emit import Emitter
 from nprof.compiler.views import View, numel
-from nprof.errors import NprofError, UnsupportedOpError
+from nprof.errors import KernelError, NprofError, UnsupportedOpError
 
 # torch dtype name -> program dtype (the device computes in fp32; integers/bools travel as int32/uint8)
 PROGRAM_DTYPE = {
@@ -178,8 +178,14 @@ class Lowerer:
                 if fn is None:
                     raise UnsupportedOpError(self.unsupported_message(f"op {graphinfo.op_name(node.target)!r}"))
                 with self.em.scope(self.layer(node), graphinfo.hlo_name(node), graphinfo.user_source(node)):
-                    self.env[node.name] = fn(self, *node.args, **node.kwargs)
-                    self.em.release_pins()
+                    try:
+                        self.env[node.name] = fn(self, *node.args, **node.kwargs)
+                    except UnsupportedOpError as err:
+                        if str(err).startswith("cannot compile"):
+                            raise
+                        raise UnsupportedOpError(self.unsupported_message(str(err))) from None
+                    except KernelError as err:
+                        raise NprofError(f"internal compiler error in {graphinfo.hlo_name(node)}: {err}") from err
         assert LOWERINGS
         slots = self._outputs()
         meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler"}
@@ -245,7 +251,7 @@ class Lowerer:
                     if dst.tensor != tensor:  # already materialised for an earlier slot
                         dst = View.whole(tensor, self.em.tensors[tensor].dtype, shape)
                     else:
-                        copy_kernel(self.em, dst, as_operand(self, value, shape))
+                        self.em.call(copy_kernel, dst, as_operand(self, value, shape))
                 self.env[node.name] = dst
             slots.append(OutputSlot("tensor", tensor, shape, tdtype, stride))
         return slots

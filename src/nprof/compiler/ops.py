@@ -77,7 +77,7 @@ def _view_of(lw: Lowerer, x: Any) -> View:
 
 def _materialize_const(lw: Lowerer, c: Const) -> View:
     out = lw.new_tensor(c.shape, c.dtype)
-    ew.map_kernel(lw.em, out, [float(c.value)], ew.copy_body)
+    lw.em.call(ew.map_kernel, out, [float(c.value)], ew.copy_body)
     return out
 
 
@@ -85,7 +85,7 @@ def _contiguous(lw: Lowerer, v: View) -> View:
     if v.is_contiguous:
         return v
     out = lw.new_tensor(v.shape)
-    copy_kernel(lw.em, out, v)
+    lw.em.call(copy_kernel, out, v)
     return out
 
 
@@ -169,7 +169,7 @@ def _to_copy(lw: Lowerer, x: Any, **kwargs: Any) -> Any:
     out = lw.new_tensor()
     if out.dtype == src.dtype and "dtype" not in kwargs:
         return src
-    copy_kernel(lw.em, out, src)
+    lw.em.call(copy_kernel, out, src)
     return out
 
 
@@ -184,7 +184,7 @@ def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
         if n == 0:
             continue
         dst = out.slice(dim, start, start + n)
-        copy_kernel(lw.em, dst, as_operand(lw, v, dst.shape))
+        lw.em.call(copy_kernel, dst, as_operand(lw, v, dst.shape))
         start += n
     return out
 
@@ -193,14 +193,14 @@ def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
 def _scatter_into(lw: Lowerer, base: Any, src: Any, dim: int = 0, *args: Any) -> View:
     """A copy of `base` with `src` written into base[..., start:end:step, ...] (or base.select(dim, index))."""
     out = lw.new_tensor()
-    copy_kernel(lw.em, out, as_operand(lw, lw.value(base), out.shape))
+    lw.em.call(copy_kernel, out, as_operand(lw, lw.value(base), out.shape))
     if "select_scatter" in str(lw.node.target):
         dst = out.select(dim, int(args[0]))
     else:
         start, end, step = [*args, None, None, 1][:3]
         size = out.shape[dim % len(out.shape)]
         dst = out.slice(dim, 0 if start is None else start, size if end is None else min(end, size), step or 1)
-    copy_kernel(lw.em, dst, as_operand(lw, lw.value(src), dst.shape))
+    lw.em.call(copy_kernel, dst, as_operand(lw, lw.value(src), dst.shape))
     return out
 
 
@@ -236,11 +236,11 @@ def _arange(lw: Lowerer, *args: Any, **_: Any) -> View:
     start, step = (0.0, 1.0) if len(nums) == 1 else (float(nums[0]), float(nums[2]) if len(nums) > 2 else 1.0)
     out = lw.new_tensor()
     if float(start).is_integer() and float(step).is_integer():
-        iota_kernel(lw.em, out, start, step)
+        lw.em.call(iota_kernel, out, start, step)
     else:
         tmp = lw.new_tensor(dtype="float32")
-        iota_kernel(lw.em, tmp, 0.0, 1.0)
-        ew.map_kernel(lw.em, out, [tmp], ew.scalar_body("multiply", step, "add", start))
+        lw.em.call(iota_kernel, tmp, 0.0, 1.0)
+        lw.em.call(ew.map_kernel, out, [tmp], ew.scalar_body("multiply", step, "add", start))
     return out
 
 
@@ -262,16 +262,16 @@ def _elementwise(lw: Lowerer, args: Sequence[Any], body: ew.Body, fold: Callable
             return _materialize_or_const(lw, ops, body)
         return _const(lw, fold(*ops))
     out = lw.new_tensor()
-    ew.map_kernel(lw.em, out, ops, body)
+    lw.em.call(ew.map_kernel, out, ops, body)
     return out
 
 
 def _materialize_or_const(lw: Lowerer, ops: list[Any], body: ew.Body) -> View:
     shape = tuple(int(s) for s in lw.meta().shape)
     src = lw.new_tensor(shape, "float32")
-    ew.map_kernel(lw.em, src, [float(ops[0])], ew.copy_body)
+    lw.em.call(ew.map_kernel, src, [float(ops[0])], ew.copy_body)
     out = lw.new_tensor()
-    ew.map_kernel(lw.em, out, [src, *ops[1:]], body)
+    lw.em.call(ew.map_kernel, out, [src, *ops[1:]], body)
     return out
 
 
@@ -375,12 +375,12 @@ def _mm(lw: Lowerer, a: Any, b: Any) -> View:
     if final is not None:  # write straight into the graph output's layout; (a @ b).T = b.T @ a.T
         phys = lw.new_tensor(node=final)
         if flipped:
-            matmul_kernel(lw.em, phys, bv.permute((1, 0)), av.permute((1, 0)))
+            lw.em.call(matmul_kernel, phys, bv.permute((1, 0)), av.permute((1, 0)))
             return phys.permute((1, 0))
-        matmul_kernel(lw.em, phys, av, bv)
+        lw.em.call(matmul_kernel, phys, av, bv)
         return phys
     out = lw.new_tensor()
-    matmul_kernel(lw.em, out, av, bv)
+    lw.em.call(matmul_kernel, out, av, bv)
     return out
 
 
@@ -390,14 +390,14 @@ def _addmm(lw: Lowerer, bias: Any, a: Any, b: Any, *, beta: float = 1.0, alpha: 
     bias_v = as_operand(lw, lw.value(bias), out.shape)
     if not isinstance(bias_v, View):
         bias_v = _materialize_const(lw, Const(float(bias_v), out.shape, "float32"))
-    matmul_kernel(lw.em, out, _view_of(lw, a), _view_of(lw, b), bias_v, float(alpha), float(beta))
+    lw.em.call(matmul_kernel, out, _view_of(lw, a), _view_of(lw, b), bias_v, float(alpha), float(beta))
     return out
 
 
 @register("bmm.default")
 def _bmm(lw: Lowerer, a: Any, b: Any) -> View:
     out = lw.new_tensor()
-    bmm_kernel(lw.em, out, _view_of(lw, a), _view_of(lw, b))
+    lw.em.call(bmm_kernel, out, _view_of(lw, a), _view_of(lw, b))
     return out
 
 
@@ -413,7 +413,7 @@ def _reduce(lw: Lowerer, x: Any, dims: Any, keepdim: bool, op: str, mean: bool =
     out = lw.new_tensor()
     kept_view = out.squeeze(red) if keepdim else out
     scale = 1.0 / max(numel([src.shape[d] for d in red]), 1) if mean else 1.0
-    reduce_kernel(lw.em, kept_view, src, red, op, scale)
+    lw.em.call(reduce_kernel, kept_view, src, red, op, scale)
     return out
 
 
@@ -450,7 +450,7 @@ def _amin(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False) -> View:
 @register("_softmax.default", "_log_softmax.default")
 def _softmax(lw: Lowerer, x: Any, dim: int, half_to_float: bool = False) -> View:
     out = lw.new_tensor()
-    softmax_kernel(lw.em, out, _view_of(lw, x), dim, log="log_softmax" in str(lw.node.target))
+    lw.em.call(softmax_kernel, out, _view_of(lw, x), dim, log="log_softmax" in str(lw.node.target))
     return out
 
 
@@ -460,7 +460,7 @@ def _layer_norm(lw: Lowerer, x: Any, normalized_shape: Sequence[int], weight: An
     out, mean, rstd = lw.new_tensor(index=0), lw.new_tensor(index=1), lw.new_tensor(index=2)
     w = _view_of(lw, weight) if weight is not None else None
     b = _view_of(lw, bias) if bias is not None else None
-    layer_norm_kernel(lw.em, out, mean, rstd, src, len(normalized_shape), w, b, float(eps))
+    lw.em.call(layer_norm_kernel, out, mean, rstd, src, len(normalized_shape), w, b, float(eps))
     return out, mean, rstd
 
 
@@ -478,7 +478,7 @@ def _embedding(lw: Lowerer, weight: Any, idx: Any, padding_idx: int = -1, *_: An
     out = lw.new_tensor()
     out2d = out.reshape([flat.shape[0], w.shape[1]])
     assert out2d is not None
-    embedding_kernel(lw.em, out2d, w, flat)
+    lw.em.call(embedding_kernel, out2d, w, flat)
     return out
 
 
@@ -492,7 +492,7 @@ def _embedding_backward(
     g = _view_of(lw, grad)
     g2d = g.reshape([flat.shape[0], g.shape[-1]]) or _contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
     out = lw.new_tensor()
-    embedding_backward_kernel(lw.em, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
+    lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
     return out
 
 
@@ -508,7 +508,7 @@ def _nll_loss(lw: Lowerer, x: Any, target: Any, weight: Any, reduction: int, ign
     logp = _view_of(lw, x)
     _check_nll(lw, logp, weight)
     loss, total = lw.new_tensor(index=0), lw.new_tensor(index=1)
-    nll_loss_kernel(lw.em, loss, total, logp, _flat_index(lw, target), int(reduction), int(ignore_index))
+    lw.em.call(nll_loss_kernel, loss, total, logp, _flat_index(lw, target), int(reduction), int(ignore_index))
     return loss, total
 
 
@@ -519,7 +519,7 @@ def _nll_loss_backward(
     logp = _view_of(lw, x)
     _check_nll(lw, logp, weight)
     out = lw.new_tensor()
-    nll_loss_backward_kernel(lw.em, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
+    lw.em.call(nll_loss_backward_kernel, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
                              int(ignore_index), _view_of(lw, total_weight))  # fmt: skip
     return out
 

@@ -1,162 +1,145 @@
-"""Index-driven kernels built from GpSimdE iota: embedding (gather), its backward, nll_loss, arange.
+"""Index-driven kernels (NKI) built from GpSimdE iota: embedding (gather), its backward, nll_loss, arange.
 
 Contract:
-* `embedding_kernel(em, out[N, D], weight[V, D], idx[N])`: one-hot rows ``(iota == idx)`` built on
-  GpSimdE/VectorE, transposed by construction (V on partitions), multiplied with the table on TensorE.
-* `embedding_backward_kernel(em, out[V, D], grad[N, D], idx[N], padding_idx)`: ``onehot.T @ grad`` on
-  TensorE (N on partitions, accumulated in PSUM); the padding row is zeroed with GpSimdE affine_select.
-* `nll_loss_kernel(em, loss, total_weight, logp[N, C], target[N], reduction, ignore_index)`: picked
+* `embedding_kernel(out[N, D], weight[V, D], idx[N])`: one-hot columns ``(v == idx)`` (V on partitions,
+  an iota per partition compared with the indices broadcast to every partition) times the table on TensorE.
+* `embedding_backward_kernel(out[V, D], grad[N, D], idx[N], padding_idx)`: ``onehot.T @ grad`` on TensorE
+  (N on partitions, accumulated in PSUM); the padding row is zeroed with GpSimdE affine_select.
+* `nll_loss_kernel(loss, total_weight, logp[N, C], target[N], reduction, ignore_index)`: picked
   log-probabilities by one-hot mask and row reduce; the sums over rows by a ones-vector matmul on TensorE.
   `nll_loss_backward_kernel` writes ``-mask * valid * grad / total_weight`` (mean) or ``-mask * valid * grad``.
-* `iota_kernel(em, out[n], start, step)`: ``aten.arange``.
+* `iota_kernel(out, start, step)`: ``aten.arange``.
 Indices are compared exactly in fp32 (exact below 2**24).
 """
 
 from __future__ import annotations
 
-from nprof.compiler.emit import Emitter, Tile
+from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.matmul import K_TILE, M_TILE, N_TILE
 from nprof.compiler.views import View, broadcast_rows, row_tiles, view_access
+from nprof.nki import isa as nisa
+from nprof.nki import language as nl
+from nprof.nki.tensor import NkiTensor
 
 REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM = 0, 1, 2
 
 
-def _index_col(em: Emitter, idx: View, n0: int, nt: int) -> Tile:
-    return em.load(view_access(idx, 0, (n0,), (nt,), ()))
+def _index_col(idx: View, n0: int, nt: int) -> NkiTensor:
+    return load(view_access(idx, 0, (n0,), (nt,), ()))
 
 
-def embedding_kernel(em: Emitter, out: View, weight: View, idx: View) -> None:
+def _ramp(parts: int, size: int, base: int) -> NkiTensor:
+    """[parts, size] tile whose every row is base, base+1, ... (GpSimdE iota)."""
+    return nisa.iota(nl.arange(parts)[:, None] * 0 + nl.arange(size)[None, :] + base, dtype=nl.float32)
+
+
+def embedding_kernel(out: View, weight: View, idx: View) -> None:
     n = idx.shape[0]
     v, d = weight.shape
     for n0 in range(0, n, M_TILE):
         nt = min(M_TILE, n - n0)
         for d0 in range(0, d, N_TILE):
             dt = min(N_TILE, d - d0)
-            acc = em.psum(nt, dt, pin=True)
+            acc = nl.ndarray((nt, dt), dtype=nl.float32, buffer=nl.psum)
             for i, v0 in enumerate(range(0, v, K_TILE)):
                 vt = min(K_TILE, v - v0)
-                ramp = em.sbuf(vt, nt)
-                em.iota(ramp, v0, 1, (0,))
-                ids = em.load(broadcast_rows(idx, vt, (n0,), (nt,), (0,)))
-                onehot_t = em.sbuf(vt, nt)
-                em.tensor_tensor(onehot_t, ramp, ids, "is_equal")
-                table = em.load(view_access(weight, 0, (v0, d0), (vt, dt), (1,)))
-                em.nc_matmul(acc, onehot_t, table, accumulate=i > 0)
-            res = em.sbuf(nt, dt)
-            em.tensor_copy(res, acc)
-            em.unpin(acc)
-            em.store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), res)
+                rows = nisa.iota(nl.arange(vt)[:, None] + v0, dtype=nl.float32)  # [vt, 1]: v0 + p
+                ids = load(broadcast_rows(idx, vt, (n0,), (nt,), (0,)))  # the indices on every partition
+                onehot_t = nisa.tensor_scalar(ids, "is_equal", rows)
+                table = load(view_access(weight, 0, (v0, d0), (vt, dt), (1,)))
+                if i == 0:
+                    acc[...] = nisa.nc_matmul(onehot_t, table)
+                else:
+                    acc += nisa.nc_matmul(onehot_t, table)
+            store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), nisa.tensor_copy(acc))
 
 
-def embedding_backward_kernel(em: Emitter, out: View, grad: View, idx: View, padding_idx: int) -> None:
+def embedding_backward_kernel(out: View, grad: View, idx: View, padding_idx: int) -> None:
     n, d = grad.shape
     v = out.shape[0]
     for v0 in range(0, v, M_TILE):
         vt = min(M_TILE, v - v0)
         for d0 in range(0, d, N_TILE):
             dt = min(N_TILE, d - d0)
-            acc = em.psum(vt, dt, pin=True)
+            acc = nl.ndarray((vt, dt), dtype=nl.float32, buffer=nl.psum)
             for i, n0 in enumerate(range(0, n, K_TILE)):
                 nt = min(K_TILE, n - n0)
-                ids = _index_col(em, idx, n0, nt)
-                ramp = em.sbuf(nt, vt)
-                em.iota(ramp, v0, 0, (1,))
-                onehot = em.sbuf(nt, vt)
-                em.tensor_scalar(onehot, ramp, "is_equal", ids)
-                g = em.load(view_access(grad, 0, (n0, d0), (nt, dt), (1,)))
-                em.nc_matmul(acc, onehot, g, accumulate=i > 0)
-            res = em.sbuf(vt, dt)
-            em.tensor_copy(res, acc)
-            em.unpin(acc)
+                onehot = nisa.tensor_scalar(_ramp(nt, vt, v0), "is_equal", _index_col(idx, n0, nt))
+                g = load(view_access(grad, 0, (n0, d0), (nt, dt), (1,)))
+                if i == 0:
+                    acc[...] = nisa.nc_matmul(onehot, g)
+                else:
+                    acc += nisa.nc_matmul(onehot, g)
+            res = nisa.tensor_copy(acc)
             if padding_idx >= 0 and v0 <= padding_idx < v0 + vt:
-                em.affine_select(res, res, v0 - padding_idx, 1, (0,), "ne", 0.0)
-            em.store(view_access(out, 0, (v0, d0), (vt, dt), (1,)), res)
+                i_p = nl.arange(vt)[:, None]
+                res = nisa.affine_select(i_p + (v0 - padding_idx) != 0, res, 0.0)
+            store(view_access(out, 0, (v0, d0), (vt, dt), (1,)), res)
 
 
-def _mask(em: Emitter, target: View, n0: int, nt: int, c: int) -> tuple[Tile, Tile]:
-    ids = _index_col(em, target, n0, nt)
-    ramp = em.sbuf(nt, c)
-    em.iota(ramp, 0, 0, (1,))
-    mask = em.sbuf(nt, c)
-    em.tensor_scalar(mask, ramp, "is_equal", ids)
-    return ids, mask
+def _mask(target: View, n0: int, nt: int, c: int) -> tuple[NkiTensor, NkiTensor]:
+    ids = _index_col(target, n0, nt)
+    return ids, nisa.tensor_scalar(_ramp(nt, c, 0), "is_equal", ids)
 
 
 def nll_loss_kernel(
-    em: Emitter, loss: View, total_weight: View, logp: View, target: View, reduction: int, ignore_index: int
+    loss: View, total_weight: View, logp: View, target: View, reduction: int, ignore_index: int
 ) -> None:
     n, c = logp.shape
-    acc = em.psum(1, 2, pin=True)
+    acc = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.psum)
     for i, n0 in enumerate(range(0, n, K_TILE)):
         nt = min(K_TILE, n - n0)
-        ids, mask = _mask(em, target, n0, nt, c)
-        x = em.load(view_access(logp, 0, (n0, 0), (nt, c), (1,)))
-        prod = em.sbuf(nt, c)
-        em.tensor_tensor(prod, x, mask, "multiply")
-        pv = em.sbuf(nt, 2)
-        em.tensor_reduce(pv.cols(0, 1), prod, "add", (1,))
-        em.tensor_scalar(pv.cols(1, 1), ids, "not_equal", float(ignore_index))
-        em.tensor_tensor(pv.cols(0, 1), pv.cols(0, 1), pv.cols(1, 1), "multiply")
+        ids, mask = _mask(target, n0, nt, c)
+        x = load(view_access(logp, 0, (n0, 0), (nt, c), (1,)))
+        picked = nisa.tensor_reduce("add", nisa.tensor_tensor(x, mask, "multiply"), axis=1, keepdims=True)
+        pv = nl.ndarray((nt, 2), dtype=nl.float32, buffer=nl.sbuf)  # (picked * valid, valid) per row
+        pv[:, 1:2] = nisa.tensor_scalar(ids, "not_equal", float(ignore_index))
+        pv[:, 0:1] = nisa.tensor_tensor(picked, pv[:, 1:2], "multiply")
         if reduction == REDUCTION_NONE:
-            neg = em.sbuf(nt, 1)
-            em.tensor_scalar(neg, pv.cols(0, 1), "multiply", -1.0)
-            em.store(view_access(loss, 0, (n0,), (nt,), ()), neg)
-        ones = em.sbuf(nt, 1)
-        em.memset(ones, 1.0)
-        em.nc_matmul(acc, ones, pv, accumulate=i > 0)
-    sums = em.sbuf(1, 2)
-    em.tensor_copy(sums, acc)
-    em.unpin(acc)
-    em.store(view_access(total_weight, None, (), (), ()), sums.cols(1, 1))
+            store(view_access(loss, 0, (n0,), (nt,), ()), nisa.tensor_scalar(pv[:, 0:1], "multiply", -1.0))
+        ones = nisa.memset((nt, 1), 1.0, nl.float32)
+        if i == 0:
+            acc[...] = nisa.nc_matmul(ones, pv)
+        else:
+            acc += nisa.nc_matmul(ones, pv)
+    sums = nisa.tensor_copy(acc)
+    store(view_access(total_weight, None, (), (), ()), sums[:, 1:2])
     if reduction == REDUCTION_NONE:
         return
-    res = em.sbuf(1, 1)
     if reduction == REDUCTION_MEAN:
-        em.tensor_tensor(res, sums.cols(0, 1), sums.cols(1, 1), "divide")
-        em.tensor_scalar(res, res, "multiply", -1.0)
+        res = nisa.tensor_scalar(nisa.tensor_tensor(sums[:, 0:1], sums[:, 1:2], "divide"), "multiply", -1.0)
     else:
-        em.tensor_scalar(res, sums.cols(0, 1), "multiply", -1.0)
-    em.store(view_access(loss, None, (), (), ()), res)
+        res = nisa.tensor_scalar(sums[:, 0:1], "multiply", -1.0)
+    store(view_access(loss, None, (), (), ()), res)
 
 
 def nll_loss_backward_kernel(
-    em: Emitter,
-    out: View,
-    grad: View,
-    logp: View,
-    target: View,
-    reduction: int,
-    ignore_index: int,
-    total_weight: View,
+    out: View, grad: View, logp: View, target: View, reduction: int, ignore_index: int, total_weight: View
 ) -> None:
     n, c = logp.shape
     for n0 in range(0, n, K_TILE):
         nt = min(K_TILE, n - n0)
-        ids, mask = _mask(em, target, n0, nt, c)
+        ids, mask = _mask(target, n0, nt, c)
         if reduction == REDUCTION_NONE:
-            g = em.load(view_access(grad, 0, (n0,), (nt,), ()))
+            g = load(view_access(grad, 0, (n0,), (nt,), ()))
         else:
-            g = em.load(broadcast_rows(grad, nt, (), (), ()))
-        scale = em.sbuf(nt, 1)
+            g = load(broadcast_rows(grad, nt, (), (), ()))
         if reduction == REDUCTION_MEAN:
-            tw = em.load(broadcast_rows(total_weight, nt, (), (), ()))
-            em.tensor_tensor(scale, g, tw, "divide")
-            em.tensor_scalar(scale, scale, "multiply", -1.0)
+            scale = nisa.tensor_tensor(g, load(broadcast_rows(total_weight, nt, (), (), ())), "divide")
         else:
-            em.tensor_scalar(scale, g, "multiply", -1.0)
-        valid = em.sbuf(nt, 1)
-        em.tensor_scalar(valid, ids, "not_equal", float(ignore_index))
-        em.tensor_tensor(scale, scale, valid, "multiply")
-        res = em.sbuf(nt, c)
-        em.tensor_scalar(res, mask, "multiply", scale)
-        em.store(view_access(out, 0, (n0, 0), (nt, c), (1,)), res)
+            scale = g
+        valid = nisa.tensor_scalar(ids, "not_equal", float(ignore_index), op1="multiply", operand1=-1.0)
+        scale = nisa.tensor_tensor(scale, valid, "multiply")
+        store(view_access(out, 0, (n0, 0), (nt, c), (1,)), nisa.tensor_scalar(mask, "multiply", scale))
 
 
-def iota_kernel(em: Emitter, out: View, start: float, step: float) -> None:
+def iota_kernel(out: View, start: float, step: float) -> None:
+    """out = start + step * (flat index); integral start and step."""
     for spec in row_tiles(out.shape, [out.strides]):
-        t = em.sbuf(spec.partitions, *spec.free_sizes)
-        first = spec.offsets[0]
-        pstride = spec.part_strides[0]
-        steps = tuple(int(strides[0] * step) for strides, _ in spec.free)
-        em.iota(t, int(start + first * step), int(pstride * step), steps)
-        em.store(spec.access(0, out), t)
+        parts = spec.partitions
+        expr = nl.arange(parts)[:, None] * int(spec.part_strides[0] * step) + int(start + spec.offsets[0] * step)
+        free = [size for _, size in spec.free]
+        if len(free) != 1:
+            raise AssertionError("arange output is 1-D: one free dim per tile")
+        expr = expr + nl.arange(free[0])[None, :] * int(spec.free[0][0][0] * step)
+        store(spec.access(0, out), nisa.iota(expr, dtype=nl.float32))

@@ -1,0 +1,37 @@
+"""HBM windows for the lowering kernels: an ISA `Access` pattern on a Program tensor as an NKI tensor view.
+
+Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `window(access)` is the
+`NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
+strides, zero strides for broadcasts); `load(access)` DMAs it into a new fp32 SBUF tile of shape
+``(partitions, *free sizes)`` with `nl.load`, `store(access, tile)` DMAs a tile back with `nl.store`.
+"""
+
+from __future__ import annotations
+
+from nprof.arch.isa import Access
+from nprof.nki import language as nl
+from nprof.nki import trace
+from nprof.nki.tensor import NkiTensor
+
+
+def window(a: Access) -> NkiTensor:
+    base = trace.current().tensors()[a.tensor]
+    dims = ((0, a.partition_stride, a.partitions), *((0, stride, size) for stride, size in a.free))
+    return NkiTensor(base, 0, a.offset, dims, ())
+
+
+def load(a: Access) -> NkiTensor:
+    return nl.load(window(a), dtype=nl.float32)
+
+
+def store(a: Access, tile: NkiTensor) -> None:
+    nl.store(window(a), value=tile)
+
+
+def flat(t: NkiTensor) -> NkiTensor:
+    """A contiguous tile seen as [P, N]."""
+    if t.ndim == 2:
+        return t
+    f = t.flatten_free()
+    assert f is not None, "tiles allocated by the kernels are contiguous"
+    return f
