@@ -128,3 +128,14 @@ def test_read_then_write_of_an_argument_is_rejected():
 
     with pytest.raises(NprofError, match="in place"):
         nki.simulate_kernel(scale_in_place, np.ones((2, 2), np.float32))
+
+
+def test_trn2_preset_runs_and_is_recorded(tmp_path, capsys):
+    bench = nki.benchmark(warmup=0, iters=2, preset="trn2", save_neff_name=str(tmp_path / "k.neff"))(exp_kernel)
+    bench(np.ones((128, 64), np.float32))
+    assert load_program(tmp_path / "k.neff").preset == "trn2"
+    trn1 = nki.benchmark(warmup=0, iters=2)(exp_kernel)
+    trn1(np.ones((128, 64), np.float32))
+    capsys.readouterr()
+    assert bench.benchmark_result.nc_latency.mean != trn1.benchmark_result.nc_latency.mean
+    assert nki.jit(exp_kernel, preset="trn2").trace(np.ones((4, 4), np.float32)).program.preset == "trn2"

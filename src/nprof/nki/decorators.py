@@ -26,8 +26,9 @@
   Profile into `working_directory` (NprofError if a file exists and not
   `overwrite`). Returns the kernel's outputs.
 
-Each decorator works with or without parentheses and keeps the wrapped
-function's name and docstring.
+Each decorator works with or without parentheses, keeps the wrapped
+function's name and docstring, and takes `preset="trn1"|"trn2"` (the device
+the kernel is traced for and simulated on).
 """
 
 from __future__ import annotations
@@ -166,11 +167,14 @@ def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff:
 
 
 def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS,
-              save_neff_name: str | None = None, save_trace_name: str | None = None, **_: Any) -> Any:  # fmt: skip
+              save_neff_name: str | None = None, save_trace_name: str | None = None, preset: str = "trn1",
+              **_: Any) -> Any:  # fmt: skip
     """Benchmark a kernel on the virtual device (see module doc for the table and latency model)."""
 
     def wrap(f: Callable[..., Any]) -> _Benchmarked:
-        return _Benchmarked(getattr(f, "__wrapped_kernel__", f), warmup, iters, save_neff_name, save_trace_name)
+        bench = _Benchmarked(getattr(f, "__wrapped_kernel__", f), warmup, iters, save_neff_name, save_trace_name)
+        bench.preset = preset
+        return bench
 
     return wrap if kernel is None else wrap(kernel)
 
@@ -194,13 +198,15 @@ class _Profiled(Kernel):
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
             save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
-            profile_nth: int = 1, **_: Any) -> Any:  # fmt: skip
+            profile_nth: int = 1, preset: str = "trn1", **_: Any) -> Any:  # fmt: skip
     """Profile a kernel into `working_directory` (see module doc)."""
     if working_directory is None:
         raise NprofError("nki.profile needs working_directory= (where file.neff and profile.ntff are written)")
 
     def wrap(f: Callable[..., Any]) -> _Profiled:
         fn = getattr(f, "__wrapped_kernel__", f)
-        return _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
+        prof = _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
+        prof.preset = preset
+        return prof
 
     return wrap if func is None else wrap(func)
