@@ -66,6 +66,10 @@ def main() -> None:
     os.environ.setdefault("NPROF_NO_PROGRESS", "1")
     import torch
 
+    import nprof.compiler.ops
+    import nprof.device
+    import nprof.program.file  # noqa: F401
+
     mlp = _example("mnist_mlp")
     torch.manual_seed(0)
     model = mlp.MLP()
