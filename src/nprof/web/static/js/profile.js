@@ -304,6 +304,7 @@ export class ProfileView {
     this.drawnT0 = this.tl.layout.t0;
     this.drawnT1 = this.tl.layout.t1;
     this.toolbar.setWindow(this.st.t0, this.st.t1, info);
+    this._legendFit();
     const ready = this.idle();
     this.tlHost.dataset.ready = ready ? "1" : "0";
     this.tlHost.dataset.items = String(info.items);
@@ -314,10 +315,15 @@ export class ProfileView {
     const onSearch = (fields) => this.panels.search.setQuery(fields, false);
     const groups = this.st.color === "layer" ? this.layerLookup.groups(this.st.depth) : [];
     renderLegend(this.legend, this.vp, this.st, this.rowsResp.rows, onSearch, groups);
-    // two lines at most unless expanded: the timeline must not jump down on profiles with many opcodes
-    const over = this.legend.scrollHeight > this.legend.clientHeight + 2 || this.legend.classList.contains("open");
+    this._legendFit();
+  }
+
+  /** Two legend lines at most unless expanded (the timeline must not jump); re-checked after each draw. */
+  _legendFit() {
+    const open = this.legend.classList.contains("open");
+    const over = open || this.legend.scrollHeight > this.legend.clientHeight + 2;
     this.legendMore.hidden = !over;
-    this.legendMore.textContent = this.legend.classList.contains("open") ? "less" : `all ${this.legend.children.length}`;
+    this.legendMore.textContent = open ? "less" : `all ${this.legend.children.length}`;
   }
 
   async loadMarkers() {
