@@ -150,6 +150,8 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     x = _c.tile(data, "transpose input")
     if x.ndim != 2:
         raise kernel_error(f"nc_transpose takes a 2-D tile, got shape {x.shape}")
+    if x.space is not Space.SBUF:
+        raise kernel_error("nc_transpose reads SBUF (TensorE has no PSUM input); copy the tile to SBUF first")
     parts, free = x.shape
     if free > builder.preset.pmax:
         raise kernel_error(

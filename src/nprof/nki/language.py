@@ -303,7 +303,7 @@ def transpose(x: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: 
     """x.T of a 2-D tile, through TensorE (TRANSPOSE into PSUM, then copied back to SBUF)."""
     from nprof.nki import isa as _isa
 
-    t = _isa.nc_transpose(_c.tile(x, "transpose input"), mask=mask)
+    t = _isa.nc_transpose(_sbuf(_c.tile(x, "transpose input")), mask=mask)
     return _c.copy(t, dtype=dtype if dtype is not None else x.dtype)
 
 
