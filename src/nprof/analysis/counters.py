@@ -26,9 +26,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
-from nprof.analysis.facts import facts
+from nprof.analysis.facts import TENSOR_MATRIX_TRACK, facts, to_numpy
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -83,34 +84,44 @@ def _edges(total: int) -> np.ndarray:
 
 def tensor_util(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     f = facts(profile)
-    m = f.tensor_matrix_mask
-    if not m.any() or f.total_ns <= 0:
+    instr = profile.instructions
+    if instr.num_rows == 0 or f.total_ns <= 0:
         return np.empty(0, np.int64), np.empty(0)
+    on_track = pc.any(pc.equal(instr["track"], TENSOR_MATRIX_TRACK)).as_py()
+    column, value = ("track", TENSOR_MATRIX_TRACK) if on_track else ("engine", "tensor")
     edges = _edges(f.total_ns)
     width, nbins = int(edges[1]), edges.size - 1
-    busy = _busy_per_bin(f.i_ts, f.i_end, m, width, nbins)
+    busy = _busy_per_bin(instr, column, value, width, nbins)
+    if busy is None:
+        return np.empty(0, np.int64), np.empty(0)
     ends = np.minimum(edges[1:], f.total_ns)
-    value = _snap(100.0 * busy / np.maximum(ends - edges[:-1], 1))
-    return _collapse(edges[:-1], value, f.total_ns)
+    util = _snap(100.0 * busy / np.maximum(ends - edges[:-1], 1))
+    return _collapse(edges[:-1], util, f.total_ns)
 
 
-def _busy_per_bin(ts_all: np.ndarray, end_all: np.ndarray, mask: np.ndarray, width: int, nbins: int) -> np.ndarray:
-    """ns per bin covered by the union of the masked intervals, in batches of BATCH rows (bounded memory).
+def _busy_per_bin(table: pa.Table, column: str, value: str, width: int, nbins: int) -> np.ndarray | None:
+    """ns per bin covered by the union of the rows where `column == value`, read in batches of BATCH rows.
 
-    Batches in table order are merged with a carried `reach`: when the masked
+    Batches in table order are merged with a carried `reach`: when the selected
     starts are non-decreasing, whatever a batch's interval has in common with the
     earlier batches is exactly [its start, reach), so clipping its start to reach
     removes the overlap. Out-of-order starts fall back to one global merge.
+    None when no row is selected.
     """
     busy = np.zeros(nbins, np.float64)
-    reach, last = np.iinfo(np.int64).min, np.iinfo(np.int64).min
-    for b0 in range(0, ts_all.size, BATCH):
-        mb = mask[b0 : b0 + BATCH]
-        ts, end = ts_all[b0 : b0 + BATCH][mb], end_all[b0 : b0 + BATCH][mb]
+    reach, last, seen = np.iinfo(np.int64).min, np.iinfo(np.int64).min, False
+    for b0 in range(0, table.num_rows, BATCH):
+        sl = table.slice(b0, BATCH)
+        mask = to_numpy(pc.equal(sl[column], value), bool)
+        ts = to_numpy(sl["ts"])[mask]
+        end = ts + to_numpy(sl["duration"])[mask]
         if ts.size == 0:
             continue
+        seen = True
         if ts[0] < last or not iv.is_sorted(ts):
-            ms, me = iv.merge(ts_all[mask], end_all[mask])
+            everything = to_numpy(pc.equal(table[column], value), bool)
+            all_ts = to_numpy(table["ts"])[everything]
+            ms, me = iv.merge(all_ts, all_ts + to_numpy(table["duration"])[everything])
             return spread_over_bins(ms, me, (me - ms).astype(np.float64), width, nbins)
         last = int(ts[-1])
         ms, me = iv.merge(ts, end)
@@ -120,7 +131,7 @@ def _busy_per_bin(ts_all: np.ndarray, end_all: np.ndarray, mask: np.ndarray, wid
         if me.size:
             reach = max(reach, int(me.max()))
             busy += spread_over_bins(ms, me, (me - ms).astype(np.float64), width, nbins)
-    return busy
+    return busy if seen else None
 
 
 def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -135,7 +146,9 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
         return
     step = batch or BATCH
     starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts, kind="stable")
-    ends = f.d_end if iv.is_sorted(f.d_end) else np.sort(f.d_end, kind="stable")  # nearly sorted: fast
+    ends = f.__dict__.get("d_end")  # reuse the analysis' array when it exists; else a temporary
+    ends = f.d_ts + f.d_dur if ends is None else ends
+    ends = ends if iv.is_sorted(ends) else np.sort(ends, kind="stable")  # nearly sorted: fast
     bounds = [int(t) for t in starts[::step]] + [int(ends[-1]) + 1]
     previous = None
     for t_lo, t_hi in itertools.pairwise(bounds):
@@ -198,9 +211,12 @@ def dma_throughput(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     edges = _edges(f.total_ns)
     nbins = edges.size - 1
     per_bin = np.zeros(nbins, np.float64)
-    for b0 in range(0, f.d_ts.size, BATCH):  # batches keep the temporaries bounded
-        sl = slice(b0, b0 + BATCH)
-        per_bin += spread_over_bins(f.d_ts[sl], f.d_end[sl], f.d_bytes[sl].astype(np.float64), int(edges[1]), nbins)
+    dma = profile.dma
+    for b0 in range(0, dma.num_rows, BATCH):  # batches of the table keep the temporaries bounded
+        sl = dma.slice(b0, BATCH)
+        ts = to_numpy(sl["ts"])
+        nbytes = to_numpy(sl["bytes"]).astype(np.float64)
+        per_bin += spread_over_bins(ts, ts + to_numpy(sl["duration"]), nbytes, int(edges[1]), nbins)
     ends = np.minimum(edges[1:], f.total_ns)
     value = _snap(np.maximum(per_bin, 0.0) / np.maximum(ends - edges[:-1], 1))
     return _collapse(edges[:-1], value, f.total_ns)

@@ -92,7 +92,14 @@ class Facts:
     def total_ns(self) -> int:
         if self.info.total_time_ns is not None:
             return int(self.info.total_time_ns)
-        ends = [int(e.max()) for e in (self.i_end, self.d_end) if e.size]
+        ends = []
+        for name, table in (("i_end", self.instructions), ("d_end", self.dma)):
+            if table.num_rows == 0:
+                continue
+            cached = self.__dict__.get(name)  # no per-event array just for the maximum
+            ends.append(
+                int(cached.max()) if cached is not None else int(pc.max(pc.add(table["ts"], table["duration"])).as_py())
+            )
         c = self.collectives
         if c.num_rows:
             ends.append(int((to_numpy(c["ts"]) + to_numpy(c["duration"])).max()))

@@ -51,7 +51,6 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 
 from nprof.analysis.counters import SERIES, dma_throughput, pending_dma_chunks, tensor_util
 from nprof.analysis.facts import facts, to_numpy
-from nprof.analysis.sources import group_rows
 from nprof.export.options import ExportOptions
 from nprof.export.perfetto_columns import BatchColumns, TableColumns
 from nprof.export.perfetto_flows import Flows
@@ -60,14 +59,14 @@ from nprof.export.perfetto_layout import (
     KIND_END,
     KIND_INSTANT,
     Row,
-    in_table_order,
+    batches,
     is_sequential,
     packet_order,
     plan_rows,
-    row_codes,
     row_times,
     sorted_rows,
     split_lanes,
+    streamable,
 )
 from nprof.export.protowire import Fixed, place
 from nprof.profile import Profile
@@ -187,26 +186,20 @@ class _Writer:
             sl = slice(p0, p0 + chunk)
             self.chunk(row, rows, event[sl], kind[sl], time[sl], uuid, seq, bar, cols)
 
-    def stream(self, table: str, streams: dict[int, tuple[Row, int]], bar) -> None:
+    def stream(self, table: str, streams: dict[str, tuple[Row, int]], bar) -> None:
         """Rows whose events are sequential in table order, read batch by batch (memory bounded by the batch)."""
         if not streams:
             return
-        codes = row_codes(self.profile, table)
-        ts_all, end_all = row_times(self.profile, table)
         arrow = self.profile.table(table)
-        seqs = {code: Sequence(self.seq(), ANNOTATIONS, INTERN_LIMIT) for code in streams}
-        batch = self.options.chunk_rows * STREAM_BATCH_CHUNKS
-        for b0 in range(0, codes.size, batch):
-            b1 = min(codes.size, b0 + batch)
-            cols = BatchColumns(arrow, b0, b1)
-            group_codes, offsets, order = group_rows(codes[b0:b1])
-            for g, code in enumerate(group_codes.tolist()):
-                if code not in streams:
+        seqs = {name: Sequence(self.seq(), ANNOTATIONS, INTERN_LIMIT) for name in streams}
+        for b in batches(self.profile, table, self.options.chunk_rows * STREAM_BATCH_CHUNKS):
+            cols = BatchColumns(arrow, b.start, b.stop)
+            for name, pos in b.groups.items():
+                if name not in streams:
                     continue
-                row, uuid = streams[code]
-                pos = b0 + order[offsets[g] : offsets[g + 1]]
-                event, kind, time = packet_order(ts_all[pos], end_all[pos])
-                self.chunk(row, pos, event, kind, time, uuid, seqs[code], bar, cols)
+                row, uuid = streams[name]
+                event, kind, time = packet_order(b.ts[pos], b.end[pos])
+                self.chunk(row, b.start + pos, event, kind, time, uuid, seqs[name], bar, cols)
 
     def chunk(self, row: Row, rows: np.ndarray, ev: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
               seq: Sequence, bar, cols: Columns) -> None:  # fmt: skip
@@ -307,13 +300,15 @@ class _Writer:
 
     def run(self) -> None:
         self.process()
-        streams: dict[str, dict[int, tuple[Row, int]]] = {"dma": {}, "instructions": {}}
+        size = self.options.chunk_rows * STREAM_BATCH_CHUNKS
+        ok = {table: streamable(self.profile, table, size) for table in ("dma", "instructions")}
+        streams: dict[str, dict[str, tuple[Row, int]]] = {"dma": {}, "instructions": {}}
         lanes_todo: list[tuple[Row, np.ndarray, int]] = []
         rank = 0
         for row in plan_rows(self.profile):
-            if in_table_order(self.profile, row):
+            if row.key in ok[row.table]:
                 self.descriptor(TRACK_UUID_BASE + rank, row.label, rank)
-                streams[row.table][row.code] = (row, TRACK_UUID_BASE + rank)
+                streams[row.table][row.key] = (row, TRACK_UUID_BASE + rank)
                 rank += 1
                 continue
             rows = sorted_rows(self.profile, row)

@@ -3,9 +3,10 @@
 Contract:
 * `plan_rows(profile)` lists the slice rows (one per instruction track and DMA
   queue, in the viewer's order: DMA queues, then engine rows, then other
-  tracks); `in_table_order` tells whether a row's events already follow each
-  other in table order (then they can be streamed batch by batch), and
-  `sorted_rows` gives the table positions of its events sorted by (ts, -duration).
+  tracks); `streamable` tells which rows' events already follow each other in
+  table order (they are then written batch by batch from `batches`, zero-copy
+  slices of the table, so memory stays bounded), and `sorted_rows` gives the
+  table positions of another row's events sorted by (ts, -duration).
 * `split_lanes(ts, end)` splits a row's events into lanes whose events are
   sequential or properly nested (Perfetto draws one stack per track, so partly
   overlapping events need their own lane); most rows have one lane and take the
@@ -18,11 +19,14 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
-from nprof.analysis.facts import facts
+from nprof.analysis.facts import encode_arrow, facts, to_numpy
+from nprof.analysis.sources import group_rows
 from nprof.export.labels import queue_label, track_label
 from nprof.profile import Profile
 
@@ -37,7 +41,9 @@ class Row:
     table: str  # "instructions" or "dma"
     key: str  # track or queue name
     label: str  # display name
-    code: int  # code of `key` in the table's track/queue encoding
+
+
+KEY_COLUMN = {"instructions": "track", "dma": "queue"}
 
 
 def _natural(name: str) -> list[object]:
@@ -59,21 +65,55 @@ def _ties_ordered(t: np.ndarray, d: np.ndarray) -> bool:
 
 def plan_rows(profile: Profile) -> list[Row]:
     """Every slice row of `profile` in display order (see module doc)."""
-    f = facts(profile)
     out: list[Row] = []
-    names = f.queue[1]
-    for k in sorted(range(len(names)), key=lambda i: _natural(names[i])):
-        out.append(Row("dma", names[k], queue_label(names[k]), k))
-    names = f.track[1]
-    for k in sorted(range(len(names)), key=lambda i: _track_rank(names[i])):
-        out.append(Row("instructions", names[k], track_label(names[k]), k))
+    queues = [q for q in pc.unique(profile.dma["queue"]).to_pylist() if q is not None]
+    for q in sorted(queues, key=_natural):
+        out.append(Row("dma", q, queue_label(q)))
+    tracks = [t for t in pc.unique(profile.instructions["track"]).to_pylist() if t is not None]
+    for t in sorted(tracks, key=_track_rank):
+        out.append(Row("instructions", t, track_label(t)))
     return out
 
 
-def row_codes(profile: Profile, table: str) -> np.ndarray:
-    """Track (instructions) or queue (dma) code of every row of `table`."""
-    f = facts(profile)
-    return (f.track if table == "instructions" else f.queue)[0]
+@dataclass
+class Batch:
+    """Rows [start, stop) of a table: their times and their rows grouped by track/queue name."""
+
+    start: int
+    stop: int
+    ts: np.ndarray
+    end: np.ndarray
+    groups: dict[str, np.ndarray]  # name -> positions in the batch (ascending)
+
+
+def batches(profile: Profile, table: str, size: int) -> Iterator[Batch]:
+    """The table in contiguous batches of `size` rows (zero-copy slices; memory bounded by the batch)."""
+    t = profile.table(table)
+    for b0 in range(0, t.num_rows, size):
+        sl = t.slice(b0, size).select(["ts", "duration", KEY_COLUMN[table]])
+        ts = to_numpy(sl["ts"])
+        end = ts + to_numpy(sl["duration"])
+        codes, names = encode_arrow(sl[KEY_COLUMN[table]])
+        group_codes, offsets, order = group_rows(codes)
+        values = names.to_pylist()
+        groups = {values[c]: order[offsets[g] : offsets[g + 1]] for g, c in enumerate(group_codes.tolist())}
+        yield Batch(b0, b0 + sl.num_rows, ts, end, groups)
+
+
+def streamable(profile: Profile, table: str, size: int) -> set[str]:
+    """Names of the rows whose events, in table order, follow each other (one pass over the table in batches)."""
+    last: dict[str, int] = {}
+    bad: set[str] = set()
+    for b in batches(profile, table, size):
+        for name, pos in b.groups.items():
+            if name in bad:
+                continue
+            ts, end = b.ts[pos], b.end[pos]
+            if (name in last and ts[0] < last[name]) or not is_sequential(ts, end):
+                bad.add(name)
+            else:
+                last[name] = int(end[-1])
+    return set(last) - bad
 
 
 def row_times(profile: Profile, table: str) -> tuple[np.ndarray, np.ndarray]:
@@ -81,17 +121,11 @@ def row_times(profile: Profile, table: str) -> tuple[np.ndarray, np.ndarray]:
     return (f.i_ts, f.i_end) if table == "instructions" else (f.d_ts, f.d_end)
 
 
-def in_table_order(profile: Profile, row: Row) -> bool:
-    """True when the row's events, in table order, follow each other (the streaming writer can take them)."""
-    ts, end = row_times(profile, row.table)
-    mask = row_codes(profile, row.table) == row.code
-    return is_sequential(ts[mask], end[mask])
-
-
 def sorted_rows(profile: Profile, row: Row) -> np.ndarray:
     """Table positions of the row's events, sorted by (ts, -duration)."""
     ts, end = row_times(profile, row.table)
-    rows = np.flatnonzero(row_codes(profile, row.table) == row.code)
+    codes, names = facts(profile).strings(row.table, KEY_COLUMN[row.table])
+    rows = np.flatnonzero(codes == names.index(row.key))
     t, d = ts[rows], end[rows] - ts[rows]
     if rows.size > 1 and not (np.all(t[1:] > t[:-1]) or (np.all(t[1:] >= t[:-1]) and _ties_ordered(t, d))):
         rows = rows[np.lexsort((-d, t))]
