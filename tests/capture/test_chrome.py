@@ -58,9 +58,12 @@ def test_kineto_kernels_engines_flops_and_links(kineto: Profile) -> None:
     assert all(r["hbm_read_bytes"] == 0 for r in ins if r["track"] == "cpu:4321")
     assert "grid [4, 16, 1] block [128, 1, 1]" in sgemm["operands"]
     assert sgemm["duration"] == 40_000
-    assert sgemm["ts"] - by_id[sgemm["deps"][0]]["ts"] == 60_000  # launched 60 us before it ran
+    # the op that launched it: aten::addmm is one CPU row (its cudaLaunchKernel absorbed), 70 us earlier
     launch = by_id[sgemm["deps"][0]]
-    assert launch["opcode"] == "cudaLaunchKernel" and launch["track"] == "cpu:4321"
+    assert launch["opcode"] == "aten::addmm" and launch["track"] == "cpu:4321"
+    assert launch["flops"] == 0 and sgemm["ts"] - launch["ts"] == 70_000
+    gelu_launch = by_id[kernels[1]["deps"][0]]
+    assert gelu_launch["opcode"] == "cudaLaunchKernel"  # aten::gelu's own time is under half: its launch is the row
     assert sgemm["hlo_name"] == "aten::linear > aten::addmm"
     assert sgemm["layer"] == "Net_0.Linear_0"
     assert sgemm["nki_source_location"] == "train.py:21"  # torch's own frames are skipped

@@ -157,10 +157,9 @@ def build_profile(
     order, parent, h_end = nest(track_code[host], start[host], end[host])
     h_start = start[host]
     h_dur = h_end - h_start
-    emitted, owner = select_work(order, parent, h_dur)
     ctx_idx = np.flatnonzero(kind == 1)
     ctx = Context([names[i] for i in ctx_idx.tolist()], track_code[ctx_idx], start[ctx_idx], end[ctx_idx])
-    par_l, own_l = parent.tolist(), owner.tolist()
+    par_l = parent.tolist()
 
     # backward nodes: nearest evaluate_function ancestor-or-self
     is_bwd = list(map(str.startswith, h_names, repeat(_BWD)))
@@ -170,7 +169,7 @@ def build_profile(
             p = par_l[i]
             bwd_of[i] = i if is_bwd[i] else (bwd_of[p] if p >= 0 else -1)
 
-    # FLOPs: own formula per op, attributed once to its emitted row
+    # FLOPs: own formula per op, attributed once to its row
     own = [0] * len(host)
     flops = np.zeros(len(host), dtype=np.int64)
     dtype_weight: Counter[str] = Counter()
@@ -190,6 +189,11 @@ def build_profile(
         while p >= 0 and not has_inner[p]:
             has_inner[p] = True
             p = par_l[p]
+    # the work level: a counted FLOP op (innermost with a formula) is always one row, never split or
+    # absorbed into an enclosing op, so matmul rows do not depend on timing noise
+    counted = np.asarray([f > 0 and not h for f, h in zip(own, has_inner, strict=True)], dtype=bool)
+    emitted, owner = select_work(order, parent, h_dur, counted, np.asarray(has_inner, dtype=bool))
+    own_l = owner.tolist()
     carrier: dict[int, int] = {}  # counted op above the work level -> its first emitted descendant
     for e in np.flatnonzero(emitted).tolist():
         a = par_l[e]

@@ -11,7 +11,9 @@ time must mean something, so:
   emitted as one row when it is a leaf or when its own (self) time is at least
   half of its duration (its children are then absorbed into it: bookkeeping such
   as ``aten::copy_`` inside ``aten::addmm``); otherwise its children are visited
-  and the parent's self time stays a gap (dispatcher / Python overhead). The
+  and the parent's self time stays a gap (dispatcher / Python overhead). Callers
+  may force or forbid slices: the importer forces FLOP-carrying ops and forbids
+  the ops enclosing them, so matmul rows do not depend on timing noise. The
   emitted rows of a track never overlap and cover all the time spent in ops
   except that overhead;
 * `flow_deps` binds flow events (s/t/f) to rows and chains them into dependencies;
@@ -74,8 +76,17 @@ def nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     return order, np.asarray(par_l, dtype=np.int64), np.asarray(en_l, dtype=np.int64)
 
 
-def select_work(order: np.ndarray, parent: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (emitted mask, owner): owner[i] = the emitted ancestor-or-self of slice i, or -1."""
+def select_work(
+    order: np.ndarray,
+    parent: np.ndarray,
+    duration: np.ndarray,
+    force: np.ndarray | None = None,
+    never: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return (emitted mask, owner): owner[i] = the emitted ancestor-or-self of slice i, or -1.
+
+    `force` marks slices that are rows whatever their timing (when no ancestor is one), `never`
+    those that are never rows (their children are visited), e.g. an op enclosing a FLOP op."""
     n = len(parent)
     child_sum = np.zeros(n, dtype=np.int64)
     has_child = np.zeros(n, dtype=bool)
@@ -83,6 +94,10 @@ def select_work(order: np.ndarray, parent: np.ndarray, duration: np.ndarray) -> 
     np.add.at(child_sum, parent[inner], duration[inner])
     has_child[parent[inner]] = True
     candidate = (~has_child) | (2 * (duration - child_sum) >= duration)
+    if never is not None:
+        candidate &= ~never
+    if force is not None:
+        candidate |= force
     cand_l = candidate.tolist()
     par_l = parent.tolist()
     owner = [-1] * n
