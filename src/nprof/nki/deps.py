@@ -17,9 +17,8 @@ cheap for long programs; a write that fully covers an entry replaces it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
 
@@ -36,6 +35,10 @@ class _Entry:
 
 
 def _overlap(a: Region, b: Region) -> bool:
+    if len(a) == 2:  # on-chip regions (partitions x bytes): the hot path
+        (a0, a1), (a2, a3) = a
+        (b0, b1), (b2, b3) = b
+        return a0 < b1 and b0 < a1 and a2 < b3 and b2 < a3
     return all(alo < bhi and blo < ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
 
@@ -66,7 +69,7 @@ class DepTracker:
         flo, fhi = acc.offset + lo + min(0, pext), acc.offset + hi + max(0, pext) + 1
         shape = self._shapes.get(acc.tensor)
         box = _hbm_box(acc, shape) if shape else None
-        row = int(np.prod(shape[1:])) if shape and len(shape) > 1 else 1
+        row = math.prod(shape[1:]) if shape and len(shape) > 1 else 1
         rows = shape[0] if shape else 1
         gran = max(1, rows // 32)
         first, last = flo // row // gran, (fhi - 1) // row // gran

@@ -16,6 +16,7 @@ dtype to the (promoted) input dtype.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,7 @@ def num_programs(axis: int | None = None) -> int:
     """Launch-grid size along `axis` (all instances when None); 1 without a grid."""
     grid = _trace.current().grid
     if axis is None:
-        return int(np.prod(grid)) if grid else 1
+        return math.prod(grid) if grid else 1
     return grid[axis] if axis < len(grid) else 1
 
 

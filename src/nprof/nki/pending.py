@@ -12,10 +12,9 @@ changed since the last one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from nprof.arch.isa import Engine, Opcode, Space, attrs
 from nprof.nki.source import kernel_error
@@ -88,7 +87,7 @@ class PendingOps:
             return
         stat, mov, out = pend.a.access(), pend.b.access(), out_view.access()
         rshape = pend.result.shape
-        if out.partitions != rshape[0] or out.elements != int(np.prod(rshape)):
+        if out.partitions != rshape[0] or out.elements != math.prod(rshape):
             raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
         if out.space is not Space.PSUM:
             raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")

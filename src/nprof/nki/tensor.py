@@ -16,6 +16,7 @@ operand. Integer-indexing the partition axis keeps it as a size-1 axis.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +147,7 @@ class NkiTensor(ViewReshapes, TileOperators):
         shape = tuple(int(s) for s in shape)
         if not self.is_hbm or self._p0 or self._e0 or self._checks or self.shape != self._base.shape:
             raise kernel_error("reshape is supported on whole HBM tensors only")
-        if int(np.prod(shape)) != int(np.prod(self.shape)):
+        if math.prod(shape) != math.prod(self.shape):
             raise kernel_error(f"cannot reshape {self.shape} into {shape}: element counts differ")
         dims: list[Dim] = []
         stride = 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -245,7 +246,7 @@ class ProgramBuilder(PendingOps):
                 "tile the partition axis"
             )
         if base.space is Space.PSUM:
-            per_block = int(np.prod(shape[partition_axis + 1 :], dtype=np.int64)) * _itemsize(base.dtype)
+            per_block = math.prod(shape[partition_axis + 1 :]) * _itemsize(base.dtype)
             if per_block > p.psum_bank_bytes:
                 raise kernel_error(
                     f"PSUM tile {shape} {base.dtype} needs {per_block} bytes per partition; a PSUM bank holds "
@@ -258,8 +259,8 @@ class ProgramBuilder(PendingOps):
             return
         p = self.preset
         shape, partition_axis, item = base.shape, base.partition_axis, _itemsize(base.dtype)
-        blocks = int(np.prod(shape[:partition_axis], dtype=np.int64))
-        per_block = int(np.prod(shape[partition_axis + 1 :], dtype=np.int64)) * item
+        blocks = math.prod(shape[:partition_axis])
+        per_block = math.prod(shape[partition_axis + 1 :]) * item
         nbytes, align, block_elems = blocks * per_block, None, 0
         if base.space is Space.PSUM and blocks > 1:  # one bank per block, as the accumulators address them
             nbytes, align, block_elems = blocks * p.psum_bank_bytes, p.psum_bank_bytes, p.psum_bank_bytes // item
