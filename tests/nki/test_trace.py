@@ -220,3 +220,41 @@ def test_assigning_a_load_dmas_straight_into_the_tile():
     assert ops == [Opcode.DMA_DIRECT2D] * 3 + [Opcode.TENSOR_COPY]
     first, second = prog.instructions[0].outs[0], prog.instructions[1].outs[0]
     assert first.tensor == second.tensor and second.offset - first.offset == 64 * 4
+
+
+def test_tile_used_after_its_kernel_returned_is_an_error():
+    def make(x):
+        return nl.load(x)  # returns an on-chip tile: freed when the call returns
+
+    def use(t):
+        return nl.exp(t)
+
+    b = ProgramBuilder("dangling")
+    t = b.call(make, b.hbm_tensor("x", (4, 4), "float32"))
+    with pytest.raises(KernelError, match="after the kernel that allocated it returned"):
+        b.call(use, t)
+
+
+def test_builder_dma_flags_and_spmd_calls():
+    b = ProgramBuilder("flags")
+    x = b.hbm_tensor("x", (256, 8), "float32")
+    spill = b.hbm_tensor("spill", (256, 8), "float32", kind="internal")
+
+    def body(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        rows = nl.ds(nl.program_id(0) * 128, 128)
+        t = nl.load(x[rows, :])
+        b.dma(spill[rows, :], t, spill=True)
+        nl.store(out[rows, :], value=t)
+        return out
+
+    out = b.call_spmd(body, (2,), x)
+    b.mark_output(out)
+    prog = b.build()
+    flagged = [i for i in prog.instructions if i.attr("spill")]
+    assert len(flagged) == 2 and all(i.outs[0].tensor == "spill" for i in flagged)
+    assert [t.name for t in prog.outputs] == [out.name]
+    from nprof.device import simulate
+
+    xv = np.arange(256 * 8, dtype=np.float32).reshape(256, 8)
+    np.testing.assert_array_equal(simulate(prog, {"x": xv}).outputs[out.name], xv)
