@@ -189,7 +189,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             )
         if not args.profile:
             raise NprofError("missing -s PROFILE: where to write the profile")
-        capture_command(command, args.profile, device=args.device or "cpu")
+        capture_command(command, args.profile, device=args.device)  # None: cuda if available, else cpu
         return 0
     if not args.program:
         raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")

@@ -1,10 +1,11 @@
 """The child process of `nprof capture -- python script.py`: run the script under torch.profiler.
 
-Usage (internal): ``python -m nprof.capture.torch_boot TRACE STATUS DEVICE (SCRIPT | -m MODULE) [ARGS...]``.
+Usage (internal): ``python -m nprof.capture.torch_boot TRACE STATUS DEVICE (SCRIPT | -m MODULE) [ARGS...]``
+with DEVICE cpu, cuda or auto.
 It sets ``sys.argv`` and ``sys.path[0]`` as ``python script.py`` would, runs the
 script with runpy inside a `TorchSession`, and always, even when the script
 fails, writes the Chrome trace to TRACE and a JSON status to STATUS
-(``exit_code``, ``error``), then exits with the script's exit status (an
+(``exit_code``, ``device`` used, ``error``), then exits with the script's exit status (an
 uncaught exception prints its traceback and gives 1, like Python). A device
 problem (CUDA asked for but absent) writes ``error`` and exits 2 without running.
 """
@@ -39,7 +40,7 @@ def main(argv: list[str]) -> int:
     from nprof.errors import NprofError
 
     try:
-        session = TorchSession(device)
+        session = TorchSession(None if device == "auto" else device)
     except NprofError as err:
         _write_status(status_path, {"exit_code": 2, "error": str(err)})
         return 2

@@ -1,6 +1,7 @@
 """`nprof capture --device cpu|cuda -s profile.ntff -- python script.py [args]`.
 
 Contract of `capture_command(command, profile_path, device)`:
+* `device` is "cpu", "cuda" or None (cuda when torch sees a GPU, else cpu);
 * `command` is ``python script.py ARGS``, ``python -m module ARGS`` (any
   ``python``, ``python3``, ``python3.X`` or path to one) or ``script.py ARGS``;
   the script runs in a child process of nprof's own interpreter
@@ -64,7 +65,7 @@ def _target(command: list[str]) -> tuple[list[str], str]:
     return args, script.name
 
 
-def capture_command(command: list[str], profile_path: str, device: str = "cpu") -> None:
+def capture_command(command: list[str], profile_path: str, device: str | None = None) -> None:
     """Run `command` under torch.profiler and write the profile (see module doc)."""
     target, name = _target(command)
     out = Path(profile_path)
@@ -73,11 +74,12 @@ def capture_command(command: list[str], profile_path: str, device: str = "cpu") 
         raise NprofError(f"{out}: directory {parent} does not exist; create it or pick another path")
     if out.is_dir():
         raise NprofError(f"{out}: is a directory; give a file name such as {out / 'profile.ntff'}")
-    if device not in ("cpu", "cuda"):
+    if device not in ("cpu", "cuda", None):
         raise NprofError(f"--device {device}: nprof capture -- COMMAND profiles cpu or cuda")
     with tempfile.TemporaryDirectory(prefix="nprof-capture-") as tmp:
         trace, status_path = Path(tmp) / "trace.json", Path(tmp) / "status.json"
-        cmd = [sys.executable, "-m", "nprof.capture.torch_boot", str(trace), str(status_path), device, *target]
+        cmd = [sys.executable, "-m", "nprof.capture.torch_boot", str(trace), str(status_path), device or "auto"]
+        cmd += target
         proc = subprocess.Popen(cmd)
         try:
             rc = proc.wait()
@@ -94,8 +96,9 @@ def capture_command(command: list[str], profile_path: str, device: str = "cpu") 
         meta = {"command": shlex.join(command), "exit_code": str(rc)}
         from nprof.capture.torch_session import build_torch_profile
 
+        used = str(status.get("device") or device or "cpu")
         with progress(None, f"converting the trace of {name}") as bar:
-            profile = build_torch_profile(trace, device, name, meta)
+            profile = build_torch_profile(trace, used, name, meta)
             bar.advance()
         if profile.instructions.num_rows == 0 and profile.dma.num_rows == 0:
             if rc:
