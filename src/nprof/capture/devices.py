@@ -79,8 +79,8 @@ def _cache_file() -> Path:
     return Path(base) / "nprof" / "calibration.json"
 
 
-def calibrate() -> tuple[float, float]:
-    """Measure (FLOP/s, bytes/s) of this CPU: best-of float32 matmul and a large array copy."""
+def calibrate(copy_mib: int = 256) -> tuple[float, float]:
+    """Measure (FLOP/s, bytes/s) of this CPU: best-of float32 matmul and a `copy_mib` MiB array copy."""
     import numpy as np
 
     n = 1024
@@ -94,7 +94,7 @@ def calibrate() -> tuple[float, float]:
         a @ b
         best = min(best, time.perf_counter() - t)
     flops = 2.0 * n**3 / best
-    src = np.ones(32 * 1024 * 1024, dtype=np.float64)  # 256 MiB
+    src = np.ones(copy_mib * 1024 * 1024 // 8, dtype=np.float64)  # large enough to defeat the caches
     dst = np.empty_like(src)
     np.copyto(dst, src)
     best = float("inf")
