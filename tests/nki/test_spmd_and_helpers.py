@@ -69,3 +69,26 @@ def test_benchmark_of_an_spmd_launch(capsys):
     np.testing.assert_allclose(bench[2, 1](a, b), a + b, rtol=1e-6)
     assert "NCL(50)" in capsys.readouterr().out
     assert bench[2, 1].benchmark_result is not None
+
+
+def test_nc_version_follows_the_preset():
+    import nprof.nki.isa as nisa
+
+    seen = []
+
+    def kernel(x):
+        seen.append(nisa.get_nc_version())
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    x = rand((4, 4), 9)
+    nki.jit(kernel)(x)
+    nki.jit(kernel, preset="trn2")(x)
+    assert seen == [nisa.nc_version.gen2, nisa.nc_version.gen3]
+
+
+def test_star_import_exports_only_the_language():
+    ns: dict = {}
+    exec("from nprof.nki.language import *", ns)
+    assert "exp" in ns and "affine_range" in ns and "np" not in ns and "Engine" not in ns

@@ -42,6 +42,18 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine = engine.tensor, engi
 unknown_engine = engine.unknown
 
 
+class nc_version(enum.IntEnum):
+    """NeuronCore generations: gen2 = NeuronCore-v2 (trn1 preset), gen3 = NeuronCore-v3 (trn2 preset)."""
+
+    gen2 = 2
+    gen3 = 3
+
+
+def get_nc_version() -> nc_version:
+    """The NeuronCore generation the running kernel is traced for (from the builder's preset)."""
+    return nc_version.gen3 if _trace.current().preset_name == "trn2" else nc_version.gen2
+
+
 class reduce_cmd(enum.Enum):
     idle = 0
     reset = 1

@@ -343,4 +343,6 @@ def device_print(*_: Any, **__: Any) -> None:
     """Accepted for compatibility; values are only known after simulation, so nothing is printed."""
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "builtins", "Any")]
+_INTERNAL = {"annotations", "Any", "Engine", "Opcode", "Space", "NkiTensor", "IndexExpr", "Predicate", "kernel_error",
+             "mask_box", "math", "np"}  # fmt: skip
+__all__ = sorted(n for n in dir() if not n.startswith("_") and n not in _INTERNAL)
