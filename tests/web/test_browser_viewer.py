@@ -586,3 +586,20 @@ def test_viewport_requests_debounced_and_cancelled(page, server):
     wait_idle(page)
     assert aborted
     assert page.evaluate("() => [window.__nprof.view.vp.t0, window.__nprof.view.vp.t1]") == [500000, 800000]
+
+
+def test_warnings_tab_lists_findings_and_boxes(page, server):
+    sid = server.ids["syn"]
+    open_profile(page, server, "syn", "?tab=warnings")
+    warnings = server.api(f"/api/profiles/{sid}/tables/warnings?limit=1")["total"]
+    findings = server.api(f"/api/profiles/{sid}/tables/findings?limit=1")["total"]
+    assert warnings > 0 and findings > 0
+    assert page.locator("#warning-list li").count() == warnings
+    assert page.locator("#findings li").count() == findings
+    assert len(page.evaluate("() => window.__nprof.timeline.overlays.warnings")) == warnings
+    # clicking a box entry zooms to it and highlights that tensor's DMA transfers
+    page.locator("#warning-list li").first.click()
+    wait_idle(page)
+    st = page.evaluate("() => window.__nprof.view.st")
+    assert st["query"][0][0] == "tensor" and st["query"][1] == ["kind", "dma"]
+    assert page.evaluate("() => window.__nprof.timeline.overlays.hits.length") > 0

@@ -351,6 +351,7 @@ export class ProfileView {
       const { warnings, collectives } = await loadAnnotations(this.id, this.info, this.rowsResp.rows);
       this.warnings = warnings;
       this.tl.setOverlays({ warnings, collectives });
+      this.panels.warnings.refresh();
     } catch (e) {
       this.errBar.hidden = false;
       this.errBar.textContent = `Could not load warning annotations: ${e.message}`;

@@ -1,6 +1,7 @@
 // warnings.js — the Warnings tab (U8, A3): the findings (plain-words performance
 // problems with evidence) and the timeline warning annotations (orange boxes).
-// Contract: activate() loads the `findings` table once and lists view.warnings;
+// Contract: activate() loads the `findings` table once and lists view.warnings (refresh()
+// re-lists them once they are loaded);
 // clicking an entry zooms the timeline to its region (and, for tensor warnings,
 // searches that tensor's DMA transfers so they are highlighted).
 
@@ -24,12 +25,18 @@ export class WarningsPanel {
     try {
       const findings = (v.info.tables || []).includes("findings") ? await api.table(v.id, "findings", 0, 500) : null;
       this.loaded = true;
+      this.findings = findings;
       this._render(findings);
     } catch (e) {
       this.el.replaceChildren(h("p", { class: "error-inline" }, `Could not load findings: ${e.message}`));
     } finally {
       this.busy = false;
     }
+  }
+
+  /** The timeline warnings arrived (they load after the first paint): redraw the list if shown. */
+  refresh() {
+    if (this.loaded) this._render(this.findings);
   }
 
   _zoom(t0, t1) {
