@@ -4,7 +4,8 @@
 `import nprof.nki.isa as nisa`, `from nprof.nki.typing import tensor` replace
 the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 `nki.benchmark` and `nki.profile` run kernels on the simulated device
-(`nprof.nki.decorators`); `nprof.nki.trace.ProgramBuilder` traces kernels into
+(`nprof.nki.decorators`); `nki.collectives` records CC-core collectives for
+multi-worker runs; `nprof.nki.trace.ProgramBuilder` traces kernels into
 a Program directly (the compiler's entry point).
 """
 
