@@ -120,6 +120,7 @@ def view_from_args(args: argparse.Namespace) -> int:
     what = "profile" if ready else "profiles"
     sys.stdout.write(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n")
     sys.stdout.flush()
+    sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
     config = uvicorn.Config(create_app(store), log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     try:
