@@ -151,3 +151,23 @@ def test_nprof_compile_command(
     assert sorted(e["status"] for e in events) == ["cached", "cached"]
     _print_report(events, cache, 1.0, 0)
     assert "0 compiled, 2 already cached" in capsys.readouterr().out
+
+
+def test_shape_change_without_reset_specializes_per_shape(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Net()
+    compiled = torch.compile(model, backend="nprof", options={"cache_dir": str(tmp_path)})
+    torch._dynamo.reset()
+    STATS.reset()
+    for batch in (3, 5, 6):  # dynamo turns the batch dim symbolic after the first change
+        x = torch.randn(batch, 6)
+        model.zero_grad()
+        out = compiled(x)
+        out.sum().backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        model(x).sum().backward()
+        torch.testing.assert_close(out.detach(), model(x).detach(), rtol=1e-4, atol=1e-5)
+        for g, p in zip(got, model.parameters(), strict=True):
+            torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
+    assert STATS.compiled == 6  # a static forward and backward program per batch size

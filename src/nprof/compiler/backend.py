@@ -79,17 +79,46 @@ def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any
     from torch._dynamo.backends.common import aot_autograd
 
     opts = BackendOptions.parse(options)
-    shared: dict[str, Any] = {"names": _dynamo_input_names(gm), "layer_by_seq": {}, "fw_inputs": []}
+    names = _dynamo_input_names(gm)
 
-    def compiler(kind: str) -> Any:
-        return lambda agm, ex: _compile(agm, kind, opts, shared)
+    def specialize(inputs: Sequence[Any]) -> Any:
+        shared: dict[str, Any] = {"names": names, "layer_by_seq": {}, "fw_inputs": []}
 
-    return aot_autograd(
-        fw_compiler=compiler("fw"),
-        bw_compiler=compiler("bw"),
-        inference_compiler=compiler("inference"),
-        decompositions=decompositions(),
-    )(gm, example_inputs)
+        def compiler(kind: str) -> Any:
+            return lambda agm, ex: _compile(agm, kind, opts, shared)
+
+        return aot_autograd(
+            fw_compiler=compiler("fw"),
+            bw_compiler=compiler("bw"),
+            inference_compiler=compiler("inference"),
+            decompositions=decompositions(),
+        )(gm, list(inputs))
+
+    if not _is_dynamic(example_inputs):
+        return specialize(example_inputs)
+    # Dynamo made some sizes symbolic (it does after a shape change): the device runs static programs, so
+    # compile one specialisation per concrete input signature, on first use.
+    compiled: dict[tuple[Any, ...], Any] = {}
+
+    def run(*args: Any) -> Any:
+        key = tuple((tuple(a.shape), a.dtype) if hasattr(a, "shape") else a for a in args)
+        fn = compiled.get(key)
+        if fn is None:
+            fn = compiled[key] = specialize(args)
+        return fn(*args)
+
+    return run
+
+
+def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
+    import torch
+
+    for value in example_inputs:
+        if isinstance(value, torch.SymInt):
+            return True
+        if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape):
+            return True
+    return False
 
 
 def _dynamo_input_names(gm: Any) -> list[str]:
