@@ -206,3 +206,15 @@ def test_concurrent_sessions_with_a_tiny_lru(tmp_path: Path) -> None:
         assert set(pool.map(query, range(60))) == {4}
     assert store.open_count() <= 1
     store.close()
+
+
+def test_empty_profile_is_viewable(store: Store) -> None:
+    from nprof.profile import Profile, ProfileInfo
+    from nprof.store import box_select, rows_answer, search, viewport
+
+    store.ingest(Profile.build(ProfileInfo(device="cpu", name="nothing")), "empty")
+    with store.session("empty") as (cur, meta):
+        assert rows_answer(meta)["rows"] == []
+        assert viewport(cur, meta, 0, 1000, 100)["rows"] == []
+        assert box_select(cur, meta, 0, 10, None)["count"] == 0
+        assert search(cur, {"opcode": "/./"}, None, None, 10)["total"] == 0
