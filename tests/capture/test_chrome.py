@@ -285,3 +285,16 @@ def test_nprof_json_export_round_trips(tmp_path: Path, kineto: Profile) -> None:
                 assert a[col].to_pylist() == b[col].to_pylist(), (table, col)
     assert back.instructions["track"].to_pylist() == kineto.instructions["track"].to_pylist()
     assert back.dma["queue"].to_pylist() == kineto.dma["queue"].to_pylist()
+
+
+def test_cli_view_summarises_a_gzipped_kineto_trace(tmp_path: Path) -> None:
+    from nprof.cli import main
+
+    gz = tmp_path / "trace.json.gz"
+    gz.write_bytes(gzip.compress(FIXTURE.read_bytes()))
+    out = tmp_path / "summary.json"
+    assert main(["view", "-s", str(gz), "--output-format", "summary-json", "--output-file", str(out)]) == 0
+    summary = orjson.loads(out.read_bytes())
+    assert summary["model_flops"] == 2 * 64 * 256 * 512
+    assert summary["event_count"] == 14  # 11 instruction rows + 3 DMA transfers
+    assert summary["dma_transfer_total_bytes"] == 65536 + 2048 + 4
