@@ -52,6 +52,8 @@ class DepTracker:
     def __init__(self, hbm_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
         self._shapes = hbm_shapes if hbm_shapes is not None else {}
         self._buckets: dict[tuple[str, int], list[_Entry]] = {}
+        self._written: set[str] = set()  # memories/tensors written so far (reads of others cannot conflict)
+        self._reads: dict[tuple[str, tuple[int, ...], Region | None, tuple[int, int]], _Entry] = {}
 
     def _key_region(self, acc: Access) -> tuple[str, Region | None, tuple[int, int], tuple[int, ...]]:
         lo = hi = 0
@@ -99,6 +101,15 @@ class DepTracker:
         deps: set[int] = set()
         for acc in reads:
             space, box, span, buckets = self._key_region(acc)
+            if space not in self._written:  # e.g. an input or weight: remember the reader for a later write
+                key = (space, buckets, box, span)
+                entry = self._reads.get(key)
+                if entry is None:
+                    entry = self._reads[key] = _Entry(box, span, None, [], buckets)
+                    self._add(space, entry)
+                if not entry.readers or entry.readers[-1] != index:
+                    entry.readers.append(index)
+                continue
             hit = False
             for e in self._candidates(space, buckets):
                 if self._conflict(e, box, span):
@@ -111,6 +122,9 @@ class DepTracker:
                 self._add(space, _Entry(box, span, None, [index], buckets))
         for acc in writes:
             space, box, span, buckets = self._key_region(acc)
+            if space not in self._written:
+                self._written.add(space)
+                self._reads = {k: v for k, v in self._reads.items() if k[0] != space}
             for e in self._candidates(space, buckets):
                 if self._conflict(e, box, span):
                     if e.writer is not None:
