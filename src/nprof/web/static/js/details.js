@@ -1,10 +1,12 @@
 // details.js — the Details tab: every field of the clicked event, grouped (Timing,
 // IDs, Source, Operands, Memory, Other) with a "?" help tooltip per field, and its
-// dependencies / dependents as clickable lists (also outlined on the timeline).
+// dependencies / dependents as clickable lists (also outlined on the timeline); the
+// operands field gets a breakdown table (operands.js).
 // Contract: show(details|null), loading(id), error(id, err); `busy` while loading.
 
 import { h, help } from "./dom.js";
 import { fmtBytes, fmtInt, fmtTime } from "./fmt.js";
+import { operandBreakdown } from "./operands.js";
 
 function fmtField(f) {
   const v = f.value;
@@ -75,7 +77,7 @@ export class DetailsPanel {
             {},
             g.fields.map((f) => [
               h("dt", { dataset: { key: f.key } }, f.label, help(f.help)),
-              h("dd", { dataset: { key: f.key } }, fmtField(f)),
+              h("dd", { dataset: { key: f.key } }, fmtField(f), f.key === "operands" ? operandBreakdown(f.value) : null),
             ]),
           ),
         ),
