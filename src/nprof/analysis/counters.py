@@ -40,7 +40,7 @@ SCHEMA = pa.schema(
     ]
 )
 MAX_BINS = 100_000
-BATCH = 1 << 20  # rows per batch of the batched computations (bounded temporaries)
+BATCH = 1 << 18  # rows per batch of the batched computations (bounded temporaries)
 SERIES = {  # name -> (label, unit) of the computed series
     "tensor_util": ("TensorMatrix utilization", "%"),
     "pending_dma": ("Pending DMA count", ""),
