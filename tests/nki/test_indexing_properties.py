@@ -73,3 +73,32 @@ def test_affine_index_with_mask(step, offset, cstep, csize, data):
     keep = ids < limit
     expected[keep] = x[ids[keep]][:, ::cstep][:, :csize]
     np.testing.assert_array_equal(nki.simulate_kernel(kernel, x), expected)
+
+
+@SETTINGS
+@given(st.integers(1, 16), st.integers(1, 24), st.data())
+def test_masked_compute_touches_only_the_box(parts, cols, data):
+    p_lim = data.draw(st.integers(0, parts))
+    f_lo = data.draw(st.integers(0, cols - 1))
+    f_hi = data.draw(st.integers(f_lo, cols))
+    x = np.linspace(-2, 2, parts * cols, dtype=np.float32).reshape(parts, cols)
+
+    def kernel(t):
+        i_p, i_f = nl.mgrid[0:parts, 0:cols]
+        tile = nl.load(t)
+        res = nl.full((parts, cols), -7.0, nl.float32)
+        res[...] = nl.add(tile, 1.0)
+        mask = (i_p < p_lim) & (i_f >= f_lo) & (i_f < f_hi)
+        scaled = nl.multiply(tile, 3.0, mask=mask)  # fresh tile: only the box is defined
+        out = nl.ndarray((2, parts, cols), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out[0], value=res)
+        nl.store(out[1], value=scaled, mask=mask)
+        return out
+
+    got = nki.simulate_kernel(kernel, x)
+    np.testing.assert_allclose(got[0], x + 1, rtol=1e-6)
+    box = (slice(0, p_lim), slice(f_lo, f_hi))
+    np.testing.assert_allclose(got[1][box], 3 * x[box], rtol=1e-6)
+    outside = np.ones((parts, cols), bool)
+    outside[box] = False
+    assert np.all(got[1][outside] == 0)  # never written: the output tensor's initial zeros
