@@ -188,7 +188,7 @@ class Lowerer:
                         raise NprofError(f"internal compiler error in {graphinfo.hlo_name(node)}: {err}") from err
         assert LOWERINGS
         slots = self._outputs()
-        meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler"}
+        meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler", "module": self.plan.name}
         return self.em.build(meta), slots
 
     def layer(self, node: Any) -> str:

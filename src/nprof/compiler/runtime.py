@@ -3,9 +3,10 @@
 Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of
 graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
 bool -> uint8), runs `nprof.device.simulate` with numerics on, and rebuilds every graph output as a torch
-tensor of the traced shape, dtype and strides (graph inputs returned as outputs are passed through;
-constant outputs are filled on the host). The first call saves its inputs as ``inputs/<name>.npy`` in the
-module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can be given real values.
+tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned as outputs are
+passed through; constant outputs are filled on the host). The first call saves its inputs as
+``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
+be given real values.
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
 """
 
@@ -95,6 +96,7 @@ class DeviceGraph:
         from nprof.device import simulate
 
         start = time.perf_counter()
+        device = next((a.device for a in args if hasattr(a, "device")), "cpu")  # results go back where inputs live
         inputs = {}
         for name, value in zip(self.input_names, args, strict=True):
             decl = self._decls.get(name)
@@ -107,7 +109,7 @@ class DeviceGraph:
         outs: list[Any] = []
         for slot in self.slots:
             if slot.kind == "tensor":
-                outs.append(_to_torch(result.outputs[slot.name], slot))
+                outs.append(_to_torch(result.outputs[slot.name], slot).to(device))
             elif slot.kind == "input":
                 outs.append(args[int(slot.name)])
             elif slot.kind == "input_view":
@@ -117,7 +119,7 @@ class DeviceGraph:
             elif slot.kind == "const":
                 import torch
 
-                outs.append(torch.full(slot.shape, slot.value, dtype=getattr(torch, slot.dtype)))
+                outs.append(torch.full(slot.shape, slot.value, dtype=getattr(torch, slot.dtype), device=device))
             else:
                 outs.append(None)
         STATS.device_ns.append((self.module, int(result.latencies_ns[-1])))
