@@ -15,6 +15,15 @@ Contract (used by `nki.jit` and by the torch compiler):
   of `nki.jit` or marked with `builder.mark_output`.
 * `builder.build()` returns the validated Program (SBUF/PSUM high-water marks
   recorded). Capacity overflows raise KernelError at the user's line.
+* Also: `call_spmd(kernel_fn, grid, *args)` (NKI's `kernel[grid](...)`),
+  `dma(dst, src, spill=True|reload=True)` (one DMA between views, flags as
+  DMA attrs), `mark_output(t)`, `unique_name(hint)`, `instructions`,
+  `tensors()`, and `with builder.active():` (make it the target of `nl` calls
+  without a call scope).
+
+On-chip tiles are also freed as soon as no Python reference to them remains
+(allocation is next-fit, so freed regions are reused only after the rest of
+the memory has been cycled through — multi-buffering for free).
 
 Each instruction gets `deps` from `DepTracker`, `source` = the user's
 `file:line`, and DMA instructions a queue (round-robin over the preset's
