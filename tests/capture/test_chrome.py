@@ -192,6 +192,7 @@ def test_info_override_keeps_trace_meta(tmp_path: Path) -> None:
         (b'{"traceEvents": [{"name": "x"}]}', "no events with a 'ph'"),
         (b'{"traceEvents": [{"ph": "X", "name": "x", "dur": 1}]}', "missing 'ts'"),
         (b'{"traceEvents": [{"ph": "X", "name": "x", "ts": "soon", "dur": 1}]}', "non-numeric"),
+        (b'{"traceEvents": [{"ph": "X", "name": "x", "ts": 1, "dur": 1}, {"ph": "s", "id": 1}]}', "flow event"),
         (b'{"summary": [{}], "instruction": []}', "no instruction or dma records"),
         (b'{"summary": [{}], "instruction": [{"opcode": "MATMUL"}]}', "no 'timestamp'"),
         (b'{"instruction": [{"timestamp": 1, "duration": -5}]}', "negative duration"),
@@ -298,3 +299,10 @@ def test_cli_view_summarises_a_gzipped_kineto_trace(tmp_path: Path) -> None:
     assert summary["model_flops"] == 2 * 64 * 256 * 512
     assert summary["event_count"] == 14  # 11 instruction rows + 3 DMA transfers
     assert summary["dma_transfer_total_bytes"] == 65536 + 2048 + 4
+
+
+def test_odd_but_harmless_fields_are_tolerated(tmp_path: Path) -> None:
+    path = tmp_path / "odd.json"
+    path.write_bytes(b'[{"ph": "X", "name": 7, "ts": "1.5", "dur": null, "args": 5, "cat": ["a"], "pid": 1, "tid": 1}]')
+    ins = rows(open_profile(path).instructions)
+    assert [(r["opcode"], r["ts"], r["duration"], r["engine"]) for r in ins] == [("7", 0, 0, "other")]

@@ -52,7 +52,8 @@ from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
 from nprof.profile import Profile, ProfileInfo
 
-_OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "s", "t", "f", "M"})
+_OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
+_FLOW_PHASES = frozenset({"s", "t", "f"})
 
 
 def load_json(path: Path) -> Any:
@@ -190,15 +191,16 @@ class _Slices:
 def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info: ProfileInfo | None = None) -> Profile:
     """Turn parsed trace events into a Profile (see module doc)."""
     counters: list[tuple[Any, str, Any]] = []
-    flows: list[tuple[str, Any, Any, Any, Any, str, Any]] = []  # (ph, cat, id, pid, tid, bp, ts)
     names: dict[str, str] = {}
     open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     try:
         phases = list(map(dict.get, events, repeat("ph")))
         xs = list(compress(events, map(eq, phases, repeat("X"))))
         n_phased = len(phases) - phases.count(None)
-        others = list(compress(zip(events, phases, strict=True), map(_OTHER_PHASES.__contains__, phases)))
-        for ev, ph in others:
+        flows = list(compress(events, map(_FLOW_PHASES.__contains__, phases)))  # the parsed dicts themselves
+        other_mask = list(map(_OTHER_PHASES.__contains__, phases))
+        others, other_phases = list(compress(events, other_mask)), list(compress(phases, other_mask))
+        for ev, ph in zip(others, other_phases, strict=True):
             if ph == "B":
                 open_b[(ev.get("pid"), ev.get("tid"))].append(ev)
             elif ph == "E":
@@ -219,17 +221,13 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
                         counters.append((ev["ts"], base if len(args) == 1 else f"{base}.{key}", value))
             elif ph in ("i", "I", "n") and ev.get("name") == "[memory]":
                 _memory_counters(ev, counters)
-            elif ph in ("s", "t", "f"):
-                flows.append(
-                    (ph, ev.get("cat"), ev.get("id"), ev.get("pid"), ev.get("tid"), ev.get("bp", ""), ev["ts"])
-                )
             elif ph == "M" and ev.get("name") in ("thread_name", "process_name"):
                 label = (ev.get("args") or {}).get("name")
                 if label is not None:
                     names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
         unmatched = sum(len(v) for v in open_b.values())
         if unmatched:  # Chrome draws a slice never ended up to the end of the trace: so do we
-            last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + [_num(e["ts"]) for e, _ in others])
+            last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + [_num(e["ts"]) for e in others + flows])
             for stack in open_b.values():
                 xs.extend({**b, "ph": "X", "dur": last - _num(b["ts"])} for b in stack)
         slices = _Slices(xs)
@@ -244,10 +242,12 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
         dur_us = np.asarray([0 if d is None else d for d in slices.dur], dtype=np.float64)
         c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
-        f_ts = np.asarray([f[6] for f in flows], dtype=np.float64)
+        f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
+    except KeyError:
+        raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')") from None
     except (TypeError, ValueError):
         raise NprofError(f"{path}: not a Chrome trace (an event has a non-numeric 'ts' or 'dur')") from None
-    if not (np.isfinite(ts_us).all() and np.isfinite(dur_us).all() and np.isfinite(c_ts).all()):
+    if not all(np.isfinite(a).all() for a in (ts_us, dur_us, c_ts, f_ts)):
         raise NprofError(f"{path}: not a Chrome trace (an event has an infinite or NaN 'ts' or 'dur')")
 
     rows = build_profile(slices, ts_us, dur_us, counters, c_ts, flows, f_ts)

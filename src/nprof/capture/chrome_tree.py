@@ -211,19 +211,20 @@ def flow_deps(
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
-    f_trk = np.asarray([by_thread.get((f[3], f[4]), -1) for f in flows], dtype=np.int64)
+    f_trk = np.asarray([by_thread.get((f.get("pid"), f.get("tid")), -1) for f in flows], dtype=np.int64)
     pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
     n = len(keys)
     p = np.clip(pos, 0, n - 1)
     q = np.clip(pos + 1, 0, n - 1)
     enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
-    next_ok = np.asarray([f[0] == "f" and f[5] != "e" for f in flows]) & (pos + 1 < n) & (t_sorted[q] == f_trk)
+    next_ok = np.asarray([f["ph"] == "f" and f.get("bp") != "e" for f in flows]) & (pos + 1 < n)
+    next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
     chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
     for k in np.flatnonzero(bound >= 0).tolist():
         f = flows[k]
-        chains[(f[1], f[2])].append((int(f_ns[k]), int(bound[k])))
+        chains[(f.get("cat"), f.get("id"))].append((int(f_ns[k]), int(bound[k])))
     for points in chains.values():
         points.sort()
         for (_, a), (_, b) in itertools.pairwise(points):
