@@ -146,9 +146,13 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
         return
     step = batch or BATCH
     starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts, kind="stable")
-    ends = f.__dict__.get("d_end")  # reuse the analysis' array when it exists; else a temporary
-    ends = f.d_ts + f.d_dur if ends is None else ends
-    ends = ends if iv.is_sorted(ends) else np.sort(ends, kind="stable")  # nearly sorted: fast
+    ends = f.__dict__.get("d_end")  # reuse the analysis' array when it exists
+    if ends is None:
+        ends = f.d_ts + f.d_dur  # our own temporary: sorted in place below
+        if not iv.is_sorted(ends):
+            ends.sort(kind="stable")  # nearly sorted: fast
+    elif not iv.is_sorted(ends):
+        ends = np.sort(ends, kind="stable")
     bounds = [int(t) for t in starts[::step]] + [int(ends[-1]) + 1]
     previous = None
     for t_lo, t_hi in itertools.pairwise(bounds):
