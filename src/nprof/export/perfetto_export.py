@@ -28,8 +28,11 @@ Contract:
   fields are one fixed-width byte matrix (varints padded to the chunk's widest
   value, which protobuf readers accept), so encoding is a few numpy copies per
   chunk; tests parse the output back with the bundled perfetto protos.
-  Descriptors go through the perfetto protos themselves. Memory beyond the
-  loaded Profile is O(chunk) plus ~12 B per event for the per-row ordering.
+  Descriptors go through the perfetto protos themselves. Rows whose events
+  follow each other in table order are read in zero-copy table batches of
+  STREAM_BATCH_CHUNKS chunks, so memory beyond the loaded Profile is bounded by
+  the batch (plus 8 B per DMA transfer for the exact pending-DMA counter); other
+  rows are sorted first (~16 B per event of those rows).
 """
 
 from __future__ import annotations
