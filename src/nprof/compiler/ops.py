@@ -5,7 +5,8 @@ Contract: `LOWERINGS` maps an ATen overload name (``"aten.addmm.default"``) to a
 tuple of those (multi-output ops) or a Python scalar. `lookup(target)` finds the entry for an FX node target.
 `DECOMPOSE_SKIP` lists ops kept whole although core-ATen decompositions exist (they have a better kernel
 here). `supported_ops()` is the coverage table (sorted op names). Anything not here raises
-`UnsupportedOpError` (see `lower.py`).
+`UnsupportedOpError` (see `lower.py`). The compute-heavy lowerings live in `ops_nn` and the collectives in
+`collectives`; both register into the same table.
 """
 
 from __future__ import annotations
@@ -17,18 +18,12 @@ from typing import Any
 import numpy as np
 
 from nprof.compiler.kernels import elementwise as ew
-from nprof.compiler.kernels.matmul import bmm_kernel, copy_kernel, matmul_kernel
-from nprof.compiler.kernels.norm import layer_norm_kernel
+from nprof.compiler.kernels.matmul import copy_kernel
 from nprof.compiler.kernels.onehot import (
-    embedding_backward_kernel,
-    embedding_kernel,
     iota_kernel,
-    nll_loss_backward_kernel,
-    nll_loss_kernel,
 )
-from nprof.compiler.kernels.reduce import reduce_kernel, softmax_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
-from nprof.compiler.views import View, numel
+from nprof.compiler.views import View
 from nprof.errors import UnsupportedOpError
 
 Lowering = Callable[..., Any]
@@ -350,180 +345,6 @@ def _threshold_backward(lw: Lowerer, grad: Any, x: Any, threshold: float) -> Any
     return _elementwise(lw, [grad, mask], ew.binary_body("multiply"))
 
 
-# ----- matmul -----
-def _output_through_transposes(lw: Lowerer) -> tuple[Any, bool]:
-    """If the current node reaches a graph output through a chain of single-user 2-D transposes, return that
-    output node and whether the chain transposes (odd length); else (None, False)."""
-    node, flipped = lw.node, False
-    while len(node.users) == 1:
-        u = next(iter(node.users))
-        is_t = str(u.target) == "aten.t.default" or (
-            str(u.target) == "aten.permute.default" and list(u.args[1]) == [1, 0]
-        )
-        if not is_t:
-            break
-        node, flipped = u, not flipped
-    if node is lw.node or node.name not in lw.output_tensor:
-        return None, False
-    return node, flipped
-
-
-@register("mm.default")
-def _mm(lw: Lowerer, a: Any, b: Any) -> View:
-    av, bv = _view_of(lw, a), _view_of(lw, b)
-    final, flipped = _output_through_transposes(lw)
-    if final is not None:  # write straight into the graph output's layout; (a @ b).T = b.T @ a.T
-        phys = lw.new_tensor(node=final)
-        if flipped:
-            lw.em.call(matmul_kernel, phys, bv.permute((1, 0)), av.permute((1, 0)))
-            return phys.permute((1, 0))
-        lw.em.call(matmul_kernel, phys, av, bv)
-        return phys
-    out = lw.new_tensor()
-    lw.em.call(matmul_kernel, out, av, bv)
-    return out
-
-
-@register("addmm.default")
-def _addmm(lw: Lowerer, bias: Any, a: Any, b: Any, *, beta: float = 1.0, alpha: float = 1.0) -> View:
-    out = lw.new_tensor()
-    bias_v = as_operand(lw, lw.value(bias), out.shape)
-    if not isinstance(bias_v, View):
-        bias_v = _materialize_const(lw, Const(float(bias_v), out.shape, "float32"))
-    lw.em.call(matmul_kernel, out, _view_of(lw, a), _view_of(lw, b), bias_v, float(alpha), float(beta))
-    return out
-
-
-@register("bmm.default")
-def _bmm(lw: Lowerer, a: Any, b: Any) -> View:
-    out = lw.new_tensor()
-    lw.em.call(bmm_kernel, out, _view_of(lw, a), _view_of(lw, b))
-    return out
-
-
-# ----- reductions, softmax, norms -----
-def _reduce(lw: Lowerer, x: Any, dims: Any, keepdim: bool, op: str, mean: bool = False) -> View:
-    src = _view_of(lw, x)
-    nd = len(src.shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        dims = list(range(nd))
-    elif isinstance(dims, int):
-        dims = [dims]
-    red = sorted({d % nd for d in dims}) if nd else []
-    out = lw.new_tensor()
-    kept_view = out.squeeze(red) if keepdim else out
-    scale = 1.0 / max(numel([src.shape[d] for d in red]), 1) if mean else 1.0
-    lw.em.call(reduce_kernel, kept_view, src, red, op, scale)
-    return out
-
-
-@register("sum.dim_IntList")
-def _sum(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False, **_: Any) -> View:
-    return _reduce(lw, x, dims, keepdim, "add")
-
-
-@register("sum.default")
-def _sum_all(lw: Lowerer, x: Any, **_: Any) -> View:
-    return _reduce(lw, x, None, False, "add")
-
-
-@register("mean.dim")
-def _mean(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False, **_: Any) -> View:
-    return _reduce(lw, x, dims, keepdim, "add", mean=True)
-
-
-@register("mean.default")
-def _mean_all(lw: Lowerer, x: Any, **_: Any) -> View:
-    return _reduce(lw, x, None, False, "add", mean=True)
-
-
-@register("amax.default", "any.dim", "any.dims")
-def _amax(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False) -> View:
-    return _reduce(lw, x, dims, keepdim, "max")
-
-
-@register("amin.default")
-def _amin(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False) -> View:
-    return _reduce(lw, x, dims, keepdim, "min")
-
-
-@register("_softmax.default", "_log_softmax.default")
-def _softmax(lw: Lowerer, x: Any, dim: int, half_to_float: bool = False) -> View:
-    out = lw.new_tensor()
-    lw.em.call(softmax_kernel, out, _view_of(lw, x), dim, log="log_softmax" in str(lw.node.target))
-    return out
-
-
-@register("native_layer_norm.default")
-def _layer_norm(lw: Lowerer, x: Any, normalized_shape: Sequence[int], weight: Any, bias: Any, eps: float) -> tuple:
-    src = _view_of(lw, x)
-    out, mean, rstd = lw.new_tensor(index=0), lw.new_tensor(index=1), lw.new_tensor(index=2)
-    w = _view_of(lw, weight) if weight is not None else None
-    b = _view_of(lw, bias) if bias is not None else None
-    lw.em.call(layer_norm_kernel, out, mean, rstd, src, len(normalized_shape), w, b, float(eps))
-    return out, mean, rstd
-
-
-# ----- index-driven ops -----
-def _flat_index(lw: Lowerer, idx: Any) -> View:
-    v = _view_of(lw, idx)
-    r = v.reshape([numel(v.shape)])
-    return r if r is not None else _contiguous(lw, v).reshape([numel(v.shape)])  # type: ignore[return-value]
-
-
-@register("embedding.default")
-def _embedding(lw: Lowerer, weight: Any, idx: Any, padding_idx: int = -1, *_: Any) -> View:
-    w = _view_of(lw, weight)
-    flat = _flat_index(lw, idx)
-    out = lw.new_tensor()
-    out2d = out.reshape([flat.shape[0], w.shape[1]])
-    assert out2d is not None
-    lw.em.call(embedding_kernel, out2d, w, flat)
-    return out
-
-
-@register("embedding_dense_backward.default")
-def _embedding_backward(
-    lw: Lowerer, grad: Any, idx: Any, num_weights: int, padding_idx: int, scale_grad_by_freq: bool
-) -> View:
-    if scale_grad_by_freq:
-        raise UnsupportedOpError(lw.unsupported_message("embedding backward with scale_grad_by_freq=True"))
-    flat = _flat_index(lw, idx)
-    g = _view_of(lw, grad)
-    g2d = g.reshape([flat.shape[0], g.shape[-1]]) or _contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
-    out = lw.new_tensor()
-    lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
-    return out
-
-
-def _check_nll(lw: Lowerer, logp: View, weight: Any) -> None:
-    if weight is not None:
-        raise UnsupportedOpError(lw.unsupported_message("nll_loss with class weights"))
-    if len(logp.shape) != 2:
-        raise UnsupportedOpError(lw.unsupported_message(f"nll_loss on a {len(logp.shape)}-d input (2-d only)"))
-
-
-@register("nll_loss_forward.default")
-def _nll_loss(lw: Lowerer, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int) -> tuple:
-    logp = _view_of(lw, x)
-    _check_nll(lw, logp, weight)
-    loss, total = lw.new_tensor(index=0), lw.new_tensor(index=1)
-    lw.em.call(nll_loss_kernel, loss, total, logp, _flat_index(lw, target), int(reduction), int(ignore_index))
-    return loss, total
-
-
-@register("nll_loss_backward.default")
-def _nll_loss_backward(
-    lw: Lowerer, grad: Any, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int, total_weight: Any
-) -> View:
-    logp = _view_of(lw, x)
-    _check_nll(lw, logp, weight)
-    out = lw.new_tensor()
-    lw.em.call(nll_loss_backward_kernel, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
-                             int(ignore_index), _view_of(lw, total_weight))  # fmt: skip
-    return out
-
-
 # ----- torch.distributed functional collectives (nprof.compiler.collectives) -----
 def _register_collectives() -> None:
     from nprof.compiler.collectives import register_collectives
@@ -532,3 +353,7 @@ def _register_collectives() -> None:
 
 
 _register_collectives()
+
+from nprof.compiler import ops_nn  # noqa: E402  (registers the matmul, reduction, norm and index lowerings)
+
+assert ops_nn.LOWERINGS is LOWERINGS
