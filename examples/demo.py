@@ -46,12 +46,13 @@ def main() -> int:
     y = torch.randint(0, CLASSES, (BATCH,))
     loss = nn.functional.cross_entropy(model(x), y)  # warm-up step, outside the profile
     loss.backward()
-    with nprof.torch.profile(path, device="cpu"):
+    with nprof.torch.profile(path, device="cpu") as prof:
         for _ in range(STEPS):
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
+            prof.step()  # rows of step N get iteration N
     print(f"profiled {STEPS} training steps of a {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES} MLP -> {path}")
     print(f"final loss {loss.item():.4f}\n")
     return nprof_main(["view", "-s", str(path), "--output-format", "summary-text"])

@@ -1,8 +1,10 @@
 """`nprof.torch`: profile a block of PyTorch code into an nprof profile file.
 
     import nprof.torch
-    with nprof.torch.profile("profile.ntff"):
-        train_step()
+    with nprof.torch.profile("profile.ntff") as prof:
+        for batch in loader:
+            train_step(batch)
+            prof.step()
 
 Contract of `profile(path, device=None)` (a context manager):
 * profiles the block with torch.profiler exactly as `nprof capture -- python
@@ -12,7 +14,9 @@ Contract of `profile(path, device=None)` (a context manager):
 * on exit writes the profile atomically to `path` and exposes it as
   ``.profile`` (a `nprof.profile.Profile`) and ``.path``; when the block raises,
   what was recorded is still written (if any op ran) and the exception propagates;
-* `name` sets the profile's display name (default: the file name without suffix).
+* `name` sets the profile's display name (default: the file name without suffix);
+* ``.step()`` inside the block marks the end of a training step, like torch's
+  ``profiler.step()``: rows of step N get ``iteration`` N (0 until the first call).
 Sessions do not nest (torch.profiler allows one at a time).
 """
 
@@ -50,6 +54,11 @@ class profile:  # lower case like torch.profiler.profile
         self.device = self._session.device
         self._session.start()
         return self
+
+    def step(self) -> None:
+        """Mark the end of a training step: ops of step N get ``iteration`` N (the first step is 0)."""
+        if self._session is not None:
+            self._session.step()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

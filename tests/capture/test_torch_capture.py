@@ -176,3 +176,19 @@ def test_block_that_raises_still_writes_its_profile(tmp_path: Path) -> None:
     assert p.info.meta["block_raised"] == "ZeroDivisionError"
     assert p.info.peak_flops is None
     assert [r["flops"] for r in p.instructions.to_pylist() if r["opcode"] == "aten::mm"] == [2 * 4 * 4 * 4]
+
+
+def test_steps_number_the_iterations(tmp_path: Path) -> None:
+    import nprof.torch
+
+    os.environ["NPROF_CPU_PEAKS"] = "off"
+    try:
+        with nprof.torch.profile(tmp_path / "steps.ntff") as prof:
+            for _ in range(3):
+                torch.ones(2, 3) @ torch.ones(3, 2)
+                prof.step()
+    finally:
+        del os.environ["NPROF_CPU_PEAKS"]
+    assert prof.profile is not None
+    mm = [r for r in prof.profile.instructions.to_pylist() if r["opcode"] == "aten::mm"]
+    assert [r["iteration"] for r in mm] == [0, 1, 2]

@@ -15,6 +15,8 @@ Contract:
     with its attribute path from the root module (``MLP.fc1``), via global
     forward hooks.
   The importer (`nprof.capture.chrome`) turns those into ``nki_source_location`` and ``layer``.
+  `step()` ends a training step and starts the next (``ProfilerStep#N``
+  annotations, as torch's own ``profiler.step()``): rows get N as ``iteration``.
 * `resolve_device(device)` checks the requested device ("cpu", "cuda" or None =
   cuda if available) and raises `NprofError` when CUDA is asked for but absent.
 * `build_torch_profile(trace_path, device, name, meta)` imports the trace and
@@ -187,17 +189,39 @@ class TorchSession:
         self._prof = torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)
         self._annotator = _Annotator()
         self._running = False
+        self._record = torch.autograd.profiler.record_function
+        self._step: Any = None
+        self.step_num = 0
 
     def start(self) -> None:
         self._prof.__enter__()
         self._annotator.__enter__()
         self._running = True
+        self._open_step()
+
+    def _open_step(self) -> None:
+        self._step = self._record(f"ProfilerStep#{self.step_num}")
+        self._step.__enter__()
+
+    def _close_step(self) -> None:
+        if self._step is not None:
+            self._step.__exit__(None, None, None)
+            self._step = None
+
+    def step(self) -> None:
+        """End the current step and start the next: rows get the step number as `iteration`."""
+        if not self._running:
+            return
+        self._close_step()
+        self.step_num += 1
+        self._open_step()
 
     def stop(self, trace_path: str | os.PathLike[str]) -> None:
         """Stop profiling and write torch's Chrome trace to `trace_path`."""
         if not self._running:
             return
         self._running = False
+        self._close_step()
         self._annotator.__exit__(None, None, None)
         self._prof.__exit__(None, None, None)
         self._prof.export_chrome_trace(str(trace_path))
