@@ -196,7 +196,11 @@ def test_overview_rows_and_counters_drawn(page, server):
     assert w[0] == round(w[1] * w[2])
     shot(page, "overview")
     page.set_viewport_size({"width": 1920, "height": 1080})
+    page.wait_for_function("() => window.__nprof.timeline.layout.width > 1800")
     wait_idle(page)
+    assert page.evaluate("() => window.__nprof.view.vp.width") == page.evaluate(
+        "() => window.__nprof.timeline.plotWidth()"
+    ), "the viewport was re-queried at the new plot width"
     shot(page, "overview-1920")
 
 
