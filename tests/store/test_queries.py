@@ -309,3 +309,29 @@ def test_real_hardware_tracks_and_sampled_counters(tmp_path: Path) -> None:
         assert (cpu["ts"], cpu["min"], cpu["max"]) == ([0, 60], [10.0, 50.0], [90.0, 50.0])  # pixels [0,50), [50,100)
         assert cpu["mean"] == pytest.approx([130 / 3, 50.0])
     store.close()
+
+
+def test_a_row_with_one_huge_event_is_read_on_its_own(tmp_path: Path) -> None:
+    from nprof.profile import ProfileInfo
+
+    n = 5000
+    short_ts = np.arange(n, dtype=np.int64) * 200
+    p = Profile.build(
+        ProfileInfo(device="cpu", name="nested"),
+        instructions={
+            "id": np.arange(n + 1),
+            "ts": np.concatenate([[0], short_ts]),
+            "duration": np.concatenate([[n * 200], np.full(n, 100)]),
+            "engine": ["other"] * (n + 1),
+            "track": ["cpu:1"] + ["cpu:2"] * n,
+            "opcode": ["ProfilerStep#1"] + ["aten::add"] * n,
+        },
+    )
+    store = Store(tmp_path / "s")
+    store.ingest(p, "nested")
+    with store.session("nested") as (cur, meta):
+        ans = viewport(cur, meta, 500_000, 500_950, 100)
+        rows = {r["key"]: r for r in ans["rows"]}
+        assert rows["cpu:1"]["mode"] == "events" and rows["cpu:1"]["id"] == [0]
+        assert rows["cpu:2"]["ts"] == [500_000, 500_200, 500_400, 500_600, 500_800]
+    store.close()

@@ -53,13 +53,34 @@ def select_rows(meta: dict[str, Any], keys: list[str] | None) -> list[dict[str, 
 
 
 def _fetch_events(cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int) -> dict[str, np.ndarray]:
-    idx = [int(r["row"]) for r in rows]
-    maxdur = max(int(r["max_dur"]) for r in rows)
-    q = (
-        "SELECT row, id, ts, dur, op, nbytes, flops FROM events WHERE row IN ({}) AND ts < ? AND ts >= ? "
-        "AND (ts + dur > ? OR (dur = 0 AND ts >= ?)) ORDER BY row, ts"
-    ).format(",".join(map(str, idx)))
-    return cur.execute(q, [t1, t0 - maxdur, t0, t0]).fetchnumpy()
+    """Events of `rows` overlapping [t0, t1), sorted by (row, ts).
+
+    The scan starts at t0 minus the longest event of the rows read together, so rows whose
+    longest event is far longer than the others' (a whole-run span on a CPU thread) are read
+    on their own instead of widening every row's scan.
+    """
+    durs = sorted(int(r["max_dur"]) for r in rows)
+    typical = durs[len(durs) // 2]
+    together = [r for r in rows if int(r["max_dur"]) <= 4 * typical + 1024]
+    batches = [together] + [[r] for r in rows if r not in together]
+    parts = []
+    for batch in batches:
+        q = (
+            "SELECT row, id, ts, dur, op, nbytes, flops FROM events WHERE row IN ({}) AND ts < ? AND ts >= ? "
+            "AND (ts + dur > ? OR (dur = 0 AND ts >= ?))"
+        ).format(",".join(str(int(r["row"])) for r in batch))
+        maxdur = max(int(r["max_dur"]) for r in batch)
+        parts.append(cur.execute(q, [t1, t0 - maxdur, t0, t0]).fetchnumpy())
+    ev = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    row, ts = ev["row"], ev["ts"]
+    if row.size > 1 and np.any(row[1:] < row[:-1]):  # batches interleave rows: regroup, keeping ts order
+        order = np.argsort(row, kind="stable")
+        ev = {k: v[order] for k, v in ev.items()}
+        row, ts = ev["row"], ev["ts"]
+    if row.size > 1 and np.any((ts[1:] < ts[:-1]) & (row[1:] == row[:-1])):  # scans return storage order
+        order = np.lexsort((ts, row))
+        ev = {k: v[order] for k, v in ev.items()}
+    return ev
 
 
 def _px_group(starts: np.ndarray, widths: np.ndarray, t0: int, b: float, width: int) -> np.ndarray:
