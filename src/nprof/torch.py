@@ -16,7 +16,10 @@ Contract of `profile(path, device=None)` (a context manager):
   what was recorded is still written (if any op ran) and the exception propagates;
 * `name` sets the profile's display name (default: the file name without suffix);
 * ``.step()`` inside the block marks the end of a training step, like torch's
-  ``profiler.step()``: rows of step N get ``iteration`` N (0 until the first call).
+  ``profiler.step()``: rows of step N get ``iteration`` N (0 until the first call);
+  the module-level `step()` does the same for whatever session is running (a
+  script under ``nprof capture -- python script.py`` calls ``nprof.torch.step()``)
+  and is a no-op when nothing is profiled.
 Sessions do not nest (torch.profiler allows one at a time).
 """
 
@@ -30,7 +33,17 @@ from types import TracebackType
 from nprof.errors import NprofError
 from nprof.profile import Profile
 
-__all__ = ["profile"]
+__all__ = ["profile", "step"]
+
+
+def step() -> None:
+    """End a training step in the running nprof session, if any (also under `nprof capture -- python ...`).
+
+    A no-op when nothing is being profiled, so training scripts can call it unconditionally."""
+    from nprof.capture.torch_session import TorchSession
+
+    if TorchSession.active is not None:
+        TorchSession.active.step()
 
 
 class profile:  # lower case like torch.profiler.profile

@@ -184,9 +184,13 @@ def test_steps_number_the_iterations(tmp_path: Path) -> None:
     os.environ["NPROF_CPU_PEAKS"] = "off"
     try:
         with nprof.torch.profile(tmp_path / "steps.ntff") as prof:
-            for _ in range(3):
+            for i in range(3):
                 torch.ones(2, 3) @ torch.ones(3, 2)
-                prof.step()
+                if i == 0:
+                    prof.step()
+                else:
+                    nprof.torch.step()  # the module-level form steps the running session
+        nprof.torch.step()  # nothing running: a no-op
     finally:
         del os.environ["NPROF_CPU_PEAKS"]
     assert prof.profile is not None

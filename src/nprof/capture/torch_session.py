@@ -179,6 +179,8 @@ class _Annotator:
 class TorchSession:
     """A running torch.profiler session (see module doc)."""
 
+    active: TorchSession | None = None  # the running session of this process (torch allows one)
+
     def __init__(self, device: str | None = None) -> None:
         import torch
 
@@ -197,6 +199,7 @@ class TorchSession:
         self._prof.__enter__()
         self._annotator.__enter__()
         self._running = True
+        TorchSession.active = self
         self._open_step()
 
     def _open_step(self) -> None:
@@ -221,6 +224,8 @@ class TorchSession:
         if not self._running:
             return
         self._running = False
+        if TorchSession.active is self:
+            TorchSession.active = None
         self._close_step()
         self._annotator.__exit__(None, None, None)
         self._prof.__exit__(None, None, None)
