@@ -218,3 +218,27 @@ def test_empty_profile_is_viewable(store: Store) -> None:
         assert viewport(cur, meta, 0, 1000, 100)["rows"] == []
         assert box_select(cur, meta, 0, 10, None)["count"] == 0
         assert search(cur, {"opcode": "/./"}, None, None, 10)["total"] == 0
+
+
+def test_many_profiles_keep_file_descriptors_bounded(tmp_path: Path) -> None:
+    import shutil
+
+    store = Store(tmp_path / "s", max_open=4)
+    first = store.ingest(tiny_profile(), "p0")
+    ids = [f"p{i}" for i in range(1, 60)]
+    for pid in ids:
+        shutil.copyfile(store.db_path("p0"), store.db_path(pid))
+
+    def register(data: dict) -> None:
+        for pid in ids:
+            data["profiles"][pid] = {**first, "id": pid}
+
+    store.catalog.update(register)
+    fds = len(os.listdir("/proc/self/fd"))
+    for pid in ["p0", *ids]:
+        with store.session(pid) as (_cur, meta):
+            assert meta["stats"]["event_count"] == 4
+    assert store.open_count() <= 4
+    assert len(os.listdir("/proc/self/fd")) <= fds + 8
+    assert len(store.list()) == 60
+    store.close()
