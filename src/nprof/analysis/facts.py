@@ -86,6 +86,7 @@ class Facts:
         self.dma = profile.dma
         self.collectives = profile.collectives
         self.counters = profile.counters
+        self.lean = False  # True: avoid per-event arrays that are not needed (set by streaming exporters)
 
     # ---- window -------------------------------------------------------------------------------------------------
     @cached_property
@@ -96,10 +97,13 @@ class Facts:
         for name, table in (("i_end", self.instructions), ("d_end", self.dma)):
             if table.num_rows == 0:
                 continue
-            cached = self.__dict__.get(name)  # no per-event array just for the maximum
-            ends.append(
-                int(cached.max()) if cached is not None else int(pc.max(pc.add(table["ts"], table["duration"])).as_py())
-            )
+            cached = self.__dict__.get(name)
+            if cached is None and not self.lean:  # the analysis needs the end times anyway
+                cached = getattr(self, name)
+            if cached is not None:
+                ends.append(int(cached.max()))
+            else:  # no per-event array just for the maximum
+                ends.append(int(pc.max(pc.add(table["ts"], table["duration"])).as_py()))
         c = self.collectives
         if c.num_rows:
             ends.append(int((to_numpy(c["ts"]) + to_numpy(c["duration"])).max()))

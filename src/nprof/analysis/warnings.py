@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nprof.analysis import intervals as iv
 from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL, small_mask
 from nprof.analysis.facts import facts, to_numpy
 from nprof.analysis.sources import group_rows, human_bytes, human_ns, top_per_group
@@ -53,15 +54,19 @@ def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.n
         return SCHEMA.empty_table()
     members = rows[order]
     starts = offsets[:-1]
-    ts = np.minimum.reduceat(f.d_ts[members], starts)
-    end = np.maximum.reduceat(f.d_end[members], starts)
-    nbytes = np.add.reduceat(f.d_bytes[members], starts)
-    parts = np.add.reduceat(f.d_partitions[members], starts)
     counts = np.diff(offsets)
+    # sums by group without gathering: bincount over the group index of every selected row
+    valid = codes >= 0
+    group_index = np.searchsorted(group_codes, codes[valid])
+    sel = rows[valid]
+    nbytes = np.bincount(group_index, weights=f.d_bytes[sel], minlength=group_codes.size)
+    parts = np.bincount(group_index, weights=f.d_partitions[sel], minlength=group_codes.size)
+    # members of a group keep table order, so with time-sorted transfers the first one starts earliest
+    ts = f.d_ts[members[starts]] if iv.is_sorted(f.d_ts) else np.minimum.reduceat(f.d_ts[members], starts)
+    end = np.maximum.reduceat(f.d_end[members], starts)
     tensors = profile.dma["tensor"].take(pa.array(members[starts])).to_pylist()
     src_codes, src_names = f.source("dma")
-    group_of = np.repeat(np.arange(group_codes.size), counts)
-    sources = top_per_group(group_of, src_codes[members], src_names, group_codes.size)
+    sources = top_per_group(group_index, src_codes[sel], src_names, group_codes.size)
     cols: dict[str, list] = {n: [] for n in SCHEMA.names if n != "event_ids"}
     for g in range(group_codes.size):
         n = int(counts[g])

@@ -302,6 +302,7 @@ class _Writer:
                     self.out.write(memoryview(np.ascontiguousarray(msg.packets()).reshape(-1)))
 
     def run(self) -> None:
+        facts(self.profile).lean = True  # no per-event arrays unless a row needs sorting
         self.process()
         size = self.options.chunk_rows * STREAM_BATCH_CHUNKS
         ok = {table: streamable(self.profile, table, size) for table in ("dma", "instructions")}
