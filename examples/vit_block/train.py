@@ -81,15 +81,23 @@ def synthetic_images(n: int, image: int = 16, classes: int = 10, seed: int = 0) 
 
 
 def train(
-    steps: int = 5, batch: int = 8, lr: float = 0.05, backend: str | None = "nprof", seed: int = 0
+    steps: int = 5,
+    batch: int = 8,
+    lr: float = 0.05,
+    backend: str | None = "nprof",
+    seed: int = 0,
+    dropout: float = 0.0,
 ) -> list[float]:
-    """Train with cross-entropy and SGD; return every step's loss (backend None = eager PyTorch)."""
+    """Train with cross-entropy and SGD; return every step's loss (backend None = eager PyTorch).
+
+    With `dropout` > 0 the device draws its own masks (from torch's generator, in another order than eager
+    PyTorch), so losses are comparable with eager only at dropout 0."""
     torch.manual_seed(seed)
     model = TinyViT()
     images, labels = synthetic_images(steps * batch, seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     model.train()
-    model.block.drop.p = 0.0  # dropout in training needs a device RNG: off (eval-mode dropout is supported)
+    model.block.drop.p = dropout
     step_fn = torch.compile(model, backend=backend) if backend else model
     losses = []
     for i in range(steps):
@@ -106,10 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--dropout", type=float, default=0.1, help="dropout probability in the block")
     parser.add_argument("--eager", action="store_true", help="run plain PyTorch instead of the nprof backend")
     args = parser.parse_args()
     start = time.perf_counter()
-    for i, loss in enumerate(train(args.steps, args.batch, backend=None if args.eager else "nprof")):
+    backend = None if args.eager else "nprof"
+    for i, loss in enumerate(train(args.steps, args.batch, backend=backend, dropout=args.dropout)):
         print(f"step {i + 1:3d}  loss {loss:.4f}")
     print(f"{args.steps} steps in {time.perf_counter() - start:.1f} s")
 

@@ -171,3 +171,17 @@ def test_inference_graph_and_bfloat16() -> None:
         ob = torch.compile(mb, backend="nprof")(xb)
         assert ob.dtype == torch.bfloat16
         torch.testing.assert_close(ob.float(), mb(xb).float(), rtol=1e-2, atol=1e-2)  # fp32 compute, bf16 I/O
+
+
+def test_training_dropout_uses_fresh_host_random_numbers() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x = (torch.rand(64, 64) + 0.5).requires_grad_(True)
+    f = torch.compile(lambda t: F.dropout(t, 0.25, training=True), backend="nprof")
+    out = f(x)
+    kept = out != 0
+    torch.testing.assert_close(out[kept], x[kept] / 0.75)  # kept values are scaled by 1 / (1 - p)
+    assert 0.2 < 1.0 - kept.float().mean().item() < 0.3
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)  # the backward uses the same mask
+    assert not torch.equal(f(x) != 0, kept)  # a new mask on every execution

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
 from nprof.compiler.kernels.norm import layer_norm_kernel
 from nprof.compiler.kernels.onehot import (
@@ -199,3 +200,22 @@ def _nll_loss_backward(
     lw.em.call(nll_loss_backward_kernel, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
                              int(ignore_index), _view_of(lw, total_weight))  # fmt: skip
     return out
+
+
+# ----- dropout (training mode) -----
+@register("native_dropout.default")
+def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
+    """Dropout with uniform random numbers drawn on the host for every execution: they enter the program as
+    the input ``rng.<node>`` (the virtual device has no RNG engine); mask = u >= p, out = x * mask / (1 - p)."""
+    src = _view_of(lw, x)
+    if not train or p == 0.0:
+        return src, Const(1.0, src.shape, "bool")
+    if p >= 1.0:
+        return Const(0.0, src.shape, "float32"), Const(0.0, src.shape, "bool")
+    name = f"rng.{lw.node.name}"
+    lw.em.hbm_tensor(name, src.shape, "float32", "input")
+    u = View.whole(name, "float32", src.shape)
+    mask, out = lw.new_tensor(index=1), lw.new_tensor(index=0)
+    lw.em.call(ew.map_kernel, mask, [u], ew.scalar_body("is_ge", float(p)))
+    lw.em.call(ew.map_kernel, out, [src, mask], ew.binary_body("multiply", 1.0 / (1.0 - float(p))))
+    return out, mask

@@ -6,7 +6,8 @@ bool -> uint8), runs `nprof.device.simulate` with numerics on, and rebuilds ever
 tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned as outputs are
 passed through; constant outputs are filled on the host). The first call saves its inputs as
 ``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
-be given real values.
+be given real values. Program inputs named ``rng.*`` (training-mode dropout) get fresh uniform [0, 1)
+numbers from torch's generator on every call.
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
 """
 
@@ -42,6 +43,7 @@ class Stats:
 
 
 STATS = Stats()
+RNG_PREFIX = "rng."  # program inputs the runtime fills with fresh random numbers on every call
 
 
 def to_numpy(t: Any, program_dtype: str) -> np.ndarray:
@@ -102,6 +104,11 @@ class DeviceGraph:
             decl = self._decls.get(name)
             if decl is not None and hasattr(value, "detach"):
                 inputs[name] = to_numpy(value, decl.dtype)
+        for name, decl in self._decls.items():
+            if name.startswith(RNG_PREFIX):  # fresh uniform [0, 1) numbers per execution (e.g. dropout masks)
+                import torch
+
+                inputs[name] = torch.rand(decl.shape).numpy()
         if self.sample_dir is not None:
             save_samples(self.sample_dir, inputs)
             self.sample_dir = None
