@@ -57,7 +57,9 @@ def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.n
     counts = np.diff(offsets)
     # sums by group without gathering: bincount over the group index of every selected row
     valid = codes >= 0
-    group_index = np.searchsorted(group_codes, codes[valid])
+    lut = np.zeros(int(group_codes.max()) + 1, np.int64)
+    lut[group_codes] = np.arange(group_codes.size)
+    group_index = lut[codes[valid]]
     sel = rows[valid]
     nbytes = np.bincount(group_index, weights=f.d_bytes[sel], minlength=group_codes.size)
     parts = np.bincount(group_index, weights=f.d_partitions[sel], minlength=group_codes.size)
