@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 
 from nprof.errors import NprofError
@@ -124,6 +125,15 @@ def test_events_mode_returns_exactly_the_overlapping_events(big: tuple[Store, Pr
         assert row["ts"] == want.tolist()
         names = [ans["opcodes"][o] for o in row["op"]]
         assert all(isinstance(n, str) for n in names)
+    vector = ans["rows"][0]
+    t = p.instructions.filter(pc.equal(p.instructions["track"], "vector"))
+    ts, dur = t["ts"].to_numpy(), t["duration"].to_numpy()
+    m = (ts < t1) & (ts + dur > t0)
+    want = [x for _, x in sorted(zip(ts[m], np.array(t["layer"].to_pylist())[m], strict=True))]
+    assert [ans["layers"][i] for i in vector["layer"]] == want
+    assert [ans["opcodes"][o] for o in vector["op"]] == [
+        x for _, x in sorted(zip(ts[m], np.array(t["opcode"].to_pylist())[m], strict=True))
+    ]
 
 
 def test_counters_are_min_max_per_pixel(big: tuple[Store, Profile]) -> None:

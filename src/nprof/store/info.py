@@ -33,6 +33,7 @@ def load_meta(cur: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     rows = [dict(zip(cols, r, strict=True)) for r in cur.execute("SELECT * FROM rows ORDER BY row").fetchall()]
     meta["rows"] = rows
     meta["opcodes"] = [n for (n,) in cur.execute("SELECT name FROM opcodes ORDER BY op").fetchall()]
+    meta["sources"] = [n for (n,) in cur.execute("SELECT name FROM sources ORDER BY src").fetchall()]
     return meta
 
 

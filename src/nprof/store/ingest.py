@@ -9,7 +9,8 @@ temporary file and renames it into place, so a failure here leaves nothing.
 
 Tables written (all immutable after ingest):
 * `instructions`, `dma` (sorted by id), `collectives`, `counters` (sorted by name, ts): the Profile tables;
-* `events(row, ts, dur, id, op, nbytes, flops, src)`: every instruction and DMA,
+* `events(row, ts, dur, id, op, nbytes, flops, src, layer)`: every instruction and DMA
+  (`src`: source line, else layer; `layer`; both codes into `sources`),
   sorted by (row, ts) so DuckDB zone maps prune viewport and box-select scans;
 * `lod(level, row, bucket, count, busy, op, nbytes, flops)`: per-row bucket pyramids
   (bucket width 2**level ns, from each row's own base level: ~8 events per bucket)
@@ -121,6 +122,7 @@ def _event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], li
         "nbytes": np.concatenate([ins_bytes, _np(dma["bytes"])]),
         "flops": np.concatenate([_np(ins["flops"]), np.zeros(dma.num_rows, dtype=np.int64)]),
         "src": np.concatenate([_source_codes(ins, src_of), _source_codes(dma, src_of)]).astype(np.int32),
+        "layer": np.concatenate([_codes(ins["layer"], src_of), _codes(dma["layer"], src_of)]).astype(np.int32),
     }
     # order by (row, ts): a stable radix sort on the int16 row keeps each table's ts order, which is
     # enough when both tables are ts-sorted (the usual case); otherwise sort by ts first
@@ -342,6 +344,7 @@ def _write_events(con: duckdb.DuckDBPyConnection, p: Profile, bar: Progress) -> 
         "dma_count": p.dma.num_rows,
         "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
         "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+        "events_layer": True,
     }
 
 

@@ -52,13 +52,16 @@ def select_rows(meta: dict[str, Any], keys: list[str] | None) -> list[dict[str, 
     return [by_key[k] for k in dict.fromkeys(keys)]
 
 
-def _fetch_events(cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int) -> dict[str, np.ndarray]:
+def _fetch_events(
+    cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int, layer: bool = False
+) -> dict[str, np.ndarray]:
     """Events of `rows` overlapping [t0, t1), sorted by (row, ts).
 
     The scan starts at t0 minus the longest event of the rows read together, so rows whose
     longest event is far longer than the others' (a whole-run span on a CPU thread) are read
     on their own instead of widening every row's scan.
     """
+    extra = ", layer" if layer else ""
     durs = sorted(int(r["max_dur"]) for r in rows)
     typical = durs[len(durs) // 2]
     together = [r for r in rows if int(r["max_dur"]) <= 4 * typical + 1024]
@@ -66,9 +69,9 @@ def _fetch_events(cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1:
     parts = []
     for batch in batches:
         q = (
-            "SELECT row, id, ts, dur, op, nbytes, flops FROM events WHERE row IN ({}) AND ts < ? AND ts >= ? "
+            "SELECT row, id, ts, dur, op, nbytes, flops{} FROM events WHERE row IN ({}) AND ts < ? AND ts >= ? "
             "AND (ts + dur > ? OR (dur = 0 AND ts >= ?))"
-        ).format(",".join(str(int(r["row"])) for r in batch))
+        ).format(extra, ",".join(str(int(r["row"])) for r in batch))
         maxdur = max(int(r["max_dur"]) for r in batch)
         parts.append(cur.execute(q, [t1, t0 - maxdur, t0, t0]).fetchnumpy())
     ev = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -111,8 +114,10 @@ class _Ops:
         return [self.names[op] for op in self.used]
 
 
-def _events_item(key: str, ev: dict[str, np.ndarray], sl: slice, ops: _Ops) -> dict[str, Any]:
-    return {
+def _events_item(
+    key: str, ev: dict[str, np.ndarray], sl: slice, ops: _Ops, layers: _Ops | None = None
+) -> dict[str, Any]:
+    item = {
         "key": key,
         "mode": "events",
         "id": ev["id"][sl].tolist(),
@@ -120,6 +125,9 @@ def _events_item(key: str, ev: dict[str, np.ndarray], sl: slice, ops: _Ops) -> d
         "dur": ev["dur"][sl].tolist(),
         "op": ops.map(ev["op"][sl]),
     }
+    if layers is not None and "layer" in ev:
+        item["layer"] = layers.map(ev["layer"][sl])
+    return item
 
 
 def _buckets_item(key: str, ts: np.ndarray, dur: np.ndarray, count, busy, op, ops: _Ops) -> dict[str, Any]:
@@ -329,13 +337,15 @@ def viewport(
     b = (t1 - t0) / width
     level = math.floor(math.log2(b)) if b >= 1 else -1
     ops = _Ops(meta["opcodes"])
+    with_layer = bool(meta["stats"].get("events_layer"))
+    layers = _Ops(meta.get("sources", [])) if with_layer else None
     items: dict[str, dict[str, Any]] = {}
     event_rows = [r for r in rows if r["kind"] != "counter" and r["event_count"] > 0]
     # rows whose pyramid reaches this zoom level answer from it; finer windows read their few events
     pyramid = [r for r in event_rows if level >= r["base_level"]]
     agg = _pyramid_buckets(cur, pyramid, level, t0, t1, b, width) if pyramid else {}
     fetch = [r for r in event_rows if r not in pyramid or _estimate(agg, r) <= max_items]
-    ev = _fetch_events(cur, fetch, t0, t1) if fetch else None
+    ev = _fetch_events(cur, fetch, t0, t1, with_layer) if fetch else None
     fetched = {int(r["row"]) for r in fetch}
     bw = max(1, math.ceil(b))
     nb = max(1, math.ceil((t1 - t0) / bw))
@@ -344,7 +354,7 @@ def viewport(
         if ev is not None and ri in fetched:
             lo, hi = (int(x) for x in np.searchsorted(ev["row"], [ri, ri + 1]))
             if hi - lo <= max_items:
-                items[r["key"]] = _events_item(r["key"], ev, slice(lo, hi), ops)
+                items[r["key"]] = _events_item(r["key"], ev, slice(lo, hi), ops, layers)
                 continue
             if level < r["base_level"]:  # too many for events, finer than the pyramid: aggregate them here
                 sl = slice(lo, hi)
@@ -367,7 +377,7 @@ def viewport(
                 items[r["key"]] = _sampled_counter(cur, r["key"], t0, t1, b, width)
         elif r["key"] not in items:
             items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
-    return {
+    out = {
         "t0": t0,
         "t1": t1,
         "width": width,
@@ -375,3 +385,6 @@ def viewport(
         "opcodes": ops.table(),
         "rows": [items[r["key"]] for r in rows],
     }
+    if layers is not None:
+        out["layers"] = layers.table()
+    return out
