@@ -10,6 +10,13 @@ only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
+Instructions equal in everything the plan reads (opcode, engine, attrs, queue and
+operand values) share a *signature*: the per-instruction work is a few C-level
+passes (attribute getters, one dict lookup per instruction); costs, operand text
+and DMA facts are computed once per signature (`device.template`) and spread
+with numpy indexing. Value columns that repeat (opcode, operand text, DMA
+direction/tensor) are stored per signature with a `code` per instruction.
+
 Slots (timeline rows): 0 tensor.stationary (LDWEIGHTS), 1 tensor.moving
 (MATMUL, TRANSPOSE), 2 vector, 3 scalar, 4 gpsimd, 5 sync, then one per DMA
 queue ("q<k>"), then one per CC-core ("cc.<k>"). Multi-worker runs add
@@ -20,36 +27,50 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from itertools import chain
-from operator import itemgetter
-from typing import NamedTuple
+from itertools import chain, count, repeat
+from operator import attrgetter
 
 import numpy as np
 
-from nprof.arch import cost
-from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import VALUE_KEY, AccessCache
+from nprof.device.template import (
+    FIRST_DMA_SLOT,
+    SLOT_GPSIMD,
+    SLOT_LD,
+    SLOT_MM,
+    SLOT_SCALAR,
+    SLOT_SYNC,
+    SLOT_VECTOR,
+    SigRow,
+    signature_rows,
+)
 from nprof.errors import NprofError
 from nprof.program.model import Program
 from nprof.progress import progress
 
-SLOT_LD, SLOT_MM, SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD, SLOT_SYNC = range(6)
-FIRST_DMA_SLOT = 6
-_ENGINE_SLOT = {
-    Engine.VECTOR: SLOT_VECTOR,
-    Engine.SCALAR: SLOT_SCALAR,
-    Engine.GPSIMD: SLOT_GPSIMD,
-    Engine.SYNC: SLOT_SYNC,
-}
-_TENSOR_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.TRANSPOSE})
-_CHUNK = 1 << 16  # instructions per progress step
-_ATTR_SKIP = frozenset({"spill", "reload"})
+__all__ = [
+    "FIRST_DMA_SLOT",
+    "SLOT_GPSIMD",
+    "SLOT_LD",
+    "SLOT_MM",
+    "SLOT_SCALAR",
+    "SLOT_SYNC",
+    "SLOT_VECTOR",
+    "Plan",
+    "build_plan",
+    "plan_for",
+    "slot_names",
+]
+
+# Every field of an Access, fetched in C (StrEnum members hash and compare as their str values, in C too).
+ACC_KEY = attrgetter("space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride")
+_INS, _OUTS, _DEPS = attrgetter("ins"), attrgetter("outs"), attrgetter("deps")
+_OPCODE, _ENGINE, _ATTRS, _QUEUE = attrgetter("opcode"), attrgetter("engine"), attrgetter("attrs"), attrgetter("queue")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Per-instruction columns (indexed by program index) plus slot metadata."""
+    """Per-instruction columns (indexed by program index), per-signature columns, and slot metadata."""
 
     preset: Preset
     slot: list[int]  # timeline slot of each instruction
@@ -58,22 +79,41 @@ class Plan:
     lat0: list[float]  # ns from time 0 to the earliest start of an instruction without deps (DMA latency)
     deps: list[tuple[int, ...]]
     is_dma: np.ndarray  # bool: DMA_DIRECT2D
-    dma_rate: dict[int, float]  # DMA index -> bytes/ns it moves alone (payload + chunk overhead, see arch.cost)
+    dma_index: np.ndarray  # int64: indices of the DMA instructions, ascending
+    dma_rate: np.ndarray  # float64 per instruction: bytes/ns a DMA moves alone (payload + chunk overhead); else 0
     transposes: frozenset[int]  # indices of TRANSPOSE instructions (they occupy both TensorE tracks)
     slot_tracks: tuple[str, ...]  # track name per slot
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
-    operands: list[str]  # display text of each instruction's operands ("" for DMAs)
+    code: np.ndarray  # int64: signature number of each instruction
+    sig_opcode: list[str]  # per signature: opcode name
+    sig_operands: list[str]  # per signature: display text of the operands ("" for DMAs)
+    sig_direction: list[str]  # per signature: DMA direction ("" otherwise)
+    sig_partitions: np.ndarray  # int64 per signature: DMA partitions
+    sig_tensor: list[str | None]  # per signature: the HBM tensor a DMA moves
+    sig_spill: np.ndarray  # bool per signature: DMA attr spill
+    sig_reload: np.ndarray  # bool per signature: DMA attr reload
     rw: np.ndarray  # int64 [n, 6]: HBM/SBUF/PSUM bytes read, then HBM/SBUF/PSUM bytes written
     flops: np.ndarray  # int64: model FLOPs (MATMUL)
     hw_flops: np.ndarray  # int64: hardware FLOPs (MATMUL, TRANSPOSE)
-    dma_rows: dict[int, tuple[str, int, str]]  # DMA index -> (direction, partitions, tensor)
-    opcodes: list[str]  # opcode name of each instruction
     deps_offsets: np.ndarray  # int64 [n + 1]: deps of instruction i are deps_flat[offsets[i]:offsets[i + 1]]
     deps_flat: np.ndarray  # int64
+    dep1: list[int]  # scheduler fast path: the only dep (n: none), -1 several deps, -2 a TensorE instruction
+    lat1: list[float]  # scheduler fast path: lat, or lat0 for an instruction without deps
+    prev: np.ndarray  # int64: the instruction whose end freed this one's track (n: none), for `wait`
 
     @property
     def n(self) -> int:
         return len(self.slot)
+
+    @property
+    def operands(self) -> list[str]:
+        """Display text of each instruction's operands ("" for DMAs)."""
+        return [self.sig_operands[c] for c in self.code.tolist()]
+
+    @property
+    def opcodes(self) -> list[str]:
+        """Opcode name of each instruction."""
+        return [self.sig_opcode[c] for c in self.code.tolist()]
 
 
 def slot_names(preset: Preset) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -86,177 +126,108 @@ def slot_names(preset: Preset) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(tracks), tuple(engines)
 
 
-def _where(i: int, ins: Instruction) -> str:
-    return f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
-
-
-def _attr_text(attrs: tuple) -> str:
-    items = [f"{k}={v}" for k, v in attrs if k not in _ATTR_SKIP]
-    return " ; " + " ".join(items) if items else ""
-
-
-class _Template(NamedTuple):
-    """Everything about an instruction that depends only on its opcode, engine, attrs, queue and shapes."""
-
-    slot: int
-    dur: float
-    lat: float
-    lat0: float
-    is_dma: bool
-    rw: tuple[int, int, int, int, int, int]
-    flops: int
-    hw_flops: int
-    attr_text: str
-    direction: str  # DMA: "hbm->sbuf" ...
-    is_transpose: bool = False
-    opcode: str = ""
-    dma_rate: float = 0.0  # DMA: bytes/ns alone, counting chunk overhead as bytes
-
-
-def _template(program: Program, preset: Preset, i: int, ins: Instruction, ii: list, oo: list) -> _Template:
-    """Check one instruction and compute its shape-dependent columns (NprofError when malformed)."""
-    op, eng, name = ins.opcode, ins.engine, program.name
-    rw = [0] * 6
-    for x in ii:
-        rw[x.mem] += x.nbytes
-    for x in oo:
-        rw[3 + x.mem] += x.nbytes
-    if op is Opcode.DMA_DIRECT2D:
-        if eng is not Engine.DMA:
-            raise NprofError(f"program {name!r}: {_where(i, ins)} must run on a DMA queue, not {eng}")
-        if not 0 <= ins.queue < preset.dma_queues:
-            raise NprofError(
-                f"program {name!r}: {_where(i, ins)} uses DMA queue {ins.queue}; "
-                f"valid queues are 0..{preset.dma_queues - 1}"
-            )
-        if len(ii) != 1 or len(oo) != 1:
-            raise NprofError(f"program {name!r}: {_where(i, ins)} needs one input and one output")
-        src, dst = ins.ins[0], ins.outs[0]
-        chunks = cost.dma_chunks(src, dst)
-        transfer = cost.dma_transfer_ns(oo[0].nbytes, chunks, preset)
-        direction = f"{src.space.value}->{dst.space.value}"
-        lat = preset.dma_latency_ns
-        rate = (oo[0].nbytes + chunks * preset.dma_chunk_overhead_bytes) / transfer if transfer > 0 else 0.0
-        return _Template(
-            FIRST_DMA_SLOT + ins.queue, transfer, lat, lat, True, tuple(rw), 0, 0, "", direction, dma_rate=rate
-        )
-    attr_text = _attr_text(ins.attrs) if ins.attrs else ""
-    if eng is Engine.CC or op in COLLECTIVES:
-        first_cc = FIRST_DMA_SLOT + preset.dma_queues
-        s = first_cc + (ins.queue if ins.queue >= 0 else 0) % preset.cc_cores
-        lat = preset.dma_latency_ns
-        dur = cost.instruction_ns(ins, preset) - lat
-        return _Template(s, dur, lat, lat, False, tuple(rw), 0, 0, attr_text, "")
-    flops = hw = 0
-    if op in _TENSOR_OPS:
-        if eng is not Engine.TENSOR:
-            raise NprofError(f"program {name!r}: {_where(i, ins)} must run on TensorE, not {eng}")
-        s = SLOT_LD if op is Opcode.LDWEIGHTS else SLOT_MM
-        if op is Opcode.MATMUL and len(ii) >= 2:
-            m, n = ii[0].free_elements, ii[1].free_elements
-            _check_matmul(name, i, ins, ii, oo, preset)
-            flops, hw = 2 * ii[0].partitions * m * n, 2 * preset.pmax * m * n
-            if oo and ins.attr("accumulate", False):
-                rw[oo[0].mem] += oo[0].nbytes
-        elif op is Opcode.TRANSPOSE and ii:
-            hw = 2 * preset.pmax * ii[0].free_elements * ii[0].partitions
-    else:
-        found = _ENGINE_SLOT.get(eng)
-        if found is None:
-            raise NprofError(f"program {name!r}: {_where(i, ins)} cannot run on engine {eng}")
-        s = found
-    try:
-        cycles = cost.instruction_cycles(ins, preset)
-    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise NprofError(f"program {name!r}: {_where(i, ins)} is malformed ({exc})") from exc
-    dur = cycles * 1e9 / preset.clock_hz(eng.value)
-    lat = cost.dependency_latency_ns(eng, preset)
-    return _Template(s, dur, lat, 0.0, False, tuple(rw), flops, hw, attr_text, "", op is Opcode.TRANSPOSE)
-
-
-def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, preset: Preset) -> None:
-    """The TensorE tile limits: K <= pmax, stationary free <= 128, moving free <= 512, result in PSUM."""
-    k, m, n = ii[0].partitions, ii[0].free_elements, ii[1].free_elements
-    problem = None
-    if k > preset.pmax or ii[1].partitions != k:
-        problem = f"contraction sizes {k} and {ii[1].partitions} must be equal and <= {preset.pmax}"
-    elif m > preset.gemm_stationary_fmax:
-        problem = f"stationary free size {m} exceeds {preset.gemm_stationary_fmax}"
-    elif n > preset.gemm_moving_fmax:
-        problem = f"moving free size {n} exceeds {preset.gemm_moving_fmax}"
-    elif not oo or oo[0].mem != 2:
-        problem = "its result must go to PSUM"
-    if problem:
-        raise NprofError(f"program {name!r}: {_where(i, ins)}: {problem}; split the matmul into legal tiles")
-
-
 def build_plan(program: Program, preset: Preset) -> Plan:
-    """One pass over the instructions; shape-dependent work is memoised per distinct template key."""
+    """The plan of `program` on `preset` (see the module doc); NprofError names the first malformed instruction."""
     instrs = program.instructions
     n = len(instrs)
-    cache = AccessCache()
-    get, by_value = cache.get, cache.by_value.get
-    memo: dict[tuple, int] = {}
-    templates: list[_Template] = []
-    which = [0] * n
-    operands = [""] * n
-    dma_rows: dict[int, tuple[str, int, str]] = {}
-    sig, text = itemgetter(0), itemgetter(3)
     with progress(n, f"planning {program.name}") as bar:
-        for start in range(0, n, _CHUNK):
-            for i, ins in enumerate(instrs[start : start + _CHUNK], start):
-                a_in, a_out = ins.ins, ins.outs
-                ii = list(map(by_value, map(VALUE_KEY, a_in)))  # C-level lookups; misses (None) fall back
-                if None in ii:
-                    ii = [get(a) for a in a_in]
-                oo = list(map(by_value, map(VALUE_KEY, a_out)))
-                if None in oo:
-                    oo = [get(a) for a in a_out]
-                # enum members hash in Python code; their ids (singletons) hash in C
-                key = (id(ins.opcode), id(ins.engine), ins.attrs, ins.queue, *map(sig, ii), -1, *map(sig, oo))
-                k = memo.get(key)
-                if k is None:
-                    k = memo[key] = len(templates)
-                    templates.append(_template(program, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value))
-                which[i] = k
-                t = templates[k]
-                if t.is_dma:
-                    d_hbm = oo[0].mem == 0
-                    tensor = a_in[0].tensor if ii[0].mem == 0 or not d_hbm else a_out[0].tensor
-                    dma_rows[i] = (t.direction, ii[0].partitions if d_hbm else oo[0].partitions, tensor)
-                else:
-                    operands[i] = ", ".join(map(text, oo)) + " <- " + ", ".join(map(text, ii)) + t.attr_text
-            bar.advance(min(_CHUNK, n - start))
-    deps = [ins.deps for ins in instrs]
+        ins_col = list(map(_INS, instrs))
+        outs_col = list(map(_OUTS, instrs))
+        in_keys = map(tuple, map(map, repeat(ACC_KEY, n), ins_col))
+        out_keys = map(tuple, map(map, repeat(ACC_KEY, n), outs_col))
+        cols = (map(_OPCODE, instrs), map(_ENGINE, instrs), map(_ATTRS, instrs), map(_QUEUE, instrs))
+        memo: dict[tuple, int] = {}
+        # first[i]: the first instruction with i's signature (setdefault stores i when the signature is new)
+        first = np.fromiter(map(memo.setdefault, zip(*cols, in_keys, out_keys, strict=True), count()), np.int64, n)
+        del memo
+        reps = np.flatnonzero(first == np.arange(n, dtype=np.int64))
+        bar.advance(n // 2)
+        rows = signature_rows(program, preset, reps.tolist(), ins_col, outs_col)
+        bar.advance(n - n // 2)
+    code = np.zeros(n, np.int64)
+    code[reps] = np.arange(len(reps), dtype=np.int64)
+    code = code[first]
+    deps = list(map(_DEPS, instrs))
     offsets, flat = _check_deps(program.name, deps)
-    idx = np.asarray(which, np.int64)
-    col = {f: np.asarray([getattr(t, f) for t in templates]) for f in ("slot", "dur", "lat", "lat0", "is_dma")}
-    rw = np.asarray([t.rw for t in templates], np.int64).reshape(-1, 6)
-    fl = np.asarray([(t.flops, t.hw_flops) for t in templates], np.int64).reshape(-1, 2)
-    is_dma = col["is_dma"][idx].astype(bool) if n else np.zeros(0, bool)
-    is_tr = {k for k, t in enumerate(templates) if t.is_transpose}
+    return _assemble(preset, code, rows, deps, offsets, flat)
+
+
+def _assemble(
+    preset: Preset, code: np.ndarray, rows: list[SigRow], deps: list, offsets: np.ndarray, flat: np.ndarray
+) -> Plan:
+    """Spread the per-signature rows over the instructions and derive the scheduler's fast-path columns."""
+    n = len(code)
+    ts = [r.t for r in rows]
+    slot_s = np.asarray([t.slot for t in ts], np.int64)
+    lat_s = np.asarray([t.lat for t in ts], np.float64)
+    lat0_s = np.asarray([t.lat0 for t in ts], np.float64)
+    slot = slot_s[code]
+    lat, lat0 = lat_s[code], lat0_s[code]
+    is_dma = np.asarray([t.is_dma for t in ts], bool)[code]
+    rw = np.asarray([t.rw for t in ts], np.int64).reshape(-1, 6)[code]
+    fl = np.asarray([(t.flops, t.hw_flops) for t in ts], np.int64).reshape(-1, 2)[code]
+    is_tr = np.asarray([t.is_transpose for t in ts], bool)[code]
+    # scheduler fast path: non-TensorE instructions with at most one dependency
+    lengths = np.diff(offsets)
+    dep1 = np.full(n, -1, np.int64)
+    one = lengths == 1
+    dep1[one] = flat[offsets[:-1][one]]
+    none = lengths == 0
+    dep1[none] = n
+    tensor = slot <= SLOT_MM
+    dep1[tensor] = -2
+    lat1 = np.where(none, lat0, lat)
     tracks, engines = slot_names(preset)
     return Plan(
         preset=preset,
-        slot=col["slot"][idx].tolist() if n else [],
-        dur=col["dur"][idx].astype(np.float64).tolist() if n else [],
-        lat=col["lat"][idx].astype(np.float64).tolist() if n else [],
-        lat0=col["lat0"][idx].astype(np.float64).tolist() if n else [],
+        slot=slot.tolist(),
+        dur=np.asarray([t.dur for t in ts], np.float64)[code].tolist(),
+        lat=lat.tolist(),
+        lat0=lat0.tolist(),
         deps=deps,
         is_dma=is_dma,
-        dma_rate={i: templates[which[i]].dma_rate for i in dma_rows},
-        transposes=frozenset(i for i in range(n) if which[i] in is_tr) if is_tr else frozenset(),
+        dma_index=np.flatnonzero(is_dma),
+        dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[code],
+        transposes=frozenset(np.flatnonzero(is_tr).tolist()),
         slot_tracks=tracks,
         slot_engines=engines,
-        operands=operands,
-        rw=rw[idx] if n else np.zeros((0, 6), np.int64),
-        flops=fl[idx, 0] if n else np.zeros(0, np.int64),
-        hw_flops=fl[idx, 1] if n else np.zeros(0, np.int64),
-        dma_rows=dma_rows,
-        opcodes=np.asarray([t.opcode for t in templates], object)[idx].tolist() if n else [],
+        code=code,
+        sig_opcode=[t.opcode for t in ts],
+        sig_operands=[r.operands for r in rows],
+        sig_direction=[t.direction for t in ts],
+        sig_partitions=np.asarray([r.partitions for r in rows], np.int64),
+        sig_tensor=[r.tensor for r in rows],
+        sig_spill=np.asarray([r.spill for r in rows], bool),
+        sig_reload=np.asarray([r.reload for r in rows], bool),
+        rw=rw,
+        flops=fl[:, 0].copy(),
+        hw_flops=fl[:, 1].copy(),
         deps_offsets=offsets,
         deps_flat=flat,
+        dep1=dep1.tolist(),
+        lat1=lat1.tolist(),
+        prev=_prev_on_track(slot, is_tr, n),
     )
+
+
+def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, n: int) -> np.ndarray:
+    """Per instruction, the previous one whose end frees its track (n when none).
+
+    TensorE: tensor.moving is freed by the previous MATMUL/TRANSPOSE; tensor.stationary by the previous
+    LDWEIGHTS or TRANSPOSE (a transpose loads its own operand, occupying both tracks).
+    """
+    prev = np.full(n, n, np.int64)
+    if n == 0:
+        return prev
+    order = np.argsort(slot, kind="stable")  # program order within each slot
+    same = slot[order][1:] == slot[order][:-1]
+    prev[order[1:][same]] = order[:-1][same]
+    stationary = np.flatnonzero((slot == SLOT_LD) | is_tr)
+    ld = stationary[slot[stationary] == SLOT_LD]
+    if len(ld):
+        pos = np.searchsorted(stationary, ld)
+        prev[ld] = np.where(pos > 0, stationary[np.maximum(pos - 1, 0)], n)
+    return prev
 
 
 def _check_deps(name: str, deps: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ free size, N the moving free size); hardware FLOPs count the full
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -26,22 +27,22 @@ from nprof.device.plan import Plan
 from nprof.device.schedule import Timing
 from nprof.program.model import Program
 
-
-def _deps_array(plan: Plan) -> pa.LargeListArray:
-    return pa.LargeListArray.from_arrays(pa.array(plan.deps_offsets), pa.array(plan.deps_flat))
+_SOURCE, _LAYER, _HLO = attrgetter("source"), attrgetter("layer"), attrgetter("hlo_name")
 
 
-def _select(full: pa.LargeListArray, idx: np.ndarray) -> pa.Array:
-    return full.take(pa.array(idx)).cast(pa.list_(pa.int64()))
+def _deps_column(plan: Plan, mask: np.ndarray) -> pa.ListArray:
+    """list<int64> of the dependency lists of the instructions selected by `mask`."""
+    offsets = plan.deps_offsets
+    lengths = np.diff(offsets)[mask]
+    sel = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=sel[1:])
+    values = plan.deps_flat[np.repeat(mask, np.diff(offsets))]
+    return pa.ListArray.from_arrays(pa.array(sel.astype(np.int32)), pa.array(values, pa.int64()))
 
 
 def _names(names: pa.Array, codes: np.ndarray) -> pa.Array:
     """String column from small-int codes into `names`, without a per-row Python loop."""
     return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), names).cast(pa.string())
-
-
-def _take(values: list[Any], idx: list[int]) -> list[Any]:
-    return [values[i] for i in idx]
 
 
 def build_tables(
@@ -53,35 +54,35 @@ def build_tables(
     dur = end - start
     wait = np.rint(np.asarray(timing.wait, np.float64)).astype(np.int64)
     is_dma = plan.is_dma
-    ci = np.flatnonzero(~is_dma)
+    is_ci = ~is_dma
+    ci = np.flatnonzero(is_ci)
     di = np.flatnonzero(is_dma)
-    ci_l, di_l = ci.tolist(), di.tolist()
     instrs = program.instructions
-    sources = [x.source for x in instrs]
-    layers = [x.layer for x in instrs]
-    hlos = [x.hlo_name for x in instrs]
+    sources = pa.array(list(map(_SOURCE, instrs)), pa.string())
+    layers = pa.array(list(map(_LAYER, instrs)), pa.string())
+    hlos = pa.array(list(map(_HLO, instrs)), pa.string())
+    ci_mask, di_mask = pa.array(is_ci), pa.array(is_dma)
     slots = np.asarray(plan.slot, np.int32) if plan.n else np.zeros(0, np.int32)
     tracks = pa.array(list(plan.slot_tracks), pa.string())
     engines = pa.array(list(plan.slot_engines), pa.string())
     rw = plan.rw[ci]
-    flops, hw = plan.flops, plan.hw_flops
     is_tr = np.zeros(plan.n, bool)
     is_tr[list(plan.transposes)] = True
-    opcodes = plan.opcodes
-    deps = _deps_array(plan)
+    code = plan.code
+    c_code, d_code = code[ci], code[di]
     instructions = {
         "id": ci.astype(np.int64),
         "ts": start[ci],
         "duration": dur[ci],
         "engine": _names(engines, slots[ci]),
         "track": _names(tracks, slots[ci]),
-        "opcode": _take(opcodes, ci_l),
-        "operands": _take(plan.operands, ci_l),
-        "layer": _take(layers, ci_l),
-        "hlo_name": _take(hlos, ci_l),
-        "nki_source_location": _take(sources, ci_l),
-        "flops": flops[ci],
-        "hw_flops": hw[ci],
+        "opcode": _names(pa.array(plan.sig_opcode, pa.string()), c_code),
+        "operands": _names(pa.array(plan.sig_operands, pa.string()), c_code),
+        "layer": layers.filter(ci_mask),
+        "hlo_name": hlos.filter(ci_mask),
+        "nki_source_location": sources.filter(ci_mask),
+        "flops": plan.flops[ci],
+        "hw_flops": plan.hw_flops[ci],
         "is_transpose": is_tr[ci],
         "hbm_read_bytes": rw[:, 0],
         "sbuf_read_bytes": rw[:, 1],
@@ -90,27 +91,26 @@ def build_tables(
         "sbuf_write_bytes": rw[:, 4],
         "psum_write_bytes": rw[:, 5],
         "wait_ns": wait[ci],
-        "deps": _select(deps, ci),
+        "deps": _deps_column(plan, is_ci),
         "iteration": np.full(len(ci), iteration, np.int32),
         "pc": ci.astype(np.int32),
     }
-    rows = [plan.dma_rows[i] for i in di_l]
     nbytes = plan.rw[di, 3:].sum(axis=1)
     dma = {
         "id": di.astype(np.int64),
         "ts": start[di],
         "duration": dur[di],
         "queue": _names(tracks, slots[di]),
-        "direction": [r[0] for r in rows],
+        "direction": _names(pa.array(plan.sig_direction, pa.string()), d_code),
         "bytes": nbytes,
-        "partitions": np.asarray([r[1] for r in rows], np.int32),
-        "tensor": [r[2] for r in rows],
-        "is_spill": np.asarray([bool(instrs[i].attr("spill", False)) for i in di_l], bool),
-        "is_reload": np.asarray([bool(instrs[i].attr("reload", False)) for i in di_l], bool),
-        "layer": _take(layers, di_l),
-        "hlo_name": _take(hlos, di_l),
-        "nki_source_location": _take(sources, di_l),
-        "deps": _select(deps, di),
+        "partitions": plan.sig_partitions[d_code].astype(np.int32),
+        "tensor": _names(pa.array(plan.sig_tensor, pa.string()), d_code),
+        "is_spill": plan.sig_spill[d_code],
+        "is_reload": plan.sig_reload[d_code],
+        "layer": layers.filter(di_mask),
+        "hlo_name": hlos.filter(di_mask),
+        "nki_source_location": sources.filter(di_mask),
+        "deps": _deps_column(plan, is_dma),
         "iteration": np.full(len(di), iteration, np.int32),
         "pc": di.astype(np.int32),
     }

@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
+import numpy as np
+
 from nprof.arch import cost
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
 
@@ -53,43 +55,53 @@ class Timing:
         return max(self.end, default=0.0)
 
 
-def _list_schedule(plan: Plan, dur: list[float]) -> Timing:
-    """One pass of in-order list scheduling with fixed durations."""
+def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[float]]:
+    """One pass of in-order list scheduling with fixed durations: (start, end + [0.0]) by program index.
+
+    The common case (not TensorE, at most one dependency) is the first branch; `plan.dep1` points at the
+    dependency, or at the trailing 0.0 of `end` with `lat1` = lat0 when there is none. The float operations
+    are the rule's own (`max(dependency ends) + lat`, then `max` with the track's free time, `+ dur`).
+    """
     n = plan.n
     slot = plan.slot
-    lat = plan.lat
     lat0 = plan.lat0
     deps = plan.deps
     free = [0.0] * len(plan.slot_tracks)
     start = [0.0] * n
-    end = [0.0] * n
-    wait = [0.0] * n
+    end = [0.0] * (n + 1)  # end[n] stays 0.0: the "dependency" of instructions without any
     end_get = end.__getitem__
     transposes = plan.transposes
     last_mm_start = 0.0
     ld_end = 0.0
-    for i in range(n):
-        s = slot[i]
-        f = free[s]
-        d = deps[i]
-        if d:
-            if s <= SLOT_MM:
+    for i, s, d, li, du in zip(range(n), slot, plan.dep1, plan.lat1, dur, strict=True):
+        if d >= 0:
+            t = end[d] + li
+            f = free[s]
+            if t < f:
+                t = f
+            e = t + du
+        elif d == -1:
+            t = max(map(end_get, deps[i])) + li
+            f = free[s]
+            if t < f:
+                t = f
+            e = t + du
+        else:  # TensorE
+            f = free[s]
+            d = deps[i]
+            if d:
                 # TensorE's own results (weights loaded, PSUM accumulation) need no semaphore: no latency
-                li = lat[i]
                 t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in d])
+                if t < f:
+                    t = f
             else:
-                t = max(map(end_get, d)) + lat[i]
-            if t < f:
-                t = f
-        else:
-            t = lat0[i]
-            if t < f:
-                t = f
-        if s <= SLOT_MM:
+                t = lat0[i]
+                if t < f:
+                    t = f
             if s == SLOT_LD:
                 if last_mm_start > t:
                     t = last_mm_start
-                e = t + dur[i]
+                e = t + du
                 ld_end = e
             else:
                 if ld_end > t:
@@ -98,50 +110,54 @@ def _list_schedule(plan: Plan, dur: list[float]) -> Timing:
                 if tr and free[SLOT_LD] > t:
                     t = free[SLOT_LD]
                 last_mm_start = t
-                e = t + dur[i]
+                e = t + du
                 if tr:
                     free[SLOT_LD] = e
                     ld_end = e
-        else:
-            e = t + dur[i]
         free[s] = e
         start[i] = t
         end[i] = e
-        wait[i] = t - f
-    return Timing(start, end, wait)
+    return start, end
 
 
-def _share_pool(plan: Plan, timing: Timing, dur: list[float]) -> list[float]:
+def _share_pool(plan: Plan, start: np.ndarray, dur: list[float]) -> list[float]:
     """Durations of the DMAs under fluid sharing of the DMA pool, given their start times.
 
     Every active transfer progresses at the same fraction of its own rate, so one "virtual clock" (ns of
     stand-alone progress) serves all: a transfer started at virtual time v ends at virtual time v + dur.
+    Transfers enter in (start, index) order.
     """
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
-    rates = plan.dma_rate
-    start = timing.start
-    items = sorted((i for i in rates if dur[i] > 0), key=lambda i: (start[i], i))
+    idx = plan.dma_index
+    base = np.asarray(dur, np.float64)[idx]
+    idx = idx[base > 0]
+    order = idx[np.argsort(start[idx], kind="stable")]
+    items = order.tolist()
+    starts = start[order].tolist()
+    durs = np.asarray(dur, np.float64)[order].tolist()
+    rates = plan.dma_rate[order].tolist()
+    inf = float("inf")
+    starts.append(inf)
     new = list(dur)
-    heap: list[tuple[float, int]] = []  # (virtual end, DMA)
+    heap: list[tuple[float, int, int]] = []  # (virtual end, DMA index, position in items): ties by DMA index
     virtual = now = demand = 0.0
-    k, n_items, inf = 0, len(items), float("inf")
+    k, n_items = 0, len(items)
     while k < n_items or heap:
         factor = 1.0 if demand <= cap else cap / demand
-        next_start = start[items[k]] if k < n_items else inf
+        next_start = starts[k]
         finish = now + (heap[0][0] - virtual) / factor if heap else inf
         if next_start <= finish:
             virtual += (next_start - now) * factor
             now = next_start
-            i = items[k]
+            heappush(heap, (virtual + durs[k], items[k], k))
+            demand += rates[k]
             k += 1
-            heappush(heap, (virtual + dur[i], i))
-            demand += rates[i]
             continue
         virtual, now = heap[0][0], finish
         while heap and heap[0][0] <= virtual + _EPS:
-            i = heappop(heap)[1]
-            demand -= rates[i]
-            new[i] = now - start[i]
+            _, i, j = heappop(heap)
+            demand -= rates[j]
+            new[i] = now - starts[j]
         if not heap:
             demand = 0.0  # no drift carried into the next busy period
     return new
@@ -149,23 +165,35 @@ def _share_pool(plan: Plan, timing: Timing, dur: list[float]) -> list[float]:
 
 def _can_exceed_pool(plan: Plan) -> bool:
     """Could the queues together ever ask the pool for more than it has? (If not, one pass is exact.)"""
-    fastest: dict[int, float] = {}
-    for i, rate in plan.dma_rate.items():
-        q = plan.slot[i]
-        fastest[q] = max(fastest.get(q, 0.0), rate)
-    return sum(fastest.values()) > cost.dma_pool_bandwidth(plan.preset) * 1e-9 * (1 + 1e-12)
+    idx = plan.dma_index
+    if not len(idx):
+        return False
+    queues = np.asarray(plan.slot, np.int64)[idx]
+    rates = plan.dma_rate[idx]
+    fastest = np.zeros(int(queues.max()) + 1, np.float64)
+    np.maximum.at(fastest, queues, rates)
+    _, first = np.unique(queues, return_index=True)
+    in_order = fastest[queues[np.sort(first)]].tolist()  # queues in order of their first DMA, as summed before
+    return sum(in_order) > cost.dma_pool_bandwidth(plan.preset) * 1e-9 * (1 + 1e-12)
+
+
+def _timing(plan: Plan, start: list[float], end: list[float]) -> Timing:
+    """Timing lists; `wait` = start - the end of the instruction that freed the track (0.0 when none)."""
+    wait = np.asarray(start, np.float64) - np.asarray(end, np.float64)[plan.prev]
+    return Timing(start, end[: plan.n], wait.tolist())
 
 
 def schedule(plan: Plan) -> Timing:
     """Start/end/wait of every instruction of `plan` (see module doc)."""
-    dur = plan.dur
-    timing = _list_schedule(plan, dur)
+    start, end = _list_schedule(plan, plan.dur)
     if not _can_exceed_pool(plan):
-        return timing
+        return _timing(plan, start, end)
+    idx = plan.dma_index
     for _ in range(MAX_SHARING_PASSES):
-        shared = _share_pool(plan, timing, plan.dur)
-        if all(abs(shared[i] - (timing.end[i] - timing.start[i])) <= _EPS for i in plan.dma_rate):
+        s = np.asarray(start, np.float64)
+        shared = _share_pool(plan, s, plan.dur)
+        actual = np.asarray(end, np.float64)[idx] - s[idx]
+        if bool(np.all(np.abs(np.asarray(shared, np.float64)[idx] - actual) <= _EPS)):
             break
-        dur = shared
-        timing = _list_schedule(plan, dur)
-    return timing
+        start, end = _list_schedule(plan, shared)
+    return _timing(plan, start, end)
