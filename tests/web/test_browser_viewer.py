@@ -522,9 +522,7 @@ def test_index_preloads_every_static_import():
 def test_colour_by_layer_at_depth(page, server):
     sid = server.ids["syn"]
     open_profile(page, server, "syn", "?t0=200000&t1=230000&color=layer&depth=3")
-    pairs = page.evaluate(
-        "() => [...window.__nprof.timeline.style.layerOf.entries()].filter((_, i) => i % 97 === 0).slice(0, 5)"
-    )
+    pairs = page.evaluate("() => window.__nprof.layerGroups().filter((_, i) => i % 97 === 0).slice(0, 5)")
     assert pairs, "events in the window were mapped to layer groups"
     for event_id, group in pairs:
         fields = {
@@ -542,7 +540,7 @@ def test_colour_by_layer_at_depth(page, server):
     page.press("#layer-depth", "Enter")
     wait_idle(page)
     assert "depth" not in url_params(page)
-    groups = set(page.evaluate("() => [...window.__nprof.timeline.style.layerOf.values()]"))
+    groups = {g for _, g in page.evaluate("() => window.__nprof.layerGroups()")}
     assert groups and groups <= {r[0] for r in layers["rows"]}
     shot(page, "colour-by-layer")
 

@@ -23,10 +23,6 @@ export function itemColor(vp, row, vr, i, style) {
         const li = vr.layer[i];
         return li >= 0 ? hashColor(layerAtDepth(vp.layers[li], style.depth)) : "#b8bec7";
       }
-      if (style.layerOf && vr.id) {
-        const g = style.layerOf.get(vr.id[i]);
-        return g ? hashColor(g) : "#b8bec7";
-      }
       return "#b8bec7";
     default:
       return vr.op && vp.opcodes ? hashColor(vp.opcodes[vr.op[i]]) : engineColor(row.engine);

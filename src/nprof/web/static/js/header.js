@@ -70,15 +70,15 @@ export function renderLegend(el, vp, style, rows, onSearch, layerGroups = []) {
     }
     for (const e of engines) chips.push(chip(engineColor(e), e, `Search engine ${e}`, () => onSearch([["engine", e]])));
   } else if (style.color === "layer") {
-    const names = vp && vp.layers
-      ? [...new Set(vp.layers.map((l) => layerAtDepth(l, style.depth)))].slice(0, 48)
-      : layerGroups.map((g) => g.name);
+    // layers of the drawn events when there are any, else every layer of the profile
+    const inWindow = vp && vp.layers ? [...new Set(vp.layers.map((l) => layerAtDepth(l, style.depth)))] : [];
+    const names = (inWindow.length ? inWindow : layerGroups.map((g) => g.name)).slice(0, 48);
     for (const n of names) {
       const q = style.depth ? `/^${reEscape(n)}(\\.|$)/` : n;
       chips.push(chip(hashColor(n), n, `Search layer ${n}`, () => onSearch([["layer", q]])));
     }
     if (!names.length) chips.push(h("span", { class: "muted", id: "legend-note" }, "no event of this profile has a layer"));
-    else if (!(vp && vp.layers) && vp && vp.rows.some((r) => r.mode === "buckets")) {
+    else if (vp && vp.rows.some((r) => r.mode === "buckets")) {
       chips.push(h("span", { class: "muted", id: "legend-note" }, "aggregated rows stay grey: zoom in to colour events by layer"));
     }
   }

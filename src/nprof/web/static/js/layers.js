@@ -1,25 +1,23 @@
-// layers.js — colour by layer (U6) with the documented API only: the `layers` table gives the
-// layer names; one search per layer group (the layer path cut at the chosen depth) over the
-// current window maps the drawn events' ids to their group. Aggregated buckets carry no layer,
-// so they stay grey until the viewport answer itself carries layers (`vp.layers`, preferred).
-// Contract: new LayerLookup(view); groups(depth) -> [{name, ns}] (largest first, at most
-// MAX_GROUPS); lookup(t0, t1, depth, signal) -> Map(event id -> group name); `busy` while pending.
+// layers.js — layer names for colouring by layer (U6). The viewport answer carries, for rows
+// in `events` mode, a per-event index into its `layers` list; aggregated buckets carry none and
+// stay grey. This module supplies the legend when the window holds no individual events: the
+// `layers` table's names grouped at the chosen depth, largest first.
+// Contract: new LayerNames(view); await load() (one tables request, cached); groups(depth) ->
+// [{name, ns}] (at most MAX_GROUPS); eventGroups(vp, depth) -> [[event id, group]] for the
+// drawn events (what the timeline colours them by; a test hook).
 
 import { api } from "./api.js";
 import { layerAtDepth } from "./colors.js";
 
-export const MAX_GROUPS = 24;
-const HIT_LIMIT = 20000;
-const reEscape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+export const MAX_GROUPS = 48;
 
-export class LayerLookup {
+export class LayerNames {
   constructor(view) {
     this.view = view;
     this.names = null; // [{layer, ns}]
-    this.busy = false;
   }
 
-  async _names() {
+  async load() {
     if (this.names) return this.names;
     if (!(this.view.info.tables || []).includes("layers")) return (this.names = []);
     const t = await api.table(this.view.id, "layers", 0, 100000);
@@ -28,7 +26,7 @@ export class LayerLookup {
     return this.names;
   }
 
-  /** Layer groups at `depth` (0 = full path), by instruction time, capped at MAX_GROUPS. */
+  /** Layer groups at `depth` (0 = full path), by instruction time. */
   groups(depth) {
     const sums = new Map();
     for (const { layer, ns } of this.names || []) {
@@ -40,25 +38,16 @@ export class LayerLookup {
       .sort((a, b) => b.ns - a.ns)
       .slice(0, MAX_GROUPS);
   }
+}
 
-  async lookup(t0, t1, depth, signal) {
-    this.busy = true;
-    try {
-      await this._names();
-      const groups = this.groups(depth);
-      const answers = await Promise.all(
-        groups.map((g) => {
-          const value = depth ? `/^${reEscape(g.name)}(\\.|$)/` : g.name;
-          return api.search(this.view.id, [["layer", value]], { t0, t1, limit: HIT_LIMIT }, signal);
-        }),
-      );
-      const out = new Map();
-      answers.forEach((a, i) => {
-        for (const hit of a.hits) out.set(hit.id, groups[i].name);
-      });
-      return out;
-    } finally {
-      this.busy = false;
-    }
+export function eventGroups(vp, depth) {
+  const out = [];
+  if (!vp || !vp.layers) return out;
+  for (const r of vp.rows) {
+    if (r.mode !== "events" || !r.layer) continue;
+    r.layer.forEach((li, i) => {
+      if (li >= 0) out.push([r.id[i], layerAtDepth(vp.layers[li], depth)]);
+    });
   }
+  return out;
 }

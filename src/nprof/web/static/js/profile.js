@@ -4,12 +4,12 @@
 // applyState(state) re-applies a URL state (back/forward). Data flow: every window
 // change redraws at once from the last viewport response, then re-queries the
 // viewport API after a short debounce, aborting the previous request.
-// Test hook: window.__nprof = {view, state, idle(), timeline}.
+// Test hook: window.__nprof = {view, state, idle(), timeline, layerGroups()}.
 
 import { api, counters } from "./api.js";
 import { h } from "./dom.js";
 import { downloadMenu, renderLegend, titleBar } from "./header.js";
-import { LayerLookup } from "./layers.js";
+import { eventGroups, LayerNames } from "./layers.js";
 import { PanelSet } from "./panels.js";
 import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
@@ -36,7 +36,7 @@ export class ProfileView {
     // timings for bench/first_paint.py: ms since navigation start of the first draw with data,
     // and the latency of each viewport request
     this.metrics = { firstPaint: null, viewportMs: [] };
-    this.layerLookup = new LayerLookup(this);
+    this.layerNames = new LayerNames(this);
   }
 
   async start() {
@@ -69,7 +69,13 @@ export class ProfileView {
     if (st.ev !== null) this.selectEvent(st.ev, false);
     if (st.query.length) this.panels.search.setQuery(st.query, true);
     if (st.sel) this.panels.selection.run(st.sel);
-    window.__nprof = { view: this, timeline: this.tl, state: this.st, idle: () => this.idle() };
+    window.__nprof = {
+      view: this,
+      timeline: this.tl,
+      state: this.st,
+      idle: () => this.idle(),
+      layerGroups: () => eventGroups(this.vp, this.st.depth),
+    };
   }
 
   _build() {
@@ -186,8 +192,7 @@ export class ProfileView {
     if (patch.view !== undefined || patch.color !== undefined || patch.depth !== undefined || patch.warn !== undefined) {
       this._syncStyle();
     }
-    const layerChanged = (st.color === "layer") !== (prev.color === "layer") || (st.color === "layer" && st.depth !== prev.depth);
-    if (layerChanged) this._fetchViewport();
+    if (st.color === "layer" && prev.color !== "layer") this._fetchViewport(); // loads the layer names
     if (patch.tab !== undefined) this.panels.show(st.tab);
     if ("ev" in patch && patch.ev !== prev.ev) this.selectEvent(st.ev, false);
     if ("sel" in patch) this.panels.selection.run(st.sel);
@@ -209,7 +214,7 @@ export class ProfileView {
     this.tl.setMode(this.st.mode);
     this._syncStyle();
     this.tl.setWindow(this.st.t0, this.st.t1);
-    if (windowChanged || next.t0 === null || next.color !== prev.color || next.depth !== prev.depth) this._fetchViewport();
+    if (windowChanged || next.t0 === null || (next.color === "layer" && prev.color !== "layer")) this._fetchViewport();
     this.panels.show(this.st.tab);
     if (next.ev !== prev.ev) this.selectEvent(next.ev, false);
     if (JSON.stringify(next.query) !== JSON.stringify(prev.query)) this.panels.search.setQuery(next.query, true);
@@ -275,14 +280,12 @@ export class ProfileView {
       const vp = await api.viewport(this.id, params, ac.signal);
       if (ac.signal.aborted || this.dead) return;
       this.metrics.viewportMs.push(performance.now() - asked);
-      let layerOf = null;
-      if (st.color === "layer" && !vp.layers && vp.rows.some((r) => r.mode === "events" && r.ts.length)) {
-        layerOf = await this.layerLookup.lookup(vp.t0, vp.t1, st.depth, ac.signal);
+      if (st.color === "layer") {
+        await this.layerNames.load(); // legend names (once)
         if (ac.signal.aborted || this.dead) return;
       }
       this.vp = vp;
       this.errBar.hidden = true;
-      this.tl.setStyle({ layerOf });
       this.tl.setData(vp);
       this._legend();
     } catch (e) {
@@ -313,7 +316,7 @@ export class ProfileView {
 
   _legend() {
     const onSearch = (fields) => this.panels.search.setQuery(fields, false);
-    const groups = this.st.color === "layer" ? this.layerLookup.groups(this.st.depth) : [];
+    const groups = this.st.color === "layer" ? this.layerNames.groups(this.st.depth) : [];
     renderLegend(this.legend, this.vp, this.st, this.rowsResp.rows, onSearch, groups);
     this._legendFit();
   }
