@@ -142,10 +142,27 @@ def _share_pool(plan: Plan, start: np.ndarray, dur: list[float]) -> list[float]:
     heap: list[tuple[float, int, int]] = []  # (virtual end, DMA index, position in items): ties by DMA index
     virtual = now = demand = 0.0
     k, n_items = 0, len(items)
-    while k < n_items or heap:
+    while True:
+        if not heap:  # idle pool (demand is 0.0, factor 1.0): the next transfer starts
+            if k == n_items:
+                break
+            s = starts[k]
+            virtual += s - now
+            now = s
+            demand = rates[k]
+            ve = virtual + durs[k]
+            finish = now + (ve - virtual) / (1.0 if demand <= cap else cap / demand)
+            if starts[k + 1] > finish:  # it runs alone: done without the heap
+                virtual, now = ve, finish
+                new[items[k]] = finish - s
+                demand = 0.0
+            else:
+                heap.append((ve, items[k], k))
+            k += 1
+            continue
         factor = 1.0 if demand <= cap else cap / demand
         next_start = starts[k]
-        finish = now + (heap[0][0] - virtual) / factor if heap else inf
+        finish = now + (heap[0][0] - virtual) / factor
         if next_start <= finish:
             virtual += (next_start - now) * factor
             now = next_start
