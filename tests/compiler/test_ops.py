@@ -34,6 +34,8 @@ UNARY = {
     "tanh": torch.tanh, "sigmoid": torch.sigmoid, "exp": torch.exp, "neg": torch.neg, "abs": torch.abs,
     "square": lambda x: x**2, "pow3": lambda x: x**3, "clamp": lambda x: x.clamp(-0.5, 0.7),
     "dropout_eval": lambda x: F.dropout(x, 0.3, training=False),
+    "softplus": F.softplus, "elu": F.elu, "leaky_relu": lambda x: F.leaky_relu(x, 0.1), "hardtanh": F.hardtanh,
+    "expm1": torch.expm1,
 }  # fmt: skip
 
 POSITIVE = {"log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal}
@@ -66,6 +68,10 @@ REDUCE = {
     "log_softmax": (lambda x: torch.log_softmax(x, dim=1), (r(5, 12),)),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (8,), w, b), (r(2, 3, 8), r(8, seed=1), r(8, seed=2))),
     "layer_norm_plain": (lambda x: F.layer_norm(x, (4, 6)), (r(3, 4, 6),)),
+    "var_std": (lambda x: x.var(dim=1) + x.std(dim=-1, keepdim=True).sum(), (r(4, 5, 6),)),
+    "normalize": (lambda x: F.normalize(x, dim=-1) + x.norm(dim=-1, keepdim=True), (r(3, 7),)),
+    "max_dim": (lambda x: x.max(dim=-1).values * 2.0, (r(4, 9),)),
+    "split_chunk": (lambda x: sum(c.sum(-1) for c in x.chunk(3, dim=-1)) + x.split([1, 4], 0)[1].sum(), (r(5, 7),)),
 }
 
 VIEWS = {
@@ -121,12 +127,21 @@ def test_nll_loss_and_cross_entropy() -> None:
     ignored = torch.tensor([1, -100, 4, 2, -100, 1])
     check_fn(lambda x: F.cross_entropy(x, ignored), r(6, 5))
     check_fn(lambda x: F.cross_entropy(x, ignored, reduction="none"), r(6, 5))
+    check_fn(lambda x: F.binary_cross_entropy(torch.sigmoid(x), torch.rand(6, 5, generator=torch.Generator()
+                                                                          .manual_seed(3))), r(6, 5))  # fmt: skip
 
 
 def test_embedding() -> None:
     idx = torch.tensor([[1, 3, 3], [0, 9, 3]])
     check_fn(lambda w: F.embedding(idx, w), r(10, 6))
     check_fn(lambda w: F.embedding(idx, w, padding_idx=3) * 2.0, r(10, 6))
+
+
+def test_argmax_and_max_indices() -> None:
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(4))
+    x[1, 2] = x[1, 4] = 9.0  # a tie: the first index wins, as on the host
+    check_fn(lambda t: (t.max(dim=0, keepdim=True)[1].float(), t.argmax(-1).float(), t.argmax().float()), x,
+             grad=False)  # fmt: skip
 
 
 def test_arange_and_comparisons() -> None:

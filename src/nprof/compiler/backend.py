@@ -66,11 +66,13 @@ class BackendOptions:
 
 
 def decompositions() -> dict[Any, Any]:
-    from torch._decomp import core_aten_decompositions
+    import torch
+    from torch._decomp import core_aten_decompositions, get_decompositions
 
-    from nprof.compiler.ops import DECOMPOSE_SKIP
+    from nprof.compiler.ops import DECOMPOSE_SKIP, EXTRA_DECOMPOSITIONS
 
     table = dict(core_aten_decompositions())
+    table.update(get_decompositions([getattr(torch.ops.aten, name) for name in EXTRA_DECOMPOSITIONS]))
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
 
 

@@ -108,6 +108,19 @@ class Lowerer:
         finally:
             self.node = current
 
+    def temp_tensor(self, shape: Sequence[int], dtype: str | None) -> View:
+        """A fresh internal HBM tensor for a temporary of the current node (never a graph output);
+        `dtype` is a torch dtype name (None: the node's)."""
+        tdtype = dtype or graphinfo.torch_dtype_name(self.meta().dtype)
+        pdtype = PROGRAM_DTYPE.get(tdtype)
+        if pdtype is None:
+            raise UnsupportedOpError(self.unsupported_message(f"dtype {tdtype}"))
+        self._tmp += 1
+        name = f"{self.node.name}.tmp{self._tmp}"
+        shape = tuple(int(s) for s in shape)
+        self.em.hbm_tensor(name, shape, pdtype, "internal")
+        return View.whole(name, pdtype, shape)
+
     def _new_tensor(self, shape: Sequence[int] | None, dtype: str | None, index: int | None) -> View:
         val = self.meta()
         if index is not None:

@@ -29,7 +29,10 @@ from nprof.errors import UnsupportedOpError
 Lowering = Callable[..., Any]
 LOWERINGS: dict[str, Lowering] = {}
 
+# ops outside the core-ATen set that torch knows how to decompose into ops lowered here
+EXTRA_DECOMPOSITIONS = ("var", "var_mean", "linalg_vector_norm", "leaky_relu", "elu", "hardtanh", "log1p", "expm1")
 DECOMPOSE_SKIP = (
+    "split",
     "nll_loss_forward",
     "nll_loss_backward",
     "embedding_dense_backward",
@@ -41,7 +44,7 @@ DECOMPOSE_SKIP = (
 def register(*names: str) -> Callable[[Lowering], Lowering]:
     def deco(fn: Lowering) -> Lowering:
         for name in names:
-            LOWERINGS[name if name.startswith(("<", "_c10d_functional.")) else f"aten.{name}"] = fn
+            LOWERINGS[name if name.startswith(("<", "_c10d_functional.", "prims.")) else f"aten.{name}"] = fn
         return fn
 
     return deco
@@ -71,7 +74,7 @@ def _view_of(lw: Lowerer, x: Any) -> View:
 
 
 def _materialize_const(lw: Lowerer, c: Const) -> View:
-    out = lw.new_tensor(c.shape, c.dtype)
+    out = lw.temp_tensor(c.shape, c.dtype)
     lw.em.call(ew.map_kernel, out, [float(c.value)], ew.copy_body)
     return out
 
@@ -79,7 +82,7 @@ def _materialize_const(lw: Lowerer, c: Const) -> View:
 def _contiguous(lw: Lowerer, v: View) -> View:
     if v.is_contiguous:
         return v
-    out = lw.new_tensor(v.shape)
+    out = lw.temp_tensor(v.shape, v.dtype)  # program dtype names are torch dtype names too
     lw.em.call(copy_kernel, out, v)
     return out
 
@@ -233,7 +236,7 @@ def _arange(lw: Lowerer, *args: Any, **_: Any) -> View:
     if float(start).is_integer() and float(step).is_integer():
         lw.em.call(iota_kernel, out, start, step)
     else:
-        tmp = lw.new_tensor(dtype="float32")
+        tmp = lw.temp_tensor(lw.meta().shape, "float32")
         lw.em.call(iota_kernel, tmp, 0.0, 1.0)
         lw.em.call(ew.map_kernel, out, [tmp], ew.scalar_body("multiply", step, "add", start))
     return out
@@ -263,7 +266,7 @@ def _elementwise(lw: Lowerer, args: Sequence[Any], body: ew.Body, fold: Callable
 
 def _materialize_or_const(lw: Lowerer, ops: list[Any], body: ew.Body) -> View:
     shape = tuple(int(s) for s in lw.meta().shape)
-    src = lw.new_tensor(shape, "float32")
+    src = lw.temp_tensor(shape, "float32")
     lw.em.call(ew.map_kernel, src, [float(ops[0])], ew.copy_body)
     out = lw.new_tensor()
     lw.em.call(ew.map_kernel, out, [src, *ops[1:]], body)
@@ -357,3 +360,15 @@ _register_collectives()
 from nprof.compiler import ops_nn  # noqa: E402  (registers the matmul, reduction, norm and index lowerings)
 
 assert ops_nn.LOWERINGS is LOWERINGS
+
+
+@register("prims.broadcast_in_dim.default")
+def _broadcast_in_dim(lw: Lowerer, x: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
+    v = lw.value(x)
+    if isinstance(v, Const):
+        return Const(v.value, tuple(int(s) for s in shape), v.dtype)
+    src = _view_of(lw, x)
+    strides = [0] * len(shape)
+    for k, d in enumerate(broadcast_dimensions):
+        strides[d] = src.strides[k] if src.shape[k] == shape[d] else 0
+    return View(src.tensor, src.dtype, tuple(int(s) for s in shape), tuple(strides), src.offset)

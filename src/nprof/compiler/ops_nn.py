@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
 from nprof.compiler.kernels.norm import layer_norm_kernel
@@ -18,12 +20,14 @@ from nprof.compiler.kernels.onehot import (
     embedding_kernel,
     nll_loss_backward_kernel,
     nll_loss_kernel,
+    scatter_kernel,
 )
-from nprof.compiler.kernels.reduce import reduce_kernel, softmax_kernel
+from nprof.compiler.kernels.reduce import argmax_kernel, reduce_kernel, softmax_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
-from nprof.compiler.ops import LOWERINGS, _contiguous, _materialize_const, _view_of, register
+from nprof.compiler.ops import LOWERINGS, _contiguous, _elementwise, _materialize_const, _view_of, register
 from nprof.compiler.views import View, numel
 from nprof.errors import UnsupportedOpError
+from nprof.nki import isa as nisa
 
 __all__ = ["LOWERINGS"]
 
@@ -219,3 +223,99 @@ def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
     lw.em.call(ew.map_kernel, mask, [u], ew.scalar_body("is_ge", float(p)))
     lw.em.call(ew.map_kernel, out, [src, mask], ew.binary_body("multiply", 1.0 / (1.0 - float(p))))
     return out, mask
+
+
+# ----- prims left by torch's decompositions (var, log1p, expm1) -----
+@register("prims.log1p.default")
+def _log1p(lw: Lowerer, x: Any) -> Any:
+    return _elementwise(lw, [x], ew.activation_body("log", bias=1.0), lambda a: float(np.log1p(a)))
+
+
+@register("prims.expm1.default")
+def _expm1(lw: Lowerer, x: Any) -> Any:
+    def body(ins: list[ew.Value], shape: tuple[int, ...]) -> Any:
+        return nisa.tensor_scalar(nisa.activation(op="exp", data=ins[0]), "subtract", 1.0)
+
+    return _elementwise(lw, [x], body, lambda a: float(np.expm1(a)))
+
+
+@register("prims.var.default")
+def _prims_var(lw: Lowerer, x: Any, dims: Any, correction: float = 1.0, **_: Any) -> View:
+    """var = sum((x - mean)^2) / (n - correction): a row mean, a squared difference, a scaled row sum."""
+    src = _view_of(lw, x)
+    nd = len(src.shape)
+    red = sorted({d % nd for d in dims}) if dims else list(range(nd))
+    n = numel(src.shape[d] for d in red)
+    kept_shape = tuple(1 if d in red else s for d, s in enumerate(src.shape))
+    mean = lw.temp_tensor(kept_shape, "float32")
+    lw.em.call(reduce_kernel, mean.squeeze(red), src, red, "add", 1.0 / n)
+    sq = lw.temp_tensor(src.shape, "float32")
+    centred = [src, as_operand(lw, mean, src.shape)]
+    lw.em.call(ew.map_kernel, sq, centred, _squared_difference)
+    out = lw.new_tensor()
+    lw.em.call(reduce_kernel, out, sq, red, "add", 1.0 / max(n - float(correction), 1e-30))
+    return out
+
+
+def _squared_difference(ins: list[ew.Value], shape: tuple[int, ...]) -> Any:
+    d = ew.binary_body("subtract")(ins, shape)
+    return nisa.activation(op="square", data=d)
+
+
+_squared_difference.accepts_columns = True  # type: ignore[attr-defined]
+
+
+@register("max.dim", "argmax.default")
+def _max_dim(lw: Lowerer, x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+    src = _view_of(lw, x)
+    if dim is None:  # argmax over the flattened tensor
+        src = _contiguous(lw, src).reshape([numel(src.shape)])
+        assert src is not None
+        dim = 0
+    dim %= max(len(src.shape), 1)
+
+    def kept(v: View) -> View:
+        return v.squeeze([dim]) if keepdim and len(v.shape) == len(src.shape) else v
+
+    if "argmax" in str(lw.node.target):
+        idx = lw.new_tensor()
+        lw.em.call(argmax_kernel, None, kept(idx), src, dim)
+        return idx
+    values, idx = lw.new_tensor(index=0), lw.new_tensor(index=1)
+    lw.em.call(argmax_kernel, kept(values), kept(idx), src, dim)
+    return values, idx
+
+
+@register("split_with_sizes.default", "split.Tensor")
+def _split(lw: Lowerer, x: Any, sizes: Any, dim: int = 0) -> tuple:
+    v = _view_of(lw, x)
+    dim %= len(v.shape)
+    total = v.shape[dim]
+    if isinstance(sizes, int):
+        sizes = [min(sizes, total - start) for start in range(0, total, sizes)]
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(v.slice(dim, start, start + int(size)))
+        start += int(size)
+    return tuple(parts)
+
+
+@register("scatter.src", "scatter.value")
+def _scatter(lw: Lowerer, base: Any, dim: int, index: Any, src: Any) -> View:
+    """Scatter with one index per row along `dim` (what max/argmax backward and one-hot targets produce)."""
+    out = lw.new_tensor()
+    dim %= len(out.shape)
+    idx = _view_of(lw, index)
+    if idx.shape[dim] != 1 or any(
+        a != b for d, (a, b) in enumerate(zip(idx.shape, out.shape, strict=True)) if d != dim
+    ):
+        raise UnsupportedOpError(lw.unsupported_message("scatter with more than one index per row"))
+    base_v = as_operand(lw, lw.value(base), out.shape)
+    src_v = lw.value(src)
+    src_op = float(src_v.value) if isinstance(src_v, Const) else src_v
+    if isinstance(src_op, View):
+        src_op = src_op.expand(idx.shape) if src_op.shape != idx.shape else src_op
+    elif not isinstance(src_op, float):
+        src_op = float(src_op)
+    lw.em.call(scatter_kernel, out, base_v, idx, src_op, dim)
+    return out

@@ -71,6 +71,8 @@ def _to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
         arr = arr.astype(np.float32)
     value = torch.from_numpy(arr)
     value = value.to(dtype).reshape(slot.shape)
+    if 0 in slot.stride:  # an expanded (broadcast) output: contiguous values are the faithful equivalent
+        return value
     out = torch.empty_strided(slot.shape, slot.stride, dtype=dtype)
     out.copy_(value)
     return out

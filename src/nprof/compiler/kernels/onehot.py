@@ -8,12 +8,13 @@ Contract:
 * `nll_loss_kernel(loss, total_weight, logp[N, C], target[N], reduction, ignore_index)`: picked
   log-probabilities by one-hot mask and row reduce; the sums over rows by a ones-vector matmul on TensorE.
   `nll_loss_backward_kernel` writes ``-mask * valid * grad / total_weight`` (mean) or ``-mask * valid * grad``.
-* `iota_kernel(out, start, step)`: ``aten.arange``.
+* `iota_kernel(out, start, step)`: ``aten.arange``; `scatter_kernel`: scatter with one index per row.
 Indices are compared exactly in fp32 (exact below 2**24).
 """
 
 from __future__ import annotations
 
+from nprof.arch.isa import Access
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.matmul import K_TILE, M_TILE, N_TILE
 from nprof.compiler.views import View, broadcast_rows, row_tiles, view_access
@@ -143,3 +144,27 @@ def iota_kernel(out: View, start: float, step: float) -> None:
             raise AssertionError("arange output is 1-D: one free dim per tile")
         expr = expr + nl.arange(free[0])[None, :] * int(spec.free[0][0][0] * step)
         store(spec.access(0, out), nisa.iota(expr, dtype=nl.float32))
+
+
+def scatter_kernel(out: View, base: View | float, index: View, src: View | float, dim: int) -> None:
+    """out = base with out[.., index[.., 0, ..], ..] = src[.., 0, ..] along `dim` (index size 1 along `dim`):
+    a GpSimdE iota along the row, is_equal against the per-row index, VectorE select."""
+    nd = len(out.shape)
+    order = [d for d in range(nd) if d != dim] + [dim]
+    o = out.permute(order)
+    cols = [index.permute(order)] + [v.permute(order) for v in (src,) if isinstance(v, View)]
+    full_base = base.permute(order) if isinstance(base, View) else None
+    views = [o, *cols] + ([full_base] if full_base is not None else [])
+    for spec in row_tiles(o.shape, [v.strides for v in views], [nd - 1]):
+        size = spec.free_sizes[0]
+        col_access = [spec.access(1 + k, v) for k, v in enumerate(cols)]
+        ids = load(_column(col_access[0]))
+        value = load(_column(col_access[1])) if len(cols) > 1 else float(src)  # type: ignore[arg-type]
+        ramp = _ramp(spec.partitions, size, 0)
+        hit = nisa.tensor_scalar(ramp, "is_equal", ids)
+        rest = load(spec.access(len(views) - 1, full_base)) if full_base is not None else float(base)  # type: ignore[arg-type]
+        store(spec.access(0, o), nl.where(hit, value, rest))
+
+
+def _column(a: Access) -> Access:
+    return Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride)

@@ -7,6 +7,7 @@ Contract:
   each tile (VectorE TENSOR_REDUCE), partial results of rows longer than a tile combined on VectorE. A
   reduction to a single value puts the reduced elements on partitions, reduces each partition, transposes
   the column on TensorE and reduces again.
+* `argmax_kernel(values, indices, src, dim)`: row max and first index of it (``max.dim``, ``argmax``).
 * `softmax_kernel(out, src, dim, log)`: softmax / log_softmax along `dim` (at most `FREE_MAX` elements):
   VectorE row max (negated), ScalarE exp with the -max bias and a fused row sum, then VectorE reciprocal and
   scale (softmax) or ScalarE log and one VectorE subtract (log_softmax).
@@ -94,3 +95,31 @@ def softmax_kernel(out: View, src: View, dim: int, log: bool) -> None:
         else:
             res = nisa.tensor_scalar(e, "multiply", nisa.reciprocal(total))
         store(spec.access(0, o), res)
+
+
+def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int) -> None:
+    """Row max and the index of its first occurrence along `dim` (at most `FREE_MAX` elements): VectorE max,
+    an is_equal mask against the row max, and a max over ``mask * (BIG - j)`` with j from a GpSimdE iota."""
+    nd = len(src.shape)
+    dim %= max(nd, 1)
+    size = src.shape[dim]
+    if size > FREE_MAX:
+        raise UnsupportedOpError(f"max/argmax over {size} elements (at most {FREE_MAX} per row)")
+    order = [d for d in range(nd) if d != dim] + [dim]
+    s = src.permute(order)
+    outs = [v for v in (values, indices) if v is not None]
+    full = [View(v.tensor, v.dtype, s.shape, (*v.strides, 0), v.offset) for v in outs]
+    big = float(1 << 23)
+    for spec in row_tiles(s.shape, [s.strides, *(f.strides for f in full)], [nd - 1]):
+        x = flat(load(spec.access(0, s)))
+        top = nisa.tensor_reduce("max", x, axis=1, keepdims=True)
+        results = [top]
+        if indices is not None:
+            hit = nisa.tensor_scalar(x, "is_equal", top)
+            ramp = nisa.iota(nl.arange(x.shape[0])[:, None] * 0 + nl.arange(size)[None, :], dtype=nl.float32)
+            score = nisa.tensor_tensor(hit, nisa.tensor_scalar(ramp, "subtract", big, reverse0=True), "multiply")
+            best = nisa.tensor_reduce("max", score, axis=1, keepdims=True)
+            results.append(nisa.tensor_scalar(best, "subtract", big, reverse0=True))
+        for k, (view, res) in enumerate(zip(full, results if values is not None else results[1:], strict=True)):
+            a = spec.access(1 + k, view)
+            store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
