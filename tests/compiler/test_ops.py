@@ -127,6 +127,7 @@ def test_nll_loss_and_cross_entropy() -> None:
     ignored = torch.tensor([1, -100, 4, 2, -100, 1])
     check_fn(lambda x: F.cross_entropy(x, ignored), r(6, 5))
     check_fn(lambda x: F.cross_entropy(x, ignored, reduction="none"), r(6, 5))
+    check_fn(lambda x: F.mse_loss(x, torch.ones(6, 5)) + F.smooth_l1_loss(x, torch.zeros(6, 5)), r(6, 5))
     check_fn(lambda x: F.binary_cross_entropy(torch.sigmoid(x), torch.rand(6, 5, generator=torch.Generator()
                                                                           .manual_seed(3))), r(6, 5))  # fmt: skip
 
