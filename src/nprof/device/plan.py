@@ -99,7 +99,8 @@ class Plan:
     deps_flat: np.ndarray  # int64
     dep1: list[int]  # scheduler fast path: the only dep (n: none), -1 several deps, -2 a TensorE instruction
     lat1: list[float]  # scheduler fast path: lat, or lat0 for an instruction without deps
-    prev: np.ndarray  # int64: the instruction whose end freed this one's track (n: none), for `wait`
+    prev: np.ndarray  # int64: the instruction before on this one's track (n: none): its end frees the track
+    prev_list: list[int]  # the same, as a list (the scheduler's loop reads it)
 
     @property
     def n(self) -> int:
@@ -178,6 +179,7 @@ def _assemble(
     dep1[tensor] = -2
     lat1 = np.where(none, lat0, lat)
     tracks, engines = slot_names(preset)
+    prev = _prev_on_track(slot, is_tr, n)
     return Plan(
         preset=preset,
         slot=slot.tolist(),
@@ -206,7 +208,8 @@ def _assemble(
         deps_flat=flat,
         dep1=dep1.tolist(),
         lat1=lat1.tolist(),
-        prev=_prev_on_track(slot, is_tr, n),
+        prev=prev,
+        prev_list=prev.tolist(),
     )
 
 

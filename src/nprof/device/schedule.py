@@ -58,36 +58,36 @@ class Timing:
 def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[float]]:
     """One pass of in-order list scheduling with fixed durations: (start, end + [0.0]) by program index.
 
-    The common case (not TensorE, at most one dependency) is the first branch; `plan.dep1` points at the
-    dependency, or at the trailing 0.0 of `end` with `lat1` = lat0 when there is none. The float operations
-    are the rule's own (`max(dependency ends) + lat`, then `max` with the track's free time, `+ dur`).
+    A track is free at the end of `plan.prev` (the instruction before on the same track; index n, whose end
+    stays 0.0, when none). The common case (not TensorE, at most one dependency) is the first branch:
+    `plan.dep1` points at the dependency, or at end[n] with `lat1` = lat0 when there is none. The float
+    operations are the rule's own (`max(dependency ends) + lat`, then `max` with the track's free time, `+ dur`).
     """
     n = plan.n
     slot = plan.slot
     lat0 = plan.lat0
     deps = plan.deps
-    free = [0.0] * len(plan.slot_tracks)
     start = [0.0] * n
     end = [0.0] * (n + 1)  # end[n] stays 0.0: the "dependency" of instructions without any
     end_get = end.__getitem__
     transposes = plan.transposes
     last_mm_start = 0.0
-    ld_end = 0.0
-    for i, s, d, li, du in zip(range(n), slot, plan.dep1, plan.lat1, dur, strict=True):
+    ld_end = 0.0  # end of the last LDWEIGHTS or TRANSPOSE: when tensor.stationary is free
+    for i, p, d, li, du in zip(range(n), plan.prev_list, plan.dep1, plan.lat1, dur, strict=True):
         if d >= 0:
             t = end[d] + li
-            f = free[s]
+            f = end[p]
             if t < f:
                 t = f
             e = t + du
         elif d == -1:
             t = max(map(end_get, deps[i])) + li
-            f = free[s]
+            f = end[p]
             if t < f:
                 t = f
             e = t + du
         else:  # TensorE
-            f = free[s]
+            f = end[p]
             d = deps[i]
             if d:
                 # TensorE's own results (weights loaded, PSUM accumulation) need no semaphore: no latency
@@ -98,7 +98,7 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
                 t = lat0[i]
                 if t < f:
                     t = f
-            if s == SLOT_LD:
+            if slot[i] == SLOT_LD:
                 if last_mm_start > t:
                     t = last_mm_start
                 e = t + du
@@ -106,15 +106,10 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
             else:
                 if ld_end > t:
                     t = ld_end
-                tr = i in transposes
-                if tr and free[SLOT_LD] > t:
-                    t = free[SLOT_LD]
                 last_mm_start = t
                 e = t + du
-                if tr:
-                    free[SLOT_LD] = e
+                if i in transposes:
                     ld_end = e
-        free[s] = e
         start[i] = t
         end[i] = e
     return start, end

@@ -36,6 +36,8 @@ import gc
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -52,6 +54,7 @@ from nprof.program.model import Program, TensorDecl
 from nprof.progress import progress
 
 ZERO_INPUTS_WARNING = "results may be inf/NaN"
+_OPCODE = attrgetter("opcode")
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,8 @@ def prepare_inputs(program: Program, inputs: Mapping[str, object] | None) -> tup
 
 
 def _peak(program: Program, preset: Preset) -> tuple[float, str]:
-    mm = [ins for ins in program.instructions if ins.opcode is Opcode.MATMUL]
+    instrs = program.instructions
+    mm = list(compress(instrs, map(is_, map(_OPCODE, instrs), repeat(Opcode.MATMUL))))  # C-level filter
     if mm and all(any(a.dtype == "float32" for a in ins.ins[:2]) for ins in mm):
         return preset.peak("float32"), "float32"
     if mm and all(all(a.dtype.startswith("float8") for a in ins.ins[:2]) for ins in mm):
