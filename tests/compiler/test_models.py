@@ -77,3 +77,21 @@ def test_vit_training_matches_eager() -> None:
     device = vit.train(steps=2, batch=4)
     eager = vit.train(steps=2, batch=4, backend=None)
     assert device == pytest.approx(eager, rel=1e-4)
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(4, 6, 3, stride=2, dilation=1)
+        self.fc = torch.nn.Linear(6 * 3 * 3, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        return self.fc(x.flatten(1))
+
+
+def test_conv2d_cnn_forward_and_gradients() -> None:
+    x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(5)).requires_grad_(True)
+    check_module(SmallCNN, x)

@@ -357,9 +357,9 @@ def _register_collectives() -> None:
 
 _register_collectives()
 
-from nprof.compiler import ops_nn  # noqa: E402  (registers the matmul, reduction, norm and index lowerings)
+from nprof.compiler import ops_conv, ops_nn  # noqa: E402  (register their lowerings into LOWERINGS)
 
-assert ops_nn.LOWERINGS is LOWERINGS
+assert ops_nn.LOWERINGS is LOWERINGS and ops_conv.LOWERINGS is LOWERINGS
 
 
 @register("prims.broadcast_in_dim.default")

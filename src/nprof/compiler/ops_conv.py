@@ -1,0 +1,147 @@
+"""Lowering of 2-D convolution (forward and backward) to im2col copies and TensorE matmuls.
+
+Contract: importing registers ``aten.convolution`` and ``aten.convolution_backward`` in
+`nprof.compiler.ops.LOWERINGS` for 2-D, non-transposed, ``groups=1`` convolutions (any stride, padding,
+dilation). Forward: the zero-padded input's patches are copied into ``colsT [C*KH*KW, N*OH*OW]`` (an im2col
+copy: strided DMA rows), then per image ``out[n] = W[OC, C*KH*KW] @ colsT[:, n]`` (+ bias) on TensorE.
+Backward: ``grad_bias`` is a reduction, ``grad_weight = G[OC, N*OH*OW] @ colsT.T`` and ``grad_input`` is the
+col2im of ``W.T @ G``: one read-add-write pass per kernel tap into a zero-initialised padded gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nprof.compiler.kernels import elementwise as ew
+from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
+from nprof.compiler.kernels.reduce import reduce_kernel
+from nprof.compiler.lower import Lowerer
+from nprof.compiler.ops import LOWERINGS, _contiguous, _view_of, register
+from nprof.compiler.views import View
+from nprof.errors import UnsupportedOpError
+
+__all__ = ["LOWERINGS"]
+
+
+def _check(lw: Lowerer, x: View, stride: Any, transposed: bool, groups: int) -> None:
+    if transposed or groups != 1 or len(x.shape) != 4 or len(stride) != 2:
+        raise UnsupportedOpError(
+            lw.unsupported_message("a convolution other than 2-D, non-transposed, groups=1 (conv2d)")
+        )
+
+
+def _padded(lw: Lowerer, x: View, padding: Any) -> View:
+    ph, pw = (int(p) for p in padding)
+    if ph == 0 and pw == 0:
+        return x
+    n, c, h, w = x.shape
+    buf = lw.temp_tensor((n, c, h + 2 * ph, w + 2 * pw), x.dtype)
+    lw.em.call(ew.map_kernel, buf, [0.0], ew.copy_body)
+    lw.em.call(copy_kernel, buf.slice(2, ph, ph + h).slice(3, pw, pw + w), x)
+    return buf
+
+
+def _geometry(x: View, kh: int, kw: int, stride: Any, dilation: Any) -> tuple[int, int]:
+    _, _, hp, wp = x.shape
+    sh, sw = (int(s) for s in stride)
+    dh, dw = (int(d) for d in dilation)
+    return (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+
+
+def _patch_view(p: View, kh: int, kw: int, oh: int, ow: int, stride: Any, dilation: Any) -> View:
+    """The padded input's patches as [C, KH, KW, N, OH, OW] (a strided window, no data moved)."""
+    n, c, _, _ = p.shape
+    s_n, s_c, s_h, s_w = p.strides
+    sh, sw = (int(s) for s in stride)
+    dh, dw = (int(d) for d in dilation)
+    return View(p.tensor, p.dtype, (c, kh, kw, n, oh, ow),
+                (s_c, dh * s_h, dw * s_w, s_n, sh * s_h, sw * s_w), p.offset)  # fmt: skip
+
+
+def _cols(lw: Lowerer, x: View, w_shape: tuple[int, ...], stride: Any, padding: Any, dilation: Any) -> tuple:
+    _, _, kh, kw = w_shape
+    p = _padded(lw, x, padding)
+    oh, ow = _geometry(p, kh, kw, stride, dilation)
+    n, c = x.shape[:2]
+    cols = lw.temp_tensor((c * kh * kw, n * oh * ow), x.dtype)
+    lw.em.call(copy_kernel, cols.reshape([c, kh, kw, n, oh, ow]), _patch_view(p, kh, kw, oh, ow, stride, dilation))
+    return p, cols, oh, ow
+
+
+@register("convolution.default")
+def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
+                 transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
+    xv, wv = _view_of(lw, x), _view_of(lw, weight)
+    _check(lw, xv, stride, transposed, groups)
+    _, cols, oh, ow = _cols(lw, xv, wv.shape, stride, padding, dilation)
+    out = lw.new_tensor()
+    oc = wv.shape[0]
+    w2d = _contiguous(lw, wv).reshape([oc, cols.shape[0]])
+    assert w2d is not None
+    bias_v = _view_of(lw, bias) if bias is not None else None
+    for i in range(xv.shape[0]):
+        out_i = out.select(0, i).reshape([oc, oh * ow])
+        assert out_i is not None
+        b_i = (
+            View(bias_v.tensor, bias_v.dtype, (oc, oh * ow), (bias_v.strides[0], 0), bias_v.offset) if bias_v else None
+        )
+        lw.em.call(matmul_kernel, out_i, w2d, cols.slice(1, i * oh * ow, (i + 1) * oh * ow), b_i)
+    return out
+
+
+@register("convolution_backward.default")
+def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_sizes: Any, stride: Any, padding: Any,
+                          dilation: Any, transposed: bool, output_padding: Any, groups: int,
+                          output_mask: Any) -> tuple:  # fmt: skip
+    g, xv, wv = _view_of(lw, grad), _view_of(lw, x), _view_of(lw, weight)
+    _check(lw, xv, stride, transposed, groups)
+    n, c, _, _ = xv.shape
+    oc, _, kh, kw = wv.shape
+    _, _, oh, ow = g.shape
+    npix = n * oh * ow
+    g2 = lw.temp_tensor((oc, n, oh, ow), g.dtype)  # the gradient as [OC, N*OH*OW]
+    lw.em.call(copy_kernel, g2, g.permute((1, 0, 2, 3)))
+    g2d = g2.reshape([oc, npix])
+    assert g2d is not None
+    w2d = _contiguous(lw, wv).reshape([oc, c * kh * kw])
+    assert w2d is not None
+    results: list[Any] = [None, None, None]
+    if output_mask[1]:
+        _, cols, _, _ = _cols(lw, xv, wv.shape, stride, padding, dilation)
+        gw = lw.new_tensor(index=1)
+        gw2d = gw.reshape([oc, c * kh * kw])
+        assert gw2d is not None
+        lw.em.call(matmul_kernel, gw2d, g2d, cols.permute((1, 0)))
+        results[1] = gw
+    if output_mask[2]:
+        gb = lw.new_tensor(index=2)
+        lw.em.call(reduce_kernel, gb, g, [0, 2, 3], "add")
+        results[2] = gb
+    if output_mask[0]:
+        results[0] = _col2im(lw, g2d, w2d, xv.shape, (kh, kw), oh, ow, stride, padding, dilation)
+    return tuple(results)
+
+
+def _col2im(lw: Lowerer, g2d: View, w2d: View, x_shape: tuple[int, ...], k: tuple[int, int], oh: int, ow: int,
+            stride: Any, padding: Any, dilation: Any) -> View:  # fmt: skip
+    n, c, h, w = x_shape
+    kh, kw = k
+    ph, pw = (int(p) for p in padding)
+    sh, sw = (int(s) for s in stride)
+    dh, dw = (int(d) for d in dilation)
+    npix = n * oh * ow
+    dcols = lw.temp_tensor((c * kh * kw, npix), "float32")  # W.T @ G
+    lw.em.call(matmul_kernel, dcols, w2d.permute((1, 0)), g2d)
+    hp, wp = h + 2 * ph, w + 2 * pw
+    acc = lw.temp_tensor((n, c, hp, wp), "float32")
+    lw.em.call(ew.map_kernel, acc, [0.0], ew.copy_body)
+    for i in range(kh):
+        for j in range(kw):
+            dst = View(acc.tensor, acc.dtype, (n, c, oh, ow), (c * hp * wp, hp * wp, sh * wp, sw),
+                       i * dh * wp + j * dw)  # fmt: skip
+            src = View(dcols.tensor, dcols.dtype, (n, c, oh, ow), (oh * ow, kh * kw * npix, ow, 1),
+                       (i * kw + j) * npix)  # fmt: skip
+            lw.em.call(ew.map_kernel, dst, [dst, src], ew.binary_body("add"))
+    out = lw.new_tensor(index=0)
+    lw.em.call(copy_kernel, out, acc.slice(2, ph, ph + h).slice(3, pw, pw + w))
+    return out
