@@ -132,10 +132,8 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     instrs = program.instructions
     n = len(instrs)
     with progress(n, f"planning {program.name}") as bar:
-        ins_col = list(map(_INS, instrs))
-        outs_col = list(map(_OUTS, instrs))
-        in_keys = map(tuple, map(map, repeat(ACC_KEY, n), ins_col))
-        out_keys = map(tuple, map(map, repeat(ACC_KEY, n), outs_col))
+        in_keys = map(tuple, map(map, repeat(ACC_KEY, n), map(_INS, instrs)))
+        out_keys = map(tuple, map(map, repeat(ACC_KEY, n), map(_OUTS, instrs)))
         cols = (map(_OPCODE, instrs), map(_ENGINE, instrs), map(_ATTRS, instrs), map(_QUEUE, instrs))
         memo: dict[tuple, int] = {}
         # first[i]: the first instruction with i's signature (setdefault stores i when the signature is new)
@@ -143,7 +141,7 @@ def build_plan(program: Program, preset: Preset) -> Plan:
         del memo
         reps = np.flatnonzero(first == np.arange(n, dtype=np.int64))
         bar.advance(n // 2)
-        rows = signature_rows(program, preset, reps.tolist(), ins_col, outs_col)
+        rows = signature_rows(program, preset, reps.tolist())
         bar.advance(n - n // 2)
     code = np.zeros(n, np.int64)
     code[reps] = np.arange(len(reps), dtype=np.int64)

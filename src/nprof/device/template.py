@@ -1,6 +1,6 @@
 """Per-signature facts of the plan: what one distinct instruction costs and shows, computed once.
 
-Contract: `signature_rows(program, preset, reps, ins_col, outs_col) -> list[SigRow]` gives, for each
+Contract: `signature_rows(program, preset, reps) -> list[SigRow]` gives, for each
 representative instruction index in `reps` (the first instruction of each distinct signature, in program
 order), its timeline slot, stand-alone duration, dependency latencies, bytes per memory, FLOPs, DMA facts and
 operand text. The checks run in `reps` order, so the first malformed instruction of the program raises
@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from nprof.arch import cost
-from nprof.arch.isa import COLLECTIVES, Access, Engine, Instruction, Opcode
+from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
 from nprof.device.accinfo import AccessCache, AccInfo
 from nprof.errors import NprofError
@@ -147,13 +147,7 @@ def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, prese
         raise NprofError(f"program {name!r}: {where(i, ins)}: {problem}; split the matmul into legal tiles")
 
 
-def signature_rows(
-    program: Program,
-    preset: Preset,
-    reps: list[int],
-    ins_col: list[tuple[Access, ...]],
-    outs_col: list[tuple[Access, ...]],
-) -> list[SigRow]:
+def signature_rows(program: Program, preset: Preset, reps: list[int]) -> list[SigRow]:
     """One `SigRow` per representative instruction index (see module doc)."""
     instrs = program.instructions
     get = AccessCache().get
@@ -162,7 +156,7 @@ def signature_rows(
     rows: list[SigRow] = []
     for i in reps:
         ins = instrs[i]
-        a_in, a_out = ins_col[i], outs_col[i]
+        a_in, a_out = ins.ins, ins.outs
         ii: list[AccInfo] = [get(a) for a in a_in]
         oo: list[AccInfo] = [get(a) for a in a_out]
         # enum members are singletons: their ids are as good a key as they are
