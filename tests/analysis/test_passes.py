@@ -155,9 +155,13 @@ def test_batched_counters_equal_unbatched(mm, transfers, in_order: bool) -> None
     for name, (ts, values) in whole.items():
         assert batched[name][0] == ts
         assert batched[name][1] == pytest.approx(values, rel=1e-9, abs=1e-9)
-    # the exact pending count against brute force
+    # the exact pending count against brute force, whole and window by window (the streaming path)
     if transfers:
         ts, value = cmod.pending_dma(p)
+        for batch in (1, 2, 3):
+            chunks = list(cmod.pending_dma_chunks(p, batch=batch))
+            assert [t for c in chunks for t in c[0].tolist()] == ts.tolist()
+            assert [v for c in chunks for v in c[1].tolist()] == value.tolist()
         for t, v in zip(ts.tolist(), value.tolist(), strict=True):
             assert v == sum(1 for s, d, _ in transfers if s <= t < s + d)
     assert np.all(np.diff(cmod.tensor_util(p)[0]) > 0) if mm else True

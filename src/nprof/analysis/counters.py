@@ -180,9 +180,12 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
 
 
 def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
-    parts = list(pending_dma_chunks(profile))
+    """The whole exact series at once (one window: no concatenation; streaming writers use the chunks)."""
+    parts = list(pending_dma_chunks(profile, batch=max(1, profile.dma.num_rows)))
     if not parts:
         return np.empty(0, np.int64), np.empty(0)
+    if len(parts) == 1:
+        return parts[0]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 

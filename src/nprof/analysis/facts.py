@@ -154,15 +154,22 @@ class Facts:
         """Sum of an instructions column over one engine's rows (one bincount per column, cached)."""
         key = f"_esum_{column}"
         if key not in self.__dict__:
-            codes, names = self.engine
+            names = self.engine[1]
+            codes = self.engine_intp  # bincount converts int32 codes on every call: convert once
             values = self.i_dur if column == "duration" else self.i_col(column)
             sums = np.bincount(codes, weights=values, minlength=len(names)) if codes.size else np.zeros(len(names))
             self.__dict__[key] = {n: round(v) for n, v in zip(names, sums, strict=True)}
         return self.__dict__[key].get(engine, 0)
 
     @cached_property
+    def engine_intp(self) -> np.ndarray:
+        """Engine codes as intp (what numpy's bincount and indexing use natively)."""
+        return self.engine[0].astype(np.intp)
+
+    @cached_property
     def engine_counts(self) -> dict[str, int]:
-        codes, names = self.engine
+        names = self.engine[1]
+        codes = self.engine_intp
         counts = np.bincount(codes, minlength=len(names)) if codes.size else np.zeros(len(names), np.int64)
         return {n: int(c) for n, c in zip(names, counts, strict=True)}
 
