@@ -15,6 +15,8 @@ Contract:
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
 from nprof.arch import isa
@@ -26,7 +28,11 @@ _DTYPES: dict[str, np.dtype] = {name: isa.numpy_dtype(name) for name in isa.DTYP
 _INT_DTYPES = frozenset({"int32", "int16", "int8", "uint8", "uint32"})
 
 
-_VIEW_CACHE = 1 << 15  # views kept for Accesses used again (loops over the same operand objects)
+_VIEW_CACHE = 1 << 15  # views kept for Accesses used again (loops over the same tiles)
+# Every field of an Access, read in C: equal Accesses (tracers make a fresh one per operand) share a view.
+_VIEW_KEY = attrgetter(
+    "space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride"
+)
 
 
 class AccessError(Exception):
@@ -75,7 +81,7 @@ class Memory:
         self.sbuf = np.zeros((preset.partitions, preset.sbuf_partition_bytes), np.uint8)
         self.psum = np.zeros((preset.partitions, preset.psum_partition_bytes), np.uint8)
         self.hbm: dict[str, np.ndarray] = {t.name: np.zeros(t.elements, _DTYPES[t.dtype]) for t in program.tensors}
-        self._views: dict[int, tuple[Access, np.ndarray]] = {}  # id(access) -> (access, view)
+        self._views: dict[tuple, np.ndarray] = {}  # Access fields -> view (equal Accesses share one view)
 
     def load(self, name: str, value: np.ndarray) -> None:
         """Set the whole HBM tensor `name` (value already of the right dtype and size)."""
@@ -83,13 +89,14 @@ class Memory:
 
     def view(self, acc: Access) -> np.ndarray:
         """A writable view of `acc` with its logical shape and dtype; AccessError when out of bounds."""
-        hit = self._views.get(id(acc))
-        if hit is not None and hit[0] is acc:
-            return hit[1]
+        key = _VIEW_KEY(acc)
+        hit = self._views.get(key)
+        if hit is not None:
+            return hit
         v = self._make_view(acc)
-        if len(self._views) >= _VIEW_CACHE:  # bounded: tracers make a fresh Access per operand
+        if len(self._views) >= _VIEW_CACHE:  # bounded: programs touching very many distinct regions
             self._views.clear()
-        self._views[id(acc)] = (acc, v)  # buffers never move, so a view stays valid
+        self._views[key] = v  # buffers never move, so a view stays valid
         return v
 
     def _make_view(self, acc: Access) -> np.ndarray:
