@@ -177,9 +177,21 @@ class Facts:
         """Disjoint busy intervals of one engine (cached)."""
         key = f"_merged_{engine}"
         if key not in self.__dict__:
-            m = self.engine_mask(engine)
-            self.__dict__[key] = iv.merge(self.i_ts[m], self.i_end[m])
+            names = self.engine[1]
+            if engine not in names:
+                return np.empty(0, np.int64), np.empty(0, np.int64)
+            group_codes, offsets, order = self.engine_groups
+            g = int(np.searchsorted(group_codes, names.index(engine)))
+            rows = order[offsets[g] : offsets[g + 1]]  # ascending table positions of this engine
+            self.__dict__[key] = iv.merge(self.i_ts[rows], self.i_end[rows])
         return self.__dict__[key]
+
+    @cached_property
+    def engine_groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Instruction rows grouped by engine (one radix sort instead of a mask per engine)."""
+        from nprof.analysis.sources import group_rows
+
+        return group_rows(self.engine[0])
 
     @cached_property
     def engines_present(self) -> list[str]:

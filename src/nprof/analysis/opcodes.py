@@ -35,7 +35,9 @@ def instruction_bytes(profile: Profile) -> np.ndarray:
     f = facts(profile)
     total = np.zeros(profile.instructions.num_rows, dtype=np.int64)
     for col in BYTE_COLUMNS:
-        total += f.i_col(col)
+        values = f.i_col(col)
+        if values.any():  # a read-only test is cheaper than an add, and many columns are all zero
+            total += values
     return total
 
 
