@@ -95,3 +95,31 @@ class SmallCNN(torch.nn.Module):
 def test_conv2d_cnn_forward_and_gradients() -> None:
     x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(5)).requires_grad_(True)
     check_module(SmallCNN, x)
+
+
+def test_batchnorm_cnn_training_and_eval() -> None:
+    def make() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 2),
+        )  # fmt: skip
+
+    device, eager = make(), make()
+    x = torch.randn(4, 2, 6, 6, generator=torch.Generator().manual_seed(6))
+    torch._dynamo.reset()
+    step = torch.compile(device, backend="nprof")
+    for _ in range(2):  # training mode: batch statistics, running stats updated in place
+        out_d, out_e = step(x), eager(x)
+        torch.testing.assert_close(out_d, out_e, rtol=1e-4, atol=1e-5)
+        out_d.sum().backward()
+        out_e.sum().backward()
+    for (name, pd), pe in zip(device.named_parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(pd.grad, pe.grad, rtol=1e-4, atol=1e-5, msg=name)
+    torch.testing.assert_close(device[1].running_mean, eager[1].running_mean)
+    torch.testing.assert_close(device[1].running_var, eager[1].running_var)
+    device.eval()
+    eager.eval()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(device, backend="nprof")(x), eager(x), rtol=1e-4, atol=1e-5)

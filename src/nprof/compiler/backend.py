@@ -72,7 +72,8 @@ def decompositions() -> dict[Any, Any]:
     from nprof.compiler.ops import DECOMPOSE_SKIP, EXTRA_DECOMPOSITIONS
 
     table = dict(core_aten_decompositions())
-    table.update(get_decompositions([getattr(torch.ops.aten, name) for name in EXTRA_DECOMPOSITIONS]))
+    extra = get_decompositions([getattr(torch.ops.aten, name) for name in EXTRA_DECOMPOSITIONS])
+    table.update({op: fn for op, fn in extra.items() if str(op).endswith((".default", ".correction", ".Tensor"))})
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
 
 

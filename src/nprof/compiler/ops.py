@@ -30,7 +30,11 @@ Lowering = Callable[..., Any]
 LOWERINGS: dict[str, Lowering] = {}
 
 # ops outside the core-ATen set that torch knows how to decompose into ops lowered here
-EXTRA_DECOMPOSITIONS = ("var", "var_mean", "linalg_vector_norm", "leaky_relu", "elu", "hardtanh", "log1p", "expm1")
+EXTRA_DECOMPOSITIONS = (
+    "var", "var_mean", "linalg_vector_norm", "leaky_relu", "elu", "hardtanh", "log1p", "expm1",
+    "_native_batch_norm_legit_functional", "_native_batch_norm_legit", "native_batch_norm",
+    "_native_batch_norm_legit_no_training", "native_batch_norm_backward", "_adaptive_avg_pool2d",
+)  # fmt: skip
 DECOMPOSE_SKIP = (
     "split",
     "nll_loss_forward",
@@ -277,7 +281,7 @@ def _unary(name: str, func: str) -> None:
     def lower(lw: Lowerer, x: Any, *_: Any, **__: Any) -> Any:
         return _elementwise(lw, [x], ew.activation_body(func))
 
-    register(f"{name}.default")(lower)
+    register(f"{name}.default", f"prims.{name}.default")(lower)
 
 
 for _name, _func in ew.ACTIVATIONS.items():
@@ -316,7 +320,7 @@ def _binary(name: str, alu: str) -> None:
             lw, [a, b], ew.binary_body(alu, float(alpha)), lambda x, y: float(_NUMPY[alu](x, alpha * y))
         )
 
-    register(f"{name}.Tensor", f"{name}.Scalar", f"{name}.default")(lower)
+    register(f"{name}.Tensor", f"{name}.Scalar", f"{name}.default", f"prims.{name}.default")(lower)
 
 
 for _name, _alu in ew.BINARY.items():
@@ -328,7 +332,7 @@ def _rsub(lw: Lowerer, a: Any, b: Any, alpha: float = 1.0) -> Any:
     return _elementwise(lw, [b, a], ew.binary_body("subtract", float(alpha)), lambda x, y: x - alpha * y)
 
 
-@register("where.self")
+@register("where.self", "prims.where.default")
 def _where(lw: Lowerer, cond: Any, a: Any, b: Any) -> Any:
     return _elementwise(lw, [cond, a, b], ew.where_body, lambda c, x, y: x if c else y)
 
@@ -372,3 +376,19 @@ def _broadcast_in_dim(lw: Lowerer, x: Any, shape: Sequence[int], broadcast_dimen
     for k, d in enumerate(broadcast_dimensions):
         strides[d] = src.strides[k] if src.shape[k] == shape[d] else 0
     return View(src.tensor, src.dtype, tuple(int(s) for s in shape), tuple(strides), src.offset)
+
+
+@register("constant_pad_nd.default")
+def _constant_pad(lw: Lowerer, x: Any, pad: Sequence[int], value: float = 0.0) -> View:
+    """A `value`-filled tensor with `x` copied into its interior (negative pads crop `x`)."""
+    src = _view_of(lw, x)
+    out = lw.new_tensor()
+    lw.em.call(ew.map_kernel, out, [float(value)], ew.copy_body)
+    dst = out
+    for k in range(len(pad) // 2):
+        dim = len(src.shape) - 1 - k
+        lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
+        src = src.slice(dim, max(0, -lo), src.shape[dim] - max(0, -hi))
+        dst = dst.slice(dim, max(0, lo), max(0, lo) + src.shape[dim])
+    lw.em.call(copy_kernel, dst, src)
+    return out

@@ -319,3 +319,21 @@ def _scatter(lw: Lowerer, base: Any, dim: int, index: Any, src: Any) -> View:
         src_op = float(src_op)
     lw.em.call(scatter_kernel, out, base_v, idx, src_op, dim)
     return out
+
+
+# ----- prims reductions and casts (left by torch's batch-norm / pooling decompositions) -----
+@register("prims.sum.default")
+def _prims_sum(lw: Lowerer, x: Any, dims: Any, **_: Any) -> View:
+    return _reduce(lw, x, list(dims) if dims is not None else None, False, "add")
+
+
+@register("prims.amax.default")
+def _prims_amax(lw: Lowerer, x: Any, dims: Any, **_: Any) -> View:
+    return _reduce(lw, x, list(dims) if dims is not None else None, False, "max")
+
+
+@register("prims.convert_element_type.default")
+def _convert(lw: Lowerer, x: Any, dtype: Any) -> Any:
+    from nprof.compiler.ops import _to_copy
+
+    return _to_copy(lw, x, dtype=dtype)
