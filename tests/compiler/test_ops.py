@@ -201,3 +201,10 @@ def test_training_dropout_uses_fresh_host_random_numbers() -> None:
     out.sum().backward()
     torch.testing.assert_close(x.grad, kept.float() / 0.75)  # the backward uses the same mask
     assert not torch.equal(f(x) != 0, kept)  # a new mask on every execution
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1}])
+def test_max_pool2d(kw: dict) -> None:
+    x = r(2, 3, 7, 7, seed=7)
+    check_fn(lambda t: F.max_pool2d(t, **kw) * 2.0, x)
+    check_fn(lambda t: F.max_pool2d_with_indices(t, **kw)[1].float(), x.detach(), grad=False)

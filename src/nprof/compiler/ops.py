@@ -361,9 +361,9 @@ def _register_collectives() -> None:
 
 _register_collectives()
 
-from nprof.compiler import ops_conv, ops_nn  # noqa: E402  (register their lowerings into LOWERINGS)
+from nprof.compiler import ops_conv, ops_nn, ops_pool  # noqa: E402  (register their lowerings into LOWERINGS)
 
-assert ops_nn.LOWERINGS is LOWERINGS and ops_conv.LOWERINGS is LOWERINGS
+assert ops_nn.LOWERINGS is LOWERINGS and ops_conv.LOWERINGS is LOWERINGS and ops_pool.LOWERINGS is LOWERINGS
 
 
 @register("prims.broadcast_in_dim.default")
