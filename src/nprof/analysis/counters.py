@@ -87,11 +87,15 @@ def tensor_util(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     instr = profile.instructions
     if instr.num_rows == 0 or f.total_ns <= 0:
         return np.empty(0, np.int64), np.empty(0)
-    on_track = pc.any(pc.equal(instr["track"], TENSOR_MATRIX_TRACK)).as_py()
-    column, value = ("track", TENSOR_MATRIX_TRACK) if on_track else ("engine", "tensor")
     edges = _edges(f.total_ns)
     width, nbins = int(edges[1]), edges.size - 1
-    busy = _busy_per_bin(instr, column, value, width, nbins)
+    if not f.lean:  # analysing: the row mask is cached and shared
+        mask = f.tensor_matrix_mask
+        busy = _busy_per_bin(instr, None, mask, width, nbins) if mask.any() else None
+    else:  # streaming export: no per-event array, compare batch by batch
+        on_track = pc.any(pc.equal(instr["track"], TENSOR_MATRIX_TRACK)).as_py()
+        column, value = ("track", TENSOR_MATRIX_TRACK) if on_track else ("engine", "tensor")
+        busy = _busy_per_bin(instr, column, value, width, nbins)
     if busy is None:
         return np.empty(0, np.int64), np.empty(0)
     ends = np.minimum(edges[1:], f.total_ns)
@@ -99,27 +103,30 @@ def tensor_util(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     return _collapse(edges[:-1], util, f.total_ns)
 
 
-def _busy_per_bin(table: pa.Table, column: str, value: str, width: int, nbins: int) -> np.ndarray | None:
+def _busy_per_bin(
+    table: pa.Table, column: str | None, value: str | np.ndarray, width: int, nbins: int
+) -> np.ndarray | None:
     """ns per bin covered by the union of the rows where `column == value`, read in batches of BATCH rows.
 
     Batches in table order are merged with a carried `reach`: when the selected
     starts are non-decreasing, whatever a batch's interval has in common with the
     earlier batches is exactly [its start, reach), so clipping its start to reach
     removes the overlap. Out-of-order starts fall back to one global merge.
-    None when no row is selected.
+    Rows are selected by `column == value`, or by `value` itself, a boolean mask,
+    when `column` is None. None when no row is selected.
     """
     busy = np.zeros(nbins, np.float64)
     reach, last, seen = np.iinfo(np.int64).min, np.iinfo(np.int64).min, False
     for b0 in range(0, table.num_rows, BATCH):
         sl = table.slice(b0, BATCH)
-        mask = to_numpy(pc.equal(sl[column], value), bool)
+        mask = value[b0 : b0 + BATCH] if column is None else to_numpy(pc.equal(sl[column], value), bool)
         ts = to_numpy(sl["ts"])[mask]
         end = ts + to_numpy(sl["duration"])[mask]
         if ts.size == 0:
             continue
         seen = True
         if ts[0] < last or not iv.is_sorted(ts):
-            everything = to_numpy(pc.equal(table[column], value), bool)
+            everything = value if column is None else to_numpy(pc.equal(table[column], value), bool)
             all_ts = to_numpy(table["ts"])[everything]
             ms, me = iv.merge(all_ts, all_ts + to_numpy(table["duration"])[everything])
             return spread_over_bins(ms, me, (me - ms).astype(np.float64), width, nbins)
