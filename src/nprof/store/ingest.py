@@ -2,8 +2,8 @@
 
 Contract: `build_profile_db(profile, path, analyse, bar)` writes a complete,
 self-contained DuckDB database at `path` (which must not exist; row groups of
-ROW_GROUP_SIZE rows so zone maps prune range reads tightly), running `analyse`
-(the analysis passes) on a thread alongside, and returns the catalog facts
+ROW_GROUP_SIZE rows so zone maps prune range reads tightly), with the tables of
+`analyse` (the analysis passes), and returns the catalog facts
 (`BuildResult`). It never touches the catalog; `Store.ingest` builds into a
 temporary file and renames it into place, so a failure here leaves nothing.
 
@@ -24,7 +24,6 @@ Tables written (all immutable after ingest):
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,9 +71,22 @@ def _dump(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
+_ENCODED: dict[int, tuple[object, pa.ChunkedArray | pa.Array]] = {}
+
+
+def _encode(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """dictionary_encode, memoised per column object while an ingest runs (uniques and codes share it)."""
+    hit = _ENCODED.get(id(column))
+    if hit is not None and hit[0] is column:
+        return hit[1]
+    enc = pc.dictionary_encode(column)
+    _ENCODED[id(column)] = (column, enc)
+    return enc
+
+
 def _codes(column: pa.ChunkedArray | pa.Array, mapping: dict[str, int], default: int = -1) -> np.ndarray:
     """Map a string column to integer codes through `mapping` (null -> default)."""
-    enc = pc.dictionary_encode(column)
+    enc = _encode(column)
     chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
     out = []
     for ch in chunks:
@@ -87,7 +99,9 @@ def _codes(column: pa.ChunkedArray | pa.Array, mapping: dict[str, int], default:
 def _uniques(*columns: pa.ChunkedArray) -> list[str]:
     seen: set[str] = set()
     for c in columns:
-        seen.update(v for v in pc.unique(c).to_pylist() if v is not None)
+        enc = _encode(c)
+        for ch in enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]:
+            seen.update(v for v in ch.dictionary.to_pylist() if v is not None)
     return sorted(seen)
 
 
@@ -267,8 +281,7 @@ def close_build_db(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile) -> None:
-    """The Profile's own tables plus the reverse dependency index (runs on its own cursor/thread)."""
-    con.execute("USE build")
+    """The Profile's own tables plus the reverse dependency index."""
     _put(con, "instructions", _sorted_by_id(p.instructions))
     _put(con, "dma", _sorted_by_id(p.dma))
     _put(con, "collectives", p.collectives)
@@ -287,26 +300,16 @@ def build_profile_db(
 ) -> BuildResult:
     """Write the profile database at `path` (see module doc); `bar` advances 5 steps.
 
-    Three things overlap on separate threads (numpy, Arrow and DuckDB release the GIL):
-    the analysis passes (`analyse`), the raw tables' write, and the event/LOD build.
+    The steps run one after the other: overlapping them on threads was measured slower
+    (the Arrow scans and numpy passes then fight over the GIL and the two cores).
     """
     con = open_build_db(path)
     done = False
     try:
-        with ThreadPoolExecutor(2, thread_name_prefix="nprof-ingest") as pool:
-            analysis_job = pool.submit(analyse, p)
-            raw_cur = con.cursor()
-            raw_job = pool.submit(_write_raw, raw_cur, p)
-            try:
-                meta_stats = _write_events(con, p, bar)
-                raw_job.result()
-                bar.advance(1)
-                analysis, summary = analysis_job.result()
-            finally:
-                raw_job.cancel()
-                analysis_job.cancel()
-                wait([raw_job, analysis_job])
-                raw_cur.close()
+        analysis, summary = analyse(p)
+        meta_stats = _write_events(con, p, bar)
+        _write_raw(con, p)
+        bar.advance(1)
         for name, table in analysis.items():
             _put(con, f"analysis_{name}", table)
         meta = {
@@ -320,6 +323,7 @@ def build_profile_db(
         close_build_db(con)
         done = True
     finally:
+        _ENCODED.clear()
         if not done:
             con.close()
     bar.advance(1)
