@@ -178,15 +178,17 @@ def _assemble(
     lat1 = np.where(none, lat0, lat)
     tracks, engines = slot_names(preset)
     prev = _prev_on_track(slot, is_tr, n)
+    dur = np.asarray([t.dur for t in ts], np.float64)[code]
+    dma_index = np.flatnonzero(is_dma)
     return Plan(
         preset=preset,
         slot=slot.tolist(),
-        dur=np.asarray([t.dur for t in ts], np.float64)[code].tolist(),
+        dur=dur.tolist(),
         lat=lat.tolist(),
         lat0=lat0.tolist(),
         deps=deps,
         is_dma=is_dma,
-        dma_index=np.flatnonzero(is_dma),
+        dma_index=dma_index,
         dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[code],
         transposes=frozenset(np.flatnonzero(is_tr).tolist()),
         slot_tracks=tracks,

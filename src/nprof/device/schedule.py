@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from operator import itemgetter
 
 import numpy as np
 
@@ -115,21 +116,24 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     return start, end
 
 
-def _share_pool(plan: Plan, start: np.ndarray, dur: list[float]) -> list[float]:
-    """Durations of the DMAs under fluid sharing of the DMA pool, given their start times.
+def _share_pool(
+    plan: Plan, dma_start: np.ndarray, dma_dur: np.ndarray, moving: np.ndarray, dur: list[float]
+) -> list[float]:
+    """`dur` with the DMAs' durations under fluid sharing of the DMA pool, given their start times.
 
-    Every active transfer progresses at the same fraction of its own rate, so one "virtual clock" (ns of
-    stand-alone progress) serves all: a transfer started at virtual time v ends at virtual time v + dur.
-    Transfers enter in (start, index) order.
+    `dma_start` and `dma_dur` are the start and stand-alone duration of every DMA (`plan.dma_index`
+    order), `moving` selects those with a transfer time (`dma_dur` > 0). Every active transfer progresses
+    at the same fraction of its own rate, so one "virtual clock" (ns of stand-alone progress) serves all:
+    a transfer started at virtual time v ends at virtual time v + dur. Transfers enter in (start, index)
+    order.
     """
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
-    idx = plan.dma_index
-    base = np.asarray(dur, np.float64)[idx]
-    idx = idx[base > 0]
-    order = idx[np.argsort(start[idx], kind="stable")]
+    idx = plan.dma_index[moving]
+    by_start = np.argsort(dma_start[moving], kind="stable")
+    order = idx[by_start]
     items = order.tolist()
-    starts = start[order].tolist()
-    durs = np.asarray(dur, np.float64)[order].tolist()
+    starts = dma_start[moving][by_start].tolist()
+    durs = dma_dur[moving][by_start].tolist()
     rates = plan.dma_rate[order].tolist()
     inf = float("inf")
     starts.append(inf)
@@ -200,12 +204,15 @@ def schedule(plan: Plan) -> Timing:
     start, end = _list_schedule(plan, plan.dur)
     if not _can_exceed_pool(plan):
         return _timing(plan, start, end)
-    idx = plan.dma_index
+    dmas = plan.dma_index.tolist()
+    at = itemgetter(*dmas, dmas[0])  # a tuple of the DMAs' entries (plus one, so even a single DMA gives a tuple)
+    dma_dur = np.asarray(at(plan.dur)[:-1], np.float64)
+    moving = dma_dur > 0
     for _ in range(MAX_SHARING_PASSES):
-        s = np.asarray(start, np.float64)
-        shared = _share_pool(plan, s, plan.dur)
-        actual = np.asarray(end, np.float64)[idx] - s[idx]
-        if bool(np.all(np.abs(np.asarray(shared, np.float64)[idx] - actual) <= _EPS)):
+        s = np.asarray(at(start)[:-1], np.float64)
+        shared = _share_pool(plan, s, dma_dur, moving, plan.dur)
+        actual = np.asarray(at(end)[:-1], np.float64) - s
+        if bool(np.all(np.abs(np.asarray(at(shared)[:-1], np.float64) - actual) <= _EPS)):
             break
         start, end = _list_schedule(plan, shared)
     return _timing(plan, start, end)
