@@ -22,7 +22,6 @@ Contract of `capture_command(command, profile_path, device)`:
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import sys
@@ -31,10 +30,9 @@ from pathlib import Path
 
 import orjson
 
+from nprof.commandline import is_python
 from nprof.errors import NprofError
 from nprof.progress import progress
-
-_PYTHON = re.compile(r"^python(\d(\.\d+)?)?(\.exe)?$")
 
 
 def _target(command: list[str]) -> tuple[list[str], str]:
@@ -42,7 +40,7 @@ def _target(command: list[str]) -> tuple[list[str], str]:
     if not command:
         raise NprofError("nothing to run: give the command after `--`, e.g. nprof capture -s p.ntff -- python train.py")
     args = list(command)
-    if _PYTHON.match(Path(args[0]).name):
+    if is_python(args[0]):
         args = args[1:]
         while args and args[0].startswith("-") and args[0] not in ("-m",):
             if args[0] in ("-u", "-B", "-O", "-OO", "-E", "-s", "-S"):

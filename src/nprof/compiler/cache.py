@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nprof import __version__
+from nprof.commandline import with_own_python
 from nprof.errors import NprofError
 
 ENV_CACHE = "NPROF_CACHE"
@@ -132,7 +133,7 @@ def compile_command(command: list[str], cache_dir: str | None) -> int:
             env[ENV_CACHE] = str(Path(cache_dir).expanduser().resolve())
         start = time.perf_counter()
         try:
-            code = subprocess.call(command, env=env)
+            code = subprocess.call(with_own_python(command), env=env)
         except FileNotFoundError:
             raise NprofError(f"cannot run {command[0]!r}: no such program") from None
         except PermissionError:

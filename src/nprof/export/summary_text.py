@@ -3,13 +3,15 @@
 Contract: one line per metric, `name  value  unit`, names left-aligned in one
 column so `grep -e nc_idx -e total_time` gives `name value` lines; groups are
 introduced by a `# Group` line. Values use `format_value` (6 significant digits).
+After the metrics, a `# Findings` section lists what the analysis found, in
+plain words, most important first, each with up to three source lines to blame.
 """
 
 from __future__ import annotations
 
 from typing import BinaryIO
 
-from nprof.analysis import describe, summary_metrics
+from nprof.analysis import describe, findings, summary_metrics
 from nprof.analysis.summary import format_value
 from nprof.export.options import ExportOptions
 from nprof.profile import Profile
@@ -32,6 +34,19 @@ def render(metrics: dict[str, int | float | str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_findings(profile: Profile) -> str:
+    """The `# Findings` section (empty string when there are none)."""
+    rows = findings(profile).to_pylist()
+    if not rows:
+        return ""
+    lines = ["", "# Findings"]
+    for row in rows:
+        lines.append(f"[{row['severity']}] {row['title']}: {row['message']}")
+        for source in (row["sources"] or [])[:3]:
+            lines.append(f"    at {source}")
+    return "\n".join(lines) + "\n"
+
+
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
-    """Write the summary table of `profile` to `out`."""
-    out.write(render(summary_metrics(profile)).encode())
+    """Write the summary table of `profile`, then its findings, to `out`."""
+    out.write((render(summary_metrics(profile)) + render_findings(profile)).encode())
