@@ -5,8 +5,9 @@ A container is a ZIP archive whose members are *stored* (not compressed):
 `<table>.parquet`. Any Parquet tool can read the tables after unzipping.
 
 Contract:
-* `write_container` writes to a temporary file beside the target and renames it
-  into place, so a crash never leaves a half-written file under the real name.
+* `write_container` writes through `nprof.atomic.atomic_file`: a temporary file
+  beside the target renamed into place, so a crash never leaves a half-written
+  file under the real name.
 * `open_container` checks the file is a container of the expected format and a
   schema version it understands *before* reading any table, and raises
   `FormatError` with a one-line reason (naming the file) otherwise: truncated,
@@ -19,10 +20,8 @@ from __future__ import annotations
 import io
 import os
 import struct
-import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from nprof.atomic import atomic_file
 from nprof.errors import FormatError, NprofError
 
 MANIFEST = "manifest.json"
@@ -54,40 +54,12 @@ def write_container(
     """Atomically write `manifest` (plus format/schema_version) and `tables` to `path`."""
     target = Path(path)
     head = {"format": fmt, "schema_version": schema_version, **manifest}
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise NprofError(f"{target}: directory {parent} does not exist; create it or pick another path")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise NprofError(f"{target}: cannot write here ({exc.strerror}); pick a writable path") from exc
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
-            zf.writestr(MANIFEST, orjson.dumps(head, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-            for name, table in tables.items():
-                with zf.open(f"{name}.parquet", "w", force_zip64=True) as member:
-                    pq.write_table(table, member, compression="zstd", row_group_size=1 << 20)
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        with _suppress_oserror():
-            os.unlink(tmp)
-        raise
+    with atomic_file(target, what_flag="path") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(MANIFEST, orjson.dumps(head, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        for name, table in tables.items():
+            with zf.open(f"{name}.parquet", "w", force_zip64=True) as member:
+                pq.write_table(table, member, compression="zstd", row_group_size=1 << 20)
     return target
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextmanager
-def _suppress_oserror() -> Iterator[None]:
-    try:
-        yield
-    except OSError:
-        pass
 
 
 def sniff_foreign(path: Path, head: bytes) -> str | None:

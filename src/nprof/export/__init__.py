@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from nprof.atomic import atomic_dir, atomic_file
 from nprof.errors import NprofError
 from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
 from nprof.export.options import ExportOptions
-from nprof.export.output import atomic_dir, atomic_file
 from nprof.export.terminology import terminology_text
 from nprof.profile import Profile
 

@@ -29,9 +29,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from nprof.analysis.collectives import GroupAnalysis, RankFacts, analyze_group
+from nprof.atomic import atomic_file
 from nprof.errors import NprofError
 from nprof.export.options import ExportOptions
-from nprof.export.output import atomic_file
 from nprof.profile import Profile
 from nprof.progress import progress
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from nprof.atomic import atomic_file
 from nprof.errors import NprofError
 
 ID_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -50,16 +49,8 @@ def derive_id(name: str, fingerprint: str) -> str:
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (temp file in the same directory, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, what_flag="path", fsync=True) as fh:
+        fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))
 
 
 def read_json(path: Path, default: Any) -> Any:
