@@ -12,6 +12,8 @@ Contract:
   schema version it understands *before* reading any table, and raises
   `FormatError` with a one-line reason (naming the file) otherwise: truncated,
   not a ZIP, another format, a newer schema, or a real AWS NEFF/NTFF.
+* `read_head`/`is_zip` are the one way to sniff a file's first bytes (also used
+  by `nprof.capture.sniff_kind`).
 * Tables are read lazily and zero-copy from a memory map of the stored members.
 """
 
@@ -62,10 +64,32 @@ def write_container(
     return target
 
 
+def read_head(path: Path, size: int, what: str, directory_hint: str = "") -> bytes:
+    """Return the first `size` bytes of `path` (a `what` file, e.g. "profile").
+
+    Raises NprofError with one line if it does not exist, is a directory
+    (`directory_hint` is appended to that message) or cannot be read.
+    """
+    if not path.exists():
+        raise NprofError(f"{path}: no such file; check the path")
+    if path.is_dir():
+        raise NprofError(f"{path}: is a directory, not a {what} file{directory_hint}")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError as exc:
+        raise NprofError(f"{path}: cannot read ({exc.strerror})") from exc
+
+
+def is_zip(head: bytes) -> bool:
+    """True if `head` (the first bytes of a file) starts a ZIP archive, i.e. possibly a container."""
+    return head.startswith(_ZIP_MAGIC)
+
+
 def sniff_foreign(path: Path, head: bytes) -> str | None:
     """Return a hint if `head` (the first bytes of `path`) looks like a real AWS NEFF/NTFF."""
     suffix = path.suffix.lower().lstrip(".").upper()
-    if head.startswith(_ZIP_MAGIC):
+    if is_zip(head):
         return None
     if suffix in _AWS_HINT:
         return _AWS_HINT[suffix]
@@ -120,21 +144,13 @@ def open_container(
 ) -> Container:
     """Open and validate a container of format `fmt`; `what` names it in messages ("profile")."""
     p = Path(path)
-    if not p.exists():
-        raise NprofError(f"{p}: no such file; check the path")
-    if p.is_dir():
-        raise NprofError(f"{p}: is a directory, not a {what} file")
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-    except OSError as exc:
-        raise NprofError(f"{p}: cannot read ({exc.strerror})") from exc
+    head = read_head(p, 4096, what)
     if not head:
         raise FormatError(f"{p}: empty file; re-create it")
     hint = sniff_foreign(p, head)
     if hint:
         raise FormatError(f"{p}: this is {hint}")
-    if not head.startswith(_ZIP_MAGIC):
+    if not is_zip(head):
         raise FormatError(f"{p}: not an nprof {what} file (unrecognised content)")
     try:
         with zipfile.ZipFile(p) as zf:

@@ -23,28 +23,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nprof.errors import NprofError
+from nprof.container import is_zip, read_head
 from nprof.profile import Profile
 
 __all__ = ["open_profile", "sniff_kind"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_ZIP_MAGIC = b"PK\x03\x04"
 
 
 def sniff_kind(path: str | os.PathLike[str]) -> str:
     """Return "ntff", "json" or "json.gz" from the first bytes of `path` ("ntff" when unsure)."""
     p = Path(path)
-    if not p.exists():
-        raise NprofError(f"{p}: no such file; check the path")
-    if p.is_dir():
-        raise NprofError(f"{p}: is a directory, not a profile file (use -d for a multi-worker capture directory)")
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(64)
-    except OSError as exc:
-        raise NprofError(f"{p}: cannot read ({exc.strerror})") from exc
-    if head.startswith(_ZIP_MAGIC):
+    head = read_head(p, 64, "profile", " (use -d for a multi-worker capture directory)")
+    if is_zip(head):
         return "ntff"
     if head.startswith(_GZIP_MAGIC):
         return "json.gz"
