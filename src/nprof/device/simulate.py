@@ -202,31 +202,56 @@ def simulate(
     total = round(timing.makespan)
     with _gc_paused():
         instructions, dma = build_tables(program, plan, timing, iteration=0)
+    info = sim_profile_info(
+        program,
+        pre,
+        mode="sim",
+        rank=rank,
+        world_size=world_size,
+        total_time_ns=total,
+        meta={"executions": str(executions), "profiled_execution": str(nth), "numerics": str(bool(numerics)).lower()},
+    )
+    profile = Profile.build(info, instructions=instructions, dma=dma)
+    return SimResult(outputs, profile, (total,) * executions, tuple(warnings))
+
+
+def sim_profile_info(
+    program: Program,
+    pre: Preset,
+    *,
+    mode: str,
+    rank: int,
+    world_size: int,
+    total_time_ns: int,
+    meta: Mapping[str, str],
+    nc_idx: int = 0,
+    nd_idx: int = 0,
+) -> ProfileInfo:
+    """The ProfileInfo of a simulated run of `program` on `pre` (single- and multi-worker).
+
+    `mode` goes into the producer ("sim", "sim, multi-worker"); `meta` is added
+    after the program's own metadata.
+    """
     peak, peak_dtype = _peak(program, pre)
-    info = ProfileInfo(
+    return ProfileInfo(
         device="virtual-neuroncore",
         name=program.name,
-        producer=f"{ProfileInfo.producer} (sim)",
+        producer=f"{ProfileInfo.producer} ({mode})",
         preset=pre.name,
         device_name=f"virtual {pre.core} ({pre.name})",
         rank=rank,
         world_size=world_size,
-        total_time_ns=total,
+        nc_idx=nc_idx,
+        nd_idx=nd_idx,
+        total_time_ns=total_time_ns,
         peak_flops=peak,
         hbm_bandwidth=pre.hbm_bandwidth,
         peaks_source=f"{pre.peaks_source}; peak of {peak_dtype} matmuls",
         tensors=tuple(
             TensorInfo(t.name, tuple(t.shape), t.dtype, t.kind) for t in program.tensors if t.kind != "internal"
         ),
-        meta={
-            **{str(k): str(v) for k, v in program.meta.items()},
-            "executions": str(executions),
-            "profiled_execution": str(nth),
-            "numerics": str(bool(numerics)).lower(),
-        },
+        meta={**{str(k): str(v) for k, v in program.meta.items()}, **meta},
     )
-    profile = Profile.build(info, instructions=instructions, dma=dma)
-    return SimResult(outputs, profile, (total,) * executions, tuple(warnings))
 
 
 def _one_rank_of_job(
@@ -275,6 +300,17 @@ def _numerics(
             continue
         mem.load(t.name, _check_input(t, const))
     _run_numerics(program, mem, ignore_exec_errors, warnings)
+    return collect_outputs(program, mem, zero_inputs or ignore_exec_errors, warnings)
+
+
+def collect_outputs(
+    program: Program, mem: Memory, lenient: bool, warnings: list[str], label: str = ""
+) -> dict[str, np.ndarray]:
+    """Copy `program`'s outputs out of `mem`, checking float outputs for NaN/inf.
+
+    Non-finite values raise NprofError (an execution error), or, when `lenient`,
+    append a warning to `warnings`; `label` prefixes the message (e.g. "rank 3: ").
+    """
     outputs: dict[str, np.ndarray] = {}
     for t in program.outputs:
         out = mem.hbm[t.name].reshape(t.shape).copy()
@@ -283,9 +319,8 @@ def _numerics(
             continue
         bad = ~np.isfinite(out.astype(np.float32))
         if bad.any():
-            text = f"output {t.name!r} has {int(bad.sum())} NaN/inf values of {out.size}"
-            if zero_inputs or ignore_exec_errors:
-                warnings.append(text)
-            else:
+            text = f"{label}output {t.name!r} has {int(bad.sum())} NaN/inf values of {out.size}"
+            if not lenient:
                 raise NprofError(f"execution error: {text}; check the inputs or pass --ignore-exec-errors")
+            warnings.append(text)
     return outputs

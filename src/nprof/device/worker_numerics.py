@@ -25,7 +25,7 @@ from nprof.arch.presets import Preset
 from nprof.device import numerics as num
 from nprof.device.collectives import combine
 from nprof.device.memory import AccessError, Memory
-from nprof.device.simulate import _check_input, _one_blas_thread
+from nprof.device.simulate import _check_input, _one_blas_thread, collect_outputs
 from nprof.errors import NprofError
 from nprof.program.model import Program
 from nprof.progress import progress
@@ -173,7 +173,7 @@ def run_lockstep(
             if c.skipped > 5:
                 warnings[r].append(f"rank {r}: {c.skipped - 5} more instructions with execution errors skipped")
             lenient = bool(checked[r][1]) or ignore_exec_errors
-            outputs[r] = _outputs(c, r, lenient, warnings[r])
+            outputs[r] = collect_outputs(c.program, c.mem, lenient, warnings[r], label=f"rank {r}: ")
     return outputs
 
 
@@ -216,19 +216,3 @@ def _execute(key: OpKey, where: Mapping[int, int], owner: Mapping[int, _Class], 
             except _EXEC_ERRORS as exc:
                 part.fail(where[part.rank], exc, ignore)
     return new
-
-
-def _outputs(c: _Class, rank: int, lenient: bool, warnings: list[str]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for t in c.program.outputs:
-        value = c.mem.hbm[t.name].reshape(t.shape).copy()
-        out[t.name] = value
-        if value.dtype.kind in "iu":
-            continue
-        bad = ~np.isfinite(value.astype(np.float32))
-        if bad.any():
-            text = f"rank {rank}: output {t.name!r} has {int(bad.sum())} NaN/inf values of {value.size}"
-            if not lenient:
-                raise NprofError(f"execution error: {text}; check the inputs or pass --ignore-exec-errors")
-            warnings.append(text)
-    return out

@@ -37,10 +37,10 @@ from nprof.device.collectives import KIND, Topology, algorithm, ring_time_ns
 from nprof.device.plan import Plan, plan_for
 from nprof.device.record import build_tables
 from nprof.device.schedule import Timing, schedule
-from nprof.device.simulate import ZERO_INPUTS_WARNING, SimResult, _peak, prepare_inputs
+from nprof.device.simulate import ZERO_INPUTS_WARNING, SimResult, prepare_inputs, sim_profile_info
 from nprof.device.worker_numerics import run_lockstep
 from nprof.errors import NprofError
-from nprof.profile import Profile, ProfileInfo, TensorInfo
+from nprof.profile import Profile
 from nprof.program.model import Program
 from nprof.progress import progress
 
@@ -305,27 +305,17 @@ def _profile(
         "wait_ns": [s - a for a, s in zip(arrivals, starts, strict=True)],
         "algorithm": [op.algorithm for op in mine],
     }
-    peak, peak_dtype = _peak(program, pre)
     node, nd_idx, nc_idx = topo.place(rank, pre)
-    info = ProfileInfo(
-        device="virtual-neuroncore",
-        name=program.name,
-        producer=f"{ProfileInfo.producer} (sim, multi-worker)",
-        preset=pre.name,
-        device_name=f"virtual {pre.core} ({pre.name})",
+    info = sim_profile_info(
+        program,
+        pre,
+        mode="sim, multi-worker",
         rank=rank,
         world_size=topo.world_size,
         nc_idx=nc_idx,
         nd_idx=nd_idx,
         total_time_ns=round(timing.makespan),
-        peak_flops=peak,
-        hbm_bandwidth=pre.hbm_bandwidth,
-        peaks_source=f"{pre.peaks_source}; peak of {peak_dtype} matmuls",
-        tensors=tuple(
-            TensorInfo(t.name, tuple(t.shape), t.dtype, t.kind) for t in program.tensors if t.kind != "internal"
-        ),
         meta={
-            **{str(k): str(v) for k, v in program.meta.items()},
             "executions": str(executions),
             "profiled_execution": str(executions),
             "numerics": str(bool(numerics)).lower(),
