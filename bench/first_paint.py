@@ -16,24 +16,16 @@ Goal (ARCHITECTURE.md / issue 4): first paint <= 1.5 s for 10^7 events.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.browser
+from tests.browser import free_port, launch_chromium, start_view, stop
+
 OUT = Path(__file__).resolve().parent / "out"
 
 PAN_JS = """async (frames) => {
@@ -61,12 +53,6 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def make_profile(n: int) -> Path:
     OUT.mkdir(exist_ok=True)
     path = OUT / f"synthetic_{n}.ntff"
@@ -92,24 +78,18 @@ def main() -> int:
     profile = make_profile(args.events)
     db = Path(tempfile.mkdtemp(prefix="nprof-bench-"))
     port = free_port()
-    exe = shutil.which("nprof", path=str(Path(sys.executable).parent))
-    cmd = [exe] if exe else [sys.executable, "-m", "nprof"]
     t = time.perf_counter()
-    proc = subprocess.Popen(
-        [*cmd, "view", "-s", str(profile), "--port", str(port), "--db", str(db)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "NPROF_NO_PROGRESS": "1"},
-    )
     try:
-        line = proc.stdout.readline()
-        if "View profile at" not in line:
-            print(f"nprof view failed: {line!r}")
-            return 1
+        proc, line = start_view(["-s", str(profile), "--port", str(port), "--db", str(db)], capture_stderr=False)
+    except RuntimeError as exc:
+        print(f"nprof view failed: {exc}")
+        shutil.rmtree(db, ignore_errors=True)
+        return 1
+    try:
         print(f"nprof view: ingest + start {time.perf_counter() - t:.2f} s for {args.events:,} events")
         url = f"http://127.0.0.1:{port}/" + line.strip().split("/", 3)[3]
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+            browser = launch_chromium(p)
             paints = []
             for run in range(1 + args.runs):
                 ctx = browser.new_context(viewport={"width": args.width, "height": args.height})
@@ -149,8 +129,7 @@ def main() -> int:
         if paints:
             print(f"first paint warm median {statistics.median(paints):.0f} ms (goal <= 1500 ms)")
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc, timeout=30)
         shutil.rmtree(db, ignore_errors=True)
     return 0
 

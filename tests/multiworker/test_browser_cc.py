@@ -6,66 +6,39 @@ playwright with Debian's chromium and waits on the page's readiness hook (`windo
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, free_port, launch_chromium, start_view, stop
 from tests.multiworker.kit import straggler_run
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run"]  # fmt: skip
 
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("ccview")
     straggler_run(tmp / "output", n=4, late=2)
-    port = _free_port()
-    exe = shutil.which("nprof", path=str(Path(sys.executable).parent))
-    cmd = [exe] if exe else [sys.executable, "-m", "nprof"]
-    proc = subprocess.Popen(
-        [*cmd, "view", "-d", str(tmp / "output"), "--port", str(port), "--db", str(tmp / "db")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "NPROF_NO_PROGRESS": "1"},
+    port = free_port()
+    proc, line = start_view(
+        ["-d", str(tmp / "output"), "--port", str(port), "--db", str(tmp / "db")], marker="/profile_cc/"
     )
-    line = proc.stdout.readline()
-    if "/profile_cc/" not in line:
-        proc.kill()
-        raise RuntimeError(f"nprof view -d did not start: {line!r} {proc.stderr.read()}")
     assert line.startswith(f"View profile at http://localhost:{port}/profile_cc/")
     yield f"http://127.0.0.1:{port}", line.strip().rsplit("/", 1)[-1]
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
 
 
 @pytest.fixture(scope="module")
 def page(server):
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = launch_chromium(p)
         pg = browser.new_page(viewport={"width": 1280, "height": 800})
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))

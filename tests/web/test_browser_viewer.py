@@ -12,10 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -23,35 +20,17 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from nprof.store.synthetic import synthetic_profile
+from tests.browser import CHROMIUM, free_port, launch_chromium, nprof_command, start_view, stop
 from tests.conftest import tiny_profile
 from tests.multiworker.kit import straggler_run
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _nprof(*args: str) -> list[str]:
-    exe = shutil.which("nprof", path=str(Path(sys.executable).parent))
-    return [exe, *args] if exe else [sys.executable, "-m", "nprof", *args]
 
 
 class Server:
@@ -79,7 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     syn_path = synthetic_profile(20_000, seed=3).save(tmp / "synthetic.ntff")
     env = {**os.environ, "NPROF_NO_PROGRESS": "1"}
     out = subprocess.run(
-        _nprof("view", "-s", str(tiny_path), "--ingest-only", "--db", str(db)),
+        nprof_command("view", "-s", str(tiny_path), "--ingest-only", "--db", str(db)),
         capture_output=True,
         text=True,
         env=env,
@@ -89,7 +68,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     tiny_id = re.search(r'Profile "([^"]+)" is ready', out).group(1)
     straggler_run(tmp / "allreduce")  # 4 ranks meeting at one all-reduce, rank 2 late
     out = subprocess.run(
-        _nprof("view", "-d", str(tmp / "allreduce"), "--ingest-only", "--db", str(db)),
+        nprof_command("view", "-d", str(tmp / "allreduce"), "--ingest-only", "--db", str(db)),
         capture_output=True,
         text=True,
         env=env,
@@ -97,32 +76,18 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         check=True,
     ).stdout
     cc_group = re.search(r'Profile "([^"]+)" is ready', out).group(1)
-    port = _free_port()
-    proc = subprocess.Popen(
-        _nprof("view", "-s", str(syn_path), "--port", str(port), "--db", str(db)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    line = proc.stdout.readline()
-    if "View profile at" not in line:
-        proc.kill()
-        raise RuntimeError(f"nprof view did not start: {line!r} {proc.stderr.read()}")
+    port = free_port()
+    proc, line = start_view(["-s", str(syn_path), "--port", str(port), "--db", str(db)])
     syn_id = line.strip().rsplit("/", 1)[-1]
     srv = Server(f"http://127.0.0.1:{port}", proc, {"tiny": tiny_id, "syn": syn_id, "cc": cc_group}, tmp, db)
     yield srv
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
 
 
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        b = launch_chromium(p)
         yield b
         b.close()
 
@@ -413,7 +378,7 @@ def test_summary_tab(page, server):
 
 def test_profile_list_rename_and_delete(page, server):
     extra = tiny_profile().save(server.tmp / "extra.ntff")
-    cmd = _nprof("view", "-s", str(extra), "--ingest-only", "--db", str(server.db), "--db-bucket", "to-delete")
+    cmd = nprof_command("view", "-s", str(extra), "--ingest-only", "--db", str(server.db), "--db-bucket", "to-delete")
     subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
     page.goto(server.base + "/")
     page.wait_for_selector("#profiles")
