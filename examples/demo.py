@@ -72,7 +72,9 @@ def main() -> int:
 
     banner("3. Capture the forward graph on the virtual device")
     os.chdir(module)  # inputs.args names files relative to the module directory
-    status = run_nprof(["capture", "-n", str(program), "-s", str(profile), *inputs])
+    print(f"$ cd {shlex.quote(str(module))}")
+    print(f"$ nprof capture -n model.neff -s {shlex.quote(str(profile))} $(cat inputs.args)", flush=True)
+    status = nprof(["capture", "-n", str(program), "-s", str(profile), *inputs])
     if status:
         return status
 
