@@ -4,7 +4,7 @@
 // operands field gets a breakdown table (operands.js).
 // Contract: show(details|null), loading(id), error(id, err); `busy` while loading.
 
-import { h, help } from "./dom.js";
+import { fieldGroup, h, help } from "./dom.js";
 import { fmtBytes, fmtInt, fmtTime } from "./fmt.js";
 import { operandBreakdown } from "./operands.js";
 
@@ -68,18 +68,15 @@ export class DetailsPanel {
     const groups = (d.groups || [])
       .filter((g) => g.fields && g.fields.length)
       .map((g) =>
-        h(
-          "section",
-          { class: "field-group", dataset: { group: g.name } },
-          h("h3", {}, g.name),
-          h(
-            "dl",
-            {},
-            g.fields.map((f) => [
-              h("dt", { dataset: { key: f.key } }, f.label, help(f.help)),
-              h("dd", { dataset: { key: f.key } }, fmtField(f), f.key === "operands" ? operandBreakdown(f.value) : null),
-            ]),
-          ),
+        fieldGroup(
+          "field-group",
+          g.name,
+          g.fields.map((f) => ({
+            key: f.key,
+            label: f.label,
+            help: f.help,
+            value: [fmtField(f), f.key === "operands" ? operandBreakdown(f.value) : null],
+          })),
         ),
       );
     const evList = (title, list, cls, helpText) =>

@@ -1,6 +1,8 @@
 // dom.js — tiny DOM helpers: `h(tag, attrs, ...children)` element builder,
-// `clear(el)`, `help(text)` (a "?" icon whose title is the help text) and
-// `table(columns, rows)` for simple data tables. No framework, no state.
+// `clear(el)`, `help(text)` (a "?" icon whose title is the help text),
+// `table(columns, rows)` for simple data tables, `fieldGroup(cls, name, items)` for a
+// titled list of label/value pairs, and `loadOnce(panel, what, fetch, render)` for
+// panels that load their content once on first show. No framework, no state.
 
 /** Build an element. attrs: class, text, title, dataset {..}, on{Event} handlers, any attribute. */
 export function h(tag, attrs = {}, ...children) {
@@ -59,4 +61,45 @@ export function table(columns, rows, opts = {}) {
     ),
   );
   return h("table", { class: `data ${opts.cls || ""}` }, thead, tbody);
+}
+
+/**
+ * A titled group of label/value pairs: <section class=cls data-group=name><h3>name</h3><dl>,
+ * one dt (label + help badge) and dd (value: a node, text or array of them) per item,
+ * both carrying data-key = item.key. items: [{key, label, help?, value}].
+ */
+export function fieldGroup(cls, name, items) {
+  return h(
+    "section",
+    { class: cls, dataset: { group: name } },
+    h("h3", {}, name),
+    h(
+      "dl",
+      {},
+      items.map((it) => [
+        h("dt", { dataset: { key: it.key } }, it.label, help(it.help)),
+        h("dd", { dataset: { key: it.key } }, it.value),
+      ]),
+    ),
+  );
+}
+
+/**
+ * Load a lazily shown panel once: unless `panel.loaded` or `panel.busy`, sets `busy`, shows
+ * "Loading <what>…" in `panel.el`, awaits `fetch()`, sets `loaded` and calls `render(data)`;
+ * on failure shows "Could not load <what>: <message>". `busy` is cleared in every case.
+ */
+export async function loadOnce(panel, what, fetch, render) {
+  if (panel.loaded || panel.busy) return;
+  panel.busy = true;
+  panel.el.replaceChildren(h("p", { class: "loading" }, `Loading ${what}…`));
+  try {
+    const data = await fetch();
+    panel.loaded = true;
+    render(data);
+  } catch (e) {
+    panel.el.replaceChildren(h("p", { class: "error-inline" }, `Could not load ${what}: ${e.message}`));
+  } finally {
+    panel.busy = false;
+  }
 }

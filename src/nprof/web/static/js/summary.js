@@ -5,7 +5,7 @@
 // Contract: activate() loads everything once (lazily, on first show); `busy` while loading.
 
 import { api } from "./api.js";
-import { h, help, table } from "./dom.js";
+import { fieldGroup, h, help, loadOnce, table } from "./dom.js";
 import { fmtBytes, fmtInt, fmtValue } from "./fmt.js";
 import { analysisTable } from "./tables.js";
 
@@ -30,21 +30,15 @@ export class SummaryPanel {
   }
 
   async activate() {
-    if (this.loaded || this.busy) return;
-    this.busy = true;
-    this.el.replaceChildren(h("p", { class: "loading" }, "Loading the summary…"));
     const v = this.view;
     const tables = v.info.tables || [];
     const want = ["engines", "opcodes", "layers", "dma_queues", "findings"].filter((t) => tables.includes(t));
-    try {
-      const [sum, ...tabs] = await Promise.all([api.summary(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]);
-      this.loaded = true;
-      this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]])));
-    } catch (e) {
-      this.el.replaceChildren(h("p", { class: "error-inline" }, `Could not load the summary: ${e.message}`));
-    } finally {
-      this.busy = false;
-    }
+    await loadOnce(
+      this,
+      "the summary",
+      () => Promise.all([api.summary(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]),
+      ([sum, ...tabs]) => this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]]))),
+    );
   }
 
   _render(sum, tabs) {
@@ -58,18 +52,10 @@ export class SummaryPanel {
       h("div", {}, verdict.text || "No matmuls or no device peaks: the memory/compute verdict needs both."),
     );
     const groups = (sum.groups || []).map((g) =>
-      h(
-        "section",
-        { class: "metric-group", dataset: { group: g.name } },
-        h("h3", {}, g.name),
-        h(
-          "dl",
-          {},
-          g.metrics.map((m) => [
-            h("dt", { dataset: { key: m.key } }, m.label, help(m.description)),
-            h("dd", { dataset: { key: m.key } }, fmtValue(m.value, m.unit)),
-          ]),
-        ),
+      fieldGroup(
+        "metric-group",
+        g.name,
+        g.metrics.map((m) => ({ key: m.key, label: m.label, help: m.description, value: fmtValue(m.value, m.unit) })),
       ),
     );
     const prog = v.info.program;

@@ -6,7 +6,7 @@
 // searches that tensor's DMA transfers so they are highlighted).
 
 import { api } from "./api.js";
-import { h, help } from "./dom.js";
+import { h, help, loadOnce } from "./dom.js";
 import { fmtTime } from "./fmt.js";
 
 export class WarningsPanel {
@@ -18,20 +18,16 @@ export class WarningsPanel {
   }
 
   async activate() {
-    if (this.loaded || this.busy) return;
     const v = this.view;
-    this.busy = true;
-    this.el.replaceChildren(h("p", { class: "loading" }, "Loading findings…"));
-    try {
-      const findings = (v.info.tables || []).includes("findings") ? await api.table(v.id, "findings", 0, 500) : null;
-      this.loaded = true;
-      this.findings = findings;
-      this._render(findings);
-    } catch (e) {
-      this.el.replaceChildren(h("p", { class: "error-inline" }, `Could not load findings: ${e.message}`));
-    } finally {
-      this.busy = false;
-    }
+    await loadOnce(
+      this,
+      "findings",
+      async () => ((v.info.tables || []).includes("findings") ? await api.table(v.id, "findings", 0, 500) : null),
+      (findings) => {
+        this.findings = findings;
+        this._render(findings);
+      },
+    );
   }
 
   /** The timeline warnings arrived (they load after the first paint): redraw the list if shown. */
