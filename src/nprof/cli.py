@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nprof import __version__
 from nprof.errors import NprofError
@@ -17,24 +17,29 @@ from nprof.errors import NprofError
 DEFAULT_PORT = 3001
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse `type` accepting whole numbers >= `minimum`, with one-line messages."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+_positive = _int_at_least(1)
+_non_negative = _int_at_least(0)
+
+
+def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_help: str) -> None:
+    """The -n/--neff/--program and -s/--session-file/--profile options shared by capture and view."""
+    parser.add_argument("-n", "--neff", "--program", dest="program", help=program_help)
+    parser.add_argument("-s", "--session-file", "--profile", dest="profile", help=profile_help)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,14 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a compiled program (-n) on the virtual NeuronCore, or a command after `--` "
         "under torch.profiler, and write a profile file.",
     )
-    cap.add_argument("-n", "--neff", "--program", dest="program", help="program file (.neff) to run")
-    cap.add_argument(
-        "-s",
-        "--session-file",
-        "--profile",
-        dest="profile",
-        help="profile file to write (a directory for multi-worker captures)",
-    )
+    _add_file_args(cap, "program file (.neff) to run", "profile file to write (a directory for multi-worker captures)")
     cap.add_argument(
         "inputs", nargs="*", metavar="NAME FILE.npy", help="input tensors as name/file pairs; none = all-zero inputs"
     )
@@ -128,14 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ingest a profile into the store and serve the web viewer, or write it in "
         "another format with --output-format.",
     )
-    view.add_argument("-n", "--neff", "--program", dest="program", help="program file (optional)")
-    view.add_argument(
-        "-s",
-        "--session-file",
-        "--profile",
-        dest="profile",
-        help="profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)",
-    )
+    _add_file_args(view, "program file (optional)", "profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)")
     view.add_argument(
         "-d", "--directory", dest="directory", help="directory of a multi-worker capture (profile_rank_<i>.ntff)"
     )
