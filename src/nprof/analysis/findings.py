@@ -78,8 +78,9 @@ def _serial_engines(profile: Profile) -> list[dict]:
     busy = [e for e in busy if total and active[e] >= MIN_SHARE * total]
     if len(busy) < 2:
         return []
+    tracks = _engine_tracks(profile)
     never = [(a, b) for a, b in itertools.combinations(busy, 2)
-             if not _overlap(f.engine_merged(a), f.engine_merged(b))]  # fmt: skip
+             if _could_overlap(tracks, a, b) and not _overlap(f.engine_merged(a), f.engine_merged(b))]  # fmt: skip
     if not never:
         return []
     involved = sorted({e for pair in never for e in pair}, key=busy.index)
@@ -97,6 +98,21 @@ def _serial_engines(profile: Profile) -> list[dict]:
                 "hidden by pipelining the tiles between them")  # fmt: skip
     return [_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
                  top_sources(profile.instructions, rows))]  # fmt: skip
+
+
+def _engine_tracks(profile: Profile) -> dict[str, set[str]]:
+    """The timeline tracks each engine's instructions run on."""
+    pairs = profile.instructions.group_by(["engine", "track"]).aggregate([])
+    tracks: dict[str, set[str]] = {}
+    for engine, track in zip(pairs["engine"].to_pylist(), pairs["track"].to_pylist(), strict=True):
+        tracks.setdefault(engine, set()).add(track)
+    return tracks
+
+
+def _could_overlap(tracks: dict[str, set[str]], a: str, b: str) -> bool:
+    """False when both engines' work runs on one and the same track (one CPU thread): it is serial by nature."""
+    shared = tracks.get(a, set())
+    return not (len(shared) == 1 and shared == tracks.get(b, set()))
 
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
