@@ -23,10 +23,12 @@ Tables written (all immutable after ingest):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -36,6 +38,7 @@ import pyarrow.compute as pc
 
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
+from nprof.store.ingest_events import clear_encodings, dma_slice, event_columns, np_col, uniques
 from nprof.store.lod import base_level_for, row_pyramid
 from nprof.store.rows import (
     COUNTER_DMA_THROUGHPUT,
@@ -43,7 +46,6 @@ from nprof.store.rows import (
     COUNTER_TENSOR_UTIL,
     RowInfo,
     counter_rows,
-    order_event_rows,
 )
 
 LOD_SCHEMA = pa.schema(
@@ -58,6 +60,7 @@ LOD_SCHEMA = pa.schema(
         ("flops", pa.float64()),
     ]
 )
+_T = TypeVar("_T")
 TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("id", pa.int64())])}
 
 
@@ -65,100 +68,18 @@ TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("
 class BuildResult:
     event_count: int
     total_time_ns: int
+    steps: dict[str, float] = field(default_factory=dict)  # wall seconds per build step (see build_profile_db)
 
 
 def _dump(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
-_ENCODED: dict[int, tuple[object, pa.ChunkedArray | pa.Array]] = {}
-
-
-def _encode(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """dictionary_encode, memoised per column object while an ingest runs (uniques and codes share it)."""
-    hit = _ENCODED.get(id(column))
-    if hit is not None and hit[0] is column:
-        return hit[1]
-    enc = pc.dictionary_encode(column)
-    _ENCODED[id(column)] = (column, enc)
-    return enc
-
-
-def _codes(column: pa.ChunkedArray | pa.Array, mapping: dict[str, int], default: int = -1) -> np.ndarray:
-    """Map a string column to integer codes through `mapping` (null -> default)."""
-    enc = _encode(column)
-    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
-    out = []
-    for ch in chunks:
-        lut = np.array([mapping.get(v, default) for v in ch.dictionary.to_pylist()] + [default], dtype=np.int64)
-        idx = ch.indices.fill_null(len(ch.dictionary)).to_numpy(zero_copy_only=False)
-        out.append(lut[idx])
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-
-
-def _uniques(*columns: pa.ChunkedArray) -> list[str]:
-    seen: set[str] = set()
-    for c in columns:
-        enc = _encode(c)
-        for ch in enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]:
-            seen.update(v for v in ch.dictionary.to_pylist() if v is not None)
-    return sorted(seen)
-
-
-def _np(col: pa.ChunkedArray, dtype: Any = np.int64) -> np.ndarray:
-    return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
-
-
 def _sorted_by_id(table: pa.Table) -> pa.Table:
-    ids = _np(table["id"])
+    ids = np_col(table["id"])
     if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
         return table.take(pa.array(np.argsort(ids, kind="stable")))
     return table
-
-
-def _event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str]]:
-    ins, dma = p.instructions, p.dma
-    tracks = set(_uniques(ins["track"]))
-    queues = set(_uniques(dma["queue"]))
-    rows = order_event_rows(tracks, queues)
-    row_of = {r.key: r.index for r in rows}
-    opnames = _uniques(ins["opcode"], dma["direction"])
-    op_of = {n: i for i, n in enumerate(opnames)}
-    srcnames = _uniques(ins["nki_source_location"], ins["layer"], dma["nki_source_location"], dma["layer"])
-    src_of = {n: i for i, n in enumerate(srcnames)}
-    ins_bytes = np.zeros(ins.num_rows, dtype=np.int64)
-    cols = {
-        "row": np.concatenate([_codes(ins["track"], row_of), _codes(dma["queue"], row_of)]).astype(np.int16),
-        "ts": np.concatenate([_np(ins["ts"]), _np(dma["ts"])]),
-        "dur": np.concatenate([_np(ins["duration"]), _np(dma["duration"])]),
-        "id": np.concatenate([_np(ins["id"]), _np(dma["id"])]),
-        "op": np.concatenate([_codes(ins["opcode"], op_of), _codes(dma["direction"], op_of)]).astype(np.int32),
-        "nbytes": np.concatenate([ins_bytes, _np(dma["bytes"])]),
-        "flops": np.concatenate([_np(ins["flops"]), np.zeros(dma.num_rows, dtype=np.int64)]),
-        "src": np.concatenate([_source_codes(ins, src_of), _source_codes(dma, src_of)]).astype(np.int32),
-        "layer": np.concatenate([_codes(ins["layer"], src_of), _codes(dma["layer"], src_of)]).astype(np.int32),
-    }
-    # order by (row, ts): a stable radix sort on the int16 row keeps each table's ts order, which is
-    # enough when both tables are ts-sorted (the usual case); otherwise sort by ts first
-    by_row = np.argsort(cols["row"], kind="stable")
-    if _unsorted_within_rows(cols["row"][by_row], cols["ts"][by_row]):
-        by_row = np.lexsort((cols["ts"], cols["row"]))
-    cols = {k: v[by_row] for k, v in cols.items()}
-    return rows, cols, opnames, srcnames
-
-
-def _source_codes(t: pa.Table, src_of: dict[str, int]) -> np.ndarray:
-    """Source line code: nki_source_location, else layer, else -1."""
-    nki = _codes(t["nki_source_location"], src_of)
-    if t.num_rows and (nki < 0).any():
-        nki = np.where(nki < 0, _codes(t["layer"], src_of), nki)
-    return nki
-
-
-def _unsorted_within_rows(row: np.ndarray, ts: np.ndarray) -> bool:
-    if row.size < 2:
-        return False
-    return bool(np.any((ts[1:] < ts[:-1]) & (row[1:] == row[:-1])))
 
 
 def _lod_table(
@@ -186,10 +107,11 @@ def _lod_table(
         if hi > lo:
             _add_pyramid(parts, r.index, ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span)
     if dma_total_row is not None:
-        dma = np.isin(cols["row"], [r.index for r in rows if r.kind == "dma"])
-        base = base_level_for(span, int(dma.sum()))
+        dma = dma_slice(rows, cols)
+        n_dma = dma.stop - dma.start if isinstance(dma, slice) else int(dma.sum())
+        base = base_level_for(span, n_dma)
         stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
-        if dma.any():
+        if n_dma:
             c = {k: cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")}
             _add_pyramid(parts, dma_total_row, c["ts"], c["dur"], c["op"], c["nbytes"], c["flops"], base, span)
     tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
@@ -232,7 +154,7 @@ def _deps_rev(p: Profile) -> pa.Table:
         if col is None or len(col) == 0:
             continue
         lengths = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
-        ids.append(np.repeat(_np(t["id"]), lengths))
+        ids.append(np.repeat(np_col(t["id"]), lengths))
         deps.append(pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.int64))
     dep = np.concatenate(deps) if deps else np.zeros(0, dtype=np.int64)
     idv = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
@@ -300,16 +222,24 @@ def build_profile_db(
 ) -> BuildResult:
     """Write the profile database at `path` (see module doc); `bar` advances 5 steps.
 
-    The steps run one after the other: overlapping them on threads was measured slower
-    (the Arrow scans and numpy passes then fight over the GIL and the two cores).
+    The raw tables are written on a second cursor from a worker thread while this thread runs
+    the analysis passes and builds the event columns and pyramids (numpy and Arrow): DuckDB
+    releases the GIL, so its writer and the numpy work share the two cores. `BuildResult.steps`
+    holds each step's wall seconds (the background step overlaps the others).
     """
     con = open_build_db(path)
+    raw_cur = con.cursor()
+    raw_cur.execute("USE build")
+    steps: dict[str, float] = {}
+    pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest")
+    raw_job = pool.submit(_timed, steps, "raw tables (background)", _write_raw, raw_cur, p)
     done = False
     try:
-        analysis, summary = analyse(p)
-        meta_stats = _write_events(con, p, bar)
-        _write_raw(con, p)
+        analysis, summary = _timed(steps, "analysis passes", analyse, p)
+        meta_stats = _write_events(con, p, bar, steps)
+        _timed(steps, "wait for raw tables", raw_job.result)
         bar.advance(1)
+        t = time.perf_counter()
         for name, table in analysis.items():
             _put(con, f"analysis_{name}", table)
         meta = {
@@ -320,24 +250,39 @@ def build_profile_db(
             "stats": meta_stats,
         }
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
-        close_build_db(con)
+        steps["write analysis+meta"] = time.perf_counter() - t
+        _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
-        _ENCODED.clear()
+        clear_encodings()
+        raw_job.cancel()
+        pool.shutdown(wait=True)
+        raw_cur.close()
         if not done:
             con.close()
     bar.advance(1)
-    return BuildResult(p.event_count, p.total_time_ns)
+    return BuildResult(p.event_count, p.total_time_ns, steps)
 
 
-def _write_events(con: duckdb.DuckDBPyConnection, p: Profile, bar: Progress) -> dict[str, Any]:
+def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any) -> _T:
+    t = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        steps[name] = time.perf_counter() - t
+
+
+def _write_events(
+    con: duckdb.DuckDBPyConnection, p: Profile, bar: Progress, steps: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Build and write events, lod, rows, opcodes and sources; returns the stats for `meta`."""
     total_time = p.total_time_ns
-    rows, cols, opnames, srcnames = _event_columns(p)
+    steps = {} if steps is None else steps
+    rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
-    sampled = _uniques(p.counters["name"]) if p.counters.num_rows else []
-    base = write_timeline(con, rows, cols, opnames, srcnames, span, sampled, bar)
+    sampled = uniques(p.counters["name"]) if p.counters.num_rows else []
+    base = write_timeline(con, rows, cols, opnames, srcnames, span, sampled, bar, steps)
     return {
         "t_max": span,
         "total_time_ns": total_time,
@@ -361,11 +306,13 @@ def write_timeline(
     span: int,
     sampled: list[str],
     bar: Progress,
+    steps: dict[str, float] | None = None,
 ) -> int:
     """Write events (cols sorted by row, ts), lod, rows, opcodes, sources; returns the finest LOD base level."""
     all_rows = rows + counter_rows(len(rows), _derived_counters(rows), sampled)
     dma_total = next((r.index for r in all_rows if r.key == COUNTER_PENDING_DMA), None)
-    lod, stats = _lod_table(rows, cols, span, dma_total)
+    steps = {} if steps is None else steps
+    lod, stats = _timed(steps, "lod pyramids", _lod_table, rows, cols, span, dma_total)
     bar.advance(1)
     empty = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": 0}
     per_row = [stats.get(r.index, empty) for r in all_rows]
@@ -385,8 +332,8 @@ def write_timeline(
         }
     )  # fmt: skip
     base = min((s["base_level"] for s in stats.values()), default=0)
-    _put(con, "events", pa.table({k: pa.array(v) for k, v in cols.items()}))
-    _put(con, "lod", lod)
+    _timed(steps, "write events", _put, con, "events", pa.table({k: pa.array(v) for k, v in cols.items()}))
+    _timed(steps, "write lod", _put, con, "lod", lod)
     _put(con, "rows", row_table)
     _put(con, "opcodes", pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}))
     _put(con, "sources", pa.table({"src": pa.array(range(len(srcnames)), pa.int32()), "name": srcnames}))

@@ -1,0 +1,191 @@
+"""Event columns of a profile database: every instruction and DMA as integer columns sorted by (row, ts).
+
+Contract: `event_columns(profile)` returns `(rows, cols, opnames, srcnames)` where `rows`
+are the event rows in display order (`nprof.store.rows.order_event_rows`), `cols` maps
+row, ts, dur, id, op, nbytes, flops, src, layer to numpy arrays (int16 row, int32 codes,
+int64 otherwise) sorted by (row, ts), ties in table order (instructions before DMA);
+`op` codes index `opnames` (opcodes and DMA directions), `src`/`layer` index `srcnames`
+(-1: none; `src` is nki_source_location, else layer). `dma_slice(rows, cols)` selects the
+events on DMA-queue rows: a slice when those rows are contiguous (always, in display order), else a mask.
+
+Speed: string columns are dictionary-encoded once per ingest (`encode`, memoised until
+`clear_encodings()`); the output columns are gathered straight into preallocated arrays,
+table by table, when DMA queues and tracks are distinct rows (the usual case) — one pass
+per column instead of decode, concatenate and permute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof.profile import Profile
+from nprof.store.rows import RowInfo, order_event_rows
+
+_ENCODED: dict[int, tuple[object, pa.ChunkedArray | pa.Array]] = {}
+EVENT_DTYPES: dict[str, Any] = {
+    "row": np.int16,
+    "ts": np.int64,
+    "dur": np.int64,
+    "id": np.int64,
+    "op": np.int32,
+    "nbytes": np.int64,
+    "flops": np.int64,
+    "src": np.int32,
+    "layer": np.int32,
+}
+
+
+def encode(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """dictionary_encode, memoised per column object while an ingest runs (uniques and codes share it)."""
+    hit = _ENCODED.get(id(column))
+    if hit is not None and hit[0] is column:
+        return hit[1]
+    enc = pc.dictionary_encode(column)
+    _ENCODED[id(column)] = (column, enc)
+    return enc
+
+
+def clear_encodings() -> None:
+    _ENCODED.clear()
+
+
+def codes(column: pa.ChunkedArray | pa.Array, mapping: dict[str, int], dtype: Any = np.int64) -> np.ndarray:
+    """Map a string column to integer codes through `mapping` (null or unmapped -> -1)."""
+    enc = encode(column)
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    out = np.empty(len(column), dtype=dtype)
+    at = 0
+    for ch in chunks:
+        lut = np.array([mapping.get(v, -1) for v in ch.dictionary.to_pylist()] + [-1], dtype=dtype)
+        idx = ch.indices
+        idx = (idx.fill_null(len(ch.dictionary)) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+        np.take(lut, idx, out=out[at : at + len(ch)], mode="clip")  # clip: no bounds-check buffer
+        at += len(ch)
+    return out
+
+
+def uniques(*columns: pa.ChunkedArray) -> list[str]:
+    seen: set[str] = set()
+    for c in columns:
+        enc = encode(c)
+        for ch in enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]:
+            seen.update(v for v in ch.dictionary.to_pylist() if v is not None)
+    return sorted(seen)
+
+
+def np_col(col: pa.ChunkedArray, dtype: Any = np.int64) -> np.ndarray:
+    return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
+
+
+def _source_codes(t: pa.Table, src_of: dict[str, int]) -> np.ndarray:
+    """Source line code: nki_source_location, else layer, else -1."""
+    nki = codes(t["nki_source_location"], src_of, np.int32)
+    if t.num_rows and (nki < 0).any():
+        nki = np.where(nki < 0, codes(t["layer"], src_of, np.int32), nki)
+    return nki
+
+
+def _unsorted_within_rows(row: np.ndarray, ts: np.ndarray) -> bool:
+    if row.size < 2:
+        return False
+    return bool(np.any((ts[1:] < ts[:-1]) & (row[1:] == row[:-1])))
+
+
+def _order(row: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
+    """Permutation sorting one table's events by (row, ts) stably; None when already in that order."""
+    if row.size < 2:
+        return None
+    if not np.any(row[1:] < row[:-1]):
+        if not _unsorted_within_rows(row, ts):
+            return None
+        return np.lexsort((ts, row))
+    by_row = np.argsort(row, kind="stable")  # radix sort on int16: keeps the table's ts order
+    if _unsorted_within_rows(row[by_row], ts[by_row]):
+        return np.lexsort((ts, row))
+    return by_row
+
+
+class _Part:
+    """One source table's event columns (lazy, in table order) and its (row, ts) permutation."""
+
+    def __init__(self, t: pa.Table, row: np.ndarray, maps: dict[str, dict[str, int]], kind: str) -> None:
+        self.t, self.row, self.maps, self.kind, self.n = t, row, maps, kind, t.num_rows
+        self.order = _order(row, np_col(t["ts"]))
+
+    def column(self, name: str) -> np.ndarray:
+        t, dt = self.t, EVENT_DTYPES[name]
+        if name == "row":
+            return self.row
+        if name in ("ts", "id"):
+            return np_col(t[name], dt)
+        if name == "dur":
+            return np_col(t["duration"], dt)
+        if name == "op":
+            return codes(t["opcode" if self.kind == "ins" else "direction"], self.maps["op"], dt)
+        if name == "src":
+            return _source_codes(t, self.maps["src"])
+        if name == "layer":
+            return codes(t["layer"], self.maps["src"], dt)
+        if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
+            return np.zeros(self.n, dtype=dt)
+        return np_col(t["bytes" if name == "nbytes" else "flops"], dt)
+
+    def gather(self, name: str, out: np.ndarray) -> None:
+        src = self.column(name)
+        if self.order is None:
+            out[:] = src
+        else:
+            np.take(src, self.order, out=out, mode="clip")
+
+
+def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str]]:
+    ins, dma = p.instructions, p.dma
+    rows = order_event_rows(set(uniques(ins["track"])), set(uniques(dma["queue"])))
+    row_of = {r.key: r.index for r in rows}
+    opnames = uniques(ins["opcode"], dma["direction"])
+    srcnames = uniques(ins["nki_source_location"], ins["layer"], dma["nki_source_location"], dma["layer"])
+    maps = {"op": {n: i for i, n in enumerate(opnames)}, "src": {n: i for i, n in enumerate(srcnames)}}
+    parts = [
+        _Part(ins, codes(ins["track"], row_of, np.int16), maps, "ins"),
+        _Part(dma, codes(dma["queue"], row_of, np.int16), maps, "dma"),
+    ]
+    parts = [x for x in parts if x.n]
+    n = sum(x.n for x in parts)
+    if len(parts) == 2 and parts[1].row.max() < parts[0].row.min():
+        parts.reverse()  # DMA queues come first in display order: the two tables do not interleave
+    elif len(parts) == 2 and not parts[0].row.max() < parts[1].row.min():
+        return rows, _interleaved(parts, n), opnames, srcnames
+    cols = {}
+    for name, dt in EVENT_DTYPES.items():
+        out = np.empty(n, dtype=dt)
+        at = 0
+        for x in parts:
+            x.gather(name, out[at : at + x.n])
+            at += x.n
+        cols[name] = out
+    return rows, cols, opnames, srcnames
+
+
+def _interleaved(parts: list[_Part], n: int) -> dict[str, np.ndarray]:
+    """General case (a name is both a track and a DMA queue): concatenate, then sort by (row, ts)."""
+    cols = {k: np.concatenate([x.column(k) for x in parts]) for k in EVENT_DTYPES}
+    by_row = np.argsort(cols["row"], kind="stable")
+    if _unsorted_within_rows(cols["row"][by_row], cols["ts"][by_row]):
+        by_row = np.lexsort((cols["ts"], cols["row"]))
+    return {k: v[by_row] for k, v in cols.items()}
+
+
+def dma_slice(rows: list[RowInfo], cols: dict[str, np.ndarray]) -> slice | np.ndarray:
+    """Where the DMA-queue events are: a slice when their rows are contiguous, else a boolean mask."""
+    dma_rows = [r.index for r in rows if r.kind == "dma"]
+    if not dma_rows:
+        return slice(0, 0)
+    lo, hi = min(dma_rows), max(dma_rows)
+    if hi - lo + 1 == len(dma_rows):
+        a, b = np.searchsorted(cols["row"], [lo, hi + 1], side="left")
+        return slice(int(a), int(b))
+    return np.isin(cols["row"], dma_rows)
