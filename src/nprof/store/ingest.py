@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
-from nprof.store.ingest_events import clear_encodings, dma_slice, event_columns, np_col, uniques
+from nprof.store.ingest_events import dma_slice, event_columns, np_col
 from nprof.store.lod import base_level_for, row_pyramid
 from nprof.store.rows import (
     COUNTER_DMA_THROUGHPUT,
@@ -274,7 +274,6 @@ def build_profile_db(
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
-        clear_encodings()
         raw_job.cancel()
         pool.shutdown(wait=True)
         raw_cur.close()
@@ -300,7 +299,7 @@ def _timeline_of_profile(
     rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
-    sampled = uniques(p.counters["name"]) if p.counters.num_rows else []
+    sampled = sorted(v for v in pc.unique(p.counters["name"]).to_pylist() if v is not None)
     tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, steps)
     bar.advance(1)
     return tables, {

@@ -8,10 +8,10 @@ int64 otherwise) sorted by (row, ts), ties in table order (instructions before D
 (-1: none; `src` is nki_source_location, else layer). `dma_slice(rows, cols)` selects the
 events on DMA-queue rows: a slice when those rows are contiguous (always, in display order), else a mask.
 
-Speed: string columns are dictionary-encoded once per ingest (`encode`, memoised until
-`clear_encodings()`); the output columns are gathered straight into preallocated arrays,
-table by table, when DMA queues and tracks are distinct rows (the usual case) — one pass
-per column instead of decode, concatenate and permute.
+Speed: string columns are dictionary-encoded once per Profile, shared with the analysis
+passes (`nprof.analysis.facts` caches the encodings on the Profile); the output columns
+are gathered straight into preallocated arrays, table by table, when DMA queues and
+tracks are distinct rows (the usual case): one pass per column, no concatenate + permute.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from nprof.analysis.facts import Facts, facts
 from nprof.profile import Profile
 from nprof.store.rows import RowInfo, order_event_rows
 
-_ENCODED: dict[int, tuple[object, pa.ChunkedArray | pa.Array]] = {}
 EVENT_DTYPES: dict[str, Any] = {
     "row": np.int16,
     "ts": np.int64,
@@ -39,41 +38,20 @@ EVENT_DTYPES: dict[str, Any] = {
 }
 
 
-def encode(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """dictionary_encode, memoised per column object while an ingest runs (uniques and codes share it)."""
-    hit = _ENCODED.get(id(column))
-    if hit is not None and hit[0] is column:
-        return hit[1]
-    enc = pc.dictionary_encode(column)
-    _ENCODED[id(column)] = (column, enc)
-    return enc
-
-
-def clear_encodings() -> None:
-    _ENCODED.clear()
-
-
-def codes(column: pa.ChunkedArray | pa.Array, mapping: dict[str, int], dtype: Any = np.int64) -> np.ndarray:
-    """Map a string column to integer codes through `mapping` (null or unmapped -> -1)."""
-    enc = encode(column)
-    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
-    out = np.empty(len(column), dtype=dtype)
-    at = 0
-    for ch in chunks:
-        lut = np.array([mapping.get(v, -1) for v in ch.dictionary.to_pylist()] + [-1], dtype=dtype)
-        idx = ch.indices
-        idx = (idx.fill_null(len(ch.dictionary)) if idx.null_count else idx).to_numpy(zero_copy_only=False)
-        np.take(lut, idx, out=out[at : at + len(ch)], mode="clip")  # clip: no bounds-check buffer
-        at += len(ch)
+def codes(f: Facts, table: str, name: str, mapping: dict[str, int], dtype: Any = np.int64) -> np.ndarray:
+    """Map a string column of `table` (instructions or dma) to codes through `mapping` (null, unmapped -> -1)."""
+    c, dictionary = f.column(table, name)  # type: ignore[misc]
+    lut = np.array([mapping.get(v, -1) for v in dictionary.to_pylist()] + [-1], dtype=dtype)
+    out = np.empty(c.size, dtype=dtype)
+    np.take(lut, c, out=out, mode="wrap")  # wrap: code -1 (null) reads the last entry; no bounds-check buffer
     return out
 
 
-def uniques(*columns: pa.ChunkedArray) -> list[str]:
+def uniques(f: Facts, *columns: tuple[str, str]) -> list[str]:
+    """Sorted distinct non-null values of (table, column) string columns."""
     seen: set[str] = set()
-    for c in columns:
-        enc = encode(c)
-        for ch in enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]:
-            seen.update(v for v in ch.dictionary.to_pylist() if v is not None)
+    for table, name in columns:
+        seen.update(v for v in f.column(table, name)[1].to_pylist() if v is not None)  # type: ignore[union-attr]
     return sorted(seen)
 
 
@@ -81,11 +59,11 @@ def np_col(col: pa.ChunkedArray, dtype: Any = np.int64) -> np.ndarray:
     return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
 
 
-def _source_codes(t: pa.Table, src_of: dict[str, int]) -> np.ndarray:
+def _source_codes(f: Facts, table: str, src_of: dict[str, int]) -> np.ndarray:
     """Source line code: nki_source_location, else layer, else -1."""
-    nki = codes(t["nki_source_location"], src_of, np.int32)
-    if t.num_rows and (nki < 0).any():
-        nki = np.where(nki < 0, codes(t["layer"], src_of, np.int32), nki)
+    nki = codes(f, table, "nki_source_location", src_of, np.int32)
+    if nki.size and (nki < 0).any():
+        nki = np.where(nki < 0, codes(f, table, "layer", src_of, np.int32), nki)
     return nki
 
 
@@ -112,9 +90,11 @@ def _order(row: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
 class _Part:
     """One source table's event columns (lazy, in table order) and its (row, ts) permutation."""
 
-    def __init__(self, t: pa.Table, row: np.ndarray, maps: dict[str, dict[str, int]], kind: str) -> None:
-        self.t, self.row, self.maps, self.kind, self.n = t, row, maps, kind, t.num_rows
-        self.order = _order(row, np_col(t["ts"]))
+    def __init__(self, f: Facts, table: str, row: np.ndarray, maps: dict[str, dict[str, int]]) -> None:
+        self.f, self.table, self.row, self.maps = f, table, row, maps
+        self.t: pa.Table = f.instructions if table == "instructions" else f.dma
+        self.kind, self.n = ("ins" if table == "instructions" else "dma"), self.t.num_rows
+        self.order = _order(row, np_col(self.t["ts"]))
 
     def column(self, name: str) -> np.ndarray:
         t, dt = self.t, EVENT_DTYPES[name]
@@ -125,11 +105,11 @@ class _Part:
         if name == "dur":
             return np_col(t["duration"], dt)
         if name == "op":
-            return codes(t["opcode" if self.kind == "ins" else "direction"], self.maps["op"], dt)
+            return codes(self.f, self.table, "opcode" if self.kind == "ins" else "direction", self.maps["op"], dt)
         if name == "src":
-            return _source_codes(t, self.maps["src"])
+            return _source_codes(self.f, self.table, self.maps["src"])
         if name == "layer":
-            return codes(t["layer"], self.maps["src"], dt)
+            return codes(self.f, self.table, "layer", self.maps["src"], dt)
         if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
             return np.zeros(self.n, dtype=dt)
         return np_col(t["bytes" if name == "nbytes" else "flops"], dt)
@@ -143,15 +123,15 @@ class _Part:
 
 
 def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str]]:
-    ins, dma = p.instructions, p.dma
-    rows = order_event_rows(set(uniques(ins["track"])), set(uniques(dma["queue"])))
+    f = facts(p)
+    rows = order_event_rows(set(uniques(f, ("instructions", "track"))), set(uniques(f, ("dma", "queue"))))
     row_of = {r.key: r.index for r in rows}
-    opnames = uniques(ins["opcode"], dma["direction"])
-    srcnames = uniques(ins["nki_source_location"], ins["layer"], dma["nki_source_location"], dma["layer"])
+    opnames = uniques(f, ("instructions", "opcode"), ("dma", "direction"))
+    srcnames = uniques(f, *((t, c) for t in ("instructions", "dma") for c in ("nki_source_location", "layer")))
     maps = {"op": {n: i for i, n in enumerate(opnames)}, "src": {n: i for i, n in enumerate(srcnames)}}
     parts = [
-        _Part(ins, codes(ins["track"], row_of, np.int16), maps, "ins"),
-        _Part(dma, codes(dma["queue"], row_of, np.int16), maps, "dma"),
+        _Part(f, "instructions", codes(f, "instructions", "track", row_of, np.int16), maps),
+        _Part(f, "dma", codes(f, "dma", "queue", row_of, np.int16), maps),
     ]
     parts = [x for x in parts if x.n]
     n = sum(x.n for x in parts)
