@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -243,18 +243,23 @@ def build_profile_db(
     zone maps need small groups. `BuildResult.steps` holds each step's wall seconds.
     """
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
-    raw_cur = con.cursor()
-    raw_cur.execute("USE build")
     steps: dict[str, float] = {}
     pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest")
-    raw_job = pool.submit(_timed, steps, "raw tables (background)", _write_raw, raw_cur, p)
+    raw_job = pool.submit(_timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p)
     done = False
+    jobs: list[Future[None]] = []
     try:
         analysis, summary = _timed(steps, "analysis passes", analyse, p)
-        tables, meta_stats = _timeline_of_profile(p, bar, steps)
-        _timed(steps, "wait for raw tables", raw_job.result)
-        raw_cur.close()
-        _timed(steps, "re-attach", _reattach, con, path)
+
+        def write_events(events: pa.Table) -> None:  # in the background while the pyramids are built
+            _timed(steps, "wait for raw tables", raw_job.result)
+            _timed(steps, "re-attach", _reattach, con, path)
+            jobs.append(
+                pool.submit(_timed, steps, "write events (background)", _on_cursor, con, _put, "events", events)
+            )
+
+        tables, meta_stats = _timeline_of_profile(p, bar, steps, write_events)
+        _timed(steps, "wait for events", jobs[0].result)
         bar.advance(1)
         for name, table in tables.items():
             _timed(steps, f"write {name}", _put, con, name, table)
@@ -274,13 +279,23 @@ def build_profile_db(
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
-        raw_job.cancel()
+        for job in (raw_job, *jobs):
+            job.cancel()
         pool.shutdown(wait=True)
-        raw_cur.close()
         if not done:
             con.close()
     bar.advance(1)
     return BuildResult(p.event_count, p.total_time_ns, steps)
+
+
+def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: Any) -> None:
+    """Run `fn(cursor, *args)` on a cursor of its own (for another thread) using the build database."""
+    cur = con.cursor()
+    try:
+        cur.execute("USE build")
+        fn(cur, *args)
+    finally:
+        cur.close()
 
 
 def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any) -> _T:
@@ -292,13 +307,15 @@ def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any
 
 
 def _timeline_of_profile(
-    p: Profile, bar: Progress, steps: dict[str, float]
+    p: Profile, bar: Progress, steps: dict[str, float], write_events: Callable[[pa.Table], None]
 ) -> tuple[dict[str, pa.Table], dict[str, Any]]:
-    """The timeline tables (events, lod, rows, opcodes, sources) of `p` and the stats for `meta`."""
+    """Hands the events table of `p` to `write_events`, then returns the other timeline tables
+    (lod, rows, opcodes, sources) and the stats for `meta`."""
     total_time = p.total_time_ns
     rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
+    write_events(events_table(cols))
     sampled = sorted(v for v in pc.unique(p.counters["name"]).to_pylist() if v is not None)
     tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, steps)
     bar.advance(1)
@@ -329,10 +346,15 @@ def write_timeline(
     """Write events (cols sorted by row, ts), lod, rows, opcodes, sources; returns the finest LOD base level."""
     tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, {})
     bar.advance(1)
-    for name, table in tables.items():
+    for name, table in {"events": events_table(cols), **tables}.items():
         _put(con, name, table)
     bar.advance(1)
     return base
+
+
+def events_table(cols: dict[str, np.ndarray]) -> pa.Table:
+    """The events table of event columns sorted by (row, ts) (zero-copy)."""
+    return pa.table({k: pa.array(v) for k, v in cols.items()})
 
 
 def timeline_tables(
@@ -344,7 +366,7 @@ def timeline_tables(
     sampled: list[str],
     steps: dict[str, float],
 ) -> tuple[dict[str, pa.Table], int]:
-    """Events (cols sorted by row, ts), lod, rows, opcodes, sources as Arrow tables, and the finest LOD base level."""
+    """lod, rows, opcodes, sources as Arrow tables (cols sorted by row, ts), and the finest LOD base level."""
     all_rows = rows + counter_rows(len(rows), _derived_counters(rows), sampled)
     dma_total = next((r.index for r in all_rows if r.key == COUNTER_PENDING_DMA), None)
     lod, stats = _timed(steps, "lod pyramids", _lod_table, rows, cols, span, dma_total)
@@ -367,7 +389,6 @@ def timeline_tables(
     )  # fmt: skip
     base = min((s["base_level"] for s in stats.values()), default=0)
     return {
-        "events": pa.table({k: pa.array(v) for k, v in cols.items()}),
         "lod": lod,
         "rows": row_table,
         "opcodes": pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}),
