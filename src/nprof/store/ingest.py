@@ -257,16 +257,17 @@ def build_profile_db(
             jobs.append(
                 pool.submit(_timed, steps, "write events (background)", _on_cursor, con, _put, "events", events)
             )
+            named = {f"analysis_{name}": table for name, table in analysis.items()}
+            jobs.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_all, named))
 
         tables, meta_stats = _timeline_of_profile(p, bar, steps, write_events)
-        _timed(steps, "wait for events", jobs[0].result)
+        for job in jobs:
+            _timed(steps, "wait for background writes", job.result)
         bar.advance(1)
         for name, table in tables.items():
             _timed(steps, f"write {name}", _put, con, name, table)
         bar.advance(1)
         t = time.perf_counter()
-        for name, table in analysis.items():
-            _put(con, f"analysis_{name}", table)
         meta = {
             "store_format": STORE_FORMAT,
             "manifest": p.info.to_json(),
@@ -275,7 +276,7 @@ def build_profile_db(
             "stats": meta_stats,
         }
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
-        steps["write analysis+meta"] = time.perf_counter() - t
+        steps["write meta"] = time.perf_counter() - t
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
@@ -286,6 +287,11 @@ def build_profile_db(
             con.close()
     bar.advance(1)
     return BuildResult(p.event_count, p.total_time_ns, steps)
+
+
+def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
+    for name, table in tables.items():
+        _put(con, name, table)
 
 
 def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: Any) -> None:
