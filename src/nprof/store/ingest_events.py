@@ -42,9 +42,7 @@ def codes(f: Facts, table: str, name: str, mapping: dict[str, int], dtype: Any =
     """Map a string column of `table` (instructions or dma) to codes through `mapping` (null, unmapped -> -1)."""
     c, dictionary = f.column(table, name)  # type: ignore[misc]
     lut = np.array([mapping.get(v, -1) for v in dictionary.to_pylist()] + [-1], dtype=dtype)
-    out = np.empty(c.size, dtype=dtype)
-    np.take(lut, c, out=out, mode="wrap")  # wrap: code -1 (null) reads the last entry; no bounds-check buffer
-    return out
+    return lut[c]  # code -1 (null) reads the last entry; int32 indices directly (np.take would copy them to intp)
 
 
 def uniques(f: Facts, *columns: tuple[str, str]) -> list[str]:
@@ -111,7 +109,7 @@ class _Part:
         if name == "layer":
             return codes(self.f, self.table, "layer", self.maps["src"], dt)
         if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
-            return np.zeros(self.n, dtype=dt)
+            return np.zeros(self.n, dtype=dt)  # calloc: untouched pages, read as zeros
         return np_col(t["bytes" if name == "nbytes" else "flops"], dt)
 
     def gather(self, name: str, out: np.ndarray) -> None:
