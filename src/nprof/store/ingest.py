@@ -39,8 +39,9 @@ import pyarrow.compute as pc
 
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
-from nprof.store.ingest_events import dma_slice, event_columns, np_col
-from nprof.store.lod import base_level_for, row_pyramid
+from nprof.store.ingest_events import event_columns, np_col
+from nprof.store.ingest_lod import LOD_SCHEMA as LOD_SCHEMA
+from nprof.store.ingest_lod import lod_table as _lod_table
 from nprof.store.rows import (
     COUNTER_DMA_THROUGHPUT,
     COUNTER_PENDING_DMA,
@@ -49,18 +50,6 @@ from nprof.store.rows import (
     counter_rows,
 )
 
-LOD_SCHEMA = pa.schema(
-    [
-        ("level", pa.int8()),
-        ("row", pa.int16()),
-        ("bucket", pa.int64()),
-        ("count", pa.int32()),
-        ("busy", pa.int64()),
-        ("op", pa.int32()),
-        ("nbytes", pa.float64()),
-        ("flops", pa.float64()),
-    ]
-)
 _T = TypeVar("_T")
 TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("id", pa.int64())])}
 
@@ -81,71 +70,6 @@ def _sorted_by_id(table: pa.Table) -> pa.Table:
     if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
         return table.take(pa.array(np.argsort(ids, kind="stable")))
     return table
-
-
-def _lod_table(
-    rows: list[RowInfo], cols: dict[str, np.ndarray], span: int, dma_total_row: int | None = None
-) -> tuple[pa.Table, dict[int, dict[str, int]]]:
-    """Per-row pyramids, each from its own base level (about 8 events per bucket on that row), plus,
-    under `dma_total_row`, the pyramid of all DMA queues together (for the DMA counters).
-    Returns the table and per-row stats (count, max_dur, first_ts, last_end, base_level) by row index."""
-    bounds = np.searchsorted(cols["row"], np.arange(len(rows) + 1), side="left")
-    parts: dict[int, list[pa.Table]] = {}
-    stats: dict[int, dict[str, int]] = {}
-    for r in rows:
-        lo, hi = int(bounds[r.index]), int(bounds[r.index + 1])
-        sl = slice(lo, hi)
-        dur = cols["dur"][sl]
-        ts = cols["ts"][sl]
-        base = base_level_for(span, hi - lo)
-        stats[r.index] = {
-            "count": hi - lo,
-            "max_dur": int(dur.max()) if hi > lo else 0,
-            "first_ts": int(ts[0]) if hi > lo else 0,
-            "last_end": int((ts + dur).max()) if hi > lo else 0,
-            "base_level": base,
-        }
-        if hi > lo:
-            _add_pyramid(parts, r.index, ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span)
-    if dma_total_row is not None:
-        dma = dma_slice(rows, cols)
-        n_dma = dma.stop - dma.start if isinstance(dma, slice) else int(dma.sum())
-        base = base_level_for(span, n_dma)
-        stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
-        if n_dma:
-            c = {k: cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")}
-            _add_pyramid(parts, dma_total_row, c["ts"], c["dur"], c["op"], c["nbytes"], c["flops"], base, span)
-    tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
-    return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), stats
-
-
-def _add_pyramid(
-    parts: dict[int, list[pa.Table]],
-    row: int,
-    ts: np.ndarray,
-    dur: np.ndarray,
-    op: np.ndarray,
-    nbytes: np.ndarray,
-    flops: np.ndarray,
-    base: int,
-    span: int,
-) -> None:
-    for level, idx, b in row_pyramid(ts, dur, op, nbytes, flops, base, span):
-        if idx.size:
-            parts.setdefault(level, []).append(
-                pa.table(
-                    {
-                        "level": pa.array(np.full(idx.size, level, dtype=np.int8)),
-                        "row": pa.array(np.full(idx.size, row, dtype=np.int16)),
-                        "bucket": pa.array(idx.astype(np.int64)),
-                        "count": pa.array(b.count.astype(np.int32)),
-                        "busy": pa.array(b.busy),
-                        "op": pa.array(b.op.astype(np.int32)),
-                        "nbytes": pa.array(b.nbytes),
-                        "flops": pa.array(b.flops),
-                    }
-                )
-            )
 
 
 def _deps_rev(p: Profile) -> pa.Table:

@@ -1,0 +1,120 @@
+"""Level-of-detail table of a profile database: per-row bucket pyramids built from the event columns.
+
+Contract: `lod_table(rows, cols, span, dma_total_row)` takes the event rows and columns of
+`nprof.store.ingest_events.event_columns` (sorted by row, ts) and returns the `lod` table
+(LOD_SCHEMA, sorted by level, row, bucket) plus per-row stats (count, max_dur, first_ts,
+last_end, base_level) by row index. Each row's pyramid starts at its own base level (about
+8 events per bucket, `nprof.store.lod.base_level_for`); under `dma_total_row` goes the
+pyramid of all DMA queues together (for the DMA counters), built on a second thread while
+the rows' pyramids are built (numpy releases the GIL for most of the work).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+
+from nprof.store.ingest_events import dma_slice
+from nprof.store.lod import base_level_for, row_pyramid
+from nprof.store.rows import RowInfo
+
+LOD_SCHEMA = pa.schema(
+    [
+        ("level", pa.int8()),
+        ("row", pa.int16()),
+        ("bucket", pa.int64()),
+        ("count", pa.int32()),
+        ("busy", pa.int64()),
+        ("op", pa.int32()),
+        ("nbytes", pa.float64()),
+        ("flops", pa.float64()),
+    ]
+)
+
+
+def lod_table(
+    rows: list[RowInfo], cols: dict[str, np.ndarray], span: int, dma_total_row: int | None = None
+) -> tuple[pa.Table, dict[int, dict[str, int]]]:
+    """Per-row pyramids, each from its own base level (about 8 events per bucket on that row), plus,
+    under `dma_total_row`, the pyramid of all DMA queues together (for the DMA counters).
+    Returns the table and per-row stats (count, max_dur, first_ts, last_end, base_level) by row index."""
+    parts: dict[int, list[pa.Table]] = {}
+    total: dict[int, list[pa.Table]] = {}
+    stats: dict[int, dict[str, int]] = {}
+    job = None
+    if dma_total_row is not None:  # the all-queues pyramid on a thread of its own (numpy releases the GIL)
+        dma = dma_slice(rows, cols)
+        n_dma = dma.stop - dma.start if isinstance(dma, slice) else int(dma.sum())
+        base = base_level_for(span, n_dma)
+        stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
+        if n_dma:
+            c = [cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")]
+            job = ThreadPoolExecutor(1, thread_name_prefix="nprof-lod")
+            done = job.submit(_add_pyramid, total, dma_total_row, *c, base, span)
+    try:
+        _row_pyramids(rows, cols, span, parts, stats)
+    finally:
+        if job is not None:
+            job.shutdown(wait=True)
+    if job is not None:
+        done.result()
+    for level, tables in total.items():
+        parts.setdefault(level, []).extend(tables)
+    tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
+    return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), stats
+
+
+def _row_pyramids(
+    rows: list[RowInfo],
+    cols: dict[str, np.ndarray],
+    span: int,
+    parts: dict[int, list[pa.Table]],
+    stats: dict[int, dict[str, int]],
+) -> None:
+    bounds = np.searchsorted(cols["row"], np.arange(len(rows) + 1), side="left")
+    for r in rows:
+        lo, hi = int(bounds[r.index]), int(bounds[r.index + 1])
+        sl = slice(lo, hi)
+        dur = cols["dur"][sl]
+        ts = cols["ts"][sl]
+        base = base_level_for(span, hi - lo)
+        stats[r.index] = {
+            "count": hi - lo,
+            "max_dur": int(dur.max()) if hi > lo else 0,
+            "first_ts": int(ts[0]) if hi > lo else 0,
+            "last_end": int((ts + dur).max()) if hi > lo else 0,
+            "base_level": base,
+        }
+        if hi > lo:
+            _add_pyramid(parts, r.index, ts, dur, cols["op"][sl], cols["nbytes"][sl], cols["flops"][sl], base, span)
+
+
+def _add_pyramid(
+    parts: dict[int, list[pa.Table]],
+    row: int,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    op: np.ndarray,
+    nbytes: np.ndarray,
+    flops: np.ndarray,
+    base: int,
+    span: int,
+) -> None:
+    for level, idx, b in row_pyramid(ts, dur, op, nbytes, flops, base, span):
+        if idx.size:
+            parts.setdefault(level, []).append(
+                pa.table(
+                    {
+                        "level": pa.array(np.full(idx.size, level, dtype=np.int8)),
+                        "row": pa.array(np.full(idx.size, row, dtype=np.int16)),
+                        "bucket": pa.array(idx.astype(np.int64)),
+                        "count": pa.array(b.count.astype(np.int32)),
+                        "busy": pa.array(b.busy),
+                        "op": pa.array(b.op.astype(np.int32)),
+                        "nbytes": pa.array(b.nbytes),
+                        "flops": pa.array(b.flops),
+                    }
+                )
+            )
