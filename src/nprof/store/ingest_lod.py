@@ -5,13 +5,11 @@ Contract: `lod_table(rows, cols, span, dma_total_row)` takes the event rows and 
 (LOD_SCHEMA, sorted by level, row, bucket) plus per-row stats (count, max_dur, first_ts,
 last_end, base_level) by row index. Each row's pyramid starts at its own base level (about
 8 events per bucket, `nprof.store.lod.base_level_for`); under `dma_total_row` goes the
-pyramid of all DMA queues together (for the DMA counters), built on a second thread while
-the rows' pyramids are built (numpy releases the GIL for most of the work).
+pyramid of all DMA queues together (for the DMA counters). Sequential: building that one
+on a second thread was measured slower (both cores are already busy with DuckDB's writes).
 """
 
 from __future__ import annotations
-
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -41,27 +39,16 @@ def lod_table(
     under `dma_total_row`, the pyramid of all DMA queues together (for the DMA counters).
     Returns the table and per-row stats (count, max_dur, first_ts, last_end, base_level) by row index."""
     parts: dict[int, list[pa.Table]] = {}
-    total: dict[int, list[pa.Table]] = {}
     stats: dict[int, dict[str, int]] = {}
-    job = None
-    if dma_total_row is not None:  # the all-queues pyramid on a thread of its own (numpy releases the GIL)
+    _row_pyramids(rows, cols, span, parts, stats)
+    if dma_total_row is not None:
         dma = dma_slice(rows, cols)
         n_dma = dma.stop - dma.start if isinstance(dma, slice) else int(dma.sum())
         base = base_level_for(span, n_dma)
         stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
         if n_dma:
             c = [cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")]
-            job = ThreadPoolExecutor(1, thread_name_prefix="nprof-lod")
-            done = job.submit(_add_pyramid, total, dma_total_row, *c, base, span)
-    try:
-        _row_pyramids(rows, cols, span, parts, stats)
-    finally:
-        if job is not None:
-            job.shutdown(wait=True)
-    if job is not None:
-        done.result()
-    for level, tables in total.items():
-        parts.setdefault(level, []).extend(tables)
+            _add_pyramid(parts, dma_total_row, *c, base, span)
     tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
     return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), stats
 
