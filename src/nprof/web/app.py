@@ -16,6 +16,7 @@ import html
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -30,11 +31,6 @@ from nprof.store import NotFound, Store
 from nprof.web.api import JSON, api_router
 
 STATIC = Path(__file__).parent / "static"
-
-_PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>nprof</title></head>
-<body style="font-family:sans-serif"><h1>nprof</h1><p>The viewer page is loading: it is not installed in
-this build ({static} has no index.html). The data is available from the <a href="/api/profiles">JSON API</a>
-(<a href="/docs">API docs</a>).</p></body></html>"""
 
 _NOT_FOUND = """<!doctype html><html><head><meta charset="utf-8"><title>nprof: not found</title></head>
 <body style="font-family:sans-serif"><h1>Not found</h1><p>{message}</p>
@@ -51,10 +47,17 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def _page(request: Request) -> Response:
-    index = STATIC / "index.html"
-    if index.is_file():
-        return HTMLResponse(index.read_text(encoding="utf-8"), headers={"Cache-Control": "no-cache"})
-    return HTMLResponse(_PLACEHOLDER.format(static=html.escape(str(STATIC))))
+    """The viewer page (index.html ships inside the package)."""
+    return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"), headers={"Cache-Control": "no-cache"})
+
+
+def _page_if_found(request: Request, lookup: Callable[[str], object], key: str) -> Response:
+    """The viewer page when `lookup(key)` finds the profile/group, else the 404 page linking to the list."""
+    try:
+        lookup(key)
+    except NprofError as exc:
+        return _not_found_page(str(exc))
+    return _page(request)
 
 
 def _not_found_page(message: str) -> HTMLResponse:
@@ -121,19 +124,11 @@ def create_app(store: Store) -> FastAPI:
 
     @app.get("/profile/{profile_id}", include_in_schema=False)
     def profile_page(request: Request, profile_id: str) -> Response:
-        try:
-            store.entry(profile_id)
-        except NprofError as exc:
-            return _not_found_page(str(exc))
-        return _page(request)
+        return _page_if_found(request, store.entry, profile_id)
 
     @app.get("/profile_cc/{group_id}", include_in_schema=False)
     def group_page(request: Request, group_id: str) -> Response:
-        try:
-            store.group(group_id)
-        except NprofError as exc:
-            return _not_found_page(str(exc))
-        return _page(request)
+        return _page_if_found(request, store.group, group_id)
 
     _start_reaper(store)
     if STATIC.is_dir():
