@@ -15,23 +15,15 @@ import orjson
 import pyarrow as pa
 
 from nprof.errors import NprofError
+from nprof.export import EXPORTERS
 from nprof.profile import TABLES, Profile, ProfileInfo
 from nprof.store import Store
 
 DOWNLOADABLE = ("json", "perfetto", "parquet", "csv")
 
 
-def _exporters() -> dict:
-    try:
-        from nprof.export import EXPORTERS
-    except ImportError:
-        return {}
-    return dict(EXPORTERS)
-
-
 def download_formats() -> list[str]:
-    available = _exporters()
-    return [f for f in DOWNLOADABLE if f in available]
+    return [f for f in DOWNLOADABLE if f in EXPORTERS]
 
 
 def load_profile(store: Store, profile_id: str) -> Profile:
