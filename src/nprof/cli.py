@@ -15,25 +15,30 @@ from nprof import __version__
 from nprof.errors import NprofError
 
 DEFAULT_PORT = 3001
+MAX_WORKERS = 4096  # simulated workers per node / in all: each is a process-level simulation
+MAX_NTH_EXEC = 10_000  # each warm-up execution is simulated in full
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse `type` accepting whole numbers >= `minimum`, with one-line messages."""
+def _int_in(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse `type` accepting whole numbers in [minimum, maximum], with one-line messages."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"expected a number <= {maximum}, got {str(value)[:40]}")
         return value
 
     return parse
 
 
-_positive = _int_at_least(1)
-_non_negative = _int_at_least(0)
+_port = _int_in(1, 65535)
+_workers = _int_in(1, MAX_WORKERS)
+_nth_exec = _int_in(1, MAX_NTH_EXEC)
 
 
 def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_help: str) -> None:
@@ -80,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument(
         "--profile-nth-exec",
-        type=_positive,
+        type=_nth_exec,
         default=1,
         metavar="N",
         help="profile the N-th execution (earlier ones are warm-up)",
@@ -90,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument(
         "-r",
         "--collectives-workers-per-node",
-        type=_positive,
+        type=_workers,
         default=None,
         metavar="N",
         help="simulate N workers per node running the program",
@@ -100,14 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument(
         "--collectives-worker-count",
-        type=_positive,
+        type=_workers,
         default=None,
         metavar="N",
         help="total workers across all nodes (multi-node)",
     )
     cap.add_argument(
         "--collectives-worker-start-id",
-        type=_non_negative,
+        type=_int_in(0, MAX_WORKERS - 1),
         default=0,
         metavar="ID",
         help="rank of this node's first worker (multi-node)",
@@ -137,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--show-perfetto-flows", action="store_true", help="perfetto: draw dependency arrows")
     view.add_argument("--terminology", action="store_true", help="print the table of terms and exit")
     view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")
-    view.add_argument("--port", type=_positive, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
+    view.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     view.add_argument("--force", action="store_true", help="replace a stored profile with the same id")
     view.add_argument("--db-bucket", default=None, metavar="ID", help="id to store the profile under")
