@@ -39,6 +39,7 @@ def _int_in(minimum: int, maximum: int) -> Callable[[str], int]:
 _port = _int_in(1, 65535)
 _workers = _int_in(1, MAX_WORKERS)
 _nth_exec = _int_in(1, MAX_NTH_EXEC)
+_top_rows = _int_in(1, 1_000_000)
 
 
 def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_help: str) -> None:
@@ -178,7 +179,7 @@ def _add_analyze_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     ana.add_argument("directory", metavar="DIR", help="capture directory (profile_rank_<i>.ntff) or dataset directory")
     ana.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="query engine (default duckdb)")
     ana.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[2])")
-    ana.add_argument("--top", type=_positive, default=20, metavar="N", help="rows of the top-ops table (default 20)")
+    ana.add_argument("--top", type=_top_rows, default=20, metavar="N", help="rows of the top-ops table (default 20)")
     ana.add_argument("--output-format", choices=("text", "json"), default="text", help="text tables or JSON")
 
 
