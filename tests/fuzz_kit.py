@@ -31,19 +31,18 @@ EXTREMES: list[Any] = [
 ]  # fmt: skip
 
 
-def _paths(obj: Any, prefix: tuple = (), out: list | None = None, limit: int = 4000) -> list[tuple]:
-    """Every container path in `obj` (dict keys / list indices), breadth-limited to `limit`."""
-    out = [] if out is None else out
-    if len(out) >= limit:
-        return out
-    if isinstance(obj, dict):
-        for k, v in obj.items():
+def _paths(obj: Any, limit: int = 4000, depth: int = 64) -> list[tuple]:
+    """Container paths in `obj` (dict keys / list indices), breadth first, at most `limit`, `depth` deep."""
+    out: list[tuple] = []
+    todo: list[tuple[tuple, Any]] = [((), obj)]
+    while todo and len(out) < limit:
+        prefix, node = todo.pop(0)
+        if len(prefix) >= depth:
+            continue
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
             out.append((*prefix, k))
-            _paths(v, (*prefix, k), out, limit)
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out.append((*prefix, i))
-            _paths(v, (*prefix, i), out, limit)
+            todo.append(((*prefix, k), v))
     return out
 
 

@@ -35,6 +35,7 @@ from nprof.arch.isa import DTYPES, Access, Engine, Instruction, Opcode, Space, n
 from nprof.arch.presets import PRESETS
 from nprof.container import open_container, write_container
 from nprof.errors import FormatError, NprofError
+from nprof.npy import read_npy
 from nprof.program.model import Program, TensorDecl
 from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
 
@@ -167,7 +168,9 @@ def _restore(value: Any) -> Any:
 
 
 def _load_constant(name: str, dtype: str, blob: bytes) -> np.ndarray:
-    arr = np.load(io.BytesIO(blob), allow_pickle=False)
+    if not isinstance(blob, bytes):
+        raise ValueError(f"constant {name!r} has no .npy bytes")
+    arr = read_npy(blob, f"constant {name!r}")
     if dtype in DTYPES and arr.dtype != numpy_dtype(dtype) and arr.dtype.kind == "u":
         arr = arr.view(numpy_dtype(dtype))
     return arr
