@@ -8,7 +8,10 @@ Ctrl-C to exit code 130. It contains no logic of its own.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from nprof import __version__
@@ -249,17 +252,25 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 _COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile, "analyze": _cmd_analyze}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(own)
-    args.command_args = command
-    if not args.command:
-        parser.print_help()
-        return 2
+class _Interrupts:
+    """Remembers a Ctrl-C even when a library (DuckDB) turns the KeyboardInterrupt into its own error."""
+
+    seen = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run one command; NprofError -> its exit code (2), Ctrl-C -> 130, each with one line on stderr."""
     try:
         return _COMMANDS[args.command](args)
     except NprofError as err:
+        if _Interrupts.seen:
+            sys.stderr.write("nprof: interrupted\n")
+            return 130
         sys.stderr.write(f"nprof {args.command}: {err}\n")
         return err.exit_code
     except KeyboardInterrupt:
@@ -267,6 +278,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception:
+        if _Interrupts.seen:  # e.g. DuckDB's "Query interrupted" raised for our KeyboardInterrupt
+            sys.stderr.write("nprof: interrupted\n")
+            return 130
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI. With `argv` None (a real `nprof` process) it ends the process itself (see `_exit`)."""
+    parser = build_parser()
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(own)
+    args.command_args = command
+    if not args.command:
+        parser.print_help()
+        return 2
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _Interrupts.handler)
+    code = _run(args)
+    if argv is None:
+        _exit(code)
+    return code
+
+
+def _exit(code: int) -> None:
+    """Flush and leave without interpreter teardown: pyarrow's and DuckDB's thread pools may abort
+    ("terminate called without an active exception", exit 134) when destroyed at shutdown. Every file
+    nprof writes is closed (atomically renamed) before its command returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
