@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile the N-th execution (earlier ones are warm-up)",
     )
     cap.add_argument("--timing-only", action="store_true", help="skip numerics (timing model only), for large programs")
+    cap.add_argument(
+        "--device-profile",
+        default="default",
+        metavar="all|nth:N|none",
+        help="-- COMMAND with torch.compile(backend='nprof'): which executions of each graph keep a device "
+        "profile (default: the first after warm-up)",
+    )
     cap.add_argument("--list-inputs", action="store_true", help="list the program's inputs and exit")
     cap.add_argument(
         "-r",
@@ -205,7 +212,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             )
         if not args.profile:
             raise NprofError("missing -s PROFILE: where to write the profile")
-        capture_command(command, args.profile, device=args.device)  # None: cuda if available, else cpu
+        capture_command(command, args.profile, device=args.device, device_profile=args.device_profile)
         return 0
     if not args.program:
         raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")
