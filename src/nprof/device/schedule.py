@@ -22,25 +22,34 @@ program index). The rules, all deterministic:
   rate (`min(16, chunks)` engines); while the active transfers' rates add up
   to more than the pool, every active transfer slows by the same factor (a
   fluid model). E.g. 16 equal transfers starting together all end when the
-  pool has moved all their bytes. Because slower DMAs move later work, the
-  schedule is recomputed with the shared durations until they stop changing
-  (at most `MAX_SHARING_PASSES` passes; then the last pass stands). When the
-  queues can never exceed the pool, one pass is exact.
+  pool has moved all their bytes.
+* Exact by construction: when the queues can never ask for more than the pool
+  (`_can_exceed_pool` is false) no transfer is ever slowed and one in-order
+  pass (`_list_schedule`) is the schedule. Otherwise `_event_schedule` runs a
+  discrete-event simulation: an instruction is *resolved* (its start known)
+  once everything it waits for is; a resolved compute instruction ends at
+  start + duration at once, a resolved DMA enters the pool at its start, and
+  the pool processes transfer starts and ends in time order, so a DMA's end is
+  fixed only when no transfer that could still start before it is unknown.
+  There is no iteration and no cap.
+* A program whose schedule cannot be computed (an instruction waiting for a
+  later one: a dependency cycle or a semaphore nobody signals) raises
+  `NprofError` naming the first stuck instruction, never hangs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from operator import itemgetter
 
 import numpy as np
 
 from nprof.arch import cost
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
+from nprof.device.waits import stuck_error, successors
+from nprof.program.model import Program
 
-MAX_SHARING_PASSES = 6
-_EPS = 1e-6  # ns: durations closer than this count as unchanged
+_EPS = 1e-6  # ns of stand-alone progress: transfers whose ends are closer than this end together
 
 
 @dataclass(frozen=True)
@@ -116,67 +125,88 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     return start, end
 
 
-def _share_pool(
-    plan: Plan, dma_start: np.ndarray, dma_dur: np.ndarray, moving: np.ndarray, dur: list[float]
-) -> list[float]:
-    """`dur` with the DMAs' durations under fluid sharing of the DMA pool, given their start times.
+def _event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], list[float]]:
+    """The exact schedule under DMA pool sharing: (start, end + [0.0]) by program index (see module doc).
 
-    `dma_start` and `dma_dur` are the start and stand-alone duration of every DMA (`plan.dma_index`
-    order), `moving` selects those with a transfer time (`dma_dur` > 0). Every active transfer progresses
-    at the same fraction of its own rate, so one "virtual clock" (ns of stand-alone progress) serves all:
-    a transfer started at virtual time v ends at virtual time v + dur. Transfers enter in (start, index)
-    order.
+    The start of a resolved instruction follows the same rule, in the same float operations, as
+    `_list_schedule`. The pool keeps one "virtual clock" (ns of stand-alone progress): every active transfer
+    progresses at the same fraction `factor` of its own rate, so a transfer entering at virtual time v ends at
+    virtual time v + dur. Its next event is the earlier of the next known arrival and the first virtual end;
+    every arrival not yet known starts no earlier than that (it waits for a transfer still queued or active).
     """
+    n = plan.n
+    g = successors(plan)
+    offsets, succ, count, pm, pl = g.offsets, g.succ, g.count, g.pm, g.pl
+    slot, dur, deps, dep1, lat1, prev = plan.slot, plan.dur, plan.deps, plan.dep1, plan.lat1, plan.prev_list
+    pooled = (plan.is_dma & (np.asarray(dur) > 0)).tolist()
+    rate = plan.dma_rate.tolist()
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
-    idx = plan.dma_index[moving]
-    by_start = np.argsort(dma_start[moving], kind="stable")
-    order = idx[by_start]
-    items = order.tolist()
-    starts = dma_start[moving][by_start].tolist()
-    durs = dma_dur[moving][by_start].tolist()
-    rates = plan.dma_rate[order].tolist()
+    start = [0.0] * (n + 1)  # start[n] = end[n] = 0.0: what "none" points at
+    end = [0.0] * (n + 1)
+    end_get = end.__getitem__
+    ready = np.flatnonzero(np.asarray(count) == 0)[::-1].tolist()  # popped lowest index first
+    arrivals: list[tuple[float, int]] = []  # (start, index) of resolved transfers not yet in the pool
+    active: list[tuple[float, int]] = []  # (virtual end, index) of transfers in the pool
+    now = virtual = demand = 0.0
+    done = 0
     inf = float("inf")
-    starts.append(inf)
-    new = list(dur)
-    heap: list[tuple[float, int, int]] = []  # (virtual end, DMA index, position in items): ties by DMA index
-    virtual = now = demand = 0.0
-    k, n_items = 0, len(items)
     while True:
-        if not heap:  # idle pool (demand is 0.0, factor 1.0): the next transfer starts
-            if k == n_items:
-                break
-            s = starts[k]
-            virtual += s - now
-            now = s
-            demand = rates[k]
-            ve = virtual + durs[k]
-            finish = now + (ve - virtual) / (1.0 if demand <= cap else cap / demand)
-            if starts[k + 1] > finish:  # it runs alone: done without the heap
-                virtual, now = ve, finish
-                new[items[k]] = finish - s
-                demand = 0.0
-            else:
-                heap.append((ve, items[k], k))
-            k += 1
-            continue
+        while ready:
+            i = ready.pop()
+            d = dep1[i]
+            if d >= 0:
+                t = end[d] + lat1[i]
+            elif d == -1:
+                t = max(map(end_get, deps[i])) + lat1[i]
+            else:  # TensorE: no latency on TensorE's own results; partner track (module doc)
+                li = lat1[i]
+                di = deps[i]
+                t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in di]) if di else li
+                f = start[pm[i]] if slot[i] == SLOT_LD else end[pl[i]]
+                if t < f:
+                    t = f
+            f = end[prev[i]]
+            if t < f:
+                t = f
+            start[i] = t
+            if pooled[i]:
+                heappush(arrivals, (t, i))
+                continue
+            end[i] = t + dur[i]
+            done += 1
+            for s in succ[offsets[i] : offsets[i + 1]]:
+                c = count[s] - 1
+                count[s] = c
+                if not c:
+                    ready.append(s)
         factor = 1.0 if demand <= cap else cap / demand
-        next_start = starts[k]
-        finish = now + (heap[0][0] - virtual) / factor
-        if next_start <= finish:
-            virtual += (next_start - now) * factor
-            now = next_start
-            heappush(heap, (virtual + durs[k], items[k], k))
-            demand += rates[k]
-            k += 1
+        finish = now + (active[0][0] - virtual) / factor if active else inf
+        if arrivals and arrivals[0][0] <= finish:  # a transfer enters the pool
+            t, i = heappop(arrivals)
+            if active:
+                virtual += (t - now) * factor
+            now = t
+            heappush(active, (virtual + dur[i], i))
+            demand += rate[i]
             continue
-        virtual, now = heap[0][0], finish
-        while heap and heap[0][0] <= virtual + _EPS:
-            _, i, j = heappop(heap)
-            demand -= rates[j]
-            new[i] = now - starts[j]
-        if not heap:
+        if not active:
+            break
+        virtual, now = active[0][0], finish
+        while active and active[0][0] <= virtual + _EPS:  # transfers end
+            _, i = heappop(active)
+            demand -= rate[i]
+            end[i] = now
+            done += 1
+            for s in succ[offsets[i] : offsets[i + 1]]:
+                c = count[s] - 1
+                count[s] = c
+                if not c:
+                    ready.append(s)
+        if not active:
             demand = 0.0  # no drift carried into the next busy period
-    return new
+    if done < n:
+        raise stuck_error(plan, program, count)
+    return start[:n], end
 
 
 def _can_exceed_pool(plan: Plan) -> bool:
@@ -199,20 +229,10 @@ def _timing(plan: Plan, start: list[float], end: list[float]) -> Timing:
     return Timing(start, end[: plan.n], wait.tolist())
 
 
-def schedule(plan: Plan) -> Timing:
-    """Start/end/wait of every instruction of `plan` (see module doc)."""
-    start, end = _list_schedule(plan, plan.dur)
+def schedule(plan: Plan, program: Program | None = None) -> Timing:
+    """Start/end/wait of every instruction of `plan` (see module doc); `program` names a stuck instruction."""
     if not _can_exceed_pool(plan):
-        return _timing(plan, start, end)
-    dmas = plan.dma_index.tolist()
-    at = itemgetter(*dmas, dmas[0])  # a tuple of the DMAs' entries (plus one, so even a single DMA gives a tuple)
-    dma_dur = np.asarray(at(plan.dur)[:-1], np.float64)
-    moving = dma_dur > 0
-    for _ in range(MAX_SHARING_PASSES):
-        s = np.asarray(at(start)[:-1], np.float64)
-        shared = _share_pool(plan, s, dma_dur, moving, plan.dur)
-        actual = np.asarray(at(end)[:-1], np.float64) - s
-        if bool(np.all(np.abs(np.asarray(at(shared)[:-1], np.float64) - actual) <= _EPS)):
-            break
-        start, end = _list_schedule(plan, shared)
+        start, end = _list_schedule(plan, plan.dur)
+    else:
+        start, end = _event_schedule(plan, program)
     return _timing(plan, start, end)

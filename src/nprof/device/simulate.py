@@ -194,7 +194,7 @@ def simulate(
 
     with _gc_paused():
         plan = plan_for(program, pre)
-        timing = schedule(plan)
+        timing = schedule(plan, program)
     outputs: dict[str, np.ndarray] = {}
     if numerics:
         outputs = _numerics(program, pre, checked, bool(missing), ignore_exec_errors, warnings)
