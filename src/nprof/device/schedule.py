@@ -17,20 +17,27 @@ program index). The rules, all deterministic:
   the shadow buffer), so it overlaps that MATMUL; a MATMUL (tensor.moving)
   waits for the latest LDWEIGHTS to end. TRANSPOSE loads its own operand and
   so occupies both tracks.
+* DMA queues (`arch.cost` cites the rules): a DMA's transfer starts at
+  `max(its dependencies' end, the previous transfer start on its queue) +
+  dma latency` (the queue's descriptor stage holds one DMA for the fixed
+  latency; transfers of one queue may then overlap). DMA triggers (FITTED
+  `dma_issue_gap_ns`): ready DMAs are triggered in order of readiness, at
+  least the gap apart, and the transfer starts the latency after its trigger.
+  `wait` of a DMA: start - (previous start on its queue + latency).
+* Elided instructions (`plan.elided`: PSUM zero-fills that start an
+  accumulation group) take no time and no place on a track: they end when
+  their dependencies end.
 * DMA transfers share the core's DMA pool (its 16 engines, capped by its HBM
   share: `arch.cost.dma_pool_bandwidth`). Alone, a transfer runs at its own
-  rate (`min(16, chunks)` engines); while the active transfers' rates add up
+  rate (one engine per 8 partitions); while the active transfers' rates add up
   to more than the pool, every active transfer slows by the same factor (a
   fluid model). E.g. 16 equal transfers starting together all end when the
   pool has moved all their bytes.
 * Exact by construction: when the queues can never ask for more than the pool
-  (`_can_exceed_pool` is false) no transfer is ever slowed and one in-order
-  pass (`_list_schedule`) is the schedule. Otherwise `_event_schedule` runs a
-  discrete-event simulation: an instruction is *resolved* (its start known)
-  once everything it waits for is; a resolved compute instruction ends at
-  start + duration at once, a resolved DMA enters the pool at its start, and
-  the pool processes transfer starts and ends in time order, so a DMA's end is
-  fixed only when no transfer that could still start before it is unknown.
+  (`_can_exceed_pool` is false) and triggers are not spaced (gap 0), no
+  transfer is ever slowed and one in-order pass (`_list_schedule`) is the
+  schedule. Otherwise `device.events` runs a discrete-event simulation that
+  processes DMA triggers, transfer starts and transfer ends in time order.
   There is no iteration and no cap.
 * A program whose schedule cannot be computed (an instruction waiting for a
   later one: a dependency cycle or a semaphore nobody signals) raises
@@ -40,16 +47,13 @@ program index). The rules, all deterministic:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from heapq import heappop, heappush
 
 import numpy as np
 
 from nprof.arch import cost
+from nprof.device.events import event_schedule
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
-from nprof.device.waits import stuck_error, successors
 from nprof.program.model import Program
-
-_EPS = 1e-6  # ns of stand-alone progress: transfers whose ends are closer than this end together
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     slot = plan.slot
     lat0 = plan.lat0
     deps = plan.deps
-    start = [0.0] * n
+    start = [0.0] * (n + 1)  # start[n] stays 0.0: the "previous DMA" of the first one
     end = [0.0] * (n + 1)  # end[n] stays 0.0: the "dependency" of instructions without any
     end_get = end.__getitem__
     transposes = plan.transposes
@@ -95,6 +99,14 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
             f = end[p]
             if t < f:
                 t = f
+            e = t + du
+        elif d == -3:  # DMA: the queue's descriptor stage (no trigger spacing on this path)
+            dd = deps[i]
+            t = max(map(end_get, dd)) if dd else 0.0
+            f = start[p]
+            if t < f:
+                t = f
+            t += li
             e = t + du
         else:  # TensorE
             f = end[p]
@@ -122,117 +134,34 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
                     ld_end = e
         start[i] = t
         end[i] = e
-    return start, end
-
-
-def _event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], list[float]]:
-    """The exact schedule under DMA pool sharing: (start, end + [0.0]) by program index (see module doc).
-
-    The start of a resolved instruction follows the same rule, in the same float operations, as
-    `_list_schedule`. The pool keeps one "virtual clock" (ns of stand-alone progress): every active transfer
-    progresses at the same fraction `factor` of its own rate, so a transfer entering at virtual time v ends at
-    virtual time v + dur. Its next event is the earlier of the next known arrival and the first virtual end;
-    every arrival not yet known starts no earlier than that (it waits for a transfer still queued or active).
-    """
-    n = plan.n
-    g = successors(plan)
-    offsets, succ, count, pm, pl = g.offsets, g.succ, g.count, g.pm, g.pl
-    slot, dur, deps, dep1, lat1, prev = plan.slot, plan.dur, plan.deps, plan.dep1, plan.lat1, plan.prev_list
-    pooled = (plan.is_dma & (np.asarray(dur) > 0)).tolist()
-    rate = plan.dma_rate.tolist()
-    cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
-    start = [0.0] * (n + 1)  # start[n] = end[n] = 0.0: what "none" points at
-    end = [0.0] * (n + 1)
-    end_get = end.__getitem__
-    ready = np.flatnonzero(np.asarray(count) == 0)[::-1].tolist()  # popped lowest index first
-    arrivals: list[tuple[float, int]] = []  # (start, index) of resolved transfers not yet in the pool
-    active: list[tuple[float, int]] = []  # (virtual end, index) of transfers in the pool
-    now = virtual = demand = 0.0
-    done = 0
-    inf = float("inf")
-    while True:
-        while ready:
-            i = ready.pop()
-            d = dep1[i]
-            if d >= 0:
-                t = end[d] + lat1[i]
-            elif d == -1:
-                t = max(map(end_get, deps[i])) + lat1[i]
-            else:  # TensorE: no latency on TensorE's own results; partner track (module doc)
-                li = lat1[i]
-                di = deps[i]
-                t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in di]) if di else li
-                f = start[pm[i]] if slot[i] == SLOT_LD else end[pl[i]]
-                if t < f:
-                    t = f
-            f = end[prev[i]]
-            if t < f:
-                t = f
-            start[i] = t
-            if pooled[i]:
-                heappush(arrivals, (t, i))
-                continue
-            end[i] = t + dur[i]
-            done += 1
-            for s in succ[offsets[i] : offsets[i + 1]]:
-                c = count[s] - 1
-                count[s] = c
-                if not c:
-                    ready.append(s)
-        factor = 1.0 if demand <= cap else cap / demand
-        finish = now + (active[0][0] - virtual) / factor if active else inf
-        if arrivals and arrivals[0][0] <= finish:  # a transfer enters the pool
-            t, i = heappop(arrivals)
-            if active:
-                virtual += (t - now) * factor
-            now = t
-            heappush(active, (virtual + dur[i], i))
-            demand += rate[i]
-            continue
-        if not active:
-            break
-        virtual, now = active[0][0], finish
-        while active and active[0][0] <= virtual + _EPS:  # transfers end
-            _, i = heappop(active)
-            demand -= rate[i]
-            end[i] = now
-            done += 1
-            for s in succ[offsets[i] : offsets[i + 1]]:
-                c = count[s] - 1
-                count[s] = c
-                if not c:
-                    ready.append(s)
-        if not active:
-            demand = 0.0  # no drift carried into the next busy period
-    if done < n:
-        raise stuck_error(plan, program, count)
     return start[:n], end
 
 
 def _can_exceed_pool(plan: Plan) -> bool:
-    """Could the queues together ever ask the pool for more than it has? (If not, one pass is exact.)"""
-    idx = plan.dma_index
-    if not len(idx):
-        return False
-    queues = np.asarray(plan.slot, np.int64)[idx]
-    rates = plan.dma_rate[idx]
-    fastest = np.zeros(int(queues.max()) + 1, np.float64)
-    np.maximum.at(fastest, queues, rates)
-    _, first = np.unique(queues, return_index=True)
-    in_order = fastest[queues[np.sort(first)]].tolist()  # queues in order of their first DMA, as summed before
-    return sum(in_order) > cost.dma_pool_bandwidth(plan.preset) * 1e-9 * (1 + 1e-12)
+    """Could the transfers together ever ask the pool for more than it has? (If not, one pass is exact.)
+
+    Transfers of one queue may overlap (module doc), so the only safe bound is the sum of all their rates.
+    """
+    rates = plan.dma_rate[plan.dma_index]
+    return float(rates.sum()) > cost.dma_pool_bandwidth(plan.preset) * 1e-9 * (1 + 1e-12)
 
 
 def _timing(plan: Plan, start: list[float], end: list[float]) -> Timing:
-    """Timing lists; `wait` = start - the end of the instruction that freed the track (0.0 when none)."""
-    wait = np.asarray(start, np.float64) - np.asarray(end, np.float64)[plan.prev]
+    """Timing lists; `wait` = start - when the track was free for it (module doc; 0.0 for elided ones)."""
+    st = np.asarray(start, np.float64)
+    en = np.asarray(end, np.float64)
+    free = en[plan.prev]
+    dma = plan.is_dma & (plan.prev < plan.n)
+    free[dma] = st[plan.prev[dma]] + np.asarray(plan.lat, np.float64)[dma]
+    wait = np.maximum(st - free, 0.0)
+    wait[plan.elided] = 0.0
     return Timing(start, end[: plan.n], wait.tolist())
 
 
 def schedule(plan: Plan, program: Program | None = None) -> Timing:
     """Start/end/wait of every instruction of `plan` (see module doc); `program` names a stuck instruction."""
-    if not _can_exceed_pool(plan):
+    if not _can_exceed_pool(plan) and plan.preset.dma_issue_gap_ns == 0:
         start, end = _list_schedule(plan, plan.dur)
     else:
-        start, end = _event_schedule(plan, program)
+        start, end = event_schedule(plan, program)
     return _timing(plan, start, end)

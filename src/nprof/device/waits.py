@@ -2,10 +2,12 @@
 
 Contract: `successors(plan) -> WaitGraph` gives, in CSR form (plain lists, for the scheduler's loop), every
 instruction's successors: the instructions that wait for it. An instruction waits for its dependencies, for
-the instruction before it on its track (`plan.prev`), and on TensorE for its partner track: an LDWEIGHTS for
-the *start* of the MATMUL/TRANSPOSE before it (`pm`, the shadow weight buffer frees when that matmul starts),
-a MATMUL/TRANSPOSE for the end of the LDWEIGHTS/TRANSPOSE before it (`pl`). `pm`/`pl` are n when there is
-none. `stuck_error` builds the NprofError for instructions that can never start.
+the instruction before it on its track (`plan.prev`; a DMA for its *start*: the queue's descriptor stage frees
+when the previous transfer starts), and on
+TensorE for its partner track: an LDWEIGHTS for the *start* of the MATMUL/TRANSPOSE before it (`pm`, the
+shadow weight buffer frees when that matmul starts), a MATMUL/TRANSPOSE for the end of the
+LDWEIGHTS/TRANSPOSE before it (`pl`). `pm`/`pl` are n when there is none. `stuck_error` builds the
+NprofError for instructions that can never start.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from nprof.program.model import Program
 class WaitGraph(NamedTuple):
     """Successor lists (CSR), the number of things each instruction waits for, and the TensorE partners."""
 
-    offsets: list[int]  # successors of i: succ[offsets[i]:offsets[i + 1]]
+    offsets: list[int]  # successors waiting for the end of i: succ[offsets[i]:offsets[i + 1]]
     succ: list[int]
+    s_offsets: list[int]  # successors waiting for the start of i: s_succ[s_offsets[i]:s_offsets[i + 1]]
+    s_succ: list[int]
     count: list[int]  # how many waits each instruction has (a successor appears once per wait)
     pm: list[int]  # LDWEIGHTS: the MATMUL/TRANSPOSE before it (n: none)
     pl: list[int]  # MATMUL/TRANSPOSE: the LDWEIGHTS/TRANSPOSE before it (n: none)
@@ -49,23 +53,31 @@ def tensor_partners(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     return pm, pl
 
 
+def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:
+    """Successor lists of the edges src -> dst (src < n), grouped by src."""
+    order = np.argsort(src, kind="stable")
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=offsets[1:])
+    return offsets.tolist(), dst[order].tolist()
+
+
 def successors(plan: Plan) -> WaitGraph:
     """The wait-for graph of `plan` (see module doc)."""
     n = plan.n
     owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(plan.deps_offsets))
     idx = np.arange(n, dtype=np.int64)
     pm, pl = tensor_partners(plan)
-    src = [plan.deps_flat, plan.prev, pm, pl]
-    dst = [owner, idx, idx, idx]
-    src_all = np.concatenate(src)
-    dst_all = np.concatenate(dst)
-    keep = src_all < n
-    src_all, dst_all = src_all[keep], dst_all[keep]
-    order = np.argsort(src_all, kind="stable")
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src_all, minlength=n), out=offsets[1:])
-    count = np.bincount(dst_all, minlength=n)
-    return WaitGraph(offsets.tolist(), dst_all[order].tolist(), count.tolist(), pm.tolist(), pl.tolist())
+    dma = plan.is_dma
+    prev = plan.prev
+    end_src = np.concatenate([plan.deps_flat, np.where(dma, n, prev), pl])
+    end_dst = np.concatenate([owner, idx, idx])
+    start_src = np.concatenate([np.where(dma, prev, n), pm])
+    start_dst = np.concatenate([idx, idx])
+    keep, s_keep = end_src < n, start_src < n
+    offsets, succ = _csr(end_src[keep], end_dst[keep], n)
+    s_offsets, s_succ = _csr(start_src[s_keep], start_dst[s_keep], n)
+    count = np.bincount(end_dst[keep], minlength=n) + np.bincount(start_dst[s_keep], minlength=n)
+    return WaitGraph(offsets, succ, s_offsets, s_succ, count.tolist(), pm.tolist(), pl.tolist())
 
 
 def stuck_error(plan: Plan, program: Program | None, count: list[int]) -> NprofError:
