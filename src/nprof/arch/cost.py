@@ -37,6 +37,11 @@ Choices where the table is silent (documented here, tested by hand):
   throughput curve of that page (throughput proportional to bytes per
   partition up to ~2 KiB, flat from 4 KiB at p=128) is this rule: one
   transfer per ~1.2 us per queue until the bytes saturate the bandwidth.
+  Queue assignment (same page: "The queue ID is typically tied to the trigger
+  engine and the method of descriptor generation"): a DMA statement of a
+  kernel is one static instruction with its descriptors, so every execution of
+  it (every loop iteration) uses the same queue; distinct statements take the
+  queues round-robin (`nprof.nki.trace`).
 * DMA triggers (FITTED `dma_issue_gap_ns`): DMAs are triggered by instructions
   in an engine's in-order stream, so consecutive DMAs of the program (any
   queue) start at least `dma_issue_gap_ns` apart. Calibration set: the NKI
