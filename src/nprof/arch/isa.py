@@ -56,10 +56,24 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
   fill (float).
 * SELECT (VectorE): outs[0] = where(ins[0] != 0, ins[1], ins[2]).
 * RECIPROCAL (VectorE): outs[0] = 1 / ins[0].
-* BN_STATS (VectorE): outs[0] [P, 3] = (mean, variance, count) of all free
-  elements of ins[0] per partition (population variance). BN_AGGR (VectorE):
-  ins[0] [P, 3*k] holds k such triples; outs[0] [P, 2] = (mean, variance) of
+* BN_STATS (VectorE): outs[0] [P, 6] = (count, mean, variance*count) of the
+  even and then of the odd free elements of ins[0] per partition (population
+  variance; the hardware layout). BN_AGGR (VectorE): ins[0] [P, 3*k] holds k
+  (count, mean, variance*count) triples; outs[0] [P, 2] = (mean, variance) of
   the union, combined exactly (Chan et al.).
+* TENSOR_SCALAR with attrs reduce_op and outs[1] [P, 1]: outs[1] = reduce of
+  outs[0] over all free dims (nisa.tensor_scalar_reduce).
+* TENSOR_TENSOR_SCAN (VectorE): per partition over the flattened free axis,
+  r[0] = op1(op0(ins[0][0], init), ins[1][0]), r[i] = op1(op0(ins[0][i],
+  r[i-1]), ins[1][i]); init is attrs initial or ins[2] [P, 1]; attrs op0, op1.
+* TENSOR_PARTITION_REDUCE (GpSimdE): outs[0] [1, F...] = reduce of ins[0] over
+  the partition axis; attrs op.
+* MAX8 (VectorE): outs[0] [P, 8] = the 8 largest free elements, descending.
+  FIND_INDEX8 (VectorE): outs[0] [P, 8] = index of the first occurrence of
+  each of ins[1]'s 8 values in ins[0] (flattened free axis).
+  MATCH_REPLACE8 (VectorE): outs[0] = ins[0] with the first occurrence of each
+  of ins[1]'s 8 values replaced by attrs imm; outs[1], when present, the
+  indices.
 * ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER / ALL_TO_ALL (CC-cores): collective
   across the workers of attrs group (tuple of ranks; empty = all); ins[0] is
   this rank's HBM contribution, outs[0] its HBM result; attrs op (ALU op for
@@ -119,6 +133,11 @@ class Opcode(StrEnum):
     RECIPROCAL = "RECIPROCAL"
     BN_STATS = "BN_STATS"
     BN_AGGR = "BN_AGGR"
+    TENSOR_TENSOR_SCAN = "TENSOR_TENSOR_SCAN"
+    TENSOR_PARTITION_REDUCE = "TENSOR_PARTITION_REDUCE"
+    MAX8 = "MAX8"
+    FIND_INDEX8 = "FIND_INDEX8"
+    MATCH_REPLACE8 = "MATCH_REPLACE8"
     ALL_REDUCE = "ALL_REDUCE"
     ALL_GATHER = "ALL_GATHER"
     REDUCE_SCATTER = "REDUCE_SCATTER"
