@@ -150,12 +150,14 @@ COLLECTIVES = frozenset({Opcode.ALL_REDUCE, Opcode.ALL_GATHER, Opcode.REDUCE_SCA
 ACTIVATION_FUNCS = (
     "copy", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu", "sqrt", "rsqrt",
     "reciprocal", "square", "abs", "negative", "sign", "erf", "softplus", "sin", "cos",
+    "tan", "arctan", "floor", "ceil", "trunc", "mish", "gelu_apprx_sigmoid", "silu_dx", "gelu_dx", "erf_dx",
 )  # fmt: skip
 
 ALU_OPS = (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "bypass",
     "is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt", "logical_and", "logical_or",
     "bitwise_and", "bitwise_or", "abs_max", "mod",
+    "bitwise_xor", "logical_xor", "left_shift", "right_shift", "fmod", "abs_min",
 )  # fmt: skip
 
 DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "int32", "int16", "int8", "uint8", "uint32")

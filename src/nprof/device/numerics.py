@@ -23,7 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import COLLECTIVES, Instruction, Opcode
 from nprof.device.memory import Memory
-from nprof.device.numerics_ext import SELECTION_HANDLERS
+from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS
 
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
@@ -65,6 +65,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "softplus": lambda x: np.logaddexp(np.float32(0), x),
     "sin": np.sin,
     "cos": np.cos,
+    **EXTRA_ACTIVATIONS,
 }
 
 
@@ -102,6 +103,10 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "bitwise_or": _bitwise(np.bitwise_or),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "mod": np.mod,
+    "bitwise_xor": _bitwise(np.bitwise_xor),
+    "left_shift": _bitwise(np.left_shift),
+    "right_shift": _bitwise(np.right_shift),
+    **EXTRA_ALU,
 }
 
 REDUCE: dict[str, Callable[..., np.ndarray]] = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod}

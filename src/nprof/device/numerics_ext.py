@@ -84,6 +84,38 @@ def _match_replace8(ins: Instruction, mem: Memory) -> None:
         mem.write(ins.outs[1], idx.reshape(ins.outs[1].shape))
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from nprof.device.numerics import _erf as erf
+
+    return erf(x)
+
+
+_INV_SQRT_2PI = np.float32(1.0 / np.sqrt(2.0 * np.pi))
+EXTRA_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tan": np.tan,
+    "arctan": np.arctan,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "mish": lambda x: (x * np.tanh(np.logaddexp(np.float32(0), x))).astype(np.float32),
+    "gelu_apprx_sigmoid": lambda x: (x * _sigmoid(np.float32(1.702) * x)).astype(np.float32),
+    "silu_dx": lambda x: (_sigmoid(x) * (1 + x * (1 - _sigmoid(x)))).astype(np.float32),
+    "gelu_dx": lambda x: (
+        0.5 * (1 + _erf(x / np.float32(np.sqrt(2.0)))) + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    ).astype(np.float32),
+    "erf_dx": lambda x: (np.float32(2.0 / np.sqrt(np.pi)) * np.exp(-x * x)).astype(np.float32),
+}
+EXTRA_ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float32),
+    "fmod": np.fmod,
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
+}
+
+
 SELECTION_HANDLERS: dict[Opcode, Callable[[Instruction, Memory], None]] = {
     Opcode.TENSOR_TENSOR_SCAN: _scan,
     Opcode.TENSOR_PARTITION_REDUCE: _partition_reduce,

@@ -105,7 +105,7 @@ def result_tile(out: Any, shape: tuple[int, ...], dtype: str, space: Space = Spa
     if out.shape == shape:
         return out
     flat = out.flatten_free() if out.shape[:1] == shape[:1] and out.ndim >= 1 else None
-    if flat is None or flat.shape[1:2] != (math.prod(shape[1:]),) and not (len(shape) == 1 and flat.ndim == 1):
+    if flat is None or (flat.shape[1:2] != (math.prod(shape[1:]),) and not (len(shape) == 1 and flat.ndim == 1)):
         raise kernel_error(f"result has shape {shape} but the destination has shape {out.shape}")
     return flat.unflatten_free(tuple(shape[1:])) if len(shape) > 1 else flat
 

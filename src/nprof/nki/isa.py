@@ -26,6 +26,7 @@ from nprof.arch.isa import ACTIVATION_FUNCS, ALU_OPS, Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.calls import beta2, unmodelled, unmodelled_if
+from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     _ENGINES,
     dge_mode,
@@ -43,10 +44,8 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     unknown_engine,
     vector_engine,
 )
-from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
-
 
 _NP_ALU = {
     np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide", np.maximum: "maximum",
@@ -202,8 +201,10 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
 # -- ScalarE / VectorE / GpSimdE ------------------------------------------------------------------
 def _reduce_cmd_check(func: str, cmd: Any) -> None:
     if cmd not in (None, reduce_cmd.idle, reduce_cmd.reset_reduce):
-        raise kernel_error(f"{func}(reduce_cmd={cmd!r}): accumulating across instructions in the engine's "
-                           "registers is not supported by nprof; reduce into a tile and combine with nl.add")  # fmt: skip
+        raise kernel_error(
+            f"{func}(reduce_cmd={cmd!r}): accumulating across instructions in the engine's registers is not "
+            "supported by nprof; reduce into a tile and combine with nl.add"
+        )
 
 
 @beta2(("dst", "op", "data", "bias", "scale", "reduce_op", "reduce_res", "reduce_cmd", "name"), at=0)

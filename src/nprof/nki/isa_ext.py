@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from nprof.arch.isa import Engine, Opcode, Space
+from nprof.arch.isa import Engine, Opcode
 from nprof.nki import compute as _c
 from nprof.nki.calls import beta2
 from nprof.nki.source import kernel_error
