@@ -160,11 +160,23 @@ ALU_OPS = (
     "bitwise_xor", "logical_xor", "left_shift", "right_shift", "fmod", "abs_min",
 )  # fmt: skip
 
-DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "int32", "int16", "int8", "uint8", "uint32")
+DTYPES = (
+    "float32",
+    "bfloat16",
+    "float16",
+    "float8_e4m3",
+    "float8_e5m2",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "uint16",
+    "uint32",
+)
 
 ITEMSIZE = {
     "float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3": 1, "float8_e5m2": 1,
-    "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint32": 4,
+    "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "uint32": 4,
 }  # fmt: skip
 
 

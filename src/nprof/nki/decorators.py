@@ -103,6 +103,12 @@ def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     return _as_kernel(kernel).run(*args, **kwargs)
 
 
+def simulate(kernel: Any) -> Callable[..., Any]:
+    """`nki.simulate(kernel)(*arrays)` (the beta-2 entry point): `kernel` run on the virtual device."""
+    k = _as_kernel(kernel)
+    return k.run
+
+
 @dataclass(frozen=True)
 class LatencyStats:
     """Latency samples of the measured iterations, in µs."""

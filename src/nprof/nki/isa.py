@@ -25,7 +25,9 @@ import numpy as np
 from nprof.arch.isa import ACTIVATION_FUNCS, ALU_OPS, Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
-from nprof.nki.calls import beta2, unmodelled, unmodelled_if
+from nprof.nki.calls import beta2
+from nprof.nki.calls import unmodelled as _unmodelled
+from nprof.nki.calls import unmodelled_if as _unmodelled_if
 from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     _ENGINES,
@@ -131,10 +133,10 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     into `dst` (beta 2; `accumulate` True/False, or None to infer). `is_transpose` runs as a plain matmul (equal
     to the transpose when `moving` is an identity); tiling, one-zero hints and perf modes warn (not modelled)."""
     _check_no_mask(mask, "nc_matmul")
-    unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
+    _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
                   is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
     if perf_mode not in (None, matmul_perf_mode.none, "none"):
-        unmodelled("nisa.nc_matmul", "perf_mode")
+        _unmodelled("nisa.nc_matmul", "perf_mode")
     builder = _trace.current()
     p = builder.preset
     st, mv = _c.tile(stationary, "stationary"), _c.tile(moving, "moving")
@@ -173,7 +175,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
 
 
 @beta2(("dst", "data", "engine", "name"), at=1)
-def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, dst: Any = None,
+def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, dst: Any = None,
                  name: Any = None) -> NkiTensor:  # fmt: skip
     """data.T of a 2-D tile into a new PSUM tile [F, P] (TensorE) or into `dst` (PSUM: TensorE, SBUF: VectorE)."""
     builder = _trace.current()
@@ -192,7 +194,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     res = _c.result_tile(dst, (free, parts), dt, Space.PSUM)
     eng = Engine.TENSOR if res.space is Space.PSUM else Engine.VECTOR
     if engine not in (None, globals()["engine"].unknown) and _ENGINES.get(engine) is not eng:
-        unmodelled("nisa.nc_transpose", "engine", f"runs on {eng.value} for a {res.space.value} destination")
+        _unmodelled("nisa.nc_transpose", "engine", f"runs on {eng.value} for a {res.space.value} destination")
     o, i = (res, x) if mask is None else (res, x.masked(mask))
     _c.emit(eng, Opcode.TRANSPOSE, [o], [i])
     return res
@@ -231,7 +233,7 @@ _VSG = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
 @beta2(("dst", "data1", "data2", "op", "engine", "name"), at=2)
-def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None, engine: Any = None,
+def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None, engine: Any = engine.unknown,
                   dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """Elementwise op of two same-shape tiles (VectorE, or GpSimdE)."""
     return _c.tensor_tensor(data1, data2, alu_name(op), dtype=_dtype_for(dst, dtype, "tensor_tensor"), mask=mask,
@@ -240,7 +242,7 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
 
 @beta2(("dst", "data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1", "engine", "name"), at=1)
 def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,
-                  reverse1: bool = False, *, dtype: Any = None, mask: Any = None, engine: Any = None,
+                  reverse1: bool = False, *, dtype: Any = None, mask: Any = None, engine: Any = engine.unknown,
                   dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """(data <op0> operand0) <op1> operand1 with scalar or [P, 1] operands (VectorE, ScalarE or GpSimdE)."""
     return _c.tensor_scalar(
@@ -269,7 +271,7 @@ def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any
 
 
 @beta2(("dst", "src", "engine", "name"), at=1)
-def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, dst: Any = None,
+def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, dst: Any = None,
                 name: Any = None) -> NkiTensor:  # fmt: skip
     """A copy of `src` (cast to `dtype` / dst's dtype) on VectorE, ScalarE or GpSimdE."""
     return _c.copy(src, dtype=_dtype_for(dst, dtype, "tensor_copy"), mask=mask,
@@ -288,7 +290,7 @@ def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, dst: Any = Non
 
 
 @beta2(("dst", "value", "engine", "name"), at=0)
-def memset(shape: Any = None, value: Any = None, dtype: Any = None, *, mask: Any = None, engine: Any = None,
+def memset(shape: Any = None, value: Any = None, dtype: Any = None, *, mask: Any = None, engine: Any = engine.unknown,
            dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """A new tile of `shape`/`dtype` (or `dst`) filled with `value` (VectorE or GpSimdE MEMSET)."""
     if value is None:
@@ -376,7 +378,7 @@ def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None, 
 
 
 def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
-             dge_mode: Any = dge_mode.unknown, priority: Any = None, engine: Any = None,
+             dge_mode: Any = dge_mode.unknown, priority: Any = None, engine: Any = engine.unknown,
              name: Any = None) -> None:  # fmt: skip
     """Copy `src` to `dst` with one DMA (HBM<->SBUF, HBM->HBM, SBUF<->SBUF)."""
     if dst_rmw_op is not None:
@@ -384,9 +386,9 @@ def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oo
     if oob_mode == globals()["oob_mode"].skip:
         raise kernel_error("dma_copy(oob_mode=skip) is not supported: nprof checks bounds at trace time; "
                            "narrow the indices or pass mask=")  # fmt: skip
-    unmodelled_if("nisa.dma_copy", dge_mode=(dge_mode, globals()["dge_mode"].unknown), priority=(priority, None))
+    _unmodelled_if("nisa.dma_copy", dge_mode=(dge_mode, globals()["dge_mode"].unknown), priority=(priority, None))
     if engine not in (None, globals()["engine"].unknown, dma_engine):
-        unmodelled("nisa.dma_copy", "engine")
+        _unmodelled("nisa.dma_copy", "engine")
     for v, what in ((dst, "dst"), (src, "src")):
         if not isinstance(v, NkiTensor):
             raise kernel_error(f"dma_copy {what} must be a tensor or tile, got {type(v).__name__}")

@@ -16,6 +16,7 @@ from typing import Any
 
 from nprof.arch.isa import Engine, Opcode
 from nprof.nki import compute as _c
+from nprof.nki import isa_enums as _isa_enums
 from nprof.nki.calls import beta2
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
@@ -122,8 +123,8 @@ def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: 
 @beta2(("dst", "predicate", "on_true", "on_false", "reduce_res", "reduce_cmd", "reduce_op", "reverse_pred", "name"),
        at=0)  # fmt: skip
 def select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_res: Any = None,
-                  reduce_cmd: Any = None, reduce_op: Any = None, reverse_pred: bool = False, mask: Any = None,
-                  dtype: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+                  reduce_cmd: Any = _isa_enums.reduce_cmd.idle, reduce_op: Any = None, reverse_pred: bool = False,
+                  mask: Any = None, dtype: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """dst = where(predicate, on_true, on_false) (SELECT), then optionally reduce dst's free axes into
     reduce_res (TENSOR_REDUCE; two instructions where the hardware fuses them)."""
     _isa()._reduce_cmd_check("nisa.select_reduce", reduce_cmd)
@@ -177,7 +178,9 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, 
                  _dt(dst, dtype, x.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
 
 
-def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None) -> NkiTensor:
+def tensor_copy_dynamic_src(
+    src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = _isa_enums.engine.unknown
+) -> NkiTensor:
     """A copy whose source is addressed with runtime values (cost of a dynamic copy; indices resolved at trace)."""
     x = _c.tile(src, "src")
     res = _c.new_tile(x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
@@ -186,7 +189,9 @@ def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None, en
     return res
 
 
-def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any = None, engine: Any = None) -> None:
+def tensor_copy_dynamic_dst(
+    *, dst: Any, src: Any, mask: Any = None, dtype: Any = None, engine: Any = _isa_enums.engine.unknown
+) -> None:
     """A copy into `dst` addressed with runtime values (cost of a dynamic copy; indices resolved at trace)."""
     x = _c.tile(src, "src")
     o, i = _c.apply_mask(mask, x.shape, _c.result_tile(dst, x.shape, x.dtype_name), x)

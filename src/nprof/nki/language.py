@@ -36,6 +36,7 @@ from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     int32,
     tfloat32,
     uint8,
+    uint16,
     uint32,
 )
 from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
@@ -69,6 +70,7 @@ class tile_size:
     psum_fmax = 512  # fp32 elements of one PSUM bank per partition
     gemm_stationary_fmax = 128  # free size of the matmul stationary operand
     gemm_moving_fmax = 512  # free size of the matmul moving operand
+    bn_stats_fmax = 512  # free elements one nisa.bn_stats reads
 
 
 def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
@@ -86,12 +88,12 @@ def program_id(axis: int = 0) -> int:
     return builder.program_id[axis] if axis < len(builder.program_id) else 0
 
 
-def num_programs(axis: int | None = None) -> int:
-    """Launch-grid size along `axis` (all instances when None); 1 without a grid."""
+def num_programs(axes: int | None = None) -> int:
+    """Launch-grid size along `axes` (all instances when None); 1 without a grid."""
     grid = _trace.current().grid
-    if axis is None:
+    if axes is None:
         return math.prod(grid) if grid else 1
-    return grid[axis] if axis < len(grid) else 1
+    return grid[axes] if axes < len(grid) else 1
 
 
 def program_ndim() -> int:
@@ -117,6 +119,10 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTe
         if buf is shared_hbm:
             return builder.shared_tensor(hint, tuple(int(s) for s in shape), dt)
         return builder.hbm_tensor(builder.unique_name(hint), shape, dt, kind="internal")
+    if getattr(buf, "request", None) is not None:  # nki.compiler direct allocation: placed by nprof instead
+        from nprof.nki.calls import unmodelled
+
+        unmodelled(buf.name, "buffer", "tiles are placed by nprof's allocator")
     axis = next((k for k, s in enumerate(shape) if isinstance(s, par_dim)), 0)
     return builder.alloc(tuple(int(s) for s in shape), dt, buf.space, name, axis)
 
@@ -233,8 +239,8 @@ def _act(func: str) -> Any:
     return op
 
 
-def _alu(name: str, alu: str) -> Any:
-    def op(x: Any, y: Any, *, dtype: Any = None, mask: Predicate | None = None) -> Any:
+def _alu(name: str, alu: str, default_dtype: Any = None) -> Any:
+    def op(x: Any, y: Any, *, dtype: Any = default_dtype, mask: Predicate | None = None) -> Any:
         return _c.binary(alu, x, y, dtype=dtype, mask=mask)
 
     op.__name__ = op.__qualname__ = name
@@ -251,10 +257,11 @@ abs = _act("abs")
 
 add, subtract, multiply, divide = (_alu(n, n) for n in ("add", "subtract", "multiply", "divide"))
 maximum, minimum, power = _alu("maximum", "maximum"), _alu("minimum", "minimum"), _alu("power", "power")
-equal, not_equal = _alu("equal", "is_equal"), _alu("not_equal", "not_equal")
-greater, greater_equal = _alu("greater", "is_gt"), _alu("greater_equal", "is_ge")
-less, less_equal = _alu("less", "is_lt"), _alu("less_equal", "is_le")
-logical_and, logical_or = _alu("logical_and", "logical_and"), _alu("logical_or", "logical_or")
+# comparisons and logical ops give bool_ (uint8 0/1) tiles unless dtype= says otherwise, as in NKI
+equal, not_equal = _alu("equal", "is_equal", bool_), _alu("not_equal", "not_equal", bool_)
+greater, greater_equal = _alu("greater", "is_gt", bool_), _alu("greater_equal", "is_ge", bool_)
+less, less_equal = _alu("less", "is_lt", bool_), _alu("less_equal", "is_le", bool_)
+logical_and, logical_or = _alu("logical_and", "logical_and", bool_), _alu("logical_or", "logical_or", bool_)
 bitwise_and, bitwise_or = _alu("bitwise_and", "bitwise_and"), _alu("bitwise_or", "bitwise_or")
 
 

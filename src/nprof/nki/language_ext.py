@@ -52,6 +52,8 @@ __all__ = [
     "gather_flattened",
     "gelu_apprx_sigmoid",
     "gelu_dx",
+    "gemm_grid",
+    "gemm_stationary_grid",
     "invert",
     "left_shift",
     "logical_not",
@@ -76,7 +78,7 @@ __all__ = [
 floor, ceil, trunc, tan, arctan = (_nl._act(f) for f in ("floor", "ceil", "trunc", "tan", "arctan"))
 mish, gelu_apprx_sigmoid = _nl._act("mish"), _nl._act("gelu_apprx_sigmoid")
 silu_dx, gelu_dx, erf_dx = _nl._act("silu_dx"), _nl._act("gelu_dx"), _nl._act("erf_dx")
-bitwise_xor, logical_xor = _nl._alu("bitwise_xor", "bitwise_xor"), _nl._alu("logical_xor", "logical_xor")
+bitwise_xor, logical_xor = _nl._alu("bitwise_xor", "bitwise_xor"), _nl._alu("logical_xor", "logical_xor", _nl.bool_)
 left_shift, right_shift = _nl._alu("left_shift", "left_shift"), _nl._alu("right_shift", "right_shift")
 abs_max, abs_min = _nl._alu("abs_max", "abs_max"), _nl._alu("abs_min", "abs_min")
 
@@ -186,6 +188,16 @@ def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     dt = _c.dname(dtype) if dtype is not None else _c.dname(arr.dtype)
     name = builder.unique_name("shared_constant")
     return builder.hbm_tensor(name, arr.shape, dt, kind="weight", value=arr)
+
+
+def gemm_grid() -> tuple[int, int]:
+    """The tile of a matmul result (and of its moving operand): (pmax, gemm_moving_fmax)."""
+    return (_nl.tile_size.pmax, _nl.tile_size.gemm_moving_fmax)
+
+
+def gemm_stationary_grid() -> tuple[int, int]:
+    """The tile of a matmul stationary operand: (pmax, gemm_stationary_fmax)."""
+    return (_nl.tile_size.pmax, _nl.tile_size.gemm_stationary_fmax)
 
 
 class nc(int):
