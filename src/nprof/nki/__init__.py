@@ -5,8 +5,9 @@
 the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 `nki.benchmark` and `nki.profile` run kernels on the simulated device
 (`nprof.nki.decorators`); `nki.compiler` is the allocation-control API;
-`nki.collectives` records CC-core collectives for multi-worker runs; `nprof.nki.trace.ProgramBuilder` traces kernels into
-a Program directly (the compiler's entry point).
+`nki.collectives` records CC-core collectives for multi-worker runs;
+`nprof.nki.trace.ProgramBuilder` traces kernels into a Program directly (the
+compiler's entry point).
 """
 
 from nprof.nki import collectives, compiler, isa, language, typing  # collectives: nki.collectives (multi-worker)
