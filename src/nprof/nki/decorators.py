@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from nprof.errors import NprofError
+from nprof.nki.calls import unmodelled
 from nprof.nki.kernel import Kernel, finish
 
 DEFAULT_WARMUP = 2
@@ -57,19 +58,51 @@ def _as_kernel(func: Any, **opts: Any) -> Kernel:
     return Kernel(func, **opts)
 
 
-def jit(func: Callable[..., Any] | None = None, *, mode: str = "auto", preset: str = "trn1", **_: Any) -> Any:
-    """Decorate a kernel so that calling it with numpy arrays simulates it and returns numpy results."""
+def jit(func: Callable[..., Any] | None = None, mode: str = "auto", *, preset: str = "trn1",
+        platform_target: str | None = None, additional_compile_opt: str | None = None,
+        show_compiler_tb: bool = False, debug_kernel: bool = False) -> Any:  # fmt: skip
+    """Decorate a kernel so that calling it with numpy arrays simulates it and returns numpy results
+    (`platform_target` "trn1"/"trn2" picks the preset; compiler options warn: nprof has no compiler flags)."""
+    preset = _platform(platform_target, preset)
+    _compile_opt("nki.jit", additional_compile_opt)
     if func is None:
         return lambda f: Kernel(f, preset=preset)
     return Kernel(func, preset=preset)
 
 
-baremetal = jit
+def baremetal(kernel: Callable[..., Any] | None = None, *, save_neff_name: str | None = None,
+              save_trace_name: str | None = None, additional_compile_opt: str | None = None,
+              artifacts_dir: str | None = None, preset: str = "trn1") -> Any:  # fmt: skip
+    """Run a kernel on the virtual device with numpy arrays (like `jit`); saving artifacts is not supported."""
+    if save_neff_name or save_trace_name or artifacts_dir:
+        unmodelled("nki.baremetal", "save_neff_name/save_trace_name/artifacts_dir", "use nki.profile to save files")
+    return jit(kernel, preset=preset, additional_compile_opt=additional_compile_opt)
+
+
+def _platform(target: str | None, preset: str) -> str:
+    """The preset for AWS's `platform_target` ("trn1", "inf2" -> trn1; "trn2" -> trn2) or `preset`."""
+    if target is None:
+        return preset
+    presets = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2"}
+    if target not in presets:
+        raise NprofError(f"platform_target must be one of {', '.join(presets)}, got {target!r}")
+    return presets[target]
+
+
+def _compile_opt(func: str, value: str | None) -> None:
+    if value:
+        unmodelled(func, "additional_compile_opt", "nprof has no compiler flags")
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     """Run `kernel` (decorated or not) on the virtual device with numpy arguments; returns numpy results."""
     return _as_kernel(kernel).run(*args, **kwargs)
+
+
+def simulate(kernel: Any) -> Callable[..., Any]:
+    """`nki.simulate(kernel)(*arrays)` (the beta-2 entry point): `kernel` run on the virtual device."""
+    k = _as_kernel(kernel)
+    return k.run
 
 
 @dataclass(frozen=True)
@@ -160,8 +193,11 @@ def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff:
 
 def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS,
               save_neff_name: str | None = None, save_trace_name: str | None = None, preset: str = "trn1",
-              **_: Any) -> Any:  # fmt: skip
+              additional_compile_opt: str | None = None, device_count: int = 1) -> Any:  # fmt: skip
     """Benchmark a kernel on the virtual device (see module doc for the table and latency model)."""
+    _compile_opt("nki.benchmark", additional_compile_opt)
+    if device_count != 1:
+        unmodelled("nki.benchmark", "device_count", "one virtual NeuronCore is simulated")
 
     def wrap(f: Callable[..., Any]) -> _Benchmarked:
         bench = _Benchmarked(getattr(f, "__wrapped_kernel__", f), warmup, iters, save_neff_name, save_trace_name)
@@ -190,8 +226,9 @@ class _Profiled(Kernel):
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
             save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
-            profile_nth: int = 1, preset: str = "trn1", **_: Any) -> Any:  # fmt: skip
+            profile_nth: int = 1, preset: str = "trn1", additional_compile_opt: str | None = None) -> Any:  # fmt: skip
     """Profile a kernel into `working_directory` (see module doc)."""
+    _compile_opt("nki.profile", additional_compile_opt)
     if working_directory is None:
         raise NprofError("nki.profile needs working_directory= (where file.neff and profile.ntff are written)")
 
