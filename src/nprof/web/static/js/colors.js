@@ -1,6 +1,9 @@
 // colors.js — stable colours for opcodes, layers, engines and DMA queues.
-// Contract: colorFor(kind, name) returns the same CSS colour for the same name in
-// every session (FNV-1a + murmur3 finaliser -> hue), engines and warning/highlight colours are fixed.
+// Contract: paletteColor(space, name) gives names of one space (opcode, layer, queue) distinct
+// colours from a 24-colour categorical palette, in the order seedPalette(space, names) listed them
+// (the profile's opcode table, its layers largest first, its queues), then in first-use order;
+// past 24 names it falls back to hashColor (FNV-1a + murmur3 finaliser -> hue). Engines and
+// warning/highlight colours are fixed.
 
 const ENGINE_COLORS = {
   tensor: "#3b6fd8",
@@ -42,6 +45,32 @@ export function hash(str) {
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
   return h >>> 0;
+}
+
+// distinct categorical colours (Tableau 10 + 20 light/dark variants + 4 extra), none yellow like hits
+export const PALETTE = [
+  "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f", "#ff9da7",
+  "#a0cbe8", "#8cd17d", "#d4a6c8", "#86bcb6", "#ffbe7d", "#ff9d9a", "#d7b5a6", "#79706e",
+  "#1f3f77", "#8c510a", "#2ca02c", "#9467bd", "#17becf", "#bcbd22", "#7f3b08", "#c51b7d",
+];
+
+const spaces = new Map();
+
+/** Give `names` the palette colours in this order (names already coloured keep theirs). */
+export function seedPalette(space, names) {
+  for (const n of names) paletteColor(space, n);
+}
+
+/** A colour distinct from every other name of `space` while the palette lasts (see module doc). */
+export function paletteColor(space, name) {
+  let m = spaces.get(space);
+  if (!m) spaces.set(space, (m = new Map()));
+  const key = String(name);
+  let c = m.get(key);
+  if (c) return c;
+  c = m.size < PALETTE.length ? PALETTE[m.size] : hashColor(key);
+  m.set(key, c);
+  return c;
 }
 
 const cache = new Map();

@@ -44,11 +44,12 @@ export class SummaryPanel {
   _render(sum, tabs) {
     const v = this.view;
     const verdict = sum.verdict || {};
-    const vcls = verdict.bound === "memory" ? "memory" : verdict.bound === "compute" ? "compute" : "unknown";
+    const vcls = ["memory", "compute", "latency"].includes(verdict.bound) ? verdict.bound : "unknown";
+    const big = { memory: "Memory-bound", compute: "Compute-bound", latency: "Latency/overhead-bound" }[verdict.bound] || "Bound: unknown";
     const verdictEl = h(
       "div",
       { class: `verdict ${vcls}`, id: "verdict" },
-      h("div", { class: "verdict-big" }, verdict.bound ? `${verdict.bound[0].toUpperCase()}${verdict.bound.slice(1)}-bound` : "Bound: unknown"),
+      h("div", { class: "verdict-big" }, big),
       h("div", {}, verdict.text || "No matmuls or no device peaks: the memory/compute verdict needs both."),
     );
     const groups = (sum.groups || []).map((g) =>
