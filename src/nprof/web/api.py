@@ -38,6 +38,7 @@ from nprof.store import (
     viewport,
 )
 from nprof.store.boxes import boxes
+from nprof.store.explore import operators, roofline, tensors
 from nprof.web.download import download_formats, export_profile
 
 RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
@@ -143,6 +144,24 @@ def api_router(store: Store) -> APIRouter:
     ) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
             return boxes(cur, meta, t0, t1, limit)
+
+    @r.get("/profiles/{profile_id}/operators", summary="Operator hierarchy: layer -> op -> instruction aggregates")
+    @_j
+    def get_operators(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return operators(cur, meta)
+
+    @r.get("/profiles/{profile_id}/tensors", summary="Every tensor with its DMA transfers")
+    @_j
+    def get_tensors(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return tensors(cur, meta)
+
+    @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
+    @_j
+    def get_roofline(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return roofline(cur, meta)
 
     @r.get("/profiles/{profile_id}/events/{event_id}", summary="Every column of one event, grouped")
     @_j

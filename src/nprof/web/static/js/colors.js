@@ -1,8 +1,8 @@
 // colors.js — stable colours for opcodes, layers, engines and DMA queues.
 // Contract: paletteColor(space, name) gives names of one space (opcode, layer, queue) distinct
-// colours from a 24-colour categorical palette, in the order seedPalette(space, names) listed them
+// colours from a 19-colour categorical palette, in the order seedPalette(space, names) listed them
 // (the profile's opcode table, its layers largest first, its queues), then in first-use order;
-// past 24 names it falls back to hashColor (FNV-1a + murmur3 finaliser -> hue). Engines and
+// past 19 names it falls back to hashColor (FNV-1a + murmur3 finaliser -> hue). Engines and
 // warning/highlight colours are fixed.
 
 const ENGINE_COLORS = {
@@ -47,11 +47,11 @@ export function hash(str) {
   return h >>> 0;
 }
 
-// distinct categorical colours (Tableau 10 + 20 light/dark variants + 4 extra), none yellow like hits
+// Kenneth Kelly's colours of maximum contrast (1965; white, black and the two yellows that would
+// read as search hits dropped) plus cyan, ordered so neighbours in a list differ most
 export const PALETTE = [
-  "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f", "#ff9da7",
-  "#a0cbe8", "#8cd17d", "#d4a6c8", "#86bcb6", "#ffbe7d", "#ff9d9a", "#d7b5a6", "#79706e",
-  "#1f3f77", "#8c510a", "#2ca02c", "#9467bd", "#17becf", "#bcbd22", "#7f3b08", "#c51b7d",
+  "#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#c2b280", "#e68fac", "#604e97", "#f99379",
+  "#8db600", "#882d17", "#b3446c", "#848482", "#f6a600", "#654522", "#e25822", "#2b3d26", "#17becf",
 ];
 
 const spaces = new Map();

@@ -253,7 +253,13 @@ function drawBoxes(ctx, L, ov) {
     if (!w.events || !w.events.length) band(w, THEME.warning, 0);
     for (const [key, a, b] of w.events || []) {
       const r = L.byKey.get(key);
-      if (r && b >= L.t0 && a <= L.t1) boxRect(ctx, L, a, Math.max(b, a + 1), r.y, r.y + r.h, THEME.warning, 1.5);
+      if (!r || b < L.t0 || a > L.t1) continue;
+      // wide enough to frame: an outline; else a tick under the bar (outlines would bury the data)
+      if (L.x(b) - L.x(a) >= 6) boxRect(ctx, L, a, Math.max(b, a + 1), r.y, r.y + r.h, THEME.warning, 1.5);
+      else {
+        ctx.fillStyle = THEME.warning;
+        ctx.fillRect(Math.round(L.x(a)), r.y + r.h - 2, Math.max(2, Math.round(L.x(b) - L.x(a))), 2);
+      }
     }
   }
   ctx.globalAlpha = 1;

@@ -208,6 +208,7 @@ export class ProfileView {
     if ("sel" in patch) this.panels.selection.run(st.sel);
     this._commit(push);
     if ("compare" in patch && st.tab === "compare") this.panels.compare.activate();
+    if (["osort", "ofilter", "tsort"].some((k) => k in patch)) this.panels.show(st.tab);
   }
 
   /** Re-apply a state parsed from the URL (popstate). */

@@ -117,10 +117,11 @@ export class SearchPanel {
     this.view.update({ query: [] }, true);
   }
 
-  setQuery(fields, fromUrl) {
+  /** Fill the form and run; fromUrl=false records the query in the URL (and shows this tab unless `stay`). */
+  setQuery(fields, fromUrl, stay = false) {
     this.fields = fields.slice();
     this._renderForm(this.fields);
-    if (!fromUrl) this.view.update({ query: this.fields, tab: "search" }, true);
+    if (!fromUrl) this.view.update(stay ? { query: this.fields } : { query: this.fields, tab: "search" }, true);
     if (!this.fields.length) {
       this.hits = [];
       this.view.tl.setOverlays({ hits: [] });

@@ -7,7 +7,23 @@
 import { api } from "./api.js";
 import { fieldGroup, h, help, loadOnce, table } from "./dom.js";
 import { fmtBytes, fmtInt, fmtValue } from "./fmt.js";
+import { drawRoofline } from "./roofline.js";
 import { analysisTable } from "./tables.js";
+
+/** The roofline chart (run and layers against the device's compute and HBM roofs), or a note why not. */
+function rooflineSection(roof) {
+  if (!roof || !roof.peak_flops || !roof.hbm_bandwidth || !roof.run.intensity) {
+    return h("p", { class: "muted", id: "roofline-none" }, "Roofline: needs device peaks (FLOP/s, HBM bandwidth), FLOPs and HBM traffic.");
+  }
+  const canvas = h("canvas", { id: "roofline", width: 640, height: 300 });
+  requestAnimationFrame(() => drawRoofline(canvas, roof));
+  return h(
+    "section",
+    { class: "roofline" },
+    h("h3", {}, "Roofline", help("Achieved FLOP/s against arithmetic intensity (FLOP per HBM byte); the roofs are the preset's peak FLOP/s and HBM bandwidth × intensity. Large dot: the run; small dots: layers (over each layer's span).")),
+    canvas,
+  );
+}
 
 const ROW_TERMS = [
   ["DMA q0…q15", "Direct-memory-access queues moving data between HBM and on-chip SBUF (top of the timeline)."],
@@ -36,12 +52,12 @@ export class SummaryPanel {
     await loadOnce(
       this,
       "the summary",
-      () => Promise.all([api.summary(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]),
-      ([sum, ...tabs]) => this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]]))),
+      () => Promise.all([api.summary(v.id), api.roofline(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]),
+      ([sum, roof, ...tabs]) => this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]])), roof),
     );
   }
 
-  _render(sum, tabs) {
+  _render(sum, tabs, roof) {
     const v = this.view;
     const verdict = sum.verdict || {};
     const vcls = ["memory", "compute", "latency"].includes(verdict.bound) ? verdict.bound : "unknown";
@@ -127,6 +143,7 @@ export class SummaryPanel {
     );
     this.el.replaceChildren(
       verdictEl,
+      rooflineSection(roof),
       findings,
       h("div", { class: "metric-groups" }, groups, progEl),
       h("div", { class: "summary-tables" }, parts),
