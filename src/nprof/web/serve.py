@@ -111,6 +111,12 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
     """Ingest -s or -d as asked; (page path, id ready to view or None)."""
     profile_arg = getattr(args, "profile", None)
     directory = getattr(args, "directory", None)
+    if profile_arg and not directory:
+        from nprof.capture.multiworker import worker_dir_for
+
+        workers = worker_dir_for(profile_arg)  # -s DIR/profile.ntff of a multi-worker capture: its ranks
+        if workers is not None:
+            directory, profile_arg = str(workers), None
     if directory:
         group = ingest_directory(
             store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
