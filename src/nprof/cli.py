@@ -1,4 +1,4 @@
-"""The `nprof` command line: `capture`, `view`, `compile`.
+"""The `nprof` command line: `capture`, `view`, `compile`, `analyze`.
 
 This module only parses arguments and calls one library function per command;
 it maps `NprofError` to one line on stderr and the error's exit code (2), and
@@ -42,6 +42,7 @@ def _int_in(minimum: int, maximum: int) -> Callable[[str], int]:
 _port = _int_in(1, 65535)
 _workers = _int_in(1, MAX_WORKERS)
 _nth_exec = _int_in(1, MAX_NTH_EXEC)
+_top_rows = _int_in(1, 1_000_000)
 
 
 def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_help: str) -> None:
@@ -166,7 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="compile cache (default $NPROF_CACHE or ~/.cache/nprof/compile-cache)",
     )
+    _add_analyze_parser(sub)
     return parser
+
+
+def _add_analyze_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """`nprof analyze DIR [--engine duckdb|spark] [--master URL] [--top N] [--output-format text|json]`."""
+    ana = sub.add_parser(
+        "analyze",
+        help="cross-rank analysis of a multi-worker capture or dataset, on DuckDB or Spark",
+        description="Per-rank totals, collective waits and stragglers, engine utilisation per rank and top ops "
+        "across ranks, computed by an existing engine over the rank-partitioned Parquet dataset.",
+    )
+    ana.add_argument("directory", metavar="DIR", help="capture directory (profile_rank_<i>.ntff) or dataset directory")
+    ana.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="query engine (default duckdb)")
+    ana.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[2])")
+    ana.add_argument("--top", type=_top_rows, default=20, metavar="N", help="rows of the top-ops table (default 20)")
+    ana.add_argument("--output-format", choices=("text", "json"), default="text", help="text tables or JSON")
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -221,7 +238,18 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return compile_command(command, cache_dir=args.cache)
 
 
-_COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile}
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from nprof.dataset import analyze_from_args
+
+    out = analyze_from_args(args)
+    if isinstance(out, bytes):
+        sys.stdout.buffer.write(out + b"\n")
+    else:
+        sys.stdout.write(out)
+    return 0
+
+
+_COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile, "analyze": _cmd_analyze}
 
 
 class _Interrupts:
