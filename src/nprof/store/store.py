@@ -37,7 +37,7 @@ import pyarrow as pa
 from nprof.errors import NprofError
 from nprof.profile import Profile
 from nprof.progress import progress
-from nprof.store.catalog import Catalog, check_id, derive_id, locked
+from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import build_profile_db
 
 
@@ -115,9 +115,7 @@ class Store:
         return g
 
     def rename(self, profile_id: str, display_name: str) -> dict[str, Any]:
-        name = display_name.strip()
-        if not name or len(name) > 200 or "\n" in name:
-            raise NprofError("display name must be 1-200 characters on one line")
+        name = check_display_name(display_name)
         self.entry(profile_id)
 
         def change(data: dict[str, Any]) -> dict[str, Any]:
