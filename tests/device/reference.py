@@ -11,7 +11,8 @@ Rules: an instruction starts at the latest of
   LDWEIGHTS/TRANSPOSE before it.
 A DMA instead is ready at max(its dependencies' ends (0 without any), the start of the DMA before it on its
 queue); ready DMAs are triggered earliest-ready first (ties: lowest index), each at least the preset's
-`dma_issue_gap_ns` after the previous trigger, and start their latency after the trigger. Elided
+`dma_issue_gap_ns` after the previous trigger, and start their latency after the trigger but not before
+the DMA before them on their queue has ended. Elided
 instructions (plan.elided) are on no track.
 A DMA with a transfer time then runs in the pool: while the running transfers' stand-alone rates add up to
 more than the pool's bandwidth, each runs at rate * (pool / sum of rates).
@@ -79,6 +80,7 @@ def reference_schedule(plan: Plan) -> tuple[list[float], list[float]]:
     start: list[float | None] = [None] * n
     end: list[float | None] = [None] * n
     ready: dict[int, float] = {}  # DMAs ready and waiting for their trigger
+    triggered: dict[int, float] = {}  # DMAs triggered, waiting for the transfer ahead on their queue to end
     left: dict[int, float] = {}  # DMA -> stand-alone ns of transfer still to do
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9
     now = trigger_free = 0.0
@@ -87,6 +89,16 @@ def reference_schedule(plan: Plan) -> tuple[list[float], list[float]]:
         while changed:
             changed = False
             for i in range(n):
+                if i in triggered:
+                    ahead = _last(i, lambda j: plan.slot[j] == plan.slot[i])
+                    if ahead is None or end[ahead] is not None:
+                        start[i] = max(triggered.pop(i), 0.0 if ahead is None else end[ahead])
+                        changed = True
+                        if plan.dur[i] > 0:
+                            left[i] = plan.dur[i]
+                        else:
+                            end[i] = start[i]
+                    continue
                 if start[i] is not None or i in ready:
                     continue
                 if plan.is_dma[i]:
@@ -105,13 +117,9 @@ def reference_schedule(plan: Plan) -> tuple[list[float], list[float]]:
             if at <= now + step:
                 del ready[first]
                 trigger_free = at + plan.preset.dma_issue_gap_ns
-                start[first] = at + plan.lat[first]
-                if plan.dur[first] > 0:
-                    left[first] = plan.dur[first]
-                else:
-                    end[first] = start[first]
+                triggered[first] = at + plan.lat[first]
                 continue
-        if not running and not upcoming:
+        if not running and not upcoming and not triggered:
             if any(e is None for e in end):
                 raise RuntimeError("stuck")
             break

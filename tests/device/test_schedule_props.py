@@ -64,8 +64,8 @@ def test_slots_never_overlap_and_dependencies_are_respected(program: Program, hb
     for i in range(plan.n):
         s = plan.slot[i]
         assert t.start[i] >= 0 and t.end[i] >= t.start[i] + plan.dur[i] - 1e-6  # sharing only slows
-        if plan.is_dma[i]:  # transfers of a queue start in order, the fixed latency apart (they may overlap)
-            free = last_dma_start.get(s, -plan.lat[i]) + plan.lat[i]
+        if plan.is_dma[i]:  # transfers of a queue run in order, starting at least the fixed latency apart
+            free = max(last_dma_start.get(s, -plan.lat[i]) + plan.lat[i], last_end.get(s, 0.0))
             assert t.start[i] >= free - 1e-9
             assert abs(t.wait[i] - max(0.0, t.start[i] - free)) < 1e-6 or s not in last_dma_start
             last_dma_start[s] = t.start[i]

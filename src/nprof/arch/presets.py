@@ -73,7 +73,7 @@ class Preset:
     efa_latency_ns: float = 15000.0  # fixed cost of one ring step that crosses nodes over EFA
     # --- FITTED: constants the public record does not give, fitted on bench/fidelity.py's fit set ---
     launch_ns: float = 0.0  # fixed per-launch cost before the first instruction (0: no public figure to fit)
-    dma_issue_gap_ns: float = 0.0  # least time between two consecutive DMA triggers of the program (any queue)
+    dma_issue_gap_ns: float = 781.0  # least time between two consecutive DMA triggers (any queue): see FITTED_FIELDS
 
     def fitted(self) -> dict[str, float]:
         """The FITTED constants of this preset by name (recorded in every simulated profile's manifest)."""

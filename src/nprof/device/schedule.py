@@ -20,10 +20,12 @@ program index). The rules, all deterministic:
 * DMA queues (`arch.cost` cites the rules): a DMA's transfer starts at
   `max(its dependencies' end, the previous transfer start on its queue) +
   dma latency` (the queue's descriptor stage holds one DMA for the fixed
-  latency; transfers of one queue may then overlap). DMA triggers (FITTED
+  latency), and not before the previous transfer of its queue has ended
+  (a queue's transfers run in order). DMA triggers (FITTED
   `dma_issue_gap_ns`): ready DMAs are triggered in order of readiness, at
   least the gap apart, and the transfer starts the latency after its trigger.
-  `wait` of a DMA: start - (previous start on its queue + latency).
+  `wait` of a DMA: start - max(previous start on its queue + latency,
+  previous end on its queue).
 * Elided instructions (`plan.elided`: PSUM zero-fills that start an
   accumulation group) take no time and no place on a track: they end when
   their dependencies end.
@@ -107,6 +109,9 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
             if t < f:
                 t = f
             t += li
+            f = end[p]  # a queue's transfers run in order
+            if t < f:
+                t = f
             e = t + du
         else:  # TensorE
             f = end[p]
@@ -152,7 +157,7 @@ def _timing(plan: Plan, start: list[float], end: list[float]) -> Timing:
     en = np.asarray(end, np.float64)
     free = en[plan.prev]
     dma = plan.is_dma & (plan.prev < plan.n)
-    free[dma] = st[plan.prev[dma]] + np.asarray(plan.lat, np.float64)[dma]
+    free[dma] = np.maximum(st[plan.prev[dma]] + np.asarray(plan.lat, np.float64)[dma], en[plan.prev[dma]])
     wait = np.maximum(st - free, 0.0)
     wait[plan.elided] = 0.0
     return Timing(start, end[: plan.n], wait.tolist())
