@@ -90,7 +90,7 @@ def reference_schedule(plan: Plan) -> tuple[list[float], list[float]]:
             changed = False
             for i in range(n):
                 if i in triggered:
-                    ahead = _last(i, lambda j: plan.slot[j] == plan.slot[i])
+                    ahead = _last(i, lambda j, q=plan.slot[i]: plan.slot[j] == q)
                     if ahead is None or end[ahead] is not None:
                         start[i] = max(triggered.pop(i), 0.0 if ahead is None else end[ahead])
                         changed = True

@@ -5,9 +5,10 @@ Contract: `event_schedule(plan, program) -> (start, end + [0.0])` by program ind
 (`device.waits`). A resolved compute instruction gets start and end at once. A resolved DMA is *ready* at
 `max(its dependencies' ends, the previous transfer start on its queue)`; the trigger server issues ready
 DMAs in order of readiness, one per `dma_issue_gap_ns` (FITTED), and the transfer starts the fixed latency
-after its trigger, once the transfer ahead of it on its queue has ended (it is *parked* until then). Transfers share the pool: every active transfer progresses at the same fraction `factor`
-of its own rate, so one "virtual clock" (ns of stand-alone progress) serves all: a transfer entering at
-virtual time v ends at virtual time v + dur. The three event kinds (trigger, transfer start, transfer end)
+after its trigger, once the transfer ahead of it on its queue has ended (it is *parked* until then).
+Transfers share the pool: every active transfer progresses at the same fraction `factor` of its own rate,
+so one "virtual clock" (ns of stand-alone progress) serves all: a transfer entering at virtual time v ends
+at virtual time v + dur. The three event kinds (trigger, transfer start, transfer end)
 are processed earliest first; every event not yet known happens no earlier (it waits for a DMA still
 untriggered, queued or active), so each is final when processed. No iteration, no cap. A program that can
 make no progress raises `NprofError` (`waits.stuck_error`).
@@ -130,7 +131,7 @@ class _Sim:
 def event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], list[float]]:
     """(start, end + [0.0]) of every instruction (see module doc)."""
     sim = _Sim(plan, successors(plan))
-    g, dur, rate = sim.g, plan.dur, plan.dma_rate.tolist()
+    dur, rate = plan.dur, plan.dma_rate.tolist()
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
     gap = plan.preset.dma_issue_gap_ns
     triggers, arrivals, active, end = sim.triggers, sim.arrivals, sim.active, sim.end
