@@ -273,3 +273,18 @@ def test_timing_is_deterministic_and_independent_of_numerics() -> None:
     assert a.profile.dma.equals(c.profile.dma)
     assert a.latencies_ns == c.latencies_ns
     assert c.outputs == {}
+
+
+def test_the_compiler_moves_an_independent_instruction_ahead_within_its_window() -> None:
+    """VectorE: a copy waiting for a load does not hold back the independent copy behind it (nl.no_reorder
+    documents that the scheduler reorders independent operations); window 1 keeps program order."""
+    k = Kit()
+    load = k.dma(k.sbuf("x", 128, 512), k.hbm("h", (128, 512)), deps=())
+    first = k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k.sbuf("y", 128, 512),), (k.sbuf("x", 128, 512),), deps=(load,))
+    second = k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k.sbuf("b", 128, 512),), (k.sbuf("a", 128, 512),), deps=())
+    ev = rows(k.run(numerics=False, preset=replace(get_preset("trn1"), sched_window=8)))
+    copy = round(512 / 1.12)  # max(MIN_II, N) cycles at 1.12 GHz
+    assert ev[second]["ts"] == 0 and ev[second]["duration"] == copy
+    assert ev[first]["ts"] > ev[load]["ts"]
+    strict = rows(k.run(numerics=False))  # the preset keeps program order (sched_window 1, ASSUMED)
+    assert strict[second]["ts"] == strict[first]["ts"] + strict[first]["duration"]

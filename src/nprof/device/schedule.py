@@ -3,8 +3,10 @@
 Contract: `schedule(plan) -> Timing` (start/end/wait lists in float ns, by
 program index). The rules, all deterministic:
 
-* Every slot (engine track, DMA queue, CC-core) runs its instructions in
-  program order, one at a time. An instruction starts at
+* Every slot (engine track, DMA queue, CC-core) runs its instructions one at
+  a time, in program order except where the compiler's scheduler moved an
+  independent instruction ahead within a window (`device.order`; `plan.prev`
+  is the instruction before on the track in that order). An instruction starts at
   `max(slot free, last dependency end + dependency latency)` (the latency is
   the consumer engine's static access overhead; TensorE instructions pay none
   for dependencies on TensorE itself: weight loads and PSUM accumulation
@@ -74,6 +76,8 @@ class Timing:
 def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[float]]:
     """One pass of in-order list scheduling with fixed durations: (start, end + [0.0]) by program index.
 
+    Instructions are taken in `plan.order` (program order unless the compiler's window reordered an engine's
+    queue, `device.order`), which every wait respects.
     A track is free at the end of `plan.prev` (the instruction before on the same track; index n, whose end
     stays 0.0, when none). The common case (not TensorE, at most one dependency) is the first branch:
     `plan.dep1` points at the dependency, or at end[n] with `lat1` = lat0 when there is none. The float
@@ -89,7 +93,9 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     transposes = plan.transposes
     last_mm_start = 0.0
     ld_end = 0.0  # end of the last LDWEIGHTS or TRANSPOSE: when tensor.stationary is free
-    for i, p, d, li, du in zip(range(n), plan.prev_list, plan.dep1, plan.lat1, dur, strict=True):
+    prev_list, dep1, lat1 = plan.prev_list, plan.dep1, plan.lat1
+    for i in plan.order:
+        p, d, li, du = prev_list[i], dep1[i], lat1[i], dur[i]
         if d >= 0:
             t = end[d] + li
             f = end[p]
