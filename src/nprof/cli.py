@@ -8,8 +8,12 @@ Ctrl-C to exit code 130. It contains no logic of its own.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from nprof import __version__
 from nprof.errors import NprofError
@@ -191,8 +195,25 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _same_file(a: str | None, b: str | None) -> bool:
+    """True when both paths are given and name the same file (existing or not)."""
+    if not a or not b:
+        return False
+    pa_, pb = Path(a).expanduser(), Path(b).expanduser()
+    if pa_.exists() and pb.exists():
+        return pa_.samefile(pb)
+    return pa_.resolve() == pb.resolve()
+
+
 def _cmd_capture(args: argparse.Namespace) -> int:
     command = args.command_args
+    if command and args.program:
+        raise NprofError("give either -n PROGRAM (virtual device) or a command after `--` (real run), not both")
+    if _same_file(args.program, args.profile):
+        raise NprofError(f"-s {args.profile} is the program file given with -n; write the profile elsewhere")
+    for npy in args.inputs[1::2]:
+        if _same_file(npy, args.profile):
+            raise NprofError(f"-s {args.profile} is an input file; write the profile elsewhere")
     if command or args.device in ("cpu", "cuda"):
         from nprof.capture.torch_run import capture_command
 
@@ -217,9 +238,20 @@ def _cmd_view(args: argparse.Namespace) -> int:
     if args.terminology:
         sys.stdout.write(terminology_text())
         return 0
-    if args.output_format != "db":
-        from nprof.export import export_from_args
+    if args.display_name is not None:
+        from nprof.store.catalog import check_display_name
 
+        args.display_name = check_display_name(args.display_name)
+    if args.output_format != "db":
+        from nprof.export import export_from_args, get_exporter
+
+        if args.output_file == "-":
+            if get_exporter(args.output_format).default_output is not None:
+                raise NprofError(f"--output-file - (stdout) works for text formats only, not {args.output_format}")
+            args.output_file = None  # the text formats write to stdout
+        for given, flag in ((args.profile, "-s"), (args.program, "-n")):
+            if _same_file(args.output_file, given):
+                raise NprofError(f"--output-file {args.output_file} is the {flag} input; choose another output file")
         return export_from_args(args)
     from nprof.web.serve import view_from_args
 
@@ -249,17 +281,25 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 _COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile, "analyze": _cmd_analyze}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(own)
-    args.command_args = command
-    if not args.command:
-        parser.print_help()
-        return 2
+class _Interrupts:
+    """Remembers a Ctrl-C even when a library (DuckDB) turns the KeyboardInterrupt into its own error."""
+
+    seen = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run one command; NprofError -> its exit code (2), Ctrl-C -> 130, each with one line on stderr."""
     try:
         return _COMMANDS[args.command](args)
     except NprofError as err:
+        if _Interrupts.seen:
+            sys.stderr.write("nprof: interrupted\n")
+            return 130
         sys.stderr.write(f"nprof {args.command}: {err}\n")
         return err.exit_code
     except KeyboardInterrupt:
@@ -267,6 +307,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception:
+        if _Interrupts.seen:  # e.g. DuckDB's "Query interrupted" raised for our KeyboardInterrupt
+            sys.stderr.write("nprof: interrupted\n")
+            return 130
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI. With `argv` None (a real `nprof` process) it ends the process itself (see `_exit`)."""
+    parser = build_parser()
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(own)
+    args.command_args = command
+    if not args.command:
+        parser.print_help()
+        return 2
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _Interrupts.handler)
+    code = _run(args)
+    if argv is None:
+        _exit(code)
+    return code
+
+
+def _exit(code: int) -> None:
+    """Flush and leave without interpreter teardown: pyarrow's and DuckDB's thread pools may abort
+    ("terminate called without an active exception", exit 134) when destroyed at shutdown. Every file
+    nprof writes is closed (atomically renamed) before its command returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

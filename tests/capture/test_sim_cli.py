@@ -74,7 +74,7 @@ def test_wrong_shape_and_bad_npy(tmp_path: Path, program_file: Path, capsys: pyt
     assert "input 'x' expects shape (8, 40) float32, got shape (8, 41)" in capsys.readouterr().err
     (tmp_path / "x.npy").write_text("not numpy")
     assert main(argv) == 2
-    assert "is not a readable .npy file" in capsys.readouterr().err
+    assert "not a .npy file (it is a text file)" in capsys.readouterr().err
 
 
 def test_list_inputs(program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,8 +87,9 @@ def test_options(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixtu
     argv = ["capture", "-n", str(program_file), "-s", str(out), "--device-preset", "trn2", "--timing-only",
             "--profile-nth-exec", "3", "--ignore-exec-errors"]  # fmt: skip
     assert main(argv) == 0
-    assert "execution 3 profiled" in capsys.readouterr().out
-    info = Profile.load(out).info
+    written = tmp_path / "p_exec_3.ntff"  # neuron-profile's name for --profile-nth-exec 3
+    assert not out.exists() and f"execution 3 profiled)\nprofile written to {written}\n" in capsys.readouterr().out
+    info = Profile.load(written).info
     assert (info.preset, info.meta["executions"], info.meta["profiled_execution"], info.meta["numerics"]) == (
         "trn2", "3", "3", "false",
     )  # fmt: skip

@@ -11,15 +11,14 @@
   (inferences / inference results per second at L(50)), L(p) end-to-end
   latency percentiles in µs, NCL(p) NeuronCore (device) latency percentiles in
   µs, %USER (device share of the end-to-end latency at p50).
-  Latency model: NCL is the simulated device time of each measured execution.
-  The simulated device is deterministic and keeps no state between executions,
-  so NCL(1) = NCL(50) = NCL(99) by construction — spread there would be
-  invented. L adds a modelled host round-trip of `HOST_OVERHEAD_US` (launch,
-  input/output copies over PCIe, completion polling) with a deterministic
-  jitter of up to `HOST_JITTER` of it per iteration (seeded pseudo-random, the
-  same every run), so L's percentiles differ the way a host's do.
-  `kernel.benchmark_result.nc_latency.get_latency_percentile(p)` (and
-  `.e2e_latency`) return µs. Returns the kernel's outputs (numpy).
+  Latency model: NCL is the simulated device time of each measured execution
+  (the cost model of `nprof.arch.cost`, version `MODEL_VERSION`). The simulated
+  device is deterministic and keeps no state between executions, so NCL(1) =
+  NCL(50) = NCL(99) by construction — spread there would be invented. No host
+  is measured or modelled, so L(p), INF/S, IRES/S and %USER print `N/A`, as the
+  real tool does for figures it cannot measure; one line under the table says so.
+  `kernel.benchmark_result.nc_latency.get_latency_percentile(p)` returns µs;
+  `.e2e_latency` is None (not measured). Returns the kernel's outputs (numpy).
 * `@nki.profile(working_directory, save_neff_name="file.neff",
   save_trace_name="profile.ntff", overwrite=False, profile_nth=1)` — runs
   `profile_nth` executions, profiles the last, and writes the Program and
@@ -45,9 +44,6 @@ from nprof.errors import NprofError
 from nprof.nki.calls import unmodelled
 from nprof.nki.kernel import Kernel, finish
 
-HOST_OVERHEAD_US = 18.0  # modelled host round-trip per execution (launch + PCIe copies + completion), µs
-HOST_JITTER = 0.15  # max relative variation of the host part, deterministic per iteration
-JITTER_SEED = 1234
 DEFAULT_WARMUP = 2
 DEFAULT_ITERS = 10
 COLUMNS = ("B", "NC", "NC USED", "WEIGHTS", "MODE", "INF/S", "IRES/S", "L(1)", "L(50)", "L(99)", "NCL(1)", "NCL(50)",
@@ -127,35 +123,30 @@ class LatencyStats:
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """What `nki.benchmark` measured: device (`nc_latency`) and end-to-end (`e2e_latency`) latencies."""
+    """What `nki.benchmark` measured: the simulated device latencies (`nc_latency`); no end-to-end figure."""
 
     nc_latency: LatencyStats
-    e2e_latency: LatencyStats
+    e2e_latency: LatencyStats | None  # None: no host is measured or modelled (L(p) prints N/A)
     warmup: int
     iters: int
     weights: int
+    model: str = ""  # which model produced NCL, for the line under the table
 
     def table(self) -> str:
-        nc, e2e = self.nc_latency, self.e2e_latency
-        l50 = e2e.get_latency_percentile(50)
-        inf_s = 1e6 / l50 if l50 > 0 else 0.0
+        """The neuron-bench style table, then one line saying where each figure comes from."""
+        nc = self.nc_latency
         values = [
-            "1", "1", "1", str(self.weights), "virtual", f"{inf_s:.1f}", f"{inf_s:.1f}",
-            *(f"{e2e.get_latency_percentile(p):.2f}" for p in (1, 50, 99)),
-            *(f"{nc.get_latency_percentile(p):.2f}" for p in (1, 50, 99)),
-            f"{100.0 * nc.get_latency_percentile(50) / l50:.2f}" if l50 > 0 else "0.00",
+            "1", "1", "1", str(self.weights), "virtual", "N/A", "N/A", "N/A", "N/A", "N/A",
+            *(f"{nc.get_latency_percentile(p):.2f}" for p in (1, 50, 99)), "N/A",
         ]  # fmt: skip
         widths = [max(len(c), len(v)) for c, v in zip(COLUMNS, values, strict=True)]
         head = "  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths, strict=True))
         row = "  ".join(v.rjust(w) for v, w in zip(values, widths, strict=True))
-        return f"{head}\n{row}"
-
-
-def host_latencies(device_us: list[float]) -> list[float]:
-    """End-to-end latency per iteration: device time + the modelled, deterministically jittered host part."""
-    rng = np.random.default_rng(JITTER_SEED)
-    jitter = rng.uniform(-HOST_JITTER, HOST_JITTER, len(device_us))
-    return [d + HOST_OVERHEAD_US * (1.0 + j) for d, j in zip(device_us, jitter, strict=True)]
+        note = (
+            f"NCL(p): simulated device time ({self.model or 'virtual NeuronCore'}), the same every execution; "
+            "L(p), INF/S, IRES/S, %USER: N/A (no host is measured or modelled)"
+        )
+        return f"{head}\n{row}\n{note}"
 
 
 def _check_target(path: Path, overwrite: bool) -> None:
@@ -175,9 +166,10 @@ class _Benchmarked(Kernel):
         traced, result = self.simulate(*args, executions=self.warmup + self.iters, **kwargs)
         device = [ns / 1000.0 for ns in result.latencies_ns[self.warmup :]]
         weights = sum(1 for t in traced.program.tensors if t.kind == "weight")
-        self.benchmark_result = BenchmarkResult(
-            LatencyStats(tuple(device)), LatencyStats(tuple(host_latencies(device))), self.warmup, self.iters, weights
-        )
+        info = result.profile.info
+        model = f"preset {info.preset}, cost model {info.meta.get('cost_model', '?')}"
+        stats = LatencyStats(tuple(device))
+        self.benchmark_result = BenchmarkResult(stats, None, self.warmup, self.iters, weights, model)
         print(self.benchmark_result.table())
         _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True)
         if self.trace_name:
