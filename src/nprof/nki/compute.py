@@ -22,7 +22,7 @@ from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, mask_box
+from nprof.nki.tensor import NkiTensor, mask_box, partition_first
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}
@@ -62,7 +62,9 @@ def emit(engine: Engine, opcode: Opcode, outs: list[NkiTensor], ins: list[NkiTen
     """Emit one instruction over views (skipped when a mask left nothing to do)."""
     if any(v.empty for v in outs) or any(v.empty for v in ins):
         return
-    trace.current().emit(engine, opcode, tuple(v.access() for v in outs), tuple(v.access() for v in ins), attrs(**kw))
+    views = partition_first([*outs, *ins])  # whole multi-block tiles: partition axis first
+    accs = tuple(v.access() for v in views)
+    trace.current().emit(engine, opcode, accs[: len(outs)], accs[len(outs) :], attrs(**kw))
 
 
 def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor) -> list[NkiTensor]:

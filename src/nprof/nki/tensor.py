@@ -277,6 +277,23 @@ class NkiTensor(ViewReshapes, TileOperators):
             new.append((item.const, tuple(coefs), self._dims[axis][2], self._label(axis)))
         return self._compose(per_dim, tuple(sizes), new)
 
+    def _partition_pos(self) -> int:
+        """Position of the partition axis among this on-chip view's axes (0 when it is first or absent)."""
+        moved = [k for k, (ps, _, size) in enumerate(self._dims) if ps and size > 1]
+        if not moved:
+            moved = [k for k, (ps, _, _) in enumerate(self._dims) if ps]
+        pos = moved[0] if moved else 0
+        if pos and any(ps for ps, _, _ in self._dims[:pos]):
+            return 0  # not a block layout: leave it to access() to refuse
+        return pos
+
+    def _move_to_front(self, pos: int) -> NkiTensor:
+        """The same elements with axis `pos` first (a view; bounds checks follow their axes)."""
+        order = [pos, *range(pos), *range(pos + 1, self.ndim)]
+        dims = tuple(self._dims[k] for k in order)
+        checks = tuple((c, tuple(coefs[k] for k in order), size, label) for c, coefs, size, label in self._checks)
+        return NkiTensor(self._base, self._p0, self._e0, dims, checks)
+
     def access_key(self) -> tuple[Any, ...]:
         return (self._p0, self._e0, self._dims)
 
@@ -326,6 +343,26 @@ class NkiTensor(ViewReshapes, TileOperators):
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
         offset = base.byte_offset + self._e0 * itemsize
         return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
+
+
+def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
+    """The operands of one instruction with block axes moved after the partition axis (one consistent order).
+
+    A tile allocated as `(B..., par_dim(P), F...)` and viewed whole (e.g. by `nl.zeros`) has block axes
+    before its partition axis; the engines iterate partitions outermost, so every on-chip operand is read
+    partition-first. Operands that place the partition axis at different positions of the same logical
+    shape would pair different elements: KernelError.
+    """
+    moves = {v._partition_pos() for v in views if not v.is_hbm and v.ndim > 1}
+    if moves <= {0}:
+        return views
+    if len(moves) > 1:
+        raise kernel_error(
+            "the operands of this instruction put the partition axis at different positions "
+            f"{sorted(moves)}; index the block axes with integers so each operand starts with its partition axis"
+        )
+    (pos,) = moves
+    return [v if v.is_hbm or v.ndim <= 1 else v._move_to_front(pos) for v in views]
 
 
 def _bank_elems(base: OnChip) -> int:
