@@ -130,7 +130,7 @@ def test_shape_mismatch_and_bad_mask():
         i_p, i_f = nl.mgrid[0:4, 0:4]
         nl.load(x[i_p, i_f], mask=(i_p >= i_f))
 
-    _fails(coupled_mask, np.zeros((4, 4), np.float32), match="one axis")
+    _fails(coupled_mask, np.zeros((4, 4), np.float32), match="couples two axes")
 
 
 def test_bad_kernel_arguments_are_nprof_errors():

@@ -22,7 +22,7 @@ from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, mask_box, partition_first
+from nprof.nki.tensor import NkiTensor, mask_box, masked_box, note_mask, partition_first
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}
@@ -71,6 +71,8 @@ def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor
     if mask is None:
         return list(views)
     box = mask_box(mask, shape)
+    if views and views[0].shape == shape:
+        note_mask(views[0], box)  # the result (first view) holds values only inside the box
     out = []
     for v in views:
         if v.shape == shape:
@@ -160,17 +162,17 @@ def broadcast_operand(x: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
 
 
 def partition_broadcast(row: NkiTensor, parts: int) -> NkiTensor:
-    """A [parts, F...] PSUM tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row."""
+    """A [parts, F...] tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row (in PSUM;
+    rows wider than one matmul: an SBUF tile, see `nprof.nki.broadcast`)."""
     free = row.shape[1:]
     n = 1
     for s in free:
         n *= s
     builder = trace.current()
-    if n > builder.preset.gemm_moving_fmax:
-        raise kernel_error(
-            f"broadcasting a [1, {n}] row across partitions goes through TensorE and is limited to "
-            f"{builder.preset.gemm_moving_fmax} elements; split the free axis"
-        )
+    if n > builder.preset.gemm_moving_fmax:  # one matmul per 512 columns, gathered in SBUF
+        from nprof.nki.broadcast import wide_partition_broadcast
+
+        return wide_partition_broadcast(row, parts)
     dt = row.dtype_name if row.dtype_name in ("bfloat16", "float16", "float32") else "float32"
     if dt != row.dtype_name:
         row = copy(row, dtype=dt)
@@ -352,6 +354,11 @@ def assign(view: NkiTensor, value: Any) -> None:
         builder.dma(view, value)
         return
     value = tile(value)
+    box = masked_box(value) if value.shape == view.shape else None
+    if box is not None:  # a result computed under mask=: only its box is written (NKI masks the assignment)
+        view, value = view.restrict(box), value.restrict(box)
+    if value.ndim < view.ndim:  # a rank-1 [P] result (a reduction) stored into a [P, 1] view
+        value = value.pad_free(view.ndim)
     if value.shape != view.shape:
         value = broadcast_operand(value, view.shape)
     emit(Engine.VECTOR, Opcode.TENSOR_COPY, [view], [value])

@@ -27,7 +27,7 @@ from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor
+from nprof.nki.tensor import NkiTensor, skipped_by
 
 
 class engine(enum.Enum):
@@ -119,7 +119,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
               **_: Any) -> NkiTensor:  # fmt: skip
     """stationary.T @ moving on TensorE into a new fp32 PSUM tile [M, N]; accumulate with `psum_tile += ...`."""
-    _check_no_mask(mask, "nc_matmul")
+    skip = skipped_by(mask, "nc_matmul")
     if is_transpose:
         raise kernel_error("nc_matmul(is_transpose=True) is not supported; use nisa.nc_transpose(data) instead")
     builder = _trace.current()
@@ -152,7 +152,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         flat = _c.copy(mv).flatten_free()
     assert flat is not None
     res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
-    builder.set_pending(st, flat, res)
+    builder.set_pending(st, flat, res, skip=skip)
     return res
 
 

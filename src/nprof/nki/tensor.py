@@ -17,6 +17,7 @@ operand. Integer-indexing the partition axis keeps it as a size-1 axis.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -369,7 +370,14 @@ def _bank_elems(base: OnChip) -> int:
     return base.builder.preset.psum_bank_bytes // np.dtype(NUMPY[base.dtype]).itemsize
 
 
-def mask_box(mask: Predicate, shape: tuple[int, ...]) -> list[tuple[int, int]]:
+def mask_box(mask: Predicate | bool, shape: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The box of indices `mask` keeps within `shape` (NKI masks are per-axis ranges).
+
+    A Python bool (a condition on loop indices, which tracing unrolls: `mask=q_tile >= k_tile`) keeps all
+    or nothing; an instruction whose box is empty is not emitted, as the compiler skips it.
+    """
+    if isinstance(mask, bool | np.bool_):
+        return [(0, size if mask else 0) for size in shape]
     if not isinstance(mask, Predicate):
         raise kernel_error(f"mask= must be a comparison of nl.arange expressions, got {type(mask).__name__}")
     try:
@@ -378,9 +386,46 @@ def mask_box(mask: Predicate, shape: tuple[int, ...]) -> list[tuple[int, int]]:
         raise kernel_error(str(err)) from None
     if box is None:
         raise kernel_error(
-            "mask conditions must each involve one axis (e.g. i_p < n); use nisa.affine_select for triangular masks"
+            "a mask gives each axis a range of valid indices (e.g. i_p < n); this one couples two axes (a triangle, "
+            "not a box): apply it with nisa.affine_select(pred, tile, fill) instead"
         )
     return box
+
+
+_MASKED: weakref.WeakKeyDictionary[OnChip, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
+"""Fresh result tiles computed under a mask -> the box they hold (`dst[...] = nl.add(..., mask=m)`)."""
+
+
+def note_mask(result: NkiTensor, box: list[tuple[int, int]]) -> None:
+    """`result` (an instruction's output) was computed only inside `box`; remembered if it is a whole tile."""
+    base = result.base
+    if isinstance(base, OnChip) and result.access_key() == NkiTensor.root(base).access_key():
+        _MASKED[base] = box
+
+
+def masked_box(value: NkiTensor) -> list[tuple[int, int]] | None:
+    """The box a whole tile was computed in (see `note_mask`), None if it was computed whole.
+
+    NKI lowers `dst[...] = op(..., mask=m)` into one instruction writing `dst` under the mask, so elements of
+    `dst` outside the mask keep their values; copying the whole result would overwrite them.
+    """
+    base = value.base
+    if isinstance(base, OnChip) and base in _MASKED and value.access_key() == NkiTensor.root(base).access_key():
+        return _MASKED[base]
+    return None
+
+
+def skipped_by(mask: Any, what: str) -> bool:
+    """For instructions whose mask can only select all or nothing (nc_matmul): True when `mask` is False.
+
+    A Python bool is a condition on loop indices (tracing unrolls loops); a per-axis mask of nl.arange terms
+    on a matmul is refused — slice its operands instead.
+    """
+    if mask is None:
+        return False
+    if isinstance(mask, bool | np.bool_):
+        return not mask
+    raise kernel_error(f"{what}: mask= takes a condition on loop indices here; slice the operands instead")
 
 
 def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
