@@ -82,8 +82,11 @@ def test_sbuf_over_capacity():
     def kernel(x):
         tiles = []
         for _ in range(8):
-            tiles.append(nl.load(x))  # kept alive: 8 x 32 KiB > 192 KiB
-        return tiles
+            tiles.append(nl.load(x))  # all used below, so all live at once: 8 x 32 KiB > 192 KiB
+        total = tiles[0]
+        for t in tiles[1:]:
+            total = nl.add(total, t)
+        return total
 
     _fails(kernel, np.zeros((128, 8192), np.float32), match="SBUF over capacity")
 
@@ -95,7 +98,9 @@ def test_psum_tile_over_a_bank_and_psum_capacity():
     _fails(too_big, np.zeros((1, 1), np.float32), match="PSUM bank")
 
     def too_many(x):
-        return [nl.zeros((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]
+        banks = [nl.zeros((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]  # all read below
+        for b in banks[1:]:
+            banks[0][...] += b
 
     _fails(too_many, np.zeros((1, 1), np.float32), match="PSUM over capacity")
 

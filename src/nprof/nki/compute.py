@@ -21,8 +21,9 @@ from nprof.arch.isa import Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
+from nprof.nki.masks import mask_box, masked_box, note_mask
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, mask_box, masked_box, note_mask, partition_first
+from nprof.nki.tensor import NkiTensor, partition_first
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}

@@ -26,8 +26,9 @@ from nprof.arch.isa import ACTIVATION_FUNCS, ALU_OPS, Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.masks import skipped_by
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, skipped_by
+from nprof.nki.tensor import NkiTensor
 
 
 class engine(enum.Enum):

@@ -39,6 +39,7 @@ from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     uint32,
 )
 from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
+from nprof.nki.scopes import Loop as _Loop
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, mask_box
 
@@ -71,13 +72,18 @@ class tile_size:
     gemm_moving_fmax = 512  # free size of the matmul moving operand
 
 
-def affine_range(start: int, stop: int | None = None, step: int = 1, **_: Any) -> range:
-    """Loop with no carried dependency (iterations may overlap); unrolled at trace time."""
-    return range(start, stop, step) if stop is not None else range(start)
+def affine_range(start: int, stop: int | None = None, step: int = 1, **_: Any) -> Any:
+    """Loop with no carried dependency (iterations may overlap); unrolled at trace time, each iteration a tile
+    scope (`nprof.nki.scopes`)."""
+    return _Loop(range(start, stop, step) if stop is not None else range(start))
 
 
 sequential_range = affine_range
-static_range = affine_range
+
+
+def static_range(start: int, stop: int | None = None, step: int = 1, **_: Any) -> range:
+    """Loop unrolled at trace time (no tile scope: the compiler unrolls it fully)."""
+    return range(start, stop, step) if stop is not None else range(start)
 
 
 def program_id(axis: int = 0) -> int:

@@ -17,7 +17,6 @@ operand. Integer-indexing the partition axis keeps it as a size-1 axis.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Space
 from nprof.nki.dtypes import NUMPY
-from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.index import IndexExpr
 from nprof.nki.operators import TileOperators
 from nprof.nki.reshape import ViewReshapes
 from nprof.nki.source import kernel_error
@@ -60,6 +59,8 @@ class OnChip:
     bytes_per_partition: int
     builder: ProgramBuilder
     alive: bool = True
+    ended_at: str = ""  # the loop whose iteration ended this tile's scope ("" while alive or at kernel return)
+    seq: int = 0  # allocation number within its builder (lifetime planning)
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
     block_elems: int = 0  # PSUM: element stride between blocks (one bank each); 0 = packed
 
@@ -323,9 +324,17 @@ class NkiTensor(ViewReshapes, TileOperators):
         self.check_bounds()
         base = self._base
         if isinstance(base, OnChip) and not base.alive:
+            if base.ended_at:
+                raise kernel_error(
+                    f"tile {base.name!r} was allocated inside an iteration of the loop at {base.ended_at} and is "
+                    "used after it; a tile lives for the loop body that allocates it (NKI scoping) — allocate it "
+                    "before the loop to carry it across iterations"
+                )
             raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
-        if isinstance(base, OnChip) and base.byte_offset < 0:
-            base.builder.materialize(base)
+        if isinstance(base, OnChip):
+            if base.byte_offset < 0:
+                base.builder.materialize(base)
+            base.builder.note_use(base)
         dims = self._dims or ((0, 1, 1),)
         itemsize = np.dtype(NUMPY[base.dtype]).itemsize
         if base.space is Space.HBM:
@@ -370,64 +379,6 @@ def _bank_elems(base: OnChip) -> int:
     return base.builder.preset.psum_bank_bytes // np.dtype(NUMPY[base.dtype]).itemsize
 
 
-def mask_box(mask: Predicate | bool, shape: tuple[int, ...]) -> list[tuple[int, int]]:
-    """The box of indices `mask` keeps within `shape` (NKI masks are per-axis ranges).
-
-    A Python bool (a condition on loop indices, which tracing unrolls: `mask=q_tile >= k_tile`) keeps all
-    or nothing; an instruction whose box is empty is not emitted, as the compiler skips it.
-    """
-    if isinstance(mask, bool | np.bool_):
-        return [(0, size if mask else 0) for size in shape]
-    if not isinstance(mask, Predicate):
-        raise kernel_error(f"mask= must be a comparison of nl.arange expressions, got {type(mask).__name__}")
-    try:
-        box = mask.box(shape)
-    except TypeError as err:
-        raise kernel_error(str(err)) from None
-    if box is None:
-        raise kernel_error(
-            "a mask gives each axis a range of valid indices (e.g. i_p < n); this one couples two axes (a triangle, "
-            "not a box): apply it with nisa.affine_select(pred, tile, fill) instead"
-        )
-    return box
-
-
-_MASKED: weakref.WeakKeyDictionary[OnChip, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
-"""Fresh result tiles computed under a mask -> the box they hold (`dst[...] = nl.add(..., mask=m)`)."""
-
-
-def note_mask(result: NkiTensor, box: list[tuple[int, int]]) -> None:
-    """`result` (an instruction's output) was computed only inside `box`; remembered if it is a whole tile."""
-    base = result.base
-    if isinstance(base, OnChip) and result.access_key() == NkiTensor.root(base).access_key():
-        _MASKED[base] = box
-
-
-def masked_box(value: NkiTensor) -> list[tuple[int, int]] | None:
-    """The box a whole tile was computed in (see `note_mask`), None if it was computed whole.
-
-    NKI lowers `dst[...] = op(..., mask=m)` into one instruction writing `dst` under the mask, so elements of
-    `dst` outside the mask keep their values; copying the whole result would overwrite them.
-    """
-    base = value.base
-    if isinstance(base, OnChip) and base in _MASKED and value.access_key() == NkiTensor.root(base).access_key():
-        return _MASKED[base]
-    return None
-
-
-def skipped_by(mask: Any, what: str) -> bool:
-    """For instructions whose mask can only select all or nothing (nc_matmul): True when `mask` is False.
-
-    A Python bool is a condition on loop indices (tracing unrolls loops); a per-axis mask of nl.arange terms
-    on a matmul is refused — slice its operands instead.
-    """
-    if mask is None:
-        return False
-    if isinstance(mask, bool | np.bool_):
-        return not mask
-    raise kernel_error(f"{what}: mask= takes a condition on loop indices here; slice the operands instead")
-
-
 def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
     step = 1 if item.step is None else int(item.step)
     if step == 0:
@@ -447,3 +398,6 @@ def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
     if start == stop:
         raise kernel_error(f"slice {item.start}:{item.stop} on {label} is empty")
     return start, stop, step
+
+
+from nprof.nki.masks import mask_box  # noqa: E402, F401  (re-exported: nprof.nki.tensor.mask_box)

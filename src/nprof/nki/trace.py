@@ -44,10 +44,11 @@ import numpy as np
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
-from nprof.nki.alloc import Allocator, OutOfMemory
+from nprof.nki.alloc import Allocator, OutOfMemory, OverCapacity
 from nprof.nki.deps import DepTracker
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
+from nprof.nki.scopes import LoopScopes
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip
 from nprof.program.model import Program, TensorDecl
@@ -71,7 +72,7 @@ def current() -> ProgramBuilder:
     return _ACTIVE[-1]
 
 
-class ProgramBuilder(PendingOps):
+class ProgramBuilder(PendingOps, LoopScopes):
     """Records instructions of kernels into one Program (see module doc)."""
 
     def __init__(self, name: str, preset: str = "trn1") -> None:
@@ -94,6 +95,8 @@ class ProgramBuilder(PendingOps):
         self._pending: _Pending | None = None
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
+        self._loops: list[tuple[str, list[weakref.ref[OnChip]]]] = []  # open loop iterations (LoopScopes)
+        self.plan_lifetimes()
         self._counter = 0
         self.meta: dict[str, str] = {}
         self.grid: tuple[int, ...] = ()  # SPMD launch grid of the running call (empty: not SPMD)
@@ -238,11 +241,13 @@ class ProgramBuilder(PendingOps):
         base = OnChip(space, "", dtype, tuple(shape), partition_axis, -1, 0, self)
         self._counter += 1
         base.name = name or f"{'sbuf' if space is Space.SBUF else 'psum'}_{self._counter}"
+        base.seq = self._counter
         self._check_tile(base)
         if not lazy:
             self.materialize(base)
         if self._calls:
             self._calls[-1].append(weakref.ref(base))
+        self.in_loop_scope(base)
         return NkiTensor.root(base)
 
     def _check_tile(self, base: OnChip) -> None:
@@ -278,9 +283,14 @@ class ProgramBuilder(PendingOps):
             offset = allocator.alloc(nbytes, align)
         except OutOfMemory as err:
             label = "SBUF" if base.space is Space.SBUF else "PSUM"
-            raise kernel_error(
-                f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition with "
-                f"{err.live} of {err.capacity} already live; use smaller tiles or free tiles (drop references)"
+            raise OverCapacity(
+                str(
+                    kernel_error(
+                        f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition "
+                        f"with {err.live} of {err.capacity} live even when each tile is freed after its last use; "
+                        "use smaller tiles or fewer buffers"
+                    )
+                )
             ) from None
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
         base.token = weakref.finalize(base, allocator.free, offset)
@@ -289,6 +299,7 @@ class ProgramBuilder(PendingOps):
         base.alive = False
         if base.token is not None:
             base.token()
+            base.token = None
 
     # -- emission -----------------------------------------------------------------------------
     def source(self) -> str | None:
@@ -332,6 +343,8 @@ class ProgramBuilder(PendingOps):
         self._instructions.append(Instruction(engine, opcode, outs, ins, attrs_, deps, queue, source, layer, hlo))
         if opcode is Opcode.TRANSPOSE:
             self._stationary = None  # the transpose goes through the array and displaces loaded weights
+        if self._dying:
+            self.release_dead()
         return index
 
     def dma(self, dst: NkiTensor, src: NkiTensor, **flags: Any) -> int | None:

@@ -1,0 +1,79 @@
+"""Tile lifetimes as the compiler allocates them: per loop-iteration scope, then by last use when scopes do not fit."""
+
+import numpy as np
+import pytest
+
+import nprof.nki.isa as nisa
+import nprof.nki.language as nl
+from nprof import nki
+from nprof.errors import KernelError
+from tests.nki.helpers import rand
+
+
+def test_loop_tiles_end_with_their_iteration():
+    """A PSUM tile made in each iteration (its name still bound after the loop) leaves all 8 banks free."""
+
+    def kernel(a):
+        out = nl.ndarray((4, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        for i in nl.affine_range(4):
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            t[...] = nl.multiply(x, float(i))
+            nl.store(out[i], value=t)
+        banks = nl.zeros((8, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # needs every bank
+        nl.store(out[0], value=banks[7])
+        return out
+
+    a = rand((128, 512))
+    got = nki.simulate_kernel(kernel, a)
+    np.testing.assert_allclose(got[1:], [a * i for i in range(1, 4)], rtol=1e-6)
+    np.testing.assert_array_equal(got[0], 0)
+
+
+def test_tile_used_after_its_loop_is_refused():
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for _ in nl.sequential_range(2):
+            x = nl.load(a)
+        nl.store(out, value=x)  # x's scope ended with the loop body
+        return out
+
+    with pytest.raises(KernelError, match=r"test_lifetimes\.py:\d+: .*allocated inside an iteration of the loop at "
+                                          r"test_lifetimes\.py:\d+.*allocate it before the loop"):  # fmt: skip
+        nki.simulate_kernel(kernel, rand((8, 8)))
+
+
+def test_static_range_is_not_a_scope():
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        parts = [nl.load(a[i * 4 : (i + 1) * 4]) for i in nl.static_range(2)]
+        nl.store(out[0:4], value=parts[0])
+        nl.store(out[4:8], value=parts[1])
+        return out
+
+    a = rand((8, 8))
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, a), a)
+
+
+def test_liveness_when_scopes_do_not_fit():
+    """All 8 PSUM banks, then (same scope) more PSUM once they are dead: fits by last use, as compiled."""
+
+    def kernel(q, k):
+        out = nl.ndarray((128, 8 * 512 + 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        qs, ks = nl.load(q), nl.load(k)
+        scores = nl.ndarray((8, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+        for j in nl.affine_range(8):
+            scores[j] = nisa.nc_matmul(qs, ks[:, j * 512 : (j + 1) * 512])
+        row = nl.ndarray((128, 8 * 512), dtype=nl.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(8):
+            row[:, j * 512 : (j + 1) * 512] = nl.copy(scores[j])
+        tail = nisa.nc_transpose(row[:, 0:128])  # needs a bank: only free after `scores` is dead
+        nl.store(out[:, 0 : 8 * 512], value=row)
+        nl.store(out[:, 8 * 512 :], value=nl.copy(tail))
+        return out
+
+    q, k = rand((64, 128), 1), rand((64, 4096), 2)
+    got = nki.simulate_kernel(kernel, q, k)
+    full = q.T @ k
+    np.testing.assert_allclose(got[:, :4096], full, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[:, 4096:], full[:, :128].T, rtol=1e-4, atol=1e-4)
