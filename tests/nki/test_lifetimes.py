@@ -38,7 +38,7 @@ def test_tile_used_after_its_loop_is_refused():
         nl.store(out, value=x)  # x's scope ended with the loop body
         return out
 
-    with pytest.raises(KernelError, match=r"test_lifetimes\.py:\d+: .*allocated inside an iteration of the loop at "
+    with pytest.raises(KernelError, match=r"test_lifetimes\.py:\d+: .*allocated inside an iteration of the loop at \S*"
                                           r"test_lifetimes\.py:\d+.*allocate it before the loop"):  # fmt: skip
         nki.simulate_kernel(kernel, rand((8, 8)))
 
@@ -77,3 +77,16 @@ def test_liveness_when_scopes_do_not_fit():
     full = q.T @ k
     np.testing.assert_allclose(got[:, :4096], full, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[:, 4096:], full[:, :128].T, rtol=1e-4, atol=1e-4)
+
+
+def test_return_inside_a_loop_body_is_refused():
+    """NKI would run every iteration of the body; unrolled tracing cannot, so it says so instead of skipping."""
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):  # LOOP
+            nl.store(out[i * 4 : (i + 1) * 4], value=nl.load(a[i * 4 : (i + 1) * 4]))
+            return out
+
+    with pytest.raises(KernelError, match=r"test_lifetimes\.py:\d+: the kernel leaves this loop before its last"):
+        nki.simulate_kernel(kernel, rand((8, 8)))

@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from nprof.errors import KernelError
 from nprof.nki.source import user_location
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class LoopScopes:
     flush: Any
     _release: Any
 
+    abandoned_loops: list[str]  # loops left before their last iteration (checked when the kernel returns)
     use_counts: dict[int, int]
     _uses_total: dict[int, int] | None
     _dying: list[OnChip]
@@ -48,7 +50,7 @@ class LoopScopes:
     def plan_lifetimes(self, *, virtual: bool = False, uses_total: dict[int, int] | None = None) -> None:
         """`virtual`: unbounded SBUF/PSUM (a probe trace); `uses_total`: tile -> uses, each tile freed after
         its last one (from a probe of the same kernel and arguments)."""
-        self.use_counts, self._uses_total, self._dying = {}, uses_total, []
+        self.use_counts, self._uses_total, self._dying, self.abandoned_loops = {}, uses_total, [], []
         if virtual:
             self._sbuf.capacity = self._psum.capacity = 1 << 40
 
@@ -63,6 +65,18 @@ class LoopScopes:
         for base in self._dying:
             self._release(base)
         self._dying.clear()
+
+    def check_loops_completed(self) -> None:
+        """KernelError when the kernel left an nl.affine_range/sequential_range loop early (return or break
+        inside the body): NKI traces a loop body once for all its iterations, so such a kernel still runs every
+        iteration there, while unrolled tracing would silently skip the rest."""
+        if self.abandoned_loops:
+            where = self.abandoned_loops[0]
+            self.abandoned_loops.clear()
+            raise KernelError(
+                f"{where}: the kernel leaves this loop before its last iteration (a return or break inside the "
+                "body); NKI runs a loop body for every iteration — move the return after the loop"
+            )
 
     def in_loop_scope(self, base: OnChip) -> None:
         """Record that `base` was allocated in the innermost open loop iteration (if any)."""
@@ -93,7 +107,7 @@ class Loop:
 
     def __init__(self, r: range) -> None:
         self.range = r
-        self.where = user_location() or "<loop>"
+        self.where = user_location(full_path=True) or "<loop>"
 
     def __len__(self) -> int:
         return len(self.range)
@@ -105,9 +119,14 @@ class Loop:
         if builder is None:
             yield from self.range
             return
-        for i in self.range:
+        last = len(self.range) - 1
+        for n, i in enumerate(self.range):
             depth = builder.open_iteration(self.where)
             try:
                 yield i
+            except GeneratorExit:  # the body returned or broke out of the loop
+                if n < last:
+                    builder.abandoned_loops.append(self.where)
+                raise
             finally:
                 builder.close_iteration(depth)

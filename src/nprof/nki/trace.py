@@ -180,6 +180,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         _ACTIVE.append(self)
         try:
             result = fn(*args, **kwargs)
+            self.check_loops_completed()
             self.flush()
         finally:
             _ACTIVE.pop()
