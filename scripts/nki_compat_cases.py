@@ -97,11 +97,18 @@ def pool2d(x: np.ndarray, k: int, how: str) -> np.ndarray:
     return blocks.mean(axis=(2, 4)) if how == "mean" else blocks.max(axis=(2, 4))
 
 
+def _bf16(x: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16)
+
+
 def _matmul_case(name: str, source: str, path: str, func: str, small: dict[str, int], full: dict[str, int]) -> Case:
+    """The tutorial's driver: bfloat16 operands, result in bfloat16."""
     return Case(
         name, source, path, func,
-        lambda d, r: (_rand(r, d["K"], d["M"]), _rand(r, d["K"], d["N"])),
-        lambda lhs_t, rhs: lhs_t.T.astype(np.float64) @ rhs,
+        lambda d, r: (_bf16(_rand(r, d["K"], d["M"])), _bf16(_rand(r, d["K"], d["N"]))),
+        lambda lhs_t, rhs: lhs_t.astype(np.float64).T @ rhs.astype(np.float64),
         small, full,
     )  # fmt: skip
 

@@ -73,8 +73,7 @@ class tile_size:
 
 
 def affine_range(start: int, stop: int | None = None, step: int = 1, **_: Any) -> Any:
-    """Loop with no carried dependency (iterations may overlap); unrolled at trace time, each iteration a tile
-    scope (`nprof.nki.scopes`)."""
+    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`)."""
     return _Loop(range(start, stop, step) if stop is not None else range(start))
 
 
@@ -82,7 +81,7 @@ sequential_range = affine_range
 
 
 def static_range(start: int, stop: int | None = None, step: int = 1, **_: Any) -> range:
-    """Loop unrolled at trace time (no tile scope: the compiler unrolls it fully)."""
+    """Loop unrolled at trace time (a plain range)."""
     return range(start, stop, step) if stop is not None else range(start)
 
 

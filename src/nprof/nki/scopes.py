@@ -1,28 +1,27 @@
-"""Tile lifetimes by loop scope, as the Neuron compiler allocates them.
+"""Tile lifetimes as the Neuron compiler allocates them, and loops a kernel leaves early.
 
-The compiler gives a tile allocated in the body of an `nl.affine_range` or
-`nl.sequential_range` loop the lifetime of one iteration of that loop: its
-memory is reused by the next iteration and the tile cannot be used after the
-loop (AWS NKI docs, "NKI programming model": a tensor's scope is the loop body
-that declares it). Tracing unrolls loops, so `loop(r)` iterates `r` and, at
-the end of each iteration, ends the tiles allocated during it: their SBUF/PSUM
-ranges are free for the next iteration whether or not a Python name still
-refers to them, which is what lets per-iteration allocations fit as they do on
-hardware. A later use of such a tile is a KernelError naming the loop.
-`nl.static_range` and plain `range` are not scopes (fully unrolled by the
-compiler too; their tiles live until unreferenced or the kernel returns).
+The compiler allocates SBUF/PSUM by liveness: a tile's range is free after
+the last instruction that uses it, whatever names still refer to it in the
+kernel's source (a tile made in each loop iteration, or one whose name stays
+bound after its loop, takes no space once dead). Tracing sees the kernel in
+program order, not its future, so tiles are first freed when Python drops
+them; when that does not fit (`OverCapacity`), `nki.jit` traces the kernel
+twice more: a probe with unbounded memory counts each tile's uses
+(`use_counts`, tiles numbered in allocation order), then the real trace frees
+every tile right after the instruction making its last use
+(`plan_lifetimes(uses_total=...)`). Tiles that stay referenced (a Python list
+of tiles filled in one loop and read in another) live until their last use,
+as in both NKI API generations.
 
-Within a scope the compiler allocates by liveness (a tile's range is free
-after its last use). Tracing cannot see the future, so when scope lifetimes
-do not fit (`OverCapacity`), `nki.jit` traces the kernel twice more: a probe
-with unbounded memory counts each tile's uses (`use_counts`, tiles numbered
-in allocation order), then the real trace frees every tile right after the
-instruction that makes its last use (`plan_lifetimes(uses_total=...)`).
+`Loop` (`nl.affine_range` / `nl.sequential_range`) iterates like `range` and
+notices a kernel leaving the loop early (`return`/`break` in the body): NKI
+traces a loop body once for all iterations, so such a kernel computes every
+iteration on Neuron while unrolled tracing would silently skip the rest — a
+KernelError instead (`check_loops_completed`).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +33,7 @@ if TYPE_CHECKING:
 
 
 class LoopScopes:
-    """Mixin of `ProgramBuilder`: a stack of open loop iterations and the tiles each allocated."""
-
-    _loops: list[tuple[str, list[weakref.ref[OnChip]]]]
-    flush: Any
-    _release: Any
+    """Mixin of `ProgramBuilder`: lifetime planning (uses per tile) and loops left early."""
 
     abandoned_loops: list[str]  # loops left before their last iteration (checked when the kernel returns)
     use_counts: dict[int, int]
@@ -46,6 +41,7 @@ class LoopScopes:
     _dying: list[OnChip]
     _sbuf: Any
     _psum: Any
+    _release: Any
 
     def plan_lifetimes(self, *, virtual: bool = False, uses_total: dict[int, int] | None = None) -> None:
         """`virtual`: unbounded SBUF/PSUM (a probe trace); `uses_total`: tile -> uses, each tile freed after
@@ -67,9 +63,7 @@ class LoopScopes:
         self._dying.clear()
 
     def check_loops_completed(self) -> None:
-        """KernelError when the kernel left an nl.affine_range/sequential_range loop early (return or break
-        inside the body): NKI traces a loop body once for all its iterations, so such a kernel still runs every
-        iteration there, while unrolled tracing would silently skip the rest."""
+        """KernelError when the kernel left an nl.affine_range/sequential_range loop early (see module doc)."""
         if self.abandoned_loops:
             where = self.abandoned_loops[0]
             self.abandoned_loops.clear()
@@ -78,32 +72,9 @@ class LoopScopes:
                 "body); NKI runs a loop body for every iteration — move the return after the loop"
             )
 
-    def in_loop_scope(self, base: OnChip) -> None:
-        """Record that `base` was allocated in the innermost open loop iteration (if any)."""
-        if self._loops:
-            self._loops[-1][1].append(weakref.ref(base))
-
-    def open_iteration(self, where: str) -> int:
-        """Start one iteration of the loop at `where`; returns the depth to pass to `close_iteration`."""
-        self._loops.append((where, []))
-        return len(self._loops)
-
-    def close_iteration(self, depth: int) -> None:
-        """End the iteration opened at `depth` (and any left open inside it): free the tiles it allocated."""
-        if len(self._loops) < depth:
-            return  # already closed (the kernel returned from inside the loop)
-        self.flush()  # a pending load/matmul into one of these tiles commits first
-        while len(self._loops) >= depth:
-            where, refs = self._loops.pop()
-            for ref in refs:
-                base = ref()
-                if base is not None and base.alive:
-                    base.ended_at = where
-                    self._release(base)
-
 
 class Loop:
-    """`nl.affine_range(...)` / `nl.sequential_range(...)`: iterates like `range`, each iteration a tile scope."""
+    """`nl.affine_range(...)` / `nl.sequential_range(...)`: iterates like `range` (see module doc)."""
 
     def __init__(self, r: range) -> None:
         self.range = r
@@ -116,17 +87,11 @@ class Loop:
         from nprof.nki import trace
 
         builder = trace._ACTIVE[-1] if trace._ACTIVE else None
-        if builder is None:
-            yield from self.range
-            return
         last = len(self.range) - 1
         for n, i in enumerate(self.range):
-            depth = builder.open_iteration(self.where)
             try:
                 yield i
             except GeneratorExit:  # the body returned or broke out of the loop
-                if n < last:
+                if n < last and builder is not None:
                     builder.abandoned_loops.append(self.where)
                 raise
-            finally:
-                builder.close_iteration(depth)

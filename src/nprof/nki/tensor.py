@@ -48,7 +48,8 @@ class HbmBase:
 
 @dataclass(eq=False)
 class OnChip:
-    """An SBUF or PSUM allocation; freed (region reusable) when no view refers to it or its kernel returns."""
+    """An SBUF or PSUM allocation; freed (region reusable) when no view refers to it, after its last use
+    (lifetime planning, `nprof.nki.scopes`) or when its kernel returns."""
 
     space: Space
     name: str
@@ -59,7 +60,6 @@ class OnChip:
     bytes_per_partition: int
     builder: ProgramBuilder
     alive: bool = True
-    ended_at: str = ""  # the loop whose iteration ended this tile's scope ("" while alive or at kernel return)
     seq: int = 0  # allocation number within its builder (lifetime planning)
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
     block_elems: int = 0  # PSUM: element stride between blocks (one bank each); 0 = packed
@@ -324,12 +324,6 @@ class NkiTensor(ViewReshapes, TileOperators):
         self.check_bounds()
         base = self._base
         if isinstance(base, OnChip) and not base.alive:
-            if base.ended_at:
-                raise kernel_error(
-                    f"tile {base.name!r} was allocated inside an iteration of the loop at {base.ended_at} and is "
-                    "used after it; a tile lives for the loop body that allocates it (NKI scoping) — allocate it "
-                    "before the loop to carry it across iterations"
-                )
             raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
         if isinstance(base, OnChip):
             if base.byte_offset < 0:

@@ -95,7 +95,6 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._pending: _Pending | None = None
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
-        self._loops: list[tuple[str, list[weakref.ref[OnChip]]]] = []  # open loop iterations (LoopScopes)
         self.plan_lifetimes()
         self._counter = 0
         self.meta: dict[str, str] = {}
@@ -248,7 +247,6 @@ class ProgramBuilder(PendingOps, LoopScopes):
             self.materialize(base)
         if self._calls:
             self._calls[-1].append(weakref.ref(base))
-        self.in_loop_scope(base)
         return NkiTensor.root(base)
 
     def _check_tile(self, base: OnChip) -> None:
@@ -284,15 +282,12 @@ class ProgramBuilder(PendingOps, LoopScopes):
             offset = allocator.alloc(nbytes, align)
         except OutOfMemory as err:
             label = "SBUF" if base.space is Space.SBUF else "PSUM"
-            raise OverCapacity(
-                str(
-                    kernel_error(
-                        f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition "
-                        f"with {err.live} of {err.capacity} live even when each tile is freed after its last use; "
-                        "use smaller tiles or fewer buffers"
-                    )
-                )
-            ) from None
+            how = "even with each tile freed after its last use" if self._uses_total is not None else "live"
+            msg = (
+                f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition with "
+                f"{err.live} of {err.capacity} {how}; use smaller tiles or fewer buffers"
+            )
+            raise OverCapacity(str(kernel_error(msg))) from None
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
         base.token = weakref.finalize(base, allocator.free, offset)
 
