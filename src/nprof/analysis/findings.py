@@ -55,11 +55,31 @@ def _row(severity: str, kind: str, title: str, message: str, ts: int, end: int, 
                 impact_ns=int(impact), event_ids=ids.tolist(), sources=sources)  # fmt: skip
 
 
+LOW_UTILISATION_PERCENT = 10.0  # below this MFU and MBU, neither roof limits the run
+
+
+def low_utilisation(metrics: dict) -> str | None:
+    """When MFU and MBU are both below LOW_UTILISATION_PERCENT: why the run is neither compute- nor
+    memory-bound (plain words), else None. The arithmetic-intensity verdict only says which roof is
+    nearer; a run far below both is limited by latency, dependencies or overheads instead."""
+    mfu, mbu = metrics.get("mfu_estimated_percent"), metrics.get("mbu_estimated_percent")
+    vals = [v for v in (mfu, mbu) if isinstance(v, int | float)]
+    if not vals or max(vals) >= LOW_UTILISATION_PERCENT:
+        return None
+    got = " and ".join(f"{k} {v:.3g} %" for k, v in (("MFU", mfu), ("MBU", mbu)) if isinstance(v, int | float))
+    verb = "are" if len(vals) > 1 else "is"
+    return (f"{got} {verb} below {LOW_UTILISATION_PERCENT:g} %: neither peak FLOP/s nor memory bandwidth "
+            "limits this run; time goes to latency, dependencies, dispatch overheads or idle gaps")  # fmt: skip
+
+
 def _bound(profile: Profile, metrics: dict) -> list[dict]:
     if "bound" not in metrics:
         return []
     ai, ratio = metrics["mm_arithmetic_intensity"], metrics["peak_flops_bandwidth_ratio"]
     total = facts(profile).total_ns
+    low = low_utilisation(metrics)
+    if low:
+        return [_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
     if metrics["bound"] == "memory":
         text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, below the device's {ratio:.3g} FLOP/B "
                 f"(peak FLOP/s / HBM bandwidth): HBM traffic, not the Tensor engine, limits this run; "

@@ -54,6 +54,7 @@ from nprof.profile import TABLES, Profile, ProfileInfo
 from nprof.profile.model import checked
 
 MAX_GZIP_RATIO = 100  # real Chrome/Kineto traces compress 5-30x
+GZIP_SLACK = 64 << 20  # ... plus this many bytes, for tiny files
 _OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
 _FLOW_PHASES = frozenset({"s", "t", "f"})
 
@@ -79,8 +80,8 @@ def load_json(path: Path) -> Any:
 
 
 def gunzip_bounded(raw: bytes, path: Path) -> bytes:
-    """Decompress a gzip file, refusing output past MAX_GZIP_RATIO x its size (+ 64 MiB): a gzip bomb."""
-    limit = MAX_GZIP_RATIO * len(raw) + (64 << 20)
+    """Decompress a gzip file, refusing output past MAX_GZIP_RATIO x its size + GZIP_SLACK: a gzip bomb."""
+    limit = MAX_GZIP_RATIO * len(raw) + GZIP_SLACK
     out = bytearray()
     try:
         while raw:

@@ -31,10 +31,10 @@ import numpy as np
 
 from nprof.device import simulate
 from nprof.errors import NprofError
-from nprof.npy import read_npy
 from nprof.profile import Profile
 from nprof.program.file import load_program
 from nprof.program.model import Program
+from nprof.program.npy import read_npy
 
 
 class SimWarning(UserWarning):
@@ -120,6 +120,13 @@ def _pairs(values: list[str]) -> dict[str, str]:
     return pairs
 
 
+def nth_exec_path(profile: str | os.PathLike[str], nth: int) -> Path:
+    """Where `-s PROFILE` lands for `--profile-nth-exec N`: PROFILE itself for N = 1, else
+    `<stem>_exec_<N><suffix>` beside it (profile.ntff -> profile_exec_2.ntff), as neuron-profile names it."""
+    p = Path(profile)
+    return p if nth == 1 else p.with_name(f"{p.stem}_exec_{nth}{p.suffix or '.ntff'}")
+
+
 def _multi_worker_requested(args: argparse.Namespace) -> bool:
     return bool(
         getattr(args, "collectives_workers_per_node", None)
@@ -151,11 +158,12 @@ def capture_from_args(args: argparse.Namespace) -> int:
     pairs = _pairs(list(args.inputs or []))
     if not args.profile:
         raise NprofError("missing -s PROFILE: where to write the profile")
+    target = nth_exec_path(args.profile, args.profile_nth_exec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SimWarning)
         profile = capture_program(
             args.program,
-            args.profile,
+            target,
             pairs,
             preset=args.device_preset,
             profile_nth=args.profile_nth_exec,
@@ -173,6 +181,6 @@ def capture_from_args(args: argparse.Namespace) -> int:
         f"ran {info.name} on the virtual {info.preset} NeuronCore: device time {total / 1000:.3f} us "
         f"({_count(profile.instructions.num_rows, 'instruction')}, {_count(profile.dma.num_rows, 'DMA transfer')}; "
         f"execution {args.profile_nth_exec} profiled)\n"
-        f"profile written to {args.profile}\n"
+        f"profile written to {target}\n"
     )
     return 0

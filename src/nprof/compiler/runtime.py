@@ -114,7 +114,7 @@ class DeviceGraph:
         if self.sample_dir is not None:
             save_samples(self.sample_dir, inputs)
             self.sample_dir = None
-        result = simulate(self.program, inputs, numerics=True)
+        result = simulate(self.program, inputs, numerics=True, allow_nonfinite=True)  # as eager torch would
         outs: list[Any] = []
         for slot in self.slots:
             if slot.kind == "tensor":

@@ -96,7 +96,12 @@ def summary_answer(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], flat: b
     ai = metrics.get("mm_arithmetic_intensity")
     ratio = metrics.get("peak_flops_bandwidth_ratio")
     bound = metrics.get("bound")
-    if bound in ("memory", "compute"):
+    from nprof.analysis.findings import low_utilisation
+
+    low = low_utilisation(metrics)
+    if low:
+        bound, text = "latency", f"latency/overhead-bound: {low}"
+    elif bound in ("memory", "compute"):
         rel = "below" if bound == "memory" else "at or above"
         text = (
             f"{bound}-bound: matmul arithmetic intensity {ai:.4g} FLOP/B is {rel} the device ratio {ratio:.4g} FLOP/B"
