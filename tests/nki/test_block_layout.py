@@ -83,3 +83,22 @@ def test_mixed_partition_positions_refused():
 
     with pytest.raises(KernelError, match="partition axis at different positions"):
         nki.simulate_kernel(kernel, rand((8, 4)))
+
+
+def test_small_psum_blocks_pack_into_banks():
+    """(4, 4, par_dim(32), 128) fp32 in PSUM: 16 blocks of 512 B pack four to a 2 KiB bank (8 KiB, not 16 banks)."""
+
+    def kernel(a, b):
+        out = nl.ndarray((4, 4, 32, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((4, 4, nl.par_dim(32), 128), dtype=nl.float32, buffer=nl.psum)
+        extra = nl.zeros((2, nl.par_dim(32), 512), dtype=nl.float32, buffer=nl.psum)  # two more whole banks
+        bt = nl.load(b)
+        for i in nl.affine_range(4):
+            for j in nl.affine_range(4):
+                acc[i, j] = nisa.nc_matmul(nl.load(a[i, j]), bt)
+                nl.store(out[i, j], value=nl.add(acc[i, j], extra[1, :, 0:128]))
+        return out
+
+    a, b = rand((4, 4, 16, 32), 7), rand((16, 128), 8)
+    want = np.einsum("ijkm,kn->ijmn", a, b)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, a, b), want, rtol=1e-4, atol=1e-4)

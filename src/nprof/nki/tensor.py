@@ -62,7 +62,7 @@ class OnChip:
     alive: bool = True
     seq: int = 0  # allocation number within its builder (lifetime planning)
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
-    block_elems: int = 0  # PSUM: element stride between blocks (one bank each); 0 = packed
+    block_elems: int = 0  # PSUM: element stride between blocks (packed into banks); 0 = packed
 
 
 Dim = tuple[int, int, int]  # (partition step, element step, size)
@@ -92,7 +92,7 @@ class NkiTensor(ViewReshapes, TileOperators):
             if axis == part:
                 dims[axis] = (1, 0, shape[axis])
                 if isinstance(base, OnChip) and base.space is Space.PSUM and axis > 0:
-                    stride = max(stride, _bank_elems(base))  # blocks before the partition axis: one bank each
+                    stride = max(stride, _block_elems(base))  # blocks before the partition axis: bank-aligned
             else:
                 dims[axis] = (0, stride, shape[axis])
                 stride *= shape[axis]
@@ -369,8 +369,17 @@ def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
     return [v if v.is_hbm or v.ndim <= 1 else v._move_to_front(pos) for v in views]
 
 
-def _bank_elems(base: OnChip) -> int:
-    return base.builder.preset.psum_bank_bytes // np.dtype(NUMPY[base.dtype]).itemsize
+def psum_block_bytes(shape: tuple[int, ...], partition_axis: int, dtype: str, bank: int) -> int:
+    """Byte stride between the blocks of a PSUM tile `(B..., par_dim(P), F...)`: the block size rounded up to a
+    power of two, so blocks pack into 2 KiB banks without straddling one (a matmul writes a single bank)."""
+    per_block = math.prod(shape[partition_axis + 1 :]) * np.dtype(NUMPY[dtype]).itemsize
+    return min(bank, 1 << max(0, per_block - 1).bit_length())
+
+
+def _block_elems(base: OnChip) -> int:
+    bank = base.builder.preset.psum_bank_bytes
+    stride = psum_block_bytes(base.shape, base.partition_axis, base.dtype, bank)
+    return stride // np.dtype(NUMPY[base.dtype]).itemsize
 
 
 def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:

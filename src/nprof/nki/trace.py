@@ -50,7 +50,7 @@ from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
 from nprof.nki.scopes import LoopScopes
 from nprof.nki.source import kernel_error, user_location
-from nprof.nki.tensor import HbmBase, NkiTensor, OnChip
+from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
 
 _ACTIVE: list[ProgramBuilder] = []
@@ -275,8 +275,9 @@ class ProgramBuilder(PendingOps, LoopScopes):
         blocks = math.prod(shape[:partition_axis])
         per_block = math.prod(shape[partition_axis + 1 :]) * item
         nbytes, align, block_elems = blocks * per_block, None, 0
-        if base.space is Space.PSUM and blocks > 1:  # one bank per block, as the accumulators address them
-            nbytes, align, block_elems = blocks * p.psum_bank_bytes, p.psum_bank_bytes, p.psum_bank_bytes // item
+        if base.space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
+            stride = psum_block_bytes(shape, partition_axis, base.dtype, p.psum_bank_bytes)
+            nbytes, align, block_elems = blocks * stride, max(stride, 64), stride // item
         allocator = self._sbuf if base.space is Space.SBUF else self._psum
         try:
             offset = allocator.alloc(nbytes, align)
