@@ -48,7 +48,7 @@ def test_out_of_bounds_slice():
     def kernel(x):
         nl.load(x[128:256, :])
 
-    _fails(kernel, np.zeros((250, 4), np.float32), match="out of bounds.*mask")
+    _fails(kernel, np.zeros((250, 4), np.float32), match="out-of-bounds access: indices 128..255.*mask=")
 
 
 def test_matmul_tile_limits():

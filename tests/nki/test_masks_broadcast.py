@@ -91,9 +91,28 @@ def test_rank1_reduction_stored_into_column_views():
         buf = nl.ndarray((a.shape[0], 2), dtype=nl.float32)
         buf[:, 0:1] = nl.sum(x, axis=1)
         buf[:, 1] = nl.max(x, axis=1)
+        col = nl.ndarray((a.shape[0], 1), dtype=nl.float32)
+        col[...] = nl.min(x, axis=1)
+        buf[:, 1] = nl.maximum(buf[:, 1:2], col)  # a [P, 1] result into a rank-1 [P] view
         nl.store(out, value=buf)
         return out
 
     a = rand((32, 24), 6)
     want = np.stack([a.sum(axis=1), a.max(axis=1)], axis=1)
     np.testing.assert_allclose(nki.simulate_kernel(kernel, a), want, rtol=1e-5)
+
+
+def test_slice_past_the_end_with_a_mask():
+    """`x[128:256]` of a 200-row tensor is valid NKI when mask= keeps the rows that exist (a ragged last tile)."""
+
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        for t in nl.affine_range(2):
+            rows = t * 128 + i_p < x.shape[0]
+            tile = nl.load(x[t * 128 : (t + 1) * 128, :], mask=rows)
+            nl.store(out[t * 128 : (t + 1) * 128, :], value=nl.exp(tile, mask=rows), mask=rows)
+        return out
+
+    x = rand((200, 16), 9)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, x), np.exp(x), rtol=1e-5)

@@ -383,6 +383,8 @@ def assign(view: NkiTensor, value: Any) -> None:
         view, value = view.restrict(box), value.restrict(box)
     if value.ndim < view.ndim:  # a rank-1 [P] result (a reduction) stored into a [P, 1] view
         value = value.pad_free(view.ndim)
+    elif value.ndim > view.ndim and all(s == 1 for s in value.shape[view.ndim :]):  # [P, 1] into a [P] view
+        view = view.pad_free(value.ndim)
     if value.shape != view.shape:
         value = broadcast_operand(value, view.shape)
     emit(Engine.VECTOR, Opcode.TENSOR_COPY, [view], [value])

@@ -212,6 +212,7 @@ class NkiTensor(ViewReshapes, TileOperators):
     def _index_basic(self, items: tuple[Any, ...]) -> NkiTensor:
         per_dim: list[tuple[int, list[int]]] = []
         sizes: list[int] = []
+        beyond: list[tuple[int, int, int, int, str]] = []  # slices past the end, checked at use (after mask=)
         axis = 0
         for item in items:
             if item is None:
@@ -222,6 +223,8 @@ class NkiTensor(ViewReshapes, TileOperators):
             if isinstance(item, slice):
                 start, stop, step = _slice_range(item, size, self._label(axis))
                 length = len(range(start, stop, step))
+                if stop > size:  # NKI: a slice past the end is valid when a mask= narrows the access
+                    beyond.append((start, len(sizes), step, size, self._label(axis)))
                 per_dim.append((start, [len(sizes), step]))
                 sizes.append(length)
             else:
@@ -246,7 +249,9 @@ class NkiTensor(ViewReshapes, TileOperators):
             if k >= 0:
                 coefs[k] = c
             resolved.append((const, tuple(coefs)))
-        return self._compose(resolved, tuple(sizes), [])
+        checks = [(start, tuple(step if k == dim else 0 for k in range(n)), size, label)
+                  for start, dim, step, size, label in beyond]  # fmt: skip
+        return self._compose(resolved, tuple(sizes), checks)
 
     def _index_affine(self, items: tuple[Any, ...]) -> NkiTensor:
         if any(item is None for item in items):
@@ -394,7 +399,7 @@ def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
         start += size
     if stop < 0:
         stop += size
-    if start < 0 or stop > size or start > stop:
+    if start < 0 or start >= size or start > stop:
         raise kernel_error(
             f"slice {item.start}:{item.stop} is out of bounds for {label}; use a shorter slice or an index with mask="
         )
