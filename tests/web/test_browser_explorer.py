@@ -86,7 +86,7 @@ def test_summary_roofline_points(page, server):
 
 def _tiny_with_sources(server) -> str:
     """The tiny profile with kernel.py stored in it (as a capture does), ingested; its id."""
-    from nprof.capture.sources import embed_sources
+    from nprof.profile.sources import embed_sources
     from tests.conftest import tiny_profile
     from tests.web.conftest import _ingest
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from nprof.capture.sources import MAX_BYTES, PREFIX, split_location
+from nprof.profile.sources import MAX_BYTES, PREFIX, split_location
 
 _SQL = (
     "SELECT nki_source_location, count(*), sum(duration) FROM (SELECT nki_source_location, duration "

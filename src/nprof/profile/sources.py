@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from nprof.profile import Profile
+from nprof.profile.model import Profile
 
 PREFIX = "source:"
 MAX_FILES = 64
