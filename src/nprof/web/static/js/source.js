@@ -88,7 +88,10 @@ export class SourcePanel {
         h("table", { class: "source", id: "source" }, h("thead", {}, h("tr", {}, ["line", "time", "events", "total", "code"].map((t) => h("th", {}, t)))), h("tbody", {}, rows)),
       ),
     );
-    const cur = this.el.querySelector("tr.src-line.on");
-    if (cur) cur.scrollIntoView({ block: "center" });
+    // the selected line, else the busiest one, in view (scrolling only the listing, not the page)
+    const hottest = file.lines.reduce((a, b) => (b.time_ns > a.time_ns ? b : a), file.lines[0]);
+    const target = this.el.querySelector("tr.src-line.on") || this.el.querySelector(`tr.src-line[data-line="${hottest.line}"]`);
+    const box = this.el.querySelector(".source-scroll");
+    if (target && box) box.scrollTop = Math.max(0, target.offsetTop - box.clientHeight / 2);
   }
 }
