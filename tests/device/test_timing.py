@@ -159,12 +159,43 @@ def test_sharing_ends_when_the_other_transfer_finishes() -> None:
 
 def test_transfers_on_one_queue_run_in_order() -> None:
     k = Kit()
-    k.dma(k.sbuf("a", 128, 512), k.hbm("x", (128, 512)), queue=2, deps=())
-    k.dma(k.sbuf("b", 128, 512), k.hbm("y", (128, 512)), queue=2, deps=())
+    k.dma(k.sbuf("a", 128, 2048), k.hbm("x", (128, 2048)), queue=2, deps=())
+    k.dma(k.sbuf("b", 128, 2048), k.hbm("y", (128, 2048)), queue=2, deps=())
     ev = k.run(numerics=False).profile.dma.to_pylist()
-    alone = (128 * 2048 + 128 * 256) / 272.0
-    assert ev[1]["ts"] == round(1300 + alone)  # its latency was hidden behind the first transfer
-    assert ev[1]["duration"] == round(1300 + 2 * alone) - round(1300 + alone)
+    alone = (128 * 8192 + 128 * 256) / 272.0  # 3975 ns: each wants the whole pool
+    # The queue's descriptor stage holds each DMA for the fixed latency: the second transfer starts 1300 ns
+    # after the first (not after its end); then both share the pool until the first is done.
+    assert ev[1]["ts"] == 2600
+    assert ev[0]["ts"] + ev[0]["duration"] == round(2600 + 2 * (alone - 1300))
+    assert ev[1]["ts"] + ev[1]["duration"] == round(1300 + 2 * alone)  # the pool moved both at its full rate
+
+
+def test_the_trigger_gap_spaces_consecutive_dmas_of_any_queue() -> None:
+    """FITTED dma_issue_gap_ns: consecutive DMAs of the program start at least the gap apart."""
+    k = Kit()
+    for q in range(3):
+        k.dma(k.sbuf(f"a{q}", 4, 64), k.hbm(f"x{q}", (4, 64)), queue=q, deps=())
+    spaced = replace(get_preset("trn1"), dma_issue_gap_ns=700.0)
+    assert [d["ts"] for d in k.run(numerics=False, preset=spaced).profile.dma.to_pylist()] == [1300, 2000, 2700]
+    assert [d["ts"] for d in k.run(numerics=False).profile.dma.to_pylist()] == [1300, 1300, 1300]
+
+
+def test_a_psum_zero_fill_before_an_accumulation_group_costs_nothing() -> None:
+    """nl.zeros in PSUM then matmuls accumulating into it: the first matmul overwrites (no VectorE memset)."""
+    k = Kit()
+    w, x = k.sbuf("w", 128, 128, "bfloat16"), k.sbuf("x", 128, 512, "bfloat16")
+    acc = k.psum("acc", 128, 512)
+    k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k.sbuf("busy", 128, 2048),), (k.sbuf("src", 128, 2048),), deps=())
+    z = k.emit(Engine.VECTOR, Opcode.MEMSET, (acc,), deps=(), value=0.0)
+    mm = k.emit(Engine.TENSOR, Opcode.MATMUL, (acc,), (w, x), deps=(z,), accumulate=True)
+    ev = rows(k.run(numerics=False))
+    assert ev[z]["duration"] == 0 and ev[z]["ts"] == 0  # not queued behind the 2048-element copy
+    assert ev[mm]["ts"] == round(60 / 2.8)  # only TensorE's own access latency
+    k2 = Kit()  # a zero-fill something else reads first is a real memset
+    acc2 = k2.psum("acc", 128, 512)
+    z2 = k2.emit(Engine.VECTOR, Opcode.MEMSET, (acc2,), deps=(), value=0.0)
+    k2.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k2.sbuf("o", 128, 512),), (acc2,), deps=(z2,))
+    assert rows(k2.run(numerics=False))[z2]["duration"] == round(512 / 1.12)
 
 
 def test_ldweights_overlaps_the_previous_matmul() -> None:

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from nprof.errors import NprofError
 
 _GB = 1e9
+FITTED_FIELDS = ("launch_ns", "dma_issue_gap_ns")  # Preset fields fitted on a calibration set (see bench/fidelity.py)
 _KIB = 1024
 
 
@@ -70,6 +71,13 @@ class Preset:
     link_latency_ns: float = 2000.0  # fixed cost of one intra-node ring step (CC-core handshake + hop)
     efa_bandwidth: float = 100 * _GB  # bytes/s of the node's EFA network, for ring hops between nodes
     efa_latency_ns: float = 15000.0  # fixed cost of one ring step that crosses nodes over EFA
+    # --- FITTED: constants the public record does not give, fitted on bench/fidelity.py's fit set ---
+    launch_ns: float = 0.0  # fixed per-launch cost before the first instruction (0: no public figure to fit)
+    dma_issue_gap_ns: float = 0.0  # least time between two consecutive DMA triggers of the program (any queue)
+
+    def fitted(self) -> dict[str, float]:
+        """The FITTED constants of this preset by name (recorded in every simulated profile's manifest)."""
+        return {name: float(getattr(self, name)) for name in FITTED_FIELDS}
 
     @property
     def sbuf_bytes(self) -> int:

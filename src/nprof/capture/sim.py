@@ -31,11 +31,11 @@ import numpy as np
 
 from nprof.device import simulate
 from nprof.errors import NprofError
-from nprof.npy import read_npy
 from nprof.profile import Profile
 from nprof.profile.sources import embed_sources
 from nprof.program.file import load_program
 from nprof.program.model import Program
+from nprof.program.npy import read_npy
 
 
 class SimWarning(UserWarning):

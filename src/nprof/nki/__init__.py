@@ -4,13 +4,14 @@
 `import nprof.nki.isa as nisa`, `from nprof.nki.typing import tensor` replace
 the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 `nki.benchmark` and `nki.profile` run kernels on the simulated device
-(`nprof.nki.decorators`); `nki.collectives` records CC-core collectives for
-multi-worker runs; `nprof.nki.trace.ProgramBuilder` traces kernels into
-a Program directly (the compiler's entry point).
+(`nprof.nki.decorators`); `nki.compiler` is the allocation-control API;
+`nki.collectives` records CC-core collectives for multi-worker runs;
+`nprof.nki.trace.ProgramBuilder` traces kernels into a Program directly (the
+compiler's entry point).
 """
 
-from nprof.nki import collectives, isa, language, typing  # collectives: nki.collectives (multi-worker)
-from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate_kernel
+from nprof.nki import collectives, compiler, isa, language, typing  # collectives: nki.collectives (multi-worker)
+from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate, simulate_kernel
 from nprof.nki.kernel import Kernel
 from nprof.nki.trace import ProgramBuilder
 
@@ -20,10 +21,12 @@ __all__ = [
     "baremetal",
     "benchmark",
     "collectives",
+    "compiler",
     "isa",
     "jit",
     "language",
     "profile",
+    "simulate",
     "simulate_kernel",
     "typing",
 ]

@@ -14,7 +14,9 @@ VectorE. A mask narrows every operand to the mask's box.
 
 from __future__ import annotations
 
+import math
 import numbers
+import weakref
 from typing import Any
 
 from nprof.arch.isa import Engine, Opcode, Space, attrs
@@ -22,7 +24,7 @@ from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, mask_box
+from nprof.nki.tensor import NkiTensor, OnChip, mask_box
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}
@@ -40,8 +42,18 @@ def dname(dtype: Any) -> str:
         raise kernel_error(str(err)) from None
 
 
+MM_WRITTEN: weakref.WeakKeyDictionary[OnChip, set[Any]] = weakref.WeakKeyDictionary()
+"""PSUM regions (access keys per tile) a beta-2 `nc_matmul(dst, ...)` wrote since the tile was last read."""
+
+
+def consumed(t: NkiTensor) -> None:
+    """`t` is read by an instruction: the next beta-2 matmul into its PSUM tile starts a new sum."""
+    if isinstance(t.base, OnChip) and t.base in MM_WRITTEN:
+        del MM_WRITTEN[t.base]
+
+
 def tile(x: Any, what: str = "operand") -> NkiTensor:
-    """`x` as an on-chip tile; KernelError for HBM tensors and other values."""
+    """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values."""
     if isinstance(x, NkiTensor):
         if x.is_hbm:
             raise kernel_error(
@@ -50,6 +62,7 @@ def tile(x: Any, what: str = "operand") -> NkiTensor:
         builder = trace.current()
         if builder.is_pending(x):
             builder.flush()
+        consumed(x)
         return x
     raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")
 
@@ -82,12 +95,19 @@ def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor
     return out
 
 
-def result_tile(out: NkiTensor | None, shape: tuple[int, ...], dtype: str) -> NkiTensor:
+def result_tile(out: Any, shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF) -> NkiTensor:
+    """The destination of a result of `shape`: a new tile, or `out` (a dst= view with the same partitions
+    and free-element count is read in the result's shape)."""
     if out is None:
-        return new_tile(shape, dtype)
-    if out.shape != shape:
+        return new_tile(shape, dtype, space)
+    if not isinstance(out, NkiTensor) or out.is_hbm:
+        raise kernel_error(f"dst must be an SBUF or PSUM tile, got {getattr(out, 'name', type(out).__name__)!r}")
+    if out.shape == shape:
+        return out
+    flat = out.flatten_free() if out.shape[:1] == shape[:1] and out.ndim >= 1 else None
+    if flat is None or (flat.shape[1:2] != (math.prod(shape[1:]),) and not (len(shape) == 1 and flat.ndim == 1)):
         raise kernel_error(f"result has shape {shape} but the destination has shape {out.shape}")
-    return out
+    return flat.unflatten_free(tuple(shape[1:])) if len(shape) > 1 else flat
 
 
 # -- elementwise ------------------------------------------------------------------------------
@@ -271,15 +291,18 @@ def unary(func: str, x: Any, *, dtype: Any = None, mask: Predicate | None = None
 
 # -- reductions -------------------------------------------------------------------------------
 def reduce(op: str, x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None, keepdims: bool = False,
-           negate: bool = False) -> NkiTensor:  # fmt: skip
+           negate: bool = False, out: NkiTensor | None = None) -> NkiTensor:  # fmt: skip
+    """Reduce the free axes `axis` of `x` into a new tile or `out` (a [P, 1] `out` takes a rank-1 result)."""
     x = tile(x, "reduction input")
+    if out is not None and not keepdims and out.ndim == x.ndim:
+        keepdims = True
     axes = _axes(axis, x.ndim)
     shape = (
         tuple(1 if k in axes else s for k, s in enumerate(x.shape))
         if keepdims
         else tuple(s for k, s in enumerate(x.shape) if k not in axes)
     )
-    res = new_tile(shape, dname(dtype) if dtype is not None else x.dtype_name)
+    res = result_tile(out, shape, dname(dtype) if dtype is not None else x.dtype_name)
     (xi,) = apply_mask(mask, x.shape, x)
     if mask is not None:
         box = mask_box(mask, x.shape)

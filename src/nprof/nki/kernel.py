@@ -237,7 +237,17 @@ def finish(traced: Traced, outputs: dict[str, np.ndarray]) -> Any:
         target = (traced.originals or {}).get(name)
         if isinstance(target, np.ndarray) and target.flags.writeable and name in outputs:
             target[...] = outputs[name].astype(target.dtype) if target.dtype != outputs[name].dtype else outputs[name]
+    _device_prints(traced, outputs)
     return unflatten(traced.structure, outputs)
+
+
+def _device_prints(traced: Traced, outputs: dict[str, np.ndarray]) -> None:
+    """Print the values `nl.device_print` captured, in kernel order (the user asked for this output)."""
+    import json
+
+    for name, prefix in json.loads(traced.program.meta.get("device_print", "[]")):
+        if name in outputs:
+            print(prefix, outputs[name])
 
 
 def unflatten(structure: Any, outputs: dict[str, np.ndarray]) -> Any:

@@ -90,7 +90,7 @@ class ProgramBuilder(PendingOps):
         self._sbuf = Allocator(p.sbuf_partition_bytes)
         self._psum = Allocator(p.psum_partition_bytes, bank=p.psum_bank_bytes)
         self._scopes: list[tuple[str | None, str | None, str | None]] = []
-        self._dma_next = 0
+        self._dma_sites: dict[str | None, int] = {}  # DMA statement (source line) -> its queue
         self._pending: _Pending | None = None
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
@@ -325,9 +325,8 @@ class ProgramBuilder(PendingOps):
         index = len(self._instructions)
         deps = self._deps.record(index, ins + extra_reads, outs)
         queue = -1
-        if opcode is Opcode.DMA_DIRECT2D:
-            queue = self._dma_next % self.preset.dma_queues
-            self._dma_next += 1
+        if opcode is Opcode.DMA_DIRECT2D:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
+            queue = self._dma_sites.setdefault(source, len(self._dma_sites)) % self.preset.dma_queues
         layer, hlo = (self._scopes[-1][0], self._scopes[-1][1]) if self._scopes else (None, None)
         self._instructions.append(Instruction(engine, opcode, outs, ins, attrs_, deps, queue, source, layer, hlo))
         if opcode is Opcode.TRANSPOSE:

@@ -20,11 +20,13 @@ function here that prints):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import re
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +59,32 @@ def ingest_directory(
     from nprof.store.group_ingest import ingest_ranks  # parallel ingest of the ranks (multi-worker)
 
     rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
-    ranks = ingest_ranks(store, rank_files, gid, name)
-    group = store.register_group(gid, name, ranks, force=True)
+    with store.claim(f"{gid}.group"):
+        ranks = _all_or_nothing(
+            store, gid, [r for r, _ in rank_files], lambda: ingest_ranks(store, rank_files, gid, name)
+        )
+        group = store.register_group(gid, name, ranks, force=True)
 
-    def stamp(data: dict[str, Any]) -> dict[str, Any]:
-        data["groups"][gid]["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
-        return data["groups"][gid]
+        def stamp(data: dict[str, Any]) -> dict[str, Any]:
+            data["groups"][gid]["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
+            return data["groups"][gid]
 
-    store.catalog.update(stamp)
+        store.catalog.update(stamp)
     return group
+
+
+def _all_or_nothing(store: Store, gid: str, ranks: list[int], ingest: Callable[[], list[tuple[int, str]]]) -> Any:
+    """Run `ingest()`; if it fails, remove every rank profile it wrote (and, with --force, the group
+    it replaced), so a failed `view -d` leaves no dangling catalog entry."""
+    try:
+        return ingest()
+    except BaseException:
+        for rank in ranks:
+            pid = f"{gid}.rank{rank}"
+            if store.catalog.get(pid) is not None:
+                with contextlib.suppress(NprofError):
+                    store.delete(pid)
+        raise
 
 
 def _bind(host: str, port: int) -> socket.socket:
