@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--db-bucket", default=None, metavar="ID", help="id to store the profile under")
     view.add_argument("--display-name", default=None, help="name shown in the profile list")
     view.add_argument(
+        "--nki-source-root",
+        default=None,
+        metavar="DIR",
+        help="directory holding the kernel sources (default: the copies stored in the profile at capture)",
+    )
+    view.add_argument(
         "--db", default=None, metavar="PATH", help="store directory (default $NPROF_DB or ~/.local/share/nprof/store)"
     )
 
