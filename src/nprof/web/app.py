@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import duckdb
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
@@ -108,7 +109,10 @@ def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
 
     @app.exception_handler(Exception)
     def _internal(request: Request, exc: Exception) -> Response:
-        first = (str(exc).splitlines() or [""])[0]
+        first = (str(exc).splitlines() or [""])[0].replace(str(store.dir), "<store>")[:200]
+        if isinstance(exc, duckdb.Error):
+            reason = f"the profile's database failed ({type(exc).__name__}); re-ingest it with nprof view --force"
+            return JSON({"error": reason}, status_code=500)
         return JSON({"error": f"internal error ({type(exc).__name__}: {first}); please report it"}, status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
