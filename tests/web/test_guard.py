@@ -95,3 +95,13 @@ def test_corrupt_database_is_one_line_without_the_store_path(tmp_path: Path) -> 
     ) as c:
         r = c.get("/api/profiles/bad/rows")
     assert r.status_code >= 400 and str(tmp_path) not in r.text and "\n" not in r.json()["error"], r.text
+
+
+def test_openapi_documents_objects_and_errors(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    ops = [op for path in spec["paths"].values() for op in path.values()]
+    assert ops and all({"404", "422", "421"} <= set(op["responses"]) for op in ops)
+    for op in ops:
+        for answer in op["responses"].values():
+            schema = answer.get("content", {}).get("application/json", {}).get("schema")
+            assert schema != {"type": "string"}

@@ -20,6 +20,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from fastapi import FastAPI, Request
@@ -66,6 +67,44 @@ def _page_if_found(request: Request, lookup: Callable[[str], object], key: str) 
 
 def _not_found_page(message: str) -> HTMLResponse:
     return HTMLResponse(_NOT_FOUND.format(message=html.escape(message)), status_code=404)
+
+
+_ERROR = {
+    "content": {
+        "application/json": {
+            "schema": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+        }
+    }
+}
+_ERRORS = {
+    "404": "No such profile, group, event, table or marker",
+    "422": "Invalid parameter or body, or a request the data refuses (one-line reason)",
+    "421": "The Host header names another server (DNS rebinding guard)",
+    "403": "A change requested from another origin (cross-site guard)",
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema with JSON objects (not strings) as answers and the error answers documented:
+    {"error": "<one line>"} for 404, 422, and the guard's 421/403."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for ops in schema.get("paths", {}).values():
+            for method, op in ops.items():
+                for answer in op.get("responses", {}).values():
+                    content = answer.get("content", {}).get("application/json")
+                    if content and content.get("schema") == {"type": "string"}:
+                        content["schema"] = {"type": "object"}
+                for code, text in _ERRORS.items():
+                    if code == "403" and method == "get":
+                        continue
+                    op.setdefault("responses", {})[code] = {"description": text, **_ERROR}
+        schema.get("components", {}).get("schemas", {}).pop("HTTPValidationError", None)
+        schema.get("components", {}).get("schemas", {}).pop("ValidationError", None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def _start_reaper(store: Store, every: float = 30.0) -> None:
@@ -138,6 +177,7 @@ def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
     def group_page(request: Request, group_id: str) -> Response:
         return _page_if_found(request, store.group, group_id)
 
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     _start_reaper(store)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
