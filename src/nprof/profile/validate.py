@@ -115,7 +115,7 @@ def _range(t: pa.Table, table: str, column: str, lo: int, hi: int) -> None:
 
 
 def _total(t: pa.Table, table: str, column: str) -> None:
-    total = pc.sum(pc.cast(t[column], pa.float64())).as_py() or 0.0
+    total = pc.sum(pc.cast(t[column], pa.float64(), safe=False)).as_py() or 0.0
     if total > MAX_VALUE:
         raise ValueError(f"table '{table}' column {column} sums to {total:.3g}, past {MAX_VALUE:.3g}")
 
