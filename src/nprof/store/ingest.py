@@ -107,7 +107,7 @@ def _put(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
         con.unregister(view)
 
 
-STORE_FORMAT = 1  # bump when the tables of a profile database change; older files must be re-ingested
+STORE_FORMAT = 2  # bump when the tables of a profile database change; older files must be re-ingested
 ROW_GROUP_SIZE = 8192  # small row groups: zone maps then prune range reads to a few thousand rows
 RAW_ROW_GROUP_SIZE = 122880  # DuckDB's default, for the raw tables (read by id or whole): ~15% cheaper to write
 
