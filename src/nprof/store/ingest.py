@@ -1,15 +1,18 @@
 """Build one profile's DuckDB file: raw tables, analysis tables and level-of-detail structures.
 
-Contract: `build_profile_db(profile, path, analyse, bar)` writes a complete,
-self-contained DuckDB database at `path` (which must not exist; timeline tables in row
-groups of ROW_GROUP_SIZE rows so zone maps prune range reads tightly, raw tables in
-RAW_ROW_GROUP_SIZE groups), with the tables of
+Contract: `build_profile_db(profile, path, analyse, bar, parts, source)` writes a complete
+DuckDB database at `path` (which must not exist; timeline tables in row groups of
+ROW_GROUP_SIZE rows so zone maps prune range reads tightly, the reverse dependency index in
+RAW_ROW_GROUP_SIZE groups) plus the parts directory `parts` beside it (the Profile's own
+tables as Parquet, read in place: nothing ingest does not derive is copied into DuckDB), with the tables of
 `analyse` (the analysis passes), and returns the catalog facts
 (`BuildResult`). It never touches the catalog; `Store.ingest` builds into a
 temporary file and renames it into place, so a failure here leaves nothing.
 
 Tables written (all immutable after ingest):
-* `instructions`, `dma` (sorted by id), `collectives`, `counters` (sorted by name, ts): the Profile tables;
+* `instructions`, `dma`, `collectives`, `counters`: views over the Profile's own tables kept as
+  Parquet files in the parts directory beside the database (`nprof.store.raw_parts`: copied
+  from the Profile file when possible, else written; instructions/dma by id, counters by name, ts);
 * `events(row, ts, dur, id, op, nbytes, flops, src, layer)`: every instruction and DMA
   (`src`: source line, else layer; `layer`; both codes into `sources`),
   sorted by (row, ts) so DuckDB zone maps prune viewport and box-select scans;
@@ -42,6 +45,7 @@ from nprof.progress import Progress
 from nprof.store.ingest_events import event_columns, np_col
 from nprof.store.ingest_lod import LOD_SCHEMA as LOD_SCHEMA
 from nprof.store.ingest_lod import lod_table as _lod_table
+from nprof.store.raw_parts import create_views, parts_name, search_path_config, write_parts
 from nprof.store.rows import (
     COUNTER_DMA_THROUGHPUT,
     COUNTER_PENDING_DMA,
@@ -59,17 +63,11 @@ class BuildResult:
     event_count: int
     total_time_ns: int
     steps: dict[str, float] = field(default_factory=dict)  # wall seconds per build step (see build_profile_db)
+    parts: str | None = None  # the parts directory's name (nprof.store.raw_parts)
 
 
 def _dump(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
-
-
-def _sorted_by_id(table: pa.Table) -> pa.Table:
-    ids = np_col(table["id"])
-    if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
-        return table.take(pa.array(np.argsort(ids, kind="stable")))
-    return table
 
 
 def _deps_rev(p: Profile) -> pa.Table:
@@ -113,8 +111,9 @@ RAW_ROW_GROUP_SIZE = 122880  # DuckDB's default, for the raw tables (read by id 
 
 
 def open_build_db(path: Path, row_group_size: int = ROW_GROUP_SIZE) -> duckdb.DuckDBPyConnection:
-    """A connection whose default database is a new file at `path` (small row groups by default)."""
-    con = duckdb.connect()
+    """A connection whose default database is a new file at `path` (small row groups by default); Parquet
+    paths of views resolve against the file's directory (`nprof.store.raw_parts`)."""
+    con = duckdb.connect(config=search_path_config(path.parent))
     _attach(con, path, row_group_size)
     return con
 
@@ -139,15 +138,10 @@ def close_build_db(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
-def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile) -> None:
-    """The Profile's own tables plus the reverse dependency index."""
-    _put(con, "instructions", _sorted_by_id(p.instructions))
-    _put(con, "dma", _sorted_by_id(p.dma))
-    _put(con, "collectives", p.collectives)
-    counters = p.counters
-    if counters.num_rows:
-        counters = counters.sort_by([("name", "ascending"), ("ts", "ascending")])
-    _put(con, "counters", counters)
+def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile, parts_dir: Path, source: Path | None) -> None:
+    """The Profile's own tables as Parquet parts read in place through views, plus the reverse dependency index."""
+    write_parts(p, parts_dir, source)
+    create_views(con, parts_dir.name)
     _put(con, "deps_rev", _deps_rev(p))
 
 
@@ -156,20 +150,27 @@ def build_profile_db(
     path: Path,
     analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
     bar: Progress,
+    parts: str | None = None,
+    source: Path | None = None,
 ) -> BuildResult:
-    """Write the profile database at `path` (see module doc); `bar` advances 5 steps.
+    """Write the profile database at `path` and the raw tables in the parts directory `parts` beside it
+    (`source`: the Profile file `p` was loaded from, whose members are then copied; see
+    `nprof.store.raw_parts`); `bar` advances 5 steps.
 
     The raw tables are written on a second cursor from a worker thread while this thread runs
     the analysis passes and builds the event columns and pyramids (numpy and Arrow): DuckDB
     releases the GIL, so its writer and the numpy work share the two cores. They are written
-    with RAW_ROW_GROUP_SIZE rows per group (cheaper to write; they are read by id or whole);
+    with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency index, read by dep);
     the database is then re-attached with ROW_GROUP_SIZE for the timeline tables, whose
     zone maps need small groups. `BuildResult.steps` holds each step's wall seconds.
     """
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
+    parts = parts or parts_name()
     steps: dict[str, float] = {}
     pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest")
-    raw_job = pool.submit(_timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p)
+    raw_job = pool.submit(
+        _timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p, path.parent / parts, source
+    )
     done = False
     jobs: list[Future[None]] = []
     try:
@@ -198,6 +199,7 @@ def build_profile_db(
             "summary": summary,
             "analysis_tables": list(analysis),
             "stats": meta_stats,
+            "parts": parts,
         }
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
         steps["write meta"] = time.perf_counter() - t
@@ -210,7 +212,7 @@ def build_profile_db(
         if not done:
             con.close()
     bar.advance(1)
-    return BuildResult(p.event_count, p.total_time_ns, steps)
+    return BuildResult(p.event_count, p.total_time_ns, steps, parts)
 
 
 def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
