@@ -36,7 +36,7 @@ def test_profile_file_members_are_copied_byte_for_byte(store: Store, tmp_path: P
         offset, size = box.member(name)
         assert (parts / f"{name}.parquet").read_bytes() == raw[offset : offset + size]
     box.close()
-    with store.session("run") as (cur, meta):
+    with store.cursor("run") as cur:
         for name in TABLES:
             assert cur.execute(f"SELECT count(*) FROM {name}").fetchone() == (p.table(name).num_rows,)
         first = p.dma.slice(0, 1).to_pylist()[0]
