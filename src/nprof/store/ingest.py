@@ -62,7 +62,7 @@ TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("
 class BuildResult:
     event_count: int
     total_time_ns: int
-    steps: dict[str, float] = field(default_factory=dict)  # wall seconds per build step (see build_profile_db)
+    steps: dict[str, float] = field(default_factory=dict)  # wall (and "<step> cpu") seconds per build step
     parts: str | None = None  # the parts directory's name (nprof.store.raw_parts)
 
 
@@ -231,11 +231,13 @@ def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: A
 
 
 def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any) -> _T:
-    t = time.perf_counter()
+    """Run `fn(*args)`; steps[name] = its wall seconds, steps[name + " cpu"] = this thread's CPU seconds."""
+    t, c = time.perf_counter(), time.thread_time()
     try:
         return fn(*args)
     finally:
         steps[name] = time.perf_counter() - t
+        steps[f"{name} cpu"] = time.thread_time() - c
 
 
 def _timeline_of_profile(
