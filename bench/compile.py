@@ -1,21 +1,27 @@
-"""Benchmark of the torch compiler: compile time per graph, simulated and wall time of a training step.
+"""Benchmark of the torch compiler: compile time, step wall vs eager, simulated step time vs its roofline bound.
 
-    .venv/bin/python bench/compile.py            # the seed's MNIST MLP (784-128-64-10, batch 32) and the ViT block
+    .venv/bin/python bench/compile.py                 # MNIST MLP, a small resnet-shaped CNN, a nanoGPT block
+    .venv/bin/python bench/compile.py --resnet18      # + resnet18 widths (64..512), batch 8, 32x32 (goal < 10 s)
+    .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
 
-Prints, per model: each graph's compile time (lowering + cache write, cold cache) and instruction count; the
-simulated device time of one training step (forward + backward programs, ns); the wall time of one
-simulated training step once compiled (median of 5 steps; goal < 1 s for the MLP); and the warm-cache
-compile count after a dynamo reset, which must be 0 (every graph is loaded from the cache).
+Per model it prints: each graph's compile time on a cold cache (lowering + cache write; CPU seconds beside
+wall) and instruction count; the wall time of one compiled training step (median of 3) beside the eager
+step's; the simulated device time of one step beside the roofline bound of the same programs, i.e. the sum
+over graphs of max(model FLOPs / peak FLOP/s, compulsory HBM bytes / HBM bandwidth) where the compulsory
+bytes are the graph's inputs, weights and outputs read or written once (preset figures: `nprof.arch.presets`)
+— goal: within 2x; and the warm-cache compile count after a dynamo reset (must be 0).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,38 +36,182 @@ def _example(name: str) -> object:
     return module
 
 
-def bench(label: str, run_steps: object) -> None:
+# ----- models written here (torchvision and nanoGPT are not importable in the venv) -----------------------------
+def _resnet(width: int, classes: int = 10) -> object:
+    """A resnet18-shaped CNN for 32x32 images: 3x3 stem, 4 stages of 2 BasicBlocks (widths w..8w), pool, fc."""
+    import torch.nn as nn
+
+    class Basic(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU()
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + (x if self.down is None else self.down(x)))
+
+    widths = [width, 2 * width, 4 * width, 8 * width]
+    layers: list[nn.Module] = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
+    cin = width
+    for i, w in enumerate(widths):
+        layers += [Basic(cin, w, 1 if i == 0 else 2), Basic(w, w, 1)]
+        cin = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def _gpt(vocab: int = 64, dim: int = 64, heads: int = 4, block: int = 32) -> object:
+    """A nanoGPT-shaped model: token + position embedding, one pre-norm causal attention block, GELU MLP, head."""
+    import torch
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.fc, self.out = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+            self.register_buffer("mask", torch.full((block, block), float("-inf")).triu(1))
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (c // heads) ** -0.5 + self.mask[:t, :t]
+            y = (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, c)
+            x = x + self.proj(y)
+            return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+            self.block, self.ln, self.head = Block(), nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+        def forward(self, idx):  # type: ignore[no-untyped-def]
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            return self.head(self.ln(self.block(x))).reshape(-1, vocab)
+
+    return GPT()
+
+
+# ----- measurement ----------------------------------------------------------------------------------------------
+def _roofline_ns(module: str) -> tuple[float, int, int]:
+    """(bound ns, model FLOPs, compulsory HBM bytes) of one compiled module's program (its last execution)."""
+    import numpy as np
+
+    from nprof.compiler import STATS, CompileCache
+    from nprof.program.file import load_program
+
+    entry = next(m for m in CompileCache().modules() if module.startswith(m.path.name))
+    program = load_program(entry.program_path)
+    profile = STATS.last_profile[module]
+    flops = int(np.asarray(profile.instructions["flops"]).sum())
+    itemsize = {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1}
+    compulsory = sum(
+        int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in program.tensors if t.kind != "internal"
+    )
+    info = profile.info
+    bound = max(flops / info.peak_flops, compulsory / info.hbm_bandwidth) * 1e9
+    return bound, flops, compulsory
+
+
+def _timed(fn: Callable[[], None]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def bench(label: str, model: object, make_batch: Callable[[], tuple[object, object]], loss_name: str) -> None:
+    """Compile (cold cache), time compiled vs eager steps, compare simulated time with the roofline bound."""
     import torch
 
     from nprof.compiler import STATS, CompileCache
 
+    inputs, target = make_batch()
+    loss_fn = getattr(torch.nn.functional, loss_name)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)  # type: ignore[attr-defined]
+    compiled = torch.compile(model, backend="nprof")
+
+    def step(fwd: Callable[..., object]) -> Callable[[], None]:
+        def run() -> None:
+            opt.zero_grad()
+            loss_fn(fwd(inputs), target).backward()
+            opt.step()
+
+        return run
+
     STATS.reset()
     torch._dynamo.reset()
-    run_steps(1)  # type: ignore[operator]  # cold cache: compiles every graph
+    first_wall, first_cpu = _timed(step(compiled))
     kinds = {m.path.name: (m.manifest["kind"], m.manifest["instructions"]) for m in CompileCache().modules()}
     print(f"== {label}")
+    print(f"first step (compiles every graph): {first_wall:.2f} s wall, {first_cpu:.2f} s CPU")
     for module, seconds in STATS.compile_seconds:
         kind, n = kinds.get(module, ("?", 0))
-        print(f"compile {kind:<3} {module}: {seconds * 1000:8.1f} ms  ({n} instructions)")
+        print(f"  compile {kind:<3} {module}: {seconds:7.2f} s  ({n} instructions)")
     STATS.reset()
-    walls = []
-    for _ in range(5):
+    compiled_walls = []
+    for _ in range(3):
         STATS.device_ns.clear()
-        start = time.perf_counter()
-        run_steps(1)  # type: ignore[operator]
-        walls.append(time.perf_counter() - start)
+        compiled_walls.append(_timed(step(compiled)))
+    eager_walls = [_timed(step(model))[0] for _ in range(3)]  # type: ignore[arg-type]
+    wall, cpu = statistics.median(w for w, _ in compiled_walls), statistics.median(c for _, c in compiled_walls)
+    eager = statistics.median(eager_walls)
+    print(f"step wall: compiled {wall:.3f} s ({cpu:.3f} s CPU), eager {eager:.4f} s: {wall / eager:.0f}x eager")
     device = sum(ns for _, ns in STATS.device_ns)
-    print(f"simulated step time: {device} ns ({', '.join(f'{m[-6:]} {ns} ns' for m, ns in STATS.device_ns)})")
-    print(f"wall time of one simulated training step: {statistics.median(walls):.3f} s (median of 5)")
+    bounds = [(_roofline_ns(m), ns, m) for m, ns in STATS.device_ns]
+    bound = sum(b[0][0] for b in bounds)
+    print(
+        f"simulated step: {device / 1e3:.1f} us; roofline bound {bound / 1e3:.1f} us: {device / bound:.1f}x the bound"
+        " (goal <= 2x)"
+    )
+    for (b, flops, hbm), ns, m in bounds:
+        print(f"  {m[-3:]}: {ns / 1e3:9.1f} us vs bound {b / 1e3:8.2f} us ({flops / 1e6:.1f} MFLOP, {hbm / 1e3:.0f} kB)")
     STATS.reset()
     torch._dynamo.reset()  # forget the in-process compiled code: the backend runs again, on a warm cache
-    run_steps(1)  # type: ignore[operator]
-    print(
-        f"warm cache after a dynamo reset: {STATS.compiled} graphs compiled, {STATS.cache_hits} loaded from the cache"
-    )
+    warm_wall, _ = _timed(step(torch.compile(model, backend="nprof")))
+    print(f"warm cache after a dynamo reset: {STATS.compiled} graphs compiled, {STATS.cache_hits} loaded, "
+          f"first step {warm_wall:.2f} s")  # fmt: skip
+
+
+def scaling() -> None:
+    """Lowering time of resnet-shaped CNNs of 1, 2 and 4 blocks per stage (goal: time / instruction flat)."""
+    import torch
+    import torch.nn as nn
+
+    from nprof.compiler import STATS, CompileCache
+
+    for depth in (1, 2, 4):
+        torch.manual_seed(0)
+        layers: list[nn.Module] = [nn.Conv2d(3, 16, 3, 1, 1)]
+        for _ in range(depth):
+            layers += [nn.Conv2d(16, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU()]
+        layers += [nn.Flatten(), nn.Linear(16 * 16 * 16, 10)]
+        model = nn.Sequential(*layers)
+        STATS.reset()
+        torch._dynamo.reset()
+        x = torch.randn(4, 3, 16, 16)
+        torch.compile(model, backend="nprof")(x).sum().backward()
+        n = sum(m.manifest["instructions"] for m in CompileCache().modules() if m.path.name in dict(STATS.compile_seconds))
+        seconds = sum(s for _, s in STATS.compile_seconds)
+        print(f"scaling: {depth} blocks: {n:6d} instructions in {seconds:6.2f} s = {seconds / max(n, 1) * 1e6:.0f} us each")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resnet18", action="store_true", help="also the full resnet18 widths, batch 8")
+    parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
+    parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18")
+    args = parser.parse_args()
     os.environ["NPROF_CACHE"] = tempfile.mkdtemp(prefix="nprof-bench-cache-")
     os.environ.setdefault("NPROF_NO_PROGRESS", "1")
     import torch
@@ -70,36 +220,24 @@ def main() -> None:
     import nprof.device
     import nprof.program.file  # noqa: F401
 
-    mlp = _example("mnist_mlp")
-    torch.manual_seed(0)
-    model = mlp.MLP()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    images, labels = mlp.synthetic_mnist(32)
-
-    def mlp_steps(n: int) -> None:
-        step = torch.compile(model, backend="nprof")
-        for _ in range(n):
-            opt.zero_grad()
-            torch.nn.functional.nll_loss(step(images), labels).backward()
-            opt.step()
-
-    bench("MNIST MLP 784-128-64-10, batch 32 (seed 000)", mlp_steps)
-
-    vit = _example("vit_block")
-    torch.manual_seed(0)
-    vmodel = vit.TinyViT()
-    vmodel.block.drop.p = 0.0
-    vopt = torch.optim.SGD(vmodel.parameters(), lr=0.05)
-    vimages, vlabels = vit.synthetic_images(8)
-
-    def vit_steps(n: int) -> None:
-        step = torch.compile(vmodel, backend="nprof")
-        for _ in range(n):
-            vopt.zero_grad()
-            torch.nn.functional.cross_entropy(step(vimages), vlabels).backward()
-            vopt.step()
-
-    bench("TinyViT (16 tokens + cls, dim 32, 2 heads), batch 8", vit_steps)
+    if args.scaling:
+        scaling()
+        return
+    chosen = set(args.only.split(",")) if args.only else {"mlp", "resnet", "gpt"} | ({"resnet18"} if args.resnet18 else set())
+    if "mlp" in chosen:
+        mlp = _example("mnist_mlp")
+        torch.manual_seed(0)
+        bench("MNIST MLP 784-128-64-10, batch 32 (seed 000)", mlp.MLP(), lambda: mlp.synthetic_mnist(32), "nll_loss")
+    for name, width, batch in (("resnet", 16, 4), ("resnet18", 64, 8)):
+        if name in chosen:
+            torch.manual_seed(0)
+            batch_fn = lambda b=batch: (torch.randn(b, 3, 32, 32), torch.randint(0, 10, (b,)))  # noqa: E731
+            bench(f"resnet18-shaped CNN, widths {width}..{8 * width}, batch {batch}, 32x32", _resnet(width), batch_fn,
+                  "cross_entropy")  # fmt: skip
+    if "gpt" in chosen:
+        torch.manual_seed(0)
+        batch_fn = lambda: (torch.randint(0, 64, (4, 32)), torch.randint(0, 64, (4 * 32,)))  # noqa: E731
+        bench("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt(), batch_fn, "cross_entropy")
 
 
 if __name__ == "__main__":

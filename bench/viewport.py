@@ -41,7 +41,7 @@ def main() -> None:
 
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="nprof-bench-"))
     store = Store(root)
-    client = TestClient(create_app(store))
+    client = TestClient(create_app(store), base_url="http://localhost")
     rng = np.random.default_rng(1)
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     try:

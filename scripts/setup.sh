@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a development environment in .venv: nprof with the torch and test
-# extras, plus Debian's chromium for the browser tests. Safe to run again.
+# Set up a development environment in .venv: nprof with the torch, test and spark
+# extras, plus (with --browser) Debian's chromium and a Java runtime. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -8,12 +8,16 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 # torch is pinned first so the optional extra resolves to the local CPU build.
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -m pip install -q -e ".[torch,test]" 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e ".[torch,test,spark]" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -c "import nprof, torch, duckdb, perfetto, playwright" # fail loudly if install failed
-if [ "${1:-}" = "--browser" ] && ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  fi
+# Debian packages the tests need: chromium (browser tests) and a Java runtime (the Spark engine of
+# `nprof analyze`); the Spark test is skipped, saying why, only when Java cannot be installed.
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+if [ "${1:-}" = "--browser" ]; then
+  command -v chromium >/dev/null 2>&1 || apt_install chromium
+  command -v java >/dev/null 2>&1 || apt_install default-jre-headless || echo "setup: no Java runtime; the Spark test will be skipped"
 fi

@@ -26,11 +26,12 @@ LAYERS = {
     "capture": 6,
     "analysis": 7,
     "store": 8,
-    "export": 8,
-    "web": 9,
-    "torch": 10,
-    "cli": 10,
-    "__main__": 11,
+    "dataset": 8,
+    "export": 9,
+    "web": 10,
+    "torch": 11,
+    "cli": 11,
+    "__main__": 12,
     "__init__": 0,
 }
 

@@ -1,4 +1,4 @@
-"""The `nprof` command line: `capture`, `view`, `compile`.
+"""The `nprof` command line: `capture`, `view`, `compile`, `analyze`.
 
 This module only parses arguments and calls one library function per command;
 it maps `NprofError` to one line on stderr and the error's exit code (2), and
@@ -8,32 +8,41 @@ Ctrl-C to exit code 130. It contains no logic of its own.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from nprof import __version__
 from nprof.errors import NprofError
 
 DEFAULT_PORT = 3001
+MAX_WORKERS = 4096  # simulated workers per node / in all: each is a process-level simulation
+MAX_NTH_EXEC = 10_000  # each warm-up execution is simulated in full
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse `type` accepting whole numbers >= `minimum`, with one-line messages."""
+def _int_in(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse `type` accepting whole numbers in [minimum, maximum], with one-line messages."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"expected a number <= {maximum}, got {str(value)[:40]}")
         return value
 
     return parse
 
 
-_positive = _int_at_least(1)
-_non_negative = _int_at_least(0)
+_port = _int_in(1, 65535)
+_workers = _int_in(1, MAX_WORKERS)
+_nth_exec = _int_in(1, MAX_NTH_EXEC)
+_top_rows = _int_in(1, 1_000_000)
 
 
 def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_help: str) -> None:
@@ -80,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument(
         "--profile-nth-exec",
-        type=_positive,
+        type=_nth_exec,
         default=1,
         metavar="N",
         help="profile the N-th execution (earlier ones are warm-up)",
@@ -90,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument(
         "-r",
         "--collectives-workers-per-node",
-        type=_positive,
+        type=_workers,
         default=None,
         metavar="N",
         help="simulate N workers per node running the program",
@@ -100,14 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument(
         "--collectives-worker-count",
-        type=_positive,
+        type=_workers,
         default=None,
         metavar="N",
         help="total workers across all nodes (multi-node)",
     )
     cap.add_argument(
         "--collectives-worker-start-id",
-        type=_non_negative,
+        type=_int_in(0, MAX_WORKERS - 1),
         default=0,
         metavar="ID",
         help="rank of this node's first worker (multi-node)",
@@ -137,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--show-perfetto-flows", action="store_true", help="perfetto: draw dependency arrows")
     view.add_argument("--terminology", action="store_true", help="print the table of terms and exit")
     view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")
-    view.add_argument("--port", type=_positive, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
+    view.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     view.add_argument("--force", action="store_true", help="replace a stored profile with the same id")
     view.add_argument("--db-bucket", default=None, metavar="ID", help="id to store the profile under")
@@ -158,7 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="compile cache (default $NPROF_CACHE or ~/.cache/nprof/compile-cache)",
     )
+    _add_analyze_parser(sub)
     return parser
+
+
+def _add_analyze_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """`nprof analyze DIR [--engine duckdb|spark] [--master URL] [--top N] [--output-format text|json]`."""
+    ana = sub.add_parser(
+        "analyze",
+        help="cross-rank analysis of a multi-worker capture or dataset, on DuckDB or Spark",
+        description="Per-rank totals, collective waits and stragglers, engine utilisation per rank and top ops "
+        "across ranks, computed by an existing engine over the rank-partitioned Parquet dataset.",
+    )
+    ana.add_argument("directory", metavar="DIR", help="capture directory (profile_rank_<i>.ntff) or dataset directory")
+    ana.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="query engine (default duckdb)")
+    ana.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[2])")
+    ana.add_argument("--top", type=_top_rows, default=20, metavar="N", help="rows of the top-ops table (default 20)")
+    ana.add_argument("--output-format", choices=("text", "json"), default="text", help="text tables or JSON")
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -213,20 +238,39 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return compile_command(command, cache_dir=args.cache)
 
 
-_COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile}
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from nprof.dataset import analyze_from_args
+
+    out = analyze_from_args(args)
+    if isinstance(out, bytes):
+        sys.stdout.buffer.write(out + b"\n")
+    else:
+        sys.stdout.write(out)
+    return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(own)
-    args.command_args = command
-    if not args.command:
-        parser.print_help()
-        return 2
+_COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile, "analyze": _cmd_analyze}
+
+
+class _Interrupts:
+    """Remembers a Ctrl-C even when a library (DuckDB) turns the KeyboardInterrupt into its own error."""
+
+    seen = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run one command; NprofError -> its exit code (2), Ctrl-C -> 130, each with one line on stderr."""
     try:
         return _COMMANDS[args.command](args)
     except NprofError as err:
+        if _Interrupts.seen:
+            sys.stderr.write("nprof: interrupted\n")
+            return 130
         sys.stderr.write(f"nprof {args.command}: {err}\n")
         return err.exit_code
     except KeyboardInterrupt:
@@ -234,6 +278,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception:
+        if _Interrupts.seen:  # e.g. DuckDB's "Query interrupted" raised for our KeyboardInterrupt
+            sys.stderr.write("nprof: interrupted\n")
+            return 130
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI. With `argv` None (a real `nprof` process) it ends the process itself (see `_exit`)."""
+    parser = build_parser()
+    own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(own)
+    args.command_args = command
+    if not args.command:
+        parser.print_help()
+        return 2
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _Interrupts.handler)
+    code = _run(args)
+    if argv is None:
+        _exit(code)
+    return code
+
+
+def _exit(code: int) -> None:
+    """Flush and leave without interpreter teardown: pyarrow's and DuckDB's thread pools may abort
+    ("terminate called without an active exception", exit 134) when destroyed at shutdown. Every file
+    nprof writes is closed (atomically renamed) before its command returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Contract:
 * `open_container` checks the file is a container of the expected format and a
   schema version it understands *before* reading any table, and raises
   `FormatError` with a one-line reason (naming the file) otherwise: truncated,
-  not a ZIP, another format, a newer schema, or a real AWS NEFF/NTFF.
+  not a ZIP, another format, a newer schema, or a real AWS NEFF/NTFF. Sizes are
+  bounded before decompression: the manifest at MAX_MANIFEST_BYTES, a table at
+  ROWS_PER_BYTE rows per stored byte (MIN_ROWS at least): bombs are refused.
 * `read_head`/`is_zip` are the one way to sniff a file's first bytes (also used
   by `nprof.capture.sniff_kind`).
 * Tables are read lazily and zero-copy from a memory map of the stored members.
@@ -35,6 +37,9 @@ from nprof.atomic import atomic_file
 from nprof.errors import FormatError, NprofError
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 64 << 20  # decompressed: a manifest is a few KB (tensor lists: a few MB)
+ROWS_PER_BYTE = 64  # a stored table may hold at most 64 rows per byte of its Parquet (real ones: < 1)
+MIN_ROWS = 1 << 20  # ... or this many rows, for tiny files
 _ZIP_MAGIC = b"PK\x03\x04"
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _AWS_HINT = {
@@ -126,7 +131,14 @@ class Container:
             buf = self._map.read_at(size, offset)
             if len(buf) != size:
                 raise OSError("short read")
-            return pq.read_table(pa.BufferReader(buf), columns=columns)
+            reader = pq.ParquetFile(pa.BufferReader(buf))
+            limit = max(MIN_ROWS, ROWS_PER_BYTE * size)
+            if reader.metadata.num_rows > limit:
+                raise FormatError(
+                    f"{self.path}: table '{name}' claims {reader.metadata.num_rows} rows in {size} bytes "
+                    "(more than a real file holds: a decompression bomb?); refusing to read it"
+                )
+            return reader.read(columns=columns)
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise FormatError(f"{self.path}: table '{name}' is corrupt ({_short(exc)}); re-create the file") from exc
 
@@ -139,6 +151,15 @@ class Container:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:160] if text else type(exc).__name__
+
+
+def _read_limited(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """Member `name` decompressed, refusing more than `limit` bytes (whatever its header claims)."""
+    with zf.open(name) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise FormatError(f"{zf.filename}: {name} is larger than {limit >> 20} MiB decompressed; not an nprof file")
+    return data
 
 
 def open_container(
@@ -164,7 +185,7 @@ def open_container(
             names = {i.filename for i in infos}
             if MANIFEST not in names:
                 raise FormatError(f"{p}: not an nprof {what} file (no manifest)")
-            manifest = orjson.loads(zf.read(MANIFEST))
+            manifest = orjson.loads(_read_limited(zf, MANIFEST, MAX_MANIFEST_BYTES))
             members: dict[str, tuple[int, int]] = {}
             with open(p, "rb") as fh:
                 for info in infos:
@@ -204,7 +225,7 @@ def open_container(
         other = describe_other(str(found)) if (describe_other and found) else None
         raise FormatError(f"{p}: " + (other or f"not an nprof {what} file (format is {found!r})"))
     version = manifest.get("schema_version")
-    if not isinstance(version, int) or version < 1:
+    if type(version) is not int or version < 1:
         raise FormatError(f"{p}: {what} manifest has no valid schema_version")
     if version > max_schema_version:
         raise FormatError(

@@ -188,7 +188,7 @@ def test_info_override_keeps_trace_meta(tmp_path: Path) -> None:
         (b"42", "not a Chrome trace"),
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b'{"traceEvents": {"a": 1}}', "not a list"),
-        (b'{"traceEvents": [1, 2]}', "malformed event"),
+        (b'{"traceEvents": [1, 2]}', "event 0 is a JSON int, not an object"),
         (b'{"traceEvents": [{"name": "x"}]}', "no events with a 'ph'"),
         (b'{"traceEvents": [{"ph": "X", "name": "x", "dur": 1}]}', "missing 'ts'"),
         (b'{"traceEvents": [{"ph": "X", "name": "x", "ts": "soon", "dur": 1}]}', "non-numeric"),

@@ -74,7 +74,7 @@ def test_wrong_shape_and_bad_npy(tmp_path: Path, program_file: Path, capsys: pyt
     assert "input 'x' expects shape (8, 40) float32, got shape (8, 41)" in capsys.readouterr().err
     (tmp_path / "x.npy").write_text("not numpy")
     assert main(argv) == 2
-    assert "is not a readable .npy file" in capsys.readouterr().err
+    assert "not a .npy file (it is a text file)" in capsys.readouterr().err
 
 
 def test_list_inputs(program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,7 +82,7 @@ def test_ingest_group_and_api(run_dir: Path, tmp_path: Path, capsys: pytest.Capt
     assert capsys.readouterr().out == 'Profile "run1" is ready to view\n'
     store = Store(db)
     try:
-        client = TestClient(create_app(store))
+        client = TestClient(create_app(store), base_url="http://localhost")
         group = client.get("/api/groups/run1").json()
         assert [r["rank"] for r in group["ranks"]] == [0, 1, 2, 3]
         data = client.get("/api/groups/run1/collectives?bins=64").json()

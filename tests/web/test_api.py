@@ -22,7 +22,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     store = Store(tmp_path_factory.mktemp("store"))
     store.ingest(tiny_profile(), "tiny")
     store.ingest(synthetic_profile(100_000, seed=3), "big")
-    with TestClient(create_app(store)) as c:
+    with TestClient(create_app(store), base_url="http://localhost") as c:
         yield c
     store.close()
 
@@ -175,7 +175,7 @@ def test_markers_and_sets(client: TestClient) -> None:
 def test_rename_and_delete(tmp_path: Path) -> None:
     store = Store(tmp_path / "s")
     store.ingest(tiny_profile(), "gone")
-    with TestClient(create_app(store)) as c:
+    with TestClient(create_app(store), base_url="http://localhost") as c:
         assert c.patch("/api/profiles/gone", json={"display_name": "Kept name"}).json()["display_name"] == "Kept name"
         assert c.patch("/api/profiles/gone", json={"name": "x"}).status_code == 422
         assert c.delete("/api/profiles/gone").json() == {"deleted": "gone"}
@@ -208,7 +208,7 @@ def test_internal_errors_are_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(api_mod, "rows_answer", broken)
-    with TestClient(create_app(store), raise_server_exceptions=False) as c:
+    with TestClient(create_app(store), raise_server_exceptions=False, base_url="http://localhost") as c:
         r = c.get("/api/profiles/t/rows")
     assert r.status_code == 500 and "disk on fire" in r.json()["error"]
     store.close()
@@ -226,7 +226,7 @@ def test_multi_worker_group_routes(tmp_path: Path) -> None:
     assert [r["rank"] for r in group["ranks"]] == [0, 1, 10]
     again = ingest_directory(store, str(run), group_id=None, display_name=None, force=False)
     assert again["id"] == group["id"]  # unchanged directory: reused, not re-ingested
-    with TestClient(create_app(store)) as c:
+    with TestClient(create_app(store), base_url="http://localhost") as c:
         g = c.get(f"/api/groups/{group['id']}").json()
         assert g["display_name"] == "run" and g["ranks"][2] == {"rank": 10, "profile_id": f"{group['id']}.rank10"}
         assert c.get(f"/api/profiles/{group['id']}.rank1/rows").status_code == 200

@@ -117,3 +117,29 @@ def test_multi_worker_directory(tmp_path: Path) -> None:
         {"rank": 1, "profile_id": "job.rank1"},
     ]
     assert catalog["profiles"]["job.rank1"]["group"] == "job"
+
+
+def test_host_and_port_checks(tmp_path: Path, ntff: Path) -> None:
+    empty = _run(["view", "-s", str(ntff), "--host", ""], tmp_path)
+    assert empty.returncode == 2 and "--host '' is ambiguous" in empty.stderr
+    big = _run(["view", "--port", "70000"], tmp_path)
+    assert big.returncode == 2 and "<= 65535" in big.stderr and "Traceback" not in big.stderr
+
+
+def test_busy_port_ingests_nothing(tmp_path: Path, ntff: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        res = _run(["view", "-s", str(ntff), "--port", str(port), "--db-bucket", "p"], tmp_path)
+    assert res.returncode == 2 and "already in use" in res.stderr
+    catalog = tmp_path / "store" / "catalog.json"
+    assert not catalog.exists() or json.loads(catalog.read_text())["profiles"] == {}
+
+
+def test_wildcard_host_warns(tmp_path: Path) -> None:
+    from nprof.web.serve import check_host
+
+    assert check_host("127.0.0.1") is None and check_host("localhost") is None and check_host("::1") is None
+    assert "no authentication" in (check_host("0.0.0.0") or "")
+    assert "no authentication" in (check_host("192.168.1.5") or "")

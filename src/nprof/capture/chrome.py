@@ -32,7 +32,6 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import zlib
 from collections import defaultdict
@@ -48,10 +47,13 @@ import numpy as np
 import orjson
 
 from nprof import __version__
+from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
-from nprof.profile import Profile, ProfileInfo
+from nprof.profile import TABLES, Profile, ProfileInfo
+from nprof.profile.model import checked
 
+MAX_GZIP_RATIO = 100  # real Chrome/Kineto traces compress 5-30x
 _OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
 _FLOW_PHASES = frozenset({"s", "t", "f"})
 
@@ -65,10 +67,7 @@ def load_json(path: Path) -> Any:
     except OSError as exc:
         raise NprofError(f"{path}: cannot read ({exc.strerror})") from exc
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise NprofError(f"{path}: corrupt or truncated gzip file ({exc}); re-create it") from None
+        raw = gunzip_bounded(raw, path)
     raw = raw.removeprefix(b"\xef\xbb\xbf")
     try:
         return orjson.loads(raw)
@@ -77,6 +76,27 @@ def load_json(path: Path) -> Any:
         if data is None:
             raise NprofError(f"{path}: not valid JSON ({exc}); is the file complete?") from None
         return data
+
+
+def gunzip_bounded(raw: bytes, path: Path) -> bytes:
+    """Decompress a gzip file, refusing output past MAX_GZIP_RATIO x its size (+ 64 MiB): a gzip bomb."""
+    limit = MAX_GZIP_RATIO * len(raw) + (64 << 20)
+    out = bytearray()
+    try:
+        while raw:
+            d = zlib.decompressobj(wbits=31)
+            out += d.decompress(raw, limit + 1 - len(out))
+            if len(out) > limit or d.unconsumed_tail:
+                raise NprofError(
+                    f"{path}: decompresses to more than {limit >> 20} MiB ({MAX_GZIP_RATIO}x the file): "
+                    "a gzip bomb? refusing it"
+                )
+            if not d.eof:
+                raise NprofError(f"{path}: truncated gzip file; re-create it")
+            raw = d.unused_data  # concatenated gzip members
+    except zlib.error as exc:
+        raise NprofError(f"{path}: corrupt gzip file ({exc}); re-create it") from None
+    return bytes(out)
 
 
 def is_profile_json(data: Any) -> bool:
@@ -136,6 +156,7 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
             events, meta = trace_events(data, p)
             profile = events_to_profile(events, meta, p, info)
             del events
+        checked(p, {name: profile.table(name) for name in TABLES}, profile.info.world_size)
         del data  # freed by refcount now, before the collector is back (else a full collection scans it)
     return profile
 
@@ -193,6 +214,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
     counters: list[tuple[Any, str, Any]] = []
     names: dict[str, str] = {}
     open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    events = check_events(events, path)
     try:
         phases = list(map(dict.get, events, repeat("ph")))
         xs = list(compress(events, map(eq, phases, repeat("X"))))
@@ -227,10 +249,13 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
                     names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
         unmatched = sum(len(v) for v in open_b.values())
         if unmatched:  # Chrome draws a slice never ended up to the end of the trace: so do we
-            last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + [_num(e["ts"]) for e in others + flows])
+            timed = [e["ts"] for e in others + flows if e.get("ph") != "M" and e.get("ts") is not None]
+            last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + list(map(_num, timed)))
             for stack in open_b.values():
                 xs.extend({**b, "ph": "X", "dur": last - _num(b["ts"])} for b in stack)
         slices = _Slices(xs)
+        check_slices(slices, path)
+        check_flows(flows, path)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
     if n_phased == 0:
@@ -247,8 +272,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')") from None
     except (TypeError, ValueError):
         raise NprofError(f"{path}: not a Chrome trace (an event has a non-numeric 'ts' or 'dur')") from None
-    if not all(np.isfinite(a).all() for a in (ts_us, dur_us, c_ts, f_ts)):
-        raise NprofError(f"{path}: not a Chrome trace (an event has an infinite or NaN 'ts' or 'dur')")
+    check_times(ts_us, dur_us, c_ts, f_ts, path)
 
     rows = build_profile(slices, ts_us, dur_us, counters, c_ts, flows, f_ts)
     base_info = ProfileInfo(

@@ -26,6 +26,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from nprof.errors import NprofError
+
+MAX_COUNT = 2**62  # FLOPs/bytes per op: sums over many ops stay within int64
+
 ENGINE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "tensor",
@@ -145,7 +149,20 @@ def _attention_flops(dims: list) -> int:
 
 
 def op_flops(name: str, dims: object, concrete: object = None) -> int:
-    """Model FLOPs of one op from its input shapes (see module doc); 0 when unknown."""
+    """Model FLOPs of one op from its input shapes (see module doc); 0 when unknown; NprofError past MAX_COUNT."""
+    return _bounded(name, "FLOPs", _op_flops(name, dims, concrete))
+
+
+def _bounded(name: str, what: str, value: int) -> int:
+    if value > MAX_COUNT or value < 0:
+        raise NprofError(
+            f"op {name[:60]!r}: its recorded input shapes give {value:.3g} {what}, outside [0, 2^62]; "
+            "the trace's 'Input Dims' are wrong"
+        )
+    return value
+
+
+def _op_flops(name: str, dims: object, concrete: object = None) -> int:
     if not isinstance(dims, list) or not dims:
         return 0
     base = name.rsplit("::", 1)[-1]
@@ -184,4 +201,4 @@ def input_bytes(args: dict[str, Any]) -> int:
         size = _DTYPE_BYTES.get(t) or (1 if "Float8" in str(t) else 0)
         if size and isinstance(d, list) and all(isinstance(v, int) for v in d):
             total += size * _prod(d)
-    return total
+    return _bounded("with recorded inputs", "bytes", total)

@@ -31,6 +31,7 @@ import numpy as np
 
 from nprof.device import simulate
 from nprof.errors import NprofError
+from nprof.npy import read_npy
 from nprof.profile import Profile
 from nprof.program.file import load_program
 from nprof.program.model import Program
@@ -45,10 +46,7 @@ def load_npy(name: str, path: str | os.PathLike[str]) -> np.ndarray:
     p = Path(path)
     if not p.is_file():
         raise NprofError(f"input {name!r}: file {p} does not exist; check the path")
-    try:
-        return np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise NprofError(f"input {name!r}: {p} is not a readable .npy file ({exc}); save it with numpy.save") from exc
+    return read_npy(p, f"input {name!r}: {p}")
 
 
 def _check_target(path: Path) -> None:

@@ -12,7 +12,8 @@ Contract:
   per-rank range, plus a "Collective wait | transfer" track per rank (lanes when operations overlap) with a
   "wait for other ranks" slice and a `<kind> #<id>` transfer slice per operation — the single-profile
   "Collectives" track shows arrival to end in one slice; default file `ntff_group.pftrace`).
-  Other formats refuse `-d` with a one-line hint.
+  `dataset` (every table of every rank as Hive-partitioned Parquet, written one rank at a time:
+  `nprof.dataset.write`; default directory `ntff_dataset`). Other formats refuse `-d` with a one-line hint.
 * `export_group_from_args(args) -> int`: the CLI branch; summaries go to stdout unless `--output-file`.
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,25 +30,16 @@ import orjson
 
 from nprof.analysis.collectives import GroupAnalysis, RankFacts, analyze_group
 from nprof.atomic import atomic_file
+from nprof.dataset import write_dataset
+from nprof.dataset.ranks import rank_files
 from nprof.errors import NprofError
 from nprof.export.options import ExportOptions
 from nprof.profile import Profile
 from nprof.progress import progress
 
-RANK_FILE = re.compile(r"^profile_rank_(\d+)\.ntff$")
-GROUP_FORMATS = ("summary-text", "summary-json", "perfetto")
+GROUP_FORMATS = ("summary-text", "summary-json", "perfetto", "dataset")
 _RANK_SPAN = 1 << 32  # track uuids of rank r live in [(r + 1) * 2**32, (r + 2) * 2**32)
 _CC_TRACK = 3 << 30  # offset of the per-rank "Collectives" tracks inside a rank's uuid range
-
-
-def rank_files(directory: str | os.PathLike[str]) -> dict[int, Path]:
-    d = Path(directory).expanduser()
-    if not d.is_dir():
-        raise NprofError(f"{d}: not a directory; -d takes the -s directory of a multi-worker capture")
-    found = {int(m.group(1)): p for p in d.iterdir() if (m := RANK_FILE.match(p.name))}
-    if not found:
-        raise NprofError(f"{d}: no profile_rank_<i>.ntff files; capture with -r/--collectives-workers-per-node")
-    return dict(sorted(found.items()))
 
 
 def load_ranks(directory: str | os.PathLike[str]) -> dict[int, Profile]:
@@ -191,6 +182,11 @@ def export_group_from_args(args: Any) -> int:
             f"--output-format {fmt} works on one profile; give -s DIR/profile_rank_<i>.ntff, or use -d with "
             f"{', '.join(GROUP_FORMATS)}"
         )
+    if fmt == "dataset":
+        target = Path(args.output_file or "ntff_dataset")
+        ranks = write_dataset(args.directory, target)
+        sys.stderr.write(f"nprof view: wrote {target} ({len(ranks)} ranks, Hive-partitioned Parquet)\n")
+        return 0
     profiles = load_ranks(args.directory)
     options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
     if fmt == "perfetto":

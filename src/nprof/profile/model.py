@@ -24,6 +24,7 @@ from nprof import __version__
 from nprof.container import open_container, write_container
 from nprof.errors import FormatError, NprofError
 from nprof.profile.schema import FORMAT, SCHEMA_VERSION, TABLES
+from nprof.profile.validate import check_manifest, check_tables
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,9 @@ class ProfileInfo:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProfileInfo:
+        """The manifest from JSON; ValueError naming the first field of the wrong type or range."""
         known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        if "device" not in kwargs or not isinstance(kwargs["device"], str):
-            raise ValueError("manifest has no device")
+        kwargs = {k: v for k, v in check_manifest(data).items() if k in known}
         kwargs["tensors"] = tuple(
             TensorInfo(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in kwargs.get("tensors", ())
         )
@@ -204,7 +204,7 @@ class Profile:
                             f"{box.path}: table '{name}' does not match the profile schema; re-create it"
                         ) from exc
                 tables[name] = raw
-            _check_events(box.path, tables)
+            checked(box.path, tables, info.world_size)
             return cls(info, **tables)
         finally:
             box.close()
@@ -216,8 +216,9 @@ def _describe_other_format(found: str) -> str | None:
     return None
 
 
-def _check_events(path: Path, tables: Mapping[str, pa.Table]) -> None:
-    for name in ("instructions", "dma", "collectives"):
-        t = tables[name]
-        if t.num_rows and (pc.min(t["ts"]).as_py() < 0 or pc.min(t["duration"]).as_py() < 0):
-            raise FormatError(f"{path}: table '{name}' has negative timestamps or durations; re-create it")
+def checked(path: Path, tables: Mapping[str, pa.Table], world_size: int) -> None:
+    """`validate.check_tables` with its reason as a one-line FormatError naming `path`."""
+    try:
+        check_tables(tables, world_size)
+    except ValueError as exc:
+        raise FormatError(f"{path}: invalid profile: {exc}; re-create it") from None

@@ -32,9 +32,12 @@ import pyarrow as pa
 
 from nprof import __version__
 from nprof.arch.isa import DTYPES, Access, Engine, Instruction, Opcode, Space, numpy_dtype
+from nprof.arch.presets import PRESETS
 from nprof.container import open_container, write_container
 from nprof.errors import FormatError, NprofError
+from nprof.npy import read_npy
 from nprof.program.model import Program, TensorDecl
+from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
 
 FORMAT = "nprof-program"
 SCHEMA_VERSION = 1
@@ -165,7 +168,9 @@ def _restore(value: Any) -> Any:
 
 
 def _load_constant(name: str, dtype: str, blob: bytes) -> np.ndarray:
-    arr = np.load(io.BytesIO(blob), allow_pickle=False)
+    if not isinstance(blob, bytes):
+        raise ValueError(f"constant {name!r} has no .npy bytes")
+    arr = read_npy(blob, f"constant {name!r}")
     if dtype in DTYPES and arr.dtype != numpy_dtype(dtype) and arr.dtype.kind == "u":
         arr = arr.view(numpy_dtype(dtype))
     return arr
@@ -177,12 +182,19 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     try:
         m = box.manifest
         try:
+            check_manifest(m)
+            preset = PRESETS[m.get("preset", "trn1")]
             rows = box.read_table("instructions").to_pydict()
             tens = box.read_table("tensors").to_pylist()
             consts = box.read_table("constants").to_pylist()
+            for t in tens:
+                check_tensor(t)
+            for i in range(len(rows.get("opcode", ()))):
+                check_row(rows, i, preset.dma_queues)
             memo: dict[tuple, Access] = {}
 
             def acc(d: dict[str, Any]) -> Access:
+                check_access(d, preset.partitions)
                 free = tuple((f["stride"], f["size"]) for f in d["free"])
                 key = (
                     d["space"], d["tensor"], d["dtype"], d["offset"], d["partitions"], free,
@@ -213,13 +225,13 @@ def load_program(path: str | os.PathLike[str]) -> Program:
             tensors = tuple(TensorDecl(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in tens)
             constants = {c["name"]: _load_constant(c["name"], c["dtype"], c["npy"]) for c in consts}
             program = Program(
-                name=str(m.get("name", "")),
-                preset=str(m.get("preset", "trn1")),
+                name=m.get("name", ""),
+                preset=preset.name,
                 tensors=tensors,
                 instructions=instructions,
                 constants=constants,
-                sbuf_bytes=int(m.get("sbuf_bytes", 0)),
-                psum_bytes=int(m.get("psum_bytes", 0)),
+                sbuf_bytes=m.get("sbuf_bytes", 0),
+                psum_bytes=m.get("psum_bytes", 0),
                 meta={str(k): str(v) for k, v in dict(m.get("meta") or {}).items()},
             )
         except FormatError:

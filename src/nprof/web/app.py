@@ -6,8 +6,10 @@ Contract: `create_app(store) -> FastAPI`.
   NprofError or invalid parameter/body -> 422 (the reason names the parameter).
 * HTML: `/` (profile list), `/profile/<id>`, `/profile_cc/<group id>` serve
   `static/index.html` (the page reads the path); an unknown id gets a 404 page
-  linking to the list. `/static/...` serves the page's assets. Until the page
-  exists a minimal HTML says so and links to the API.
+  linking to the list. `/static/...` serves the page's assets.
+* Every request passes `nprof.web.guard.HostGuard`: Host must name this server
+  (loopback names, IP literals, `hosts`) else 421; state-changing requests from a
+  foreign origin get 403 (DNS rebinding / CSRF; the viewer has no login).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import html
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -29,6 +31,7 @@ from nprof import __version__
 from nprof.errors import NprofError
 from nprof.store import NotFound, Store
 from nprof.web.api import JSON, api_router
+from nprof.web.guard import HostGuard
 
 STATIC = Path(__file__).parent / "static"
 
@@ -80,8 +83,8 @@ def _start_reaper(store: Store, every: float = 30.0) -> None:
     threading.Thread(target=loop, name="nprof-store-reaper", daemon=True).start()
 
 
-def create_app(store: Store) -> FastAPI:
-    """The nprof web application over `store` (see module doc)."""
+def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
+    """The nprof web application over `store` (see module doc); `hosts`: extra Host names served."""
     app = FastAPI(
         title="nprof viewer API",
         version=__version__,
@@ -89,6 +92,7 @@ def create_app(store: Store) -> FastAPI:
         default_response_class=JSON,
     )
     app.state.store = store
+    app.add_middleware(HostGuard, names=tuple(hosts))
 
     @app.exception_handler(NotFound)
     def _not_found(request: Request, exc: NotFound) -> Response:

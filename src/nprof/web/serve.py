@@ -9,8 +9,11 @@ function here that prints):
   ranks of one group and prints the `/profile_cc/<group id>` link;
 * neither: serves the list of stored profiles (`/`);
 * `--ingest-only` prints `Profile "<id>" is ready to view` and returns 0;
-* the port is bound before anything is printed: a port in use is a one-line
-  NprofError suggesting `--port N`. Serves with uvicorn until Ctrl-C.
+* the port is bound before anything is ingested or printed: a port in use is a
+  one-line NprofError suggesting `--port N` and the store is unchanged. Serves with
+  uvicorn until Ctrl-C. `--host ''` is refused; a non-loopback `--host` prints a
+  warning that the viewer has no authentication; requests naming another host or
+  state-changing requests from another origin are refused (`nprof.web.guard`).
 `ingest_directory(store, dir, ...)` is the library half of `-d`.
 """
 
@@ -28,6 +31,7 @@ from typing import Any
 from nprof.errors import NprofError
 from nprof.store import Store, derive_id
 from nprof.store.rows import natural_key
+from nprof.web.guard import WILDCARD, allowed_names, is_loopback
 
 RANK_FILE = re.compile(r"profile_rank_(\d+)\.ntff$")
 
@@ -83,7 +87,41 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _url_host(host: str) -> str:
-    return "localhost" if host in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "") else host
+    if host in WILDCARD or is_loopback(host):
+        return "localhost"
+    return f"[{host}]" if ":" in host else host
+
+
+def check_host(host: str) -> str | None:
+    """Refuse an empty/blank --host; the no-authentication warning for a non-loopback address, else None."""
+    if not host.strip():
+        raise NprofError(
+            "--host '' is ambiguous; give --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface)"
+        )
+    if is_loopback(host):
+        return None
+    where = "every interface" if host in WILDCARD else host
+    return (
+        f"nprof view: WARNING: listening on {where}: the viewer has no authentication; anyone who can reach "
+        f"this port can read, change and delete the stored profiles"
+    )
+
+
+def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
+    """Ingest -s or -d as asked; (page path, id ready to view or None)."""
+    profile_arg = getattr(args, "profile", None)
+    directory = getattr(args, "directory", None)
+    if directory:
+        group = ingest_directory(
+            store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
+        )
+        return f"/profile_cc/{group['id']}", group["id"]
+    if profile_arg:
+        entry, _reused = store.ingest_file(
+            profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
+        )
+        return f"/profile/{entry['id']}", entry["id"]
+    return "/", None
 
 
 def view_from_args(args: argparse.Namespace) -> int:
@@ -92,27 +130,23 @@ def view_from_args(args: argparse.Namespace) -> int:
     program = getattr(args, "program", None)
     if program and not Path(program).expanduser().exists():
         raise NprofError(f"{program}: no such program file; check the -n path")
-    profile_arg = getattr(args, "profile", None)
-    directory = getattr(args, "directory", None)
-    if profile_arg and directory:
+    if getattr(args, "profile", None) and getattr(args, "directory", None):
         raise NprofError("give either -s PROFILE or -d DIR, not both")
-    path, ready = "/", None
-    if directory:
-        group = ingest_directory(
-            store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
-        )
-        path, ready = f"/profile_cc/{group['id']}", group["id"]
-    elif profile_arg:
-        entry, _reused = store.ingest_file(
-            profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
-        )
-        path, ready = f"/profile/{entry['id']}", entry["id"]
-    if args.ingest_only:
-        if ready is None:
-            raise NprofError("--ingest-only needs -s PROFILE or -d DIR")
+    if args.ingest_only and not (args.profile or args.directory):
+        raise NprofError("--ingest-only needs -s PROFILE or -d DIR")
+    sock = None
+    if not args.ingest_only:
+        warning = check_host(args.host)
+        sock = _bind(args.host, args.port)  # before the ingest: a busy port changes nothing in the store
+    try:
+        path, ready = _ingest(store, args)
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
+    if sock is None:
         sys.stdout.write(f'Profile "{ready}" is ready to view\n')
         return 0
-    sock = _bind(args.host, args.port)
     import uvicorn
 
     from nprof.web.app import create_app
@@ -121,7 +155,10 @@ def view_from_args(args: argparse.Namespace) -> int:
     sys.stdout.write(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n")
     sys.stdout.flush()
     sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
-    config = uvicorn.Config(create_app(store), log_level="warning", access_log=False, lifespan="off")
+    if warning:
+        sys.stderr.write(warning + "\n")
+    app = create_app(store, hosts=allowed_names(args.host))
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

@@ -1,0 +1,121 @@
+"""The validation layer of Chrome-trace import: field types and ranges, checked before anything computes.
+
+Contract (every failure is a one-line `NprofError` naming the file, the field and the fix):
+* `check_events(events, path)`: every event is a JSON object. A list of event lists (traces
+  concatenated into one array) is flattened one level; anything else that is not an object is refused.
+* `check_slices(sl, path)`: on the column lists of `chrome._Slices`: `pid`/`tid` are numbers,
+  strings or null; the args fields the importer reads have their Kineto types —
+  `device`, `stream`, `correlation`, `External id`, `Sequence number`: number/string/null;
+  `bytes`: a number >= 0; `Input Dims`: a list whose shapes are lists (or, for a TensorList,
+  lists of lists) of whole numbers in [0, 2^31); `Input type` a list of strings/null;
+  `Concrete Inputs` a list of scalars.
+* `check_times(ts_us, dur_us, c_ts, f_ts, path)`: finite, no negative `dur` (a reversed B/E
+  pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
+* `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
+Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-level passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import chain, repeat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nprof.errors import NprofError
+
+MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
+MAX_DIM = 1 << 31
+_SCALARS = frozenset({int, float, str, type(None)})
+_NUMBERS = frozenset({int, float, type(None)})
+_SCALAR_ARGS = ("device", "stream", "correlation", "External id", "Sequence number")
+_MISSING = object()
+
+
+def _fail(path: Path, what: str) -> NprofError:
+    return NprofError(f"{path}: not a valid Chrome trace ({what}); fix or re-export the trace")
+
+
+def check_events(events: list[Any], path: Path) -> list[Any]:
+    """`events` if all are objects; a list of event lists flattened one level; else NprofError."""
+    kinds = set(map(type, events))
+    if kinds <= {dict}:
+        return events
+    if kinds <= {list} and all(set(map(type, e)) <= {dict} for e in events):
+        return list(chain.from_iterable(events))
+    for i, e in enumerate(events):
+        if type(e) is not dict:
+            raise _fail(path, f"event {i} is a JSON {type(e).__name__}, not an object")
+    return events
+
+
+def _types(values: Iterable[Any]) -> set[type]:
+    return set(map(type, values))
+
+
+def _check_scalar_column(values: list[Any], what: str, allowed: frozenset[type], path: Path) -> None:
+    if _types(values) <= allowed:
+        return
+    bad = next(v for v in values if type(v) not in allowed)
+    raise _fail(path, f"{what} is a {type(bad).__name__} ({str(bad)[:40]}), expected a number or string")
+
+
+def _arg_values(args: list[dict[str, Any]], key: str) -> list[Any]:
+    return [v for v in map(dict.get, args, repeat(key), repeat(_MISSING)) if v is not _MISSING]
+
+
+def _check_dims(values: list[Any], path: Path) -> None:
+    if not _types(values) <= {list}:
+        raise _fail(path, "args 'Input Dims' is not a list")
+    items = list(chain.from_iterable(values))
+    if not _types(items) <= {list, int, float, str, type(None)}:
+        raise _fail(path, "args 'Input Dims' holds an object")
+    dims = list(chain.from_iterable(d for d in items if type(d) is list))
+    nested = [d for d in dims if type(d) is list]  # a TensorList input: a list of shapes
+    if nested:
+        dims = [d for d in dims if type(d) is not list] + list(chain.from_iterable(nested))
+    if not _types(dims) <= {int}:
+        raise _fail(path, "args 'Input Dims' has a shape with a non-integer size")
+    if dims and not 0 <= min(dims) <= max(dims) < MAX_DIM:
+        raise _fail(path, f"args 'Input Dims' has a size outside [0, {MAX_DIM})")
+
+
+def check_slices(sl: Any, path: Path) -> None:
+    """Check the column lists of the slices (see module doc)."""
+    _check_scalar_column(sl.pid, "a slice's pid", _SCALARS, path)
+    _check_scalar_column(sl.tid, "a slice's tid", _SCALARS, path)
+    args = sl.args
+    for key in _SCALAR_ARGS:
+        _check_scalar_column(_arg_values(args, key), f"args {key!r}", _SCALARS, path)
+    nbytes = _arg_values(args, "bytes")
+    _check_scalar_column(nbytes, "args 'bytes'", _NUMBERS, path)
+    if any(b is not None and b < 0 for b in nbytes):
+        raise _fail(path, "args 'bytes' is negative")
+    dims = _arg_values(args, "Input Dims")
+    if dims:
+        _check_dims(dims, path)
+    for key, allowed in (("Input type", {str, type(None)}), ("Concrete Inputs", _SCALARS)):
+        values = _arg_values(args, key)
+        items = chain.from_iterable(v or () for v in values if type(v) is list)
+        if not _types(values) <= {list, type(None)} or not _types(items) <= allowed:
+            raise _fail(path, f"args {key!r} is not a list of strings or numbers")
+
+
+def check_times(ts_us: np.ndarray, dur_us: np.ndarray, c_ts: np.ndarray, f_ts: np.ndarray, path: Path) -> None:
+    """Finite times, no negative durations, a span of at most MAX_SPAN_NS (see module doc)."""
+    if not all(np.isfinite(a).all() for a in (ts_us, dur_us, c_ts, f_ts)):
+        raise _fail(path, "an event has an infinite or NaN 'ts' or 'dur'")
+    if len(dur_us) and dur_us.min() < 0:
+        raise _fail(path, f"a slice has a negative duration ({dur_us.min():g} us; an 'E' before its 'B'?)")
+    starts = [a.min() for a in (ts_us, c_ts, f_ts) if len(a)]
+    ends = [a.max() for a in (ts_us + dur_us, c_ts, f_ts) if len(a)]
+    if starts and (max(ends) - min(starts)) * 1000.0 >= MAX_SPAN_NS:
+        raise _fail(path, f"the trace spans more than {MAX_SPAN_NS} ns (9.7 hours), the longest nprof imports")
+
+
+def check_flows(flows: list[dict[str, Any]], path: Path) -> None:
+    """Flow events' pid, tid, cat and id are scalars (they key dictionaries)."""
+    for key in ("pid", "tid", "cat", "id"):
+        _check_scalar_column(list(map(dict.get, flows, repeat(key))), f"a flow event's {key}", _SCALARS, path)

@@ -1,0 +1,157 @@
+"""The validation layer of the Profile format: types, ranges and sizes, checked before anything computes.
+
+Contract:
+* `check_manifest(data) -> dict` returns the manifest fields `ProfileInfo` takes, or
+  raises `ValueError` with a short reason (the reader adds the file name): every field
+  has its documented type (`bool` is not an int), `rank` in [0, world_size),
+  `world_size` in [1, MAX_WORLD], times in [0, MAX_TS] ns, peaks finite and > 0,
+  tensors with a name, non-negative int shape, dtype and kind.
+* `check_tables(tables, world_size) -> None` raises `ValueError` for: nulls in
+  non-nullable columns; `ts`, `duration` and `ts + duration` outside [0, MAX_TS]; negative
+  or huge (> MAX_VALUE) bytes, FLOPs and waits; column totals past MAX_VALUE (sums
+  stay exact in int64); event ids repeated across `instructions` and `dma`; engines not
+  in `ENGINES`; `pc` < -1; collective ranks outside [0, world_size), waits longer than
+  their duration; counter values NaN or infinite.
+MAX_TS = 2^53 ns (104 days) keeps every time exact as a float64 (the viewer, DuckDB doubles).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof.profile.schema import ENGINES
+
+MAX_TS = 2**53
+MAX_VALUE = 2**62
+MAX_WORLD = 65536
+MAX_TENSORS = 1_000_000
+
+_STR_FIELDS = ("name", "producer", "created")
+_OPT_STR_FIELDS = ("preset", "device_name", "peaks_source", "program")
+_VALUE_COLUMNS = {
+    "instructions": (
+        "flops",
+        "hw_flops",
+        "hbm_read_bytes",
+        "hbm_write_bytes",
+        "sbuf_read_bytes",
+        "sbuf_write_bytes",
+        "psum_read_bytes",
+        "psum_write_bytes",
+        "wait_ns",
+    ),
+    "dma": ("bytes", "partitions"),
+    "collectives": ("bytes", "wait_ns"),
+}
+
+
+def _int(data: Mapping[str, Any], key: str, lo: int, hi: int, default: int | None) -> int | None:
+    value = data.get(key, default)
+    if value is None and default is None:
+        return None
+    if type(value) is not int:
+        raise ValueError(f"{key} must be a whole number, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{key} {value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def _peak(data: Mapping[str, Any], key: str) -> None:
+    value = data.get(key)
+    if value is None:
+        return
+    if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key} must be a positive finite number or null, not {str(value)[:40]}")
+
+
+def _tensors(value: Any) -> None:
+    if not isinstance(value, list) or len(value) > MAX_TENSORS:
+        raise ValueError("tensors must be a list of objects")
+    for t in value:
+        if not isinstance(t, dict) or not all(isinstance(t.get(k), str) for k in ("name", "dtype", "kind")):
+            raise ValueError("every tensor needs string name, dtype and kind")
+        shape = t.get("shape")
+        if not isinstance(shape, list) or len(shape) > 64 or any(type(d) is not int or d < 0 for d in shape):
+            raise ValueError(f"tensor {t['name'][:40]!r} has an invalid shape")
+
+
+def check_manifest(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated manifest fields (see module doc); ValueError naming the first bad field."""
+    if not isinstance(data.get("device"), str):
+        raise ValueError("manifest has no device")
+    for key in _STR_FIELDS:
+        if key in data and not isinstance(data[key], str):
+            raise ValueError(f"{key} must be a string")
+    for key in _OPT_STR_FIELDS:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ValueError(f"{key} must be a string or null")
+    world = _int(data, "world_size", 1, MAX_WORLD, 1)
+    _int(data, "rank", 0, (world or 1) - 1, 0)
+    _int(data, "nc_idx", 0, 1 << 16, 0)
+    _int(data, "nd_idx", 0, 1 << 16, 0)
+    _int(data, "total_time_ns", 0, MAX_TS, None)
+    _peak(data, "peak_flops")
+    _peak(data, "hbm_bandwidth")
+    if "tensors" in data:
+        _tensors(data["tensors"])
+    if data.get("meta") is not None and not isinstance(data["meta"], dict):
+        raise ValueError("meta must be an object")
+    return dict(data)
+
+
+def _range(t: pa.Table, table: str, column: str, lo: int, hi: int) -> None:
+    if not t.num_rows:
+        return
+    mm = pc.min_max(t[column]).as_py()
+    if mm["min"] < lo or mm["max"] > hi:
+        raise ValueError(
+            f"table '{table}' column {column} has values outside [{lo}, {hi}] (min {mm['min']}, max {mm['max']})"
+        )
+
+
+def _total(t: pa.Table, table: str, column: str) -> None:
+    total = pc.sum(pc.cast(t[column], pa.float64())).as_py() or 0.0
+    if total > MAX_VALUE:
+        raise ValueError(f"table '{table}' column {column} sums to {total:.3g}, past {MAX_VALUE:.3g}")
+
+
+def _events(t: pa.Table, name: str) -> None:
+    _range(t, name, "ts", 0, MAX_TS)
+    _range(t, name, "duration", 0, MAX_TS)
+    if t.num_rows and pc.max(pc.add(t["ts"], t["duration"])).as_py() > MAX_TS:
+        raise ValueError(f"table '{name}' has events ending after {MAX_TS} ns")
+    for column in _VALUE_COLUMNS.get(name, ()):
+        _range(t, name, column, 0, MAX_VALUE)
+        _total(t, name, column)
+
+
+def check_tables(tables: Mapping[str, pa.Table], world_size: int = 1) -> None:
+    """Check the four profile tables (see module doc); ValueError with the first problem found."""
+    for name, t in tables.items():
+        for f in t.schema:
+            if not f.nullable and t[f.name].null_count:
+                raise ValueError(f"table '{name}' column {f.name} has nulls")
+    for name in ("instructions", "dma", "collectives"):
+        _events(tables[name], name)
+    for name in ("instructions", "dma"):
+        _range(tables[name], name, "pc", -1, 2**31 - 1)
+    ins, dma, coll = tables["instructions"], tables["dma"], tables["collectives"]
+    ids = pa.chunked_array(ins["id"].chunks + dma["id"].chunks, pa.int64())
+    if len(ids) and pc.count_distinct(ids).as_py() != len(ids):
+        raise ValueError("event ids are not unique across instructions and dma")
+    if ins.num_rows and not pc.all(pc.is_in(ins["engine"], value_set=pa.array(ENGINES))).as_py():
+        bad = pc.filter(ins["engine"], pc.invert(pc.is_in(ins["engine"], value_set=pa.array(ENGINES))))[0]
+        raise ValueError(f"unknown engine {str(bad)[:40]!r}; engines are {', '.join(ENGINES)}")
+    if coll.num_rows:
+        _range(coll, "collectives", "rank", 0, world_size - 1)
+        if pc.any(pc.greater(coll["wait_ns"], coll["duration"])).as_py():
+            raise ValueError("table 'collectives' has a wait_ns longer than its duration")
+    counters = tables["counters"]
+    _range(counters, "counters", "ts", 0, MAX_TS)
+    if counters.num_rows and not pc.all(pc.is_finite(counters["value"])).as_py():
+        raise ValueError("table 'counters' has NaN or infinite values")
