@@ -336,3 +336,11 @@ def facts(profile: Profile) -> Facts:
     f = Facts(profile)
     _CACHE[key] = (weakref.ref(profile, lambda _r, k=key: _CACHE.pop(k, None)), f)
     return f
+
+
+def release(profile: Profile) -> None:
+    """Drop the cached Facts of `profile` now (a caller done with the analysis frees its per-event arrays;
+    a later `facts(profile)` recomputes them)."""
+    hit = _CACHE.get(id(profile))
+    if hit is not None and hit[0]() is profile:
+        del _CACHE[id(profile)]

@@ -40,6 +40,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nprof.analysis.facts import release as release_facts
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
 from nprof.store.ingest_events import event_columns, np_col
@@ -247,6 +248,7 @@ def _timeline_of_profile(
     (lod, rows, opcodes, sources) and the stats for `meta`."""
     total_time = p.total_time_ns
     rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
+    release_facts(p)  # the analysis' per-event arrays are no longer needed: free them before the pyramids
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
     write_events(events_table(cols))
