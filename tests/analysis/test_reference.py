@@ -10,6 +10,7 @@ import pytest
 from nprof.analysis.counters import pending_dma
 from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL
 from nprof.analysis.facts import facts
+from nprof.analysis.findings import _engine_tracks
 from nprof.analysis.warnings import RELOAD_LIMIT, warnings
 from nprof.profile import Profile
 from tests.analysis.helpers import make
@@ -100,3 +101,18 @@ def test_compute_union_matches_a_sweep(seed: int) -> None:
     got = {t for s, e in zip(starts.tolist(), ends.tolist(), strict=True) for t in range(s, e)}
     assert got == covered
     assert all(a < b for a, b in zip(ends.tolist(), starts.tolist()[1:], strict=False))  # disjoint, with gaps
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_engine_tracks_match_a_per_event_reference(seed: int) -> None:
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(1, 100))
+    engines = rng.choice(["tensor", "vector", "scalar"], n).tolist()
+    tracks = [
+        f"{e}.{int(k)}" if rng.random() < 0.5 else "thread" for e, k in zip(engines, rng.integers(0, 3, n), strict=True)
+    ]
+    p = make({"ts": list(range(n)), "duration": [1] * n, "engine": engines, "track": tracks})
+    expected: dict[str, set[str]] = defaultdict(set)
+    for e, t in zip(engines, tracks, strict=True):
+        expected[e].add(t)
+    assert _engine_tracks(p) == dict(expected)
