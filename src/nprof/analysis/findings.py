@@ -123,11 +123,14 @@ def _serial_engines(profile: Profile) -> list[dict]:
 
 
 def _engine_tracks(profile: Profile) -> dict[str, set[str]]:
-    """The timeline tracks each engine's instructions run on."""
-    pairs = profile.instructions.group_by(["engine", "track"]).aggregate([])
+    """The timeline tracks each engine's instructions run on (one count over the pair codes; both columns
+    are non-nullable, and their encodings are shared with the other passes and the store)."""
+    f = facts(profile)
+    (engine, engines), (track, names) = f.engine, f.track
+    seen = np.bincount(engine * np.int64(len(names)) + track, minlength=len(engines) * len(names))
     tracks: dict[str, set[str]] = {}
-    for engine, track in zip(pairs["engine"].to_pylist(), pairs["track"].to_pylist(), strict=True):
-        tracks.setdefault(engine, set()).add(track)
+    for k in np.flatnonzero(seen).tolist():
+        tracks.setdefault(engines[k // len(names)], set()).add(names[k % len(names)])
     return tracks
 
 
