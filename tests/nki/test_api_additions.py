@@ -198,3 +198,20 @@ def test_trace_is_an_alias_of_jit() -> None:
 
     x = rand((4, 4), 11)
     np.testing.assert_array_equal(kernel(x), x)
+
+
+def test_lazy_initialization_accepted_with_a_warning_and_profile_num_execs(tmp_path) -> None:
+    x = rand((128, 32), 12)
+
+    def kernel(a):
+        acc = nl.zeros((32, 32), dtype=nl.float32, buffer=nl.psum, lazy_initialization=True)
+        t = nl.load(a)
+        acc += nisa.nc_matmul(t, t)
+        out = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+
+    with pytest.warns(NkiCompatWarning, match="lazy_initialization"):
+        out = nki.profile(kernel, working_directory=tmp_path, num_execs=3, profile_nth=2)(x)
+    np.testing.assert_allclose(out, x.T @ x, rtol=1e-4, atol=1e-3)
+    assert (tmp_path / "profile.ntff").exists()
