@@ -21,7 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import zipfile
@@ -229,9 +228,3 @@ def open_container(
         )
     return Container(p, manifest, members)
 
-
-def table_to_parquet_bytes(table: pa.Table) -> bytes:
-    """Serialise one table as Parquet bytes (used for downloads and tests)."""
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()

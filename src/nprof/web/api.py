@@ -1,6 +1,6 @@
 """The JSON API under /api (docs/api.md is its contract; keep the two in step).
 
-Contract: `api_router(store)` returns a FastAPI APIRouter whose routes only call
+Contract: `api_router(store, source_root=None)` returns a FastAPI APIRouter whose routes only call
 `nprof.store` functions; every route is a plain `def` (FastAPI runs it in its
 thread pool, each with its own DuckDB cursor). Errors are raised as NprofError /
 NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
@@ -39,6 +39,7 @@ from nprof.store import (
 )
 from nprof.store.boxes import boxes
 from nprof.store.explore import operators, roofline, tensors
+from nprof.store.source import source_answer
 from nprof.web.download import download_formats, export_profile
 
 RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
@@ -69,7 +70,7 @@ def _rows_param(rows: str | None) -> list[str] | None:
     return [r.strip() for r in rows.split(",") if r.strip()]
 
 
-def api_router(store: Store) -> APIRouter:
+def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     r = APIRouter(prefix="/api", default_response_class=JSON)
     notes = Annotations(store)
 
@@ -156,6 +157,12 @@ def api_router(store: Store) -> APIRouter:
     def get_tensors(profile_id: str) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
             return tensors(cur, meta)
+
+    @r.get("/profiles/{profile_id}/source", summary="Source files with per-line instruction counts and time")
+    @_j
+    def get_source(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return source_answer(cur, meta, source_root)
 
     @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
     @_j
