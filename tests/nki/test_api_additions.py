@@ -215,3 +215,16 @@ def test_lazy_initialization_accepted_with_a_warning_and_profile_num_execs(tmp_p
         out = nki.profile(kernel, working_directory=tmp_path, num_execs=3, profile_nth=2)(x)
     np.testing.assert_allclose(out, x.T @ x, rtol=1e-4, atol=1e-3)
     assert (tmp_path / "profile.ntff").exists()
+
+
+def test_loop_directives_are_accepted_with_a_warning() -> None:
+    x = rand((8, 8), 13)
+
+    def fn(t):
+        out = nl.ndarray((8, 8), dtype=nl.float32)
+        for i in nl.affine_range(2, directives=ncc.multi_buffer(2)):
+            out[:, 4 * i : 4 * i + 4] = nl.add(t[:, 4 * i : 4 * i + 4], 1.0)
+        return out
+
+    with pytest.warns(NkiCompatWarning, match="directives"):
+        np.testing.assert_array_equal(run_tiles(fn, x), x + 1)

@@ -74,8 +74,13 @@ class tile_size:
     bn_stats_fmax = 512  # free elements one nisa.bn_stats reads
 
 
-def affine_range(start: int, stop: int | None = None, step: int = 1) -> Any:
-    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`)."""
+def affine_range(start: int, stop: int | None = None, step: int = 1, *, directives: Any = None) -> Any:
+    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`).
+    `directives` (e.g. `nki.compiler.multi_buffer(2)`) are compiler hints: accepted, they warn (not modelled)."""
+    if directives is not None:
+        from nprof.nki.calls import unmodelled
+
+        unmodelled("nl.affine_range", "directives", "tiles are allocated as declared")
     return _Loop(range(start, stop, step) if stop is not None else range(start))
 
 
