@@ -82,3 +82,49 @@ def test_summary_roofline_points(page, server):
     assert pts[0]["name"] == "run" and len(pts) == 1 + len([p for p in roof["layers"] if p["intensity"]])
     page.locator("#roofline").scroll_into_view_if_needed()
     shot(page, "roofline")
+
+
+def _tiny_with_sources(server) -> str:
+    """The tiny profile with kernel.py stored in it (as a capture does), ingested; its id."""
+    from nprof.profile.sources import embed_sources
+    from tests.conftest import tiny_profile
+    from tests.web.conftest import _ingest
+
+    src = server.tmp / "src"
+    src.mkdir(exist_ok=True)
+    (src / "kernel.py").write_text("".join(f"# line {i}\n" for i in range(1, 21)))
+    path = embed_sources(tiny_profile(), [src]).save(server.tmp / "tiny_src.ntff")
+    return _ingest(path, server.db, "--db-bucket", "tiny-src", "--force")
+
+
+def test_source_view_heat_click_and_ctrl_click(page, server):
+    pid = _tiny_with_sources(server)
+    data = server.api(f"/api/profiles/{pid}/source")
+    f = data["files"][0]
+    assert f["name"] == "kernel.py" and f["origin"] == "profile" and f["text"].startswith("# line 1")
+    assert [(x["line"], x["count"], x["time_ns"]) for x in f["lines"]] == [(10, 1, 200), (12, 1, 100)]
+    page.goto(f"{server.base}/profile/{pid}?tab=source")
+    wait_idle(page)
+    page.wait_for_selector("#source tbody tr")
+    assert page.locator("#source tbody tr").count() == 20
+    hot = page.locator("#source tr.hot")
+    assert hot.count() == 2
+    widths = page.eval_on_selector_all("#source tr.hot td.heat i", "els => els.map(e => e.style.width)")
+    assert widths == ["100%", "50%"]
+    # click line 12: its instruction (the vector TENSOR_TENSOR, id 3) is highlighted
+    page.click("#source tr[data-line='12']")
+    wait_idle(page)
+    assert url_params(page)["src"] == ["kernel.py:12"]
+    hits = page.evaluate("() => window.__nprof.timeline.overlays.hits.map(h => h.id)")
+    assert hits == [3]
+    assert "on" in page.get_attribute("#source tr[data-line='12']", "class")
+    shot(page, "source")
+    # Ctrl+click the matmul (kernel.py:10) on the timeline: the view jumps to line 10
+    from tests.web.conftest import event_point
+
+    page.keyboard.down("Control")
+    page.mouse.click(*event_point(page, "tensor.moving", 200))
+    page.keyboard.up("Control")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('src') === 'kernel.py:10'")
+    wait_idle(page)
+    assert "on" in page.get_attribute("#source tr[data-line='10']", "class")

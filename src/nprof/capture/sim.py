@@ -32,6 +32,7 @@ import numpy as np
 from nprof.device import simulate
 from nprof.errors import NprofError
 from nprof.profile import Profile
+from nprof.profile.sources import embed_sources
 from nprof.program.file import load_program
 from nprof.program.model import Program
 from nprof.program.npy import read_npy
@@ -98,6 +99,8 @@ def capture_program(
     if result.warnings:
         meta["warnings"] = "\n".join(result.warnings)
     profile = replace(result.profile, info=replace(info, program=str(Path(program_path).resolve()), meta=meta))
+    # the kernel sources the profile points at travel with it (looked up beside the program and in the cwd)
+    profile = embed_sources(profile, [Path(program_path).resolve().parent, Path.cwd()])
     profile.save(profile_path)
     return profile
 

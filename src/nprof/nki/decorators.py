@@ -32,6 +32,7 @@ the kernel is traced for and simulated on).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -171,13 +172,21 @@ class _Benchmarked(Kernel):
         stats = LatencyStats(tuple(device))
         self.benchmark_result = BenchmarkResult(stats, None, self.warmup, self.iters, weights, model)
         print(self.benchmark_result.table())
-        _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True)
+        _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True, func=self.func)
         if self.trace_name:
             print(f"Profile results are written to {self.trace_name}")
         return finish(traced, result.outputs)
 
 
-def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff: Any, *, overwrite: bool) -> None:
+def _save(
+    program: Any,
+    profile: Any,
+    neff: str | os.PathLike[str] | None,
+    ntff: Any,
+    *,
+    overwrite: bool,
+    func: Callable[..., Any] | None = None,
+) -> None:
     from nprof.program.file import save_program
 
     for name in (neff, ntff):
@@ -187,8 +196,12 @@ def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff:
         Path(neff).parent.mkdir(parents=True, exist_ok=True)
         save_program(program, neff)
     if ntff:
+        from nprof.profile.sources import embed_sources
+
         Path(ntff).parent.mkdir(parents=True, exist_ok=True)
-        profile.save(ntff)
+        # the kernel's source travels in the profile (the viewer's Source tab); looked up where it was defined
+        roots = [Path(inspect.getsourcefile(func) or ".").resolve().parent] if func is not None else []
+        embed_sources(profile, [*roots, Path.cwd()]).save(ntff)
 
 
 def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS,
@@ -220,7 +233,7 @@ class _Profiled(Kernel):
             _check_target(path, self.overwrite)
         traced, result = self.simulate(*args, executions=self.nth, profile_nth=self.nth, **kwargs)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        _save(traced.program, result.profile, neff, ntff, overwrite=True)
+        _save(traced.program, result.profile, neff, ntff, overwrite=True, func=self.func)
         return finish(traced, result.outputs)
 
 

@@ -57,7 +57,7 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
 # fields that only mean something on a NeuronCore (hidden for CPU / GPU / imported-trace profiles)
 NEURON_ONLY = frozenset(
     {
-        "wait_ns", "pc", "nki_source_location", "partitions", "is_transpose", "is_spill", "is_reload",
+        "wait_ns", "pc", "partitions", "is_transpose", "is_spill", "is_reload",
         "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "hw_flops",
     }
 )  # fmt: skip
@@ -101,11 +101,14 @@ def event_details(cur: duckdb.DuckDBPyConnection, event_id: int, device: str | N
     deps = list(rec.pop("deps") or [])
     rec["end"] = rec["ts"] + rec["duration"]
     groups: dict[str, list[dict[str, Any]]] = {g: [] for g in GROUPS}
-    hide = frozenset() if is_neuron(device) else NEURON_ONLY
+    neuron = is_neuron(device)
+    hide = frozenset() if neuron else NEURON_ONLY
     for key, value in rec.items():
         if key in hide:
             continue
         group, label, unit, help_ = FIELDS.get(key, ("Other", key, "", key))
+        if key == "nki_source_location" and not neuron:  # a CPU/GPU capture: the user's Python line
+            label, help_ = "Source line", "The user's source file:line the operation was issued from"
         groups[group].append({"key": key, "label": label, "value": value, "unit": unit, "help": help_})
     order = list(FIELDS)
     for fields in groups.values():

@@ -51,7 +51,9 @@ def _tensor_bytes(shape: list[int], dtype: str) -> int | None:
 
 
 def profile_answer(entry: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    man = meta["manifest"]
+    man = dict(meta["manifest"])
+    if man.get("meta"):  # source texts stored at capture are served by /source, not with every page load
+        man["meta"] = {k: v for k, v in man["meta"].items() if not k.startswith("source:")}
     st = meta["stats"]
     tensors = [
         {**t, "shape": list(t["shape"]), "bytes": _tensor_bytes(list(t["shape"]), t["dtype"])}

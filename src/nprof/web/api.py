@@ -1,6 +1,6 @@
 """The JSON API under /api (docs/api.md is its contract; keep the two in step).
 
-Contract: `api_router(store)` returns a FastAPI APIRouter whose routes only call
+Contract: `api_router(store, source_root=None)` returns a FastAPI APIRouter whose routes only call
 `nprof.store` functions; every route is a plain `def` (FastAPI runs it in its
 thread pool, each with its own DuckDB cursor). Errors are raised as NprofError /
 NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
@@ -9,12 +9,7 @@ NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
 from __future__ import annotations
 
 import functools
-import io
-import os
-import tempfile
-import zipfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -39,7 +34,8 @@ from nprof.store import (
 )
 from nprof.store.boxes import boxes
 from nprof.store.explore import operators, roofline, tensors
-from nprof.web.download import download_formats, export_profile
+from nprof.store.source import source_answer
+from nprof.web.download import download_formats, download_response
 
 RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
 
@@ -69,7 +65,7 @@ def _rows_param(rows: str | None) -> list[str] | None:
     return [r.strip() for r in rows.split(",") if r.strip()]
 
 
-def api_router(store: Store) -> APIRouter:
+def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     r = APIRouter(prefix="/api", default_response_class=JSON)
     notes = Annotations(store)
 
@@ -156,6 +152,12 @@ def api_router(store: Store) -> APIRouter:
     def get_tensors(profile_id: str) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
             return tensors(cur, meta)
+
+    @r.get("/profiles/{profile_id}/source", summary="Source files with per-line instruction counts and time")
+    @_j
+    def get_source(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return source_answer(cur, meta, source_root)
 
     @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
     @_j
@@ -261,26 +263,7 @@ def api_router(store: Store) -> APIRouter:
 
     @r.get("/profiles/{profile_id}/download", summary="Download the profile in another format", response_model=None)
     def download(profile_id: str, format: str = Query(...)) -> Response:
-        if format not in download_formats():
-            raise NprofError(f"unknown format '{format}'; formats: {', '.join(download_formats())}")
-        store.entry(profile_id)
-        with tempfile.TemporaryDirectory(prefix="nprof-dl-") as tmp:
-            files = export_profile(store, profile_id, format, Path(tmp))
-            if len(files) == 1 and files[0].is_file():
-                data, filename = files[0].read_bytes(), f"{profile_id}{_suffix(files[0])}"
-            else:
-                buf = io.BytesIO()
-                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                    for f in files:
-                        for p in sorted(f.rglob("*")) if f.is_dir() else [f]:
-                            if p.is_file():
-                                zf.write(p, os.path.relpath(p, tmp))
-                data, filename = buf.getvalue(), f"{profile_id}.{format}.zip"
-        return Response(
-            data,
-            media_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-        )
+        return download_response(store, profile_id, format)  # streamed from a temporary file
 
     @r.get("/groups/{group_id}", summary="A multi-worker group: its ranks")
     @_j
@@ -293,8 +276,3 @@ def api_router(store: Store) -> APIRouter:
         raise NotFound(f"no API route /api/{path}; see /docs")
 
     return r
-
-
-def _suffix(path: Path) -> str:
-    name = path.name
-    return name[name.index(".") :] if "." in name else ""

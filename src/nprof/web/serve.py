@@ -155,6 +155,9 @@ def view_from_args(args: argparse.Namespace) -> int:
     program = getattr(args, "program", None)
     if program and not Path(program).expanduser().exists():
         raise NprofError(f"{program}: no such program file; check the -n path")
+    root = getattr(args, "nki_source_root", None)
+    if root and not Path(root).expanduser().is_dir():
+        raise NprofError(f"--nki-source-root {root}: no such directory; give the folder holding the kernel files")
     if getattr(args, "profile", None) and getattr(args, "directory", None):
         raise NprofError("give either -s PROFILE or -d DIR, not both")
     if args.ingest_only and not (args.profile or args.directory):
@@ -182,7 +185,7 @@ def view_from_args(args: argparse.Namespace) -> int:
     sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
     if warning:
         sys.stderr.write(warning + "\n")
-    app = create_app(store, hosts=allowed_names(args.host))
+    app = create_app(store, hosts=allowed_names(args.host), source_root=root)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     try:

@@ -108,7 +108,7 @@ export class ProfileView {
     this.errBar = h("div", { class: "errbar", hidden: true, role: "alert" });
     this.tl = new Timeline(this.tlHost, {
       onWindow: (t0, t1, o) => this.setWindow(t0, t1, o.push),
-      onClick: (hit) => this._onClick(hit),
+      onClick: (hit, e) => this._onClick(hit, e),
       onSelect: (sel) => this.update({ sel, tab: "selection" }, true),
       onMarker: (ts) => this.addMarker(ts),
       onHover: (hit, e) => this._onHover(hit, e),
@@ -208,7 +208,7 @@ export class ProfileView {
     if ("sel" in patch) this.panels.selection.run(st.sel);
     this._commit(push);
     if ("compare" in patch && st.tab === "compare") this.panels.compare.activate();
-    if (["osort", "ofilter", "tsort"].some((k) => k in patch)) this.panels.show(st.tab);
+    if (["osort", "ofilter", "tsort", "src"].some((k) => k in patch)) this.panels.show(st.tab);
   }
 
   /** Re-apply a state parsed from the URL (popstate). */
@@ -396,9 +396,11 @@ export class ProfileView {
 
   // ---- interaction ------------------------------------------------------------------------------------
 
-  _onClick(hit) {
+  _onClick(hit, e) {
     if (!hit || !hit.row) return;
-    if (hit.kind === "event") {
+    if (hit.kind === "event" && e && (e.ctrlKey || e.metaKey)) {
+      this.openSource(hit.vr.id[hit.i]);
+    } else if (hit.kind === "event") {
       this.update({ ev: hit.vr.id[hit.i], tab: "details" }, true);
     } else if (hit.kind === "bucket") {
       const a = hit.vr.ts[hit.i];
@@ -406,6 +408,18 @@ export class ProfileView {
       this.setWindow(a - d * 4, a + d * 5, true);
     } else if (this.st.ev !== null) {
       this.update({ ev: null }, true);
+    }
+  }
+
+  /** Ctrl+click: open the Source tab at the event's source line (the event is selected too). */
+  async openSource(id) {
+    try {
+      const d = await api.event(this.id, id);
+      const f = (d.groups || []).flatMap((g) => g.fields).find((x) => x.key === "nki_source_location");
+      const loc = f && f.value ? String(f.value) : null;
+      this.update(loc ? { ev: id, tab: "source", src: loc } : { ev: id, tab: "details" }, true);
+    } catch (err) {
+      this.panels.details.error(id, err);
     }
   }
 

@@ -5,9 +5,9 @@
 // view (minimal|full), mode (zoom|select), sel (t0-t1), selrows (row keys, comma-
 // separated), rank (multi-worker tab), compare (other profile id), warn=0 (hide
 // warning boxes), osort / ofilter (Operators tab sort column and filter), tsort (Tensors tab
-// sort column). Defaults are omitted from the URL.
+// sort column), src (Source tab: the selected file:line). Defaults are omitted from the URL.
 
-export const TABS = ["details", "search", "selection", "summary", "operators", "tensors", "annotations", "warnings", "compare"];
+export const TABS = ["details", "search", "selection", "summary", "operators", "tensors", "source", "annotations", "warnings", "compare"];
 export const COLORS = ["opcode", "layer", "engine", "queue"];
 export const DEFAULTS = { tab: "details", color: "opcode", depth: 0, view: "minimal", mode: "zoom" };
 
@@ -40,6 +40,7 @@ export function parseLocation(loc) {
     osort: p.get("osort") || null,
     ofilter: p.get("ofilter") || null,
     tsort: p.get("tsort") || null,
+    src: p.get("src") || null,
   };
   for (const [k, v] of p.entries()) {
     if (k.startsWith("q.") && k.length > 2) st.query.push([k.slice(2), v]);
@@ -83,7 +84,7 @@ export function toSearch(st) {
   }
   if (st.compare) p.set("compare", st.compare);
   if (st.warn === false) p.set("warn", "0");
-  for (const k of ["osort", "ofilter", "tsort"]) if (st[k]) p.set(k, st[k]);
+  for (const k of ["osort", "ofilter", "tsort", "src"]) if (st[k]) p.set(k, st[k]);
   const s = p.toString();
   return s ? `?${s}` : "";
 }
