@@ -154,7 +154,7 @@ def test_memory_view_draws_recorded_tiles(page, server, tmp_path):
     assert sb["peak_bytes"] >= 2 * 64 * 4 and 0 <= sb["fragmentation"] < 1
     page.goto(f"{server.base}/profile/{pid}?tab=memory")
     wait_idle(page)
-    page.wait_for_function("() => document.querySelector('#memory-sbuf') && document.querySelector('#memory-sbuf').rects")
+    page.wait_for_function("() => (document.querySelector('#memory-sbuf') || {}).rects")
     rects = page.evaluate("() => document.querySelector('#memory-sbuf').rects.map(r => r.name)")
     assert sorted(rects) == sorted(a["name"] for a in used)
     assert "peak" in page.inner_text("#memory-sbuf-facts")
