@@ -118,6 +118,7 @@ def mm_blocked(lhsT, rhs, bm_tiles=16, bn_tiles=2, bk_tiles=8):
                     packed[:, j * TN : (j + 1) * TN] = nl.copy(res[:, slot(mb, i, j)])
                 r0 = (mb * bm_tiles + i) * TM
                 nl.store(out[r0 : r0 + TM, n * BN : (n + 1) * BN], value=packed)
+        del res, a, b  # free this column's accumulator and blocks before the next column allocates its own
     return out
 
 

@@ -146,3 +146,19 @@ def test_cli_capture_writes_a_system_profile(tmp_path: Path) -> None:
                          cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--device-profile 'often'" in bad.stderr
     assert not (tmp_path / "x.ntff").exists()
+
+
+def test_perfetto_has_host_and_device_tracks_with_launch_flows(system, tmp_path: Path) -> None:
+    from nprof.export import ExportOptions, export_profile
+    from tests.export.perfetto_reader import read
+
+    _, profile, _ = system
+    out = export_profile(profile, "perfetto", tmp_path / "sys.pftrace", ExportOptions(show_flows=True))
+    trace = read(out)
+    assert not trace.errors
+    assert {"nc:0", "nprof.launch"} <= {name.split(" ")[0] for name in trace.tracks.values()}
+    launches = [s for s in trace.slices if s.name == "nprof::launch"]
+    executions = [s for s in trace.slices if s.name == "nc_exec_running"]
+    assert len(executions) == len(launches) == 2 * STEPS
+    leaving = {f for s in launches for f in s.flow_ids}
+    assert all(set(s.terminating_flow_ids) & leaving for s in executions)  # each execution: a flow from its launch

@@ -11,8 +11,14 @@ Rules: an instruction starts at the latest of
   LDWEIGHTS/TRANSPOSE before it.
 A DMA instead is ready at max(its dependencies' ends (0 without any), the start of the DMA before it on its
 queue); ready DMAs are triggered earliest-ready first (ties: lowest index), each at least the preset's
-`dma_issue_gap_ns` after the previous trigger, and start their latency after the trigger. Elided
+`dma_issue_gap_ns` after the previous trigger, and start their latency after the trigger but not before
+the DMA before them on their queue has ended. Elided
 instructions (plan.elided) are on no track.
+Engine order (the compiler's window, nprof.device.order): VectorE, ScalarE and GpSimdE run their
+instructions in order of (est, index), where est is the latest of each dependency's est + duration, plus the
+dependency latency (lat0 without dependencies), and of the est of the instruction `sched_window` places
+before on the engine; every other track keeps program order (its est is also not below the est of the
+instruction before it on its track and of its TensorE partner).
 A DMA with a transfer time then runs in the pool: while the running transfers' stand-alone rates add up to
 more than the pool's bandwidth, each runs at rate * (pool / sum of rates).
 """
@@ -20,7 +26,7 @@ more than the pool's bandwidth, each runs at rate * (pool / sum of rates).
 from __future__ import annotations
 
 from nprof.arch import cost
-from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
+from nprof.device.plan import SLOT_GPSIMD, SLOT_LD, SLOT_MM, SLOT_SCALAR, SLOT_VECTOR, Plan
 
 _DONE = 1e-6  # ns of stand-alone work: a transfer with less left has finished
 
@@ -34,7 +40,53 @@ def _last(i: int, ok) -> int | None:
     return found
 
 
-def _earliest(plan: Plan, i: int, start: list, end: list) -> float | None:
+REORDERABLE = (SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD)
+
+
+def _program_before(plan: Plan, i: int) -> tuple[int | None, int | None]:
+    """(the instruction before `i` on its track in program order, its TensorE partner), None when none."""
+    slot, elided, is_tr = plan.slot, plan.elided, plan.transposes.__contains__
+    if elided[i]:
+        return None, None
+    if slot[i] == SLOT_LD:
+        before = _last(i, lambda j: (slot[j] == SLOT_LD or is_tr(j)) and not elided[j])
+        return before, _last(i, lambda j: slot[j] == SLOT_MM)
+    before = _last(i, lambda j: slot[j] == slot[i] and not elided[j])
+    if slot[i] == SLOT_MM:
+        return before, _last(i, lambda j: slot[j] == SLOT_LD or is_tr(j))
+    return before, None
+
+
+def engine_keys(plan: Plan) -> list[tuple[float, int]]:
+    """(est, index) of every instruction (module doc)."""
+    est: list[float] = []
+    window = plan.preset.sched_window
+    for i in range(plan.n):
+        deps = plan.deps[i]
+        t = max(est[d] + plan.dur[d] for d in deps) + plan.lat[i] if deps else plan.lat0[i]
+        if plan.elided[i]:
+            pass
+        elif plan.slot[i] in REORDERABLE:
+            same = [j for j in range(i) if plan.slot[j] == plan.slot[i] and not plan.elided[j]]
+            if len(same) >= window:
+                t = max(t, est[same[-window]])
+        else:
+            for j in _program_before(plan, i):
+                if j is not None:
+                    t = max(t, est[j])
+        est.append(t)
+    return [(e, i) for i, e in enumerate(est)]
+
+
+def _before(plan: Plan, i: int, keys: list[tuple[float, int]]) -> int | None:
+    """The instruction before `i` on its track in its engine's order (None when none)."""
+    if plan.slot[i] not in REORDERABLE or plan.elided[i]:
+        return _program_before(plan, i)[0]
+    same = [j for j in range(plan.n) if plan.slot[j] == plan.slot[i] and not plan.elided[j] and keys[j] < keys[i]]
+    return max(same, key=lambda j: keys[j]) if same else None
+
+
+def _earliest(plan: Plan, i: int, start: list, end: list, keys: list) -> float | None:
     """Start time of `i` by the rules of the module doc, or None while something it waits for is unknown."""
     slot = plan.slot
     tensor = slot[i] <= SLOT_MM
@@ -44,19 +96,10 @@ def _earliest(plan: Plan, i: int, start: list, end: list) -> float | None:
         times.append(None if end[d] is None else end[d] + gap)
     if not plan.deps[i]:
         times.append(plan.lat0[i])
-    is_tr = plan.transposes.__contains__
-    on_track = lambda j: not plan.elided[j]  # noqa: E731
-    if plan.elided[i]:
-        before = None
-    elif slot[i] == SLOT_LD:
-        before = _last(i, lambda j: (slot[j] == SLOT_LD or is_tr(j)) and on_track(j))
-        partner = _last(i, lambda j: slot[j] == SLOT_MM)
-        times.append(0.0 if partner is None else start[partner])
-    else:
-        before = _last(i, lambda j: slot[j] == slot[i] and on_track(j))
-        if slot[i] == SLOT_MM:
-            partner = _last(i, lambda j: slot[j] == SLOT_LD or is_tr(j))
-            times.append(0.0 if partner is None else end[partner])
+    before = _before(plan, i, keys)
+    partner = _program_before(plan, i)[1]
+    if partner is not None:
+        times.append(start[partner] if slot[i] == SLOT_LD else end[partner])
     if before is not None:
         times.append(end[before])
     if any(t is None for t in times):
@@ -79,20 +122,32 @@ def reference_schedule(plan: Plan) -> tuple[list[float], list[float]]:
     start: list[float | None] = [None] * n
     end: list[float | None] = [None] * n
     ready: dict[int, float] = {}  # DMAs ready and waiting for their trigger
+    triggered: dict[int, float] = {}  # DMAs triggered, waiting for the transfer ahead on their queue to end
     left: dict[int, float] = {}  # DMA -> stand-alone ns of transfer still to do
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9
+    keys = engine_keys(plan)
     now = trigger_free = 0.0
     while any(e is None for e in end):
         changed = True
         while changed:
             changed = False
             for i in range(n):
+                if i in triggered:
+                    ahead = _last(i, lambda j, q=plan.slot[i]: plan.slot[j] == q)
+                    if ahead is None or end[ahead] is not None:
+                        start[i] = max(triggered.pop(i), 0.0 if ahead is None else end[ahead])
+                        changed = True
+                        if plan.dur[i] > 0:
+                            left[i] = plan.dur[i]
+                        else:
+                            end[i] = start[i]
+                    continue
                 if start[i] is not None or i in ready:
                     continue
                 if plan.is_dma[i]:
                     if (r := _dma_ready(plan, i, start, end)) is not None:
                         ready[i], changed = r, True
-                elif (t := _earliest(plan, i, start, end)) is not None:
+                elif (t := _earliest(plan, i, start, end, keys)) is not None:
                     start[i], end[i], changed = t, t + plan.dur[i], True
         running = [i for i in left if start[i] <= now]
         upcoming = [start[i] - now for i in left if start[i] > now]
@@ -105,13 +160,9 @@ def reference_schedule(plan: Plan) -> tuple[list[float], list[float]]:
             if at <= now + step:
                 del ready[first]
                 trigger_free = at + plan.preset.dma_issue_gap_ns
-                start[first] = at + plan.lat[first]
-                if plan.dur[first] > 0:
-                    left[first] = plan.dur[first]
-                else:
-                    end[first] = start[first]
+                triggered[first] = at + plan.lat[first]
                 continue
-        if not running and not upcoming:
+        if not running and not upcoming and not triggered:
             if any(e is None for e in end):
                 raise RuntimeError("stuck")
             break

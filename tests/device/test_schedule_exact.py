@@ -20,8 +20,8 @@ from tests.device.test_schedule_props import KINDS, _instruction
 
 PRESETS = [
     get_preset("trn1"),
-    replace(get_preset("trn1"), hbm_bandwidth=17e9, dma_issue_gap_ns=700.0),
-    replace(get_preset("trn2"), dma_issue_gap_ns=50.0),
+    replace(get_preset("trn1"), hbm_bandwidth=17e9, dma_issue_gap_ns=700.0, sched_window=8),
+    replace(get_preset("trn2"), dma_issue_gap_ns=50.0, sched_window=3),
 ]
 
 
@@ -55,11 +55,12 @@ def random_program(rng: np.random.Generator) -> Program:
 
 def test_the_scheduler_equals_the_reference_on_random_programs() -> None:
     rng = np.random.default_rng(9)
-    shared = elided = 0
+    shared = elided = moved = 0
     for case in range(2000):
         preset = PRESETS[case % len(PRESETS)]
         plan = build_plan(random_program(rng), preset)
         elided += bool(plan.elided.any())
+        moved += plan.order != sorted(plan.order)
         fast = schedule(plan)
         start, end = reference_schedule(plan)
         np.testing.assert_allclose(fast.start, start, rtol=1e-9, atol=1e-5, err_msg=f"case {case}")
@@ -67,6 +68,7 @@ def test_the_scheduler_equals_the_reference_on_random_programs() -> None:
         shared += any(e - s > d + 1e-3 for s, e, d in zip(start, end, plan.dur, strict=True))
     assert shared > 300  # many programs really share the pool (the test exercises the fluid model)
     assert elided > 100  # and have PSUM zero-fills the hardware skips
+    assert moved > 100  # and engines whose compiler order is not program order
 
 
 def test_every_schedule_respects_the_physical_floors() -> None:

@@ -64,7 +64,8 @@ MODEL_VERSION = "2"
 def model_meta(preset: Preset) -> dict[str, str]:
     """What a profile records about the model that produced it: cost-model version and the fitted constants."""
     fitted = ";".join(f"{k}={v:g}" for k, v in sorted(preset.fitted().items()))
-    return {"cost_model": MODEL_VERSION, "cost_model_fitted": fitted or "none"}
+    assumed = ";".join(f"{k}={v:g}" for k, v in sorted(preset.assumed().items()))
+    return {"cost_model": MODEL_VERSION, "cost_model_fitted": fitted or "none", "cost_model_assumed": assumed or "none"}
 
 
 def matmul_cycles(stationary_free: int, moving_free: int, dtype: str, preset: Preset, moving_dtype: str = "") -> float:

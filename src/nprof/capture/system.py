@@ -76,7 +76,8 @@ def _row(ev: dict[str, Any], origin: int, track: str, opcode: str, **extra: Any)
     key = f"{ev['module']}#{ev['exec_index']}" if ev["exec_index"] >= 0 else ev["module"]
     start = ev["start_ns"] - origin
     row = {"ts": start, "duration": max(0, ev["end_ns"] - ev["start_ns"]), "engine": "other", "track": track,
-           "opcode": opcode, "layer": ev["module"], "hlo_name": key, "iteration": ev["step"]}  # fmt: skip
+           "opcode": opcode, "layer": ev["module"], "hlo_name": key, "iteration": ev["step"],
+           "operands": ev.get("graph") or None}  # fmt: skip
     row.update(extra)
     return row
 
@@ -89,9 +90,11 @@ def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[st
         if kind in _HOST_TRACK:
             rows.append(_row(ev, origin, _HOST_TRACK[kind], f"nprof::{kind}"))
         elif kind == "launch":
-            rows.append(_row(ev, origin, "nprof.launch", "nprof::launch", operands=f"simulated {ev['device_ns']} ns"))
+            text = f"{ev.get('graph') or ev['module']}: simulated {ev['device_ns']} ns"
+            rows.append(_row(ev, origin, "nprof.launch", "nprof::launch", operands=text))
             kept = ev.get("device_profile")
-            note = f"device profile {kept}" if kept else "device profile not kept (see --device-profile)"
+            note = f"device profile {kept}" if kept else "no device profile kept (--device-profile)"
+            note = f"{ev.get('graph') or ev['module']}: {note}"
             device = _row(ev, origin, DEVICE_TRACK, "nc_exec_running", operands=note, deps=[len(rows) - 1])
             device["duration"] = int(ev["device_ns"])
             rows.append(device)

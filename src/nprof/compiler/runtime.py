@@ -62,6 +62,7 @@ class RuntimeEvent:
     device_ns: int = 0  # simulated device time of the execution (launch)
     profile: Any = None  # the device Profile of the execution (launch)
     thread: int = 0  # native id of the host thread
+    graph: str = ""  # program name, <module>_<fw|bw|inference> (h2d, launch, d2h)
 
 
 OBSERVERS: list[Callable[[RuntimeEvent], None]] = []
@@ -149,11 +150,14 @@ class DeviceGraph:
         if self.sample_dir is not None:
             save_samples(self.sample_dir, inputs)
             self.sample_dir = None
-        notify("h2d", self.module, call_ns, nbytes=sum(a.nbytes for a in inputs.values()), exec_index=index)
+        graph = self.program.name
+        in_bytes = sum(a.nbytes for a in inputs.values())
+        notify("h2d", self.module, call_ns, nbytes=in_bytes, exec_index=index, graph=graph)
         launch_ns = time.time_ns()
         result = simulate(self.program, inputs, numerics=True, allow_nonfinite=True)  # as eager torch would
         device_ns = int(result.latencies_ns[-1])
-        notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=result.profile)
+        notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=result.profile,
+               graph=graph)  # fmt: skip
         copy_ns = time.time_ns()
         outs: list[Any] = []
         for slot in self.slots:
@@ -172,7 +176,7 @@ class DeviceGraph:
             else:
                 outs.append(None)
         out_bytes = sum(result.outputs[s.name].nbytes for s in self.slots if s.kind == "tensor")
-        notify("d2h", self.module, copy_ns, nbytes=out_bytes, exec_index=index)
+        notify("d2h", self.module, copy_ns, nbytes=out_bytes, exec_index=index, graph=graph)
         STATS.device_ns.append((self.module, device_ns))
         STATS.wall_seconds.append((self.module, time.perf_counter() - start))
         STATS.last_profile[self.module] = result.profile

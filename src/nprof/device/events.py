@@ -5,9 +5,10 @@ Contract: `event_schedule(plan, program) -> (start, end + [0.0])` by program ind
 (`device.waits`). A resolved compute instruction gets start and end at once. A resolved DMA is *ready* at
 `max(its dependencies' ends, the previous transfer start on its queue)`; the trigger server issues ready
 DMAs in order of readiness, one per `dma_issue_gap_ns` (FITTED), and the transfer starts the fixed latency
-after its trigger. Transfers share the pool: every active transfer progresses at the same fraction `factor`
-of its own rate, so one "virtual clock" (ns of stand-alone progress) serves all: a transfer entering at
-virtual time v ends at virtual time v + dur. The three event kinds (trigger, transfer start, transfer end)
+after its trigger, once the transfer ahead of it on its queue has ended (it is *parked* until then).
+Transfers share the pool: every active transfer progresses at the same fraction `factor` of its own rate,
+so one "virtual clock" (ns of stand-alone progress) serves all: a transfer entering at virtual time v ends
+at virtual time v + dur. The three event kinds (trigger, transfer start, transfer end)
 are processed earliest first; every event not yet known happens no earlier (it waits for a DMA still
 untriggered, queued or active), so each is final when processed. No iteration, no cap. A program that can
 make no progress raises `NprofError` (`waits.stuck_error`).
@@ -43,6 +44,8 @@ class _Sim:
         self.arrivals: list[tuple[float, int]] = []  # (start, index) of triggered transfers not yet in the pool
         self.active: list[tuple[float, int]] = []  # (virtual end, index) of transfers in the pool
         self.trigger_free = 0.0  # when the trigger server can issue the next DMA
+        self.ended = [False] * (n + 1)
+        self.parked: dict[int, tuple[float, int]] = {}  # queue predecessor -> (earliest start, triggered DMA)
         self.done = 0
 
     def release(self, offsets: list[int], succ: list[int], i: int) -> None:
@@ -88,28 +91,47 @@ class _Sim:
                 heappush(self.arrivals, (t, i))
             else:
                 end[i] = t + dur[i]
+                self.ended[i] = True
                 self.done += 1
                 self.release(g.offsets, g.succ, i)
 
     def trigger(self, at: float, gap: float) -> None:
-        """Issue the earliest-ready DMA at `at`: its transfer starts the fixed latency later."""
+        """Issue the earliest-ready DMA at `at`: its transfer starts the fixed latency later, but not before
+        the transfer ahead of it on its queue has ended (a queue's transfers run in order)."""
         _, i = heappop(self.triggers)
         self.trigger_free = at + gap
         t = at + self.plan.lat1[i]
+        ahead = self.plan.prev_list[i]
+        if ahead < self.plan.n and not self.ended[ahead]:
+            self.parked[ahead] = (t, i)
+            return
+        f = self.end[ahead]
+        self.begin(t if t >= f else f, i)
+
+    def begin(self, t: float, i: int) -> None:
+        """DMA `i`'s transfer starts at `t`."""
         self.start[i] = t
         self.release(self.g.s_offsets, self.g.s_succ, i)
         if self.pooled[i]:
             heappush(self.arrivals, (t, i))
         else:
-            self.end[i] = t
-            self.done += 1
-            self.release(self.g.offsets, self.g.succ, i)
+            self.finish(t, i)
+
+    def finish(self, t: float, i: int) -> None:
+        """Instruction `i` ends at `t`: release what waits for its end, start a DMA parked behind it."""
+        self.end[i] = t
+        self.ended[i] = True
+        self.done += 1
+        self.release(self.g.offsets, self.g.succ, i)
+        parked = self.parked.pop(i, None)
+        if parked is not None:
+            self.begin(t if t >= parked[0] else parked[0], parked[1])
 
 
 def event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], list[float]]:
     """(start, end + [0.0]) of every instruction (see module doc)."""
     sim = _Sim(plan, successors(plan))
-    g, dur, rate = sim.g, plan.dur, plan.dma_rate.tolist()
+    dur, rate = plan.dur, plan.dma_rate.tolist()
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
     gap = plan.preset.dma_issue_gap_ns
     triggers, arrivals, active, end = sim.triggers, sim.arrivals, sim.active, sim.end
@@ -138,9 +160,7 @@ def event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], li
         while active and active[0][0] <= virtual + _EPS:  # transfers end
             _, i = heappop(active)
             demand -= rate[i]
-            end[i] = now
-            sim.done += 1
-            sim.release(g.offsets, g.succ, i)
+            sim.finish(now, i)
         if not active:
             demand = 0.0  # no drift carried into the next busy period
     if sim.done < plan.n:

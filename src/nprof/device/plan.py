@@ -33,6 +33,7 @@ from operator import attrgetter
 import numpy as np
 
 from nprof.arch.presets import Preset
+from nprof.device.order import partners, track_order
 from nprof.device.psum import elided_memsets
 from nprof.device.template import (
     FIRST_DMA_SLOT,
@@ -100,8 +101,9 @@ class Plan:
     deps_flat: np.ndarray  # int64
     dep1: list[int]  # scheduler fast path: the only dep (n: none), -1 several deps, -2 TensorE, -3 a DMA
     lat1: list[float]  # scheduler fast path: lat, or lat0 for an instruction without deps
-    prev: np.ndarray  # int64: the instruction before on this one's track (n: none): its end frees the track
+    prev: np.ndarray  # int64: the instruction before on this one's track in its engine's order (n: none)
     prev_list: list[int]  # the same, as a list (the scheduler's loop reads it)
+    order: list[int]  # an order every wait respects (device.order): the in-order pass schedules in it
     elided: np.ndarray  # bool: PSUM accumulation-group zero-fills the hardware never runs (device.psum)
 
     @property
@@ -190,8 +192,12 @@ def _assemble(
     dep1[is_dma] = -3
     lat1 = np.where(none, lat0, lat)
     tracks, engines = slot_names(preset)
-    prev = _prev_on_track(slot, is_tr, elided)
     dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[code])
+    pm, pl = partners(slot, is_tr)
+    order, prev = track_order(
+        slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur.tolist(),
+        lat.tolist(), lat0.tolist(), deps, preset.sched_window,
+    )  # fmt: skip
     dma_index = np.flatnonzero(is_dma)
     return Plan(
         preset=preset,
@@ -223,6 +229,7 @@ def _assemble(
         lat1=lat1.tolist(),
         prev=prev,
         prev_list=prev.tolist(),
+        order=order.tolist(),
         elided=elided,
     )
 

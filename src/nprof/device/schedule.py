@@ -3,8 +3,10 @@
 Contract: `schedule(plan) -> Timing` (start/end/wait lists in float ns, by
 program index). The rules, all deterministic:
 
-* Every slot (engine track, DMA queue, CC-core) runs its instructions in
-  program order, one at a time. An instruction starts at
+* Every slot (engine track, DMA queue, CC-core) runs its instructions one at
+  a time, in program order except where the compiler's scheduler moved an
+  independent instruction ahead within a window (`device.order`; `plan.prev`
+  is the instruction before on the track in that order). An instruction starts at
   `max(slot free, last dependency end + dependency latency)` (the latency is
   the consumer engine's static access overhead; TensorE instructions pay none
   for dependencies on TensorE itself: weight loads and PSUM accumulation
@@ -20,10 +22,12 @@ program index). The rules, all deterministic:
 * DMA queues (`arch.cost` cites the rules): a DMA's transfer starts at
   `max(its dependencies' end, the previous transfer start on its queue) +
   dma latency` (the queue's descriptor stage holds one DMA for the fixed
-  latency; transfers of one queue may then overlap). DMA triggers (FITTED
+  latency), and not before the previous transfer of its queue has ended
+  (a queue's transfers run in order). DMA triggers (FITTED
   `dma_issue_gap_ns`): ready DMAs are triggered in order of readiness, at
   least the gap apart, and the transfer starts the latency after its trigger.
-  `wait` of a DMA: start - (previous start on its queue + latency).
+  `wait` of a DMA: start - max(previous start on its queue + latency,
+  previous end on its queue).
 * Elided instructions (`plan.elided`: PSUM zero-fills that start an
   accumulation group) take no time and no place on a track: they end when
   their dependencies end.
@@ -72,6 +76,8 @@ class Timing:
 def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[float]]:
     """One pass of in-order list scheduling with fixed durations: (start, end + [0.0]) by program index.
 
+    Instructions are taken in `plan.order` (program order unless the compiler's window reordered an engine's
+    queue, `device.order`), which every wait respects.
     A track is free at the end of `plan.prev` (the instruction before on the same track; index n, whose end
     stays 0.0, when none). The common case (not TensorE, at most one dependency) is the first branch:
     `plan.dep1` points at the dependency, or at end[n] with `lat1` = lat0 when there is none. The float
@@ -87,7 +93,9 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     transposes = plan.transposes
     last_mm_start = 0.0
     ld_end = 0.0  # end of the last LDWEIGHTS or TRANSPOSE: when tensor.stationary is free
-    for i, p, d, li, du in zip(range(n), plan.prev_list, plan.dep1, plan.lat1, dur, strict=True):
+    prev_list, dep1, lat1 = plan.prev_list, plan.dep1, plan.lat1
+    for i in plan.order:
+        p, d, li, du = prev_list[i], dep1[i], lat1[i], dur[i]
         if d >= 0:
             t = end[d] + li
             f = end[p]
@@ -107,6 +115,9 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
             if t < f:
                 t = f
             t += li
+            f = end[p]  # a queue's transfers run in order
+            if t < f:
+                t = f
             e = t + du
         else:  # TensorE
             f = end[p]
@@ -152,7 +163,7 @@ def _timing(plan: Plan, start: list[float], end: list[float]) -> Timing:
     en = np.asarray(end, np.float64)
     free = en[plan.prev]
     dma = plan.is_dma & (plan.prev < plan.n)
-    free[dma] = st[plan.prev[dma]] + np.asarray(plan.lat, np.float64)[dma]
+    free[dma] = np.maximum(st[plan.prev[dma]] + np.asarray(plan.lat, np.float64)[dma], en[plan.prev[dma]])
     wait = np.maximum(st - free, 0.0)
     wait[plan.elided] = 0.0
     return Timing(start, end[: plan.n], wait.tolist())

@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
+from nprof.device.order import partners
+from nprof.device.plan import Plan
 from nprof.errors import NprofError
 from nprof.program.model import Program
 
@@ -35,22 +36,9 @@ class WaitGraph(NamedTuple):
 
 def tensor_partners(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """(pm, pl) of every instruction (see module doc); n where an instruction has no partner."""
-    n = plan.n
-    slot = np.asarray(plan.slot, np.int64)
-    is_tr = np.zeros(n, bool)
+    is_tr = np.zeros(plan.n, bool)
     is_tr[sorted(plan.transposes)] = True
-    mm = np.flatnonzero(slot == SLOT_MM)
-    ld = np.flatnonzero(slot == SLOT_LD)
-    stationary = np.flatnonzero((slot == SLOT_LD) | is_tr)
-    pm = np.full(n, n, np.int64)
-    pl = np.full(n, n, np.int64)
-    if len(ld) and len(mm):
-        pos = np.searchsorted(mm, ld)
-        pm[ld] = np.where(pos > 0, mm[np.maximum(pos - 1, 0)], n)
-    if len(mm) and len(stationary):
-        pos = np.searchsorted(stationary, mm)  # a transpose finds itself: the one before it is pos - 1
-        pl[mm] = np.where(pos > 0, stationary[np.maximum(pos - 1, 0)], n)
-    return pm, pl
+    return partners(np.asarray(plan.slot, np.int64), is_tr)
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:

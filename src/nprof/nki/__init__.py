@@ -10,10 +10,24 @@ the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 compiler's entry point).
 """
 
+import sys
+import types
+from typing import Any
+
 from nprof.nki import collectives, compiler, isa, language, typing  # collectives: nki.collectives (multi-worker)
 from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate, simulate_kernel
 from nprof.nki.kernel import Kernel
 from nprof.nki.trace import ProgramBuilder
+
+
+class _TraceModule(types.ModuleType):
+    """`nprof.nki.trace` is also callable: `nki.trace(kernel)` is NKI's older name for `nki.jit`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return jit(*args, **kwargs)
+
+
+sys.modules["nprof.nki.trace"].__class__ = _TraceModule
 
 __all__ = [
     "Kernel",

@@ -23,8 +23,9 @@ from nprof.arch.isa import Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
+from nprof.nki.masks import mask_box, masked_box, note_mask
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, OnChip, mask_box
+from nprof.nki.tensor import NkiTensor, OnChip, partition_first
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}
@@ -75,13 +76,17 @@ def emit(engine: Engine, opcode: Opcode, outs: list[NkiTensor], ins: list[NkiTen
     """Emit one instruction over views (skipped when a mask left nothing to do)."""
     if any(v.empty for v in outs) or any(v.empty for v in ins):
         return
-    trace.current().emit(engine, opcode, tuple(v.access() for v in outs), tuple(v.access() for v in ins), attrs(**kw))
+    views = partition_first([*outs, *ins])  # whole multi-block tiles: partition axis first
+    accs = tuple(v.access() for v in views)
+    trace.current().emit(engine, opcode, accs[: len(outs)], accs[len(outs) :], attrs(**kw))
 
 
 def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor) -> list[NkiTensor]:
     if mask is None:
         return list(views)
     box = mask_box(mask, shape)
+    if views and views[0].shape == shape:
+        note_mask(views[0], box)  # the result (first view) holds values only inside the box
     out = []
     for v in views:
         if v.shape == shape:
@@ -178,17 +183,17 @@ def broadcast_operand(x: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
 
 
 def partition_broadcast(row: NkiTensor, parts: int) -> NkiTensor:
-    """A [parts, F...] PSUM tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row."""
+    """A [parts, F...] tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row (in PSUM;
+    rows wider than one matmul: an SBUF tile, see `nprof.nki.broadcast`)."""
     free = row.shape[1:]
     n = 1
     for s in free:
         n *= s
     builder = trace.current()
-    if n > builder.preset.gemm_moving_fmax:
-        raise kernel_error(
-            f"broadcasting a [1, {n}] row across partitions goes through TensorE and is limited to "
-            f"{builder.preset.gemm_moving_fmax} elements; split the free axis"
-        )
+    if n > builder.preset.gemm_moving_fmax:  # one matmul per 512 columns, gathered in SBUF
+        from nprof.nki.broadcast import wide_partition_broadcast
+
+        return wide_partition_broadcast(row, parts)
     dt = row.dtype_name if row.dtype_name in ("bfloat16", "float16", "float32") else "float32"
     if dt != row.dtype_name:
         row = copy(row, dtype=dt)
@@ -373,6 +378,13 @@ def assign(view: NkiTensor, value: Any) -> None:
         builder.dma(view, value)
         return
     value = tile(value)
+    box = masked_box(value) if value.shape == view.shape else None
+    if box is not None:  # a result computed under mask=: only its box is written (NKI masks the assignment)
+        view, value = view.restrict(box), value.restrict(box)
+    if value.ndim < view.ndim:  # a rank-1 [P] result (a reduction) stored into a [P, 1] view
+        value = value.pad_free(view.ndim)
+    elif value.ndim > view.ndim and all(s == 1 for s in value.shape[view.ndim :]):  # [P, 1] into a [P] view
+        view = view.pad_free(value.ndim)
     if value.shape != view.shape:
         value = broadcast_operand(value, view.shape)
     emit(Engine.VECTOR, Opcode.TENSOR_COPY, [view], [value])

@@ -46,6 +46,7 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     unknown_engine,
     vector_engine,
 )
+from nprof.nki.masks import skipped_by
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -132,7 +133,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     """stationary.T @ moving on TensorE: into a new fp32 PSUM tile [M, N] (accumulate with `psum += ...`), or
     into `dst` (beta 2; `accumulate` True/False, or None to infer). `is_transpose` runs as a plain matmul (equal
     to the transpose when `moving` is an identity); tiling, one-zero hints and perf modes warn (not modelled)."""
-    _check_no_mask(mask, "nc_matmul")
+    skip = skipped_by(mask, "nc_matmul")
     _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
                   is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
     if perf_mode not in (None, matmul_perf_mode.none, "none"):
@@ -167,7 +168,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         flat = _c.copy(mv).flatten_free()
     assert flat is not None
     res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
-    builder.set_pending(st, flat, res)
+    builder.set_pending(st, flat, res, skip=skip)
     if dst is None:
         return res
     _commit_into(dst, accumulate)

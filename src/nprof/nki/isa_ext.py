@@ -218,13 +218,14 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
 
 def unsupported(qualname: str, params: str, why: str) -> Any:
     """A function named `qualname` ("nisa.dropout") with parameters `params` ("data prob *mask") that raises a
-    KernelError saying why nprof cannot run it (names after `*`-prefixed ones are keyword-only, default None)."""
+    KernelError saying why nprof cannot run it (names from a `*`-prefixed one on are keyword-only; those and
+    names ending in `?` default to None)."""
     kind, fields = inspect.Parameter.POSITIONAL_OR_KEYWORD, []
     for p in params.split():
         if p.startswith("*"):
             kind, p = inspect.Parameter.KEYWORD_ONLY, p[1:]
-        fields.append(inspect.Parameter(p, kind, default=None if kind is inspect.Parameter.KEYWORD_ONLY else
-                                        inspect.Parameter.empty))  # fmt: skip
+        optional = kind is inspect.Parameter.KEYWORD_ONLY or p.endswith("?")
+        fields.append(inspect.Parameter(p.rstrip("?"), kind, default=None if optional else inspect.Parameter.empty))
 
     def fn(*args: Any, **kwargs: Any) -> Any:
         fn.__signature__.bind(*args, **kwargs)  # type: ignore[attr-defined]  # TypeError for unknown keywords
@@ -238,7 +239,7 @@ def unsupported(qualname: str, params: str, why: str) -> Any:
 
 
 dropout = unsupported("nisa.dropout", "data prob *mask *dtype", "random numbers are not simulated")
-local_gather = unsupported("nisa.local_gather", "src_buffer index num_elem_per_idx num_valid_indices *mask",
+local_gather = unsupported("nisa.local_gather", "src_buffer index num_elem_per_idx? num_valid_indices? *mask",
                            "GpSimdE local gathers are not modelled")  # fmt: skip
 nc_stream_shuffle = unsupported("nisa.nc_stream_shuffle", "src dst shuffle_mask *dtype *mask",
                                 "cross-partition shuffles are not modelled")  # fmt: skip

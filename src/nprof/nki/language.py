@@ -40,6 +40,7 @@ from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     uint32,
 )
 from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
+from nprof.nki.scopes import Loop as _Loop
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, mask_box
 
@@ -73,13 +74,17 @@ class tile_size:
     bn_stats_fmax = 512  # free elements one nisa.bn_stats reads
 
 
-def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
-    """Loop with no carried dependency (iterations may overlap); unrolled at trace time."""
-    return range(start, stop, step) if stop is not None else range(start)
+def affine_range(start: int, stop: int | None = None, step: int = 1) -> Any:
+    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`)."""
+    return _Loop(range(start, stop, step) if stop is not None else range(start))
 
 
 sequential_range = affine_range
-static_range = affine_range
+
+
+def static_range(start: int, stop: int | None = None, step: int = 1) -> range:
+    """Loop unrolled at trace time (a plain range)."""
+    return range(start, stop, step) if stop is not None else range(start)
 
 
 def program_id(axis: int = 0) -> int:

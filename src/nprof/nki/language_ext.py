@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from typing import Any
 
 import ml_dtypes
@@ -227,9 +228,30 @@ def device_print(prefix: str, x: Any, *, mask: Any = None) -> None:
     builder.meta["device_print"] = json.dumps(prints)
 
 
+_RNG: weakref.WeakKeyDictionary[Any, np.random.Generator] = weakref.WeakKeyDictionary()
+RAND_SEED = 0  # the generator's seed until nl.random_seed sets one
+
+
+def random_seed(seed: Any, *, mask: Any = None) -> None:
+    """Seed the generator of the following `nl.rand` calls of this kernel (a Python integer)."""
+    if not _c.is_scalar(seed):
+        raise kernel_error("nl.random_seed takes an integer seed here (a seed tile is not supported by nprof)")
+    _RNG[_trace.current()] = np.random.default_rng(int(seed))
+
+
+def rand(shape: Any, dtype: Any = _nl.float32) -> NkiTensor:
+    """A tile of uniform [0, 1) values. Model: drawn at trace time from a seeded generator (`random_seed`) and
+    DMA'd in as a Program constant, so the values are deterministic and the cost is one DMA (the hardware's
+    generator draws other numbers of the same distribution on-chip)."""
+    builder = _trace.current()
+    rng = _RNG.setdefault(builder, np.random.default_rng(RAND_SEED))
+    shape = tuple(int(s) for s in (shape if isinstance(shape, list | tuple) else (shape,)))
+    values = rng.random(shape, dtype=np.float32)
+    src = builder.hbm_tensor(builder.unique_name("rand"), shape, _c.dname(dtype), kind="weight", value=values)
+    return _nl.load(src)
+
+
 dropout = unsupported("nl.dropout", "x rate *dtype *mask", "random numbers are not simulated")
-rand = unsupported("nl.rand", "shape dtype", "random numbers are not simulated")
-random_seed = unsupported("nl.random_seed", "seed *mask", "random numbers are not simulated")
 atomic_rmw = unsupported("nl.atomic_rmw", "dst value op *mask", "indirect atomic updates are not modelled")
 gather_flattened = unsupported("nl.gather_flattened", "data indices *mask *dtype", "gathers are not modelled")
 loop_reduce = unsupported("nl.loop_reduce", "x op loop_indices *dtype *mask",
