@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -53,6 +54,8 @@ from nprof.nki.scopes import LoopScopes
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
+
+MAX_ALLOC_RECORDS = 20_000  # tile allocations kept in Program.meta['allocations'] (the memory view)
 
 _ACTIVE: list[ProgramBuilder] = []
 
@@ -99,6 +102,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self.plan_lifetimes()
         self._counter = 0
         self.meta: dict[str, str] = {}
+        self.allocations: list[list] = []  # [space, name, byte offset, bytes per partition, partitions, source]
         self.grid: tuple[int, ...] = ()  # SPMD launch grid of the running call (empty: not SPMD)
         self.program_id: tuple[int, ...] = ()  # this instance's index in the grid
         self._shared: list[NkiTensor] = []  # shared_hbm tensors of the first SPMD instance
@@ -293,6 +297,9 @@ class ProgramBuilder(PendingOps, LoopScopes):
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
         base.born = len(self._instructions)
         base.token = weakref.finalize(base, allocator.free, offset)
+        if len(self.allocations) < MAX_ALLOC_RECORDS:  # for the viewer's SBUF/PSUM memory view
+            parts = shape[partition_axis] if shape else 1
+            self.allocations.append([base.space.value, base.name, offset, nbytes, parts, self.source()])
 
     def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
         """The error for a tile (or block) that does not fit, at the user's line."""
@@ -383,7 +390,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
             constants=dict(self._constants),
             sbuf_bytes=self._sbuf.high_water,
             psum_bytes=self._psum.high_water,
-            meta=dict(self.meta),
+            meta={
+                **self.meta,
+                **({"allocations": json.dumps(self.allocations, separators=(",", ":"))} if self.allocations else {}),
+            },
         )
         try:
             program.validate()
