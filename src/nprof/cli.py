@@ -96,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile the N-th execution (earlier ones are warm-up)",
     )
     cap.add_argument("--timing-only", action="store_true", help="skip numerics (timing model only), for large programs")
+    cap.add_argument(
+        "--device-profile",
+        default="default",
+        metavar="all|nth:N|none",
+        help="-- COMMAND with torch.compile(backend='nprof'): which executions of each graph keep a device "
+        "profile (default: the first after warm-up)",
+    )
     cap.add_argument("--list-inputs", action="store_true", help="list the program's inputs and exit")
     cap.add_argument(
         "-r",
@@ -152,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--force", action="store_true", help="replace a stored profile with the same id")
     view.add_argument("--db-bucket", default=None, metavar="ID", help="id to store the profile under")
     view.add_argument("--display-name", default=None, help="name shown in the profile list")
+    view.add_argument(
+        "--nki-source-root",
+        default=None,
+        metavar="DIR",
+        help="directory holding the kernel sources (default: the copies stored in the profile at capture)",
+    )
     view.add_argument(
         "--db", default=None, metavar="PATH", help="store directory (default $NPROF_DB or ~/.local/share/nprof/store)"
     )
@@ -223,7 +236,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             )
         if not args.profile:
             raise NprofError("missing -s PROFILE: where to write the profile")
-        capture_command(command, args.profile, device=args.device)  # None: cuda if available, else cpu
+        capture_command(command, args.profile, device=args.device, device_profile=args.device_profile)
         return 0
     if not args.program:
         raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")

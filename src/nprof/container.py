@@ -21,7 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import zipfile
@@ -114,6 +113,12 @@ class Container:
     @property
     def table_names(self) -> list[str]:
         return sorted(self._members)
+
+    def member(self, name: str) -> tuple[int, int]:
+        """(byte offset, size) of table `name`'s Parquet bytes in the file (stored uncompressed)."""
+        if name not in self._members:
+            raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
+        return self._members[name]
 
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Read one table; raises FormatError if it is missing or corrupt."""
@@ -229,9 +234,3 @@ def open_container(
         )
     return Container(p, manifest, members)
 
-
-def table_to_parquet_bytes(table: pa.Table) -> bytes:
-    """Serialise one table as Parquet bytes (used for downloads and tests)."""
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()

@@ -23,7 +23,8 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
   (``Sequence number``); flow events (``s``/``t``/``f``, e.g. ac2g, fwdbwd) add
   dependencies; ``C`` counters and Kineto ``[memory]`` events become counters
   (``cpu_allocated_bytes``, ``cuda0_allocated_bytes``, ``cuda0_reserved_bytes``);
-* timestamps become integer ns since the first event; FLOPs are computed from the
+* timestamps become integer ns since the first event (manifest `trace.origin_ns`: that event's
+  trace time, ts x 1000); FLOPs are computed from the
   recorded input shapes (`opclass.op_flops`); ``hbm_read_bytes`` estimates memory
   reads as the bytes of an op's recorded inputs (caches ignored; on the op's
   first kernel in GPU traces, where host rows read none); other byte columns stay 0.
@@ -281,7 +282,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         name=path.name,
         producer=f"nprof {__version__} (chrome-trace import)",
         device_name=_device_name(meta),
-        meta=_meta(meta, names, len(events), unmatched),
+        meta={**_meta(meta, names, len(events), unmatched), "trace.origin_ns": str(rows.origin_ns)},
     )
     if info is not None:
         merged = dict(base_info.meta)

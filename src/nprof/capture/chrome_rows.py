@@ -35,6 +35,7 @@ class Rows:
     dma: dict[str, Any]
     counters: dict[str, Any]
     dtype: str | None  # dominant input dtype of FLOP-carrying ops (torch names: float, c10::BFloat16...)
+    origin_ns: int = 0  # trace time in ns (ts x 1000) that became ts = 0
 
 
 def _operands(args: dict[str, Any]) -> str | None:
@@ -371,4 +372,4 @@ def build_profile(
         "value": np.asarray([float(c[2]) for c in counters], dtype=np.float64),
     }
     dtype = dtype_weight.most_common(1)[0][0] if dtype_weight else None
-    return Rows(instructions, dma, counter_cols, dtype)
+    return Rows(instructions, dma, counter_cols, dtype, int(base_us) * 1000 + t0)

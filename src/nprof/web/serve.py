@@ -130,6 +130,12 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
     """Ingest -s or -d as asked; (page path, id ready to view or None)."""
     profile_arg = getattr(args, "profile", None)
     directory = getattr(args, "directory", None)
+    if profile_arg and not directory:
+        from nprof.capture.multiworker import worker_dir_for
+
+        workers = worker_dir_for(profile_arg)  # -s DIR/profile.ntff of a multi-worker capture: its ranks
+        if workers is not None:
+            directory, profile_arg = str(workers), None
     if directory:
         group = ingest_directory(
             store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
@@ -149,6 +155,9 @@ def view_from_args(args: argparse.Namespace) -> int:
     program = getattr(args, "program", None)
     if program and not Path(program).expanduser().exists():
         raise NprofError(f"{program}: no such program file; check the -n path")
+    root = getattr(args, "nki_source_root", None)
+    if root and not Path(root).expanduser().is_dir():
+        raise NprofError(f"--nki-source-root {root}: no such directory; give the folder holding the kernel files")
     if getattr(args, "profile", None) and getattr(args, "directory", None):
         raise NprofError("give either -s PROFILE or -d DIR, not both")
     if args.ingest_only and not (args.profile or args.directory):
@@ -176,7 +185,7 @@ def view_from_args(args: argparse.Namespace) -> int:
     sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
     if warning:
         sys.stderr.write(warning + "\n")
-    app = create_app(store, hosts=allowed_names(args.host))
+    app = create_app(store, hosts=allowed_names(args.host), source_root=root)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     try:
