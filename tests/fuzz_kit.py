@@ -78,7 +78,7 @@ def mutate_json(rng: random.Random, obj: Any, n: int) -> Any:
         elif op < 0.9 and isinstance(parent[key], list):
             parent[key] = parent[key] * 2 if rng.random() < 0.5 else parent[key][: len(parent[key]) // 2]
         else:
-            parent[key] = f"__DEEP_{rng.choice((3, 50, 3000))}__"  # nested lists, spliced in by `dumps`
+            parent[key] = f"__DEEP_{rng.choice((3, 50, 300, 3000))}__"  # nested lists, spliced in by `dumps`
     return obj
 
 

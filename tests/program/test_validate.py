@@ -75,3 +75,14 @@ def test_negative_tensor_size_and_null_queue(tmp_path: Path) -> None:
 
     with pytest.raises(NprofError, match="queue must be a whole number"):
         load_program(_rewrite(tmp_path, {}, queue))
+
+
+def test_deeply_nested_attrs_are_refused(tmp_path: Path) -> None:
+    def attrs(tables: dict[str, pa.Table]) -> None:
+        t = tables["instructions"]
+        values = t.column("attrs").to_pylist()
+        values[0] = "[" * 100_000 + "]" * 100_000
+        tables["instructions"] = t.set_column(t.schema.get_field_index("attrs"), "attrs", pa.array(values, pa.string()))
+
+    with pytest.raises(NprofError, match="invalid program file"):
+        load_program(_rewrite(tmp_path, {}, attrs))

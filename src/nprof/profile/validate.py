@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nprof.errors import show_value as show
 from nprof.profile.schema import ENGINES
 
 MAX_TS = 2**53
@@ -66,7 +67,7 @@ def _peak(data: Mapping[str, Any], key: str) -> None:
     if value is None:
         return
     if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{key} must be a positive finite number or null, not {str(value)[:40]}")
+        raise ValueError(f"{key} must be a positive finite number or null, not {show(value)}")
 
 
 def _tensors(value: Any) -> None:
