@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import io
 import random
+import re
 import traceback
 import zipfile
 from collections.abc import Callable
@@ -59,13 +60,13 @@ def mutate_json(rng: random.Random, obj: Any, n: int) -> Any:
     for _ in range(n):
         paths = _paths(obj)
         if not paths:
-            return rng.choice(EXTREMES)
+            return copy.deepcopy(rng.choice(EXTREMES))
         path = rng.choice(paths)
         parent = _get(obj, path[:-1])
         key = path[-1]
         op = rng.random()
         if op < 0.6:
-            parent[key] = rng.choice(EXTREMES)
+            parent[key] = copy.deepcopy(rng.choice(EXTREMES))  # a copy: EXTREMES must never change
         elif op < 0.7 and isinstance(parent, dict):
             del parent[key]
         elif op < 0.8:
@@ -76,22 +77,19 @@ def mutate_json(rng: random.Random, obj: Any, n: int) -> Any:
         elif op < 0.9 and isinstance(parent[key], list):
             parent[key] = parent[key] * 2 if rng.random() < 0.5 else parent[key][: len(parent[key]) // 2]
         else:
-            deep: Any = 1
-            for _ in range(rng.choice((3, 50, 3000))):
-                deep = [deep]
-            parent[key] = deep
+            parent[key] = f"__DEEP_{rng.choice((3, 50, 3000))}__"  # nested lists, spliced in by `dumps`
     return obj
 
 
 def dumps(obj: Any) -> bytes:
+    """JSON bytes of `obj`; ints past 64 bits kept (stdlib), `"__DEEP_<n>__"` spliced as n nested lists."""
     try:
-        return orjson.dumps(obj)
-    except (orjson.JSONEncodeError, TypeError):  # ints past 64 bits, too deep: the stdlib writes them
+        text = orjson.dumps(obj)
+    except (orjson.JSONEncodeError, TypeError):
         import json
-        import sys
 
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
-        return json.dumps(obj).encode()
+        text = json.dumps(obj).encode()
+    return re.sub(rb'"__DEEP_(\d+)__"', lambda m: b"[" * int(m[1]) + b"1" + b"]" * int(m[1]), text)
 
 
 def chrome_seeds() -> list[Any]:
@@ -174,7 +172,7 @@ def _mutate_column(rng: random.Random, table: pa.Table) -> pa.Table:
     i = rng.randrange(table.num_columns)
     values = table.column(i).to_pylist()
     if op < 0.7:
-        values[rng.randrange(len(values))] = rng.choice([v for v in EXTREMES if not isinstance(v, dict)])
+        values[rng.randrange(len(values))] = copy.deepcopy(rng.choice([v for v in EXTREMES if not isinstance(v, dict)]))
     else:
         values = [values[0]] * len(values)
     try:

@@ -21,7 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import zipfile
@@ -43,9 +42,10 @@ MIN_ROWS = 1 << 20  # ... or this many rows, for tiny files
 _ZIP_MAGIC = b"PK\x03\x04"
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _AWS_HINT = {
-    "NEFF": "a real AWS NEFF (Neuron executable): nprof runs its own programs; "
-    "compile with nprof (nki or torch.compile backend='nprof')",
-    "NTFF": "a real AWS NTFF (Neuron trace): convert it on the Neuron machine with "
+    "NEFF": "not an nprof program (not a ZIP container); if it is a real AWS NEFF (Neuron executable): "
+    "nprof runs its own programs; compile with nprof (nki or torch.compile backend='nprof')",
+    "NTFF": "not an nprof profile (not a ZIP container); if it is a real AWS NTFF (Neuron trace), convert it "
+    "on the Neuron machine with "
     "`neuron-profile view -n file.neff -s file.ntff --output-format json "
     "--output-file profile.json`, then `nprof view -s profile.json`",
 }
@@ -176,7 +176,7 @@ def open_container(
         raise FormatError(f"{p}: empty file; re-create it")
     hint = sniff_foreign(p, head)
     if hint:
-        raise FormatError(f"{p}: this is {hint}")
+        raise FormatError(f"{p}: {hint}")
     if not is_zip(head):
         raise FormatError(f"{p}: not an nprof {what} file (unrecognised content)")
     try:
@@ -234,9 +234,3 @@ def open_container(
         )
     return Container(p, manifest, members)
 
-
-def table_to_parquet_bytes(table: pa.Table) -> bytes:
-    """Serialise one table as Parquet bytes (used for downloads and tests)."""
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()

@@ -32,6 +32,7 @@ class _Pending:
     result: NkiTensor
     source: str | None
     box: list[tuple[int, int]] | None = None  # load: the mask's box over the result tile
+    skip: bool = False  # matmul: masked off (mask=False), so committing emits nothing
 
 
 class PendingOps:
@@ -44,10 +45,11 @@ class PendingOps:
     _append: Any
     materialize: Any
 
-    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor) -> None:
-        """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`)."""
+    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor, skip: bool = False) -> None:
+        """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`);
+        `skip`: a masked-off matmul (`mask=False`), which commits to nothing."""
         self.flush()
-        self._pending = _Pending("matmul", stationary, moving, result, self.source())
+        self._pending = _Pending("matmul", stationary, moving, result, self.source(), skip=skip)
 
     def set_pending_load(self, src: NkiTensor, result: NkiTensor, box: list[tuple[int, int]] | None) -> None:
         """Record a DMA of `src` into `result` (narrowed to `box`), committed lazily (see `_Pending`)."""
@@ -83,7 +85,7 @@ class PendingOps:
         out_view = target if target is not None else pend.result
         if target is None and isinstance(pend.result.base, OnChip):
             self.materialize(pend.result.base)
-        if out_view.empty:
+        if out_view.empty or pend.skip:
             return
         stat, mov, out = pend.a.access(), pend.b.access(), out_view.access()
         rshape = pend.result.shape

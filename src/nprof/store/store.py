@@ -22,6 +22,7 @@ Contract of `Store(path=None)`:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import shutil
@@ -40,7 +41,7 @@ import pyarrow as pa
 from nprof.errors import NprofError
 from nprof.profile import Profile
 from nprof.progress import progress
-from nprof.store.catalog import Catalog, check_id, derive_id, locked
+from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import build_profile_db
 from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
@@ -94,6 +95,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, max_open: int = 8, idle_seconds: float = 120.0):
         self.dir = Path(path).expanduser() if path else default_store_path()
+        self._claimed: set[str] = set()
         try:
             for sub in ("profiles", "annotations", "tmp"):
                 (self.dir / sub).mkdir(parents=True, exist_ok=True)
@@ -130,9 +132,7 @@ class Store:
         return g
 
     def rename(self, profile_id: str, display_name: str) -> dict[str, Any]:
-        name = display_name.strip()
-        if not name or len(name) > 200 or "\n" in name:
-            raise NprofError("display name must be 1-200 characters on one line")
+        name = check_display_name(display_name)
         self.entry(profile_id)
 
         def change(data: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +176,20 @@ class Store:
         """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry.
         `raw_source`: the nprof Profile file `p` was loaded from (its tables are then copied, not re-encoded)."""
         check_id(profile_id)
+        with self.claim(profile_id):
+            return self._ingest(p, profile_id, display_name, force, source, fingerprint, group, raw_source)
+
+    def _ingest(
+        self,
+        p: Profile,
+        profile_id: str,
+        display_name: str | None,
+        force: bool,
+        source: str | None,
+        fingerprint: str | None,
+        group: str | None,
+        raw_source: Path | None,
+    ) -> dict[str, Any]:
         if not force and self.catalog.get(profile_id) is not None:
             raise self._exists(profile_id)
         self._sweep_tmp()
@@ -251,20 +265,21 @@ class Store:
                     old = self.rename(profile_id, display_name)
                 return old, True
         check_id(profile_id)
-        if not force and self.catalog.get(profile_id) is not None:
-            raise self._exists(profile_id)
-        p = open_profile(src)
-        kind = sniff_kind(src)
-        entry = self.ingest(
-            p,
-            profile_id,
-            display_name=display_name or p.info.name or src.stem,
-            force=force,
-            source=str(src),
-            fingerprint=fingerprint,
-            group=group,
-            raw_source=src if kind == "ntff" else None,
-        )
+        with self.claim(profile_id):
+            if not force and self.catalog.get(profile_id) is not None:
+                raise self._exists(profile_id)
+            p = open_profile(src)
+            kind = sniff_kind(src)
+            entry = self.ingest(
+                p,
+                profile_id,
+                display_name=display_name or p.info.name or src.stem,
+                force=force,
+                source=str(src),
+                fingerprint=fingerprint,
+                group=group,
+                raw_source=src if kind == "ntff" else None,
+            )
         return entry, False
 
     def register_group(self, group_id: str, display_name: str, ranks: list[tuple[int, str]], force: bool) -> dict:
@@ -282,6 +297,30 @@ class Store:
             return g
 
         return self.catalog.update(change)
+
+    @contextmanager
+    def claim(self, profile_id: str) -> Iterator[None]:
+        """Hold the ingest claim on `profile_id`: a second process ingesting the same id is refused at
+        once (not after its full ingest). An flock on `locks/<id>.lock`: released by the OS if we die."""
+        if profile_id in self._claimed:
+            yield
+            return
+        lock_dir = self.dir / "locks"
+        lock_dir.mkdir(exist_ok=True)
+        fd = os.open(lock_dir / f"{profile_id}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise NprofError(
+                f'"{profile_id}" is being ingested by another nprof process; wait for it or use --db-bucket ID'
+            ) from None
+        self._claimed.add(profile_id)
+        try:
+            yield
+        finally:
+            self._claimed.discard(profile_id)
+            os.close(fd)
 
     def _sweep_tmp(self) -> None:
         """Remove temp files left by ingests whose process is gone (crash, kill -9)."""

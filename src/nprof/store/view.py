@@ -40,7 +40,7 @@ def rows_answer(meta: dict[str, Any]) -> dict[str, Any]:
         else:
             item["event_count"] = r["event_count"]
         out.append(item)
-    return {"t_min": 0, "t_max": meta["stats"]["t_max"], "rows": out}
+    return {"t_min": 0, "t_max": meta["stats"]["t_max"], "rows": out, "opcodes": list(meta["opcodes"])}
 
 
 def select_rows(meta: dict[str, Any], keys: list[str] | None) -> list[dict[str, Any]]:
@@ -190,6 +190,60 @@ def _pyramid_buckets(
     for part in np.split(np.arange(g_row.size), cuts):
         out[int(g_row[part[0]])] = {k: v[part] for k, v in merged.items()}
     return out
+
+
+def _bucket_layers(
+    cur: duckdb.DuckDBPyConnection,
+    items: dict[str, dict[str, Any]],
+    rows: list[dict],
+    t0: int,
+    t1: int,
+    b: float,
+    width: int,
+    layers: _Ops,
+) -> None:
+    """Give each bucket item of `rows` a `layer` list: the layer with the most event time in its pixel column.
+
+    One grouped scan of the window's events (only for colour-by-layer: without it buckets would be grey).
+    """
+    want = [r for r in rows if r["key"] in items and items[r["key"]]["mode"] == "buckets"]
+    if not want:
+        return
+    q = (
+        "SELECT row, LEAST(GREATEST(CAST(floor((ts + dur / 2 - ?) / ?) AS BIGINT), 0), ?) AS px, "
+        "arg_max(layer, dur) FROM events WHERE row IN ({}) AND ts < ? AND ts + dur >= ? AND layer >= 0 GROUP BY row, px"
+    ).format(",".join(str(int(r["row"])) for r in want))
+    best: dict[tuple[int, int], int] = {
+        (int(r), int(p)): int(v) for r, p, v in cur.execute(q, [t0, b, width - 1, t1, t0]).fetchall()
+    }
+    for r in want:
+        it = items[r["key"]]
+        ri = int(r["row"])
+        ts = np.asarray(it["ts"], dtype=np.float64)
+        dur = np.asarray(it["dur"], dtype=np.float64)
+        px = _px_group(ts, dur, t0, b, width).tolist()
+        it["layer"] = layers.map(np.array([best.get((ri, p), -1) for p in px], dtype=np.int64))
+
+
+MAX_LABELLED = 5000
+
+
+def _dma_tensors(cur: duckdb.DuckDBPyConnection, items: dict[str, dict[str, Any]], rows: list[dict]) -> list[str]:
+    """Give DMA rows drawn as events a `tensor` list (index into the returned names, -1 = none): bars are
+    labelled by the tensor they move. Skipped (no lists) above MAX_LABELLED transfers in the answer."""
+    dma = [items[r["key"]] for r in rows if r["kind"] == "dma" and items.get(r["key"], {}).get("mode") == "events"]
+    ids = [i for it in dma for i in it["id"]]
+    if not ids or len(ids) > MAX_LABELLED:
+        return []
+    got = dict(cur.execute(f"SELECT id, tensor FROM dma WHERE id IN ({','.join(map(str, ids))})").fetchall())
+    names: dict[str, int] = {}
+    for it in dma:
+        codes = []
+        for i in it["id"]:
+            t = got.get(i)
+            codes.append(-1 if t is None else names.setdefault(t, len(names)))
+        it["tensor"] = codes
+    return list(names)
 
 
 def _estimate(agg: dict[int, dict[str, np.ndarray]], row: dict[str, Any]) -> int:
@@ -353,8 +407,12 @@ def viewport(
     width: int,
     keys: list[str] | None = None,
     max_items: int = 2000,
+    color: str | None = None,
 ) -> dict[str, Any]:
-    """Drawable items per row for [t0, t1) at `width` pixels (see module doc and docs/api.md)."""
+    """Drawable items per row for [t0, t1) at `width` pixels (see module doc and docs/api.md).
+
+    `color="layer"` also gives bucket rows their dominant layer per pixel (one extra scan).
+    """
     if not 1 <= width <= MAX_WIDTH:
         raise NprofError(f"width must be between 1 and {MAX_WIDTH} pixels")
     if not 1 <= max_items <= MAX_ITEMS:
@@ -395,6 +453,8 @@ def viewport(
         a = agg.get(ri)
         if a is not None:
             items[r["key"]] = _buckets_item(r["key"], a["ts"], a["dur"], a["count"], a["busy"], a["op"], ops)
+    if color == "layer" and layers is not None:
+        _bucket_layers(cur, items, event_rows, t0, t1, b, width, layers)
     derived = [r["key"] for r in rows if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT)]
     if derived:
         have = (ev, fetched) if ev is not None else None
@@ -405,6 +465,7 @@ def viewport(
                 items[r["key"]] = _sampled_counter(cur, r["key"], t0, t1, b, width)
         elif r["key"] not in items:
             items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
+    tensors = _dma_tensors(cur, items, rows)
     out = {
         "t0": t0,
         "t1": t1,
@@ -415,4 +476,6 @@ def viewport(
     }
     if layers is not None:
         out["layers"] = layers.table()
+    if tensors:
+        out["tensors"] = tensors
     return out

@@ -1,6 +1,6 @@
 """The JSON API under /api (docs/api.md is its contract; keep the two in step).
 
-Contract: `api_router(store)` returns a FastAPI APIRouter whose routes only call
+Contract: `api_router(store, source_root=None)` returns a FastAPI APIRouter whose routes only call
 `nprof.store` functions; every route is a plain `def` (FastAPI runs it in its
 thread pool, each with its own DuckDB cursor). Errors are raised as NprofError /
 NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
@@ -37,9 +37,12 @@ from nprof.store import (
     table_answer,
     viewport,
 )
+from nprof.store.boxes import boxes
+from nprof.store.explore import operators, roofline, tensors
+from nprof.store.source import source_answer
 from nprof.web.download import download_formats, export_profile
 
-RESERVED_SEARCH = {"t0", "t1", "limit"}
+RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
 
 
 class JSON(Response):
@@ -67,7 +70,7 @@ def _rows_param(rows: str | None) -> list[str] | None:
     return [r.strip() for r in rows.split(",") if r.strip()]
 
 
-def api_router(store: Store) -> APIRouter:
+def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     r = APIRouter(prefix="/api", default_response_class=JSON)
     notes = Annotations(store)
 
@@ -128,15 +131,50 @@ def api_router(store: Store) -> APIRouter:
         width: int = Query(..., ge=1, le=8192),
         rows: str | None = None,
         max_items: int = Query(2000, ge=1, le=5000),
+        color: str | None = None,
+    ) -> dict[str, Any]:
+        if color not in (None, "", "opcode", "layer", "engine", "queue"):
+            raise NprofError(f"unknown color '{color}'; use opcode, layer, engine or queue")
+        with store.session(profile_id) as (cur, meta):
+            return viewport(cur, meta, t0, t1, width, _rows_param(rows), max_items, color)
+
+    @r.get("/profiles/{profile_id}/boxes", summary="Warning and collective-op boxes of a time window")
+    @_j
+    def get_boxes(
+        profile_id: str, t0: int = Query(..., ge=0), t1: int = Query(..., gt=0), limit: int = Query(60, ge=1, le=500)
     ) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
-            return viewport(cur, meta, t0, t1, width, _rows_param(rows), max_items)
+            return boxes(cur, meta, t0, t1, limit)
+
+    @r.get("/profiles/{profile_id}/operators", summary="Operator hierarchy: layer -> op -> instruction aggregates")
+    @_j
+    def get_operators(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return operators(cur, meta)
+
+    @r.get("/profiles/{profile_id}/tensors", summary="Every tensor with its DMA transfers")
+    @_j
+    def get_tensors(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return tensors(cur, meta)
+
+    @r.get("/profiles/{profile_id}/source", summary="Source files with per-line instruction counts and time")
+    @_j
+    def get_source(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return source_answer(cur, meta, source_root)
+
+    @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
+    @_j
+    def get_roofline(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return roofline(cur, meta)
 
     @r.get("/profiles/{profile_id}/events/{event_id}", summary="Every column of one event, grouped")
     @_j
     def get_event(profile_id: str, event_id: int) -> dict[str, Any]:
-        with store.session(profile_id) as (cur, _meta):
-            return event_details(cur, event_id)
+        with store.session(profile_id) as (cur, meta):
+            return event_details(cur, event_id, (meta.get("manifest") or {}).get("device"))
 
     @r.get("/profiles/{profile_id}/search", summary="Search events: FIELD=VALUE pairs (ANDed), /regex/ values")
     @_j
@@ -146,6 +184,7 @@ def api_router(store: Store) -> APIRouter:
         t0: int | None = Query(None, ge=0),
         t1: int | None = Query(None, gt=0),
         limit: int = Query(1000, ge=1, le=20_000),
+        width: int | None = Query(None, ge=1, le=8192),
     ) -> dict[str, Any]:
         terms: dict[str, str] = {}
         for key, value in request.query_params.multi_items():
@@ -155,7 +194,7 @@ def api_router(store: Store) -> APIRouter:
                 raise NprofError(f"search field '{key}' given twice; use one /regex/ with alternatives (a|b)")
             terms[key] = value
         with store.session(profile_id) as (cur, _meta):
-            return search(cur, terms, t0, t1, limit)
+            return search(cur, terms, t0, t1, limit, width)
 
     @r.get("/profiles/{profile_id}/select", summary="Box-select aggregates over rows and a time window")
     @_j

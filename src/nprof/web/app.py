@@ -83,8 +83,9 @@ def _start_reaper(store: Store, every: float = 30.0) -> None:
     threading.Thread(target=loop, name="nprof-store-reaper", daemon=True).start()
 
 
-def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
-    """The nprof web application over `store` (see module doc); `hosts`: extra Host names served."""
+def create_app(store: Store, *, hosts: Iterable[str] = (), source_root: str | None = None) -> FastAPI:
+    """The nprof web application over `store` (see module doc); `hosts`: extra Host names served;
+    `source_root`: where the source view reads kernel files (`--nki-source-root`)."""
     app = FastAPI(
         title="nprof viewer API",
         version=__version__,
@@ -120,7 +121,7 @@ def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
     from nprof.web.group_api import group_router  # multi-worker aggregated view (before the API's catch-all)
 
     app.include_router(group_router(store))
-    app.include_router(api_router(store))
+    app.include_router(api_router(store, source_root))
 
     @app.get("/", include_in_schema=False)
     def index(request: Request) -> Response:

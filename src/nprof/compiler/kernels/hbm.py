@@ -3,7 +3,9 @@
 Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `window(access)` is the
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
 strides, zero strides for broadcasts); `load(access)` DMAs it into a new fp32 SBUF tile of shape
-``(partitions, *free sizes)`` with `nl.load`, `store(access, tile)` DMAs a tile back with `nl.store`.
+``(partitions, *free sizes)`` with `nl.load`, `store(access, tile)` DMAs a tile back with `nl.store`. Under the
+compiler's `FusingBuilder` a load of a pattern an earlier kernel stored or loaded returns the tile kept in
+SBUF instead (see `nprof.compiler.fusion`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,24 @@ def window(a: Access) -> NkiTensor:
 
 
 def load(a: Access) -> NkiTensor:
-    return nl.load(window(a), dtype=nl.float32)
+    """The SBUF tile of `a`: kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a new DMA."""
+    builder = trace.current()
+    lookup = getattr(builder, "lookup", None)
+    if lookup is None:
+        return nl.load(window(a), dtype=nl.float32)
+    tile = lookup(a)
+    if tile is None:
+        tile = nl.load(window(a), dtype=nl.float32)
+        builder.flush()  # commit the DMA into this tile before keeping it
+        builder.remember(a, tile, stored=False)
+    return tile
 
 
 def store(a: Access, tile: NkiTensor) -> None:
     nl.store(window(a), value=tile)
+    remember = getattr(trace.current(), "remember", None)
+    if remember is not None:
+        remember(a, tile)
 
 
 def flat(t: NkiTensor) -> NkiTensor:
