@@ -8,6 +8,7 @@ where site is the innermost nprof frame (`module.py:line ExceptionType`).
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import random
 import re
@@ -92,6 +93,7 @@ def dumps(obj: Any) -> bytes:
     return re.sub(rb'"__DEEP_(\d+)__"', lambda m: b"[" * int(m[1]) + b"1" + b"]" * int(m[1]), text)
 
 
+@functools.cache
 def chrome_seeds() -> list[Any]:
     """Parsed Chrome traces: the Kineto fixtures, a generic trace with B/E, counters and flows."""
     seeds = [orjson.loads(p.read_bytes()) for p in sorted(FIXTURES.glob("kineto*.json"))]
@@ -109,7 +111,20 @@ def chrome_seeds() -> list[Any]:
              "args": {"device": 0, "stream": 7, "correlation": 1}},
         ]
     )  # fmt: skip
+    seeds.append(profile_json_seed())
     return seeds
+
+
+def profile_json_seed() -> dict[str, Any]:
+    """A profile JSON document (neuron-profile / nprof `json` export shape) of the tiny profile."""
+    import tempfile
+
+    from nprof.export import export_profile
+    from tests.conftest import tiny_profile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = export_profile(tiny_profile(), "json", Path(d) / "t.json")
+        return orjson.loads(out.read_bytes())  # type: ignore[union-attr]
 
 
 def classify(exc: BaseException) -> str:
