@@ -36,6 +36,7 @@ from nprof.store.boxes import boxes
 from nprof.store.explore import operators, roofline, tensors
 from nprof.store.memory import memory_answer
 from nprof.store.source import source_answer
+from nprof.store.system_links import links
 from nprof.web.download import download_formats, download_response
 
 RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
@@ -82,6 +83,12 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         entry = store.entry(profile_id)
         with store.session(profile_id) as (_cur, meta):
             return profile_answer(entry, meta)
+
+    @r.get("/profiles/{profile_id}/links", summary="System profile <-> device profiles of its executions")
+    def get_links(profile_id: str) -> dict[str, Any]:
+        store.entry(profile_id)
+        with store.session(profile_id) as (_cur, meta):
+            return links(store, profile_id, meta["manifest"])
 
     @r.patch("/profiles/{profile_id}", summary="Rename (display name)")
     @_j
