@@ -113,7 +113,7 @@ def _statements(path: str) -> tuple[tuple[int, int, str], ...]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and not hasattr(node, "body"):
-            text = ast.get_source_segment(source, node) or ""
+            text = ast.unparse(node)  # the statement without comments or line breaks
             out.append((node.lineno, node.end_lineno or node.lineno, " ".join(text.split())))
     return tuple(out)
 
