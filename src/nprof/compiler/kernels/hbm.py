@@ -2,11 +2,14 @@
 
 Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `window(access)` is the
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
-strides, zero strides for broadcasts); `load(access)` DMAs it into a new fp32 SBUF tile of shape
-``(partitions, *free sizes)`` with `nl.load`, `store(access, tile)` DMAs a tile back with `nl.store`.
+strides, zero strides for broadcasts); `load(access, dtype=fp32)` DMAs it into a new SBUF tile of shape
+``(partitions, *free sizes)`` with `nl.load` (fp32 unless asked: bf16 matmul operands stay bf16),
+`store(access, tile)` DMAs a tile back with `nl.store`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from nprof.arch.isa import Access
 from nprof.nki import language as nl
@@ -20,8 +23,8 @@ def window(a: Access) -> NkiTensor:
     return NkiTensor(base, 0, a.offset, dims, ())
 
 
-def load(a: Access) -> NkiTensor:
-    return nl.load(window(a), dtype=nl.float32)
+def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
+    return nl.load(window(a), dtype=dtype)
 
 
 def store(a: Access, tile: NkiTensor) -> None:
