@@ -36,11 +36,13 @@ from typing import Any
 
 from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
+from nprof.compiler.collectives import check_process_group, ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.runtime import STATS, DeviceGraph, save_samples, to_numpy
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
+_NOTICES: set[str] = set()  # one-time notices already given in this process
 _GRAPH_KIND = {"fw": "forward graph", "bw": "backward graph", "inference": "inference graph"}
 
 
@@ -145,6 +147,10 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
             raise NprofError(_trace_failure(gm, err)) from err
         shared["failed"] = _trace_failure(gm, err)
     if shared["failed"] is None:
+        notice = ddp_notice()
+        if notice is not None and not _NOTICES:
+            _NOTICES.add(notice)
+            warnings.warn(notice, stacklevel=2)
         return compiled
     STATS.fallbacks += 1
     warnings.warn(f"nprof: running this graph eagerly on the CPU (forward and backward): {shared['failed']}",
@@ -283,6 +289,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
     try:
         try:
             program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
+            check_process_group(program)
         except NprofError:
             raise
         except Exception as exc:  # a bug of the lowering: say so in one line (the fallback may still run it)
