@@ -8,7 +8,9 @@ keyed by `graphinfo.graph_hash`) and executed on the virtual device with numeric
 gradients are the device's real results. A graph already in the cache is loaded, not recompiled.
 
 Options (also environment variables): ``cache_dir`` ($NPROF_CACHE), ``fallback`` "error" (default) or
-"eager" ($NPROF_FALLBACK=eager: a graph with an unsupported op runs eagerly on the CPU with a warning),
+"eager" ($NPROF_FALLBACK=eager: a Dynamo graph whose forward or backward has an unsupported op, or that torch
+cannot trace, runs wholly eagerly on the CPU — forward and backward — with a warning; the backward is
+lowered at compile time, so an unsupported backward op is reported before the first forward runs),
 ``preset`` "trn1"/"trn2" ($NPROF_PRESET), ``compile_only`` ($NPROF_COMPILE_ONLY=1, set by ``nprof compile``:
 compile into the cache, execute eagerly).
 
@@ -32,10 +34,11 @@ from typing import Any
 from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
-from nprof.compiler.runtime import STATS, DeviceGraph, save_samples, to_numpy
+from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
+_GRAPH_KIND = {"fw": "forward graph", "bw": "backward graph", "inference": "inference graph"}
 
 
 @dataclass(frozen=True)
@@ -79,23 +82,11 @@ def decompositions() -> dict[Any, Any]:
 
 def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:
     """The torch.compile backend (see module doc)."""
-    from torch._dynamo.backends.common import aot_autograd
-
     opts = BackendOptions.parse(options)
     names = _dynamo_input_names(gm)
 
     def specialize(inputs: Sequence[Any]) -> Any:
-        shared: dict[str, Any] = {"names": names, "layer_by_seq": {}, "fw_inputs": []}
-
-        def compiler(kind: str) -> Any:
-            return lambda agm, ex: _compile(agm, kind, opts, shared)
-
-        return aot_autograd(
-            fw_compiler=compiler("fw"),
-            bw_compiler=compiler("bw"),
-            inference_compiler=compiler("inference"),
-            decompositions=decompositions(),
-        )(gm, list(inputs))
+        return _specialize(gm, list(inputs), opts, names)
 
     if not _is_dynamic(example_inputs):
         return specialize(example_inputs)
@@ -111,6 +102,49 @@ def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any
         return fn(*args)
 
     return run
+
+
+def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[str]) -> Any:
+    """AOTAutograd with the nprof compilers, the backward lowered at compile time too (a failing backward
+    is reported before the forward runs). If any graph cannot be lowered and the fallback is "eager", the
+    whole Dynamo graph runs eagerly (forward and backward by torch's own autograd, so no saved tensor of a
+    device forward ever meets an eager backward); else the error is raised."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+
+    shared: dict[str, Any] = {"names": names, "layer_by_seq": {}, "fw_inputs": [], "failed": None}
+
+    def compiler(kind: str) -> Any:
+        return lambda agm, ex: _compile(agm, kind, opts, shared)
+
+    try:
+        with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+            compiled = aot_autograd(
+                fw_compiler=compiler("fw"),
+                bw_compiler=compiler("bw"),
+                inference_compiler=compiler("inference"),
+                decompositions=decompositions(),
+            )(gm, inputs)
+    except NprofError:
+        raise
+    except Exception as err:  # torch could not trace the graph for AOTAutograd (not an op nprof lacks)
+        if opts.fallback != "eager":
+            raise NprofError(_trace_failure(gm, err)) from err
+        shared["failed"] = _trace_failure(gm, err)
+    if shared["failed"] is None:
+        return compiled
+    STATS.fallbacks += 1
+    warnings.warn(f"nprof: running this graph eagerly on the CPU (forward and backward): {shared['failed']}",
+                  stacklevel=2)  # fmt: skip
+    return gm.forward
+
+
+def _trace_failure(gm: Any, err: Exception) -> str:
+    """One line: why torch could not trace the graph, and where (the user's line of the graph's first op)."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    where = next((graphinfo.user_source(n) for n in gm.graph.nodes if graphinfo.user_source(n)), None)
+    at = f" (graph starting at {where})" if where else ""
+    return f"cannot compile this graph{at}: torch could not trace it: {type(err).__name__}: {first}"
 
 
 def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
@@ -228,11 +262,15 @@ def _compile(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, Any]) -
         program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
     except UnsupportedOpError as err:
         log_event(module_dir, kind, "failed", 0, str(err))
-        if opts.fallback != "eager" and not opts.compile_only:
-            raise
-        STATS.fallbacks += 1
-        warnings.warn(f"nprof: running graph {module} ({kind}) eagerly on the CPU: {err}", stacklevel=2)
-        return eager
+        if opts.compile_only:  # nothing runs on the device: the graph runs eagerly as compile-only graphs do
+            STATS.fallbacks += 1
+            warnings.warn(f"nprof: graph {module} ({kind}) not compiled: {err}", stacklevel=2)
+            return eager
+        if opts.fallback != "eager":
+            raise UnsupportedOpError(f"{_GRAPH_KIND[kind]}: {err}") from None
+        notify("fallback", module, time.time_ns())
+        shared["failed"] = f"{_GRAPH_KIND[kind]}: {err}"
+        return eager  # never run: the whole Dynamo graph runs eagerly instead (see `_specialize`)
     sample_dir = module_dir / "inputs"
     if opts.compile_only:
         dtypes = {s.name: PROGRAM_DTYPE.get(s.dtype, "float32") for s in specs}
@@ -272,11 +310,12 @@ def _program(
                 for s in manifest["outputs"]
             ]
             STATS.cache_hits += 1
+            notify("cache_hit", module_dir.name, time.time_ns())
             log_event(module_dir, kind, "cached", len(program.instructions))
             return program, slots
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable manifest: compile again
-    start = time.perf_counter()
+    start, start_ns = time.perf_counter(), time.time_ns()
     plan = GraphPlan(
         name=f"{module_dir.name}_{kind}",
         kind=kind,
@@ -301,5 +340,6 @@ def _program(
     seconds = time.perf_counter() - start  # lowering + writing the module
     STATS.compiled += 1
     STATS.compile_seconds.append((module_dir.name, seconds))
+    notify("compile", module_dir.name, start_ns)
     log_event(module_dir, kind, "compiled", len(program.instructions))
     return program, slots

@@ -4,8 +4,9 @@ Contract:
 * `tensor_name_from_source(source)` turns a dynamo source (``L['self']._modules['fc1']._parameters['weight']``)
   into a readable name (``fc1.weight``); `layer_from_module_stack(node)` turns ``nn_module_stack`` into a
   module path such as ``model.fc1`` (``model`` is the compiled module itself).
-* `user_source(node)` is the user's ``file:line`` (the last frame of ``node.meta["stack_trace"]``);
-  `user_code(node)` the code text of that line.
+* `user_source(node)` is the user's ``file:line``: the innermost frame of ``node.meta["stack_trace"]`` outside
+  installed packages and the standard library (the user's line that called into a library), else the
+  innermost frame; `user_code(node)` the whole statement there, on one line (multi-line calls joined).
 * `hlo_name(node)` is the graph node rendered as ``%addmm_1 = addmm(%primals_2, %relu, %permute_1)``.
 * `graph_hash(gm, specs, kind, preset)` is a stable hex digest of everything that decides the Program:
   the graph's ops and arguments, input shapes/dtypes, constants' values, the graph kind, preset and the
@@ -14,10 +15,14 @@ Contract:
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
+import linecache
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,15 +85,45 @@ def _module_path(path: str) -> str:
     return root + rest
 
 
+def _is_library(path: str) -> bool:
+    """A frame in installed packages or the standard library (not the user's own code)."""
+    return any(part in path for part in ("site-packages", "dist-packages", "/lib/python", "<frozen"))
+
+
 def _last_frame(node: Any) -> tuple[str, str, str] | None:
+    """(file, line, code) of the innermost frame of the user's own code in the node's stack trace (the line
+    that called into a library), else of the innermost frame; code is the whole statement on one line."""
     trace = node.meta.get("stack_trace") or ""
-    lines = trace.rstrip().splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        m = _FRAME.search(lines[i])
-        if m:
-            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            return m.group("file"), m.group("line"), code
-    return None
+    frames = [m for m in map(_FRAME.search, trace.rstrip().splitlines()) if m]
+    if not frames:
+        return None
+    own = [m for m in frames if not _is_library(m.group("file"))]
+    m = (own or frames)[-1]
+    return m.group("file"), m.group("line"), statement_text(m.group("file"), int(m.group("line")))
+
+
+@functools.lru_cache(maxsize=64)
+def _statements(path: str) -> tuple[tuple[int, int, str], ...]:
+    """(first line, last line, text on one line) of every simple statement of a source file."""
+    try:
+        source = Path(path).read_text()
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            text = ast.get_source_segment(source, node) or ""
+            out.append((node.lineno, node.end_lineno or node.lineno, " ".join(text.split())))
+    return tuple(out)
+
+
+def statement_text(path: str, line: int) -> str:
+    """The whole statement at `path`:`line` on one line (multi-line calls joined), or that line, or ""."""
+    spans = [s for s in _statements(path) if s[0] <= line <= s[1]]
+    if spans:
+        return min(spans, key=lambda s: s[1] - s[0])[2]
+    return linecache.getline(path, line).strip()
 
 
 def user_source(node: Any) -> str | None:

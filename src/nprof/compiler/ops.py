@@ -42,6 +42,8 @@ DECOMPOSE_SKIP = (
     "embedding_dense_backward",
     "slice_scatter",
     "select_scatter",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
 )
 
 
@@ -361,9 +363,9 @@ def _register_collectives() -> None:
 
 _register_collectives()
 
-from nprof.compiler import ops_conv, ops_nn, ops_pool  # noqa: E402  (register their lowerings into LOWERINGS)
+from nprof.compiler import ops_attn, ops_conv, ops_nn, ops_pool  # noqa: E402  (register their lowerings)
 
-assert ops_nn.LOWERINGS is LOWERINGS and ops_conv.LOWERINGS is LOWERINGS and ops_pool.LOWERINGS is LOWERINGS
+assert all(m.LOWERINGS is LOWERINGS for m in (ops_attn, ops_conv, ops_nn, ops_pool))
 
 
 @register("prims.broadcast_in_dim.default")

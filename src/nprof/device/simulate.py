@@ -17,7 +17,8 @@ executions=1, profile_nth=None, rank=0, world_size=1, ignore_exec_errors=False)`
   raises `NprofError`; with `ignore_exec_errors=True` it is skipped and
   reported in `warnings`. Outputs containing NaN/inf are an error unless
   `ignore_exec_errors` is set or some input was missing (zero inputs often
-  produce them), in which case they are a warning. `numerics=False` (timing
+  produce them), in which case they are a warning; `allow_nonfinite=True` (a compiled torch graph, where
+  inf/NaN are values like any other, e.g. a -inf attention mask) makes them a warning too. `numerics=False` (timing
   only) skips all of that: `outputs` is empty.
 * Timing (`device.schedule`) does not depend on data, and the device keeps no
   state between executions (no caches), so every execution takes the same
@@ -41,6 +42,7 @@ from operator import attrgetter, is_
 
 import numpy as np
 
+from nprof.arch import cost
 from nprof.arch.isa import Opcode
 from nprof.arch.presets import Preset, get_preset
 from nprof.device import numerics as num
@@ -166,6 +168,7 @@ def simulate(
     rank: int = 0,
     world_size: int = 1,
     ignore_exec_errors: bool = False,
+    allow_nonfinite: bool = False,
 ) -> SimResult:
     """Run `program` on the virtual NeuronCore (see the module doc for the full contract)."""
     if not 0 <= rank < max(world_size, 1):
@@ -194,10 +197,10 @@ def simulate(
 
     with _gc_paused():
         plan = plan_for(program, pre)
-        timing = schedule(plan)
+        timing = schedule(plan, program)
     outputs: dict[str, np.ndarray] = {}
     if numerics:
-        outputs = _numerics(program, pre, checked, bool(missing), ignore_exec_errors, warnings)
+        outputs = _numerics(program, pre, checked, bool(missing) or allow_nonfinite, ignore_exec_errors, warnings)
 
     total = round(timing.makespan)
     with _gc_paused():
@@ -230,7 +233,8 @@ def sim_profile_info(
     """The ProfileInfo of a simulated run of `program` on `pre` (single- and multi-worker).
 
     `mode` goes into the producer ("sim", "sim, multi-worker"); `meta` is added
-    after the program's own metadata.
+    after the program's own metadata, then the model that produced the times
+    (`arch.cost.model_meta`: cost-model version and fitted constants).
     """
     peak, peak_dtype = _peak(program, pre)
     return ProfileInfo(
@@ -250,7 +254,7 @@ def sim_profile_info(
         tensors=tuple(
             TensorInfo(t.name, tuple(t.shape), t.dtype, t.kind) for t in program.tensors if t.kind != "internal"
         ),
-        meta={**{str(k): str(v) for k, v in program.meta.items()}, **meta},
+        meta={**{str(k): str(v) for k, v in program.meta.items()}, **meta, **cost.model_meta(pre)},
     )
 
 

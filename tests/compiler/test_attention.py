@@ -1,0 +1,92 @@
+"""scaled_dot_product_attention through the fused flash kernels, and the whole-graph eager fallback."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from nprof.compiler import STATS  # noqa: E402
+from nprof.errors import UnsupportedOpError  # noqa: E402
+from tests.compiler.conftest import check_fn  # noqa: E402
+
+
+def _qkv(b: int, h: int, length: int, d: int, seed: int = 0) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, h, length, d, generator=gen, requires_grad=True) for _ in range(3)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_forward_and_gradients_cross_tiles(causal: bool) -> None:
+    # 136 queries/keys: two 128-row tiles, so the online softmax and the causal tile skip are exercised
+    STATS.reset()
+    check_fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), *_qkv(1, 2, 136, 16))
+    assert len(STATS.last_profile) == 2  # forward and backward ran on the device
+
+
+def test_sdpa_boolean_and_additive_masks_and_scale() -> None:
+    q, k, v = _qkv(2, 2, 12, 8, seed=1)
+    keep = torch.rand(12, 12, generator=torch.Generator().manual_seed(3)) > 0.4
+    keep.fill_diagonal_(True)
+    check_fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, keep)
+    bias = torch.randn(2, 1, 12, 12, generator=torch.Generator().manual_seed(4))
+    check_fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3), q, k, v, bias)
+
+
+def test_sdpa_lowered_to_flash_kernels() -> None:
+    from nprof.compiler.ops import DECOMPOSE_SKIP, supported_ops
+
+    assert "_scaled_dot_product_flash_attention_for_cpu" in DECOMPOSE_SKIP
+    assert {"_scaled_dot_product_flash_attention_for_cpu.default",
+            "_scaled_dot_product_flash_attention_for_cpu_backward.default"} <= set(supported_ops())  # fmt: skip
+
+
+def _train_steps(fn: object, params: list[torch.Tensor], steps: int) -> list[float]:
+    opt = torch.optim.SGD(params, lr=0.5)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = fn(*params)  # type: ignore[operator]
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def test_fallback_runs_whole_sdpa_graph_eagerly_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    # head size 160 > 128: the flash kernel refuses; the whole graph (forward and backward) runs eagerly
+    def loss_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return (F.scaled_dot_product_attention(q, k, v, is_causal=True) ** 2).mean()
+
+    monkeypatch.setenv("NPROF_FALLBACK", "eager")
+    torch._dynamo.reset()
+    eager = _train_steps(loss_fn, [t.detach().clone().requires_grad_() for t in _qkv(1, 1, 6, 160)], 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _train_steps(torch.compile(loss_fn, backend="nprof"), _qkv(1, 1, 6, 160), 2)
+    assert got == pytest.approx(eager, rel=1e-6)
+    assert any("forward and backward" in str(w.message) and "head size 160" in str(w.message) for w in caught)
+
+
+def test_unsupported_backward_is_raised_at_compile_time_before_the_forward_runs() -> None:
+    emb = torch.nn.Embedding(10, 4, scale_grad_by_freq=True)
+    ran = []
+
+    def fn(idx: torch.Tensor) -> torch.Tensor:
+        return emb(idx).sum()
+
+    torch._dynamo.reset()
+    STATS.reset()
+    with pytest.raises(Exception) as info:
+        ran.append(torch.compile(fn, backend="nprof")(torch.tensor([1, 2, 2])))
+    err = info.value
+    while not isinstance(err, UnsupportedOpError) and err.__cause__ is not None:
+        err = err.__cause__
+    inner = getattr(info.value, "inner_exception", err)
+    assert isinstance(inner, UnsupportedOpError)
+    assert str(inner).startswith("backward graph: cannot compile") and "\n" not in str(inner)
+    assert __file__ in str(inner) and "emb(idx).sum()" in str(inner)
+    assert not ran and not STATS.device_ns  # nothing executed
