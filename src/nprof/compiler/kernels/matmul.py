@@ -118,8 +118,8 @@ def copy_kernel(dst: View, src: View | float) -> None:
     if isinstance(src, View):
         c = next((d for d in reversed(range(nd)) if dst.shape[d] > 1 and dst.strides[d] == 1), None)
         r = next((d for d in range(nd) if src.shape[d] > 1 and src.strides[d] == 1), None)
-        if c is not None and r is not None and r != c and src.strides[c] != 1:
-            _transposing_copy(dst, src, r, c)
+        if c is not None and r is not None and r != c and src.strides[c] != 1 and min(src.shape[r], dst.shape[c]) >= 32:
+            _transposing_copy(dst, src, r, c)  # worth TensorE transposes only for tiles of >= 32 rows and columns
             return
     map_kernel(dst, [src], copy_body)
 
