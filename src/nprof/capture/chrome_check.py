@@ -10,7 +10,7 @@ Contract (every failure is a one-line `NprofError` naming the file, the field an
   lists of lists) of whole numbers in [0, 2^31); `Input type` a list of strings/null;
   `Concrete Inputs` a list of scalars; `grid`/`block` lists of numbers; `registers per thread`,
   `shared memory` numbers or strings.
-* `check_times(ts_us, dur_us, c_ts, f_ts, path)`: finite, no negative `dur` (a reversed B/E
+* `check_times(ts_us, dur_us, c_ts, f_ts, path)`: numbers (not lists), finite, no negative `dur` (a reversed B/E
   pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
 * `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
 Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-level passes.
@@ -119,6 +119,8 @@ def check_slices(sl: Any, path: Path) -> None:
 
 def check_times(ts_us: np.ndarray, dur_us: np.ndarray, c_ts: np.ndarray, f_ts: np.ndarray, path: Path) -> None:
     """Finite times, no negative durations, a span of at most MAX_SPAN_NS (see module doc)."""
+    if any(a.ndim != 1 for a in (ts_us, dur_us, c_ts, f_ts)):
+        raise _fail(path, "an event has a list as its 'ts' or 'dur'")
     if not all(np.isfinite(a).all() for a in (ts_us, dur_us, c_ts, f_ts)):
         raise _fail(path, "an event has an infinite or NaN 'ts' or 'dur'")
     if len(dur_us) and dur_us.min() < 0:
