@@ -198,3 +198,35 @@ def test_trace_is_an_alias_of_jit() -> None:
 
     x = rand((4, 4), 11)
     np.testing.assert_array_equal(kernel(x), x)
+
+
+def test_lazy_initialization_accepted_with_a_warning_and_profile_num_execs(tmp_path) -> None:
+    x = rand((128, 32), 12)
+
+    def kernel(a):
+        acc = nl.zeros((32, 32), dtype=nl.float32, buffer=nl.psum, lazy_initialization=True)
+        t = nl.load(a)
+        acc += nisa.nc_matmul(t, t)
+        out = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+
+    with pytest.warns(NkiCompatWarning, match="lazy_initialization"):
+        out = nki.profile(kernel, working_directory=tmp_path, num_execs=3, profile_nth=2)(x)
+    np.testing.assert_allclose(out, x.T @ x, rtol=1e-4, atol=1e-3)
+    assert (tmp_path / "profile.ntff").exists()
+
+
+def test_loop_directives_are_accepted_with_a_warning() -> None:
+    x = rand((8, 8), 13)
+
+    def fn(t):
+        out = nl.ndarray((8, 8), dtype=nl.float32)
+        for i in nl.affine_range(2, directives=ncc.multi_buffer(2)):
+            out[:, 4 * i : 4 * i + 4] = nl.add(t[:, 4 * i : 4 * i + 4], 1.0)
+        return out
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(run_tiles(fn, x), x + 1)
+    assert any(issubclass(w.category, NkiCompatWarning) and "directives" in str(w.message) for w in seen)

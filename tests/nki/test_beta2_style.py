@@ -153,3 +153,22 @@ def test_matmul_dst_must_be_psum() -> None:
 
     with pytest.raises(KernelError, match="PSUM"):
         run_tiles(fn, x)
+
+
+def test_iota_and_affine_select_with_access_patterns() -> None:
+    x = rand((16, 16), 12)
+
+    def fn(t):
+        idx = nl.ndarray((16, 16), dtype=nl.float32)
+        nisa.iota(idx, [[1, 16]], offset=3, channel_multiplier=100)  # 3 + 100 p + i
+        causal = nl.ndarray((16, 16), dtype=nl.float32)
+        nisa.affine_select(causal, [[-1, 16]], 1, t, -1e4, cmp_op=nl.greater_equal)  # keep where p - i >= 0
+        out = nl.ndarray((16, 32), dtype=nl.float32)
+        out[:, 0:16] = idx
+        out[:, 16:32] = causal
+        return out
+
+    out = run_tiles(fn, x)
+    p, i = np.mgrid[0:16, 0:16]
+    np.testing.assert_array_equal(out[:, :16], 3 + 100 * p + i)
+    np.testing.assert_array_equal(out[:, 16:], np.where(p >= i, x, np.float32(-1e4)))

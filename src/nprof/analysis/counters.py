@@ -167,10 +167,13 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
             continue
         s_lo, s_hi = np.searchsorted(starts, [t_lo, t_hi], side="left")
         e_lo, e_hi = np.searchsorted(ends, [t_lo, t_hi], side="left")
-        times, count = _merge_steps(starts[s_lo:s_hi], ends[e_lo:e_hi])
+        times = np.concatenate([starts[s_lo:s_hi], ends[e_lo:e_hi]])
         if times.size == 0:
             continue
-        count += s_lo - e_lo
+        steps = np.concatenate([np.ones(s_hi - s_lo, np.int64), np.full(e_hi - e_lo, -1, np.int64)])
+        order = np.argsort(times, kind="stable")  # timsort merges the two sorted runs in linear time
+        times = times[order]
+        count = np.cumsum(steps[order]) + (s_lo - e_lo)
         last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
         last[-1] = True
         np.not_equal(times[1:], times[:-1], out=last[:-1])
@@ -181,23 +184,6 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
         if keep.any():
             previous = float(value[-1])
             yield ts[keep], value[keep]
-
-
-def _merge_steps(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge two sorted time arrays (no sort: each value's merged position is found by binary search,
-    starts before ends at equal times) and the running count +1 per start, -1 per end after each."""
-    n_s, n_e = starts.size, ends.size
-    pos_s = np.searchsorted(ends, starts, side="left")
-    pos_s += np.arange(n_s)
-    pos_e = np.searchsorted(starts, ends, side="right")
-    pos_e += np.arange(n_e)
-    times = np.empty(n_s + n_e, np.int64)
-    times[pos_s] = starts
-    times[pos_e] = ends
-    steps = np.empty(n_s + n_e, np.int8)
-    steps[pos_s] = 1
-    steps[pos_e] = -1
-    return times, np.cumsum(steps, dtype=np.int64)
 
 
 def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:

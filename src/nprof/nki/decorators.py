@@ -231,7 +231,8 @@ class _Profiled(Kernel):
         neff, ntff = self.workdir / self.neff, self.workdir / self.ntff
         for path in (neff, ntff):
             _check_target(path, self.overwrite)
-        traced, result = self.simulate(*args, executions=self.nth, profile_nth=self.nth, **kwargs)
+        runs = getattr(self, "executions", self.nth)
+        traced, result = self.simulate(*args, executions=runs, profile_nth=self.nth, **kwargs)
         self.workdir.mkdir(parents=True, exist_ok=True)
         _save(traced.program, result.profile, neff, ntff, overwrite=True, func=self.func)
         return finish(traced, result.outputs)
@@ -239,15 +240,20 @@ class _Profiled(Kernel):
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
             save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
-            profile_nth: int = 1, preset: str = "trn1", additional_compile_opt: str | None = None) -> Any:  # fmt: skip
-    """Profile a kernel into `working_directory` (see module doc)."""
+            profile_nth: int = 1, preset: str = "trn1", additional_compile_opt: str | None = None,
+            num_execs: int | None = None) -> Any:  # fmt: skip
+    """Profile a kernel into `working_directory` (see module doc); `num_execs` executions are run (default
+    `profile_nth`, which must not exceed it) and the `profile_nth`-th is profiled."""
     _compile_opt("nki.profile", additional_compile_opt)
+    if num_execs is not None and not 1 <= profile_nth <= num_execs:
+        raise NprofError(f"profile_nth={profile_nth} must be within 1..num_execs={num_execs}")
     if working_directory is None:
         raise NprofError("nki.profile needs working_directory= (where file.neff and profile.ntff are written)")
 
     def wrap(f: Callable[..., Any]) -> _Profiled:
         fn = getattr(f, "__wrapped_kernel__", f)
         prof = _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
+        prof.executions = max(num_execs or profile_nth, profile_nth)
         prof.preset = preset
         return prof
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from nprof.arch.isa import ACTIVATION_FUNCS, ALU_OPS, Engine, Opcode, Space
+from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.calls import beta2
@@ -31,6 +29,8 @@ from nprof.nki.calls import unmodelled_if as _unmodelled_if
 from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     _ENGINES,
+    act_name,
+    alu_name,
     dge_mode,
     dma_engine,
     engine,
@@ -41,6 +41,7 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     nc_version,
     oob_mode,
     reduce_cmd,
+    reduce_name,
     scalar_engine,
     tensor_engine,
     unknown_engine,
@@ -49,44 +50,6 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
 from nprof.nki.masks import skipped_by
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
-
-_NP_ALU = {
-    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide", np.maximum: "maximum",
-    np.minimum: "minimum", np.power: "power", np.equal: "is_equal", np.not_equal: "not_equal", np.greater: "is_gt",
-    np.greater_equal: "is_ge", np.less: "is_lt", np.less_equal: "is_le", np.logical_and: "logical_and",
-    np.logical_or: "logical_or", np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.mod: "mod",
-    np.max: "maximum", np.min: "minimum",
-}  # fmt: skip
-_NP_ACT = {
-    np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.reciprocal: "reciprocal", np.square: "square",
-    np.abs: "abs", np.negative: "negative", np.sign: "sign", np.sin: "sin", np.cos: "cos",
-}  # fmt: skip
-_REDUCE = {"add": "add", "maximum": "max", "minimum": "min", "max": "max", "min": "min", "multiply": "multiply"}
-
-
-def alu_name(op: Any) -> str:
-    name = getattr(op, "_nki_alu", None) or _NP_ALU.get(op) or (op if isinstance(op, str) else None)
-    name = {"max": "maximum", "min": "minimum"}.get(name, name) if name else None
-    if name not in ALU_OPS:
-        raise kernel_error(f"unsupported ALU operator {op!r}; use one of nl.add, nl.multiply, nl.maximum, ...")
-    return name
-
-
-def act_name(op: Any) -> str:
-    name = getattr(op, "_nki_act", None) or _NP_ACT.get(op) or (op if isinstance(op, str) else None)
-    if name is None and getattr(op, "__name__", None) == "copy":
-        name = "copy"
-    if name not in ACTIVATION_FUNCS:
-        raise kernel_error(f"unsupported activation function {op!r}; use nl.exp, nl.tanh, nl.gelu, ...")
-    return name
-
-
-def reduce_name(op: Any) -> str:
-    name = getattr(op, "_nki_reduce", None) or getattr(op, "_nki_alu", None) or _NP_ALU.get(op)
-    name = name or (op if isinstance(op, str) else None)
-    if name not in _REDUCE:
-        raise kernel_error(f"unsupported reduce operator {op!r}; use nl.add, nl.max or nl.min")
-    return _REDUCE[name]
 
 
 def _engine(value: Any, default: Engine, allowed: tuple[Engine, ...]) -> Engine:
@@ -311,11 +274,18 @@ def _affine(expr: IndexExpr, shape_ndim: int) -> tuple[int, int, tuple[int, ...]
     return expr.const, cm, steps
 
 
-def iota(expr: Any, dtype: Any, *, mask: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:
-    """A tile holding the values of an affine index expression (GpSimdE IOTA)."""
-    if isinstance(expr, NkiTensor):
-        raise kernel_error("nisa.iota(dst, pattern, ...) (the beta-2 form) is not supported; "
-                           "use nisa.iota(nl.arange(P)[:, None] * c + nl.arange(F)[None, :], dtype)")  # fmt: skip
+@beta2(("dst", "pattern", "offset", "channel_multiplier", "name"), at=0)
+def iota(expr: Any = None, dtype: Any = None, *, mask: Any = None, dst: Any = None, pattern: Any = None,
+         offset: int = 0, channel_multiplier: int = 0, name: Any = None) -> NkiTensor:  # fmt: skip
+    """A tile holding the values of an affine index expression (GpSimdE IOTA); beta 2: `dst` filled with
+    offset + channel_multiplier * p + sum(step * i) over `pattern` ([[step, num], ...])."""
+    if pattern is not None:
+        from nprof.nki.isa_ext import pattern_view
+
+        view, steps = pattern_view(dst, pattern, "iota")
+        _c.emit(Engine.GPSIMD, Opcode.IOTA, [view], [], base=int(offset), channel_multiplier=int(channel_multiplier),
+                steps=steps)  # fmt: skip
+        return dst
     if not isinstance(expr, IndexExpr):
         raise kernel_error("nisa.iota takes an nl.arange expression, e.g. nl.arange(128)[:, None] * 64")
     shape = expr.shape if expr.ndim >= 2 else (expr.shape[0], 1)
@@ -326,12 +296,16 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, dst: Any = None, name: Any 
     return res
 
 
-def affine_select(pred: Any, on_true_tile: Any, on_false_value: float, *, mask: Any = None, dtype: Any = None,
-                  dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
-    """where(pred, on_true_tile, on_false_value) with `pred` one affine comparison of nl.arange terms (GpSimdE)."""
-    if isinstance(pred, NkiTensor):
-        raise kernel_error("nisa.affine_select(dst, pattern, ...) (the beta-2 form) is not supported; "
-                           "pass an nl.arange comparison: nisa.affine_select(i_p >= i_f, tile, fill)")  # fmt: skip
+@beta2(("dst", "pattern", "channel_multiplier", "on_true_tile", "on_false_value", "cmp_op", "offset", "name"), at=0)
+def affine_select(pred: Any = None, on_true_tile: Any = None, on_false_value: float = 0.0, *, mask: Any = None,
+                  dtype: Any = None, dst: Any = None, pattern: Any = None, channel_multiplier: int = 0,
+                  cmp_op: Any = None, offset: int = 0, name: Any = None) -> NkiTensor:  # fmt: skip
+    """where(pred, on_true_tile, on_false_value) with `pred` one affine comparison of nl.arange terms (GpSimdE);
+    beta 2: the predicate is cmp_op(offset + channel_multiplier * p + sum(step * i) over `pattern`, 0)."""
+    if pattern is not None:
+        from nprof.nki.isa_ext import affine_select_pattern
+
+        return affine_select_pattern(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op, offset)
     if not isinstance(pred, Predicate) or len(pred.conds) != 1:
         raise kernel_error("affine_select takes one comparison of nl.arange expressions, e.g. i_p >= i_f")
     x = _c.tile(on_true_tile, "on_true_tile")

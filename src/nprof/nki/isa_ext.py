@@ -12,9 +12,10 @@ fails at its own line instead of on an AttributeError.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
-from nprof.arch.isa import Engine, Opcode
+from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import isa_enums as _isa_enums
 from nprof.nki.calls import beta2
@@ -214,6 +215,38 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
         _c.assign(dst, res)
         return dst
     return res
+
+
+_CMP = {"is_equal": "eq", "not_equal": "ne", "is_ge": "ge", "is_gt": "gt", "is_le": "le", "is_lt": "lt"}
+
+
+def pattern_view(dst: Any, pattern: Any, what: str) -> tuple[NkiTensor, tuple[int, ...]]:
+    """`dst` viewed as [P, num_1, ...] for a beta-2 access pattern [[step_1, num_1], ...], and the steps."""
+    if not isinstance(dst, NkiTensor) or dst.space is not Space.SBUF:
+        raise kernel_error(f"{what} dst must be an SBUF tile")
+    pairs = [(int(step), int(num)) for step, num in pattern]
+    nums = tuple(n for _, n in pairs)
+    flat = dst.flatten_free()
+    if flat is None or _c._numel_free(dst) != math.prod(nums):
+        raise kernel_error(f"{what}: pattern {pattern} covers {math.prod(nums)} elements per partition; dst "
+                           f"{dst.shape} must be contiguous with that many")  # fmt: skip
+    return flat.unflatten_free(nums), tuple(step for step, _ in pairs)
+
+
+def affine_select_pattern(dst: Any, pattern: Any, channel_multiplier: int, on_true_tile: Any, on_false_value: float,
+                          cmp_op: Any, offset: int) -> NkiTensor:  # fmt: skip
+    """The beta-2 `nisa.affine_select`: dst = on_true where cmp_op(affine value, 0), else on_false_value."""
+    view, steps = pattern_view(dst, pattern, "affine_select")
+    x = _c.tile(on_true_tile, "on_true_tile")
+    xv = x.flatten_free()
+    if xv is None or xv.shape[1] != math.prod(view.shape[1:]):
+        raise kernel_error(f"affine_select on_true_tile {x.shape} must match dst {dst.shape}")
+    cmp = _CMP.get(_isa().alu_name(cmp_op) if cmp_op is not None else "is_equal")
+    if cmp is None:
+        raise kernel_error(f"affine_select cmp_op must be a comparison (nl.equal, nl.greater_equal, ...), got {cmp_op}")
+    _c.emit(Engine.GPSIMD, Opcode.AFFINE_SELECT, [view], [xv.unflatten_free(view.shape[1:])], offset=int(offset),
+            channel_multiplier=int(channel_multiplier), steps=steps, cmp=cmp, fill=float(on_false_value))  # fmt: skip
+    return dst
 
 
 def unsupported(qualname: str, params: str, why: str) -> Any:

@@ -74,8 +74,13 @@ class tile_size:
     bn_stats_fmax = 512  # free elements one nisa.bn_stats reads
 
 
-def affine_range(start: int, stop: int | None = None, step: int = 1) -> Any:
-    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`)."""
+def affine_range(start: int, stop: int | None = None, step: int = 1, *, directives: Any = None) -> Any:
+    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`).
+    `directives` (e.g. `nki.compiler.multi_buffer(2)`) are compiler hints: accepted, they warn (not modelled)."""
+    if directives is not None:
+        from nprof.nki.calls import unmodelled
+
+        unmodelled("nl.affine_range", "directives", "tiles are allocated as declared")
     return _Loop(range(start, stop, step) if stop is not None else range(start))
 
 
@@ -135,7 +140,14 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTe
 empty = ndarray
 
 
-def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: str = "") -> NkiTensor:
+def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: str = "", *,
+         lazy_initialization: bool = False) -> NkiTensor:  # fmt: skip
+    """A new tile filled with `fill_value` (one memset); `lazy_initialization=True` (a compiler hint to fold
+    the fill into the first write) warns: the memset is still emitted."""
+    if lazy_initialization:
+        from nprof.nki.calls import unmodelled
+
+        unmodelled("nl.full/zeros/ones", "lazy_initialization", "the fill is emitted as a memset")
     t = ndarray(shape, dtype, buffer, name)
     if t.is_hbm:
         raise kernel_error("filled HBM tensors are not supported; fill an SBUF tile and nl.store it")
@@ -143,12 +155,14 @@ def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: st
     return t
 
 
-def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTensor:
-    return full(shape, 0.0, dtype, buffer, name)
+def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "", *,
+          lazy_initialization: bool = False) -> NkiTensor:  # fmt: skip
+    return full(shape, 0.0, dtype, buffer, name, lazy_initialization=lazy_initialization)
 
 
-def ones(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTensor:
-    return full(shape, 1.0, dtype, buffer, name)
+def ones(shape: Any, dtype: Any, buffer: Any = None, name: str = "", *,
+         lazy_initialization: bool = False) -> NkiTensor:  # fmt: skip
+    return full(shape, 1.0, dtype, buffer, name, lazy_initialization=lazy_initialization)
 
 
 def zeros_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:

@@ -34,7 +34,9 @@ from nprof.store import (
 )
 from nprof.store.boxes import boxes
 from nprof.store.explore import operators, roofline, tensors
+from nprof.store.memory import memory_answer
 from nprof.store.source import source_answer
+from nprof.store.system_links import links
 from nprof.web.download import download_formats, download_response
 
 RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
@@ -81,6 +83,12 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         entry = store.entry(profile_id)
         with store.session(profile_id) as (_cur, meta):
             return profile_answer(entry, meta)
+
+    @r.get("/profiles/{profile_id}/links", summary="System profile <-> device profiles of its executions")
+    def get_links(profile_id: str) -> dict[str, Any]:
+        store.entry(profile_id)
+        with store.session(profile_id) as (_cur, meta):
+            return links(store, profile_id, meta["manifest"])
 
     @r.patch("/profiles/{profile_id}", summary="Rename (display name)")
     @_j
@@ -158,6 +166,12 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     def get_source(profile_id: str) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
             return source_answer(cur, meta, source_root)
+
+    @r.get("/profiles/{profile_id}/memory", summary="SBUF/PSUM tile allocations over time, peak, fragmentation")
+    @_j
+    def get_memory(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return memory_answer(cur, meta)
 
     @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
     @_j
