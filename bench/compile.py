@@ -116,9 +116,7 @@ def _roofline_ns(module: str) -> tuple[float, int, int]:
     profile = STATS.last_profile[module]
     flops = int(np.asarray(profile.instructions["flops"]).sum())
     itemsize = {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1}
-    compulsory = sum(
-        int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in program.tensors if t.kind != "internal"
-    )
+    compulsory = sum(int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in program.tensors if t.kind != "internal")
     info = profile.info
     bound = max(flops / info.peak_flops, compulsory / info.hbm_bandwidth) * 1e9
     return bound, flops, compulsory

@@ -8,6 +8,7 @@ where site is the innermost nprof frame (`module.py:line ExceptionType`).
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import random
 import re
@@ -77,7 +78,7 @@ def mutate_json(rng: random.Random, obj: Any, n: int) -> Any:
         elif op < 0.9 and isinstance(parent[key], list):
             parent[key] = parent[key] * 2 if rng.random() < 0.5 else parent[key][: len(parent[key]) // 2]
         else:
-            parent[key] = f"__DEEP_{rng.choice((3, 50, 3000))}__"  # nested lists, spliced in by `dumps`
+            parent[key] = f"__DEEP_{rng.choice((3, 50, 300, 3000))}__"  # nested lists, spliced in by `dumps`
     return obj
 
 
@@ -92,6 +93,7 @@ def dumps(obj: Any) -> bytes:
     return re.sub(rb'"__DEEP_(\d+)__"', lambda m: b"[" * int(m[1]) + b"1" + b"]" * int(m[1]), text)
 
 
+@functools.cache
 def chrome_seeds() -> list[Any]:
     """Parsed Chrome traces: the Kineto fixtures, a generic trace with B/E, counters and flows."""
     seeds = [orjson.loads(p.read_bytes()) for p in sorted(FIXTURES.glob("kineto*.json"))]
@@ -109,7 +111,20 @@ def chrome_seeds() -> list[Any]:
              "args": {"device": 0, "stream": 7, "correlation": 1}},
         ]
     )  # fmt: skip
+    seeds.append(profile_json_seed())
     return seeds
+
+
+def profile_json_seed() -> dict[str, Any]:
+    """A profile JSON document (neuron-profile / nprof `json` export shape) of the tiny profile."""
+    import tempfile
+
+    from nprof.export import export_profile
+    from tests.conftest import tiny_profile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = export_profile(tiny_profile(), "json", Path(d) / "t.json")
+        return orjson.loads(out.read_bytes())  # type: ignore[union-attr]
 
 
 def classify(exc: BaseException) -> str:

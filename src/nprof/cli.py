@@ -329,6 +329,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI. With `argv` None (a real `nprof` process) it ends the process itself (see `_exit`)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command started (parsing, early imports)
+        sys.stderr.write("nprof: interrupted\n")
+        if argv is None:
+            _exit(130)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(own)

@@ -114,6 +114,12 @@ class Container:
     def table_names(self) -> list[str]:
         return sorted(self._members)
 
+    def member(self, name: str) -> tuple[int, int]:
+        """(byte offset, size) of table `name`'s Parquet bytes in the file (stored uncompressed)."""
+        if name not in self._members:
+            raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
+        return self._members[name]
+
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Read one table; raises FormatError if it is missing or corrupt."""
         if name not in self._members:

@@ -288,3 +288,14 @@ def test_the_compiler_moves_an_independent_instruction_ahead_within_its_window()
     assert ev[first]["ts"] > ev[load]["ts"]
     strict = rows(k.run(numerics=False))  # the preset keeps program order (sched_window 1, ASSUMED)
     assert strict[second]["ts"] == strict[first]["ts"] + strict[first]["duration"]
+
+
+def test_the_launch_cost_delays_everything() -> None:
+    k = Kit()
+    k.dma(k.sbuf("x", 4, 64), k.hbm("h", (4, 64)), deps=())
+    k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("y", 128, 64),), deps=(), value=1.0)
+    base = k.run(numerics=False)
+    late = k.run(numerics=False, preset=replace(get_preset("trn1"), launch_ns=5000.0))
+    assert late.latencies_ns[0] == base.latencies_ns[0] + 5000
+    assert [r["ts"] for r in late.profile.instructions.to_pylist()] == [5000]
+    assert [r["ts"] for r in late.profile.dma.to_pylist()] == [6300]

@@ -97,3 +97,24 @@ def test_return_inside_a_loop_body_is_refused():
 
     with pytest.raises(KernelError, match=r"test_lifetimes\.py:\d+: the kernel leaves this loop before its last"):
         nki.simulate_kernel(kernel, rand((8, 8)))
+
+
+def test_blocks_of_a_tile_live_separately():
+    """A (4, 4, par_dim(32), 512) fp32 PSUM tensor is 16 banks (PSUM has 8): each block is its own tile to the
+    compiler, alive from its first to its last use, so one row of blocks at a time fits (attention v8a).
+    Accumulating with `+=` into a never-written block starts from zero."""
+
+    def kernel(a, b):
+        out = nl.ndarray((4, 4, 32, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((4, 4, nl.par_dim(32), 512), dtype=nl.float32, buffer=nl.psum)
+        bt = [nl.load(b[k]) for k in range(2)]
+        for i in nl.sequential_range(4):
+            for j in nl.affine_range(4):
+                for k in nl.affine_range(2):
+                    acc[i, j] += nisa.nc_matmul(nl.load(a[i, j, k]), bt[k])
+                nl.store(out[i, j], value=nl.copy(acc[i, j]))
+        return out
+
+    a, b = rand((4, 4, 2, 16, 32), 3), rand((2, 16, 512), 4)
+    want = np.einsum("ijkpm,kpn->ijmn", a, b)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, a, b), want, rtol=1e-4, atol=1e-4)

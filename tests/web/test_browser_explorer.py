@@ -128,3 +128,34 @@ def test_source_view_heat_click_and_ctrl_click(page, server):
     page.wait_for_function("() => new URLSearchParams(location.search).get('src') === 'kernel.py:10'")
     wait_idle(page)
     assert "on" in page.get_attribute("#source tr[data-line='10']", "class")
+
+
+def test_memory_view_draws_recorded_tiles(page, server, tmp_path):
+    import numpy as np
+
+    import nprof.nki.language as nl
+    from nprof import nki
+    from tests.web.conftest import _ingest
+
+    @nki.profile(working_directory=str(tmp_path), save_neff_name="k.neff", save_trace_name="k.ntff", overwrite=True)
+    def double(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            t = nl.load(x[i * 128 : (i + 1) * 128, :])
+            nl.store(out[i * 128 : (i + 1) * 128, :], value=nl.add(t, t))
+        return out
+
+    double(np.ones((256, 64), np.float32))
+    pid = _ingest(tmp_path / "k.ntff", server.db, "--db-bucket", "mem", "--force")
+    data = server.api(f"/api/profiles/{pid}/memory")
+    sb = data["spaces"]["sbuf"]
+    used = [a for a in sb["allocations"] if a["first"] is not None]
+    assert data["recorded"] and used and all(a["bytes"] == 64 * 4 for a in sb["allocations"])
+    assert sb["peak_bytes"] >= 2 * 64 * 4 and 0 <= sb["fragmentation"] < 1
+    page.goto(f"{server.base}/profile/{pid}?tab=memory")
+    wait_idle(page)
+    page.wait_for_function("() => (document.querySelector('#memory-sbuf') || {}).rects")
+    rects = page.evaluate("() => document.querySelector('#memory-sbuf').rects.map(r => r.name)")
+    assert sorted(rects) == sorted(a["name"] for a in used)
+    assert "peak" in page.inner_text("#memory-sbuf-facts")
+    shot(page, "memory")

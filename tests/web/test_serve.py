@@ -168,3 +168,25 @@ def test_second_ingest_of_an_id_in_progress_is_refused_at_once(tmp_path: Path, n
         assert time.monotonic() - t0 < 2
     entry, _ = other.ingest_file(ntff, profile_id="same")
     assert entry["id"] == "same"
+
+
+def test_ctrl_c_during_ingest_is_130_and_leaves_no_profile(tmp_path: Path) -> None:
+    import signal
+
+    from nprof.store.synthetic import synthetic_profile
+
+    big = synthetic_profile(150_000, seed=1).save(tmp_path / "big.ntff")
+    proc = subprocess.Popen(
+        [*NPROF, "view", "-s", str(big), "--ingest-only", "--db-bucket", "big"],
+        stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
+    )  # fmt: skip
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    catalog = tmp_path / "store" / "catalog.json"
+    if proc.returncode == 0:  # finished before the signal: a whole profile
+        assert json.loads(catalog.read_text())["profiles"]["big"]["event_count"] == 150_000
+    else:
+        assert proc.returncode == 130 and err.strip().endswith("interrupted"), err
+        assert not catalog.exists() or "big" not in json.loads(catalog.read_text())["profiles"]

@@ -2,7 +2,8 @@
 
 Contract: columns engine, instruction_count, instruction_time_ns (sum of
 durations), active_time_ns (union of busy intervals, clipped to the profile
-window), active_time_percent (of the window), wait_ns (semaphore waits),
+window), active_time_percent (of the window), wait_ns (semaphore waits: their union over the engine's
+tracks while it ran nothing, `nprof.analysis.latency`),
 flops. On the virtual device the five NeuronCore engines are always listed
 (zero rows included); other devices list the engines that ran something.
 """
@@ -13,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from nprof.analysis.facts import NEURON_ENGINES, facts
+from nprof.analysis.latency import engine_wait_ns
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -49,6 +51,6 @@ def engines(profile: Profile) -> pa.Table:
         rows["instruction_time_ns"].append(f.engine_sum(engine, "duration"))
         rows["active_time_ns"].append(active)
         rows["active_time_percent"].append(100.0 * active / total if total else 0.0)
-        rows["wait_ns"].append(f.engine_sum(engine, "wait_ns"))
+        rows["wait_ns"].append(engine_wait_ns(profile, engine))
         rows["flops"].append(f.engine_sum(engine, "flops"))
     return pa.table(rows, schema=SCHEMA)

@@ -7,9 +7,9 @@ MAX_IDS, the instructions/DMAs responsible) and sources (list<string>, their
 most frequent source locations). Kinds: `bound` (memory/compute verdict),
 `serial_engines` (compute engines that never overlap), `exposed_dma` (DMA time
 with no compute running), `idle_gap` (nothing running, the longest few),
-`small_dma`, `tensor_reload`, `semaphore_wait`, and for system profiles `recompile`, `host_bound`,
-`launch_gap`, `repeated_copies` (`nprof.analysis.system`). Rows: warnings first, then by
-impact_ns descending. A finding appears only when its evidence exists.
+`small_dma`, `tensor_reload`, `semaphore_wait`, `latency_bound` (`nprof.analysis.latency`), and for
+system profiles `recompile`, `host_bound`, `launch_gap`, `repeated_copies` (`nprof.analysis.system`). Rows:
+warnings first, then by impact_ns descending. A finding appears only when its evidence exists.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pyarrow as pa
 from nprof.analysis import intervals as iv
 from nprof.analysis.dma_queues import small_mask
 from nprof.analysis.facts import COMPUTE_ENGINES, facts
+from nprof.analysis.latency import engine_wait_ns, latency_findings
 from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.sources import human_bytes, human_ns, top_sources
 from nprof.analysis.system import system_findings
@@ -75,8 +76,8 @@ def low_utilisation(metrics: dict) -> str | None:
 
 
 def _bound(profile: Profile, metrics: dict) -> list[dict]:
-    if "bound" not in metrics:
-        return []
+    if metrics.get("bound") not in ("memory", "compute"):
+        return []  # "latency": the latency_bound finding (nprof.analysis.latency) says it
     ai, ratio = metrics["mm_arithmetic_intensity"], metrics["peak_flops_bandwidth_ratio"]
     total = facts(profile).total_ns
     low = low_utilisation(metrics)
@@ -123,11 +124,14 @@ def _serial_engines(profile: Profile) -> list[dict]:
 
 
 def _engine_tracks(profile: Profile) -> dict[str, set[str]]:
-    """The timeline tracks each engine's instructions run on."""
-    pairs = profile.instructions.group_by(["engine", "track"]).aggregate([])
+    """The timeline tracks each engine's instructions run on (one count over the pair codes; both columns
+    are non-nullable, and their encodings are shared with the other passes and the store)."""
+    f = facts(profile)
+    (engine, engines), (track, names) = f.engine, f.track
+    seen = np.bincount(engine * np.int64(len(names)) + track, minlength=len(engines) * len(names))
     tracks: dict[str, set[str]] = {}
-    for engine, track in zip(pairs["engine"].to_pylist(), pairs["track"].to_pylist(), strict=True):
-        tracks.setdefault(engine, set()).add(track)
+    for k in np.flatnonzero(seen).tolist():
+        tracks.setdefault(engines[k // len(names)], set()).add(names[k % len(names)])
     return tracks
 
 
@@ -255,7 +259,7 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
     out = []
     for engine in f.engines_present:
         m = f.engine_mask(engine)
-        waited = int(wait[m].sum())
+        waited = engine_wait_ns(profile, engine)  # the union over the engine's tracks, never more than the run
         if waited < WAIT_SHARE * total:
             continue
         rows = np.flatnonzero(m & (wait > 0))
@@ -273,7 +277,8 @@ def findings(profile: Profile) -> pa.Table:
     """All findings of `profile` (see module doc)."""
     metrics = summary_metrics(profile)
     rows = _bound(profile, metrics)
-    for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits, system_findings):
+    passes = (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits, latency_findings)
+    for fn in (*passes, system_findings):
         rows.extend(fn(profile))
     rows.sort(key=lambda r: (r["severity"] != "warning", -r["impact_ns"]))
     return pa.Table.from_pylist(rows, schema=SCHEMA)

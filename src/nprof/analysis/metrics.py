@@ -19,6 +19,7 @@ import numpy as np
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
+from nprof.analysis.latency import LATENCY_SHARE, latency_share
 from nprof.profile import Profile
 
 Metric = int | float | str
@@ -44,7 +45,17 @@ _FIXED: dict[str, tuple[str, str, str]] = {
         "FLOP/B",
         "Device peak FLOP/s divided by HBM bandwidth; below it a workload is memory-bound",
     ),
-    "bound": ("FLOPs", "", "memory when mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute"),
+    "bound": (
+        "FLOPs",
+        "",
+        "latency when fixed DMA latencies idle the device >= 50% of the run, else memory when "
+        "mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute",
+    ),
+    "dma_latency_path_percent": (
+        "DMA",
+        "%",
+        "Fixed DMA latencies on the critical path (the run is longer by them), % of total_time",
+    ),
     "dma_active_time": ("DMA", "s", "Time at least one DMA transfer was in flight (union over all queues)"),
     "dma_active_time_percent": ("DMA", "%", "dma_active_time as a percentage of total_time"),
     "dma_transfer_count": ("DMA", "", "Number of DMA transfers"),
@@ -134,6 +145,11 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
     if "mm_arithmetic_intensity" in out and "peak_flops_bandwidth_ratio" in out:
         memory_bound = out["mm_arithmetic_intensity"] < out["peak_flops_bandwidth_ratio"]  # type: ignore[operator]
         out["bound"] = "memory" if memory_bound else "compute"
+    share = latency_share(profile) if virtual else None
+    if share is not None:
+        out["dma_latency_path_percent"] = 100.0 * share
+        if share >= LATENCY_SHARE:
+            out["bound"] = "latency"
 
     # ---- engines -----------------------------------------------------------------------------------------------
     engines = list(f.engines_present)

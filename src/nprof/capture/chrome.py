@@ -51,8 +51,8 @@ from nprof import __version__
 from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
-from nprof.profile import TABLES, Profile, ProfileInfo
-from nprof.profile.model import checked
+from nprof.profile import Profile, ProfileInfo
+from nprof.profile.model import validated
 
 MAX_GZIP_RATIO = 100  # real Chrome/Kineto traces compress 5-30x
 GZIP_SLACK = 64 << 20  # ... plus this many bytes, for tiny files
@@ -158,7 +158,7 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
             events, meta = trace_events(data, p)
             profile = events_to_profile(events, meta, p, info)
             del events
-        checked(p, {name: profile.table(name) for name in TABLES}, profile.info.world_size)
+        validated(profile, p)
         del data  # freed by refcount now, before the collector is back (else a full collection scans it)
     return profile
 

@@ -14,6 +14,9 @@ lowered at compile time, so an unsupported backward op is reported before the fi
 ``preset`` "trn1"/"trn2" ($NPROF_PRESET), ``compile_only`` ($NPROF_COMPILE_ONLY=1, set by ``nprof compile``:
 compile into the cache, execute eagerly).
 
+Importing this module (as ``torch.compile(..., backend="nprof")`` does, before tracing) sets Dynamo's
+``allow_rnn`` so recurrent layers are compiled rather than skipped (`allow_rnn`).
+
 Program tensor names: forward inputs are named after what they are in the user's code (``fc1.weight``,
 ``x``, from dynamo's input sources), backward inputs after the forward value they hold (``saved.relu``) or
 ``tangents_<i>``; outputs are ``output_<i>``, ``saved.<node>`` (activations kept for the backward) and
@@ -33,11 +36,13 @@ from typing import Any
 
 from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
+from nprof.compiler.collectives import check_process_group, ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
+_NOTICES: set[str] = set()  # one-time notices already given in this process
 _GRAPH_KIND = {"fw": "forward graph", "bw": "backward graph", "inference": "inference graph"}
 
 
@@ -68,6 +73,14 @@ class BackendOptions:
         )
 
 
+def allow_rnn() -> None:
+    """Let Dynamo trace nn.LSTM/GRU/RNN (it skips them by default, so they would silently run eagerly
+    outside every compiled graph); the backend lowers their unrolled decomposition."""
+    import torch._dynamo
+
+    torch._dynamo.config.allow_rnn = True
+
+
 def decompositions() -> dict[Any, Any]:
     import torch
     from torch._decomp import core_aten_decompositions, get_decompositions
@@ -77,6 +90,8 @@ def decompositions() -> dict[Any, Any]:
     table = dict(core_aten_decompositions())
     extra = get_decompositions([getattr(torch.ops.aten, name) for name in EXTRA_DECOMPOSITIONS])
     table.update({op: fn for op, fn in extra.items() if str(op).endswith((".default", ".correction", ".Tensor"))})
+    rnns = [getattr(torch.ops.aten, name).input for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")]
+    table.update(get_decompositions(rnns))  # unrolled into matmuls and activations, one step at a time
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
 
 
@@ -132,6 +147,10 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
             raise NprofError(_trace_failure(gm, err)) from err
         shared["failed"] = _trace_failure(gm, err)
     if shared["failed"] is None:
+        notice = ddp_notice()
+        if notice is not None and not _NOTICES:
+            _NOTICES.add(notice)
+            warnings.warn(notice, stacklevel=2)
         return compiled
     STATS.fallbacks += 1
     warnings.warn(f"nprof: running this graph eagerly on the CPU (forward and backward): {shared['failed']}",
@@ -236,6 +255,15 @@ def _record_layers(gm: Any, shared: dict[str, Any]) -> None:
 
 
 def _compile(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, Any]) -> Any:
+    """Lower one AOTAutograd graph (outside AOT's fake mode: its constants are real tensors, e.g. a
+    ``torch.tensor([...])`` literal inside forward) and return the boxed callable that runs it."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return _compile_real(gm, kind, opts, shared)
+
+
+def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, Any]) -> Any:
     from torch._functorch.aot_autograd import make_boxed_func
 
     if kind != "bw":
@@ -259,7 +287,13 @@ def _compile(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, Any]) -
     module = module_dir.name
     eager = make_boxed_func(gm.forward)
     try:
-        program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
+        try:
+            program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
+            check_process_group(program)
+        except NprofError:
+            raise
+        except Exception as exc:  # a bug of the lowering: say so in one line (the fallback may still run it)
+            raise UnsupportedOpError(f"internal compiler error ({type(exc).__name__}: {exc})") from exc
     except UnsupportedOpError as err:
         log_event(module_dir, kind, "failed", 0, str(err))
         if opts.compile_only:  # nothing runs on the device: the graph runs eagerly as compile-only graphs do
@@ -267,7 +301,7 @@ def _compile(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, Any]) -
             warnings.warn(f"nprof: graph {module} ({kind}) not compiled: {err}", stacklevel=2)
             return eager
         if opts.fallback != "eager":
-            raise UnsupportedOpError(f"{_GRAPH_KIND[kind]}: {err}") from None
+            raise UnsupportedOpError(f"{_GRAPH_KIND[kind]}: {err}") from err.__cause__  # internal: the bug
         notify("fallback", module, time.time_ns())
         shared["failed"] = f"{_GRAPH_KIND[kind]}: {err}"
         return eager  # never run: the whole Dynamo graph runs eagerly instead (see `_specialize`)
@@ -343,3 +377,6 @@ def _program(
     notify("compile", module_dir.name, start_ns)
     log_event(module_dir, kind, "compiled", len(program.instructions))
     return program, slots
+
+
+allow_rnn()

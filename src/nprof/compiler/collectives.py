@@ -94,3 +94,31 @@ def register_collectives(table: dict[str, Any]) -> None:
     table[f"{_NS}.reduce_scatter_tensor.default"] = _reduce_scatter
     table[f"{_NS}.all_to_all_single.default"] = _all_to_all
     table[f"{_NS}.wait_tensor.default"] = _wait
+
+
+def check_process_group(program: Any) -> None:
+    """Refuse a program with collectives inside a real multi-process job (torchrun): each process's virtual
+    device would reduce only its own data, silently wrong. The eager fallback runs torch's own collectives."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+        return
+    if any(ins.engine is Engine.CC for ins in program.instructions):
+        raise UnsupportedOpError(
+            f"cannot compile collectives inside a {dist.get_world_size()}-process job: each process's virtual "
+            "device would reduce only its own data; run one process and capture N workers (nprof capture -r N), "
+            "or set NPROF_FALLBACK=eager to run this graph's collectives through torch.distributed"
+        )
+
+
+def ddp_notice() -> str | None:
+    """One line for a multi-process job whose compiled graphs have no collectives (DDP all-reduces gradients
+    in hooks outside the graphs), else None."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+        return None
+    return (
+        f"nprof: {dist.get_world_size()}-process job: collectives outside compiled graphs (DDP's gradient "
+        "all-reduce) run through torch.distributed on the host: correct, but not CC-core work in the profile"
+    )

@@ -53,7 +53,7 @@ class FusingBuilder(ProgramBuilder):
         self._by_tensor: dict[str, set[Access]] = {}  # HBM tensor or SBUF allocation name -> keys
         self._kept: dict[int, list[Any]] = {}  # id(base) -> [base, number of entries]
         self._kept_bytes = 0
-        self._handed: list[set[int]] = []  # per running call: ids of kept bases handed to it
+        self._handed: list[set[int]] = []  # per running call: ids of the bases it allocated or was handed
         self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._covered: dict[tuple[str, int], bool] = {}
@@ -165,6 +165,12 @@ class FusingBuilder(ProgramBuilder):
                 raise
             self.drop_all()
             super().materialize(base)
+
+    def alloc(self, *args: Any, **kwargs: Any) -> NkiTensor:
+        tile = super().alloc(*args, **kwargs)
+        if self._handed:
+            self._handed[-1].add(id(tile.base))  # in use by the running kernel: never freed under it
+        return tile
 
     def call(self, kernel_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._handed.append(set())

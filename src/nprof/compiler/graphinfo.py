@@ -9,8 +9,9 @@ Contract:
   innermost frame; `user_code(node)` the whole statement there, on one line (multi-line calls joined).
 * `hlo_name(node)` is the graph node rendered as ``%addmm_1 = addmm(%primals_2, %relu, %permute_1)``.
 * `graph_hash(gm, specs, kind, preset)` is a stable hex digest of everything that decides the Program:
-  the graph's ops and arguments, input shapes/dtypes, constants' values, the graph kind, preset and the
-  nprof version — not tensor values of inputs, not node metadata, not file paths.
+  the graph's ops and arguments, input shapes/dtypes, constants' values, the graph kind, preset, the
+  nprof version and the compiler's own source (`compiler_fingerprint`) — not tensor values of inputs, not
+  node metadata, not file paths.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _statements(path: str) -> tuple[tuple[int, int, str], ...]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and not hasattr(node, "body"):
-            text = ast.get_source_segment(source, node) or ""
+            text = ast.unparse(node)  # the statement without comments or line breaks
             out.append((node.lineno, node.end_lineno or node.lineno, " ".join(text.split())))
     return tuple(out)
 
@@ -186,11 +187,23 @@ def graph_text(gm: Any) -> str:
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A digest of the compiler's and the NKI tracer's source files: a changed lowering never reuses a
+    Program cached by the old code (the version number alone does not change between commits)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for package in ("compiler", "nki"):
+        for path in sorted((root / package).rglob("*.py")):
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def graph_hash(
     gm: Any, specs: Sequence[InputSpec], kind: str, preset: str, constants: Iterable[np.ndarray] = ()
 ) -> str:
     h = hashlib.sha256()
-    h.update(f"nprof {__version__}\n{kind}\n{preset}\n".encode())
+    h.update(f"nprof {__version__} {compiler_fingerprint()}\n{kind}\n{preset}\n".encode())
     h.update(graph_text(gm).encode())
     for spec in specs:
         h.update(f"\n{spec.shape}{spec.dtype}".encode())

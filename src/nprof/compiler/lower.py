@@ -180,6 +180,9 @@ class Lowerer:
                 self.node = node
                 raise UnsupportedOpError(self.unsupported_message(f"an input of dtype {tdtype}"))
             shape = tuple(int(s) for s in val.shape)
+            if 0 in shape:  # an empty input (e.g. embedding_bag's unused offset2bag) holds no data
+                self.env[node.name] = Const(0.0, shape, tdtype)
+                continue
             self.em.hbm_tensor(name, shape, pdtype, "input")
             self.env[node.name] = View.whole(name, pdtype, shape)
         for node in self.gm.graph.nodes:
@@ -226,6 +229,9 @@ class Lowerer:
             raise UnsupportedOpError(self.unsupported_message(f"a constant of dtype {tdtype}"))
         from nprof.compiler.runtime import to_numpy
 
+        if arr.numel() == 0:
+            self.env[node.name] = Const(0.0, tuple(arr.shape), tdtype)
+            return
         name = f"const.{node.target}"
         self.em.hbm_tensor(name, tuple(arr.shape), pdtype, "weight", to_numpy(arr, pdtype))
         self.env[node.name] = View.whole(name, pdtype, tuple(arr.shape))

@@ -183,10 +183,11 @@ def _cat(lw: Lowerer, tensors: Sequence[Any], dim: int = 0) -> View:
     dim %= len(out.shape)
     start = 0
     for t in tensors:
-        v = lw.value(t)
-        n = int(t.meta["val"].shape[dim])
-        if n == 0:
+        shape = t.meta["val"].shape
+        if 0 in shape:  # an empty tensor (torch's cat skips 1-D (0,) tensors of any rank)
             continue
+        v = lw.value(t)
+        n = int(shape[dim])
         dst = out.slice(dim, start, start + n)
         lw.em.call(copy_kernel, dst, as_operand(lw, v, dst.shape))
         start += n
@@ -363,9 +364,9 @@ def _register_collectives() -> None:
 
 _register_collectives()
 
-from nprof.compiler import ops_attn, ops_conv, ops_nn, ops_pool  # noqa: E402  (register their lowerings)
+from nprof.compiler import ops_attn, ops_conv, ops_index, ops_nn, ops_pool  # noqa: E402  (register lowerings)
 
-assert all(m.LOWERINGS is LOWERINGS for m in (ops_attn, ops_conv, ops_nn, ops_pool))
+assert all(m.LOWERINGS is LOWERINGS for m in (ops_attn, ops_conv, ops_index, ops_nn, ops_pool))
 
 
 @register("prims.broadcast_in_dim.default")

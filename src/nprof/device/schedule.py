@@ -43,6 +43,8 @@ program index). The rules, all deterministic:
   schedule. Otherwise `device.events` runs a discrete-event simulation that
   processes DMA triggers, transfer starts and transfer ends in time order.
   There is no iteration and no cap.
+* The fixed per-launch cost (`launch_ns`, FITTED; 0 while no public figure
+  for a small kernel exists to fit it) delays every instruction.
 * A program whose schedule cannot be computed (an instruction waiting for a
   later one: a dependency cycle or a semaphore nobody signals) raises
   `NprofError` naming the first stuck instruction, never hangs.
@@ -175,4 +177,8 @@ def schedule(plan: Plan, program: Program | None = None) -> Timing:
         start, end = _list_schedule(plan, plan.dur)
     else:
         start, end = event_schedule(plan, program)
+    launch = plan.preset.launch_ns
+    if launch:  # the fixed per-launch cost: everything starts that much later
+        start = [t + launch for t in start]
+        end = [t + launch for t in end]
     return _timing(plan, start, end)

@@ -137,7 +137,7 @@ class Kernel:
         arrays: dict[str, np.ndarray],
         *,
         virtual: bool = False,
-        uses_total: dict[int, int] | None = None,
+        uses_total: dict[tuple[int, int], int] | None = None,
     ) -> tuple[Any, Any]:
         """Run the kernel into a new ProgramBuilder: (builder, kernel result). `virtual`: unbounded on-chip
         memory (a probe counting each tile's uses); `uses_total`: free each tile after its last use."""

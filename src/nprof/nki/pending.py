@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from nprof.arch.isa import Engine, Opcode, Space, attrs
+from nprof.arch.isa import Access, Engine, Opcode, Space, attrs
+from nprof.nki.blocks import placed_at
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -93,11 +94,19 @@ class PendingOps:
             raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
         if out.space is not Space.PSUM:
             raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
+        if accumulate and self._fresh(out_view, out):
+            accumulate = False  # `psum += matmul` into a region this tile never wrote starts a new sum
         writer = self._deps.last_writer(stat)
         if self._stationary != (stat, writer):
             self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), pend.source)
             self._stationary = (stat, writer)
         self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), pend.source)
+
+    def _fresh(self, view: NkiTensor, out: Access) -> bool:
+        """True when no instruction wrote `out`'s region since its tile (block) was placed there: the compiler
+        starts an accumulation group (AWS's attention v8a accumulates into nl.ndarray PSUM with `+=`)."""
+        writer = self._deps.last_writer(out)
+        return writer is None or writer < placed_at(view)
 
     def flush(self) -> None:
         """Commit the pending MATMUL or load, if any."""

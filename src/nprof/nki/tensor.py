@@ -61,6 +61,8 @@ class OnChip:
     builder: ProgramBuilder
     alive: bool = True
     seq: int = 0  # allocation number within its builder (lifetime planning)
+    blocks: Any = None  # per-block placement (nprof.nki.blocks.Blocks) under lifetime planning
+    born: int = 0  # instruction count when its memory was reserved (earlier writes there were other tiles')
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
     block_elems: int = 0  # PSUM: element stride between blocks (packed into banks); 0 = packed
 
@@ -330,10 +332,11 @@ class NkiTensor(ViewReshapes, TileOperators):
         base = self._base
         if isinstance(base, OnChip) and not base.alive:
             raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
+        delta = 0
         if isinstance(base, OnChip):
             if base.byte_offset < 0:
                 base.builder.materialize(base)
-            base.builder.note_use(base)
+            delta = base.builder.note_use(self)
         dims = self._dims or ((0, 1, 1),)
         itemsize = np.dtype(NUMPY[base.dtype]).itemsize
         if base.space is Space.HBM:
@@ -350,7 +353,7 @@ class NkiTensor(ViewReshapes, TileOperators):
             if ps and size > 1:
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
-        offset = base.byte_offset + self._e0 * itemsize
+        offset = delta + self._e0 * itemsize
         return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
 
 
@@ -379,6 +382,13 @@ def psum_block_bytes(shape: tuple[int, ...], partition_axis: int, dtype: str, ba
     power of two, so blocks pack into 2 KiB banks without straddling one (a matmul writes a single bank)."""
     per_block = math.prod(shape[partition_axis + 1 :]) * np.dtype(NUMPY[dtype]).itemsize
     return min(bank, 1 << max(0, per_block - 1).bit_length())
+
+
+def block_stride_elems(base: OnChip) -> int:
+    """Elements between consecutive blocks of a multi-block tile in its view layout (see `root`)."""
+    if base.space is Space.PSUM:
+        return _block_elems(base)
+    return math.prod(base.shape[base.partition_axis + 1 :])
 
 
 def _block_elems(base: OnChip) -> int:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -45,13 +46,16 @@ from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
 from nprof.nki.alloc import Allocator, OutOfMemory, OverCapacity
+from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
 from nprof.nki.scopes import LoopScopes
 from nprof.nki.source import kernel_error, user_location
-from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, psum_block_bytes
+from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
+
+MAX_ALLOC_RECORDS = 20_000  # tile allocations kept in Program.meta['allocations'] (the memory view)
 
 _ACTIVE: list[ProgramBuilder] = []
 
@@ -98,6 +102,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self.plan_lifetimes()
         self._counter = 0
         self.meta: dict[str, str] = {}
+        self.allocations: list[list] = []  # [space, name, byte offset, bytes per partition, partitions, source]
         self.grid: tuple[int, ...] = ()  # SPMD launch grid of the running call (empty: not SPMD)
         self.program_id: tuple[int, ...] = ()  # this instance's index in the grid
         self._shared: list[NkiTensor] = []  # shared_hbm tensors of the first SPMD instance
@@ -279,18 +284,32 @@ class ProgramBuilder(PendingOps, LoopScopes):
             stride = psum_block_bytes(shape, partition_axis, base.dtype, p.psum_bank_bytes)
             nbytes, align, block_elems = blocks * stride, max(stride, 64), stride // item
         allocator = self._sbuf if base.space is Space.SBUF else self._psum
+        if self._uses_total is not None and blocks > 1:  # each block its own live range (nprof.nki.blocks)
+            stride = block_stride_elems(base)
+            base.blocks = Blocks(stride, stride * item, allocator, align)
+            base.byte_offset, base.block_elems = 0, block_elems
+            base.token = weakref.finalize(base, base.blocks.free_all)
+            return
         try:
             offset = allocator.alloc(nbytes, align)
         except OutOfMemory as err:
-            label = "SBUF" if base.space is Space.SBUF else "PSUM"
-            how = "even with each tile freed after its last use" if self._uses_total is not None else "live"
-            msg = (
-                f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition with "
-                f"{err.live} of {err.capacity} {how}; use smaller tiles or fewer buffers"
-            )
-            raise OverCapacity(str(kernel_error(msg))) from None
+            raise self.over_capacity(base, err) from None
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
+        base.born = len(self._instructions)
         base.token = weakref.finalize(base, allocator.free, offset)
+        if len(self.allocations) < MAX_ALLOC_RECORDS:  # for the viewer's SBUF/PSUM memory view
+            parts = shape[partition_axis] if shape else 1
+            self.allocations.append([base.space.value, base.name, offset, nbytes, parts, self.source()])
+
+    def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
+        """The error for a tile (or block) that does not fit, at the user's line."""
+        label = "SBUF" if base.space is Space.SBUF else "PSUM"
+        how = "even with each tile freed after its last use" if self._uses_total is not None else "live"
+        msg = (
+            f"{label} over capacity: a {base.shape} {base.dtype} tile needs {err.need} bytes per partition with "
+            f"{err.live} of {err.capacity} {how}; use smaller tiles or fewer buffers"
+        )
+        return OverCapacity(str(kernel_error(msg)))
 
     def _release(self, base: OnChip) -> None:
         base.alive = False
@@ -371,7 +390,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
             constants=dict(self._constants),
             sbuf_bytes=self._sbuf.high_water,
             psum_bytes=self._psum.high_water,
-            meta=dict(self.meta),
+            meta={
+                **self.meta,
+                **({"allocations": json.dumps(self.allocations, separators=(",", ":"))} if self.allocations else {}),
+            },
         )
         try:
             program.validate()

@@ -236,7 +236,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
             )
         except FormatError:
             raise
-        except (KeyError, ValueError, TypeError, json.JSONDecodeError, pa.ArrowException) as exc:
+        except (KeyError, ValueError, TypeError, RecursionError, json.JSONDecodeError, pa.ArrowException) as exc:
             raise FormatError(f"{box.path}: invalid program file ({exc}); re-create it") from exc
     finally:
         box.close()

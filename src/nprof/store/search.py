@@ -16,6 +16,7 @@ Bad fields, empty queries and invalid regexes raise NprofError (HTTP 422).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import duckdb
@@ -59,12 +60,27 @@ def _condition(terms: dict[str, str]) -> tuple[str, list[Any]]:
 _IN_RANGE = "ts < ? AND (ts + dur > ? OR (dur = 0 AND ts >= ?))"
 
 
+SEARCH_BUDGET_S = 5.0  # a search query running longer is interrupted and refused (422)
+
+
 def _run(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[tuple]:
+    """Run one search query within SEARCH_BUDGET_S seconds (RE2 cannot backtrack, but a pattern like
+    /.{0,1000}.{0,1000}z/ is still slow per row); NprofError for a bad regex or a blown budget."""
+    timer = threading.Timer(SEARCH_BUDGET_S, cur.interrupt)
+    timer.start()
     try:
         return cur.execute(sql, params).fetchall()
     except duckdb.InvalidInputException as exc:
         msg = str(exc).splitlines()[0]
         raise NprofError(f"invalid search regex ({msg}); values between slashes use RE2 syntax") from exc
+    except (duckdb.InterruptException, RuntimeError) as exc:
+        if timer.is_alive():
+            raise
+        raise NprofError(
+            f"search took longer than its {SEARCH_BUDGET_S:g} s budget; use a simpler pattern or a shorter time range"
+        ) from exc
+    finally:
+        timer.cancel()
 
 
 def _marks(cur: duckdb.DuckDBPyConnection, cond: str, params: list[Any], lo: int, hi: int, width: int) -> dict:

@@ -2,7 +2,9 @@
 
 Contract of `Store(path=None)`:
 * location: `path`, else $NPROF_DB, else ~/.local/share/nprof/store. Layout:
-  `catalog.json`, `profiles/<id>.duckdb` (immutable after ingest),
+  `catalog.json`, `profiles/<id>.duckdb` (immutable after ingest) and its parts directory
+  `profiles/<pid>-<hex>.parts/` (the raw tables as Parquet, named in the catalog entry's
+  `parts`; replaced and deleted with the profile, `nprof.store.raw_parts`),
   `annotations/<id>.json`, `tmp/` (ingest in progress).
 * `ingest(profile, profile_id=..., force=...)` runs the analysis passes, builds the
   profile's database in `tmp/`, renames it into `profiles/` and only then registers
@@ -23,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +43,7 @@ from nprof.profile import Profile
 from nprof.progress import progress
 from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import build_profile_db
+from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
 
 class NotFound(NprofError):
@@ -64,6 +68,17 @@ def run_analysis(p: Profile) -> tuple[dict[str, pa.Table], dict[str, Any]]:
         for name, text, num in zip(t["name"], t["value"], t["numeric"], strict=True):
             summary[name] = text if num is None else (int(num) if text.lstrip("-").isdigit() else num)
     return tables, summary
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (a process we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 class _Conn:
@@ -137,10 +152,12 @@ class Store:
                 g["ranks"] = [r for r in g["ranks"] if r["profile_id"] != profile_id]
             data["groups"] = {k: g for k, g in data["groups"].items() if g["ranks"]}
 
+        parts = self.catalog.get(profile_id) or {}
         self.catalog.update(change)
         self._drop(profile_id)
         with locked(self.dir):
             self.db_path(profile_id).unlink(missing_ok=True)
+            remove_parts(self.dir / "profiles", parts.get("parts"))
             (self.dir / "annotations" / f"{profile_id}.json").unlink(missing_ok=True)
 
     # ---- ingest --------------------------------------------------------------------------
@@ -154,11 +171,13 @@ class Store:
         source: str | None = None,
         fingerprint: str | None = None,
         group: str | None = None,
+        raw_source: Path | None = None,
     ) -> dict[str, Any]:
-        """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry."""
+        """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry.
+        `raw_source`: the nprof Profile file `p` was loaded from (its tables are then copied, not re-encoded)."""
         check_id(profile_id)
         with self.claim(profile_id):
-            return self._ingest(p, profile_id, display_name, force, source, fingerprint, group)
+            return self._ingest(p, profile_id, display_name, force, source, fingerprint, group, raw_source)
 
     def _ingest(
         self,
@@ -169,14 +188,16 @@ class Store:
         source: str | None,
         fingerprint: str | None,
         group: str | None,
+        raw_source: Path | None,
     ) -> dict[str, Any]:
         if not force and self.catalog.get(profile_id) is not None:
             raise self._exists(profile_id)
         self._sweep_tmp()
         tmp = self.dir / "tmp" / f"{profile_id}.{os.getpid()}.{secrets.token_hex(4)}.duckdb"
+        parts = parts_name()
         try:
             with progress(5, f"Ingesting {profile_id}") as bar:
-                result = build_profile_db(p, tmp, run_analysis, bar)
+                result = build_profile_db(p, tmp, run_analysis, bar, parts, raw_source)
             entry = {
                 "id": profile_id,
                 "display_name": display_name or p.info.name or profile_id,
@@ -192,20 +213,25 @@ class Store:
                 "group": group,
                 "source": source,
                 "fingerprint": fingerprint,
+                "parts": parts,
             }
 
             def register(data: dict[str, Any]) -> None:
                 if not force and profile_id in data["profiles"]:
                     raise self._exists(profile_id)
                 self._drop(profile_id)
+                old = data["profiles"].get(profile_id, {}).get("parts")
+                os.replace(tmp.parent / parts, self.dir / "profiles" / parts)
                 os.replace(tmp, self.db_path(profile_id))
                 data["profiles"][profile_id] = entry
+                remove_parts(self.dir / "profiles", old)
 
             self.catalog.update(register)
             return entry
         finally:
             for f in (tmp, tmp.with_name(tmp.name + ".wal")):
                 f.unlink(missing_ok=True)
+            remove_parts(tmp.parent, parts)
 
     def _exists(self, profile_id: str) -> NprofError:
         return NprofError(
@@ -223,7 +249,7 @@ class Store:
         group: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Open and ingest a profile file; returns (entry, reused) where reused means it was already stored."""
-        from nprof.capture import open_profile
+        from nprof.capture import open_profile, sniff_kind
 
         src = Path(path).expanduser()
         if not src.exists():
@@ -243,6 +269,7 @@ class Store:
             if not force and self.catalog.get(profile_id) is not None:
                 raise self._exists(profile_id)
             p = open_profile(src)
+            kind = sniff_kind(src)
             entry = self.ingest(
                 p,
                 profile_id,
@@ -251,6 +278,7 @@ class Store:
                 source=str(src),
                 fingerprint=fingerprint,
                 group=group,
+                raw_source=src if kind == "ntff" else None,
             )
         return entry, False
 
@@ -297,6 +325,11 @@ class Store:
     def _sweep_tmp(self) -> None:
         """Remove temp files left by ingests whose process is gone (crash, kill -9)."""
         for f in (self.dir / "tmp").iterdir():
+            if f.is_dir():  # a parts directory: <pid>-<hex>.parts
+                head = f.name.split("-", 1)[0]
+                if head.isdigit() and not _alive(int(head)):
+                    shutil.rmtree(f, ignore_errors=True)
+                continue
             parts = f.name.split(".")
             pid = next((int(x) for x in parts[1:] if x.isdigit()), None)
             if pid is None or pid == os.getpid():
@@ -349,7 +382,8 @@ class Store:
             del self._conns[profile_id]
             c = None
         if c is None:
-            con = duckdb.connect(str(path), read_only=True, config={"memory_limit": "1GB", "threads": 2})
+            config = {"memory_limit": "1GB", "threads": 2, **search_path_config(path.parent)}
+            con = duckdb.connect(str(path), read_only=True, config=config)
             c = _Conn(con, key)
             self._conns[profile_id] = c
         self._conns.move_to_end(profile_id)

@@ -8,7 +8,8 @@ the pixel width, not the profile size: bucket answers read the precomputed `lod`
 pyramid at the finest level not finer than a pixel (2**level <= ns per pixel);
 windows finer than a row's base level hold few of its events (about 16 per pixel
 at most) and are read from `events` and aggregated here. Derived counters use the
-pyramid 2**SUB times finer than a pixel, so each pixel gets a real min/max.
+pyramid 2**SUB times finer than a pixel, so each pixel gets a real min/mean; the DMA counters' max is
+the exact instantaneous peak (the pyramid keeps per-bucket maxima, never averages).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import duckdb
 import numpy as np
 
 from nprof.errors import NprofError
-from nprof.store.lod import bucketize
+from nprof.store.lod import bucketize, peaks
 from nprof.store.rows import COUNTER_DMA_THROUGHPUT, COUNTER_PENDING_DMA, COUNTER_TENSOR_UTIL
 
 MAX_WIDTH = 8192
@@ -259,7 +260,23 @@ def _counter_values(key: str, busy: np.ndarray, nbytes: np.ndarray, bw: float) -
     return np.minimum(busy / bw, 1.0) * 100.0  # share of time the TensorMatrix row is busy (as the analysis)
 
 
-def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0: int, b: float, width: int) -> dict:
+def _counter_peaks(key: str, d: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Exact per-sub-bucket maxima of a DMA counter (`nprof.store.lod.peaks`), None for the others."""
+    return d.get({COUNTER_PENDING_DMA: "peak", COUNTER_DMA_THROUGHPUT: "peak_rate"}.get(key, ""))
+
+
+def _counter_item(
+    key: str,
+    starts: np.ndarray,
+    bw: int,
+    values: np.ndarray,
+    t0: int,
+    b: float,
+    width: int,
+    peak: np.ndarray | None = None,
+) -> dict:
+    """Per pixel: min and mean of the sub-bucket means; max of the sub-bucket maxima `peak` (the instantaneous
+    peak: a long window keeps its busiest instant) or, without them, of the means."""
     px = _px_group(starts, np.full(starts.shape, bw), t0, b, width)
     if px.size == 0:
         return {"key": key, "mode": "counter", "ts": [], "dur": [], "min": [], "max": [], "mean": []}
@@ -272,7 +289,7 @@ def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0:
         "ts": starts[first].tolist(),
         "dur": (starts[last] + bw - starts[first]).tolist(),
         "min": np.round(np.minimum.reduceat(values, first), 6).tolist(),
-        "max": np.round(np.maximum.reduceat(values, first), 6).tolist(),
+        "max": np.round(np.maximum.reduceat(values if peak is None else np.maximum(values, peak), first), 6).tolist(),
         "mean": np.round(np.add.reduceat(values, first) / np.diff(np.append(first, px.size)), 6).tolist(),
     }
 
@@ -314,7 +331,10 @@ def _derived_counters(
         if dma_total and "dma" in used:
             src = [r for r in src if int(r["row"]) not in dma_idx] + dma_total
             dma_idx = {int(dma_total[0]["row"])}
-        q = "SELECT row, bucket, busy, nbytes FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
+        q = (
+            "SELECT row, bucket, busy, nbytes, peak, peak_rate FROM lod "
+            "WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
+        )
         res = cur.execute(q.format(",".join(str(int(r["row"])) for r in src)), [lc, k0, k1]).fetchnumpy()
         n = int(k1 - k0 + 1)
         starts = (np.arange(n, dtype=np.int64) + k0) * bw
@@ -326,6 +346,10 @@ def _derived_counters(
                 "busy": np.bincount(pos[m], weights=res["busy"][m].astype(np.float64), minlength=n)[:n],
                 "nbytes": np.bincount(pos[m], weights=res["nbytes"][m], minlength=n)[:n],
             }
+            if g == "dma" and dma_total:  # one row: the buckets are distinct
+                for k in ("peak", "peak_rate"):
+                    series[g][k] = np.zeros(n)
+                    series[g][k][pos[m]] = np.ma.filled(res[k][m], 0)
     else:
         wanted = {int(r["row"]) for r in src}
         if have is not None and wanted <= have[1]:  # the caller already read these rows' events
@@ -342,6 +366,10 @@ def _derived_counters(
                 ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb, dominant=False
             )
             series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes}
+            if g == "dma":
+                series[g]["peak"], series[g]["peak_rate"] = peaks(
+                    ev["ts"][m], ev["dur"][m], ev["nbytes"][m], t0, bw, nb
+                )
     out = {}
     for key, g in need.items():
         if g not in series:
@@ -349,7 +377,7 @@ def _derived_counters(
             continue
         d = series[g]
         vals = _counter_values(key, d["busy"], d["nbytes"], float(bw))
-        out[key] = _counter_item(key, starts, bw, vals, t0, b, width)
+        out[key] = _counter_item(key, starts, bw, vals, t0, b, width, _counter_peaks(key, d))
     return out
 
 

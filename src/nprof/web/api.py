@@ -9,12 +9,7 @@ NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
 from __future__ import annotations
 
 import functools
-import io
-import os
-import tempfile
-import zipfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -39,8 +34,10 @@ from nprof.store import (
 )
 from nprof.store.boxes import boxes
 from nprof.store.explore import operators, roofline, tensors
+from nprof.store.memory import memory_answer
 from nprof.store.source import source_answer
-from nprof.web.download import download_formats, export_profile
+from nprof.store.system_links import links
+from nprof.web.download import download_formats, download_response
 
 RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
 
@@ -86,6 +83,12 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         entry = store.entry(profile_id)
         with store.session(profile_id) as (_cur, meta):
             return profile_answer(entry, meta)
+
+    @r.get("/profiles/{profile_id}/links", summary="System profile <-> device profiles of its executions")
+    def get_links(profile_id: str) -> dict[str, Any]:
+        store.entry(profile_id)
+        with store.session(profile_id) as (_cur, meta):
+            return links(store, profile_id, meta["manifest"])
 
     @r.patch("/profiles/{profile_id}", summary="Rename (display name)")
     @_j
@@ -163,6 +166,12 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     def get_source(profile_id: str) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
             return source_answer(cur, meta, source_root)
+
+    @r.get("/profiles/{profile_id}/memory", summary="SBUF/PSUM tile allocations over time, peak, fragmentation")
+    @_j
+    def get_memory(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return memory_answer(cur, meta)
 
     @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
     @_j
@@ -268,26 +277,7 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
 
     @r.get("/profiles/{profile_id}/download", summary="Download the profile in another format", response_model=None)
     def download(profile_id: str, format: str = Query(...)) -> Response:
-        if format not in download_formats():
-            raise NprofError(f"unknown format '{format}'; formats: {', '.join(download_formats())}")
-        store.entry(profile_id)
-        with tempfile.TemporaryDirectory(prefix="nprof-dl-") as tmp:
-            files = export_profile(store, profile_id, format, Path(tmp))
-            if len(files) == 1 and files[0].is_file():
-                data, filename = files[0].read_bytes(), f"{profile_id}{_suffix(files[0])}"
-            else:
-                buf = io.BytesIO()
-                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                    for f in files:
-                        for p in sorted(f.rglob("*")) if f.is_dir() else [f]:
-                            if p.is_file():
-                                zf.write(p, os.path.relpath(p, tmp))
-                data, filename = buf.getvalue(), f"{profile_id}.{format}.zip"
-        return Response(
-            data,
-            media_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-        )
+        return download_response(store, profile_id, format)  # streamed from a temporary file
 
     @r.get("/groups/{group_id}", summary="A multi-worker group: its ranks")
     @_j
@@ -300,8 +290,3 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         raise NotFound(f"no API route /api/{path}; see /docs")
 
     return r
-
-
-def _suffix(path: Path) -> str:
-    name = path.name
-    return name[name.index(".") :] if "." in name else ""

@@ -33,6 +33,7 @@ from typing import Any
 from nprof.errors import NprofError
 from nprof.store import Store, derive_id
 from nprof.store.rows import natural_key
+from nprof.store.system_links import ingest_device_profiles
 from nprof.web.guard import WILDCARD, allowed_names, is_loopback
 
 RANK_FILE = re.compile(r"profile_rank_(\d+)\.ntff$")
@@ -145,6 +146,7 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
         entry, _reused = store.ingest_file(
             profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
         )
+        ingest_device_profiles(store, entry["id"], profile_arg, force=args.force)  # a system profile's executions
         return f"/profile/{entry['id']}", entry["id"]
     return "/", None
 

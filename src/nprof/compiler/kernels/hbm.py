@@ -2,13 +2,15 @@
 
 Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `window(access)` is the
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
-strides, zero strides for broadcasts); `load(access)` DMAs it into a new fp32 SBUF tile of shape
-``(partitions, *free sizes)`` with `nl.load`, `store(access, tile)` DMAs a tile back with `nl.store`. Under the
-compiler's `FusingBuilder` a load of a pattern an earlier kernel stored or loaded returns the tile kept in
-SBUF instead (see `nprof.compiler.fusion`).
+strides, zero strides for broadcasts); `load(access, dtype=fp32)` DMAs it into a new SBUF tile of shape
+``(partitions, *free sizes)`` with `nl.load` (fp32 unless asked: bf16 matmul operands stay bf16),
+`store(access, tile)` DMAs a tile back with `nl.store`. Under the compiler's `FusingBuilder` an fp32 load of a
+pattern an earlier kernel stored or loaded returns the tile kept in SBUF instead (see `nprof.compiler.fusion`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from nprof.arch.isa import Access
 from nprof.nki import language as nl
@@ -22,12 +24,13 @@ def window(a: Access) -> NkiTensor:
     return NkiTensor(base, 0, a.offset, dims, ())
 
 
-def load(a: Access) -> NkiTensor:
-    """The SBUF tile of `a`: kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a new DMA."""
+def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
+    """The SBUF tile of `a`: an fp32 tile kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a
+    new DMA in `dtype`."""
     builder = trace.current()
     lookup = getattr(builder, "lookup", None)
-    if lookup is None:
-        return nl.load(window(a), dtype=nl.float32)
+    if lookup is None or dtype is not nl.float32:
+        return nl.load(window(a), dtype=dtype)
     tile = lookup(a)
     if tile is None:
         tile = nl.load(window(a), dtype=nl.float32)

@@ -6,7 +6,8 @@ alpha * (a[M, K] @ b[K, N])`` where `bias` is a View broadcast to [M, N] (addmm)
 stationary operand ``a.T`` is loaded once per (M, K) tile and kept while the N tiles stream through; the
 first matmul of a PSUM tile overwrites it (``acc[...] = nisa.nc_matmul``), the next ones accumulate
 (``acc += ...``). PSUM is evacuated to SBUF by VectorE (fused with the bias add) and stored.
-`bmm_kernel` loops over the batch dim.
+`bmm_kernel` loops over the batch dim. Operands stored in bf16 (fp16) are multiplied in bf16 (fp16), with
+fp32 accumulation in PSUM, as TensorE does (`operand_dtype`); anything else in fp32.
 
 Operand layout: `load_tile` DMAs a tile whose rows are contiguous in HBM directly; a tile of a transposed
 view (stride 1 along the partition dim) is DMA'd in its natural row-contiguous layout and transposed on
@@ -18,6 +19,7 @@ TensorE (`nisa.nc_transpose`), as an NKI kernel would, instead of an element-by-
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View, view_access
@@ -30,19 +32,32 @@ K_TILE = 128
 N_TILE = 512
 
 
-def load_tile(v: View, r0: int, rt: int, c0: int, ct: int) -> NkiTensor:
-    """SBUF tile [rt, ct] = v[r0:r0+rt, c0:c0+ct] of a 2-D view (rt <= 128), transposing on TensorE if needed."""
+def load_tile(v: View, r0: int, rt: int, c0: int, ct: int, dtype: Any = nl.float32) -> NkiTensor:
+    """SBUF tile [rt, ct] = v[r0:r0+rt, c0:c0+ct] of a 2-D view (rt <= 128) in `dtype`, transposing on
+    TensorE if needed."""
     if v.strides[1] == 1 or v.strides[0] != 1 or ct == 1:
-        return load(view_access(v, 0, (r0, c0), (rt, ct), (1,)))
+        return load(view_access(v, 0, (r0, c0), (rt, ct), (1,)), dtype)
     v_t = v.permute((1, 0))
     if ct <= 128:
-        return nisa.tensor_copy(nisa.nc_transpose(load(view_access(v_t, 0, (c0, r0), (ct, rt), (1,)))))
-    tile = nl.ndarray((rt, ct), dtype=nl.float32, buffer=nl.sbuf)
+        return nisa.tensor_copy(nisa.nc_transpose(load(view_access(v_t, 0, (c0, r0), (ct, rt), (1,)), dtype)),
+                                dtype=dtype)  # fmt: skip
+    tile = nl.ndarray((rt, ct), dtype=dtype, buffer=nl.sbuf)
     for j in range(0, ct, 128):
         cc = min(128, ct - j)
-        natural = load(view_access(v_t, 0, (c0 + j, r0), (cc, rt), (1,)))
+        natural = load(view_access(v_t, 0, (c0 + j, r0), (cc, rt), (1,)), dtype)
         tile[:, j : j + cc] = nisa.nc_transpose(natural)
     return tile
+
+
+def operand_dtype(*views: View) -> Any:
+    """The dtype matmul operands are loaded in: bf16/fp16 when every operand is stored so (autocast and
+    half-precision models: TensorE multiplies them at full rate, accumulating in fp32 PSUM), else fp32."""
+    kinds = {v.dtype for v in views}
+    if kinds == {"bfloat16"}:
+        return nl.bfloat16
+    if kinds == {"float16"}:
+        return nl.float16
+    return nl.float32
 
 
 def _accumulate(acc: NkiTensor, i: int, stationary: NkiTensor, moving: NkiTensor) -> None:
@@ -56,14 +71,15 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
     m, k = a.shape
     n = b.shape[1]
     a_t = a.permute((1, 0))  # [K, M]: the stationary operand
+    dt = operand_dtype(a, b)
     for m0 in range(0, m, M_TILE):
         mt = min(M_TILE, m - m0)
-        stationary = [load_tile(a_t, k0, min(K_TILE, k - k0), m0, mt) for k0 in range(0, k, K_TILE)]
+        stationary = [load_tile(a_t, k0, min(K_TILE, k - k0), m0, mt, dt) for k0 in range(0, k, K_TILE)]
         for n0 in range(0, n, N_TILE):
             nt = min(N_TILE, n - n0)
             acc = nl.ndarray((mt, nt), dtype=nl.float32, buffer=nl.psum)
             for i, k0 in enumerate(range(0, k, K_TILE)):
-                _accumulate(acc, i, stationary[i], load_tile(b, k0, min(K_TILE, k - k0), n0, nt))
+                _accumulate(acc, i, stationary[i], load_tile(b, k0, min(K_TILE, k - k0), n0, nt, dt))
             if bias is None:
                 res = nisa.tensor_copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
             else:
@@ -102,8 +118,8 @@ def copy_kernel(dst: View, src: View | float) -> None:
     if isinstance(src, View):
         c = next((d for d in reversed(range(nd)) if dst.shape[d] > 1 and dst.strides[d] == 1), None)
         r = next((d for d in range(nd) if src.shape[d] > 1 and src.strides[d] == 1), None)
-        if c is not None and r is not None and r != c and src.strides[c] != 1:
-            _transposing_copy(dst, src, r, c)
+        if c is not None and r is not None and r != c and src.strides[c] != 1 and min(src.shape[r], dst.shape[c]) >= 32:
+            _transposing_copy(dst, src, r, c)  # worth TensorE transposes only for tiles of >= 32 rows and columns
             return
     map_kernel(dst, [src], copy_body)
 

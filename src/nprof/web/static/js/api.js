@@ -72,6 +72,7 @@ export const api = {
   viewport: (id, params, signal) => call(`${P(id)}/viewport${qs(params)}`, { signal }),
   operators: (id) => call(`${P(id)}/operators`),
   tensors: (id) => call(`${P(id)}/tensors`),
+  memory: (id) => call(`${P(id)}/memory`),
   source: (id) => call(`${P(id)}/source`),
   roofline: (id) => call(`${P(id)}/roofline`),
   boxes: (id, params, signal) => call(`${P(id)}/boxes${qs(params)}`, { signal }),

@@ -1,0 +1,69 @@
+"""Engine waits counted once across tracks, and the latency-bound verdict from the critical path."""
+
+from __future__ import annotations
+
+from nprof.analysis.engines import engines
+from nprof.analysis.findings import findings
+from nprof.analysis.latency import engine_wait_ns, latency_idle
+from nprof.analysis.metrics import summary_metrics
+from tests.analysis.helpers import make
+
+
+def test_waits_on_two_tensor_tracks_count_once_and_not_while_busy() -> None:
+    p = make(
+        {
+            "ts": [0, 100, 100],
+            "duration": [60, 10, 10],
+            "engine": ["tensor", "tensor", "tensor"],
+            "track": ["tensor.moving", "tensor.stationary", "tensor.moving"],
+            "wait_ns": [0, 100, 40],  # the stationary track waits [0, 100) while moving runs [0, 60)
+        }
+    )
+    assert engine_wait_ns(p, "tensor") == 40  # [60, 100): waiting with nothing running
+    total = summary_metrics(p)["total_time"] * 1e9
+    row = engines(p).to_pylist()[0]
+    assert row["engine"] == "tensor" and row["wait_ns"] == 40 <= total
+
+
+def _chain(n: int, lat: int = 1300) -> dict:
+    """n (load DMA -> compute) steps, each DMA started `lat` after the compute it depends on."""
+    ins = {k: [] for k in ("ts", "duration", "pc", "deps", "layer")}
+    dma = {k: [] for k in ("ts", "duration", "pc", "deps", "layer", "bytes")}
+    t, pc = 0, 0
+    for i in range(n):
+        t += lat
+        dma["ts"].append(t), dma["duration"].append(100), dma["pc"].append(pc)
+        dma["deps"].append([pc - 1] if pc else []), dma["layer"].append(f"l{i % 2}"), dma["bytes"].append(4096)
+        t += 100
+        ins["ts"].append(t), ins["duration"].append(50), ins["pc"].append(pc + 1)
+        ins["deps"].append([pc]), ins["layer"].append(f"l{i % 2}")
+        t += 50
+        pc += 2
+    return {"instructions": ins, "dma": dma}
+
+
+def test_a_chain_of_dma_latencies_is_latency_bound_with_a_finding() -> None:
+    p = make(**_chain(6))
+    idle, rows, ns = latency_idle(p)
+    assert idle == 6 * 1300 and rows.size == 6 and set(ns.tolist()) == {1300}
+    metrics = summary_metrics(p)
+    assert metrics["bound"] == "latency"
+    assert metrics["dma_latency_path_percent"] > 80
+    found = [r for r in findings(p).to_pylist() if r["kind"] == "latency_bound"]
+    assert len(found) == 1 and "l0" in found[0]["message"] and "1.30 us" in found[0]["message"]
+    assert not [r for r in findings(p).to_pylist() if r["kind"] == "bound"]  # not also called memory-bound
+
+
+def test_overlapped_latencies_are_not_latency_bound() -> None:
+    chain = _chain(6)
+    ins = chain["instructions"]
+    ins["duration"] = [20_000] * 6  # long compute: the latencies are a small share
+    p = make(**chain)
+    assert summary_metrics(p).get("bound") != "latency"
+    assert not [r for r in findings(p).to_pylist() if r["kind"] == "latency_bound"]
+
+
+def test_unknown_program_counters_give_no_figure() -> None:
+    p = make({"ts": [0], "duration": [5]}, {"ts": [1300], "duration": [10], "bytes": [64]})
+    assert latency_idle(p)[0] == -1
+    assert "dma_latency_path_percent" not in summary_metrics(p)
