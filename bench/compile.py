@@ -175,7 +175,8 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
         " (goal <= 2x)"
     )
     for (b, flops, hbm), ns, m in bounds:
-        print(f"  {m[-3:]}: {ns / 1e3:9.1f} us vs bound {b / 1e3:8.2f} us ({flops / 1e6:.1f} MFLOP, {hbm / 1e3:.0f} kB)")
+        print(f"  {m[-3:]}: {ns / 1e3:9.1f} us vs bound {b / 1e3:8.2f} us "
+              f"({flops / 1e6:.1f} MFLOP, {hbm / 1e3:.0f} kB)")  # fmt: skip
     STATS.reset()
     torch._dynamo.reset()  # forget the in-process compiled code: the backend runs again, on a warm cache
     warm_wall, _ = _timed(step(torch.compile(model, backend="nprof")))
@@ -201,9 +202,11 @@ def scaling() -> None:
         torch._dynamo.reset()
         x = torch.randn(4, 3, 16, 16)
         torch.compile(model, backend="nprof")(x).sum().backward()
-        n = sum(m.manifest["instructions"] for m in CompileCache().modules() if m.path.name in dict(STATS.compile_seconds))
-        seconds = sum(s for _, s in STATS.compile_seconds)
-        print(f"scaling: {depth} blocks: {n:6d} instructions in {seconds:6.2f} s = {seconds / max(n, 1) * 1e6:.0f} us each")
+        names = dict(STATS.compile_seconds)
+        n = sum(m.manifest["instructions"] for m in CompileCache().modules() if m.path.name in names)
+        seconds = sum(names.values())
+        print(f"scaling: {depth} blocks: {n:6d} instructions in {seconds:6.2f} s = "
+              f"{seconds / max(n, 1) * 1e6:.0f} us each")  # fmt: skip
 
 
 def main() -> None:
@@ -223,7 +226,9 @@ def main() -> None:
     if args.scaling:
         scaling()
         return
-    chosen = set(args.only.split(",")) if args.only else {"mlp", "resnet", "gpt"} | ({"resnet18"} if args.resnet18 else set())
+    chosen = set(args.only.split(",")) if args.only else {"mlp", "resnet", "gpt"}
+    if args.resnet18:
+        chosen.add("resnet18")
     if "mlp" in chosen:
         mlp = _example("mnist_mlp")
         torch.manual_seed(0)

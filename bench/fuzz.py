@@ -18,11 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.setrecursionlimit(10000)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from tests import fuzz_kit as fk  # noqa: E402
+from tests import fuzz_kit as fk
 
 
 class _Hang(Exception):

@@ -1,14 +1,16 @@
 """Ingest throughput: synthetic profiles of 10^6 and 10^7 events into the store, analysis included.
 
-Usage: .venv/bin/python bench/ingest.py [--sizes 1e6,1e7] [--repeat 1]
+Usage: .venv/bin/python bench/ingest.py [--sizes 1e6,1e7] [--repeat 1] [--modes file,memory]
 
-Times `Store.ingest(profile, id)`: the analysis passes (nprof.analysis.run_all), the
-event/LOD tables, the raw tables and the catalog update, into a fresh temporary store.
-The synthetic Profile is built before the clock starts (capture is not ingest); the
-analysis-alone run uses another Profile object, so the ingest starts with cold caches. Prints
-wall and CPU seconds (user + system, all threads) of the ingest, the analysis alone for
-reference, the size of the store file, and the wall seconds of each build step
-(`BuildResult.steps`; the raw tables are written in the background, overlapping the rest).
+Two modes: `file` times `Store.ingest_file(x.ntff)` (loading the Profile file included; its
+Parquet members are copied into the store, not re-encoded), `memory` times
+`Store.ingest(profile, id)` on a Profile built before the clock starts (capture is not ingest;
+its tables are written as Parquet). Both include the analysis passes, the event/LOD tables and
+the catalog update, into a fresh temporary store, each with a fresh Profile (cold caches). Prints
+wall and CPU seconds (user + system, all threads), the peak resident memory above the level
+before the ingest (sampled every 5 ms; each ingest runs in a fresh process), the analysis alone
+(CPU) for reference, the store's size on disk, the machine load, and the wall and thread-CPU
+seconds of each build step (`BuildResult.steps`).
 """
 
 from __future__ import annotations
@@ -23,16 +25,48 @@ from pathlib import Path
 os.environ.setdefault("NPROF_NO_PROGRESS", "1")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1e6,1e7")
-    ap.add_argument("--repeat", type=int, default=1)
-    args = ap.parse_args()
+GOAL_RATE = 5.0  # M events/s at 10^7, analysis included (ARCHITECTURE.md)
+GOAL_BYTES = 50  # peak extra memory per event
+
+
+class PeakRss:
+    """Peak resident memory above the level at start, sampled every 5 ms on a thread (/proc/self/statm)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.base = self.peak = self._rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _rss(self) -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * self.page
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+
+def _child(size: int, mode: str) -> None:
+    """Measure one ingest in this (fresh) process and print it as one JSON line."""
+    import ctypes
+    import gc
+    import json
+
+    import pyarrow as pa
 
     import nprof.store.store as store_mod
-    from nprof.analysis import run_all
-    from nprof.store import Store
-    from nprof.store.synthetic import synthetic_profile
 
     results = []
     build = store_mod.build_profile_db
@@ -42,37 +76,93 @@ def main() -> None:
         return results[-1]
 
     store_mod.build_profile_db = capture
+    root = Path(os.environ["NPROF_BENCH_DIR"])
+    from nprof.store import Store
+
+    profile = None
+    if mode == "memory":
+        from nprof.store.synthetic import synthetic_profile
+
+        profile = synthetic_profile(size, seed=1)
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    store = Store(root / "store")
+    with PeakRss() as mem:
+        t, c = time.perf_counter(), os.times()
+        if profile is None:  # loading the file is part of this ingest (what `nprof view -s file.ntff` does)
+            store.ingest_file(root / "bench.ntff", profile_id="bench")
+        else:
+            store.ingest(profile, "bench")
+        wall, c2 = time.perf_counter() - t, os.times()
+    files = [store.db_path("bench"), *(store.dir / "profiles").glob("*.parts/*")]
+    out = {
+        "wall": wall,
+        "cpu": (c2.user - c.user) + (c2.system - c.system),
+        "extra": mem.peak - mem.base,
+        "steps": results[-1].steps,
+        "mb": sum(f.stat().st_size for f in files) / 1e6,
+    }
+    store.close()
+    print(json.dumps(out))
+
+
+def _run(size: int, mode: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    from nprof.store.synthetic import synthetic_profile
+
+    root = Path(tempfile.mkdtemp(prefix="nprof-bench-ingest-"))
+    try:
+        if mode == "file":
+            synthetic_profile(size, seed=1).save(root / "bench.ntff")
+        env = {**os.environ, "NPROF_BENCH_DIR": str(root)}
+        cmd = [sys.executable, __file__, "--child", f"{size}:{mode}"]
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _steps(steps: dict[str, float]) -> str:
+    names = [k for k in steps if not k.endswith(" cpu")]
+    return ", ".join(f"{k} {steps[k]:.2f}/{steps.get(k + ' cpu', 0.0):.2f}" for k in names)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1e6,1e7")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--modes", default="file,memory", help="file: ingest_file(.ntff); memory: ingest(Profile)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        size, mode = args.child.split(":")
+        _child(int(size), mode)
+        return
+    from nprof.analysis import run_all
+    from nprof.store.synthetic import synthetic_profile
+
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"goal: >= {GOAL_RATE} M events/s at 10^7 with analysis, peak extra memory <= {GOAL_BYTES} B/event")
     for size in (int(float(s)) for s in args.sizes.split(",")):
         profile = synthetic_profile(size, seed=1)
-        t = time.perf_counter()
+        c = time.process_time()
         run_all(profile)
-        analysis_s = time.perf_counter() - t
-        del profile  # the analysis caches per-profile arrays: each ingest gets a fresh Profile object
-        best, cpu, steps = float("inf"), 0.0, {}
-        mb = 0.0
-        for _ in range(args.repeat):
-            profile = synthetic_profile(size, seed=1)
-            root = Path(tempfile.mkdtemp(prefix="nprof-bench-ingest-"))
-            try:
-                store = Store(root)
-                t, c = time.perf_counter(), os.times()
-                store.ingest(profile, "bench")
-                wall, c2 = time.perf_counter() - t, os.times()
-                if wall < best:
-                    best, cpu = wall, (c2.user - c.user) + (c2.system - c.system)
-                    steps = getattr(results[-1], "steps", {})
-                mb = store.db_path("bench").stat().st_size / 1e6
-                store.close()
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
-        print(
-            f"{size:>11,} events: ingest {best:6.2f} s = {size / best / 1e6:5.2f} M events/s, "
-            f"CPU {cpu:6.2f} s = {size / cpu / 1e6:5.2f} M events/CPU-s "
-            f"(analysis alone {analysis_s:5.2f} s), store file {mb:,.0f} MB"
-        )
-        print("    steps (wall s): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))
+        analysis_cpu = time.process_time() - c
         del profile
+        for mode in args.modes.split(","):
+            r = min((_run(size, mode) for _ in range(args.repeat)), key=lambda r: r["wall"])
+            wall, cpu, extra = r["wall"], r["cpu"], r["extra"]
+            print(
+                f"{size:>11,} events, {mode:<6}: ingest {wall:6.2f} s = {size / wall / 1e6:5.2f} M events/s wall, "
+                f"CPU {cpu:6.2f} s = {size / cpu / 1e6:5.2f} M events/CPU-s (goal {GOAL_RATE}); "
+                f"peak extra RSS {extra / 1e6:,.0f} MB = {extra / size:,.0f} B/event (goal {GOAL_BYTES}); "
+                f"analysis alone CPU {analysis_cpu:5.2f} s; store {r['mb']:,.0f} MB; load {os.getloadavg()[0]:.1f}"
+            )
+            print("    steps (wall/thread-CPU s): " + _steps(r["steps"]))
 
 
 if __name__ == "__main__":

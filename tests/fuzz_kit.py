@@ -8,8 +8,10 @@ where site is the innermost nprof frame (`module.py:line ExceptionType`).
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import random
+import re
 import traceback
 import zipfile
 from collections.abc import Callable
@@ -59,13 +61,13 @@ def mutate_json(rng: random.Random, obj: Any, n: int) -> Any:
     for _ in range(n):
         paths = _paths(obj)
         if not paths:
-            return rng.choice(EXTREMES)
+            return copy.deepcopy(rng.choice(EXTREMES))
         path = rng.choice(paths)
         parent = _get(obj, path[:-1])
         key = path[-1]
         op = rng.random()
         if op < 0.6:
-            parent[key] = rng.choice(EXTREMES)
+            parent[key] = copy.deepcopy(rng.choice(EXTREMES))  # a copy: EXTREMES must never change
         elif op < 0.7 and isinstance(parent, dict):
             del parent[key]
         elif op < 0.8:
@@ -76,24 +78,22 @@ def mutate_json(rng: random.Random, obj: Any, n: int) -> Any:
         elif op < 0.9 and isinstance(parent[key], list):
             parent[key] = parent[key] * 2 if rng.random() < 0.5 else parent[key][: len(parent[key]) // 2]
         else:
-            deep: Any = 1
-            for _ in range(rng.choice((3, 50, 3000))):
-                deep = [deep]
-            parent[key] = deep
+            parent[key] = f"__DEEP_{rng.choice((3, 50, 300, 3000))}__"  # nested lists, spliced in by `dumps`
     return obj
 
 
 def dumps(obj: Any) -> bytes:
+    """JSON bytes of `obj`; ints past 64 bits kept (stdlib), `"__DEEP_<n>__"` spliced as n nested lists."""
     try:
-        return orjson.dumps(obj)
-    except (orjson.JSONEncodeError, TypeError):  # ints past 64 bits, too deep: the stdlib writes them
+        text = orjson.dumps(obj)
+    except (orjson.JSONEncodeError, TypeError):
         import json
-        import sys
 
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
-        return json.dumps(obj).encode()
+        text = json.dumps(obj).encode()
+    return re.sub(rb'"__DEEP_(\d+)__"', lambda m: b"[" * int(m[1]) + b"1" + b"]" * int(m[1]), text)
 
 
+@functools.cache
 def chrome_seeds() -> list[Any]:
     """Parsed Chrome traces: the Kineto fixtures, a generic trace with B/E, counters and flows."""
     seeds = [orjson.loads(p.read_bytes()) for p in sorted(FIXTURES.glob("kineto*.json"))]
@@ -111,7 +111,20 @@ def chrome_seeds() -> list[Any]:
              "args": {"device": 0, "stream": 7, "correlation": 1}},
         ]
     )  # fmt: skip
+    seeds.append(profile_json_seed())
     return seeds
+
+
+def profile_json_seed() -> dict[str, Any]:
+    """A profile JSON document (neuron-profile / nprof `json` export shape) of the tiny profile."""
+    import tempfile
+
+    from nprof.export import export_profile
+    from tests.conftest import tiny_profile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = export_profile(tiny_profile(), "json", Path(d) / "t.json")
+        return orjson.loads(out.read_bytes())  # type: ignore[union-attr]
 
 
 def classify(exc: BaseException) -> str:
@@ -174,7 +187,7 @@ def _mutate_column(rng: random.Random, table: pa.Table) -> pa.Table:
     i = rng.randrange(table.num_columns)
     values = table.column(i).to_pylist()
     if op < 0.7:
-        values[rng.randrange(len(values))] = rng.choice([v for v in EXTREMES if not isinstance(v, dict)])
+        values[rng.randrange(len(values))] = copy.deepcopy(rng.choice([v for v in EXTREMES if not isinstance(v, dict)]))
     else:
         values = [values[0]] * len(values)
     try:

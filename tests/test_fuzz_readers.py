@@ -6,7 +6,6 @@ The long run is bench/fuzz.py; the mutators live in tests/fuzz_kit.py.
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,6 @@ def _check(outcome: str) -> None:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     return tmp_path_factory.mktemp("fuzz")
 
 

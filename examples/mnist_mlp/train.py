@@ -16,6 +16,8 @@ import time
 import torch
 from torch import nn
 
+import nprof.torch
+
 
 class MLP(nn.Module):
     """784 -> hidden -> hidden/2 -> 10 with ReLU, log-softmax output (the seed's mnist_mlp shape)."""
@@ -59,6 +61,7 @@ def train(steps: int = 20, batch: int = 32, hidden: int = 128, lr: float = 0.05,
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        nprof.torch.step()  # under `nprof capture`: rows of step i get iteration i (a no-op otherwise)
     return losses
 
 

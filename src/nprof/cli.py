@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from nprof import __version__
 from nprof.errors import NprofError
@@ -95,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile the N-th execution (earlier ones are warm-up)",
     )
     cap.add_argument("--timing-only", action="store_true", help="skip numerics (timing model only), for large programs")
+    cap.add_argument(
+        "--device-profile",
+        default="default",
+        metavar="all|nth:N|none",
+        help="-- COMMAND with torch.compile(backend='nprof'): which executions of each graph keep a device "
+        "profile (default: the first after warm-up)",
+    )
     cap.add_argument("--list-inputs", action="store_true", help="list the program's inputs and exit")
     cap.add_argument(
         "-r",
@@ -152,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--db-bucket", default=None, metavar="ID", help="id to store the profile under")
     view.add_argument("--display-name", default=None, help="name shown in the profile list")
     view.add_argument(
+        "--nki-source-root",
+        default=None,
+        metavar="DIR",
+        help="directory holding the kernel sources (default: the copies stored in the profile at capture)",
+    )
+    view.add_argument(
         "--db", default=None, metavar="PATH", help="store directory (default $NPROF_DB or ~/.local/share/nprof/store)"
     )
 
@@ -194,8 +208,25 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _same_file(a: str | None, b: str | None) -> bool:
+    """True when both paths are given and name the same file (existing or not)."""
+    if not a or not b:
+        return False
+    pa_, pb = Path(a).expanduser(), Path(b).expanduser()
+    if pa_.exists() and pb.exists():
+        return pa_.samefile(pb)
+    return pa_.resolve() == pb.resolve()
+
+
 def _cmd_capture(args: argparse.Namespace) -> int:
     command = args.command_args
+    if command and args.program:
+        raise NprofError("give either -n PROGRAM (virtual device) or a command after `--` (real run), not both")
+    if _same_file(args.program, args.profile):
+        raise NprofError(f"-s {args.profile} is the program file given with -n; write the profile elsewhere")
+    for npy in args.inputs[1::2]:
+        if _same_file(npy, args.profile):
+            raise NprofError(f"-s {args.profile} is an input file; write the profile elsewhere")
     if command or args.device in ("cpu", "cuda"):
         from nprof.capture.torch_run import capture_command
 
@@ -205,7 +236,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             )
         if not args.profile:
             raise NprofError("missing -s PROFILE: where to write the profile")
-        capture_command(command, args.profile, device=args.device)  # None: cuda if available, else cpu
+        capture_command(command, args.profile, device=args.device, device_profile=args.device_profile)
         return 0
     if not args.program:
         raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")
@@ -220,9 +251,20 @@ def _cmd_view(args: argparse.Namespace) -> int:
     if args.terminology:
         sys.stdout.write(terminology_text())
         return 0
-    if args.output_format != "db":
-        from nprof.export import export_from_args
+    if args.display_name is not None:
+        from nprof.store.catalog import check_display_name
 
+        args.display_name = check_display_name(args.display_name)
+    if args.output_format != "db":
+        from nprof.export import export_from_args, get_exporter
+
+        if args.output_file == "-":
+            if get_exporter(args.output_format).default_output is not None:
+                raise NprofError(f"--output-file - (stdout) works for text formats only, not {args.output_format}")
+            args.output_file = None  # the text formats write to stdout
+        for given, flag in ((args.profile, "-s"), (args.program, "-n")):
+            if _same_file(args.output_file, given):
+                raise NprofError(f"--output-file {args.output_file} is the {flag} input; choose another output file")
         return export_from_args(args)
     from nprof.web.serve import view_from_args
 
@@ -287,6 +329,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI. With `argv` None (a real `nprof` process) it ends the process itself (see `_exit`)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command started (parsing, early imports)
+        sys.stderr.write("nprof: interrupted\n")
+        if argv is None:
+            _exit(130)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     own, command = _split_command(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(own)

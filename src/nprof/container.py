@@ -21,7 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import zipfile
@@ -43,9 +42,10 @@ MIN_ROWS = 1 << 20  # ... or this many rows, for tiny files
 _ZIP_MAGIC = b"PK\x03\x04"
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _AWS_HINT = {
-    "NEFF": "a real AWS NEFF (Neuron executable): nprof runs its own programs; "
-    "compile with nprof (nki or torch.compile backend='nprof')",
-    "NTFF": "a real AWS NTFF (Neuron trace): convert it on the Neuron machine with "
+    "NEFF": "not an nprof program (not a ZIP container); if it is a real AWS NEFF (Neuron executable): "
+    "nprof runs its own programs; compile with nprof (nki or torch.compile backend='nprof')",
+    "NTFF": "not an nprof profile (not a ZIP container); if it is a real AWS NTFF (Neuron trace), convert it "
+    "on the Neuron machine with "
     "`neuron-profile view -n file.neff -s file.ntff --output-format json "
     "--output-file profile.json`, then `nprof view -s profile.json`",
 }
@@ -114,6 +114,12 @@ class Container:
     def table_names(self) -> list[str]:
         return sorted(self._members)
 
+    def member(self, name: str) -> tuple[int, int]:
+        """(byte offset, size) of table `name`'s Parquet bytes in the file (stored uncompressed)."""
+        if name not in self._members:
+            raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
+        return self._members[name]
+
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Read one table; raises FormatError if it is missing or corrupt."""
         if name not in self._members:
@@ -170,7 +176,7 @@ def open_container(
         raise FormatError(f"{p}: empty file; re-create it")
     hint = sniff_foreign(p, head)
     if hint:
-        raise FormatError(f"{p}: this is {hint}")
+        raise FormatError(f"{p}: {hint}")
     if not is_zip(head):
         raise FormatError(f"{p}: not an nprof {what} file (unrecognised content)")
     try:
@@ -228,9 +234,3 @@ def open_container(
         )
     return Container(p, manifest, members)
 
-
-def table_to_parquet_bytes(table: pa.Table) -> bytes:
-    """Serialise one table as Parquet bytes (used for downloads and tests)."""
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()

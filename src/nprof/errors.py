@@ -9,6 +9,14 @@ exits with `exit_code`; nothing else in the library prints or exits.
 from __future__ import annotations
 
 
+def show_value(value: object) -> str:
+    """A bad value, short, for a one-line message: scalars as their repr (40 chars at most),
+    containers by type only (the repr of a deeply nested list would overflow the stack)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return repr(value)[:40]
+    return f"a {type(value).__name__}"
+
+
 class NprofError(Exception):
     """A user-facing error: `str(err)` is the one-line message shown to the user."""
 

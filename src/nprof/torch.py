@@ -15,6 +15,9 @@ Contract of `profile(path, device=None)` (a context manager):
   ``.profile`` (a `nprof.profile.Profile`) and ``.path``; when the block raises,
   what was recorded is still written (if any op ran) and the exception propagates;
 * `name` sets the profile's display name (default: the file name without suffix);
+* graphs compiled with ``torch.compile(backend="nprof")`` that run in the block make it a
+  system profile (`nprof.capture.system`); ``device_profile`` ("default", "all", "nth:N",
+  "none") picks which of their executions keep a device profile, saved in ``<path>.devices/``;
 * ``.step()`` inside the block marks the end of a training step, like torch's
   ``profiler.step()``: rows of step N get ``iteration`` N (0 until the first call);
   the module-level `step()` does the same for whatever session is running (a
@@ -49,13 +52,21 @@ def step() -> None:
 class profile:  # lower case like torch.profiler.profile
     """Context manager profiling its block into an nprof profile file (see module doc)."""
 
-    def __init__(self, path: str | os.PathLike[str], device: str | None = None, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        device: str | None = None,
+        *,
+        name: str | None = None,
+        device_profile: str = "default",
+    ) -> None:
         self.path = Path(path)
         parent = self.path.parent if str(self.path.parent) else Path(".")
         if not parent.is_dir():
             raise NprofError(f"{self.path}: directory {parent} does not exist; create it or pick another path")
         self.name = name or self.path.stem
         self.requested_device = device
+        self.device_profile = device_profile
         self.device: str | None = None
         self.profile: Profile | None = None
         self._session = None
@@ -63,7 +74,7 @@ class profile:  # lower case like torch.profiler.profile
     def __enter__(self) -> profile:
         from nprof.capture.torch_session import TorchSession
 
-        self._session = TorchSession(self.requested_device)
+        self._session = TorchSession(self.requested_device, self.device_profile)
         self.device = self._session.device
         self._session.start()
         return self
@@ -76,6 +87,7 @@ class profile:  # lower case like torch.profiler.profile
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        from nprof.capture.system import attach_system, save_system
         from nprof.capture.torch_session import build_torch_profile
 
         session, self._session = self._session, None
@@ -86,9 +98,10 @@ class profile:  # lower case like torch.profiler.profile
             session.stop(trace)
             meta = {"block_raised": exc_type.__name__} if exc_type is not None else {}
             result = build_torch_profile(trace, session.device, self.name, meta)
-        if result.instructions.num_rows == 0 and result.dma.num_rows == 0:
-            if exc_type is None:
-                raise NprofError(f"{self.path}: no PyTorch op ran inside the profiled block; no profile written")
-            return
-        result.save(self.path)
-        self.profile = result
+            if result.instructions.num_rows == 0 and result.dma.num_rows == 0:
+                if exc_type is None:
+                    raise NprofError(f"{self.path}: no PyTorch op ran inside the profiled block; no profile written")
+                return
+            system = attach_system(result, Path(tmp), self.path)
+            save_system(system, self.path)
+        self.profile = system.profile

@@ -19,7 +19,9 @@ from tests.conftest import tiny_profile
 
 
 def test_registry_and_run_all() -> None:
-    assert list(PASSES) == ["summary", "engines", "opcodes", "layers", "dma_queues", "counters", "warnings", "findings"]
+    names = ["summary", "engines", "opcodes", "layers", "dma_queues", "counters", "warnings", "findings"]
+    names.append("system_steps")
+    assert list(PASSES) == names
     out = run_all(tiny_profile())
     assert list(out) == list(PASSES)
     assert all(isinstance(t, pa.Table) for t in out.values())

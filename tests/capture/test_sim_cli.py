@@ -87,8 +87,9 @@ def test_options(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixtu
     argv = ["capture", "-n", str(program_file), "-s", str(out), "--device-preset", "trn2", "--timing-only",
             "--profile-nth-exec", "3", "--ignore-exec-errors"]  # fmt: skip
     assert main(argv) == 0
-    assert "execution 3 profiled" in capsys.readouterr().out
-    info = Profile.load(out).info
+    written = tmp_path / "p_exec_3.ntff"  # neuron-profile's name for --profile-nth-exec 3
+    assert not out.exists() and f"execution 3 profiled)\nprofile written to {written}\n" in capsys.readouterr().out
+    info = Profile.load(written).info
     assert (info.preset, info.meta["executions"], info.meta["profiled_execution"], info.meta["numerics"]) == (
         "trn2", "3", "3", "false",
     )  # fmt: skip

@@ -57,7 +57,10 @@ def test_mlp_profile_engines_dma_and_layers() -> None:
         declared = {t.name for t in profile.info.tensors}
         assert declared <= moved, (module, declared - moved)  # a DMA for every input/output tensor
         spills = duckdb.sql("select count(*) filter (is_spill), count(*) filter (is_reload) from dma").fetchall()[0]
-        assert spills[0] > 0 and spills[1] > 0  # intermediates saved to and reloaded from HBM
+        if module == next(iter(STATS.last_profile)):  # forward: fusion keeps every intermediate in SBUF
+            assert spills == (0, 0), (module, spills)
+        else:  # backward: the saves left are read back (no dead save survives), fewer than one per node
+            assert 0 < spills[0] == spills[1] < 16, (module, spills)
         assert profile.total_time_ns > 0
     fw = STATS.last_profile[next(iter(STATS.last_profile))]
     ins = fw.instructions  # noqa: F841

@@ -84,6 +84,16 @@ REFERENCE = {
     "softplus": lambda x: np.log1p(np.exp(x)),
     "sin": np.sin,
     "cos": np.cos,
+    "tan": np.tan,
+    "arctan": np.arctan,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    "gelu_apprx_sigmoid": lambda x: x / (1 + np.exp(-1.702 * x)),
+    "silu_dx": lambda x: 1 / (1 + np.exp(-x)) + x * np.exp(-x) / (1 + np.exp(-x)) ** 2,
+    "gelu_dx": lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
+    "erf_dx": lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x),
 }
 
 
@@ -136,6 +146,12 @@ ALU_REF = {
     "bitwise_or": lambda a, b: (np.rint(a).astype(np.int64) | np.rint(b).astype(np.int64)).astype(np.float32),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "mod": np.mod,
+    "bitwise_xor": lambda a, b: (np.rint(a).astype(np.int64) ^ np.rint(b).astype(np.int64)).astype(np.float32),
+    "logical_xor": lambda a, b: ((a != 0) != (b != 0)).astype(np.float32),
+    "left_shift": lambda a, b: np.rint(a).astype(np.int64) * 2 ** np.rint(b).astype(np.int64),
+    "right_shift": lambda a, b: np.floor(np.rint(a) / 2 ** np.rint(b)),
+    "fmod": lambda a, b: a - b * np.trunc(a / b),
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
 }
 
 
@@ -147,6 +163,8 @@ def test_tensor_tensor_every_op(op: str) -> None:
     a[0, :4] = b[0, :4]  # some equal pairs for the comparisons
     if op == "power":
         a, b = np.abs(a) + 1, np.abs(b)
+    if op.endswith("_shift"):  # shift counts are non-negative
+        b = np.abs(b)
     k = Kit()
     ta, tb = k.load("a", a), k.load("b", b)
     out = k.sbuf("o", 8, 16)
@@ -238,9 +256,9 @@ def test_bn_stats_and_aggr_match_numpy_mean_var() -> None:
     t = k.load("x", x)
     halves = [Access(Space.SBUF, t.tensor, "float32", t.offset + h * 4 * 12, 8, ((1, n),)) for h, n in ((0, 12),)]
     second = Access(Space.SBUF, t.tensor, "float32", t.offset + 12 * 4, 8, ((1, 18),))
-    stats = k.sbuf("st", 8, 6)
-    st0 = Access(Space.SBUF, "st", "float32", stats.offset, 8, ((1, 3),))
-    st1 = Access(Space.SBUF, "st", "float32", stats.offset + 12, 8, ((1, 3),))
+    stats = k.sbuf("st", 8, 12)  # two hardware-layout [P, 6] results side by side
+    st0 = Access(Space.SBUF, "st", "float32", stats.offset, 8, ((1, 6),))
+    st1 = Access(Space.SBUF, "st", "float32", stats.offset + 24, 8, ((1, 6),))
     k.emit(Engine.VECTOR, Opcode.BN_STATS, (st0,), (halves[0],))
     k.emit(Engine.VECTOR, Opcode.BN_STATS, (st1,), (second,))
     agg = k.sbuf("agg", 8, 2)
@@ -248,8 +266,9 @@ def test_bn_stats_and_aggr_match_numpy_mean_var() -> None:
     k.store("stats", stats)
     k.store("agg", agg)
     res = k.run()
-    np.testing.assert_allclose(res.outputs["stats"][:, :3], np.stack([x[:, :12].mean(1), x[:, :12].var(1),
-                               np.full(8, 12)], 1), rtol=1e-5)  # fmt: skip
+    even, odd = x[:, 0:12:2], x[:, 1:12:2]  # (count, mean, variance*count) of even then odd elements
+    expect = np.stack([np.full(8, 6), even.mean(1), even.var(1) * 6, np.full(8, 6), odd.mean(1), odd.var(1) * 6], 1)
+    np.testing.assert_allclose(res.outputs["stats"][:, :6], expect, rtol=1e-5)
     np.testing.assert_allclose(res.outputs["agg"], np.stack([x.mean(1), x.var(1)], 1), rtol=1e-5)
 
 

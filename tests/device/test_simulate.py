@@ -185,7 +185,7 @@ def test_dependency_on_a_later_instruction_is_refused() -> None:
     k = Kit()
     k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("a", 4, 4),), deps=(1,), value=0.0)
     k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("b", 4, 4),), deps=(), value=0.0)
-    with pytest.raises(NprofError, match=r"instruction 0 depends on 1, not an earlier one"):
+    with pytest.raises(NprofError, match=r"instruction 0 \(MEMSET\) waits for instruction 1, not an earlier one"):
         k.run()
 
 

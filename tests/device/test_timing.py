@@ -116,6 +116,9 @@ def test_dma_waiting_on_a_semaphore_starts_latency_after_its_dependency() -> Non
     assert d["ts"] == round(512 * SCALAR_NS + 1300)
 
 
+NO_GAP = replace(get_preset("trn1"), dma_issue_gap_ns=0.0)  # pool-sharing tests: triggers not spaced
+
+
 def _sixteen_loads(k: Kit) -> None:
     for q in range(16):
         h = k.hbm(f"x{q}", (128, 512))
@@ -126,7 +129,7 @@ def test_sixteen_concurrent_transfers_share_the_dma_engines() -> None:
     k = Kit()
     _sixteen_loads(k)  # each would use all 16 engines alone
     alone = (128 * 512 * 4 + 128 * 256) / (16 * 17.0)
-    for d in k.run(numerics=False).profile.dma.to_pylist():
+    for d in k.run(numerics=False, preset=NO_GAP).profile.dma.to_pylist():
         assert d["ts"] == 1300
         assert d["duration"] == round(1300 + 16 * alone) - 1300 == 17348  # all end when the pool is done
 
@@ -134,7 +137,7 @@ def test_sixteen_concurrent_transfers_share_the_dma_engines() -> None:
 def test_hbm_bandwidth_caps_the_pool() -> None:
     k = Kit()
     _sixteen_loads(k)
-    narrow = replace(get_preset("trn1"), hbm_bandwidth=8 * 17e9)  # HBM feeds only 8 engines' worth
+    narrow = replace(NO_GAP, hbm_bandwidth=8 * 17e9)  # HBM feeds only 8 engines' worth
     res = k.run(numerics=False, preset=narrow)
     alone = (128 * 512 * 4 + 128 * 256) / (8 * 17.0)  # even alone a transfer is HBM-bound
     for d in res.profile.dma.to_pylist():
@@ -149,7 +152,7 @@ def test_sharing_ends_when_the_other_transfer_finishes() -> None:
     k = Kit()
     k.dma(k.sbuf("a", 128, 512), k.hbm("x", (128, 512)), queue=0, deps=())
     k.dma(k.sbuf("b", 128, 256), k.hbm("y", (128, 256)), queue=1, deps=())  # half the bytes
-    ev = k.run(numerics=False).profile.dma.to_pylist()
+    ev = k.run(numerics=False, preset=NO_GAP).profile.dma.to_pylist()
     t_a = (128 * 2048 + 128 * 256) / 272.0  # alone, on all 16 engines
     t_b = (128 * 1024 + 128 * 256) / 272.0
     # Both ask for the whole pool, so both run at half speed until b is done, then a runs alone.
@@ -159,12 +162,48 @@ def test_sharing_ends_when_the_other_transfer_finishes() -> None:
 
 def test_transfers_on_one_queue_run_in_order() -> None:
     k = Kit()
-    k.dma(k.sbuf("a", 128, 512), k.hbm("x", (128, 512)), queue=2, deps=())
-    k.dma(k.sbuf("b", 128, 512), k.hbm("y", (128, 512)), queue=2, deps=())
-    ev = k.run(numerics=False).profile.dma.to_pylist()
-    alone = (128 * 2048 + 128 * 256) / 272.0
-    assert ev[1]["ts"] == round(1300 + alone)  # its latency was hidden behind the first transfer
-    assert ev[1]["duration"] == round(1300 + 2 * alone) - round(1300 + alone)
+    k.dma(k.sbuf("a", 128, 2048), k.hbm("x", (128, 2048)), queue=2, deps=())
+    k.dma(k.sbuf("b", 128, 2048), k.hbm("y", (128, 2048)), queue=2, deps=())
+    k.dma(k.sbuf("c", 4, 64), k.hbm("z", (4, 64)), queue=2, deps=())
+    ev = k.run(numerics=False, preset=NO_GAP).profile.dma.to_pylist()
+    alone = (128 * 8192 + 128 * 256) / 272.0  # 3975 ns
+    small = (4 * 256 + 4 * 256) / 17.0  # 4 partitions: one engine
+    # The second transfer waits for the first to end (its descriptor stage, 1300 ns, overlapped the first).
+    assert [e["ts"] for e in ev] == [1300, round(1300 + alone), round(1300 + 2 * alone)]
+    assert ev[2]["duration"] == round(1300 + 2 * alone + small) - round(1300 + 2 * alone)
+    # A short transfer is held by the descriptor stage: one per 1300 ns on a queue.
+    k2 = Kit()
+    for q in range(3):
+        k2.dma(k2.sbuf(f"s{q}", 4, 64), k2.hbm(f"x{q}", (4, 64)), queue=0, deps=())
+    assert [e["ts"] for e in k2.run(numerics=False, preset=NO_GAP).profile.dma.to_pylist()] == [1300, 2600, 3900]
+
+
+def test_the_trigger_gap_spaces_consecutive_dmas_of_any_queue() -> None:
+    """FITTED dma_issue_gap_ns: consecutive DMA triggers of the program are at least the gap apart."""
+    k = Kit()
+    for q in range(3):
+        k.dma(k.sbuf(f"a{q}", 4, 64), k.hbm(f"x{q}", (4, 64)), queue=q, deps=())
+    spaced = replace(get_preset("trn1"), dma_issue_gap_ns=700.0)
+    assert [d["ts"] for d in k.run(numerics=False, preset=spaced).profile.dma.to_pylist()] == [1300, 2000, 2700]
+    assert [d["ts"] for d in k.run(numerics=False, preset=NO_GAP).profile.dma.to_pylist()] == [1300, 1300, 1300]
+
+
+def test_a_psum_zero_fill_before_an_accumulation_group_costs_nothing() -> None:
+    """nl.zeros in PSUM then matmuls accumulating into it: the first matmul overwrites (no VectorE memset)."""
+    k = Kit()
+    w, x = k.sbuf("w", 128, 128, "bfloat16"), k.sbuf("x", 128, 512, "bfloat16")
+    acc = k.psum("acc", 128, 512)
+    k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k.sbuf("busy", 128, 2048),), (k.sbuf("src", 128, 2048),), deps=())
+    z = k.emit(Engine.VECTOR, Opcode.MEMSET, (acc,), deps=(), value=0.0)
+    mm = k.emit(Engine.TENSOR, Opcode.MATMUL, (acc,), (w, x), deps=(z,), accumulate=True)
+    ev = rows(k.run(numerics=False))
+    assert ev[z]["duration"] == 0 and ev[z]["ts"] == 0  # not queued behind the 2048-element copy
+    assert ev[mm]["ts"] == round(60 / 2.8)  # only TensorE's own access latency
+    k2 = Kit()  # a zero-fill something else reads first is a real memset
+    acc2 = k2.psum("acc", 128, 512)
+    z2 = k2.emit(Engine.VECTOR, Opcode.MEMSET, (acc2,), deps=(), value=0.0)
+    k2.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k2.sbuf("o", 128, 512),), (acc2,), deps=(z2,))
+    assert rows(k2.run(numerics=False))[z2]["duration"] == round(512 / 1.12)
 
 
 def test_ldweights_overlaps_the_previous_matmul() -> None:
@@ -234,3 +273,29 @@ def test_timing_is_deterministic_and_independent_of_numerics() -> None:
     assert a.profile.dma.equals(c.profile.dma)
     assert a.latencies_ns == c.latencies_ns
     assert c.outputs == {}
+
+
+def test_the_compiler_moves_an_independent_instruction_ahead_within_its_window() -> None:
+    """VectorE: a copy waiting for a load does not hold back the independent copy behind it (nl.no_reorder
+    documents that the scheduler reorders independent operations); window 1 keeps program order."""
+    k = Kit()
+    load = k.dma(k.sbuf("x", 128, 512), k.hbm("h", (128, 512)), deps=())
+    first = k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k.sbuf("y", 128, 512),), (k.sbuf("x", 128, 512),), deps=(load,))
+    second = k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (k.sbuf("b", 128, 512),), (k.sbuf("a", 128, 512),), deps=())
+    ev = rows(k.run(numerics=False, preset=replace(get_preset("trn1"), sched_window=8)))
+    copy = round(512 / 1.12)  # max(MIN_II, N) cycles at 1.12 GHz
+    assert ev[second]["ts"] == 0 and ev[second]["duration"] == copy
+    assert ev[first]["ts"] > ev[load]["ts"]
+    strict = rows(k.run(numerics=False))  # the preset keeps program order (sched_window 1, ASSUMED)
+    assert strict[second]["ts"] == strict[first]["ts"] + strict[first]["duration"]
+
+
+def test_the_launch_cost_delays_everything() -> None:
+    k = Kit()
+    k.dma(k.sbuf("x", 4, 64), k.hbm("h", (4, 64)), deps=())
+    k.emit(Engine.VECTOR, Opcode.MEMSET, (k.sbuf("y", 128, 64),), deps=(), value=1.0)
+    base = k.run(numerics=False)
+    late = k.run(numerics=False, preset=replace(get_preset("trn1"), launch_ns=5000.0))
+    assert late.latencies_ns[0] == base.latencies_ns[0] + 5000
+    assert [r["ts"] for r in late.profile.instructions.to_pylist()] == [5000]
+    assert [r["ts"] for r in late.profile.dma.to_pylist()] == [6300]

@@ -86,7 +86,7 @@ def test_table_directories(tmp_path: Path, fmt: str, suffix: str) -> None:
     out = export_profile(fixed_tiny(), fmt, tmp_path / "out")
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob(f"*{suffix}"))
     assert "profile/instructions" + suffix in files and "analysis/findings" + suffix in files
-    assert len(files) == 12
+    assert len(files) == 13  # 4 profile tables + 9 analysis passes
     manifest = orjson.loads((out / "manifest.json").read_text())
     assert manifest["files"]["profile/dma" + suffix] == 2
     check(f"tiny.{fmt}.txt", _render_dir(out, suffix))

@@ -6,7 +6,7 @@ import pytest
 import nprof.nki.language as nl
 from nprof import nki
 from nprof.errors import NprofError
-from nprof.nki.decorators import COLUMNS, HOST_JITTER, HOST_OVERHEAD_US
+from nprof.nki.decorators import COLUMNS
 from nprof.nki.typing import tensor
 from nprof.profile import Profile
 from nprof.program.file import load_program
@@ -61,17 +61,16 @@ def test_benchmark_table_percentiles_and_files(tmp_path, capsys):
     assert printed[0].split() == [w for c in COLUMNS for w in c.split()]
     row = printed[1].split()
     assert len(row) == len(COLUMNS) and row[4] == "virtual"
-    assert printed[2] == f"Profile results are written to {ntff}"
+    assert printed[2].startswith("NCL(p): simulated device time (preset trn1, cost model ")
+    assert "L(p), INF/S, IRES/S, %USER: N/A" in printed[2]
+    assert printed[3] == f"Profile results are written to {ntff}"
 
     result = bench.benchmark_result
     nc = [result.nc_latency.get_latency_percentile(p) for p in (1, 50, 99)]
-    e2e = [result.e2e_latency.get_latency_percentile(p) for p in (1, 50, 99)]
     assert nc[0] == nc[1] == nc[2] > 0  # deterministic device
-    assert e2e[0] < e2e[1] < e2e[2]
-    assert nc[1] + HOST_OVERHEAD_US * (1 - HOST_JITTER) <= e2e[0]
-    assert e2e[2] <= nc[1] + HOST_OVERHEAD_US * (1 + HOST_JITTER)
-    assert float(row[10]) == pytest.approx(nc[0], abs=0.01) and float(row[8]) == pytest.approx(e2e[1], abs=0.01)
-    assert float(row[5]) == pytest.approx(1e6 / e2e[1], rel=1e-3)
+    assert result.e2e_latency is None  # no host measured: nothing invented
+    assert float(row[10]) == pytest.approx(nc[0], abs=0.01)
+    assert [row[i] for i in (5, 6, 7, 8, 9, 13)] == ["N/A"] * 6
 
     prog = load_program(neff)
     assert [t.name for t in prog.inputs] == ["x"]

@@ -112,3 +112,18 @@ def test_independent_tiles_stay_independent():
     program = CASES["exp"]().program
     loads = [i for i, ins in enumerate(program.instructions) if ins.ins and ins.ins[0].space is Space.HBM]
     assert len(loads) == 3 and all(program.instructions[i].deps == () for i in loads)
+
+
+def test_a_partial_reader_does_not_block_writes_to_the_part_it_did_not_read() -> None:
+    """A write to bytes [512, 1024) of an SBUF tile waits for its writer, not for a reader of [0, 512) only."""
+    from nprof.arch.isa import Access, Space
+    from nprof.nki.deps import DepTracker
+
+    def sb(offset: int, n: int) -> Access:
+        return Access(Space.SBUF, "t", "bfloat16", offset, 128, ((1, n),))
+
+    tracker = DepTracker()
+    assert tracker.record(0, (), (sb(0, 512),)) == ()  # writes bytes [0, 1024)
+    assert tracker.record(1, (sb(0, 256),), ()) == (0,)  # reads [0, 512)
+    assert tracker.record(2, (), (sb(512, 256),)) == (0,)  # writes [512, 1024): no wait for reader 1
+    assert tracker.record(3, (), (sb(0, 128),)) == (0, 1)  # writes [0, 256): waits for reader 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -63,3 +64,44 @@ def test_helpers() -> None:
     assert refusal({}, "GET", frozenset())[0] == 421  # type: ignore[index]
     assert refusal({"host": "localhost"}, "GET", frozenset()) is None
     assert "0.0.0.0" in allowed_names("0.0.0.0") and len(allowed_names("0.0.0.0")) >= 2
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/profiles/victim/tables/engines?offset=9223372036854775808",
+        "/api/profiles/victim/viewport?t0=0&t1=100000000000000000000&width=100",
+        "/api/profiles/victim/select?t0=0&t1=-9223372036854775809",
+    ],
+)
+def test_parameters_past_int64_are_422(client: TestClient, url: str) -> None:
+    r = client.get(url)
+    assert r.status_code == 422 and "64-bit" in r.json()["error"]
+
+
+@pytest.mark.parametrize("ts", [2**64, 2**63, 2**53 + 1, -1])
+def test_marker_ts_out_of_range_is_422(client: TestClient, ts: int) -> None:
+    r = client.post("/api/profiles/victim/markers", content=f'{{"ts": {ts}, "label": "x"}}')
+    assert r.status_code == 422, r.text
+
+
+def test_corrupt_database_is_one_line_without_the_store_path(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.ingest(tiny_profile(), "bad")
+    store.close()
+    store.db_path("bad").write_bytes(b"not a duckdb file" * 100)
+    with TestClient(
+        create_app(Store(tmp_path / "store")), base_url="http://localhost", raise_server_exceptions=False
+    ) as c:
+        r = c.get("/api/profiles/bad/rows")
+    assert r.status_code >= 400 and str(tmp_path) not in r.text and "\n" not in r.json()["error"], r.text
+
+
+def test_openapi_documents_objects_and_errors(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    ops = [op for path in spec["paths"].values() for op in path.values()]
+    assert ops and all({"404", "422", "421"} <= set(op["responses"]) for op in ops)
+    for op in ops:
+        for answer in op["responses"].values():
+            schema = answer.get("content", {}).get("application/json", {}).get("schema")
+            assert schema != {"type": "string"}

@@ -143,3 +143,50 @@ def test_wildcard_host_warns(tmp_path: Path) -> None:
     assert check_host("127.0.0.1") is None and check_host("localhost") is None and check_host("::1") is None
     assert "no authentication" in (check_host("0.0.0.0") or "")
     assert "no authentication" in (check_host("192.168.1.5") or "")
+
+
+def test_group_ingest_is_all_or_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    tiny_profile().save(run / "profile_rank_0.ntff")
+    (run / "profile_rank_1.ntff").write_bytes(b"PK\x03\x04 corrupt")
+    res = _run(["view", "-d", str(run), "--ingest-only", "--db-bucket", "job"], tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    catalog = json.loads((tmp_path / "store" / "catalog.json").read_text())
+    assert catalog["profiles"] == {} and catalog["groups"] == {}
+
+
+def test_second_ingest_of_an_id_in_progress_is_refused_at_once(tmp_path: Path, ntff: Path) -> None:
+    from nprof.errors import NprofError
+    from nprof.store import Store
+
+    holder, other = Store(tmp_path / "s"), Store(tmp_path / "s")
+    with holder.claim("same"):
+        t0 = time.monotonic()
+        with pytest.raises(NprofError, match="being ingested by another nprof process"):
+            other.ingest_file(ntff, profile_id="same")
+        assert time.monotonic() - t0 < 2
+    entry, _ = other.ingest_file(ntff, profile_id="same")
+    assert entry["id"] == "same"
+
+
+def test_ctrl_c_during_ingest_is_130_and_leaves_no_profile(tmp_path: Path) -> None:
+    import signal
+
+    from nprof.store.synthetic import synthetic_profile
+
+    big = synthetic_profile(150_000, seed=1).save(tmp_path / "big.ntff")
+    proc = subprocess.Popen(
+        [*NPROF, "view", "-s", str(big), "--ingest-only", "--db-bucket", "big"],
+        stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
+    )  # fmt: skip
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    catalog = tmp_path / "store" / "catalog.json"
+    if proc.returncode == 0:  # finished before the signal: a whole profile
+        assert json.loads(catalog.read_text())["profiles"]["big"]["event_count"] == 150_000
+    else:
+        assert proc.returncode == 130 and err.strip().endswith("interrupted"), err
+        assert not catalog.exists() or "big" not in json.loads(catalog.read_text())["profiles"]

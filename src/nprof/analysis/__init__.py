@@ -5,7 +5,7 @@ Contract (others depend on it):
   fields that apply to the profile, ordered (see `nprof.analysis.metrics`).
 * `PASSES`: pass name -> function; `run_all(profile) -> dict[name, Table]` runs
   every pass in registry order. Passes: summary, engines, opcodes, layers,
-  dma_queues, counters, warnings, findings (each documented in its module).
+  dma_queues, counters, warnings, findings, system_steps (each documented in its module).
 * Passes are vectorised (numpy / pyarrow.compute) and share derived arrays
   through `nprof.analysis.facts`, so running all of them reads each column once.
 * `describe(name)` gives the (group, unit, description) of a summary field.
@@ -25,6 +25,7 @@ from nprof.analysis.layers import layers
 from nprof.analysis.metrics import describe, summary_metrics
 from nprof.analysis.opcodes import opcodes
 from nprof.analysis.summary import summary
+from nprof.analysis.system import system_steps
 from nprof.analysis.warnings import warnings
 from nprof.profile import Profile
 
@@ -37,6 +38,7 @@ PASSES: dict[str, Callable[[Profile], pa.Table]] = {
     "counters": counters,
     "warnings": warnings,
     "findings": findings,
+    "system_steps": system_steps,
 }
 
 

@@ -171,7 +171,7 @@ class Facts:
         names = self.engine[1]
         codes = self.engine_intp
         counts = np.bincount(codes, minlength=len(names)) if codes.size else np.zeros(len(names), np.int64)
-        return {n: int(c) for n, c in zip(names, counts, strict=True)}
+        return {n: int(c) for n, c in zip(names, counts, strict=True)}  # engine is non-nullable: codes >= 0
 
     def engine_merged(self, engine: str) -> tuple[np.ndarray, np.ndarray]:
         """Disjoint busy intervals of one engine (cached)."""
@@ -196,17 +196,18 @@ class Facts:
     @cached_property
     def engines_present(self) -> list[str]:
         """Engines with at least one instruction, in schema order then name order."""
-        codes, names = self.engine
-        counts = np.bincount(codes[codes >= 0], minlength=len(names)) if codes.size else np.zeros(len(names))
-        present = {n for n, c in zip(names, counts, strict=True) if c}
+        present = {n for n, c in self.engine_counts.items() if c}
         order = ("tensor", "vector", "scalar", "gpsimd", "sync", "cc", "other")
         return [e for e in order if e in present] + sorted(present - set(order))
 
     @cached_property
     def compute_merged(self) -> tuple[np.ndarray, np.ndarray]:
-        codes, names = self.engine
-        m = select(codes, [i for i, n in enumerate(names) if n in COMPUTE_ENGINES], len(names))
-        return iv.merge(self.i_ts[m], self.i_end[m])
+        """Union of the compute engines' busy time: the merge of their (cached, disjoint) per-engine unions;
+        timsort merges those few sorted runs in about linear time."""
+        parts = [self.engine_merged(e) for e in self.engine[1] if e in COMPUTE_ENGINES]
+        if not parts:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return iv.merge(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
     @cached_property
     def tensor_matrix_mask(self) -> np.ndarray:
@@ -335,3 +336,11 @@ def facts(profile: Profile) -> Facts:
     f = Facts(profile)
     _CACHE[key] = (weakref.ref(profile, lambda _r, k=key: _CACHE.pop(k, None)), f)
     return f
+
+
+def release(profile: Profile) -> None:
+    """Drop the cached Facts of `profile` now (a caller done with the analysis frees its per-event arrays;
+    a later `facts(profile)` recomputes them)."""
+    hit = _CACHE.get(id(profile))
+    if hit is not None and hit[0]() is profile:
+        del _CACHE[id(profile)]

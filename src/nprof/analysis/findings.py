@@ -7,7 +7,8 @@ MAX_IDS, the instructions/DMAs responsible) and sources (list<string>, their
 most frequent source locations). Kinds: `bound` (memory/compute verdict),
 `serial_engines` (compute engines that never overlap), `exposed_dma` (DMA time
 with no compute running), `idle_gap` (nothing running, the longest few),
-`small_dma`, `tensor_reload`, `semaphore_wait`. Rows: warnings first, then by
+`small_dma`, `tensor_reload`, `semaphore_wait`, and for system profiles `recompile`, `host_bound`,
+`launch_gap`, `repeated_copies` (`nprof.analysis.system`). Rows: warnings first, then by
 impact_ns descending. A finding appears only when its evidence exists.
 """
 
@@ -23,6 +24,7 @@ from nprof.analysis.dma_queues import small_mask
 from nprof.analysis.facts import COMPUTE_ENGINES, facts
 from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.sources import human_bytes, human_ns, top_sources
+from nprof.analysis.system import system_findings
 from nprof.analysis.warnings import tensor_reloads
 from nprof.profile import Profile
 
@@ -55,11 +57,31 @@ def _row(severity: str, kind: str, title: str, message: str, ts: int, end: int, 
                 impact_ns=int(impact), event_ids=ids.tolist(), sources=sources)  # fmt: skip
 
 
+LOW_UTILISATION_PERCENT = 10.0  # below this MFU and MBU, neither roof limits the run
+
+
+def low_utilisation(metrics: dict) -> str | None:
+    """When MFU and MBU are both below LOW_UTILISATION_PERCENT: why the run is neither compute- nor
+    memory-bound (plain words), else None. The arithmetic-intensity verdict only says which roof is
+    nearer; a run far below both is limited by latency, dependencies or overheads instead."""
+    mfu, mbu = metrics.get("mfu_estimated_percent"), metrics.get("mbu_estimated_percent")
+    vals = [v for v in (mfu, mbu) if isinstance(v, int | float)]
+    if not vals or max(vals) >= LOW_UTILISATION_PERCENT:
+        return None
+    got = " and ".join(f"{k} {v:.3g} %" for k, v in (("MFU", mfu), ("MBU", mbu)) if isinstance(v, int | float))
+    verb = "are" if len(vals) > 1 else "is"
+    return (f"{got} {verb} below {LOW_UTILISATION_PERCENT:g} %: neither peak FLOP/s nor memory bandwidth "
+            "limits this run; time goes to latency, dependencies, dispatch overheads or idle gaps")  # fmt: skip
+
+
 def _bound(profile: Profile, metrics: dict) -> list[dict]:
     if "bound" not in metrics:
         return []
     ai, ratio = metrics["mm_arithmetic_intensity"], metrics["peak_flops_bandwidth_ratio"]
     total = facts(profile).total_ns
+    low = low_utilisation(metrics)
+    if low:
+        return [_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
     if metrics["bound"] == "memory":
         text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, below the device's {ratio:.3g} FLOP/B "
                 f"(peak FLOP/s / HBM bandwidth): HBM traffic, not the Tensor engine, limits this run; "
@@ -101,11 +123,14 @@ def _serial_engines(profile: Profile) -> list[dict]:
 
 
 def _engine_tracks(profile: Profile) -> dict[str, set[str]]:
-    """The timeline tracks each engine's instructions run on."""
-    pairs = profile.instructions.group_by(["engine", "track"]).aggregate([])
+    """The timeline tracks each engine's instructions run on (one count over the pair codes; both columns
+    are non-nullable, and their encodings are shared with the other passes and the store)."""
+    f = facts(profile)
+    (engine, engines), (track, names) = f.engine, f.track
+    seen = np.bincount(engine * np.int64(len(names)) + track, minlength=len(engines) * len(names))
     tracks: dict[str, set[str]] = {}
-    for engine, track in zip(pairs["engine"].to_pylist(), pairs["track"].to_pylist(), strict=True):
-        tracks.setdefault(engine, set()).add(track)
+    for k in np.flatnonzero(seen).tolist():
+        tracks.setdefault(engines[k // len(names)], set()).add(names[k % len(names)])
     return tracks
 
 
@@ -251,7 +276,7 @@ def findings(profile: Profile) -> pa.Table:
     """All findings of `profile` (see module doc)."""
     metrics = summary_metrics(profile)
     rows = _bound(profile, metrics)
-    for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits):
+    for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits, system_findings):
         rows.extend(fn(profile))
     rows.sort(key=lambda r: (r["severity"] != "warning", -r["impact_ns"]))
     return pa.Table.from_pylist(rows, schema=SCHEMA)

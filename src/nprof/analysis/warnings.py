@@ -52,23 +52,18 @@ def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.n
     group_codes, offsets, order = group_rows(codes)
     if group_codes.size == 0:
         return SCHEMA.empty_table()
-    members = rows[order]
+    members = rows[order]  # grouped by code, table order within a group
     starts = offsets[:-1]
     counts = np.diff(offsets)
-    # sums by group without gathering: bincount over the group index of every selected row
-    valid = codes >= 0
-    lut = np.zeros(int(group_codes.max()) + 1, np.int64)
-    lut[group_codes] = np.arange(group_codes.size)
-    group_index = lut[codes[valid]]
-    sel = rows[valid]
-    nbytes = np.bincount(group_index, weights=f.d_bytes[sel], minlength=group_codes.size)
-    parts = np.bincount(group_index, weights=f.d_partitions[sel], minlength=group_codes.size)
+    nbytes = np.add.reduceat(f.d_bytes[members], starts)  # exact int64 sums per group
+    parts = np.add.reduceat(f.d_partitions[members], starts)
     # members of a group keep table order, so with time-sorted transfers the first one starts earliest
     ts = f.d_ts[members[starts]] if iv.is_sorted(f.d_ts) else np.minimum.reduceat(f.d_ts[members], starts)
     end = np.maximum.reduceat(f.d_end[members], starts)
     tensors = profile.dma["tensor"].take(pa.array(members[starts])).to_pylist()
     src_codes, src_names = f.source("dma")
-    sources = top_per_group(group_index, src_codes[sel], src_names, group_codes.size)
+    group_index = np.repeat(np.arange(group_codes.size), counts)
+    sources = top_per_group(group_index, src_codes[members], src_names, group_codes.size)
     cols: dict[str, list] = {n: [] for n in SCHEMA.names if n != "event_ids"}
     for g in range(group_codes.size):
         n = int(counts[g])

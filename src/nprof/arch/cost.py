@@ -23,10 +23,29 @@ Choices where the table is silent (documented here, tested by hand):
   then `(bytes + chunks * dma_chunk_overhead_bytes) / bandwidth`, where a chunk
   is one contiguous run of the transfer (at most one partition row): transfers
   of < 256 B per partition are overhead-bound, >= 2 KiB ones ~90% efficient.
-  As on the hardware (NKI DMA overview: each transfer is parallelised over up to
-  16 DMA engines, depending on its shape), a transfer's chunks are dealt out to
-  `min(16, chunks)` engines, so alone it runs at that many engines' bandwidth,
-  capped by the pool all transfers share: `min(16 engines, HBM share)`.
+  Engines per transfer (NKI DMA overview, "Performance Considerations": "each
+  DMA engine is typically responsible for moving data for eight SBUF partitions
+  (128 partitions / 16 DMA engines)"; its Example 1 moves A[4, 4096] on one
+  engine): `ceil(partitions / 8)` engines, at most 16, so alone a transfer runs
+  at that many engines' bandwidth, capped by the pool all transfers share:
+  `min(16 engines, HBM share)`.
+* DMA queues (NKI DMA overview, "DMA Queues": "DMA transfers within a queue ...
+  are executed in order"; "Another key consideration ... is overhead to initiate
+  a DMA transfer"): a queue's descriptor stage holds one DMA at a time for the
+  fixed latency, so transfer starts on one queue are at least `dma_latency_ns`
+  apart; the transfers themselves overlap and share the pool. The DMA
+  throughput curve of that page (throughput proportional to bytes per
+  partition up to ~2 KiB, flat from 4 KiB at p=128) is this rule: one
+  transfer per ~1.2 us per queue until the bytes saturate the bandwidth.
+  Queue assignment (same page: "The queue ID is typically tied to the trigger
+  engine and the method of descriptor generation"): a DMA statement of a
+  kernel is one static instruction with its descriptors, so every execution of
+  it (every loop iteration) uses the same queue; distinct statements take the
+  queues round-robin (`nprof.nki.trace`).
+* DMA triggers (FITTED `dma_issue_gap_ns`): DMAs are triggered by instructions
+  in an engine's in-order stream, so consecutive DMAs of the program (any
+  queue) start at least `dma_issue_gap_ns` apart. Calibration set: the NKI
+  matmul tutorial's tiled kernel (bench/fidelity.py, fit set).
 """
 
 from __future__ import annotations
@@ -37,6 +56,16 @@ from nprof.arch.isa import COLLECTIVES, Access, Engine, Instruction, Opcode, Spa
 from nprof.arch.presets import Preset
 
 _FAST_TT_OPS = frozenset({"add", "multiply", "subtract"})
+
+# Version of the timing rules (this module + device.schedule); a profile's manifest records it (`model_meta`).
+MODEL_VERSION = "2"
+
+
+def model_meta(preset: Preset) -> dict[str, str]:
+    """What a profile records about the model that produced it: cost-model version and the fitted constants."""
+    fitted = ";".join(f"{k}={v:g}" for k, v in sorted(preset.fitted().items()))
+    assumed = ";".join(f"{k}={v:g}" for k, v in sorted(preset.assumed().items()))
+    return {"cost_model": MODEL_VERSION, "cost_model_fitted": fitted or "none", "cost_model_assumed": assumed or "none"}
 
 
 def matmul_cycles(stationary_free: int, moving_free: int, dtype: str, preset: Preset, moving_dtype: str = "") -> float:
@@ -132,9 +161,15 @@ def dma_chunks(src: Access, dst: Access) -> int:
     return math.ceil(elements / run)
 
 
-def dma_engines(chunks: int, preset: Preset) -> int:
-    """DMA engines one transfer spreads over: its chunks are dealt out to up to all of the core's engines."""
-    return max(1, min(preset.dma_queues, chunks))
+def dma_engines(partitions: int, preset: Preset) -> int:
+    """DMA engines one transfer spreads over: one per 8 partitions (pmax / engines), at most all of them."""
+    per_engine = max(1, preset.pmax // preset.dma_queues)
+    return max(1, min(preset.dma_queues, math.ceil(partitions / per_engine)))
+
+
+def dma_partitions(src: Access, dst: Access) -> int:
+    """Partitions a DMA spreads over: those of its on-chip side (the source's for HBM to HBM)."""
+    return dst.partitions if dst.space is not Space.HBM else src.partitions
 
 
 def dma_pool_bandwidth(preset: Preset) -> float:
@@ -142,13 +177,17 @@ def dma_pool_bandwidth(preset: Preset) -> float:
     return min(preset.dma_queues * preset.dma_queue_bandwidth, preset.hbm_bandwidth)
 
 
-def dma_transfer_ns(nbytes: int, chunks: int, preset: Preset, bandwidth: float | None = None) -> float:
+def dma_transfer_ns(
+    nbytes: int, chunks: int, preset: Preset, bandwidth: float | None = None, partitions: int | None = None
+) -> float:
     """Transfer time (after the fixed latency): (bytes + chunks * chunk overhead) / bandwidth.
 
-    The default bandwidth is the transfer's alone: `dma_engines(chunks)` engines, at most the pool.
+    The default bandwidth is the transfer's alone: `dma_engines(partitions)` engines (partitions defaults
+    to min(chunks, pmax)), at most the pool.
     """
     if bandwidth is None:
-        bandwidth = min(dma_engines(chunks, preset) * preset.dma_queue_bandwidth, dma_pool_bandwidth(preset))
+        parts = min(chunks, preset.pmax) if partitions is None else partitions
+        bandwidth = min(dma_engines(parts, preset) * preset.dma_queue_bandwidth, dma_pool_bandwidth(preset))
     return (nbytes + chunks * preset.dma_chunk_overhead_bytes) * 1e9 / bandwidth
 
 
@@ -156,7 +195,7 @@ def dma_ns(nbytes: int, partitions: int, preset: Preset, concurrent: int = 1) ->
     """Latency + transfer of a DMA of one contiguous chunk per partition, with `concurrent` equal
     transfers (including this one) sharing the DMA engines and HBM equally."""
     chunks = max(1, partitions)
-    alone = dma_engines(chunks, preset) * preset.dma_queue_bandwidth
+    alone = dma_engines(partitions, preset) * preset.dma_queue_bandwidth
     bw = min(alone, dma_pool_bandwidth(preset) / max(1, concurrent))
     return preset.dma_latency_ns + dma_transfer_ns(nbytes, chunks, preset, bw)
 
@@ -225,7 +264,9 @@ def instruction_ns(ins: Instruction, preset: Preset) -> float:
     """Duration in ns of one instruction running alone (a DMA: latency + transfer alone on its engines)."""
     if ins.opcode is Opcode.DMA_DIRECT2D:
         src, dst = ins.ins[0], ins.outs[0]
-        return preset.dma_latency_ns + dma_transfer_ns(dst.nbytes, dma_chunks(src, dst), preset)
+        return preset.dma_latency_ns + dma_transfer_ns(
+            dst.nbytes, dma_chunks(src, dst), preset, partitions=dma_partitions(src, dst)
+        )
     if ins.opcode in COLLECTIVES:
         acc = ins.ins[0] if ins.ins else None
         nbytes = acc.nbytes if acc is not None else 0

@@ -56,10 +56,24 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
   fill (float).
 * SELECT (VectorE): outs[0] = where(ins[0] != 0, ins[1], ins[2]).
 * RECIPROCAL (VectorE): outs[0] = 1 / ins[0].
-* BN_STATS (VectorE): outs[0] [P, 3] = (mean, variance, count) of all free
-  elements of ins[0] per partition (population variance). BN_AGGR (VectorE):
-  ins[0] [P, 3*k] holds k such triples; outs[0] [P, 2] = (mean, variance) of
+* BN_STATS (VectorE): outs[0] [P, 6] = (count, mean, variance*count) of the
+  even and then of the odd free elements of ins[0] per partition (population
+  variance; the hardware layout). BN_AGGR (VectorE): ins[0] [P, 3*k] holds k
+  (count, mean, variance*count) triples; outs[0] [P, 2] = (mean, variance) of
   the union, combined exactly (Chan et al.).
+* TENSOR_SCALAR with attrs reduce_op and outs[1] [P, 1]: outs[1] = reduce of
+  outs[0] over all free dims (nisa.tensor_scalar_reduce).
+* TENSOR_TENSOR_SCAN (VectorE): per partition over the flattened free axis,
+  r[0] = op1(op0(ins[0][0], init), ins[1][0]), r[i] = op1(op0(ins[0][i],
+  r[i-1]), ins[1][i]); init is attrs initial or ins[2] [P, 1]; attrs op0, op1.
+* TENSOR_PARTITION_REDUCE (GpSimdE): outs[0] [1, F...] = reduce of ins[0] over
+  the partition axis; attrs op.
+* MAX8 (VectorE): outs[0] [P, 8] = the 8 largest free elements, descending.
+  FIND_INDEX8 (VectorE): outs[0] [P, 8] = index of the first occurrence of
+  each of ins[1]'s 8 values in ins[0] (flattened free axis).
+  MATCH_REPLACE8 (VectorE): outs[0] = ins[0] with the first occurrence of each
+  of ins[1]'s 8 values replaced by attrs imm; outs[1], when present, the
+  indices.
 * ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER / ALL_TO_ALL (CC-cores): collective
   across the workers of attrs group (tuple of ranks; empty = all); ins[0] is
   this rank's HBM contribution, outs[0] its HBM result; attrs op (ALU op for
@@ -119,6 +133,11 @@ class Opcode(StrEnum):
     RECIPROCAL = "RECIPROCAL"
     BN_STATS = "BN_STATS"
     BN_AGGR = "BN_AGGR"
+    TENSOR_TENSOR_SCAN = "TENSOR_TENSOR_SCAN"
+    TENSOR_PARTITION_REDUCE = "TENSOR_PARTITION_REDUCE"
+    MAX8 = "MAX8"
+    FIND_INDEX8 = "FIND_INDEX8"
+    MATCH_REPLACE8 = "MATCH_REPLACE8"
     ALL_REDUCE = "ALL_REDUCE"
     ALL_GATHER = "ALL_GATHER"
     REDUCE_SCATTER = "REDUCE_SCATTER"
@@ -131,19 +150,33 @@ COLLECTIVES = frozenset({Opcode.ALL_REDUCE, Opcode.ALL_GATHER, Opcode.REDUCE_SCA
 ACTIVATION_FUNCS = (
     "copy", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu", "sqrt", "rsqrt",
     "reciprocal", "square", "abs", "negative", "sign", "erf", "softplus", "sin", "cos",
+    "tan", "arctan", "floor", "ceil", "trunc", "mish", "gelu_apprx_sigmoid", "silu_dx", "gelu_dx", "erf_dx",
 )  # fmt: skip
 
 ALU_OPS = (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "bypass",
     "is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt", "logical_and", "logical_or",
     "bitwise_and", "bitwise_or", "abs_max", "mod",
+    "bitwise_xor", "logical_xor", "left_shift", "right_shift", "fmod", "abs_min",
 )  # fmt: skip
 
-DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "int32", "int16", "int8", "uint8", "uint32")
+DTYPES = (
+    "float32",
+    "bfloat16",
+    "float16",
+    "float8_e4m3",
+    "float8_e5m2",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "uint16",
+    "uint32",
+)
 
 ITEMSIZE = {
     "float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3": 1, "float8_e5m2": 1,
-    "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint32": 4,
+    "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "uint32": 4,
 }  # fmt: skip
 
 

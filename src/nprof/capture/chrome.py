@@ -23,7 +23,8 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
   (``Sequence number``); flow events (``s``/``t``/``f``, e.g. ac2g, fwdbwd) add
   dependencies; ``C`` counters and Kineto ``[memory]`` events become counters
   (``cpu_allocated_bytes``, ``cuda0_allocated_bytes``, ``cuda0_reserved_bytes``);
-* timestamps become integer ns since the first event; FLOPs are computed from the
+* timestamps become integer ns since the first event (manifest `trace.origin_ns`: that event's
+  trace time, ts x 1000); FLOPs are computed from the
   recorded input shapes (`opclass.op_flops`); ``hbm_read_bytes`` estimates memory
   reads as the bytes of an op's recorded inputs (caches ignored; on the op's
   first kernel in GPU traces, where host rows read none); other byte columns stay 0.
@@ -50,10 +51,11 @@ from nprof import __version__
 from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
-from nprof.profile import TABLES, Profile, ProfileInfo
-from nprof.profile.model import checked
+from nprof.profile import Profile, ProfileInfo
+from nprof.profile.model import validated
 
 MAX_GZIP_RATIO = 100  # real Chrome/Kineto traces compress 5-30x
+GZIP_SLACK = 64 << 20  # ... plus this many bytes, for tiny files
 _OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
 _FLOW_PHASES = frozenset({"s", "t", "f"})
 
@@ -79,8 +81,8 @@ def load_json(path: Path) -> Any:
 
 
 def gunzip_bounded(raw: bytes, path: Path) -> bytes:
-    """Decompress a gzip file, refusing output past MAX_GZIP_RATIO x its size (+ 64 MiB): a gzip bomb."""
-    limit = MAX_GZIP_RATIO * len(raw) + (64 << 20)
+    """Decompress a gzip file, refusing output past MAX_GZIP_RATIO x its size + GZIP_SLACK: a gzip bomb."""
+    limit = MAX_GZIP_RATIO * len(raw) + GZIP_SLACK
     out = bytearray()
     try:
         while raw:
@@ -156,7 +158,7 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
             events, meta = trace_events(data, p)
             profile = events_to_profile(events, meta, p, info)
             del events
-        checked(p, {name: profile.table(name) for name in TABLES}, profile.info.world_size)
+        validated(profile, p)
         del data  # freed by refcount now, before the collector is back (else a full collection scans it)
     return profile
 
@@ -280,7 +282,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         name=path.name,
         producer=f"nprof {__version__} (chrome-trace import)",
         device_name=_device_name(meta),
-        meta=_meta(meta, names, len(events), unmatched),
+        meta={**_meta(meta, names, len(events), unmatched), "trace.origin_ns": str(rows.origin_ns)},
     )
     if info is not None:
         merged = dict(base_info.meta)

@@ -8,7 +8,8 @@ Contract (every failure is a one-line `NprofError` naming the file, the field an
   `device`, `stream`, `correlation`, `External id`, `Sequence number`: number/string/null;
   `bytes`: a number >= 0; `Input Dims`: a list whose shapes are lists (or, for a TensorList,
   lists of lists) of whole numbers in [0, 2^31); `Input type` a list of strings/null;
-  `Concrete Inputs` a list of scalars.
+  `Concrete Inputs` a list of scalars; `grid`/`block` lists of numbers; `registers per thread`,
+  `shared memory` numbers or strings.
 * `check_times(ts_us, dur_us, c_ts, f_ts, path)`: finite, no negative `dur` (a reversed B/E
   pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
 * `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
@@ -30,7 +31,9 @@ MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
 MAX_DIM = 1 << 31
 _SCALARS = frozenset({int, float, str, type(None)})
 _NUMBERS = frozenset({int, float, type(None)})
-_SCALAR_ARGS = ("device", "stream", "correlation", "External id", "Sequence number")
+_SCALAR_ARGS = (
+    "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
+)  # fmt: skip
 _MISSING = object()
 
 
@@ -59,7 +62,8 @@ def _check_scalar_column(values: list[Any], what: str, allowed: frozenset[type],
     if _types(values) <= allowed:
         return
     bad = next(v for v in values if type(v) not in allowed)
-    raise _fail(path, f"{what} is a {type(bad).__name__} ({str(bad)[:40]}), expected a number or string")
+    shown = f" ({str(bad)[:40]})" if type(bad) in _SCALARS or type(bad) is bool else ""  # never repr a deep list
+    raise _fail(path, f"{what} is a {type(bad).__name__}{shown}, expected a number or string")
 
 
 def _arg_values(args: list[dict[str, Any]], key: str) -> list[Any]:
@@ -96,7 +100,12 @@ def check_slices(sl: Any, path: Path) -> None:
     dims = _arg_values(args, "Input Dims")
     if dims:
         _check_dims(dims, path)
-    for key, allowed in (("Input type", {str, type(None)}), ("Concrete Inputs", _SCALARS)):
+    for key, allowed in (
+        ("Input type", {str, type(None)}),
+        ("Concrete Inputs", _SCALARS),
+        ("grid", _NUMBERS),
+        ("block", _NUMBERS),
+    ):
         values = _arg_values(args, key)
         items = chain.from_iterable(v or () for v in values if type(v) is list)
         if not _types(values) <= {list, type(None)} or not _types(items) <= allowed:

@@ -24,6 +24,8 @@ from nprof.errors import NprofError
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names
+_KIND["mtia_ccp_events"] = 3  # MTIA device-side work (Kineto ActivityType MTIA_CCP_EVENTS)
+_KIND["cuda_sync"] = 0  # Stream Sync / Stream Wait Event / Context Sync: waits, not work: dropped
 _BWD = "autograd::engine::evaluate_function: "
 
 
@@ -33,6 +35,7 @@ class Rows:
     dma: dict[str, Any]
     counters: dict[str, Any]
     dtype: str | None  # dominant input dtype of FLOP-carrying ops (torch names: float, c10::BFloat16...)
+    origin_ns: int = 0  # trace time in ns (ts x 1000) that became ts = 0
 
 
 def _operands(args: dict[str, Any]) -> str | None:
@@ -130,11 +133,12 @@ def build_profile(
     multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
     labels: list[str | None] = [None] * n
     thread_label: dict[tuple[Any, Any], str] = {}
-    dev_label: dict[tuple[Any, Any], str] = {}
+    dev_label: dict[tuple[Any, ...], str] = {}
     for i in [i for i, k in enumerate(kind_l) if k >= 3]:
         a, key = args[i], (pids[i], tids[i])
         ds = (a.get("device", key[0]), a.get("stream", key[1]))
-        label = dev_label.get(ds) or dev_label.setdefault(ds, f"cuda:{ds[0]}:{ds[1]}")
+        prefix = "mtia" if sl.cat[i].startswith("mtia") else "cuda"
+        label = dev_label.get((prefix, *ds)) or dev_label.setdefault((prefix, *ds), f"{prefix}:{ds[0]}:{ds[1]}")
         labels[i] = label
         thread_label.setdefault(key, label)
     pairs = list(zip(pids, tids, strict=True))
@@ -338,6 +342,8 @@ def build_profile(
 
     engines = [engine_of(nm) for nm in i_name]
     engines = ["tensor" if f > 0 and e == "other" else e for e, f in zip(engines, i_flops.tolist(), strict=True)]
+    if n_k:  # device work present: host rows are their own engine, so engine totals are device-only
+        engines[:n_r] = ["host"] * n_r
 
     def perm(values: list[Any]) -> list[Any]:
         return [values[k] for k in i_order.tolist()]
@@ -366,4 +372,4 @@ def build_profile(
         "value": np.asarray([float(c[2]) for c in counters], dtype=np.float64),
     }
     dtype = dtype_weight.most_common(1)[0][0] if dtype_weight else None
-    return Rows(instructions, dma, counter_cols, dtype)
+    return Rows(instructions, dma, counter_cols, dtype, int(base_us) * 1000 + t0)

@@ -38,6 +38,17 @@ def rank_file(out_dir: str | os.PathLike[str], rank: int) -> Path:
     return Path(out_dir) / f"profile_rank_{rank}.ntff"
 
 
+def worker_dir_for(profile: str | os.PathLike[str]) -> Path | None:
+    """The directory holding the per-rank files a multi-worker `capture -s DIR/NAME.ntff` wrote
+    (DIR/profile_rank_<i>.ntff), when `profile` itself does not exist; else None. Lets
+    `nprof view -s DIR/NAME.ntff` open the group as the capture command line named it."""
+    p = Path(profile).expanduser()
+    if p.exists():
+        return None
+    d = p.parent if p.suffix == ".ntff" else p
+    return d if d.is_dir() and any(d.glob("profile_rank_*.ntff")) else None
+
+
 def parse_multi_input(path: str | os.PathLike[str]) -> dict[int, dict[str, str]]:
     """rank -> {input name: .npy path} from a `-m` file (see module doc)."""
     p = Path(path).expanduser()

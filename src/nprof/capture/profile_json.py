@@ -28,6 +28,7 @@ from nprof import __version__
 from nprof.errors import NprofError
 from nprof.profile import Profile, ProfileInfo
 from nprof.profile.schema import COLLECTIVES, DMA, INSTRUCTIONS
+from nprof.profile.validate import MAX_TS
 
 # row label (real profiler and nprof's json `label`) -> (track, engine)
 _LABELS = {
@@ -52,6 +53,22 @@ def _track_engine(label: Any) -> tuple[str, str]:
     if text.lower().startswith("cc-core "):
         return f"cc.{text[8:]}", "cc"
     return text, "other"  # real-hardware rows (cpu:<tid>, cuda:<dev>:<stream>) and unknown labels
+
+
+def _summary(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The first summary record, checked: total_time a finite number of seconds >= 0 (< 2^53 ns) or
+    absent; nc_idx/nd_idx whole numbers >= 0 or absent."""
+    records = data.get("summary") or [{}]
+    if not isinstance(records, list) or not isinstance(records[0], dict):
+        raise NprofError(f"{path}: 'summary' must be a list of JSON objects; re-export the profile JSON")
+    s = records[0]
+    total = s.get("total_time")
+    if total is not None and (type(total) not in (int, float) or not 0 <= total < MAX_TS / 1e9):
+        raise NprofError(f"{path}: summary total_time {str(total)[:30]} is not a number of seconds >= 0")
+    for key in ("nc_idx", "nd_idx"):
+        if s.get(key) is not None and (type(s[key]) is not int or not 0 <= s[key] < 1 << 16):
+            raise NprofError(f"{path}: summary {key} must be a whole number >= 0")
+    return s
 
 
 def _records(data: dict[str, Any], key: str, path: Path) -> list[dict[str, Any]]:
@@ -105,9 +122,11 @@ def profile_from_json(data: Any, path: Path) -> Profile:
     d_cols["queue"] = [r.get("queue") or str(r.get("label") or "q0").removeprefix("DMA ") for r in dma]
     d_cols["direction"] = [v or "unknown" for v in d_cols.get("direction", [None] * len(dma))]
     ids = [r.get("id") for r in ins] + [r.get("id") for r in dma]
-    if all(isinstance(v, int) for v in ids) and len(set(ids)) == len(ids):
+    if all(type(v) is int for v in ids) and len(set(ids)) != len(ids):
+        raise NprofError(f"{path}: event ids are not unique across 'instruction' and 'dma'; re-export the profile")
+    if all(type(v) is int for v in ids):
         i_cols["id"], d_cols["id"] = ids[: len(ins)], ids[len(ins) :]
-    else:  # ids missing or not unique: number the events, dependencies cannot be trusted
+    else:  # ids missing (neuron-profile output): number the events; dependencies cannot be resolved
         i_cols["id"], d_cols["id"] = list(range(len(ins))), list(range(len(ins), len(ids)))
         i_cols.pop("deps", None)
         d_cols.pop("deps", None)
@@ -121,17 +140,17 @@ def profile_from_json(data: Any, path: Path) -> Profile:
     if coll:
         c_cols["ts"] = [int(v) - t0 for v in c_cols["ts"]]
 
-    summary = (data.get("summary") or [{}])[0]
-    total = summary.get("total_time") if isinstance(summary, dict) else None
+    summary = _summary(data, path)
+    total = summary.get("total_time")
     end = int(max((i_ts + i_dur).max(initial=t0), (d_ts + d_dur).max(initial=t0))) - t0
-    total_ns = round(float(total) * 1e9) if isinstance(total, int | float) else None
+    total_ns = round(float(total) * 1e9) if total is not None else None
     info = ProfileInfo(
         device="profile-json",
         name=path.name,
         producer=f"nprof {__version__} (profile JSON import)",
         total_time_ns=total_ns if total_ns is not None and total_ns > end else None,
-        nc_idx=int(summary.get("nc_idx", 0) or 0) if isinstance(summary, dict) else 0,
-        nd_idx=int(summary.get("nd_idx", 0) or 0) if isinstance(summary, dict) else 0,
+        nc_idx=summary.get("nc_idx") or 0,
+        nd_idx=summary.get("nd_idx") or 0,
         meta={"source_events": str(len(ins) + len(dma))},
     )
     try:

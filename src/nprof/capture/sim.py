@@ -31,10 +31,11 @@ import numpy as np
 
 from nprof.device import simulate
 from nprof.errors import NprofError
-from nprof.npy import read_npy
 from nprof.profile import Profile
+from nprof.profile.sources import embed_sources
 from nprof.program.file import load_program
 from nprof.program.model import Program
+from nprof.program.npy import read_npy
 
 
 class SimWarning(UserWarning):
@@ -98,6 +99,8 @@ def capture_program(
     if result.warnings:
         meta["warnings"] = "\n".join(result.warnings)
     profile = replace(result.profile, info=replace(info, program=str(Path(program_path).resolve()), meta=meta))
+    # the kernel sources the profile points at travel with it (looked up beside the program and in the cwd)
+    profile = embed_sources(profile, [Path(program_path).resolve().parent, Path.cwd()])
     profile.save(profile_path)
     return profile
 
@@ -118,6 +121,13 @@ def _pairs(values: list[str]) -> dict[str, str]:
             raise NprofError(f"input {name!r} is given twice; give each input once")
         pairs[name] = path
     return pairs
+
+
+def nth_exec_path(profile: str | os.PathLike[str], nth: int) -> Path:
+    """Where `-s PROFILE` lands for `--profile-nth-exec N`: PROFILE itself for N = 1, else
+    `<stem>_exec_<N><suffix>` beside it (profile.ntff -> profile_exec_2.ntff), as neuron-profile names it."""
+    p = Path(profile)
+    return p if nth == 1 else p.with_name(f"{p.stem}_exec_{nth}{p.suffix or '.ntff'}")
 
 
 def _multi_worker_requested(args: argparse.Namespace) -> bool:
@@ -151,11 +161,12 @@ def capture_from_args(args: argparse.Namespace) -> int:
     pairs = _pairs(list(args.inputs or []))
     if not args.profile:
         raise NprofError("missing -s PROFILE: where to write the profile")
+    target = nth_exec_path(args.profile, args.profile_nth_exec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SimWarning)
         profile = capture_program(
             args.program,
-            args.profile,
+            target,
             pairs,
             preset=args.device_preset,
             profile_nth=args.profile_nth_exec,
@@ -173,6 +184,6 @@ def capture_from_args(args: argparse.Namespace) -> int:
         f"ran {info.name} on the virtual {info.preset} NeuronCore: device time {total / 1000:.3f} us "
         f"({_count(profile.instructions.num_rows, 'instruction')}, {_count(profile.dma.num_rows, 'DMA transfer')}; "
         f"execution {args.profile_nth_exec} profiled)\n"
-        f"profile written to {args.profile}\n"
+        f"profile written to {target}\n"
     )
     return 0

@@ -1,7 +1,7 @@
 """The child process of `nprof capture -- python script.py`: run the script under torch.profiler.
 
-Usage (internal): ``python -m nprof.capture.torch_boot TRACE STATUS DEVICE (SCRIPT | -m MODULE) [ARGS...]``
-with DEVICE cpu, cuda or auto.
+Usage (internal): ``python -m nprof.capture.torch_boot TRACE STATUS DEVICE POLICY (SCRIPT | -m MODULE) [ARGS...]``
+with DEVICE cpu, cuda or auto and POLICY the ``--device-profile`` value (all, none, nth:N, default).
 It sets ``sys.argv`` and ``sys.path[0]`` as ``python script.py`` would, runs the
 script with runpy inside a `TorchSession`, and always, even when the script
 fails, writes the Chrome trace to TRACE and a JSON status to STATUS
@@ -35,12 +35,12 @@ def _write_status(path: str, status: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    trace, status_path, device, target = argv[0], argv[1], argv[2], argv[3:]
+    trace, status_path, device, policy, target = argv[0], argv[1], argv[2], argv[3], argv[4:]
     from nprof.capture.torch_session import TorchSession
     from nprof.errors import NprofError
 
     try:
-        session = TorchSession(None if device == "auto" else device)
+        session = TorchSession(None if device == "auto" else device, policy)
     except NprofError as err:
         _write_status(status_path, {"exit_code": 2, "error": str(err)})
         return 2

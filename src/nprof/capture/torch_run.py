@@ -9,7 +9,10 @@ Contract of `capture_command(command, profile_path, device)`:
   `nprof.capture.torch_boot`, with the caller's stdin/stdout/stderr, environment
   and working directory, under torch.profiler for its whole run;
 * the trace is converted into a Profile (`torch_session.build_torch_profile`:
-  device, device name, peaks, command line and exit status in the manifest) and
+  device, device name, peaks, command line and exit status in the manifest),
+  joined with what the nprof backend did (`nprof.capture.system`: a system
+  profile when a graph compiled with ``backend="nprof"`` ran; `device_profile`
+  picks which executions keep a device profile, in ``<profile>.devices/``) and
   written atomically to `profile_path`;
 * exit status: a script exiting 0 -> None. A script exiting non-zero (or killed)
   -> `NprofError` with one line and ``exit_code`` = the script's status
@@ -30,6 +33,8 @@ from pathlib import Path
 
 import orjson
 
+from nprof.capture.system import attach_system, save_system
+from nprof.capture.system_recorder import DevicePolicy
 from nprof.commandline import is_python
 from nprof.errors import NprofError
 from nprof.progress import progress
@@ -63,9 +68,12 @@ def _target(command: list[str]) -> tuple[list[str], str]:
     return args, script.name
 
 
-def capture_command(command: list[str], profile_path: str, device: str | None = None) -> None:
-    """Run `command` under torch.profiler and write the profile (see module doc)."""
+def capture_command(
+    command: list[str], profile_path: str, device: str | None = None, device_profile: str = "default"
+) -> None:
+    """Run `command` under torch.profiler and write the (system) profile (see module doc)."""
     target, name = _target(command)
+    DevicePolicy.parse(device_profile)  # a bad --device-profile fails before the script runs
     out = Path(profile_path)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -76,7 +84,8 @@ def capture_command(command: list[str], profile_path: str, device: str | None = 
         raise NprofError(f"--device {device}: nprof capture -- COMMAND profiles cpu or cuda")
     with tempfile.TemporaryDirectory(prefix="nprof-capture-") as tmp:
         trace, status_path = Path(tmp) / "trace.json", Path(tmp) / "status.json"
-        cmd = [sys.executable, "-m", "nprof.capture.torch_boot", str(trace), str(status_path), device or "auto"]
+        boot = [str(trace), str(status_path), device or "auto", device_profile]
+        cmd = [sys.executable, "-m", "nprof.capture.torch_boot", *boot]
         cmd += target
         proc = subprocess.Popen(cmd)
         try:
@@ -104,7 +113,7 @@ def capture_command(command: list[str], profile_path: str, device: str | None = 
                     f"{name} exited with status {rc}; no PyTorch op was recorded, no profile written", exit_code=rc
                 )
             raise NprofError(f"{name}: no PyTorch op ran, nothing to profile; no profile written")
-        profile.save(out)
+        save_system(attach_system(profile, Path(tmp), out), out)
     if rc:
         raise NprofError(
             f"{name} exited with status {rc}; the profile of what ran before the failure is in {out}", exit_code=rc

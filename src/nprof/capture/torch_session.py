@@ -17,6 +17,10 @@ Contract:
   The importer (`nprof.capture.chrome`) turns those into ``nki_source_location`` and ``layer``.
   `step()` ends a training step and starts the next (``ProfilerStep#N``
   annotations, as torch's own ``profiler.step()``): rows get N as ``iteration``.
+  A `SystemRecorder` (`nprof.capture.system_recorder`) observes the nprof
+  backend meanwhile (compiles, launches, copies, device profiles per
+  ``device_profile`` policy); `stop` writes its log beside the trace, and
+  `nprof.capture.system` joins it to the host rows (the system profile).
 * `resolve_device(device)` checks the requested device ("cpu", "cuda" or None =
   cuda if available) and raises `NprofError` when CUDA is asked for but absent.
 * `build_torch_profile(trace_path, device, name, meta)` imports the trace and
@@ -102,8 +106,10 @@ class _Annotator:
         class SourceMode(TorchFunctionMode):
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 kwargs = kwargs or {}
+                if is_compiling():  # first: Dynamo traces this mode, and must see nothing but the call
+                    return func(*args, **kwargs)
                 fname = getattr(func, "__name__", "")
-                if fname in skip or "record_function" in fname or is_compiling():
+                if fname in skip or "record_function" in fname:
                     return func(*args, **kwargs)
                 frame = sys._getframe(1)
                 while frame is not None and not user(frame.f_code.co_filename):
@@ -181,10 +187,13 @@ class TorchSession:
 
     active: TorchSession | None = None  # the running session of this process (torch allows one)
 
-    def __init__(self, device: str | None = None) -> None:
+    def __init__(self, device: str | None = None, device_profile: str = "default") -> None:
         import torch
 
+        from nprof.capture.system_recorder import DevicePolicy, SystemRecorder
+
         self.device = resolve_device(device)
+        self.recorder = SystemRecorder(DevicePolicy.parse(device_profile))
         activities = [torch.profiler.ProfilerActivity.CPU]
         if self.device == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -196,6 +205,7 @@ class TorchSession:
         self.step_num = 0
 
     def start(self) -> None:
+        self.recorder.install()
         self._prof.__enter__()
         self._annotator.__enter__()
         self._running = True
@@ -220,7 +230,7 @@ class TorchSession:
         self._open_step()
 
     def stop(self, trace_path: str | os.PathLike[str]) -> None:
-        """Stop profiling and write torch's Chrome trace to `trace_path`."""
+        """Stop profiling; write torch's Chrome trace to `trace_path` and the backend log beside it."""
         if not self._running:
             return
         self._running = False
@@ -229,6 +239,8 @@ class TorchSession:
         self._close_step()
         self._annotator.__exit__(None, None, None)
         self._prof.__exit__(None, None, None)
+        self.recorder.uninstall()
+        self.recorder.write(Path(trace_path).parent)
         self._prof.export_chrome_trace(str(trace_path))
 
 

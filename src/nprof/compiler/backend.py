@@ -38,7 +38,7 @@ from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
 from nprof.compiler.collectives import check_process_group, ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
-from nprof.compiler.runtime import STATS, DeviceGraph, save_samples, to_numpy
+from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
@@ -302,6 +302,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
             return eager
         if opts.fallback != "eager":
             raise UnsupportedOpError(f"{_GRAPH_KIND[kind]}: {err}") from err.__cause__  # internal: the bug
+        notify("fallback", module, time.time_ns())
         shared["failed"] = f"{_GRAPH_KIND[kind]}: {err}"
         return eager  # never run: the whole Dynamo graph runs eagerly instead (see `_specialize`)
     sample_dir = module_dir / "inputs"
@@ -343,11 +344,12 @@ def _program(
                 for s in manifest["outputs"]
             ]
             STATS.cache_hits += 1
+            notify("cache_hit", module_dir.name, time.time_ns())
             log_event(module_dir, kind, "cached", len(program.instructions))
             return program, slots
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable manifest: compile again
-    start = time.perf_counter()
+    start, start_ns = time.perf_counter(), time.time_ns()
     plan = GraphPlan(
         name=f"{module_dir.name}_{kind}",
         kind=kind,
@@ -372,6 +374,7 @@ def _program(
     seconds = time.perf_counter() - start  # lowering + writing the module
     STATS.compiled += 1
     STATS.compile_seconds.append((module_dir.name, seconds))
+    notify("compile", module_dir.name, start_ns)
     log_event(module_dir, kind, "compiled", len(program.instructions))
     return program, slots
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
-from nprof.nki.trace import ProgramBuilder
+from nprof.compiler.fusion import FusingBuilder, dead_stores
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -29,7 +29,7 @@ class Emitter:
 
     def __init__(self, name: str, preset: str = "trn1") -> None:
         self.name = name
-        self.builder = ProgramBuilder(name, preset)
+        self.builder = FusingBuilder(name, preset)
         self.preset = self.builder.preset
         self.tensors: dict[str, TensorDecl] = {}
 
@@ -67,7 +67,7 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        program = self.builder.build()
+        program = dead_stores(self.builder.build()) if self.builder.fusing else self.builder.build()
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

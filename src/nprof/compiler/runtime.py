@@ -9,12 +9,16 @@ passed through; constant outputs are filled on the host). The first call saves i
 be given real values. Program inputs named ``rng.*`` (training-mode dropout) get fresh uniform [0, 1)
 numbers from torch's generator on every call.
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
+`OBSERVERS`: callables that receive a `RuntimeEvent` for every compile, cache hit, fallback, host->device
+copy, launch and device->host copy of the backend (stamped with `time.time_ns()`, the Unix clock that
+torch.profiler's traces use), so a capture can draw the system view; nothing is recorded when empty.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,35 @@ class Stats:
 
 
 STATS = Stats()
+
+
+@dataclass(frozen=True)
+class RuntimeEvent:
+    """One host-side event of the backend, for `OBSERVERS` (times: `time.time_ns()`, Unix ns)."""
+
+    kind: str  # compile, cache_hit, fallback, h2d, launch or d2h
+    module: str  # compile-cache module (MODULE_<hash>) of the graph
+    start_ns: int  # when it began
+    end_ns: int  # when it ended
+    nbytes: int = 0  # bytes copied (h2d, d2h)
+    exec_index: int = -1  # the graph's execution count, from 0 (h2d, launch, d2h)
+    device_ns: int = 0  # simulated device time of the execution (launch)
+    profile: Any = None  # the device Profile of the execution (launch)
+    thread: int = 0  # native id of the host thread
+    graph: str = ""  # program name, <module>_<fw|bw|inference> (h2d, launch, d2h)
+
+
+OBSERVERS: list[Callable[[RuntimeEvent], None]] = []
+
+
+def notify(kind: str, module: str, start_ns: int, **fields: Any) -> None:
+    """Send a `RuntimeEvent` ending now to every observer (no-op without observers)."""
+    if OBSERVERS:
+        event = RuntimeEvent(kind, module, start_ns, time.time_ns(), thread=threading.get_native_id(), **fields)
+        for observer in list(OBSERVERS):
+            observer(event)
+
+
 RNG_PREFIX = "rng."  # program inputs the runtime fills with fresh random numbers on every call
 
 
@@ -95,11 +128,14 @@ class DeviceGraph:
         self.module = module
         self.sample_dir = sample_dir
         self._decls = {t.name: t for t in program.inputs}
+        self.calls = 0  # executions so far (the next one's index)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         from nprof.device import simulate
 
         start = time.perf_counter()
+        call_ns, index = time.time_ns(), self.calls
+        self.calls += 1
         device = next((a.device for a in args if hasattr(a, "device")), "cpu")  # results go back where inputs live
         inputs = {}
         for name, value in zip(self.input_names, args, strict=True):
@@ -114,7 +150,15 @@ class DeviceGraph:
         if self.sample_dir is not None:
             save_samples(self.sample_dir, inputs)
             self.sample_dir = None
+        graph = self.program.name
+        in_bytes = sum(a.nbytes for a in inputs.values())
+        notify("h2d", self.module, call_ns, nbytes=in_bytes, exec_index=index, graph=graph)
+        launch_ns = time.time_ns()
         result = simulate(self.program, inputs, numerics=True, allow_nonfinite=True)  # as eager torch would
+        device_ns = int(result.latencies_ns[-1])
+        notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=result.profile,
+               graph=graph)  # fmt: skip
+        copy_ns = time.time_ns()
         outs: list[Any] = []
         for slot in self.slots:
             if slot.kind == "tensor":
@@ -131,7 +175,9 @@ class DeviceGraph:
                 outs.append(torch.full(slot.shape, slot.value, dtype=getattr(torch, slot.dtype), device=device))
             else:
                 outs.append(None)
-        STATS.device_ns.append((self.module, int(result.latencies_ns[-1])))
+        out_bytes = sum(result.outputs[s.name].nbytes for s in self.slots if s.kind == "tensor")
+        notify("d2h", self.module, copy_ns, nbytes=out_bytes, exec_index=index, graph=graph)
+        STATS.device_ns.append((self.module, device_ns))
         STATS.wall_seconds.append((self.module, time.perf_counter() - start))
         STATS.last_profile[self.module] = result.profile
         return outs

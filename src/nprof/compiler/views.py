@@ -282,3 +282,68 @@ def broadcast_rows(
     """Like `view_access` without a partition dim, repeated on `partitions` partitions (DMA broadcast)."""
     a = view_access(view, None, start, sizes, free_dims)
     return Access(a.space, a.tensor, a.dtype, a.offset, partitions, a.free, 0, 0)
+
+
+def _dims_of_run(
+    stride: int, size: int, start: Sequence[int], shape: Sequence[int], cstrides: Sequence[int]
+) -> list[int] | None:
+    """The dims (outermost first) a run of `size` elements at contiguous stride `stride` walks, from index
+    `start`, in a contiguous tensor of `shape`; None when the run is not a box (wraps mid-dim)."""
+    inner = next((d for d in reversed(range(len(shape))) if shape[d] > 1 and cstrides[d] == stride), None)
+    if inner is None:
+        return [] if size == 1 else None
+    dims, left = [], size
+    for d in range(inner, -1, -1):
+        if shape[d] == 1:
+            continue
+        if left <= 1:
+            break
+        if left < shape[d]:
+            if left and start[d] + left <= shape[d]:
+                dims.append(d)
+                left = 1
+            break
+        if left % shape[d] or start[d]:
+            return None
+        dims.append(d)
+        left //= shape[d]
+    return list(reversed(dims)) if left == 1 else None
+
+
+def _run_stride(dims: list[int], shape: Sequence[int], strides: Sequence[int]) -> int | None:
+    """One operand's stride along a run over `dims` (merged), or None when its strides do not merge."""
+    if not dims:
+        return 0
+    for outer, inner in itertools.pairwise(dims):
+        if strides[outer] != strides[inner] * shape[inner]:
+            return None
+    return strides[dims[-1]]
+
+
+def retile(
+    accesses: Sequence[Access], shape: Sequence[int], strides: Sequence[Sequence[int]]
+) -> list[TileSpec] | None:
+    """TileSpecs over `shape` reproducing `accesses` (patterns on a contiguous tensor of that shape) for
+    operands of the given strides (offsets relative to each operand's view), or None when some access is not
+    a box of whole runs every operand can follow (then the caller tiles with `row_tiles`)."""
+    cstrides = contiguous_strides(shape)
+    specs = []
+    for a in accesses:
+        rem, start = a.offset, []
+        for cs in cstrides:
+            start.append(rem // cs)
+            rem %= cs
+        runs = [(a.partition_stride, a.partitions), *a.free]
+        per_run = []
+        for stride, size in runs:
+            dims = _dims_of_run(stride, size, start, shape, cstrides) if size > 1 else []
+            if dims is None:
+                return None
+            steps = [_run_stride(dims, shape, st) for st in strides]
+            if any(s is None for s in steps):
+                return None
+            per_run.append((tuple(steps), size))
+        offsets = tuple(sum(i * s for i, s in zip(start, st, strict=True)) for st in strides)
+        (pst, parts), free = per_run[0], per_run[1:]
+        specs.append(TileSpec(offsets, pst, parts, tuple(free) or (((0,) * len(strides), 1),)))  # type: ignore[arg-type]
+    return specs

@@ -23,6 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import COLLECTIVES, Instruction, Opcode
 from nprof.device.memory import Memory
+from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS
 
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
@@ -64,6 +65,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "softplus": lambda x: np.logaddexp(np.float32(0), x),
     "sin": np.sin,
     "cos": np.cos,
+    **EXTRA_ACTIVATIONS,
 }
 
 
@@ -101,6 +103,10 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "bitwise_or": _bitwise(np.bitwise_or),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "mod": np.mod,
+    "bitwise_xor": _bitwise(np.bitwise_xor),
+    "left_shift": _bitwise(np.left_shift),
+    "right_shift": _bitwise(np.right_shift),
+    **EXTRA_ALU,
 }
 
 REDUCE: dict[str, Callable[..., np.ndarray]] = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod}
@@ -207,6 +213,10 @@ def _tensor_scalar(ins: Instruction, mem: Memory) -> None:
         x = fn(s, x) if ins.attr(f"reverse{k - 1}", False) else fn(x, s)
         x = np.asarray(x)
     mem.write(ins.outs[0], x)
+    reduce_op = ins.attr("reduce_op")
+    if reduce_op is not None and len(ins.outs) > 1:
+        r = REDUCE[str(reduce_op)](x.astype(np.float32).reshape(x.shape[0], -1), axis=1, keepdims=True)
+        mem.write(ins.outs[1], r)
 
 
 def _tensor_reduce(ins: Instruction, mem: Memory) -> None:
@@ -267,8 +277,13 @@ def _reciprocal(ins: Instruction, mem: Memory) -> None:
 def _bn_stats(ins: Instruction, mem: Memory) -> None:
     x = mem.read(ins.ins[0]).astype(np.float64)
     x = x.reshape(x.shape[0], -1)
-    stats = np.stack([x.mean(axis=1), x.var(axis=1), np.full(x.shape[0], x.shape[1], np.float64)], axis=1)
-    mem.write(ins.outs[0], stats.reshape(ins.outs[0].shape))
+    cols = []
+    for half in (x[:, 0::2], x[:, 1::2]):
+        n = half.shape[1]
+        mean = half.mean(axis=1) if n else np.zeros(x.shape[0])
+        var = half.var(axis=1) if n else np.zeros(x.shape[0])
+        cols += [np.full(x.shape[0], n, np.float64), mean, var * n]
+    mem.write(ins.outs[0], np.stack(cols, axis=1).reshape(ins.outs[0].shape))
 
 
 def _bn_aggr(ins: Instruction, mem: Memory) -> None:
@@ -277,11 +292,11 @@ def _bn_aggr(ins: Instruction, mem: Memory) -> None:
     if x.shape[1] % 3:
         raise ValueError(f"bn_aggr input has {x.shape[1]} values per partition, not a multiple of 3")
     t = x.reshape(x.shape[0], -1, 3)
-    mean, var, count = t[..., 0], t[..., 1], t[..., 2]
+    count, mean, var_n = t[..., 0], t[..., 1], t[..., 2]
     n = count.sum(axis=1)
     safe = np.where(n > 0, n, 1.0)
     mu = (count * mean).sum(axis=1) / safe
-    m2 = (count * var + count * (mean - mu[:, None]) ** 2).sum(axis=1) / safe
+    m2 = (var_n + count * (mean - mu[:, None]) ** 2).sum(axis=1) / safe
     mem.write(ins.outs[0], np.stack([mu, m2], axis=1).reshape(ins.outs[0].shape))
 
 
@@ -294,6 +309,7 @@ def _nothing(ins: Instruction, mem: Memory) -> None:
 
 
 HANDLERS: dict[Opcode, Callable[[Instruction, Memory], None]] = {
+    **SELECTION_HANDLERS,
     Opcode.DMA_DIRECT2D: _copy,
     Opcode.LDWEIGHTS: _nothing,
     Opcode.MATMUL: _matmul,

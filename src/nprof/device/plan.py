@@ -33,6 +33,8 @@ from operator import attrgetter
 import numpy as np
 
 from nprof.arch.presets import Preset
+from nprof.device.order import partners, track_order
+from nprof.device.psum import elided_memsets
 from nprof.device.template import (
     FIRST_DMA_SLOT,
     SLOT_GPSIMD,
@@ -97,10 +99,12 @@ class Plan:
     hw_flops: np.ndarray  # int64: hardware FLOPs (MATMUL, TRANSPOSE)
     deps_offsets: np.ndarray  # int64 [n + 1]: deps of instruction i are deps_flat[offsets[i]:offsets[i + 1]]
     deps_flat: np.ndarray  # int64
-    dep1: list[int]  # scheduler fast path: the only dep (n: none), -1 several deps, -2 a TensorE instruction
+    dep1: list[int]  # scheduler fast path: the only dep (n: none), -1 several deps, -2 TensorE, -3 a DMA
     lat1: list[float]  # scheduler fast path: lat, or lat0 for an instruction without deps
-    prev: np.ndarray  # int64: the instruction before on this one's track (n: none): its end frees the track
+    prev: np.ndarray  # int64: the instruction before on this one's track in its engine's order (n: none)
     prev_list: list[int]  # the same, as a list (the scheduler's loop reads it)
+    order: list[int]  # an order every wait respects (device.order): the in-order pass schedules in it
+    elided: np.ndarray  # bool: PSUM accumulation-group zero-fills the hardware never runs (device.psum)
 
     @property
     def n(self) -> int:
@@ -147,21 +151,31 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     code[reps] = np.arange(len(reps), dtype=np.int64)
     code = code[first]
     deps = list(map(_DEPS, instrs))
-    offsets, flat = _check_deps(program.name, deps)
-    return _assemble(preset, code, rows, deps, offsets, flat)
+    offsets, flat = _check_deps(program, deps)
+    return _assemble(preset, code, rows, deps, offsets, flat, elided_memsets(program, offsets, flat))
 
 
 def _assemble(
-    preset: Preset, code: np.ndarray, rows: list[SigRow], deps: list, offsets: np.ndarray, flat: np.ndarray
+    preset: Preset,
+    code: np.ndarray,
+    rows: list[SigRow],
+    deps: list,
+    offsets: np.ndarray,
+    flat: np.ndarray,
+    elided: np.ndarray,
 ) -> Plan:
-    """Spread the per-signature rows over the instructions and derive the scheduler's fast-path columns."""
+    """Spread the per-signature rows over the instructions and derive the scheduler's fast-path columns.
+
+    `elided` instructions (PSUM accumulation-group zero-fills, `device.psum`) get no duration, no latency
+    and no place on their track.
+    """
     n = len(code)
     ts = [r.t for r in rows]
     slot_s = np.asarray([t.slot for t in ts], np.int64)
     lat_s = np.asarray([t.lat for t in ts], np.float64)
     lat0_s = np.asarray([t.lat0 for t in ts], np.float64)
     slot = slot_s[code]
-    lat, lat0 = lat_s[code], lat0_s[code]
+    lat, lat0 = np.where(elided, 0.0, lat_s[code]), np.where(elided, 0.0, lat0_s[code])
     is_dma = np.asarray([t.is_dma for t in ts], bool)[code]
     rw = np.asarray([t.rw for t in ts], np.int64).reshape(-1, 6)[code]
     fl = np.asarray([(t.flops, t.hw_flops) for t in ts], np.int64).reshape(-1, 2)[code]
@@ -175,10 +189,15 @@ def _assemble(
     dep1[none] = n
     tensor = slot <= SLOT_MM
     dep1[tensor] = -2
+    dep1[is_dma] = -3
     lat1 = np.where(none, lat0, lat)
     tracks, engines = slot_names(preset)
-    prev = _prev_on_track(slot, is_tr, n)
-    dur = np.asarray([t.dur for t in ts], np.float64)[code]
+    dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[code])
+    pm, pl = partners(slot, is_tr)
+    order, prev = track_order(
+        slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur.tolist(),
+        lat.tolist(), lat0.tolist(), deps, preset.sched_window,
+    )  # fmt: skip
     dma_index = np.flatnonzero(is_dma)
     return Plan(
         preset=preset,
@@ -210,22 +229,27 @@ def _assemble(
         lat1=lat1.tolist(),
         prev=prev,
         prev_list=prev.tolist(),
+        order=order.tolist(),
+        elided=elided,
     )
 
 
-def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, n: int) -> np.ndarray:
+def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> np.ndarray:
     """Per instruction, the previous one whose end frees its track (n when none).
 
     TensorE: tensor.moving is freed by the previous MATMUL/TRANSPOSE; tensor.stationary by the previous
-    LDWEIGHTS or TRANSPOSE (a transpose loads its own operand, occupying both tracks).
+    LDWEIGHTS or TRANSPOSE (a transpose loads its own operand, occupying both tracks). Elided instructions
+    are on no track: they have no previous one and are no one's.
     """
+    n = len(slot)
     prev = np.full(n, n, np.int64)
     if n == 0:
         return prev
-    order = np.argsort(slot, kind="stable")  # program order within each slot
+    kept = np.flatnonzero(~elided)
+    order = kept[np.argsort(slot[kept], kind="stable")]  # program order within each slot
     same = slot[order][1:] == slot[order][:-1]
     prev[order[1:][same]] = order[:-1][same]
-    stationary = np.flatnonzero((slot == SLOT_LD) | is_tr)
+    stationary = np.flatnonzero(((slot == SLOT_LD) | is_tr) & ~elided)
     ld = stationary[slot[stationary] == SLOT_LD]
     if len(ld):
         pos = np.searchsorted(stationary, ld)
@@ -233,8 +257,9 @@ def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, n: int) -> np.ndarray:
     return prev
 
 
-def _check_deps(name: str, deps: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
-    """CSR arrays of the dependency lists; NprofError if one does not point at an earlier instruction."""
+def _check_deps(program: Program, deps: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """CSR arrays of the dependency lists; NprofError if one does not point at an earlier instruction
+    (a wait for a later instruction is a cycle or a semaphore nobody has signalled yet)."""
     lengths = np.fromiter(map(len, deps), np.int64, len(deps))
     offsets = np.zeros(len(deps) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -243,7 +268,12 @@ def _check_deps(name: str, deps: list[tuple[int, ...]]) -> tuple[np.ndarray, np.
     bad = np.flatnonzero((flat < 0) | (flat >= owner))
     if len(bad):
         i, d = int(owner[bad[0]]), int(flat[bad[0]])
-        raise NprofError(f"program {name!r}: instruction {i} depends on {d}, not an earlier one")
+        ins = program.instructions[i]
+        where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
+        raise NprofError(
+            f"program {program.name!r}: {where} waits for instruction {d}, not an earlier one (a dependency "
+            "cycle or a semaphore that is never signalled before it); fix the program's dependencies"
+        )
     return offsets, flat
 
 

@@ -42,6 +42,7 @@ from operator import attrgetter, is_
 
 import numpy as np
 
+from nprof.arch import cost
 from nprof.arch.isa import Opcode
 from nprof.arch.presets import Preset, get_preset
 from nprof.device import numerics as num
@@ -196,7 +197,7 @@ def simulate(
 
     with _gc_paused():
         plan = plan_for(program, pre)
-        timing = schedule(plan)
+        timing = schedule(plan, program)
     outputs: dict[str, np.ndarray] = {}
     if numerics:
         outputs = _numerics(program, pre, checked, bool(missing) or allow_nonfinite, ignore_exec_errors, warnings)
@@ -232,7 +233,8 @@ def sim_profile_info(
     """The ProfileInfo of a simulated run of `program` on `pre` (single- and multi-worker).
 
     `mode` goes into the producer ("sim", "sim, multi-worker"); `meta` is added
-    after the program's own metadata.
+    after the program's own metadata, then the model that produced the times
+    (`arch.cost.model_meta`: cost-model version and fitted constants).
     """
     peak, peak_dtype = _peak(program, pre)
     return ProfileInfo(
@@ -252,7 +254,7 @@ def sim_profile_info(
         tensors=tuple(
             TensorInfo(t.name, tuple(t.shape), t.dtype, t.kind) for t in program.tensors if t.kind != "internal"
         ),
-        meta={**{str(k): str(v) for k, v in program.meta.items()}, **meta},
+        meta={**{str(k): str(v) for k, v in program.meta.items()}, **meta, **cost.model_meta(pre)},
     )
 
 

@@ -90,7 +90,7 @@ def template(program: Program, preset: Preset, i: int, ins: Instruction, ii: lis
             raise NprofError(f"program {name!r}: {where(i, ins)} needs one input and one output")
         src, dst = ins.ins[0], ins.outs[0]
         chunks = cost.dma_chunks(src, dst)
-        transfer = cost.dma_transfer_ns(oo[0].nbytes, chunks, preset)
+        transfer = cost.dma_transfer_ns(oo[0].nbytes, chunks, preset, partitions=cost.dma_partitions(src, dst))
         direction = f"{src.space.value}->{dst.space.value}"
         lat = preset.dma_latency_ns
         rate = (oo[0].nbytes + chunks * preset.dma_chunk_overhead_bytes) / transfer if transfer > 0 else 0.0

@@ -27,6 +27,7 @@ TRACK_TERMS: dict[str, str] = {
     "q<k>": "DMA queue k: transfers between HBM, SBUF and PSUM",
     "cpu:<thread>": "real hardware: operators run by one CPU thread",
     "cuda:<device>:<stream>": "real hardware: kernels of one CUDA stream",
+    "mtia:<device>:<stream>": "real hardware: device work of one MTIA stream",
 }
 
 ENGINE_TERMS: dict[str, str] = {
@@ -37,6 +38,7 @@ ENGINE_TERMS: dict[str, str] = {
     "sync": "Sync engine: semaphores and events",
     "cc": "Collective cores: collective communication between workers",
     "other": "real hardware: operators that map to no NeuronCore engine",
+    "host": "real hardware: host (CPU) work of a trace that also has device (GPU/MTIA) work",
 }
 
 

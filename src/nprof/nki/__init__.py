@@ -4,15 +4,30 @@
 `import nprof.nki.isa as nisa`, `from nprof.nki.typing import tensor` replace
 the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 `nki.benchmark` and `nki.profile` run kernels on the simulated device
-(`nprof.nki.decorators`); `nki.collectives` records CC-core collectives for
-multi-worker runs; `nprof.nki.trace.ProgramBuilder` traces kernels into
-a Program directly (the compiler's entry point).
+(`nprof.nki.decorators`); `nki.compiler` is the allocation-control API;
+`nki.collectives` records CC-core collectives for multi-worker runs;
+`nprof.nki.trace.ProgramBuilder` traces kernels into a Program directly (the
+compiler's entry point).
 """
 
-from nprof.nki import collectives, isa, language, typing  # collectives: nki.collectives (multi-worker)
-from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate_kernel
+import sys
+import types
+from typing import Any
+
+from nprof.nki import collectives, compiler, isa, language, typing  # collectives: nki.collectives (multi-worker)
+from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate, simulate_kernel
 from nprof.nki.kernel import Kernel
 from nprof.nki.trace import ProgramBuilder
+
+
+class _TraceModule(types.ModuleType):
+    """`nprof.nki.trace` is also callable: `nki.trace(kernel)` is NKI's older name for `nki.jit`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return jit(*args, **kwargs)
+
+
+sys.modules["nprof.nki.trace"].__class__ = _TraceModule
 
 __all__ = [
     "Kernel",
@@ -20,10 +35,12 @@ __all__ = [
     "baremetal",
     "benchmark",
     "collectives",
+    "compiler",
     "isa",
     "jit",
     "language",
     "profile",
+    "simulate",
     "simulate_kernel",
     "typing",
 ]

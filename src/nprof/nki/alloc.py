@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import bisect
 
+from nprof.errors import KernelError
+
 
 class OutOfMemory(Exception):
     """No free range is large enough (`live` bytes are in use)."""
@@ -20,6 +22,10 @@ class OutOfMemory(Exception):
     def __init__(self, need: int, live: int, capacity: int) -> None:
         super().__init__(need, live, capacity)
         self.need, self.live, self.capacity = need, live, capacity
+
+
+class OverCapacity(KernelError):
+    """A kernel's tiles do not fit in SBUF/PSUM (message: the user's `file:line` and what to change)."""
 
 
 class Allocator:

@@ -14,15 +14,18 @@ VectorE. A mask narrows every operand to the mask's box.
 
 from __future__ import annotations
 
+import math
 import numbers
+import weakref
 from typing import Any
 
 from nprof.arch.isa import Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
+from nprof.nki.masks import mask_box, masked_box, note_mask
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, mask_box
+from nprof.nki.tensor import NkiTensor, OnChip, partition_first
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 COMMUTATIVE |= {"bitwise_and", "bitwise_or", "abs_max"}
@@ -40,8 +43,18 @@ def dname(dtype: Any) -> str:
         raise kernel_error(str(err)) from None
 
 
+MM_WRITTEN: weakref.WeakKeyDictionary[OnChip, set[Any]] = weakref.WeakKeyDictionary()
+"""PSUM regions (access keys per tile) a beta-2 `nc_matmul(dst, ...)` wrote since the tile was last read."""
+
+
+def consumed(t: NkiTensor) -> None:
+    """`t` is read by an instruction: the next beta-2 matmul into its PSUM tile starts a new sum."""
+    if isinstance(t.base, OnChip) and t.base in MM_WRITTEN:
+        del MM_WRITTEN[t.base]
+
+
 def tile(x: Any, what: str = "operand") -> NkiTensor:
-    """`x` as an on-chip tile; KernelError for HBM tensors and other values."""
+    """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values."""
     if isinstance(x, NkiTensor):
         if x.is_hbm:
             raise kernel_error(
@@ -50,6 +63,7 @@ def tile(x: Any, what: str = "operand") -> NkiTensor:
         builder = trace.current()
         if builder.is_pending(x):
             builder.flush()
+        consumed(x)
         return x
     raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")
 
@@ -62,13 +76,17 @@ def emit(engine: Engine, opcode: Opcode, outs: list[NkiTensor], ins: list[NkiTen
     """Emit one instruction over views (skipped when a mask left nothing to do)."""
     if any(v.empty for v in outs) or any(v.empty for v in ins):
         return
-    trace.current().emit(engine, opcode, tuple(v.access() for v in outs), tuple(v.access() for v in ins), attrs(**kw))
+    views = partition_first([*outs, *ins])  # whole multi-block tiles: partition axis first
+    accs = tuple(v.access() for v in views)
+    trace.current().emit(engine, opcode, accs[: len(outs)], accs[len(outs) :], attrs(**kw))
 
 
 def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor) -> list[NkiTensor]:
     if mask is None:
         return list(views)
     box = mask_box(mask, shape)
+    if views and views[0].shape == shape:
+        note_mask(views[0], box)  # the result (first view) holds values only inside the box
     out = []
     for v in views:
         if v.shape == shape:
@@ -82,12 +100,19 @@ def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor
     return out
 
 
-def result_tile(out: NkiTensor | None, shape: tuple[int, ...], dtype: str) -> NkiTensor:
+def result_tile(out: Any, shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF) -> NkiTensor:
+    """The destination of a result of `shape`: a new tile, or `out` (a dst= view with the same partitions
+    and free-element count is read in the result's shape)."""
     if out is None:
-        return new_tile(shape, dtype)
-    if out.shape != shape:
+        return new_tile(shape, dtype, space)
+    if not isinstance(out, NkiTensor) or out.is_hbm:
+        raise kernel_error(f"dst must be an SBUF or PSUM tile, got {getattr(out, 'name', type(out).__name__)!r}")
+    if out.shape == shape:
+        return out
+    flat = out.flatten_free() if out.shape[:1] == shape[:1] and out.ndim >= 1 else None
+    if flat is None or (flat.shape[1:2] != (math.prod(shape[1:]),) and not (len(shape) == 1 and flat.ndim == 1)):
         raise kernel_error(f"result has shape {shape} but the destination has shape {out.shape}")
-    return out
+    return flat.unflatten_free(tuple(shape[1:])) if len(shape) > 1 else flat
 
 
 # -- elementwise ------------------------------------------------------------------------------
@@ -158,17 +183,17 @@ def broadcast_operand(x: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
 
 
 def partition_broadcast(row: NkiTensor, parts: int) -> NkiTensor:
-    """A [parts, F...] PSUM tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row."""
+    """A [parts, F...] tile holding `row` ([1, F...]) on every partition: ones[1, parts].T @ row (in PSUM;
+    rows wider than one matmul: an SBUF tile, see `nprof.nki.broadcast`)."""
     free = row.shape[1:]
     n = 1
     for s in free:
         n *= s
     builder = trace.current()
-    if n > builder.preset.gemm_moving_fmax:
-        raise kernel_error(
-            f"broadcasting a [1, {n}] row across partitions goes through TensorE and is limited to "
-            f"{builder.preset.gemm_moving_fmax} elements; split the free axis"
-        )
+    if n > builder.preset.gemm_moving_fmax:  # one matmul per 512 columns, gathered in SBUF
+        from nprof.nki.broadcast import wide_partition_broadcast
+
+        return wide_partition_broadcast(row, parts)
     dt = row.dtype_name if row.dtype_name in ("bfloat16", "float16", "float32") else "float32"
     if dt != row.dtype_name:
         row = copy(row, dtype=dt)
@@ -271,15 +296,18 @@ def unary(func: str, x: Any, *, dtype: Any = None, mask: Predicate | None = None
 
 # -- reductions -------------------------------------------------------------------------------
 def reduce(op: str, x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None, keepdims: bool = False,
-           negate: bool = False) -> NkiTensor:  # fmt: skip
+           negate: bool = False, out: NkiTensor | None = None) -> NkiTensor:  # fmt: skip
+    """Reduce the free axes `axis` of `x` into a new tile or `out` (a [P, 1] `out` takes a rank-1 result)."""
     x = tile(x, "reduction input")
+    if out is not None and not keepdims and out.ndim == x.ndim:
+        keepdims = True
     axes = _axes(axis, x.ndim)
     shape = (
         tuple(1 if k in axes else s for k, s in enumerate(x.shape))
         if keepdims
         else tuple(s for k, s in enumerate(x.shape) if k not in axes)
     )
-    res = new_tile(shape, dname(dtype) if dtype is not None else x.dtype_name)
+    res = result_tile(out, shape, dname(dtype) if dtype is not None else x.dtype_name)
     (xi,) = apply_mask(mask, x.shape, x)
     if mask is not None:
         box = mask_box(mask, x.shape)
@@ -350,6 +378,13 @@ def assign(view: NkiTensor, value: Any) -> None:
         builder.dma(view, value)
         return
     value = tile(value)
+    box = masked_box(value) if value.shape == view.shape else None
+    if box is not None:  # a result computed under mask=: only its box is written (NKI masks the assignment)
+        view, value = view.restrict(box), value.restrict(box)
+    if value.ndim < view.ndim:  # a rank-1 [P] result (a reduction) stored into a [P, 1] view
+        value = value.pad_free(view.ndim)
+    elif value.ndim > view.ndim and all(s == 1 for s in value.shape[view.ndim :]):  # [P, 1] into a [P] view
+        view = view.pad_free(value.ndim)
     if value.shape != view.shape:
         value = broadcast_operand(value, view.shape)
     emit(Engine.VECTOR, Opcode.TENSOR_COPY, [view], [value])

@@ -11,15 +11,14 @@
   (inferences / inference results per second at L(50)), L(p) end-to-end
   latency percentiles in µs, NCL(p) NeuronCore (device) latency percentiles in
   µs, %USER (device share of the end-to-end latency at p50).
-  Latency model: NCL is the simulated device time of each measured execution.
-  The simulated device is deterministic and keeps no state between executions,
-  so NCL(1) = NCL(50) = NCL(99) by construction — spread there would be
-  invented. L adds a modelled host round-trip of `HOST_OVERHEAD_US` (launch,
-  input/output copies over PCIe, completion polling) with a deterministic
-  jitter of up to `HOST_JITTER` of it per iteration (seeded pseudo-random, the
-  same every run), so L's percentiles differ the way a host's do.
-  `kernel.benchmark_result.nc_latency.get_latency_percentile(p)` (and
-  `.e2e_latency`) return µs. Returns the kernel's outputs (numpy).
+  Latency model: NCL is the simulated device time of each measured execution
+  (the cost model of `nprof.arch.cost`, version `MODEL_VERSION`). The simulated
+  device is deterministic and keeps no state between executions, so NCL(1) =
+  NCL(50) = NCL(99) by construction — spread there would be invented. No host
+  is measured or modelled, so L(p), INF/S, IRES/S and %USER print `N/A`, as the
+  real tool does for figures it cannot measure; one line under the table says so.
+  `kernel.benchmark_result.nc_latency.get_latency_percentile(p)` returns µs;
+  `.e2e_latency` is None (not measured). Returns the kernel's outputs (numpy).
 * `@nki.profile(working_directory, save_neff_name="file.neff",
   save_trace_name="profile.ntff", overwrite=False, profile_nth=1)` — runs
   `profile_nth` executions, profiles the last, and writes the Program and
@@ -33,6 +32,7 @@ the kernel is traced for and simulated on).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,11 +42,9 @@ from typing import Any
 import numpy as np
 
 from nprof.errors import NprofError
+from nprof.nki.calls import unmodelled
 from nprof.nki.kernel import Kernel, finish
 
-HOST_OVERHEAD_US = 18.0  # modelled host round-trip per execution (launch + PCIe copies + completion), µs
-HOST_JITTER = 0.15  # max relative variation of the host part, deterministic per iteration
-JITTER_SEED = 1234
 DEFAULT_WARMUP = 2
 DEFAULT_ITERS = 10
 COLUMNS = ("B", "NC", "NC USED", "WEIGHTS", "MODE", "INF/S", "IRES/S", "L(1)", "L(50)", "L(99)", "NCL(1)", "NCL(50)",
@@ -61,19 +59,51 @@ def _as_kernel(func: Any, **opts: Any) -> Kernel:
     return Kernel(func, **opts)
 
 
-def jit(func: Callable[..., Any] | None = None, *, mode: str = "auto", preset: str = "trn1", **_: Any) -> Any:
-    """Decorate a kernel so that calling it with numpy arrays simulates it and returns numpy results."""
+def jit(func: Callable[..., Any] | None = None, mode: str = "auto", *, preset: str = "trn1",
+        platform_target: str | None = None, additional_compile_opt: str | None = None,
+        show_compiler_tb: bool = False, debug_kernel: bool = False) -> Any:  # fmt: skip
+    """Decorate a kernel so that calling it with numpy arrays simulates it and returns numpy results
+    (`platform_target` "trn1"/"trn2" picks the preset; compiler options warn: nprof has no compiler flags)."""
+    preset = _platform(platform_target, preset)
+    _compile_opt("nki.jit", additional_compile_opt)
     if func is None:
         return lambda f: Kernel(f, preset=preset)
     return Kernel(func, preset=preset)
 
 
-baremetal = jit
+def baremetal(kernel: Callable[..., Any] | None = None, *, save_neff_name: str | None = None,
+              save_trace_name: str | None = None, additional_compile_opt: str | None = None,
+              artifacts_dir: str | None = None, preset: str = "trn1") -> Any:  # fmt: skip
+    """Run a kernel on the virtual device with numpy arrays (like `jit`); saving artifacts is not supported."""
+    if save_neff_name or save_trace_name or artifacts_dir:
+        unmodelled("nki.baremetal", "save_neff_name/save_trace_name/artifacts_dir", "use nki.profile to save files")
+    return jit(kernel, preset=preset, additional_compile_opt=additional_compile_opt)
+
+
+def _platform(target: str | None, preset: str) -> str:
+    """The preset for AWS's `platform_target` ("trn1", "inf2" -> trn1; "trn2" -> trn2) or `preset`."""
+    if target is None:
+        return preset
+    presets = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2"}
+    if target not in presets:
+        raise NprofError(f"platform_target must be one of {', '.join(presets)}, got {target!r}")
+    return presets[target]
+
+
+def _compile_opt(func: str, value: str | None) -> None:
+    if value:
+        unmodelled(func, "additional_compile_opt", "nprof has no compiler flags")
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     """Run `kernel` (decorated or not) on the virtual device with numpy arguments; returns numpy results."""
     return _as_kernel(kernel).run(*args, **kwargs)
+
+
+def simulate(kernel: Any) -> Callable[..., Any]:
+    """`nki.simulate(kernel)(*arrays)` (the beta-2 entry point): `kernel` run on the virtual device."""
+    k = _as_kernel(kernel)
+    return k.run
 
 
 @dataclass(frozen=True)
@@ -94,35 +124,30 @@ class LatencyStats:
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """What `nki.benchmark` measured: device (`nc_latency`) and end-to-end (`e2e_latency`) latencies."""
+    """What `nki.benchmark` measured: the simulated device latencies (`nc_latency`); no end-to-end figure."""
 
     nc_latency: LatencyStats
-    e2e_latency: LatencyStats
+    e2e_latency: LatencyStats | None  # None: no host is measured or modelled (L(p) prints N/A)
     warmup: int
     iters: int
     weights: int
+    model: str = ""  # which model produced NCL, for the line under the table
 
     def table(self) -> str:
-        nc, e2e = self.nc_latency, self.e2e_latency
-        l50 = e2e.get_latency_percentile(50)
-        inf_s = 1e6 / l50 if l50 > 0 else 0.0
+        """The neuron-bench style table, then one line saying where each figure comes from."""
+        nc = self.nc_latency
         values = [
-            "1", "1", "1", str(self.weights), "virtual", f"{inf_s:.1f}", f"{inf_s:.1f}",
-            *(f"{e2e.get_latency_percentile(p):.2f}" for p in (1, 50, 99)),
-            *(f"{nc.get_latency_percentile(p):.2f}" for p in (1, 50, 99)),
-            f"{100.0 * nc.get_latency_percentile(50) / l50:.2f}" if l50 > 0 else "0.00",
+            "1", "1", "1", str(self.weights), "virtual", "N/A", "N/A", "N/A", "N/A", "N/A",
+            *(f"{nc.get_latency_percentile(p):.2f}" for p in (1, 50, 99)), "N/A",
         ]  # fmt: skip
         widths = [max(len(c), len(v)) for c, v in zip(COLUMNS, values, strict=True)]
         head = "  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths, strict=True))
         row = "  ".join(v.rjust(w) for v, w in zip(values, widths, strict=True))
-        return f"{head}\n{row}"
-
-
-def host_latencies(device_us: list[float]) -> list[float]:
-    """End-to-end latency per iteration: device time + the modelled, deterministically jittered host part."""
-    rng = np.random.default_rng(JITTER_SEED)
-    jitter = rng.uniform(-HOST_JITTER, HOST_JITTER, len(device_us))
-    return [d + HOST_OVERHEAD_US * (1.0 + j) for d, j in zip(device_us, jitter, strict=True)]
+        note = (
+            f"NCL(p): simulated device time ({self.model or 'virtual NeuronCore'}), the same every execution; "
+            "L(p), INF/S, IRES/S, %USER: N/A (no host is measured or modelled)"
+        )
+        return f"{head}\n{row}\n{note}"
 
 
 def _check_target(path: Path, overwrite: bool) -> None:
@@ -142,17 +167,26 @@ class _Benchmarked(Kernel):
         traced, result = self.simulate(*args, executions=self.warmup + self.iters, **kwargs)
         device = [ns / 1000.0 for ns in result.latencies_ns[self.warmup :]]
         weights = sum(1 for t in traced.program.tensors if t.kind == "weight")
-        self.benchmark_result = BenchmarkResult(
-            LatencyStats(tuple(device)), LatencyStats(tuple(host_latencies(device))), self.warmup, self.iters, weights
-        )
+        info = result.profile.info
+        model = f"preset {info.preset}, cost model {info.meta.get('cost_model', '?')}"
+        stats = LatencyStats(tuple(device))
+        self.benchmark_result = BenchmarkResult(stats, None, self.warmup, self.iters, weights, model)
         print(self.benchmark_result.table())
-        _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True)
+        _save(traced.program, result.profile, self.neff, self.trace_name, overwrite=True, func=self.func)
         if self.trace_name:
             print(f"Profile results are written to {self.trace_name}")
         return finish(traced, result.outputs)
 
 
-def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff: Any, *, overwrite: bool) -> None:
+def _save(
+    program: Any,
+    profile: Any,
+    neff: str | os.PathLike[str] | None,
+    ntff: Any,
+    *,
+    overwrite: bool,
+    func: Callable[..., Any] | None = None,
+) -> None:
     from nprof.program.file import save_program
 
     for name in (neff, ntff):
@@ -162,14 +196,21 @@ def _save(program: Any, profile: Any, neff: str | os.PathLike[str] | None, ntff:
         Path(neff).parent.mkdir(parents=True, exist_ok=True)
         save_program(program, neff)
     if ntff:
+        from nprof.profile.sources import embed_sources
+
         Path(ntff).parent.mkdir(parents=True, exist_ok=True)
-        profile.save(ntff)
+        # the kernel's source travels in the profile (the viewer's Source tab); looked up where it was defined
+        roots = [Path(inspect.getsourcefile(func) or ".").resolve().parent] if func is not None else []
+        embed_sources(profile, [*roots, Path.cwd()]).save(ntff)
 
 
 def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS,
               save_neff_name: str | None = None, save_trace_name: str | None = None, preset: str = "trn1",
-              **_: Any) -> Any:  # fmt: skip
+              additional_compile_opt: str | None = None, device_count: int = 1) -> Any:  # fmt: skip
     """Benchmark a kernel on the virtual device (see module doc for the table and latency model)."""
+    _compile_opt("nki.benchmark", additional_compile_opt)
+    if device_count != 1:
+        unmodelled("nki.benchmark", "device_count", "one virtual NeuronCore is simulated")
 
     def wrap(f: Callable[..., Any]) -> _Benchmarked:
         bench = _Benchmarked(getattr(f, "__wrapped_kernel__", f), warmup, iters, save_neff_name, save_trace_name)
@@ -190,22 +231,29 @@ class _Profiled(Kernel):
         neff, ntff = self.workdir / self.neff, self.workdir / self.ntff
         for path in (neff, ntff):
             _check_target(path, self.overwrite)
-        traced, result = self.simulate(*args, executions=self.nth, profile_nth=self.nth, **kwargs)
+        runs = getattr(self, "executions", self.nth)
+        traced, result = self.simulate(*args, executions=runs, profile_nth=self.nth, **kwargs)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        _save(traced.program, result.profile, neff, ntff, overwrite=True)
+        _save(traced.program, result.profile, neff, ntff, overwrite=True, func=self.func)
         return finish(traced, result.outputs)
 
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
             save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
-            profile_nth: int = 1, preset: str = "trn1", **_: Any) -> Any:  # fmt: skip
-    """Profile a kernel into `working_directory` (see module doc)."""
+            profile_nth: int = 1, preset: str = "trn1", additional_compile_opt: str | None = None,
+            num_execs: int | None = None) -> Any:  # fmt: skip
+    """Profile a kernel into `working_directory` (see module doc); `num_execs` executions are run (default
+    `profile_nth`, which must not exceed it) and the `profile_nth`-th is profiled."""
+    _compile_opt("nki.profile", additional_compile_opt)
+    if num_execs is not None and not 1 <= profile_nth <= num_execs:
+        raise NprofError(f"profile_nth={profile_nth} must be within 1..num_execs={num_execs}")
     if working_directory is None:
         raise NprofError("nki.profile needs working_directory= (where file.neff and profile.ntff are written)")
 
     def wrap(f: Callable[..., Any]) -> _Profiled:
         fn = getattr(f, "__wrapped_kernel__", f)
         prof = _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
+        prof.executions = max(num_execs or profile_nth, profile_nth)
         prof.preset = preset
         return prof
 

@@ -42,6 +42,13 @@ def _overlap(a: Region, b: Region) -> bool:
     return all(alo < bhi and blo < ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
 
+def _inside(e: _Entry, box: Region | None, span: tuple[int, int]) -> bool:
+    """Is entry `e`'s region inside the region (box, span)?"""
+    if e.box is not None and box is not None:
+        return _covers(box, e.box)
+    return span[0] <= e.span[0] and e.span[1] <= span[1]
+
+
 def _covers(a: Region, b: Region) -> bool:
     return all(alo <= blo and bhi <= ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
@@ -115,7 +122,9 @@ class DepTracker:
                 if self._conflict(e, box, span):
                     if e.writer is not None:
                         deps.add(e.writer)
-                    if index not in e.readers:
+                    # a reader joins an entry only when it reads all of it; otherwise a later write to the
+                    # part of the entry it did not read would wait for it (a false dependency)
+                    if _inside(e, box, span) and index not in e.readers:
                         e.readers.append(index)
                     hit = hit or (e.box == box and e.span == span)
             if not hit:

@@ -26,6 +26,7 @@ int32 = np.dtype(np.int32)
 int16 = np.dtype(np.int16)
 int8 = np.dtype(np.int8)
 uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
 uint32 = np.dtype(np.uint32)
 bool_ = np.dtype(np.uint8)  # predicates are stored as uint8 0/1
 
@@ -39,6 +40,7 @@ NUMPY = {
     "int16": int16,
     "int8": int8,
     "uint8": uint8,
+    "uint16": uint16,
     "uint32": uint32,
 }
 

@@ -184,14 +184,20 @@ class Predicate:
         raise TypeError("a mask has no truth value; pass it as mask=")
 
     def box(self, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
-        """Per-dim [lo, hi) satisfying every condition within `shape`; None if a condition couples two dims."""
+        """Per-dim [lo, hi) satisfying every condition within `shape`; None if a condition couples two dims in a
+        way that depends on the index (a triangle is not a box)."""
         ndim = len(shape)
         box = [(0, size) for size in shape]
         for expr, op, rhs in self.conds:
             terms = expr.term_map(ndim)
             live = {d: c for d, (c, _) in terms.items() if c != 0}
-            if len(live) > 1:
-                return None
+            if len(live) > 1:  # couples axes: fine when it holds everywhere or nowhere in the box
+                always = _coupled(expr, rhs, op, box, ndim)
+                if always is None:
+                    return None
+                if not always:
+                    box = [(0, 0)] * ndim
+                continue
             d_const = expr.const - rhs
             for cmp in ("le", "ge") if op == "eq" else (op,):
                 if cmp == "ne":
@@ -205,6 +211,26 @@ class Predicate:
                 nlo, nhi = _solve(coef, d_const, cmp)
                 box[dim] = (max(lo, nlo), min(hi, nhi))
         return [(lo, max(lo, hi)) for lo, hi in box]
+
+
+def _coupled(expr: IndexExpr, rhs: int, op: str, box: list[tuple[int, int]], ndim: int) -> bool | None:
+    """True / False when `expr <op> rhs` holds at every / no index of `box`; None when it depends on the index."""
+    lo = hi = expr.const - rhs
+    for dim, (coef, _) in expr.term_map(ndim).items():
+        a, b = box[dim]
+        if b <= a:
+            return False
+        lo += min(coef * a, coef * (b - 1))
+        hi += max(coef * a, coef * (b - 1))
+    if op == "ne":
+        return True if (lo > 0 or hi < 0) else (False if lo == hi == 0 else None)
+    if op == "eq":
+        return False if (lo > 0 or hi < 0) else (True if lo == hi == 0 else None)
+    if _holds(lo, op) and _holds(hi, op):
+        return True
+    if not _holds(lo, op) and not _holds(hi, op):
+        return False
+    return None
 
 
 def _holds(value: int, cmp: str) -> bool:

@@ -1,109 +1,61 @@
 """`nprof.nki.isa` (import as `nisa`): direct access to the NeuronCore instructions.
 
-Mirrors `neuronxcc.nki.isa` (the return-value style: each call returns its
-result tile): `nc_matmul`, `nc_transpose`, `activation`,
-`activation_reduce`, `tensor_tensor`, `tensor_scalar`,
-`scalar_tensor_tensor`, `tensor_reduce`, `tensor_copy`, `reciprocal`,
-`iota`, `memset`, `dma_copy`, `bn_stats`, `bn_aggr`, `affine_select`, and
-the `engine` / `reduce_cmd` enums. `op=` arguments accept `nl` functions
-(`nl.add`, `nl.exp`, `nl.max`...), numpy ufuncs or ISA names. Each call emits
-exactly one instruction (plus LDWEIGHTS before a matmul whose stationary
-changed) with the semantics of `nprof.arch.isa`.
+Mirrors `neuronxcc.nki.isa` of Neuron 2.26 (the return-value style: each call
+returns its result tile) and accepts the newer "beta 2" style whose output is
+the first argument or `dst=` (`nisa.nc_matmul(psum, stationary, moving)`,
+`nisa.tensor_copy(dst=t, src=x)`; see `nprof.nki.calls`). `op=` arguments
+accept `nl` functions (`nl.add`, `nl.exp`, `nl.max`...), numpy ufuncs or ISA
+names. Each call emits exactly one instruction (plus LDWEIGHTS before a
+matmul whose stationary changed) with the semantics of `nprof.arch.isa`; the
+instructions added after 2.26's core set live in `nprof.nki.isa_ext`.
 
-Differences from the hardware, by design: `bn_stats` returns [P, 3] (mean,
-variance, count) per the ISA of this virtual core (the real one returns 6
-values; pass it to `bn_aggr` either way), and transposes always use TensorE.
+A beta-2 `nc_matmul(dst, ...)` with `accumulate=None` overwrites `dst` on the
+first matmul into that region since it was allocated or last read by another
+instruction, and accumulates after that (the compiler's inference, see
+docs/nki.md). Differences from the hardware, by design: transposes of
+`nc_transpose` into PSUM run on TensorE.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
-import numpy as np
-
-from nprof.arch.isa import ACTIVATION_FUNCS, ALU_OPS, Engine, Opcode, Space
+from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
+from nprof.nki.calls import beta2
+from nprof.nki.calls import unmodelled as _unmodelled
+from nprof.nki.calls import unmodelled_if as _unmodelled_if
 from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
+    _ENGINES,
+    act_name,
+    alu_name,
+    dge_mode,
+    dma_engine,
+    engine,
+    fp32,
+    get_nc_version,
+    gpsimd_engine,
+    matmul_perf_mode,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+    reduce_name,
+    scalar_engine,
+    tensor_engine,
+    unknown_engine,
+    vector_engine,
+)
+from nprof.nki.masks import skipped_by
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor
-
-
-class engine(enum.Enum):
-    unknown = None
-    tensor = Engine.TENSOR
-    vector = Engine.VECTOR
-    scalar = Engine.SCALAR
-    gpsimd = Engine.GPSIMD
-
-
-tensor_engine, vector_engine, scalar_engine, gpsimd_engine = engine.tensor, engine.vector, engine.scalar, engine.gpsimd
-unknown_engine = engine.unknown
-
-
-class nc_version(enum.IntEnum):
-    """NeuronCore generations: gen2 = NeuronCore-v2 (trn1 preset), gen3 = NeuronCore-v3 (trn2 preset)."""
-
-    gen2 = 2
-    gen3 = 3
-
-
-def get_nc_version() -> nc_version:
-    """The NeuronCore generation the running kernel is traced for (from the builder's preset)."""
-    return nc_version.gen3 if _trace.current().preset_name == "trn2" else nc_version.gen2
-
-
-class reduce_cmd(enum.Enum):
-    idle = 0
-    reset = 1
-    reduce = 2
-    reset_reduce = 3
-
-
-_NP_ALU = {
-    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide", np.maximum: "maximum",
-    np.minimum: "minimum", np.power: "power", np.equal: "is_equal", np.not_equal: "not_equal", np.greater: "is_gt",
-    np.greater_equal: "is_ge", np.less: "is_lt", np.less_equal: "is_le", np.logical_and: "logical_and",
-    np.logical_or: "logical_or", np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.mod: "mod",
-    np.max: "maximum", np.min: "minimum",
-}  # fmt: skip
-_NP_ACT = {
-    np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.reciprocal: "reciprocal", np.square: "square",
-    np.abs: "abs", np.negative: "negative", np.sign: "sign", np.sin: "sin", np.cos: "cos",
-}  # fmt: skip
-_REDUCE = {"add": "add", "maximum": "max", "minimum": "min", "max": "max", "min": "min", "multiply": "multiply"}
-
-
-def alu_name(op: Any) -> str:
-    name = getattr(op, "_nki_alu", None) or _NP_ALU.get(op) or (op if isinstance(op, str) else None)
-    name = {"max": "maximum", "min": "minimum"}.get(name, name) if name else None
-    if name not in ALU_OPS:
-        raise kernel_error(f"unsupported ALU operator {op!r}; use one of nl.add, nl.multiply, nl.maximum, ...")
-    return name
-
-
-def act_name(op: Any) -> str:
-    name = getattr(op, "_nki_act", None) or _NP_ACT.get(op) or (op if isinstance(op, str) else None)
-    if name is None and getattr(op, "__name__", None) == "copy":
-        name = "copy"
-    if name not in ACTIVATION_FUNCS:
-        raise kernel_error(f"unsupported activation function {op!r}; use nl.exp, nl.tanh, nl.gelu, ...")
-    return name
-
-
-def reduce_name(op: Any) -> str:
-    name = getattr(op, "_nki_reduce", None) or getattr(op, "_nki_alu", None) or _NP_ALU.get(op)
-    name = name or (op if isinstance(op, str) else None)
-    if name not in _REDUCE:
-        raise kernel_error(f"unsupported reduce operator {op!r}; use nl.add, nl.max or nl.min")
-    return _REDUCE[name]
+from nprof.nki.tensor import NkiTensor, OnChip
 
 
 def _engine(value: Any, default: Engine, allowed: tuple[Engine, ...]) -> Engine:
-    eng = value.value if isinstance(value, engine) else value
-    if eng is None:
+    if value is None or value == engine.unknown:
         return default
+    eng = _ENGINES.get(value, value) if isinstance(value, engine) else value
     if eng not in allowed:
         raise kernel_error(f"this instruction cannot run on {eng}; allowed: {', '.join(map(str, allowed))}")
     return Engine(eng)
@@ -114,14 +66,41 @@ def _check_no_mask(mask: Any, what: str) -> None:
         raise kernel_error(f"{what} does not take a mask here; slice its operands instead")
 
 
+def _dtype_for(dst: NkiTensor | None, dtype: Any, what: str) -> Any:
+    """The result dtype: `dtype`, or dst's; a `dtype` that contradicts `dst` is an error, not a silent cast."""
+    if dst is None or dtype is None:
+        return dtype
+    if _c.dname(dtype) != dst.dtype_name:
+        raise kernel_error(f"{what}: dtype={_c.dname(dtype)} but dst is {dst.dtype_name}; the dst tile's dtype is "
+                           "the result's dtype (drop dtype= or change dst)")  # fmt: skip
+    return dtype
+
+
 # -- TensorE --------------------------------------------------------------------------------------
+def _commit_into(dst: NkiTensor, accumulate: Any) -> None:
+    """Commit the pending MATMUL into `dst`, inferring `accumulate=None` (see module doc)."""
+    if not isinstance(dst, NkiTensor) or dst.space is not Space.PSUM:
+        raise kernel_error("nc_matmul dst must be a PSUM tile (nl.ndarray(..., buffer=nl.psum))")
+    written = _c.MM_WRITTEN.setdefault(dst.base, set()) if isinstance(dst.base, OnChip) else set()
+    key = dst.access_key()
+    acc = key in written if accumulate is None else bool(accumulate)
+    written.add(key)
+    _trace.current().commit_matmul(dst, accumulate=acc)
+
+
+@beta2(("dst", "stationary", "moving", "is_stationary_onezero", "is_moving_onezero", "is_transpose", "accumulate",
+        "tile_position", "tile_size", "perf_mode", "name"), at=2)  # fmt: skip
 def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
               is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
-              **_: Any) -> NkiTensor:  # fmt: skip
-    """stationary.T @ moving on TensorE into a new fp32 PSUM tile [M, N]; accumulate with `psum_tile += ...`."""
-    _check_no_mask(mask, "nc_matmul")
-    if is_transpose:
-        raise kernel_error("nc_matmul(is_transpose=True) is not supported; use nisa.nc_transpose(data) instead")
+              dst: Any = None, accumulate: Any = None, perf_mode: Any = None, name: Any = None) -> Any:  # fmt: skip
+    """stationary.T @ moving on TensorE: into a new fp32 PSUM tile [M, N] (accumulate with `psum += ...`), or
+    into `dst` (beta 2; `accumulate` True/False, or None to infer). `is_transpose` runs as a plain matmul (equal
+    to the transpose when `moving` is an identity); tiling, one-zero hints and perf modes warn (not modelled)."""
+    skip = skipped_by(mask, "nc_matmul")
+    _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
+                  is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
+    if perf_mode not in (None, matmul_perf_mode.none, "none"):
+        _unmodelled("nisa.nc_matmul", "perf_mode")
     builder = _trace.current()
     p = builder.preset
     st, mv = _c.tile(stationary, "stationary"), _c.tile(moving, "moving")
@@ -152,12 +131,17 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         flat = _c.copy(mv).flatten_free()
     assert flat is not None
     res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
-    builder.set_pending(st, flat, res)
-    return res
+    builder.set_pending(st, flat, res, skip=skip)
+    if dst is None:
+        return res
+    _commit_into(dst, accumulate)
+    return dst
 
 
-def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> NkiTensor:
-    """data.T of a 2-D tile through TensorE, into a new PSUM tile [F, P] (data's dtype unless `dtype`)."""
+@beta2(("dst", "data", "engine", "name"), at=1)
+def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, dst: Any = None,
+                 name: Any = None) -> NkiTensor:  # fmt: skip
+    """data.T of a 2-D tile into a new PSUM tile [F, P] (TensorE) or into `dst` (PSUM: TensorE, SBUF: VectorE)."""
     builder = _trace.current()
     x = _c.tile(data, "transpose input")
     if x.ndim != 2:
@@ -169,77 +153,115 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
         raise kernel_error(
             f"nc_transpose of {x.shape}: the result would have {free} > {builder.preset.pmax} partitions"
         )
+    dtype = _dtype_for(dst, dtype, "nc_transpose")
     dt = _c.dname(dtype) if dtype is not None else x.dtype_name
-    res = builder.alloc((free, parts), dt, Space.PSUM)
+    res = _c.result_tile(dst, (free, parts), dt, Space.PSUM)
+    eng = Engine.TENSOR if res.space is Space.PSUM else Engine.VECTOR
+    if engine not in (None, globals()["engine"].unknown) and _ENGINES.get(engine) is not eng:
+        _unmodelled("nisa.nc_transpose", "engine", f"runs on {eng.value} for a {res.space.value} destination")
     o, i = (res, x) if mask is None else (res, x.masked(mask))
-    _c.emit(Engine.TENSOR, Opcode.TRANSPOSE, [o], [i])
+    _c.emit(eng, Opcode.TRANSPOSE, [o], [i])
     return res
 
 
 # -- ScalarE / VectorE / GpSimdE ------------------------------------------------------------------
+def _reduce_cmd_check(func: str, cmd: Any) -> None:
+    if cmd not in (None, reduce_cmd.idle, reduce_cmd.reset_reduce):
+        raise kernel_error(
+            f"{func}(reduce_cmd={cmd!r}): accumulating across instructions in the engine's registers is not "
+            "supported by nprof; reduce into a tile and combine with nl.add"
+        )
+
+
+@beta2(("dst", "op", "data", "bias", "scale", "reduce_op", "reduce_res", "reduce_cmd", "name"), at=0)
 def activation(op: Any, data: Any, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None, reduce_res: Any = None,
-               reduce_cmd: Any = None, mask: Any = None, dtype: Any = None, **_: Any) -> NkiTensor:  # fmt: skip
+               reduce_cmd: Any = reduce_cmd.idle, mask: Any = None, dtype: Any = None, dst: Any = None,
+               name: Any = None) -> NkiTensor:  # fmt: skip
     """op(data * scale + bias) on ScalarE; with reduce_op/reduce_res also the free-axis reduction."""
+    _reduce_cmd_check("nisa.activation", reduce_cmd)
     rop = reduce_name(reduce_op) if reduce_op is not None else None
-    return _c.activation(act_name(op), data, scale=scale, bias=bias, dtype=dtype, mask=mask, reduce_op=rop,
-                         reduce_res=reduce_res)  # fmt: skip
+    return _c.activation(act_name(op), data, scale=scale, bias=bias, dtype=_dtype_for(dst, dtype, "activation"),
+                         mask=mask, reduce_op=rop, reduce_res=reduce_res, out=dst)  # fmt: skip
 
 
+@beta2(("dst", "op", "data", "reduce_op", "reduce_res", "bias", "scale", "name"), at=0)
 def activation_reduce(op: Any, data: Any, *, reduce_op: Any, reduce_res: Any, bias: Any = None, scale: Any = 1.0,
-                      mask: Any = None, dtype: Any = None, **_: Any) -> NkiTensor:  # fmt: skip
+                      mask: Any = None, dtype: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+    """`activation` that also reduces its result along the free axes into `reduce_res` [P, 1]."""
     return activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res, mask=mask,
-                      dtype=dtype)  # fmt: skip
+                      dtype=dtype, dst=dst)  # fmt: skip
 
 
 _VG = (Engine.VECTOR, Engine.GPSIMD)
 _VSG = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
-def tensor_tensor(x: Any, y: Any, op: Any, *, dtype: Any = None, mask: Any = None, engine: Any = None,
-                  **_: Any) -> NkiTensor:  # fmt: skip
+@beta2(("dst", "data1", "data2", "op", "engine", "name"), at=2)
+def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None, engine: Any = engine.unknown,
+                  dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """Elementwise op of two same-shape tiles (VectorE, or GpSimdE)."""
-    return _c.tensor_tensor(x, y, alu_name(op), dtype=dtype, mask=mask, engine=_engine(engine, Engine.VECTOR, _VG))
+    return _c.tensor_tensor(data1, data2, alu_name(op), dtype=_dtype_for(dst, dtype, "tensor_tensor"), mask=mask,
+                            engine=_engine(engine, Engine.VECTOR, _VG), out=dst)  # fmt: skip
 
 
+@beta2(("dst", "data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1", "engine", "name"), at=1)
 def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,
-                  reverse1: bool = False, *, dtype: Any = None, mask: Any = None, engine: Any = None,
-                  **_: Any) -> NkiTensor:  # fmt: skip
+                  reverse1: bool = False, *, dtype: Any = None, mask: Any = None, engine: Any = engine.unknown,
+                  dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """(data <op0> operand0) <op1> operand1 with scalar or [P, 1] operands (VectorE, ScalarE or GpSimdE)."""
     return _c.tensor_scalar(
         data, alu_name(op0), operand0, reverse0, alu_name(op1) if op1 is not None else None, operand1, reverse1,
-        dtype=dtype, mask=mask, engine=_engine(engine, Engine.VECTOR, _VSG),
+        dtype=_dtype_for(dst, dtype, "tensor_scalar"), mask=mask, engine=_engine(engine, Engine.VECTOR, _VSG), out=dst,
     )  # fmt: skip
 
 
+@beta2(("dst", "data", "op0", "operand0", "op1", "operand1", "reverse0", "reverse1", "name"), at=0)
 def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operand1: Any, reverse0: bool = False,
-                         reverse1: bool = False, dtype: Any = None, mask: Any = None,
-                         **_: Any) -> NkiTensor:  # fmt: skip
+                         reverse1: bool = False, dtype: Any = None, mask: Any = None, dst: Any = None,
+                         name: Any = None) -> NkiTensor:  # fmt: skip
     """(data <op0> operand0) <op1> operand1 with operand1 a full tile: TENSOR_SCALAR then TENSOR_TENSOR."""
+    dtype = _dtype_for(dst, dtype, "scalar_tensor_tensor")
     tmp = _c.tensor_scalar(data, alu_name(op0), operand0, reverse0, dtype="float32", mask=mask)
     a, b = (operand1, tmp) if reverse1 else (tmp, operand1)
-    return _c.tensor_tensor(a, b, alu_name(op1), dtype=dtype or _c.tile(data).dtype, mask=mask)
+    return _c.tensor_tensor(a, b, alu_name(op1), dtype=dtype or _c.tile(data).dtype, mask=mask, out=dst)
 
 
+@beta2(("dst", "op", "data", "axis", "negate", "keepdims", "name"), at=0)
 def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any = None, negate: bool = False,
-                  keepdims: bool = False, **_: Any) -> NkiTensor:  # fmt: skip
+                  keepdims: bool = False, dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """Reduce `data` over free axes `axis` (VectorE TENSOR_REDUCE)."""
-    return _c.reduce(reduce_name(op), data, axis, dtype=dtype, mask=mask, keepdims=keepdims, negate=negate)
+    return _c.reduce(reduce_name(op), data, axis, dtype=_dtype_for(dst, dtype, "tensor_reduce"), mask=mask,
+                     keepdims=keepdims, negate=negate, out=dst)  # fmt: skip
 
 
-def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> NkiTensor:
-    return _c.copy(src, dtype=dtype, mask=mask, engine=_engine(engine, Engine.VECTOR, _VSG))
+@beta2(("dst", "src", "engine", "name"), at=1)
+def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, dst: Any = None,
+                name: Any = None) -> NkiTensor:  # fmt: skip
+    """A copy of `src` (cast to `dtype` / dst's dtype) on VectorE, ScalarE or GpSimdE."""
+    return _c.copy(src, dtype=_dtype_for(dst, dtype, "tensor_copy"), mask=mask,
+                   engine=_engine(engine, Engine.VECTOR, _VSG), out=dst)  # fmt: skip
 
 
-def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NkiTensor:
+@beta2(("dst", "data", "name"), at=1)
+def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:
+    """1 / data on VectorE (RECIPROCAL)."""
     x = _c.tile(data, "reciprocal input")
-    res = _c.new_tile(x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
+    dtype = _dtype_for(dst, dtype, "reciprocal")
+    res = _c.result_tile(dst, x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
     views = _c.apply_mask(mask, x.shape, res, x)
     _c.emit(Engine.VECTOR, Opcode.RECIPROCAL, views[:1], views[1:])
     return res
 
 
-def memset(shape: Any, value: float, dtype: Any, *, mask: Any = None, engine: Any = None, **_: Any) -> NkiTensor:
-    res = _c.new_tile(tuple(shape), _c.dname(dtype))
+@beta2(("dst", "value", "engine", "name"), at=0)
+def memset(shape: Any = None, value: Any = None, dtype: Any = None, *, mask: Any = None, engine: Any = engine.unknown,
+           dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+    """A new tile of `shape`/`dtype` (or `dst`) filled with `value` (VectorE or GpSimdE MEMSET)."""
+    if value is None:
+        raise TypeError("memset() missing required argument: 'value'")
+    if dst is None and (shape is None or dtype is None):
+        raise TypeError("memset() needs shape= and dtype= (or dst=, the tile to fill)")
+    res = dst if dst is not None else _c.new_tile(tuple(shape), _c.dname(dtype))
     (view,) = _c.apply_mask(mask, res.shape, res)
     _c.emit(_engine(engine, Engine.VECTOR, _VG), Opcode.MEMSET, [view], [], value=float(value))
     return res
@@ -252,61 +274,105 @@ def _affine(expr: IndexExpr, shape_ndim: int) -> tuple[int, int, tuple[int, ...]
     return expr.const, cm, steps
 
 
-def iota(expr: Any, dtype: Any, *, mask: Any = None, **_: Any) -> NkiTensor:
-    """A tile holding the values of an affine index expression (GpSimdE IOTA)."""
+@beta2(("dst", "pattern", "offset", "channel_multiplier", "name"), at=0)
+def iota(expr: Any = None, dtype: Any = None, *, mask: Any = None, dst: Any = None, pattern: Any = None,
+         offset: int = 0, channel_multiplier: int = 0, name: Any = None) -> NkiTensor:  # fmt: skip
+    """A tile holding the values of an affine index expression (GpSimdE IOTA); beta 2: `dst` filled with
+    offset + channel_multiplier * p + sum(step * i) over `pattern` ([[step, num], ...])."""
+    if pattern is not None:
+        from nprof.nki.isa_ext import pattern_view
+
+        view, steps = pattern_view(dst, pattern, "iota")
+        _c.emit(Engine.GPSIMD, Opcode.IOTA, [view], [], base=int(offset), channel_multiplier=int(channel_multiplier),
+                steps=steps)  # fmt: skip
+        return dst
     if not isinstance(expr, IndexExpr):
         raise kernel_error("nisa.iota takes an nl.arange expression, e.g. nl.arange(128)[:, None] * 64")
     shape = expr.shape if expr.ndim >= 2 else (expr.shape[0], 1)
     base, cm, steps = _affine(expr if expr.ndim >= 2 else expr[:, None], len(shape))
-    res = _c.new_tile(shape, _c.dname(dtype))
+    res = _c.result_tile(dst, shape, _c.dname(dtype))
     (view,) = _c.apply_mask(mask, shape, res)
     _c.emit(Engine.GPSIMD, Opcode.IOTA, [view], [], base=base, channel_multiplier=cm, steps=steps)
     return res
 
 
-def affine_select(pred: Any, on_true_tile: Any, on_false_value: float, *, mask: Any = None, dtype: Any = None,
-                  **_: Any) -> NkiTensor:  # fmt: skip
-    """where(pred, on_true_tile, on_false_value) with `pred` one affine comparison of nl.arange terms (GpSimdE)."""
+@beta2(("dst", "pattern", "channel_multiplier", "on_true_tile", "on_false_value", "cmp_op", "offset", "name"), at=0)
+def affine_select(pred: Any = None, on_true_tile: Any = None, on_false_value: float = 0.0, *, mask: Any = None,
+                  dtype: Any = None, dst: Any = None, pattern: Any = None, channel_multiplier: int = 0,
+                  cmp_op: Any = None, offset: int = 0, name: Any = None) -> NkiTensor:  # fmt: skip
+    """where(pred, on_true_tile, on_false_value) with `pred` one affine comparison of nl.arange terms (GpSimdE);
+    beta 2: the predicate is cmp_op(offset + channel_multiplier * p + sum(step * i) over `pattern`, 0)."""
+    if pattern is not None:
+        from nprof.nki.isa_ext import affine_select_pattern
+
+        return affine_select_pattern(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op, offset)
     if not isinstance(pred, Predicate) or len(pred.conds) != 1:
         raise kernel_error("affine_select takes one comparison of nl.arange expressions, e.g. i_p >= i_f")
     x = _c.tile(on_true_tile, "on_true_tile")
     expr, cmp, rhs = pred.conds[0]
     offset, cm, steps = _affine(expr, x.ndim)
-    res = _c.new_tile(x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
+    dtype = _dtype_for(dst, dtype, "affine_select")
+    res = _c.result_tile(dst, x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
     views = _c.apply_mask(mask, x.shape, res, x)
     _c.emit(Engine.GPSIMD, Opcode.AFFINE_SELECT, views[:1], views[1:], offset=offset - rhs, channel_multiplier=cm,
             steps=steps, cmp=cmp, fill=float(on_false_value))  # fmt: skip
     return res
 
 
-def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **_: Any) -> NkiTensor:
-    """Per-partition (mean, variance, count) of a tile: [P, 3] (VectorE BN_STATS)."""
+BN_STATS_FMAX = 512  # nl.tile_size.bn_stats_fmax: free elements one BN_STATS reads (AWS nki.isa.bn_stats doc)
+
+
+@beta2(("dst", "data", "name"), at=1)
+def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:
+    """Per-partition statistics in the hardware layout [P, 6]: (count, mean, variance*count) of the even and
+    of the odd elements (VectorE BN_STATS); at most 512 free elements. Feed one or more to `bn_aggr`."""
     x = _c.tile(data, "bn_stats input")
-    res = _c.new_tile((x.shape[0], 3), _c.dname(dtype) if dtype is not None else "float32")
+    if _c._numel_free(x) > BN_STATS_FMAX:
+        raise kernel_error(f"bn_stats reads at most {BN_STATS_FMAX} elements per partition "
+                           f"(nl.tile_size.bn_stats_fmax), got {x.shape}; split the free axis and bn_aggr the "
+                           "concatenated results")  # fmt: skip
+    dtype = _dtype_for(dst, dtype, "bn_stats")
+    res = _c.result_tile(dst, (x.shape[0], 6), _c.dname(dtype) if dtype is not None else x.dtype_name)
     ri, xi = _c.apply_mask(mask, x.shape, res, x)
     _c.emit(Engine.VECTOR, Opcode.BN_STATS, [ri], [xi])
     return res
 
 
-def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, **_: Any) -> NkiTensor:
-    """Combine k bn_stats triples ([P, 3k]) into (mean, variance): [P, 2] (VectorE BN_AGGR)."""
+@beta2(("dst", "data", "name"), at=1)
+def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:
+    """Combine (count, mean, variance*count) triples ([P, 3k], e.g. bn_stats outputs) into (mean, variance): [P, 2]
+    (VectorE BN_AGGR)."""
     x = _c.tile(data, "bn_aggr input")
     if _c._numel_free(x) % 3:
-        raise kernel_error(f"bn_aggr input must hold (mean, variance, count) triples, got shape {x.shape}")
-    res = _c.new_tile((x.shape[0], 2), _c.dname(dtype) if dtype is not None else "float32")
-    _c.emit(Engine.VECTOR, Opcode.BN_AGGR, [res], [x])
+        raise kernel_error(f"bn_aggr input must hold (count, mean, variance*count) triples, got shape {x.shape}")
+    dtype = _dtype_for(dst, dtype, "bn_aggr")
+    res = _c.result_tile(dst, (x.shape[0], 2), _c.dname(dtype) if dtype is not None else x.dtype_name)
+    ri, xi = _c.apply_mask(mask, x.shape, res, x)
+    _c.emit(Engine.VECTOR, Opcode.BN_AGGR, [ri], [xi])
     return res
 
 
-def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, **_: Any) -> None:
-    """Copy `src` to `dst` with one DMA (HBM<->SBUF or HBM->HBM)."""
+def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
+             dge_mode: Any = dge_mode.unknown, priority: Any = None, engine: Any = engine.unknown,
+             name: Any = None) -> None:  # fmt: skip
+    """Copy `src` to `dst` with one DMA (HBM<->SBUF, HBM->HBM, SBUF<->SBUF)."""
     if dst_rmw_op is not None:
         raise kernel_error("dma_copy with dst_rmw_op (read-modify-write) is not supported")
+    if oob_mode == globals()["oob_mode"].skip:
+        raise kernel_error("dma_copy(oob_mode=skip) is not supported: nprof checks bounds at trace time; "
+                           "narrow the indices or pass mask=")  # fmt: skip
+    _unmodelled_if("nisa.dma_copy", dge_mode=(dge_mode, globals()["dge_mode"].unknown), priority=(priority, None))
+    if engine not in (None, globals()["engine"].unknown, dma_engine):
+        _unmodelled("nisa.dma_copy", "engine")
     for v, what in ((dst, "dst"), (src, "src")):
         if not isinstance(v, NkiTensor):
             raise kernel_error(f"dma_copy {what} must be a tensor or tile, got {type(v).__name__}")
     if dst.shape != src.shape and _c._numel_free(dst) * dst.shape[0] != _c._numel_free(src) * src.shape[0]:
         raise kernel_error(f"dma_copy shapes differ: dst {dst.shape} vs src {src.shape}")
+    _c.consumed(src)
     d = dst.masked(mask)
     s = src.masked(mask, src.shape) if mask is not None else src
     _trace.current().dma(d, s)
+
+
+from nprof.nki.isa_ext import *  # noqa: E402, F403  (the rest of the 2.26 instruction set)

@@ -30,6 +30,7 @@ import numpy as np
 from nprof.arch.isa import Space
 from nprof.errors import NprofError
 from nprof.nki import trace as _trace
+from nprof.nki.alloc import OverCapacity
 from nprof.nki.dtypes import NUMPY, dtype_name
 from nprof.nki.tensor import NkiTensor
 from nprof.nki.typing import TensorType
@@ -117,7 +118,33 @@ class Kernel:
         if cached is not None:
             inputs = {k: v for k, v in arrays.items() if k not in cached.inplace}
             return Traced(cached.program, inputs, cached.structure, cached.inplace, originals)
+        try:
+            builder, result = self._record(args, kwargs, arrays)
+        except OverCapacity:  # scope lifetimes do not fit: allocate by liveness, as the compiler does
+            probe, _ = self._record(args, kwargs, arrays, virtual=True)
+            builder, result = self._record(args, kwargs, arrays, uses_total=probe.use_counts)
+        structure = self._outputs(builder, result)
+        inplace = self._inplace(builder, tuple(arrays))
+        inputs = {k: v for k, v in arrays.items() if k not in inplace}
+        traced = Traced(builder.build(), inputs, structure, inplace, originals)
+        self._cache[cache_key] = traced
+        return traced
+
+    def _record(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        arrays: dict[str, np.ndarray],
+        *,
+        virtual: bool = False,
+        uses_total: dict[tuple[int, int], int] | None = None,
+    ) -> tuple[Any, Any]:
+        """Run the kernel into a new ProgramBuilder: (builder, kernel result). `virtual`: unbounded on-chip
+        memory (a probe counting each tile's uses); `uses_total`: free each tile after its last use."""
+        bound = self._bind(args, kwargs)
+        params = inspect.signature(self.func).parameters
         builder = _trace.ProgramBuilder(self.func.__name__, self.preset)
+        builder.plan_lifetimes(virtual=virtual, uses_total=uses_total)
         try:
             source_file = inspect.getsourcefile(self.func) or ""
         except TypeError:
@@ -133,15 +160,8 @@ class Kernel:
             elif name in handles:
                 bound.arguments[name] = handles[name]
         if self.grid:
-            result = builder.call_spmd(self.func, self.grid, *bound.args, **bound.kwargs)
-        else:
-            result = builder.call(self.func, *bound.args, **bound.kwargs)
-        structure = self._outputs(builder, result)
-        inplace = self._inplace(builder, tuple(arrays))
-        inputs = {k: v for k, v in arrays.items() if k not in inplace}
-        traced = Traced(builder.build(), inputs, structure, inplace, originals)
-        self._cache[cache_key] = traced
-        return traced
+            return builder, builder.call_spmd(self.func, self.grid, *bound.args, **bound.kwargs)
+        return builder, builder.call(self.func, *bound.args, **bound.kwargs)
 
     def _inplace(self, builder: _trace.ProgramBuilder, names: tuple[str, ...]) -> tuple[str, ...]:
         """Array arguments the kernel writes become outputs (NKI's older output-argument style)."""
@@ -237,7 +257,17 @@ def finish(traced: Traced, outputs: dict[str, np.ndarray]) -> Any:
         target = (traced.originals or {}).get(name)
         if isinstance(target, np.ndarray) and target.flags.writeable and name in outputs:
             target[...] = outputs[name].astype(target.dtype) if target.dtype != outputs[name].dtype else outputs[name]
+    _device_prints(traced, outputs)
     return unflatten(traced.structure, outputs)
+
+
+def _device_prints(traced: Traced, outputs: dict[str, np.ndarray]) -> None:
+    """Print the values `nl.device_print` captured, in kernel order (the user asked for this output)."""
+    import json
+
+    for name, prefix in json.loads(traced.program.meta.get("device_print", "[]")):
+        if name in outputs:
+            print(prefix, outputs[name])
 
 
 def unflatten(structure: Any, outputs: dict[str, np.ndarray]) -> Any:

@@ -36,9 +36,11 @@ from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     int32,
     tfloat32,
     uint8,
+    uint16,
     uint32,
 )
 from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
+from nprof.nki.scopes import Loop as _Loop
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, mask_box
 
@@ -69,15 +71,25 @@ class tile_size:
     psum_fmax = 512  # fp32 elements of one PSUM bank per partition
     gemm_stationary_fmax = 128  # free size of the matmul stationary operand
     gemm_moving_fmax = 512  # free size of the matmul moving operand
+    bn_stats_fmax = 512  # free elements one nisa.bn_stats reads
 
 
-def affine_range(start: int, stop: int | None = None, step: int = 1, **_: Any) -> range:
-    """Loop with no carried dependency (iterations may overlap); unrolled at trace time."""
-    return range(start, stop, step) if stop is not None else range(start)
+def affine_range(start: int, stop: int | None = None, step: int = 1, *, directives: Any = None) -> Any:
+    """Loop with no carried dependency (iterations may overlap); unrolled at trace time (`nprof.nki.scopes`).
+    `directives` (e.g. `nki.compiler.multi_buffer(2)`) are compiler hints: accepted, they warn (not modelled)."""
+    if directives is not None:
+        from nprof.nki.calls import unmodelled
+
+        unmodelled("nl.affine_range", "directives", "tiles are allocated as declared")
+    return _Loop(range(start, stop, step) if stop is not None else range(start))
 
 
 sequential_range = affine_range
-static_range = affine_range
+
+
+def static_range(start: int, stop: int | None = None, step: int = 1) -> range:
+    """Loop unrolled at trace time (a plain range)."""
+    return range(start, stop, step) if stop is not None else range(start)
 
 
 def program_id(axis: int = 0) -> int:
@@ -86,12 +98,12 @@ def program_id(axis: int = 0) -> int:
     return builder.program_id[axis] if axis < len(builder.program_id) else 0
 
 
-def num_programs(axis: int | None = None) -> int:
-    """Launch-grid size along `axis` (all instances when None); 1 without a grid."""
+def num_programs(axes: int | None = None) -> int:
+    """Launch-grid size along `axes` (all instances when None); 1 without a grid."""
     grid = _trace.current().grid
-    if axis is None:
+    if axes is None:
         return math.prod(grid) if grid else 1
-    return grid[axis] if axis < len(grid) else 1
+    return grid[axes] if axes < len(grid) else 1
 
 
 def program_ndim() -> int:
@@ -104,7 +116,7 @@ def ds(start: int, size: int) -> slice:
 
 
 # -- creation -----------------------------------------------------------------------------------
-def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **_: Any) -> NkiTensor:
+def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTensor:
     """An uninitialised tensor: a tile in SBUF (default) / PSUM, or a new HBM tensor."""
     builder = _trace.current()
     buf = buffer if buffer is not None else sbuf
@@ -117,6 +129,10 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **_: Any
         if buf is shared_hbm:
             return builder.shared_tensor(hint, tuple(int(s) for s in shape), dt)
         return builder.hbm_tensor(builder.unique_name(hint), shape, dt, kind="internal")
+    if getattr(buf, "request", None) is not None:  # nki.compiler direct allocation: placed by nprof instead
+        from nprof.nki.calls import unmodelled
+
+        unmodelled(buf.name, "buffer", "tiles are placed by nprof's allocator")
     axis = next((k for k, s in enumerate(shape) if isinstance(s, par_dim)), 0)
     return builder.alloc(tuple(int(s) for s in shape), dt, buf.space, name, axis)
 
@@ -124,7 +140,14 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **_: Any
 empty = ndarray
 
 
-def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: str = "", **_: Any) -> NkiTensor:
+def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: str = "", *,
+         lazy_initialization: bool = False) -> NkiTensor:  # fmt: skip
+    """A new tile filled with `fill_value` (one memset); `lazy_initialization=True` (a compiler hint to fold
+    the fill into the first write) warns: the memset is still emitted."""
+    if lazy_initialization:
+        from nprof.nki.calls import unmodelled
+
+        unmodelled("nl.full/zeros/ones", "lazy_initialization", "the fill is emitted as a memset")
     t = ndarray(shape, dtype, buffer, name)
     if t.is_hbm:
         raise kernel_error("filled HBM tensors are not supported; fill an SBUF tile and nl.store it")
@@ -132,28 +155,30 @@ def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: st
     return t
 
 
-def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: Any) -> NkiTensor:
-    return full(shape, 0.0, dtype, buffer, name, **kw)
+def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "", *,
+          lazy_initialization: bool = False) -> NkiTensor:  # fmt: skip
+    return full(shape, 0.0, dtype, buffer, name, lazy_initialization=lazy_initialization)
 
 
-def ones(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: Any) -> NkiTensor:
-    return full(shape, 1.0, dtype, buffer, name, **kw)
+def ones(shape: Any, dtype: Any, buffer: Any = None, name: str = "", *,
+         lazy_initialization: bool = False) -> NkiTensor:  # fmt: skip
+    return full(shape, 1.0, dtype, buffer, name, lazy_initialization=lazy_initialization)
 
 
-def zeros_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "", **kw: Any) -> NkiTensor:
+def zeros_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
     return zeros(a.shape, dtype or a.dtype, buffer, name)
 
 
-def ones_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "", **kw: Any) -> NkiTensor:
+def ones_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
     return ones(a.shape, dtype or a.dtype, buffer, name)
 
 
-def empty_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "", **kw: Any) -> NkiTensor:
+def empty_like(a: NkiTensor, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
     return ndarray(a.shape, dtype or a.dtype, buffer, name)
 
 
-def full_like(a: NkiTensor, fill_value: float, dtype: Any = None, buffer: Any = None, **kw: Any) -> NkiTensor:
-    return full(a.shape, fill_value, dtype or a.dtype, buffer)
+def full_like(a: NkiTensor, fill_value: float, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
+    return full(a.shape, fill_value, dtype or a.dtype, buffer, name)
 
 
 # -- memory movement ----------------------------------------------------------------------------
@@ -163,7 +188,7 @@ def _hbm_view(x: Any, what: str) -> NkiTensor:
     return x
 
 
-def load(src: Any, *, mask: Predicate | None = None, dtype: Any = None, **_: Any) -> NkiTensor:
+def load(src: Any, *, mask: Predicate | None = None, dtype: Any = None) -> NkiTensor:
     """DMA `src` (an indexed HBM tensor) into a new SBUF tile of the same shape."""
     src = _hbm_view(src, "nl.load source")
     shape = src.shape if src.ndim else (1, 1)
@@ -176,7 +201,7 @@ def load(src: Any, *, mask: Predicate | None = None, dtype: Any = None, **_: Any
     return dst
 
 
-def store(dst: Any, value: Any, *, mask: Predicate | None = None, **_: Any) -> None:
+def store(dst: Any, value: Any, *, mask: Predicate | None = None) -> None:
     """DMA the tile `value` into `dst` (an indexed HBM tensor); a PSUM tile is first copied to SBUF."""
     dst = _hbm_view(dst, "nl.store destination")
     if _c.is_scalar(value):
@@ -192,7 +217,7 @@ def store(dst: Any, value: Any, *, mask: Predicate | None = None, **_: Any) -> N
     _trace.current().dma(d, v)
 
 
-def load_transpose2d(src: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> NkiTensor:
+def load_transpose2d(src: Any, *, mask: Predicate | None = None, dtype: Any = None) -> NkiTensor:
     """Load a 2-D HBM view [M, K] transposed into an SBUF tile [K, M] (a DMA with a transposing pattern)."""
     src = _hbm_view(src, "nl.load_transpose2d source")
     if src.ndim != 2:
@@ -200,7 +225,7 @@ def load_transpose2d(src: Any, *, dtype: Any = None, mask: Predicate | None = No
     return load(src.transpose2d(), dtype=dtype, mask=mask)
 
 
-def shared_identity_matrix(n: int, dtype: Any = float32, **_: Any) -> NkiTensor:
+def shared_identity_matrix(n: int, dtype: Any = uint8) -> NkiTensor:
     """An [n, n] identity matrix as an HBM constant of the Program."""
     builder = _trace.current()
     dt = _c.dname(dtype)
@@ -217,14 +242,14 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def copy(x: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> NkiTensor:
-    """A copy of tile `x` (VectorE TENSOR_COPY), optionally cast to `dtype`."""
-    return _c.copy(x, dtype=dtype, mask=mask)
+def copy(src: Any, *, mask: Predicate | None = None, dtype: Any = None) -> NkiTensor:
+    """A copy of tile `src` (VectorE TENSOR_COPY), optionally cast to `dtype`."""
+    return _c.copy(src, dtype=dtype, mask=mask)
 
 
 # -- elementwise --------------------------------------------------------------------------------
 def _act(func: str) -> Any:
-    def op(x: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> NkiTensor:
+    def op(x: Any, *, dtype: Any = None, mask: Predicate | None = None) -> NkiTensor:
         return _c.activation(func, x, dtype=dtype, mask=mask)
 
     op.__name__ = op.__qualname__ = func
@@ -233,8 +258,8 @@ def _act(func: str) -> Any:
     return op
 
 
-def _alu(name: str, alu: str) -> Any:
-    def op(x: Any, y: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> Any:
+def _alu(name: str, alu: str, default_dtype: Any = None) -> Any:
+    def op(x: Any, y: Any, *, dtype: Any = default_dtype, mask: Predicate | None = None) -> Any:
         return _c.binary(alu, x, y, dtype=dtype, mask=mask)
 
     op.__name__ = op.__qualname__ = name
@@ -251,17 +276,18 @@ abs = _act("abs")
 
 add, subtract, multiply, divide = (_alu(n, n) for n in ("add", "subtract", "multiply", "divide"))
 maximum, minimum, power = _alu("maximum", "maximum"), _alu("minimum", "minimum"), _alu("power", "power")
-equal, not_equal = _alu("equal", "is_equal"), _alu("not_equal", "not_equal")
-greater, greater_equal = _alu("greater", "is_gt"), _alu("greater_equal", "is_ge")
-less, less_equal = _alu("less", "is_lt"), _alu("less_equal", "is_le")
-logical_and, logical_or = _alu("logical_and", "logical_and"), _alu("logical_or", "logical_or")
+# comparisons and logical ops give bool_ (uint8 0/1) tiles unless dtype= says otherwise, as in NKI
+equal, not_equal = _alu("equal", "is_equal", bool_), _alu("not_equal", "not_equal", bool_)
+greater, greater_equal = _alu("greater", "is_gt", bool_), _alu("greater_equal", "is_ge", bool_)
+less, less_equal = _alu("less", "is_lt", bool_), _alu("less_equal", "is_le", bool_)
+logical_and, logical_or = _alu("logical_and", "logical_and", bool_), _alu("logical_or", "logical_or", bool_)
 bitwise_and, bitwise_or = _alu("bitwise_and", "bitwise_and"), _alu("bitwise_or", "bitwise_or")
 
 
 # -- reductions ---------------------------------------------------------------------------------
 def _red(name: str, op: str) -> Any:
-    def fn(x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None, keepdims: bool = False,
-           **_: Any) -> NkiTensor:  # fmt: skip
+    def fn(x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None,
+           keepdims: bool = False) -> NkiTensor:  # fmt: skip
         return _c.reduce(op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims)
 
     fn.__name__ = fn.__qualname__ = name
@@ -277,8 +303,8 @@ prod = _red("prod", "multiply")
 max._nki_alu, min._nki_alu = "maximum", "minimum"  # type: ignore[attr-defined]
 
 
-def mean(x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None, keepdims: bool = False,
-         **_: Any) -> NkiTensor:  # fmt: skip
+def mean(x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None,
+         keepdims: bool = False) -> NkiTensor:  # fmt: skip
     """Mean over free axes: a sum (TENSOR_REDUCE) scaled by 1/n (TENSOR_SCALAR)."""
     t = _c.tile(x)
     total = _c.reduce("add", t, axis, dtype=dtype, mask=mask, keepdims=keepdims)
@@ -291,7 +317,7 @@ def _sbuf(x: NkiTensor) -> NkiTensor:
     return _c.copy(x) if x.space is Space.PSUM else x
 
 
-def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Predicate | None = None, **_: Any) -> NkiTensor:
+def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Predicate | None = None) -> NkiTensor:
     """x @ y into a PSUM tile (fp32). Without transpose_x, x [M, K] is first transposed on TensorE."""
     from nprof.nki import isa as _isa
 
@@ -300,7 +326,7 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Predicate | None 
     return _isa.nc_matmul(stationary, y, mask=mask)
 
 
-def transpose(x: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> NkiTensor:
+def transpose(x: Any, *, dtype: Any = None, mask: Predicate | None = None) -> NkiTensor:
     """x.T of a 2-D tile, through TensorE (TRANSPOSE into PSUM, then copied back to SBUF)."""
     from nprof.nki import isa as _isa
 
@@ -308,8 +334,8 @@ def transpose(x: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: 
     return _c.copy(t, dtype=dtype if dtype is not None else x.dtype)
 
 
-def softmax(x: Any, axis: Any = -1, *, dtype: Any = None, compute_dtype: Any = None, mask: Predicate | None = None,
-            **_: Any) -> NkiTensor:  # fmt: skip
+def softmax(x: Any, axis: Any = -1, *, dtype: Any = None, compute_dtype: Any = None,
+            mask: Predicate | None = None) -> NkiTensor:  # fmt: skip
     """Softmax over the free axes: max (negated) -> exp(x - max) with a sum -> reciprocal -> scale."""
     t = _c.tile(x, "softmax input")
     axes = _c._axes(axis, t.ndim)
@@ -324,7 +350,7 @@ def softmax(x: Any, axis: Any = -1, *, dtype: Any = None, compute_dtype: Any = N
     return _c.tensor_scalar(e, "multiply", inv, dtype=dtype if dtype is not None else t.dtype, mask=mask)
 
 
-def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Predicate | None = None, **_: Any) -> NkiTensor:
+def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Predicate | None = None) -> NkiTensor:
     """Elementwise `x if condition != 0 else y` (VectorE SELECT); scalars are materialised with memsets."""
     cond = _c.tile(condition, "where condition")
     shape = cond.shape
@@ -339,9 +365,7 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Predicate 
     return res
 
 
-def device_print(*_: Any, **__: Any) -> None:
-    """Accepted for compatibility; values are only known after simulation, so nothing is printed."""
-
+from nprof.nki.language_ext import *  # noqa: E402, F403  (the rest of the 2.26 language)
 
 _INTERNAL = {"annotations", "Any", "Engine", "Opcode", "Space", "NkiTensor", "IndexExpr", "Predicate", "kernel_error",
              "mask_box", "math", "np"}  # fmt: skip

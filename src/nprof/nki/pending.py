@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from nprof.arch.isa import Engine, Opcode, Space, attrs
+from nprof.arch.isa import Access, Engine, Opcode, Space, attrs
+from nprof.nki.blocks import placed_at
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -32,6 +33,7 @@ class _Pending:
     result: NkiTensor
     source: str | None
     box: list[tuple[int, int]] | None = None  # load: the mask's box over the result tile
+    skip: bool = False  # matmul: masked off (mask=False), so committing emits nothing
 
 
 class PendingOps:
@@ -44,10 +46,11 @@ class PendingOps:
     _append: Any
     materialize: Any
 
-    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor) -> None:
-        """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`)."""
+    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor, skip: bool = False) -> None:
+        """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`);
+        `skip`: a masked-off matmul (`mask=False`), which commits to nothing."""
         self.flush()
-        self._pending = _Pending("matmul", stationary, moving, result, self.source())
+        self._pending = _Pending("matmul", stationary, moving, result, self.source(), skip=skip)
 
     def set_pending_load(self, src: NkiTensor, result: NkiTensor, box: list[tuple[int, int]] | None) -> None:
         """Record a DMA of `src` into `result` (narrowed to `box`), committed lazily (see `_Pending`)."""
@@ -83,7 +86,7 @@ class PendingOps:
         out_view = target if target is not None else pend.result
         if target is None and isinstance(pend.result.base, OnChip):
             self.materialize(pend.result.base)
-        if out_view.empty:
+        if out_view.empty or pend.skip:
             return
         stat, mov, out = pend.a.access(), pend.b.access(), out_view.access()
         rshape = pend.result.shape
@@ -91,11 +94,19 @@ class PendingOps:
             raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
         if out.space is not Space.PSUM:
             raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
+        if accumulate and self._fresh(out_view, out):
+            accumulate = False  # `psum += matmul` into a region this tile never wrote starts a new sum
         writer = self._deps.last_writer(stat)
         if self._stationary != (stat, writer):
             self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), pend.source)
             self._stationary = (stat, writer)
         self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), pend.source)
+
+    def _fresh(self, view: NkiTensor, out: Access) -> bool:
+        """True when no instruction wrote `out`'s region since its tile (block) was placed there: the compiler
+        starts an accumulation group (AWS's attention v8a accumulates into nl.ndarray PSUM with `+=`)."""
+        writer = self._deps.last_writer(out)
+        return writer is None or writer < placed_at(view)
 
     def flush(self) -> None:
         """Commit the pending MATMUL or load, if any."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Space
 from nprof.nki.dtypes import NUMPY
-from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.index import IndexExpr
 from nprof.nki.operators import TileOperators
 from nprof.nki.reshape import ViewReshapes
 from nprof.nki.source import kernel_error
@@ -48,7 +48,8 @@ class HbmBase:
 
 @dataclass(eq=False)
 class OnChip:
-    """An SBUF or PSUM allocation; freed (region reusable) when no view refers to it or its kernel returns."""
+    """An SBUF or PSUM allocation; freed (region reusable) when no view refers to it, after its last use
+    (lifetime planning, `nprof.nki.scopes`) or when its kernel returns."""
 
     space: Space
     name: str
@@ -59,8 +60,11 @@ class OnChip:
     bytes_per_partition: int
     builder: ProgramBuilder
     alive: bool = True
+    seq: int = 0  # allocation number within its builder (lifetime planning)
+    blocks: Any = None  # per-block placement (nprof.nki.blocks.Blocks) under lifetime planning
+    born: int = 0  # instruction count when its memory was reserved (earlier writes there were other tiles')
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
-    block_elems: int = 0  # PSUM: element stride between blocks (one bank each); 0 = packed
+    block_elems: int = 0  # PSUM: element stride between blocks (packed into banks); 0 = packed
 
 
 Dim = tuple[int, int, int]  # (partition step, element step, size)
@@ -90,7 +94,7 @@ class NkiTensor(ViewReshapes, TileOperators):
             if axis == part:
                 dims[axis] = (1, 0, shape[axis])
                 if isinstance(base, OnChip) and base.space is Space.PSUM and axis > 0:
-                    stride = max(stride, _bank_elems(base))  # blocks before the partition axis: one bank each
+                    stride = max(stride, _block_elems(base))  # blocks before the partition axis: bank-aligned
             else:
                 dims[axis] = (0, stride, shape[axis])
                 stride *= shape[axis]
@@ -210,6 +214,7 @@ class NkiTensor(ViewReshapes, TileOperators):
     def _index_basic(self, items: tuple[Any, ...]) -> NkiTensor:
         per_dim: list[tuple[int, list[int]]] = []
         sizes: list[int] = []
+        beyond: list[tuple[int, int, int, int, str]] = []  # slices past the end, checked at use (after mask=)
         axis = 0
         for item in items:
             if item is None:
@@ -220,6 +225,8 @@ class NkiTensor(ViewReshapes, TileOperators):
             if isinstance(item, slice):
                 start, stop, step = _slice_range(item, size, self._label(axis))
                 length = len(range(start, stop, step))
+                if stop > size:  # NKI: a slice past the end is valid when a mask= narrows the access
+                    beyond.append((start, len(sizes), step, size, self._label(axis)))
                 per_dim.append((start, [len(sizes), step]))
                 sizes.append(length)
             else:
@@ -244,7 +251,9 @@ class NkiTensor(ViewReshapes, TileOperators):
             if k >= 0:
                 coefs[k] = c
             resolved.append((const, tuple(coefs)))
-        return self._compose(resolved, tuple(sizes), [])
+        checks = [(start, tuple(step if k == dim else 0 for k in range(n)), size, label)
+                  for start, dim, step, size, label in beyond]  # fmt: skip
+        return self._compose(resolved, tuple(sizes), checks)
 
     def _index_affine(self, items: tuple[Any, ...]) -> NkiTensor:
         if any(item is None for item in items):
@@ -277,6 +286,23 @@ class NkiTensor(ViewReshapes, TileOperators):
             new.append((item.const, tuple(coefs), self._dims[axis][2], self._label(axis)))
         return self._compose(per_dim, tuple(sizes), new)
 
+    def _partition_pos(self) -> int:
+        """Position of the partition axis among this on-chip view's axes (0 when it is first or absent)."""
+        moved = [k for k, (ps, _, size) in enumerate(self._dims) if ps and size > 1]
+        if not moved:
+            moved = [k for k, (ps, _, _) in enumerate(self._dims) if ps]
+        pos = moved[0] if moved else 0
+        if pos and any(ps for ps, _, _ in self._dims[:pos]):
+            return 0  # not a block layout: leave it to access() to refuse
+        return pos
+
+    def _move_to_front(self, pos: int) -> NkiTensor:
+        """The same elements with axis `pos` first (a view; bounds checks follow their axes)."""
+        order = [pos, *range(pos), *range(pos + 1, self.ndim)]
+        dims = tuple(self._dims[k] for k in order)
+        checks = tuple((c, tuple(coefs[k] for k in order), size, label) for c, coefs, size, label in self._checks)
+        return NkiTensor(self._base, self._p0, self._e0, dims, checks)
+
     def access_key(self) -> tuple[Any, ...]:
         return (self._p0, self._e0, self._dims)
 
@@ -306,8 +332,11 @@ class NkiTensor(ViewReshapes, TileOperators):
         base = self._base
         if isinstance(base, OnChip) and not base.alive:
             raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
-        if isinstance(base, OnChip) and base.byte_offset < 0:
-            base.builder.materialize(base)
+        delta = 0
+        if isinstance(base, OnChip):
+            if base.byte_offset < 0:
+                base.builder.materialize(base)
+            delta = base.builder.note_use(self)
         dims = self._dims or ((0, 1, 1),)
         itemsize = np.dtype(NUMPY[base.dtype]).itemsize
         if base.space is Space.HBM:
@@ -324,26 +353,48 @@ class NkiTensor(ViewReshapes, TileOperators):
             if ps and size > 1:
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
-        offset = base.byte_offset + self._e0 * itemsize
+        offset = delta + self._e0 * itemsize
         return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
 
 
-def _bank_elems(base: OnChip) -> int:
-    return base.builder.preset.psum_bank_bytes // np.dtype(NUMPY[base.dtype]).itemsize
+def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
+    """The operands of one instruction with block axes moved after the partition axis (one consistent order).
 
-
-def mask_box(mask: Predicate, shape: tuple[int, ...]) -> list[tuple[int, int]]:
-    if not isinstance(mask, Predicate):
-        raise kernel_error(f"mask= must be a comparison of nl.arange expressions, got {type(mask).__name__}")
-    try:
-        box = mask.box(shape)
-    except TypeError as err:
-        raise kernel_error(str(err)) from None
-    if box is None:
+    A tile allocated as `(B..., par_dim(P), F...)` and viewed whole (e.g. by `nl.zeros`) has block axes
+    before its partition axis; the engines iterate partitions outermost, so every on-chip operand is read
+    partition-first. Operands that place the partition axis at different positions of the same logical
+    shape would pair different elements: KernelError.
+    """
+    moves = {v._partition_pos() for v in views if not v.is_hbm and v.ndim > 1}
+    if moves <= {0}:
+        return views
+    if len(moves) > 1:
         raise kernel_error(
-            "mask conditions must each involve one axis (e.g. i_p < n); use nisa.affine_select for triangular masks"
+            "the operands of this instruction put the partition axis at different positions "
+            f"{sorted(moves)}; index the block axes with integers so each operand starts with its partition axis"
         )
-    return box
+    (pos,) = moves
+    return [v if v.is_hbm or v.ndim <= 1 else v._move_to_front(pos) for v in views]
+
+
+def psum_block_bytes(shape: tuple[int, ...], partition_axis: int, dtype: str, bank: int) -> int:
+    """Byte stride between the blocks of a PSUM tile `(B..., par_dim(P), F...)`: the block size rounded up to a
+    power of two, so blocks pack into 2 KiB banks without straddling one (a matmul writes a single bank)."""
+    per_block = math.prod(shape[partition_axis + 1 :]) * np.dtype(NUMPY[dtype]).itemsize
+    return min(bank, 1 << max(0, per_block - 1).bit_length())
+
+
+def block_stride_elems(base: OnChip) -> int:
+    """Elements between consecutive blocks of a multi-block tile in its view layout (see `root`)."""
+    if base.space is Space.PSUM:
+        return _block_elems(base)
+    return math.prod(base.shape[base.partition_axis + 1 :])
+
+
+def _block_elems(base: OnChip) -> int:
+    bank = base.builder.preset.psum_bank_bytes
+    stride = psum_block_bytes(base.shape, base.partition_axis, base.dtype, bank)
+    return stride // np.dtype(NUMPY[base.dtype]).itemsize
 
 
 def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
@@ -358,10 +409,13 @@ def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
         start += size
     if stop < 0:
         stop += size
-    if start < 0 or stop > size or start > stop:
+    if start < 0 or start >= size or start > stop:
         raise kernel_error(
             f"slice {item.start}:{item.stop} is out of bounds for {label}; use a shorter slice or an index with mask="
         )
     if start == stop:
         raise kernel_error(f"slice {item.start}:{item.stop} on {label} is empty")
     return start, stop, step
+
+
+from nprof.nki.masks import mask_box  # noqa: E402, F401  (re-exported: nprof.nki.tensor.mask_box)

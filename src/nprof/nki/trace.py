@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -44,13 +45,17 @@ import numpy as np
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
-from nprof.nki.alloc import Allocator, OutOfMemory
+from nprof.nki.alloc import Allocator, OutOfMemory, OverCapacity
+from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
+from nprof.nki.scopes import LoopScopes
 from nprof.nki.source import kernel_error, user_location
-from nprof.nki.tensor import HbmBase, NkiTensor, OnChip
+from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
+
+MAX_ALLOC_RECORDS = 20_000  # tile allocations kept in Program.meta['allocations'] (the memory view)
 
 _ACTIVE: list[ProgramBuilder] = []
 
@@ -71,7 +76,7 @@ def current() -> ProgramBuilder:
     return _ACTIVE[-1]
 
 
-class ProgramBuilder(PendingOps):
+class ProgramBuilder(PendingOps, LoopScopes):
     """Records instructions of kernels into one Program (see module doc)."""
 
     def __init__(self, name: str, preset: str = "trn1") -> None:
@@ -90,12 +95,14 @@ class ProgramBuilder(PendingOps):
         self._sbuf = Allocator(p.sbuf_partition_bytes)
         self._psum = Allocator(p.psum_partition_bytes, bank=p.psum_bank_bytes)
         self._scopes: list[tuple[str | None, str | None, str | None]] = []
-        self._dma_next = 0
+        self._dma_sites: dict[str | None, int] = {}  # DMA statement (source line) -> its queue
         self._pending: _Pending | None = None
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
+        self.plan_lifetimes()
         self._counter = 0
         self.meta: dict[str, str] = {}
+        self.allocations: list[list] = []  # [space, name, byte offset, bytes per partition, partitions, source]
         self.grid: tuple[int, ...] = ()  # SPMD launch grid of the running call (empty: not SPMD)
         self.program_id: tuple[int, ...] = ()  # this instance's index in the grid
         self._shared: list[NkiTensor] = []  # shared_hbm tensors of the first SPMD instance
@@ -177,6 +184,7 @@ class ProgramBuilder(PendingOps):
         _ACTIVE.append(self)
         try:
             result = fn(*args, **kwargs)
+            self.check_loops_completed()
             self.flush()
         finally:
             _ACTIVE.pop()
@@ -238,6 +246,7 @@ class ProgramBuilder(PendingOps):
         base = OnChip(space, "", dtype, tuple(shape), partition_axis, -1, 0, self)
         self._counter += 1
         base.name = name or f"{'sbuf' if space is Space.SBUF else 'psum'}_{self._counter}"
+        base.seq = self._counter
         self._check_tile(base)
         if not lazy:
             self.materialize(base)
@@ -271,24 +280,42 @@ class ProgramBuilder(PendingOps):
         blocks = math.prod(shape[:partition_axis])
         per_block = math.prod(shape[partition_axis + 1 :]) * item
         nbytes, align, block_elems = blocks * per_block, None, 0
-        if base.space is Space.PSUM and blocks > 1:  # one bank per block, as the accumulators address them
-            nbytes, align, block_elems = blocks * p.psum_bank_bytes, p.psum_bank_bytes, p.psum_bank_bytes // item
+        if base.space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
+            stride = psum_block_bytes(shape, partition_axis, base.dtype, p.psum_bank_bytes)
+            nbytes, align, block_elems = blocks * stride, max(stride, 64), stride // item
         allocator = self._sbuf if base.space is Space.SBUF else self._psum
+        if self._uses_total is not None and blocks > 1:  # each block its own live range (nprof.nki.blocks)
+            stride = block_stride_elems(base)
+            base.blocks = Blocks(stride, stride * item, allocator, align)
+            base.byte_offset, base.block_elems = 0, block_elems
+            base.token = weakref.finalize(base, base.blocks.free_all)
+            return
         try:
             offset = allocator.alloc(nbytes, align)
         except OutOfMemory as err:
-            label = "SBUF" if base.space is Space.SBUF else "PSUM"
-            raise kernel_error(
-                f"{label} over capacity: a {shape} {base.dtype} tile needs {err.need} bytes per partition with "
-                f"{err.live} of {err.capacity} already live; use smaller tiles or free tiles (drop references)"
-            ) from None
+            raise self.over_capacity(base, err) from None
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
+        base.born = len(self._instructions)
         base.token = weakref.finalize(base, allocator.free, offset)
+        if len(self.allocations) < MAX_ALLOC_RECORDS:  # for the viewer's SBUF/PSUM memory view
+            parts = shape[partition_axis] if shape else 1
+            self.allocations.append([base.space.value, base.name, offset, nbytes, parts, self.source()])
+
+    def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
+        """The error for a tile (or block) that does not fit, at the user's line."""
+        label = "SBUF" if base.space is Space.SBUF else "PSUM"
+        how = "even with each tile freed after its last use" if self._uses_total is not None else "live"
+        msg = (
+            f"{label} over capacity: a {base.shape} {base.dtype} tile needs {err.need} bytes per partition with "
+            f"{err.live} of {err.capacity} {how}; use smaller tiles or fewer buffers"
+        )
+        return OverCapacity(str(kernel_error(msg)))
 
     def _release(self, base: OnChip) -> None:
         base.alive = False
         if base.token is not None:
             base.token()
+            base.token = None
 
     # -- emission -----------------------------------------------------------------------------
     def source(self) -> str | None:
@@ -325,13 +352,14 @@ class ProgramBuilder(PendingOps):
         index = len(self._instructions)
         deps = self._deps.record(index, ins + extra_reads, outs)
         queue = -1
-        if opcode is Opcode.DMA_DIRECT2D:
-            queue = self._dma_next % self.preset.dma_queues
-            self._dma_next += 1
+        if opcode is Opcode.DMA_DIRECT2D:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
+            queue = self._dma_sites.setdefault(source, len(self._dma_sites)) % self.preset.dma_queues
         layer, hlo = (self._scopes[-1][0], self._scopes[-1][1]) if self._scopes else (None, None)
         self._instructions.append(Instruction(engine, opcode, outs, ins, attrs_, deps, queue, source, layer, hlo))
         if opcode is Opcode.TRANSPOSE:
             self._stationary = None  # the transpose goes through the array and displaces loaded weights
+        if self._dying:
+            self.release_dead()
         return index
 
     def dma(self, dst: NkiTensor, src: NkiTensor, **flags: Any) -> int | None:
@@ -362,7 +390,10 @@ class ProgramBuilder(PendingOps):
             constants=dict(self._constants),
             sbuf_bytes=self._sbuf.high_water,
             psum_bytes=self._psum.high_water,
-            meta=dict(self.meta),
+            meta={
+                **self.meta,
+                **({"allocations": json.dumps(self.allocations, separators=(",", ":"))} if self.allocations else {}),
+            },
         )
         try:
             program.validate()

@@ -216,6 +216,16 @@ def _describe_other_format(found: str) -> str | None:
     return None
 
 
+def validated(profile: Profile, path: Path) -> Profile:
+    """`profile` if its manifest and tables pass the validation layer, else a one-line FormatError."""
+    try:
+        check_manifest(profile.info.to_json())
+    except ValueError as exc:
+        raise FormatError(f"{path}: invalid profile: {exc}; re-create it") from None
+    checked(path, {name: profile.table(name) for name in TABLES}, profile.info.world_size)
+    return profile
+
+
 def checked(path: Path, tables: Mapping[str, pa.Table], world_size: int) -> None:
     """`validate.check_tables` with its reason as a one-line FormatError naming `path`."""
     try:

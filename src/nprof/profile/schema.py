@@ -8,10 +8,11 @@ Engine categories (`engine` column): tensor, vector, scalar, gpsimd, sync, cc
 (collective cores) for the virtual NeuronCore; real-hardware captures map their
 ops onto the same categories (tensor: matmul/conv, vector: elementwise and
 reductions, scalar: activations) and use `other` for the rest, so the same
-summary and viewer apply. `track` is the timeline row the event belongs to:
+summary and viewer apply; in a trace with device (GPU/MTIA) work, host rows use `host`, so
+engine totals never mix CPU ops with device kernels. `track` is the timeline row the event belongs to:
   virtual device: "tensor.stationary" (LoadStationary), "tensor.moving"
   (MultiplyMoving / matmul), "vector", "scalar", "gpsimd", "sync", "cc.<k>";
-  real hardware: "cpu:<thread id>" or "cuda:<device>:<stream>".
+  real hardware: "cpu:<thread id>", "cuda:<device>:<stream>" or "mtia:<device>:<stream>".
 DMA `queue` names: "q0".."q15" on the virtual device; "memcpy:<device>:<stream>"
 and "memset:<device>:<stream>" for real hardware, whose DMA `direction` is
 host->device, device->host, device->device, host->host or memset.
@@ -24,7 +25,7 @@ import pyarrow as pa
 SCHEMA_VERSION = 1
 FORMAT = "nprof-profile"
 
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "cc", "other")
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "cc", "other", "host")
 
 _str = pa.string()
 _i64 = pa.int64()

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nprof.errors import show_value as show
 from nprof.profile.schema import ENGINES
 
 MAX_TS = 2**53
@@ -66,17 +67,17 @@ def _peak(data: Mapping[str, Any], key: str) -> None:
     if value is None:
         return
     if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{key} must be a positive finite number or null, not {str(value)[:40]}")
+        raise ValueError(f"{key} must be a positive finite number or null, not {show(value)}")
 
 
 def _tensors(value: Any) -> None:
-    if not isinstance(value, list) or len(value) > MAX_TENSORS:
+    if not isinstance(value, list | tuple) or len(value) > MAX_TENSORS:
         raise ValueError("tensors must be a list of objects")
     for t in value:
         if not isinstance(t, dict) or not all(isinstance(t.get(k), str) for k in ("name", "dtype", "kind")):
             raise ValueError("every tensor needs string name, dtype and kind")
         shape = t.get("shape")
-        if not isinstance(shape, list) or len(shape) > 64 or any(type(d) is not int or d < 0 for d in shape):
+        if not isinstance(shape, list | tuple) or len(shape) > 64 or any(type(d) is not int or d < 0 for d in shape):
             raise ValueError(f"tensor {t['name'][:40]!r} has an invalid shape")
 
 
@@ -115,7 +116,7 @@ def _range(t: pa.Table, table: str, column: str, lo: int, hi: int) -> None:
 
 
 def _total(t: pa.Table, table: str, column: str) -> None:
-    total = pc.sum(pc.cast(t[column], pa.float64())).as_py() or 0.0
+    total = pc.sum(pc.cast(t[column], pa.float64(), safe=False)).as_py() or 0.0
     if total > MAX_VALUE:
         raise ValueError(f"table '{table}' column {column} sums to {total:.3g}, past {MAX_VALUE:.3g}")
 

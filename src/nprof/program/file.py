@@ -35,8 +35,8 @@ from nprof.arch.isa import DTYPES, Access, Engine, Instruction, Opcode, Space, n
 from nprof.arch.presets import PRESETS
 from nprof.container import open_container, write_container
 from nprof.errors import FormatError, NprofError
-from nprof.npy import read_npy
 from nprof.program.model import Program, TensorDecl
+from nprof.program.npy import read_npy
 from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
 
 FORMAT = "nprof-program"
@@ -236,7 +236,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
             )
         except FormatError:
             raise
-        except (KeyError, ValueError, TypeError, json.JSONDecodeError, pa.ArrowException) as exc:
+        except (KeyError, ValueError, TypeError, RecursionError, json.JSONDecodeError, pa.ArrowException) as exc:
             raise FormatError(f"{box.path}: invalid program file ({exc}); re-create it") from exc
     finally:
         box.close()

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nprof.arch.presets import PRESETS
+from nprof.errors import show_value as show
 
 MAX_ELEMENTS = 1 << 48
 MAX_DIMS = 8
@@ -39,7 +40,7 @@ def check_manifest(m: Mapping[str, Any]) -> None:
             raise ValueError(f"{key} must be a string")
     preset = PRESETS.get(m.get("preset", "trn1"))
     if preset is None:
-        raise ValueError(f"unknown preset {str(m.get('preset'))[:40]!r}; presets: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown preset {show(m.get('preset'))}; presets: {', '.join(PRESETS)}")
     _whole(m.get("sbuf_bytes", 0), "sbuf_bytes", 0, preset.sbuf_partition_bytes)
     _whole(m.get("psum_bytes", 0), "psum_bytes", 0, preset.psum_partition_bytes)
     if m.get("meta") is not None and not isinstance(m["meta"], dict):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nprof.errors import NprofError
+from nprof.profile.validate import MAX_TS
 from nprof.store.catalog import locked, read_json, write_json
 from nprof.store.store import NotFound, Store
 
@@ -33,8 +34,8 @@ def _label(label: Any) -> str:
 
 
 def _ts(ts: Any) -> int:
-    if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-        raise NprofError("marker ts must be a non-negative integer number of nanoseconds")
+    if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= MAX_TS:
+        raise NprofError(f"marker ts must be a whole number of nanoseconds in [0, {MAX_TS}]")
     return ts
 
 

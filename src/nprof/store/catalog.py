@@ -36,6 +36,14 @@ def check_id(profile_id: str, what: str = "profile id") -> str:
     return profile_id
 
 
+def check_display_name(name: str) -> str:
+    """The display name stripped, if 1-200 characters on one line; else NprofError (CLI and API share it)."""
+    text = name.strip() if isinstance(name, str) else ""
+    if not text or len(text) > 200 or "\n" in text or "\r" in text:
+        raise NprofError("display name must be 1-200 characters on one line")
+    return text
+
+
 def slug(text: str, limit: int = 40) -> str:
     s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
     return (s[:limit].rstrip("-._") or "profile").lower()

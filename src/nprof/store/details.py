@@ -54,6 +54,13 @@ FIELDS: dict[str, tuple[str, str, str, str]] = {
     "is_spill": ("Memory", "Spill save", "", "Saves an intermediate from SBUF to HBM (register spill)"),
     "is_reload": ("Memory", "Spill reload", "", "Reloads a saved intermediate from HBM to SBUF"),
 }
+# fields that only mean something on a NeuronCore (hidden for CPU / GPU / imported-trace profiles)
+NEURON_ONLY = frozenset(
+    {
+        "wait_ns", "pc", "partitions", "is_transpose", "is_spill", "is_reload",
+        "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "hw_flops",
+    }
+)  # fmt: skip
 _TABLES = (("instructions", "instruction", "track", "opcode"), ("dma", "dma", "queue", "direction"))
 GROUPS = ("Timing", "IDs", "Source", "Operands", "Memory", "Other")
 
@@ -71,7 +78,14 @@ def _links(cur: duckdb.DuckDBPyConnection, ids: list[int]) -> list[dict[str, Any
     return [{"id": i, "row": r, "ts": t, "dur": d, "opcode": o} for i, r, t, d, o in cur.execute(sql).fetchall()]
 
 
-def event_details(cur: duckdb.DuckDBPyConnection, event_id: int) -> dict[str, Any]:
+def is_neuron(device: str | None) -> bool:
+    """True for profiles of a (virtual) NeuronCore: the device name mentions neuron (None: assume so)."""
+    return device is None or "neuron" in device.lower()
+
+
+def event_details(cur: duckdb.DuckDBPyConnection, event_id: int, device: str | None = None) -> dict[str, Any]:
+    """Every field of one event, grouped (see module doc); Neuron-only fields are left out unless
+    `is_neuron(device)`."""
     from nprof.store.store import NotFound
 
     rec: dict[str, Any] | None = None
@@ -87,8 +101,14 @@ def event_details(cur: duckdb.DuckDBPyConnection, event_id: int) -> dict[str, An
     deps = list(rec.pop("deps") or [])
     rec["end"] = rec["ts"] + rec["duration"]
     groups: dict[str, list[dict[str, Any]]] = {g: [] for g in GROUPS}
+    neuron = is_neuron(device)
+    hide = frozenset() if neuron else NEURON_ONLY
     for key, value in rec.items():
+        if key in hide:
+            continue
         group, label, unit, help_ = FIELDS.get(key, ("Other", key, "", key))
+        if key == "nki_source_location" and not neuron:  # a CPU/GPU capture: the user's Python line
+            label, help_ = "Source line", "The user's source file:line the operation was issued from"
         groups[group].append({"key": key, "label": label, "value": value, "unit": unit, "help": help_})
     order = list(FIELDS)
     for fields in groups.values():

@@ -51,7 +51,9 @@ def _tensor_bytes(shape: list[int], dtype: str) -> int | None:
 
 
 def profile_answer(entry: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    man = meta["manifest"]
+    man = dict(meta["manifest"])
+    if man.get("meta"):  # source texts stored at capture are served by /source, not with every page load
+        man["meta"] = {k: v for k, v in man["meta"].items() if not k.startswith("source:")}
     st = meta["stats"]
     tensors = [
         {**t, "shape": list(t["shape"]), "bytes": _tensor_bytes(list(t["shape"]), t["dtype"])}
@@ -96,7 +98,12 @@ def summary_answer(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], flat: b
     ai = metrics.get("mm_arithmetic_intensity")
     ratio = metrics.get("peak_flops_bandwidth_ratio")
     bound = metrics.get("bound")
-    if bound in ("memory", "compute"):
+    from nprof.analysis.findings import low_utilisation
+
+    low = low_utilisation(metrics)
+    if low:
+        bound, text = "latency", f"latency/overhead-bound: {low}"
+    elif bound in ("memory", "compute"):
         rel = "below" if bound == "memory" else "at or above"
         text = (
             f"{bound}-bound: matmul arithmetic intensity {ai:.4g} FLOP/B is {rel} the device ratio {ratio:.4g} FLOP/B"

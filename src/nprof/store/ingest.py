@@ -1,15 +1,18 @@
 """Build one profile's DuckDB file: raw tables, analysis tables and level-of-detail structures.
 
-Contract: `build_profile_db(profile, path, analyse, bar)` writes a complete,
-self-contained DuckDB database at `path` (which must not exist; timeline tables in row
-groups of ROW_GROUP_SIZE rows so zone maps prune range reads tightly, raw tables in
-RAW_ROW_GROUP_SIZE groups), with the tables of
+Contract: `build_profile_db(profile, path, analyse, bar, parts, source)` writes a complete
+DuckDB database at `path` (which must not exist; timeline tables in row groups of
+ROW_GROUP_SIZE rows so zone maps prune range reads tightly, the reverse dependency index in
+RAW_ROW_GROUP_SIZE groups) plus the parts directory `parts` beside it (the Profile's own
+tables as Parquet, read in place: nothing ingest does not derive is copied into DuckDB), with the tables of
 `analyse` (the analysis passes), and returns the catalog facts
 (`BuildResult`). It never touches the catalog; `Store.ingest` builds into a
 temporary file and renames it into place, so a failure here leaves nothing.
 
 Tables written (all immutable after ingest):
-* `instructions`, `dma` (sorted by id), `collectives`, `counters` (sorted by name, ts): the Profile tables;
+* `instructions`, `dma`, `collectives`, `counters`: views over the Profile's own tables kept as
+  Parquet files in the parts directory beside the database (`nprof.store.raw_parts`: copied
+  from the Profile file when possible, else written; instructions/dma by id, counters by name, ts);
 * `events(row, ts, dur, id, op, nbytes, flops, src, layer)`: every instruction and DMA
   (`src`: source line, else layer; `layer`; both codes into `sources`),
   sorted by (row, ts) so DuckDB zone maps prune viewport and box-select scans;
@@ -37,11 +40,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nprof.analysis.facts import release as release_facts
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
 from nprof.store.ingest_events import event_columns, np_col
 from nprof.store.ingest_lod import LOD_SCHEMA as LOD_SCHEMA
 from nprof.store.ingest_lod import lod_table as _lod_table
+from nprof.store.raw_parts import create_views, parts_name, search_path_config, write_parts
 from nprof.store.rows import (
     COUNTER_DMA_THROUGHPUT,
     COUNTER_PENDING_DMA,
@@ -58,18 +63,12 @@ TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("
 class BuildResult:
     event_count: int
     total_time_ns: int
-    steps: dict[str, float] = field(default_factory=dict)  # wall seconds per build step (see build_profile_db)
+    steps: dict[str, float] = field(default_factory=dict)  # wall (and "<step> cpu") seconds per build step
+    parts: str | None = None  # the parts directory's name (nprof.store.raw_parts)
 
 
 def _dump(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
-
-
-def _sorted_by_id(table: pa.Table) -> pa.Table:
-    ids = np_col(table["id"])
-    if ids.size > 1 and np.any(ids[1:] < ids[:-1]):
-        return table.take(pa.array(np.argsort(ids, kind="stable")))
-    return table
 
 
 def _deps_rev(p: Profile) -> pa.Table:
@@ -107,14 +106,15 @@ def _put(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
         con.unregister(view)
 
 
-STORE_FORMAT = 1  # bump when the tables of a profile database change; older files must be re-ingested
+STORE_FORMAT = 2  # bump when the tables of a profile database change; older files must be re-ingested
 ROW_GROUP_SIZE = 8192  # small row groups: zone maps then prune range reads to a few thousand rows
 RAW_ROW_GROUP_SIZE = 122880  # DuckDB's default, for the raw tables (read by id or whole): ~15% cheaper to write
 
 
 def open_build_db(path: Path, row_group_size: int = ROW_GROUP_SIZE) -> duckdb.DuckDBPyConnection:
-    """A connection whose default database is a new file at `path` (small row groups by default)."""
-    con = duckdb.connect()
+    """A connection whose default database is a new file at `path` (small row groups by default); Parquet
+    paths of views resolve against the file's directory (`nprof.store.raw_parts`)."""
+    con = duckdb.connect(config=search_path_config(path.parent))
     _attach(con, path, row_group_size)
     return con
 
@@ -139,15 +139,10 @@ def close_build_db(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
-def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile) -> None:
-    """The Profile's own tables plus the reverse dependency index."""
-    _put(con, "instructions", _sorted_by_id(p.instructions))
-    _put(con, "dma", _sorted_by_id(p.dma))
-    _put(con, "collectives", p.collectives)
-    counters = p.counters
-    if counters.num_rows:
-        counters = counters.sort_by([("name", "ascending"), ("ts", "ascending")])
-    _put(con, "counters", counters)
+def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile, parts_dir: Path, source: Path | None) -> None:
+    """The Profile's own tables as Parquet parts read in place through views, plus the reverse dependency index."""
+    write_parts(p, parts_dir, source)
+    create_views(con, parts_dir.name)
     _put(con, "deps_rev", _deps_rev(p))
 
 
@@ -156,20 +151,27 @@ def build_profile_db(
     path: Path,
     analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
     bar: Progress,
+    parts: str | None = None,
+    source: Path | None = None,
 ) -> BuildResult:
-    """Write the profile database at `path` (see module doc); `bar` advances 5 steps.
+    """Write the profile database at `path` and the raw tables in the parts directory `parts` beside it
+    (`source`: the Profile file `p` was loaded from, whose members are then copied; see
+    `nprof.store.raw_parts`); `bar` advances 5 steps.
 
     The raw tables are written on a second cursor from a worker thread while this thread runs
     the analysis passes and builds the event columns and pyramids (numpy and Arrow): DuckDB
     releases the GIL, so its writer and the numpy work share the two cores. They are written
-    with RAW_ROW_GROUP_SIZE rows per group (cheaper to write; they are read by id or whole);
+    with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency index, read by dep);
     the database is then re-attached with ROW_GROUP_SIZE for the timeline tables, whose
     zone maps need small groups. `BuildResult.steps` holds each step's wall seconds.
     """
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
+    parts = parts or parts_name()
     steps: dict[str, float] = {}
     pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest")
-    raw_job = pool.submit(_timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p)
+    raw_job = pool.submit(
+        _timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p, path.parent / parts, source
+    )
     done = False
     jobs: list[Future[None]] = []
     try:
@@ -198,6 +200,7 @@ def build_profile_db(
             "summary": summary,
             "analysis_tables": list(analysis),
             "stats": meta_stats,
+            "parts": parts,
         }
         _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
         steps["write meta"] = time.perf_counter() - t
@@ -210,7 +213,7 @@ def build_profile_db(
         if not done:
             con.close()
     bar.advance(1)
-    return BuildResult(p.event_count, p.total_time_ns, steps)
+    return BuildResult(p.event_count, p.total_time_ns, steps, parts)
 
 
 def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
@@ -229,11 +232,13 @@ def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: A
 
 
 def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any) -> _T:
-    t = time.perf_counter()
+    """Run `fn(*args)`; steps[name] = its wall seconds, steps[name + " cpu"] = this thread's CPU seconds."""
+    t, c = time.perf_counter(), time.thread_time()
     try:
         return fn(*args)
     finally:
         steps[name] = time.perf_counter() - t
+        steps[f"{name} cpu"] = time.thread_time() - c
 
 
 def _timeline_of_profile(
@@ -243,6 +248,7 @@ def _timeline_of_profile(
     (lod, rows, opcodes, sources) and the stats for `meta`."""
     total_time = p.total_time_ns
     rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
+    release_facts(p)  # the analysis' per-event arrays are no longer needed: free them before the pyramids
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
     write_events(events_table(cols))

@@ -5,7 +5,8 @@ Contract: `lod_table(rows, cols, span, dma_total_row)` takes the event rows and 
 (LOD_SCHEMA, sorted by level, row, bucket) plus per-row stats (count, max_dur, first_ts,
 last_end, base_level) by row index. Each row's pyramid starts at its own base level (about
 8 events per bucket, `nprof.store.lod.base_level_for`); under `dma_total_row` goes the
-pyramid of all DMA queues together (for the DMA counters). Sequential: building that one
+pyramid of all DMA queues together (for the DMA counters), the only row with `peak`/`peak_rate`
+(exact per-bucket maxima, `nprof.store.lod.peaks`; null elsewhere). Sequential: building that one
 on a second thread was measured slower (both cores are already busy with DuckDB's writes).
 """
 
@@ -28,6 +29,8 @@ LOD_SCHEMA = pa.schema(
         ("op", pa.int32()),
         ("nbytes", pa.float64()),
         ("flops", pa.float64()),
+        ("peak", pa.int32()),  # most events in flight at one instant: only on the all-DMA-queues row, else null
+        ("peak_rate", pa.float64()),  # highest summed bytes/ns at one instant: idem
     ]
 )
 
@@ -36,7 +39,7 @@ def lod_table(
     rows: list[RowInfo], cols: dict[str, np.ndarray], span: int, dma_total_row: int | None = None
 ) -> tuple[pa.Table, dict[int, dict[str, int]]]:
     """Per-row pyramids, each from its own base level (about 8 events per bucket on that row), plus,
-    under `dma_total_row`, the pyramid of all DMA queues together (for the DMA counters).
+    under `dma_total_row`, the pyramid of all DMA queues together (for the DMA counters; see the module doc).
     Returns the table and per-row stats (count, max_dur, first_ts, last_end, base_level) by row index."""
     parts: dict[int, list[pa.Table]] = {}
     stats: dict[int, dict[str, int]] = {}
@@ -48,7 +51,7 @@ def lod_table(
         stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
         if n_dma:
             c = [cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")]
-            _add_pyramid(parts, dma_total_row, *c, base, span)
+            _add_pyramid(parts, dma_total_row, *c, base, span, with_peaks=True)
     tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
     return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), stats
 
@@ -88,9 +91,12 @@ def _add_pyramid(
     flops: np.ndarray,
     base: int,
     span: int,
+    with_peaks: bool = False,
 ) -> None:
-    for level, idx, b in row_pyramid(ts, dur, op, nbytes, flops, base, span):
+    for level, idx, b in row_pyramid(ts, dur, op, nbytes, flops, base, span, with_peaks):
         if idx.size:
+            peak = pa.nulls(idx.size, pa.int32()) if b.peak is None else pa.array(b.peak.astype(np.int32))
+            rate = pa.nulls(idx.size, pa.float64()) if b.peak_rate is None else pa.array(b.peak_rate)
             parts.setdefault(level, []).append(
                 pa.table(
                     {
@@ -102,6 +108,8 @@ def _add_pyramid(
                         "op": pa.array(b.op.astype(np.int32)),
                         "nbytes": pa.array(b.nbytes),
                         "flops": pa.array(b.flops),
+                        "peak": peak,
+                        "peak_rate": rate,
                     }
                 )
             )

@@ -12,6 +12,10 @@ Contract:
   2**level ns, level L+1 = pairs of level-L buckets summed, dominant opcode
   recomputed exactly from per-opcode sums) and yields the non-empty buckets of each
   level. The store keeps them in its `lod` table, sorted by (level, row, bucket).
+* `peaks(ts, dur, nbytes, origin, width, nb)` gives, per bucket, the most events in
+  flight at any one instant and the highest summed transfer rate (nbytes/dur, bytes
+  per ns = GB/s) at any instant: exact maxima, so a coarser bucket's peak is the max
+  of its halves' (never an average). Zero-length events are never in flight.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class Buckets:
     nbytes: np.ndarray  # float64 bytes moved (prorated)
     flops: np.ndarray  # float64 FLOPs (prorated)
     op: np.ndarray  # int32 dominant opcode, -1 when empty
+    peak: np.ndarray | None = None  # int64 most events in flight at one instant (`peaks`)
+    peak_rate: np.ndarray | None = None  # float64 highest summed nbytes/dur at one instant (`peaks`)
     per_op: np.ndarray | None = None  # (nb, k + 1) float busy per local opcode (last column: the rest)
     op_codes: np.ndarray | None = None  # global opcode of each per_op column but the last
 
@@ -177,6 +183,58 @@ def _pick(mat: np.ndarray, codes: np.ndarray, op: np.ndarray | None, kb: np.ndar
     return dom
 
 
+RATE_ONE = 1 << 20  # peak rates are summed in fixed point (1/2**20 bytes per ns): exact, no drift
+
+
+def _steps(
+    ts: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, origin: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The in-flight count and fixed-point rate as step functions: (change points, count, rate) where
+    the values hold from each point until the next (0 before the first)."""
+    pos = dur > 0
+    s = ts[pos].astype(np.int64) - origin
+    d = dur[pos].astype(np.int64)
+    rate = np.rint(nbytes[pos].astype(np.float64) * RATE_ONE / d).astype(np.int64)
+    pts = np.concatenate([s, s + d])
+    order = np.argsort(pts, kind="stable")
+    pts = pts[order]
+    n = s.size
+    count = np.cumsum(np.where(order < n, 1, -1))
+    total = np.cumsum(np.concatenate([rate, -rate])[order])
+    last = np.append(np.flatnonzero(pts[1:] != pts[:-1]), pts.size - 1)  # after every change at a point
+    return pts[last], count[last], total[last]
+
+
+def peaks(
+    ts: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, origin: int, width: int, nb: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per bucket of `width` ns from `origin`: the most events in flight at one instant (int64) and the
+    highest summed rate nbytes/dur at one instant (float64 bytes per ns). See the module doc."""
+    width = int(width)
+    if not np.any(dur > 0):
+        return np.zeros(nb, dtype=np.int64), np.zeros(nb)
+    pts, count, rate = _steps(ts, dur, nbytes, origin)
+    starts = np.arange(nb, dtype=np.int64) * width
+    at = np.searchsorted(pts, starts, side="right") - 1  # the step holding at each bucket's start
+    ok = at >= 0
+    peak = np.where(ok, count[np.maximum(at, 0)], 0).astype(np.int64)
+    peak_rate = np.where(ok, rate[np.maximum(at, 0)], 0).astype(np.int64)
+    inside = (pts >= 0) & (pts < nb * width)  # steps beginning inside a bucket
+    if inside.any():
+        kb = pts[inside] // width
+        first = np.flatnonzero(np.diff(kb, prepend=-1))
+        k = kb[first]
+        peak[k] = np.maximum(peak[k], np.maximum.reduceat(count[inside], first))
+        peak_rate[k] = np.maximum(peak_rate[k], np.maximum.reduceat(rate[inside], first))
+    return peak, np.maximum(peak_rate, 0) / RATE_ONE
+
+
+def _halve_max(a: np.ndarray) -> np.ndarray:
+    if a.shape[0] % 2:
+        a = np.append(a, np.zeros(1, dtype=a.dtype))
+    return a.reshape(-1, 2).max(axis=1)
+
+
 def _halve(a: np.ndarray) -> np.ndarray:
     if a.shape[0] % 2:
         pad = np.zeros((1, *a.shape[1:]), dtype=a.dtype)
@@ -185,22 +243,36 @@ def _halve(a: np.ndarray) -> np.ndarray:
 
 
 def row_pyramid(
-    ts: np.ndarray, dur: np.ndarray, op: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, base_level: int, span: int
+    ts: np.ndarray,
+    dur: np.ndarray,
+    op: np.ndarray,
+    nbytes: np.ndarray,
+    flops: np.ndarray,
+    base_level: int,
+    span: int,
+    with_peaks: bool = False,
 ) -> Iterator[tuple[int, np.ndarray, Buckets]]:
-    """Yield (level, bucket indices, sparse Buckets) for levels base_level.. until one bucket covers `span`."""
+    """Yield (level, bucket indices, sparse Buckets) for levels base_level.. until one bucket covers `span`;
+    `with_peaks`: the Buckets carry `peak`/`peak_rate` too (a level's peaks are the max of its halves')."""
     width = 1 << base_level
     nb = max(1, -(-max(span, 1) // width))
     b = bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)
     level = base_level
     busy, count, nbytes_a, flops_a, mat = b.busy, b.count, b.nbytes, b.flops, b.per_op
+    pk, pr = peaks(ts, dur, nbytes, 0, width, nb) if with_peaks else (None, None)
     codes = b.op_codes if b.op_codes is not None else np.zeros(0, dtype=np.int64)
     dom = b.op
     while True:
         nz = np.flatnonzero((count > 0) | (busy > 0))
-        yield level, nz, Buckets(busy[nz], count[nz], nbytes_a[nz], flops_a[nz], dom[nz])
+        out = Buckets(busy[nz], count[nz], nbytes_a[nz], flops_a[nz], dom[nz])
+        if pk is not None and pr is not None:
+            out.peak, out.peak_rate = pk[nz], pr[nz]
+        yield level, nz, out
         if busy.shape[0] <= 1 or level >= 62:
             return
         busy, count, nbytes_a, flops_a = _halve(busy), _halve(count), _halve(nbytes_a), _halve(flops_a)
+        if pk is not None and pr is not None:
+            pk, pr = _halve_max(pk), _halve_max(pr)
         assert mat is not None
         mat = _halve(mat)
         dom = _pick(mat, codes, None, None)

@@ -4,7 +4,10 @@ Contract:
 * `search(cur, terms, t0, t1, limit)`: `terms` maps field -> value (fields in
   SEARCH_FIELDS, ANDed); a value is an exact match or `/regex/` (RE2, unanchored).
   Returns the total hit count, the hits overlapping [t0, t1) sorted by ts (capped
-  at `limit`) and a summary of those by opcode and by engine (docs/api.md).
+  at `limit`) and a summary of those by opcode and by engine (docs/api.md). With
+  `width` (pixels) and more hits in range than `limit`, `marks` gives every hit in
+  range merged per (row, pixel column): {row, ts, dur, count} lists, so the timeline
+  highlights all of them, not the first `limit`.
 * `box_select(cur, meta, t0, t1, keys)`: events of the given rows overlapping
   [t0, t1) -> count, total and clipped durations, DMA bytes, and breakdowns by
   row, opcode, DMA transfer size (powers of 4 from 64 B) and source line.
@@ -13,6 +16,7 @@ Bad fields, empty queries and invalid regexes raise NprofError (HTTP 422).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import duckdb
@@ -56,17 +60,55 @@ def _condition(terms: dict[str, str]) -> tuple[str, list[Any]]:
 _IN_RANGE = "ts < ? AND (ts + dur > ? OR (dur = 0 AND ts >= ?))"
 
 
+SEARCH_BUDGET_S = 5.0  # a search query running longer is interrupted and refused (422)
+
+
 def _run(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[tuple]:
+    """Run one search query within SEARCH_BUDGET_S seconds (RE2 cannot backtrack, but a pattern like
+    /.{0,1000}.{0,1000}z/ is still slow per row); NprofError for a bad regex or a blown budget."""
+    timer = threading.Timer(SEARCH_BUDGET_S, cur.interrupt)
+    timer.start()
     try:
         return cur.execute(sql, params).fetchall()
     except duckdb.InvalidInputException as exc:
         msg = str(exc).splitlines()[0]
         raise NprofError(f"invalid search regex ({msg}); values between slashes use RE2 syntax") from exc
+    except (duckdb.InterruptException, RuntimeError) as exc:
+        if timer.is_alive():
+            raise
+        raise NprofError(
+            f"search took longer than its {SEARCH_BUDGET_S:g} s budget; use a simpler pattern or a shorter time range"
+        ) from exc
+    finally:
+        timer.cancel()
+
+
+def _marks(cur: duckdb.DuckDBPyConnection, cond: str, params: list[Any], lo: int, hi: int, width: int) -> dict:
+    """Hits in [lo, hi) merged per (row, pixel column of `width`): columnar row/ts/dur/count."""
+    b = max(1.0, (hi - lo) / width)
+    res = _run(
+        cur,
+        f"SELECT track, LEAST(GREATEST(CAST(floor((ts - ?) / ?) AS BIGINT), 0), ?) AS px, min(ts), max(ts + dur), "
+        f"count(*) FROM {_EV} WHERE {cond} AND {_IN_RANGE} GROUP BY 1, 2 ORDER BY 1, 2",
+        [lo, b, width - 1, *params, hi, lo, lo],
+    )
+    return {
+        "row": [r[0] for r in res],
+        "ts": [int(r[2]) for r in res],
+        "dur": [int(r[3]) - int(r[2]) for r in res],
+        "count": [int(r[4]) for r in res],
+    }
 
 
 def search(
-    cur: duckdb.DuckDBPyConnection, terms: dict[str, str], t0: int | None, t1: int | None, limit: int
+    cur: duckdb.DuckDBPyConnection,
+    terms: dict[str, str],
+    t0: int | None,
+    t1: int | None,
+    limit: int,
+    width: int | None = None,
 ) -> dict[str, Any]:
+    """Search events (see module doc)."""
     if not 1 <= limit <= MAX_HITS:
         raise NprofError(f"limit must be between 1 and {MAX_HITS}")
     cond, params = _condition(terms)
@@ -100,7 +142,7 @@ def search(
         ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1], -kv[1][0], str(kv[0])))[:MAX_GROUPS]
         return [{name: k, "count": c, "duration": d} for k, (c, d) in ranked]
 
-    return {
+    out = {
         "query": dict(terms),
         "total": int(total),
         "in_range": int(in_range),
@@ -108,6 +150,11 @@ def search(
         "hits": [{"id": i, "row": r, "ts": t, "dur": d, "opcode": o} for i, r, t, d, o in hits],
         "summary": {"by_opcode": by(0, "opcode"), "by_engine": by(1, "engine")},
     }
+    if width is not None and out["truncated"]:
+        if not 1 <= width <= 8192:
+            raise NprofError("width must be between 1 and 8192 pixels")
+        out["marks"] = _marks(cur, cond, params, lo, min(hi, lo + (1 << 50)), width)
+    return out
 
 
 def _size_label(i: int) -> tuple[str, int, int | None]:

@@ -2,7 +2,9 @@
 
 Contract of `Store(path=None)`:
 * location: `path`, else $NPROF_DB, else ~/.local/share/nprof/store. Layout:
-  `catalog.json`, `profiles/<id>.duckdb` (immutable after ingest),
+  `catalog.json`, `profiles/<id>.duckdb` (immutable after ingest) and its parts directory
+  `profiles/<pid>-<hex>.parts/` (the raw tables as Parquet, named in the catalog entry's
+  `parts`; replaced and deleted with the profile, `nprof.store.raw_parts`),
   `annotations/<id>.json`, `tmp/` (ingest in progress).
 * `ingest(profile, profile_id=..., force=...)` runs the analysis passes, builds the
   profile's database in `tmp/`, renames it into `profiles/` and only then registers
@@ -20,8 +22,10 @@ Contract of `Store(path=None)`:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -37,8 +41,9 @@ import pyarrow as pa
 from nprof.errors import NprofError
 from nprof.profile import Profile
 from nprof.progress import progress
-from nprof.store.catalog import Catalog, check_id, derive_id, locked
+from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import build_profile_db
+from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
 
 class NotFound(NprofError):
@@ -65,6 +70,17 @@ def run_analysis(p: Profile) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     return tables, summary
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (a process we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 class _Conn:
     def __init__(self, con: duckdb.DuckDBPyConnection, key: tuple[int, int]) -> None:
         self.con = con
@@ -79,6 +95,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, max_open: int = 8, idle_seconds: float = 120.0):
         self.dir = Path(path).expanduser() if path else default_store_path()
+        self._claimed: set[str] = set()
         try:
             for sub in ("profiles", "annotations", "tmp"):
                 (self.dir / sub).mkdir(parents=True, exist_ok=True)
@@ -115,9 +132,7 @@ class Store:
         return g
 
     def rename(self, profile_id: str, display_name: str) -> dict[str, Any]:
-        name = display_name.strip()
-        if not name or len(name) > 200 or "\n" in name:
-            raise NprofError("display name must be 1-200 characters on one line")
+        name = check_display_name(display_name)
         self.entry(profile_id)
 
         def change(data: dict[str, Any]) -> dict[str, Any]:
@@ -137,10 +152,12 @@ class Store:
                 g["ranks"] = [r for r in g["ranks"] if r["profile_id"] != profile_id]
             data["groups"] = {k: g for k, g in data["groups"].items() if g["ranks"]}
 
+        parts = self.catalog.get(profile_id) or {}
         self.catalog.update(change)
         self._drop(profile_id)
         with locked(self.dir):
             self.db_path(profile_id).unlink(missing_ok=True)
+            remove_parts(self.dir / "profiles", parts.get("parts"))
             (self.dir / "annotations" / f"{profile_id}.json").unlink(missing_ok=True)
 
     # ---- ingest --------------------------------------------------------------------------
@@ -154,16 +171,33 @@ class Store:
         source: str | None = None,
         fingerprint: str | None = None,
         group: str | None = None,
+        raw_source: Path | None = None,
     ) -> dict[str, Any]:
-        """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry."""
+        """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry.
+        `raw_source`: the nprof Profile file `p` was loaded from (its tables are then copied, not re-encoded)."""
         check_id(profile_id)
+        with self.claim(profile_id):
+            return self._ingest(p, profile_id, display_name, force, source, fingerprint, group, raw_source)
+
+    def _ingest(
+        self,
+        p: Profile,
+        profile_id: str,
+        display_name: str | None,
+        force: bool,
+        source: str | None,
+        fingerprint: str | None,
+        group: str | None,
+        raw_source: Path | None,
+    ) -> dict[str, Any]:
         if not force and self.catalog.get(profile_id) is not None:
             raise self._exists(profile_id)
         self._sweep_tmp()
         tmp = self.dir / "tmp" / f"{profile_id}.{os.getpid()}.{secrets.token_hex(4)}.duckdb"
+        parts = parts_name()
         try:
             with progress(5, f"Ingesting {profile_id}") as bar:
-                result = build_profile_db(p, tmp, run_analysis, bar)
+                result = build_profile_db(p, tmp, run_analysis, bar, parts, raw_source)
             entry = {
                 "id": profile_id,
                 "display_name": display_name or p.info.name or profile_id,
@@ -179,20 +213,25 @@ class Store:
                 "group": group,
                 "source": source,
                 "fingerprint": fingerprint,
+                "parts": parts,
             }
 
             def register(data: dict[str, Any]) -> None:
                 if not force and profile_id in data["profiles"]:
                     raise self._exists(profile_id)
                 self._drop(profile_id)
+                old = data["profiles"].get(profile_id, {}).get("parts")
+                os.replace(tmp.parent / parts, self.dir / "profiles" / parts)
                 os.replace(tmp, self.db_path(profile_id))
                 data["profiles"][profile_id] = entry
+                remove_parts(self.dir / "profiles", old)
 
             self.catalog.update(register)
             return entry
         finally:
             for f in (tmp, tmp.with_name(tmp.name + ".wal")):
                 f.unlink(missing_ok=True)
+            remove_parts(tmp.parent, parts)
 
     def _exists(self, profile_id: str) -> NprofError:
         return NprofError(
@@ -210,7 +249,7 @@ class Store:
         group: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Open and ingest a profile file; returns (entry, reused) where reused means it was already stored."""
-        from nprof.capture import open_profile
+        from nprof.capture import open_profile, sniff_kind
 
         src = Path(path).expanduser()
         if not src.exists():
@@ -226,18 +265,21 @@ class Store:
                     old = self.rename(profile_id, display_name)
                 return old, True
         check_id(profile_id)
-        if not force and self.catalog.get(profile_id) is not None:
-            raise self._exists(profile_id)
-        p = open_profile(src)
-        entry = self.ingest(
-            p,
-            profile_id,
-            display_name=display_name or p.info.name or src.stem,
-            force=force,
-            source=str(src),
-            fingerprint=fingerprint,
-            group=group,
-        )
+        with self.claim(profile_id):
+            if not force and self.catalog.get(profile_id) is not None:
+                raise self._exists(profile_id)
+            p = open_profile(src)
+            kind = sniff_kind(src)
+            entry = self.ingest(
+                p,
+                profile_id,
+                display_name=display_name or p.info.name or src.stem,
+                force=force,
+                source=str(src),
+                fingerprint=fingerprint,
+                group=group,
+                raw_source=src if kind == "ntff" else None,
+            )
         return entry, False
 
     def register_group(self, group_id: str, display_name: str, ranks: list[tuple[int, str]], force: bool) -> dict:
@@ -256,9 +298,38 @@ class Store:
 
         return self.catalog.update(change)
 
+    @contextmanager
+    def claim(self, profile_id: str) -> Iterator[None]:
+        """Hold the ingest claim on `profile_id`: a second process ingesting the same id is refused at
+        once (not after its full ingest). An flock on `locks/<id>.lock`: released by the OS if we die."""
+        if profile_id in self._claimed:
+            yield
+            return
+        lock_dir = self.dir / "locks"
+        lock_dir.mkdir(exist_ok=True)
+        fd = os.open(lock_dir / f"{profile_id}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise NprofError(
+                f'"{profile_id}" is being ingested by another nprof process; wait for it or use --db-bucket ID'
+            ) from None
+        self._claimed.add(profile_id)
+        try:
+            yield
+        finally:
+            self._claimed.discard(profile_id)
+            os.close(fd)
+
     def _sweep_tmp(self) -> None:
         """Remove temp files left by ingests whose process is gone (crash, kill -9)."""
         for f in (self.dir / "tmp").iterdir():
+            if f.is_dir():  # a parts directory: <pid>-<hex>.parts
+                head = f.name.split("-", 1)[0]
+                if head.isdigit() and not _alive(int(head)):
+                    shutil.rmtree(f, ignore_errors=True)
+                continue
             parts = f.name.split(".")
             pid = next((int(x) for x in parts[1:] if x.isdigit()), None)
             if pid is None or pid == os.getpid():
@@ -311,7 +382,8 @@ class Store:
             del self._conns[profile_id]
             c = None
         if c is None:
-            con = duckdb.connect(str(path), read_only=True, config={"memory_limit": "1GB", "threads": 2})
+            config = {"memory_limit": "1GB", "threads": 2, **search_path_config(path.parent)}
+            con = duckdb.connect(str(path), read_only=True, config=config)
             c = _Conn(con, key)
             self._conns[profile_id] = c
         self._conns.move_to_end(profile_id)

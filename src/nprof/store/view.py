@@ -8,7 +8,8 @@ the pixel width, not the profile size: bucket answers read the precomputed `lod`
 pyramid at the finest level not finer than a pixel (2**level <= ns per pixel);
 windows finer than a row's base level hold few of its events (about 16 per pixel
 at most) and are read from `events` and aggregated here. Derived counters use the
-pyramid 2**SUB times finer than a pixel, so each pixel gets a real min/max.
+pyramid 2**SUB times finer than a pixel, so each pixel gets a real min/mean; the DMA counters' max is
+the exact instantaneous peak (the pyramid keeps per-bucket maxima, never averages).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import duckdb
 import numpy as np
 
 from nprof.errors import NprofError
-from nprof.store.lod import bucketize
+from nprof.store.lod import bucketize, peaks
 from nprof.store.rows import COUNTER_DMA_THROUGHPUT, COUNTER_PENDING_DMA, COUNTER_TENSOR_UTIL
 
 MAX_WIDTH = 8192
@@ -39,7 +40,7 @@ def rows_answer(meta: dict[str, Any]) -> dict[str, Any]:
         else:
             item["event_count"] = r["event_count"]
         out.append(item)
-    return {"t_min": 0, "t_max": meta["stats"]["t_max"], "rows": out}
+    return {"t_min": 0, "t_max": meta["stats"]["t_max"], "rows": out, "opcodes": list(meta["opcodes"])}
 
 
 def select_rows(meta: dict[str, Any], keys: list[str] | None) -> list[dict[str, Any]]:
@@ -191,6 +192,60 @@ def _pyramid_buckets(
     return out
 
 
+def _bucket_layers(
+    cur: duckdb.DuckDBPyConnection,
+    items: dict[str, dict[str, Any]],
+    rows: list[dict],
+    t0: int,
+    t1: int,
+    b: float,
+    width: int,
+    layers: _Ops,
+) -> None:
+    """Give each bucket item of `rows` a `layer` list: the layer with the most event time in its pixel column.
+
+    One grouped scan of the window's events (only for colour-by-layer: without it buckets would be grey).
+    """
+    want = [r for r in rows if r["key"] in items and items[r["key"]]["mode"] == "buckets"]
+    if not want:
+        return
+    q = (
+        "SELECT row, LEAST(GREATEST(CAST(floor((ts + dur / 2 - ?) / ?) AS BIGINT), 0), ?) AS px, "
+        "arg_max(layer, dur) FROM events WHERE row IN ({}) AND ts < ? AND ts + dur >= ? AND layer >= 0 GROUP BY row, px"
+    ).format(",".join(str(int(r["row"])) for r in want))
+    best: dict[tuple[int, int], int] = {
+        (int(r), int(p)): int(v) for r, p, v in cur.execute(q, [t0, b, width - 1, t1, t0]).fetchall()
+    }
+    for r in want:
+        it = items[r["key"]]
+        ri = int(r["row"])
+        ts = np.asarray(it["ts"], dtype=np.float64)
+        dur = np.asarray(it["dur"], dtype=np.float64)
+        px = _px_group(ts, dur, t0, b, width).tolist()
+        it["layer"] = layers.map(np.array([best.get((ri, p), -1) for p in px], dtype=np.int64))
+
+
+MAX_LABELLED = 5000
+
+
+def _dma_tensors(cur: duckdb.DuckDBPyConnection, items: dict[str, dict[str, Any]], rows: list[dict]) -> list[str]:
+    """Give DMA rows drawn as events a `tensor` list (index into the returned names, -1 = none): bars are
+    labelled by the tensor they move. Skipped (no lists) above MAX_LABELLED transfers in the answer."""
+    dma = [items[r["key"]] for r in rows if r["kind"] == "dma" and items.get(r["key"], {}).get("mode") == "events"]
+    ids = [i for it in dma for i in it["id"]]
+    if not ids or len(ids) > MAX_LABELLED:
+        return []
+    got = dict(cur.execute(f"SELECT id, tensor FROM dma WHERE id IN ({','.join(map(str, ids))})").fetchall())
+    names: dict[str, int] = {}
+    for it in dma:
+        codes = []
+        for i in it["id"]:
+            t = got.get(i)
+            codes.append(-1 if t is None else names.setdefault(t, len(names)))
+        it["tensor"] = codes
+    return list(names)
+
+
 def _estimate(agg: dict[int, dict[str, np.ndarray]], row: dict[str, Any]) -> int:
     """Events starting in the pyramid buckets covering the window (a close upper estimate of the overlap)."""
     a = agg.get(int(row["row"]))
@@ -205,7 +260,23 @@ def _counter_values(key: str, busy: np.ndarray, nbytes: np.ndarray, bw: float) -
     return np.minimum(busy / bw, 1.0) * 100.0  # share of time the TensorMatrix row is busy (as the analysis)
 
 
-def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0: int, b: float, width: int) -> dict:
+def _counter_peaks(key: str, d: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Exact per-sub-bucket maxima of a DMA counter (`nprof.store.lod.peaks`), None for the others."""
+    return d.get({COUNTER_PENDING_DMA: "peak", COUNTER_DMA_THROUGHPUT: "peak_rate"}.get(key, ""))
+
+
+def _counter_item(
+    key: str,
+    starts: np.ndarray,
+    bw: int,
+    values: np.ndarray,
+    t0: int,
+    b: float,
+    width: int,
+    peak: np.ndarray | None = None,
+) -> dict:
+    """Per pixel: min and mean of the sub-bucket means; max of the sub-bucket maxima `peak` (the instantaneous
+    peak: a long window keeps its busiest instant) or, without them, of the means."""
     px = _px_group(starts, np.full(starts.shape, bw), t0, b, width)
     if px.size == 0:
         return {"key": key, "mode": "counter", "ts": [], "dur": [], "min": [], "max": [], "mean": []}
@@ -218,7 +289,7 @@ def _counter_item(key: str, starts: np.ndarray, bw: int, values: np.ndarray, t0:
         "ts": starts[first].tolist(),
         "dur": (starts[last] + bw - starts[first]).tolist(),
         "min": np.round(np.minimum.reduceat(values, first), 6).tolist(),
-        "max": np.round(np.maximum.reduceat(values, first), 6).tolist(),
+        "max": np.round(np.maximum.reduceat(values if peak is None else np.maximum(values, peak), first), 6).tolist(),
         "mean": np.round(np.add.reduceat(values, first) / np.diff(np.append(first, px.size)), 6).tolist(),
     }
 
@@ -260,7 +331,10 @@ def _derived_counters(
         if dma_total and "dma" in used:
             src = [r for r in src if int(r["row"]) not in dma_idx] + dma_total
             dma_idx = {int(dma_total[0]["row"])}
-        q = "SELECT row, bucket, busy, nbytes FROM lod WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
+        q = (
+            "SELECT row, bucket, busy, nbytes, peak, peak_rate FROM lod "
+            "WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
+        )
         res = cur.execute(q.format(",".join(str(int(r["row"])) for r in src)), [lc, k0, k1]).fetchnumpy()
         n = int(k1 - k0 + 1)
         starts = (np.arange(n, dtype=np.int64) + k0) * bw
@@ -272,6 +346,10 @@ def _derived_counters(
                 "busy": np.bincount(pos[m], weights=res["busy"][m].astype(np.float64), minlength=n)[:n],
                 "nbytes": np.bincount(pos[m], weights=res["nbytes"][m], minlength=n)[:n],
             }
+            if g == "dma" and dma_total:  # one row: the buckets are distinct
+                for k in ("peak", "peak_rate"):
+                    series[g][k] = np.zeros(n)
+                    series[g][k][pos[m]] = np.ma.filled(res[k][m], 0)
     else:
         wanted = {int(r["row"]) for r in src}
         if have is not None and wanted <= have[1]:  # the caller already read these rows' events
@@ -288,6 +366,10 @@ def _derived_counters(
                 ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb, dominant=False
             )
             series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes}
+            if g == "dma":
+                series[g]["peak"], series[g]["peak_rate"] = peaks(
+                    ev["ts"][m], ev["dur"][m], ev["nbytes"][m], t0, bw, nb
+                )
     out = {}
     for key, g in need.items():
         if g not in series:
@@ -295,7 +377,7 @@ def _derived_counters(
             continue
         d = series[g]
         vals = _counter_values(key, d["busy"], d["nbytes"], float(bw))
-        out[key] = _counter_item(key, starts, bw, vals, t0, b, width)
+        out[key] = _counter_item(key, starts, bw, vals, t0, b, width, _counter_peaks(key, d))
     return out
 
 
@@ -325,8 +407,12 @@ def viewport(
     width: int,
     keys: list[str] | None = None,
     max_items: int = 2000,
+    color: str | None = None,
 ) -> dict[str, Any]:
-    """Drawable items per row for [t0, t1) at `width` pixels (see module doc and docs/api.md)."""
+    """Drawable items per row for [t0, t1) at `width` pixels (see module doc and docs/api.md).
+
+    `color="layer"` also gives bucket rows their dominant layer per pixel (one extra scan).
+    """
     if not 1 <= width <= MAX_WIDTH:
         raise NprofError(f"width must be between 1 and {MAX_WIDTH} pixels")
     if not 1 <= max_items <= MAX_ITEMS:
@@ -367,6 +453,8 @@ def viewport(
         a = agg.get(ri)
         if a is not None:
             items[r["key"]] = _buckets_item(r["key"], a["ts"], a["dur"], a["count"], a["busy"], a["op"], ops)
+    if color == "layer" and layers is not None:
+        _bucket_layers(cur, items, event_rows, t0, t1, b, width, layers)
     derived = [r["key"] for r in rows if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT)]
     if derived:
         have = (ev, fetched) if ev is not None else None
@@ -377,6 +465,7 @@ def viewport(
                 items[r["key"]] = _sampled_counter(cur, r["key"], t0, t1, b, width)
         elif r["key"] not in items:
             items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
+    tensors = _dma_tensors(cur, items, rows)
     out = {
         "t0": t0,
         "t1": t1,
@@ -387,4 +476,6 @@ def viewport(
     }
     if layers is not None:
         out["layers"] = layers.table()
+    if tensors:
+        out["tensors"] = tensors
     return out

@@ -1,6 +1,6 @@
 """The JSON API under /api (docs/api.md is its contract; keep the two in step).
 
-Contract: `api_router(store)` returns a FastAPI APIRouter whose routes only call
+Contract: `api_router(store, source_root=None)` returns a FastAPI APIRouter whose routes only call
 `nprof.store` functions; every route is a plain `def` (FastAPI runs it in its
 thread pool, each with its own DuckDB cursor). Errors are raised as NprofError /
 NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
@@ -9,12 +9,7 @@ NotFound and turned into {"error": ...} with 422 / 404 by `nprof.web.app`.
 from __future__ import annotations
 
 import functools
-import io
-import os
-import tempfile
-import zipfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,9 +32,14 @@ from nprof.store import (
     table_answer,
     viewport,
 )
-from nprof.web.download import download_formats, export_profile
+from nprof.store.boxes import boxes
+from nprof.store.explore import operators, roofline, tensors
+from nprof.store.memory import memory_answer
+from nprof.store.source import source_answer
+from nprof.store.system_links import links
+from nprof.web.download import download_formats, download_response
 
-RESERVED_SEARCH = {"t0", "t1", "limit"}
+RESERVED_SEARCH = {"t0", "t1", "limit", "width"}
 
 
 class JSON(Response):
@@ -67,7 +67,7 @@ def _rows_param(rows: str | None) -> list[str] | None:
     return [r.strip() for r in rows.split(",") if r.strip()]
 
 
-def api_router(store: Store) -> APIRouter:
+def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     r = APIRouter(prefix="/api", default_response_class=JSON)
     notes = Annotations(store)
 
@@ -83,6 +83,12 @@ def api_router(store: Store) -> APIRouter:
         entry = store.entry(profile_id)
         with store.session(profile_id) as (_cur, meta):
             return profile_answer(entry, meta)
+
+    @r.get("/profiles/{profile_id}/links", summary="System profile <-> device profiles of its executions")
+    def get_links(profile_id: str) -> dict[str, Any]:
+        store.entry(profile_id)
+        with store.session(profile_id) as (_cur, meta):
+            return links(store, profile_id, meta["manifest"])
 
     @r.patch("/profiles/{profile_id}", summary="Rename (display name)")
     @_j
@@ -128,15 +134,56 @@ def api_router(store: Store) -> APIRouter:
         width: int = Query(..., ge=1, le=8192),
         rows: str | None = None,
         max_items: int = Query(2000, ge=1, le=5000),
+        color: str | None = None,
+    ) -> dict[str, Any]:
+        if color not in (None, "", "opcode", "layer", "engine", "queue"):
+            raise NprofError(f"unknown color '{color}'; use opcode, layer, engine or queue")
+        with store.session(profile_id) as (cur, meta):
+            return viewport(cur, meta, t0, t1, width, _rows_param(rows), max_items, color)
+
+    @r.get("/profiles/{profile_id}/boxes", summary="Warning and collective-op boxes of a time window")
+    @_j
+    def get_boxes(
+        profile_id: str, t0: int = Query(..., ge=0), t1: int = Query(..., gt=0), limit: int = Query(60, ge=1, le=500)
     ) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
-            return viewport(cur, meta, t0, t1, width, _rows_param(rows), max_items)
+            return boxes(cur, meta, t0, t1, limit)
+
+    @r.get("/profiles/{profile_id}/operators", summary="Operator hierarchy: layer -> op -> instruction aggregates")
+    @_j
+    def get_operators(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return operators(cur, meta)
+
+    @r.get("/profiles/{profile_id}/tensors", summary="Every tensor with its DMA transfers")
+    @_j
+    def get_tensors(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return tensors(cur, meta)
+
+    @r.get("/profiles/{profile_id}/source", summary="Source files with per-line instruction counts and time")
+    @_j
+    def get_source(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return source_answer(cur, meta, source_root)
+
+    @r.get("/profiles/{profile_id}/memory", summary="SBUF/PSUM tile allocations over time, peak, fragmentation")
+    @_j
+    def get_memory(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return memory_answer(cur, meta)
+
+    @r.get("/profiles/{profile_id}/roofline", summary="Run and layers as roofline points")
+    @_j
+    def get_roofline(profile_id: str) -> dict[str, Any]:
+        with store.session(profile_id) as (cur, meta):
+            return roofline(cur, meta)
 
     @r.get("/profiles/{profile_id}/events/{event_id}", summary="Every column of one event, grouped")
     @_j
     def get_event(profile_id: str, event_id: int) -> dict[str, Any]:
-        with store.session(profile_id) as (cur, _meta):
-            return event_details(cur, event_id)
+        with store.session(profile_id) as (cur, meta):
+            return event_details(cur, event_id, (meta.get("manifest") or {}).get("device"))
 
     @r.get("/profiles/{profile_id}/search", summary="Search events: FIELD=VALUE pairs (ANDed), /regex/ values")
     @_j
@@ -146,6 +193,7 @@ def api_router(store: Store) -> APIRouter:
         t0: int | None = Query(None, ge=0),
         t1: int | None = Query(None, gt=0),
         limit: int = Query(1000, ge=1, le=20_000),
+        width: int | None = Query(None, ge=1, le=8192),
     ) -> dict[str, Any]:
         terms: dict[str, str] = {}
         for key, value in request.query_params.multi_items():
@@ -155,7 +203,7 @@ def api_router(store: Store) -> APIRouter:
                 raise NprofError(f"search field '{key}' given twice; use one /regex/ with alternatives (a|b)")
             terms[key] = value
         with store.session(profile_id) as (cur, _meta):
-            return search(cur, terms, t0, t1, limit)
+            return search(cur, terms, t0, t1, limit, width)
 
     @r.get("/profiles/{profile_id}/select", summary="Box-select aggregates over rows and a time window")
     @_j
@@ -229,26 +277,7 @@ def api_router(store: Store) -> APIRouter:
 
     @r.get("/profiles/{profile_id}/download", summary="Download the profile in another format", response_model=None)
     def download(profile_id: str, format: str = Query(...)) -> Response:
-        if format not in download_formats():
-            raise NprofError(f"unknown format '{format}'; formats: {', '.join(download_formats())}")
-        store.entry(profile_id)
-        with tempfile.TemporaryDirectory(prefix="nprof-dl-") as tmp:
-            files = export_profile(store, profile_id, format, Path(tmp))
-            if len(files) == 1 and files[0].is_file():
-                data, filename = files[0].read_bytes(), f"{profile_id}{_suffix(files[0])}"
-            else:
-                buf = io.BytesIO()
-                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                    for f in files:
-                        for p in sorted(f.rglob("*")) if f.is_dir() else [f]:
-                            if p.is_file():
-                                zf.write(p, os.path.relpath(p, tmp))
-                data, filename = buf.getvalue(), f"{profile_id}.{format}.zip"
-        return Response(
-            data,
-            media_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-        )
+        return download_response(store, profile_id, format)  # streamed from a temporary file
 
     @r.get("/groups/{group_id}", summary="A multi-worker group: its ranks")
     @_j
@@ -261,8 +290,3 @@ def api_router(store: Store) -> APIRouter:
         raise NotFound(f"no API route /api/{path}; see /docs")
 
     return r
-
-
-def _suffix(path: Path) -> str:
-    name = path.name
-    return name[name.index(".") :] if "." in name else ""

@@ -20,7 +20,9 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
+import duckdb
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
@@ -67,6 +69,44 @@ def _not_found_page(message: str) -> HTMLResponse:
     return HTMLResponse(_NOT_FOUND.format(message=html.escape(message)), status_code=404)
 
 
+_ERROR = {
+    "content": {
+        "application/json": {
+            "schema": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+        }
+    }
+}
+_ERRORS = {
+    "404": "No such profile, group, event, table or marker",
+    "422": "Invalid parameter or body, or a request the data refuses (one-line reason)",
+    "421": "The Host header names another server (DNS rebinding guard)",
+    "403": "A change requested from another origin (cross-site guard)",
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema with JSON objects (not strings) as answers and the error answers documented:
+    {"error": "<one line>"} for 404, 422, and the guard's 421/403."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for ops in schema.get("paths", {}).values():
+            for method, op in ops.items():
+                for answer in op.get("responses", {}).values():
+                    content = answer.get("content", {}).get("application/json")
+                    if content and content.get("schema") == {"type": "string"}:
+                        content["schema"] = {"type": "object"}
+                for code, text in _ERRORS.items():
+                    if code == "403" and method == "get":
+                        continue
+                    op.setdefault("responses", {})[code] = {"description": text, **_ERROR}
+        schema.get("components", {}).get("schemas", {}).pop("HTTPValidationError", None)
+        schema.get("components", {}).get("schemas", {}).pop("ValidationError", None)
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
 def _start_reaper(store: Store, every: float = 30.0) -> None:
     """Close idle DuckDB connections in the background (a server may sit idle for hours)."""
     ref = weakref.ref(store)
@@ -83,8 +123,9 @@ def _start_reaper(store: Store, every: float = 30.0) -> None:
     threading.Thread(target=loop, name="nprof-store-reaper", daemon=True).start()
 
 
-def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
-    """The nprof web application over `store` (see module doc); `hosts`: extra Host names served."""
+def create_app(store: Store, *, hosts: Iterable[str] = (), source_root: str | None = None) -> FastAPI:
+    """The nprof web application over `store` (see module doc); `hosts`: extra Host names served;
+    `source_root`: where the source view reads kernel files (`--nki-source-root`)."""
     app = FastAPI(
         title="nprof viewer API",
         version=__version__,
@@ -108,7 +149,10 @@ def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
 
     @app.exception_handler(Exception)
     def _internal(request: Request, exc: Exception) -> Response:
-        first = (str(exc).splitlines() or [""])[0]
+        first = (str(exc).splitlines() or [""])[0].replace(str(store.dir), "<store>")[:200]
+        if isinstance(exc, duckdb.Error):
+            reason = f"the profile's database failed ({type(exc).__name__}); re-ingest it with nprof view --force"
+            return JSON({"error": reason}, status_code=500)
         return JSON({"error": f"internal error ({type(exc).__name__}: {first}); please report it"}, status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
@@ -120,7 +164,7 @@ def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
     from nprof.web.group_api import group_router  # multi-worker aggregated view (before the API's catch-all)
 
     app.include_router(group_router(store))
-    app.include_router(api_router(store))
+    app.include_router(api_router(store, source_root))
 
     @app.get("/", include_in_schema=False)
     def index(request: Request) -> Response:
@@ -134,6 +178,7 @@ def create_app(store: Store, *, hosts: Iterable[str] = ()) -> FastAPI:
     def group_page(request: Request, group_id: str) -> Response:
         return _page_if_found(request, store.group, group_id)
 
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     _start_reaper(store)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")

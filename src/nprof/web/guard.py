@@ -9,16 +9,19 @@ Contract: `HostGuard(app, names)` is an ASGI middleware.
   header must come from the server's own origin (`http://<Host header>`); a foreign or
   `null` origin, or, without `Origin`, `Sec-Fetch-Site: cross-site|same-site`, gets
   403. Clients that send neither (curl, scripts) are not browsers and pass.
+* Query parameters: a whole-number value outside the 64-bit range gets 422 (DuckDB and the JSON
+  encoder would fail on it later with a 500).
 `allowed_names(host)` gives the names for a bound address. Websocket/lifespan scopes pass through.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
@@ -71,6 +74,18 @@ def _is_ip(name: str) -> bool:
     return True
 
 
+INT64 = (-(2**63), 2**63 - 1)
+_INT_RE = re.compile(r"[+-]?\d+")
+
+
+def query_refusal(query: str) -> tuple[int, str] | None:
+    """(422, reason) when a query parameter is a whole number outside the 64-bit range."""
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if len(value) > 18 and _INT_RE.fullmatch(value) and not INT64[0] <= int(value) <= INT64[1]:
+            return 422, f"invalid parameter {key[:40]}: {value[:30]} is outside the 64-bit integer range"
+    return None
+
+
 def refusal(headers: dict[str, str], method: str, names: frozenset[str]) -> tuple[int, str] | None:
     """(status, one-line reason) when the request must be refused, else None."""
     host_header = headers.get("host", "")
@@ -105,7 +120,9 @@ class HostGuard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         method = scope.get("method", "GET").upper() if scope["type"] == "http" else "POST"
-        refused = refusal(headers, method, self.names)
+        refused = refusal(headers, method, self.names) or query_refusal(
+            scope.get("query_string", b"").decode("latin-1")
+        )
         if refused is None:
             await self.app(scope, receive, send)
             return

@@ -20,17 +20,20 @@ function here that prints):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import re
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nprof.errors import NprofError
 from nprof.store import Store, derive_id
 from nprof.store.rows import natural_key
+from nprof.store.system_links import ingest_device_profiles
 from nprof.web.guard import WILDCARD, allowed_names, is_loopback
 
 RANK_FILE = re.compile(r"profile_rank_(\d+)\.ntff$")
@@ -57,15 +60,32 @@ def ingest_directory(
     from nprof.store.group_ingest import ingest_ranks  # parallel ingest of the ranks (multi-worker)
 
     rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
-    ranks = ingest_ranks(store, rank_files, gid, name)
-    group = store.register_group(gid, name, ranks, force=True)
+    with store.claim(f"{gid}.group"):
+        ranks = _all_or_nothing(
+            store, gid, [r for r, _ in rank_files], lambda: ingest_ranks(store, rank_files, gid, name)
+        )
+        group = store.register_group(gid, name, ranks, force=True)
 
-    def stamp(data: dict[str, Any]) -> dict[str, Any]:
-        data["groups"][gid]["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
-        return data["groups"][gid]
+        def stamp(data: dict[str, Any]) -> dict[str, Any]:
+            data["groups"][gid]["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
+            return data["groups"][gid]
 
-    store.catalog.update(stamp)
+        store.catalog.update(stamp)
     return group
+
+
+def _all_or_nothing(store: Store, gid: str, ranks: list[int], ingest: Callable[[], list[tuple[int, str]]]) -> Any:
+    """Run `ingest()`; if it fails, remove every rank profile it wrote (and, with --force, the group
+    it replaced), so a failed `view -d` leaves no dangling catalog entry."""
+    try:
+        return ingest()
+    except BaseException:
+        for rank in ranks:
+            pid = f"{gid}.rank{rank}"
+            if store.catalog.get(pid) is not None:
+                with contextlib.suppress(NprofError):
+                    store.delete(pid)
+        raise
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -111,6 +131,12 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
     """Ingest -s or -d as asked; (page path, id ready to view or None)."""
     profile_arg = getattr(args, "profile", None)
     directory = getattr(args, "directory", None)
+    if profile_arg and not directory:
+        from nprof.capture.multiworker import worker_dir_for
+
+        workers = worker_dir_for(profile_arg)  # -s DIR/profile.ntff of a multi-worker capture: its ranks
+        if workers is not None:
+            directory, profile_arg = str(workers), None
     if directory:
         group = ingest_directory(
             store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
@@ -120,6 +146,7 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
         entry, _reused = store.ingest_file(
             profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
         )
+        ingest_device_profiles(store, entry["id"], profile_arg, force=args.force)  # a system profile's executions
         return f"/profile/{entry['id']}", entry["id"]
     return "/", None
 
@@ -130,6 +157,9 @@ def view_from_args(args: argparse.Namespace) -> int:
     program = getattr(args, "program", None)
     if program and not Path(program).expanduser().exists():
         raise NprofError(f"{program}: no such program file; check the -n path")
+    root = getattr(args, "nki_source_root", None)
+    if root and not Path(root).expanduser().is_dir():
+        raise NprofError(f"--nki-source-root {root}: no such directory; give the folder holding the kernel files")
     if getattr(args, "profile", None) and getattr(args, "directory", None):
         raise NprofError("give either -s PROFILE or -d DIR, not both")
     if args.ingest_only and not (args.profile or args.directory):
@@ -157,7 +187,7 @@ def view_from_args(args: argparse.Namespace) -> int:
     sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
     if warning:
         sys.stderr.write(warning + "\n")
-    app = create_app(store, hosts=allowed_names(args.host))
+    app = create_app(store, hosts=allowed_names(args.host), source_root=root)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     try:

@@ -4,7 +4,9 @@ Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `wind
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
 strides, zero strides for broadcasts); `load(access, dtype=fp32)` DMAs it into a new SBUF tile of shape
 ``(partitions, *free sizes)`` with `nl.load` (fp32 unless asked: bf16 matmul operands stay bf16),
-`store(access, tile)` DMAs a tile back with `nl.store`.
+`store(access, tile)` DMAs a tile back with `nl.store`. Under the compiler's `FusingBuilder` an fp32 load of
+a pattern an earlier kernel stored or loaded returns the tile kept in SBUF instead (see
+`nprof.compiler.fusion`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,25 @@ def window(a: Access) -> NkiTensor:
 
 
 def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
-    return nl.load(window(a), dtype=dtype)
+    """The SBUF tile of `a`: kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a new DMA;
+    a non-fp32 `dtype` (bf16 matmul operands) is always a new DMA in that dtype."""
+    builder = trace.current()
+    lookup = getattr(builder, "lookup", None)
+    if lookup is None or dtype != nl.float32:
+        return nl.load(window(a), dtype=dtype)
+    tile = lookup(a)
+    if tile is None:
+        tile = nl.load(window(a), dtype=nl.float32)
+        builder.flush()  # commit the DMA into this tile before keeping it
+        builder.remember(a, tile, stored=False)
+    return tile
 
 
 def store(a: Access, tile: NkiTensor) -> None:
     nl.store(window(a), value=tile)
+    remember = getattr(trace.current(), "remember", None)
+    if remember is not None:
+        remember(a, tile)
 
 
 def flat(t: NkiTensor) -> NkiTensor:

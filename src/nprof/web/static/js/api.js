@@ -70,6 +70,12 @@ export const api = {
   table: (id, name, offset = 0, limit = 1000) => call(`${P(id)}/tables/${enc(name)}${qs({ offset, limit })}`),
   rows: (id) => call(`${P(id)}/rows`),
   viewport: (id, params, signal) => call(`${P(id)}/viewport${qs(params)}`, { signal }),
+  operators: (id) => call(`${P(id)}/operators`),
+  tensors: (id) => call(`${P(id)}/tensors`),
+  memory: (id) => call(`${P(id)}/memory`),
+  source: (id) => call(`${P(id)}/source`),
+  roofline: (id) => call(`${P(id)}/roofline`),
+  boxes: (id, params, signal) => call(`${P(id)}/boxes${qs(params)}`, { signal }),
   event: (id, eventId, signal) => call(`${P(id)}/events/${enc(eventId)}`, { signal }),
   /** fields: [[field, value], ...] (ANDed). */
   search: (id, fields, extra, signal) => {

@@ -1,6 +1,9 @@
 // colors.js — stable colours for opcodes, layers, engines and DMA queues.
-// Contract: colorFor(kind, name) returns the same CSS colour for the same name in
-// every session (FNV-1a + murmur3 finaliser -> hue), engines and warning/highlight colours are fixed.
+// Contract: paletteColor(space, name) gives names of one space (opcode, layer, queue) distinct
+// colours from a 19-colour categorical palette, in the order seedPalette(space, names) listed them
+// (the profile's opcode table, its layers largest first, its queues), then in first-use order;
+// past 19 names it falls back to hashColor (FNV-1a + murmur3 finaliser -> hue). Engines and
+// warning/highlight colours are fixed.
 
 const ENGINE_COLORS = {
   tensor: "#3b6fd8",
@@ -42,6 +45,32 @@ export function hash(str) {
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
   return h >>> 0;
+}
+
+// Kenneth Kelly's colours of maximum contrast (1965; white, black and the two yellows that would
+// read as search hits dropped) plus cyan, ordered so neighbours in a list differ most
+export const PALETTE = [
+  "#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#c2b280", "#e68fac", "#604e97", "#f99379",
+  "#8db600", "#882d17", "#b3446c", "#848482", "#f6a600", "#654522", "#e25822", "#2b3d26", "#17becf",
+];
+
+const spaces = new Map();
+
+/** Give `names` the palette colours in this order (names already coloured keep theirs). */
+export function seedPalette(space, names) {
+  for (const n of names) paletteColor(space, n);
+}
+
+/** A colour distinct from every other name of `space` while the palette lasts (see module doc). */
+export function paletteColor(space, name) {
+  let m = spaces.get(space);
+  if (!m) spaces.set(space, (m = new Map()));
+  const key = String(name);
+  let c = m.get(key);
+  if (c) return c;
+  c = m.size < PALETTE.length ? PALETTE[m.size] : hashColor(key);
+  m.set(key, c);
+  return c;
 }
 
 const cache = new Map();

@@ -46,9 +46,10 @@ export class ComparePanel {
       if (!this.list) {
         const r = await api.profiles();
         this.list = r.profiles.filter((p) => p.id !== v.id);
+        this.names = new Map(r.profiles.map((p) => [p.id, p.display_name || p.name || p.id]));
         this.pick.replaceChildren(
           h("option", { value: "" }, this.list.length ? "choose a profile…" : "no other stored profile"),
-          this.list.map((p) => h("option", { value: p.id }, `${p.display_name || p.id} (${fmtTime(p.total_time_ns)})`)),
+          ...this.list.map((p) => h("option", { value: p.id }, `${p.display_name || p.id} (${fmtTime(p.total_time_ns)})`)),
         );
       }
       this.pick.value = v.st.compare || "";
@@ -71,6 +72,8 @@ export class ComparePanel {
       ...KEYS.flatMap(([t]) => [get(v.id, t), get(other, t)]),
     ]);
     this.shown = other;
+    const nameA = v.info.profile.display_name || v.id;
+    const nameB = (this.names && this.names.get(other)) || other;
     const flat = (s) => new Map(s.groups.flatMap((g) => g.metrics.map((m) => [m.key, m])));
     const fa = flat(sa);
     const fb = flat(sb);
@@ -83,7 +86,18 @@ export class ComparePanel {
         const d = typeof a?.value === "number" && typeof b?.value === "number" ? b.value - a.value : null;
         return [m.label, fmtValue(a?.value ?? null, m.unit), fmtValue(b?.value ?? null, m.unit), d === null ? "–" : `${d > 0 ? "+" : ""}${fmtValue(d, m.unit)}`];
       });
-    const sections = [h("section", {}, h("h3", {}, "Headline"), table([{ label: "metric" }, { label: "A", cls: "num" }, { label: "B", cls: "num" }, { label: "Δ (B − A)", cls: "num" }], headline))];
+    const names = h(
+      "p",
+      { class: "compare-names", id: "compare-names" },
+      h("strong", {}, "A"),
+      ` = ${nameA} (this profile)  ·  `,
+      h("strong", {}, "B"),
+      ` = ${nameB}  `,
+      h("a", { href: `/profile/${encodeURIComponent(other)}`, id: "compare-open-b" }, "open B"),
+    );
+    const sections = [
+      h("section", {}, h("h3", {}, "Headline"), table([{ label: "metric" }, { label: `A: ${nameA}`, cls: "num" }, { label: `B: ${nameB}`, cls: "num" }, { label: "Δ (B − A)", cls: "num" }], headline)),
+    ];
     KEYS.forEach(([, key, val, title], i) => {
       const ta = tabs[2 * i];
       const tb = tabs[2 * i + 1];
@@ -96,7 +110,7 @@ export class ComparePanel {
         .map((k) => {
           const a = ma.get(k) || 0;
           const b = mb.get(k) || 0;
-          return [k, a, b, b - a, a ? (100 * (b - a)) / a : null];
+          return [k, a, b, b - a, a ? (100 * (b - a)) / a : b ? "new" : a === b ? 0 : null];
         })
         .sort((x, y) => Math.abs(y[3]) - Math.abs(x[3]))
         .slice(0, 100);
@@ -109,10 +123,10 @@ export class ComparePanel {
           table(
             [
               { label: key },
-              { label: "A", cls: "num", fmt: fmtTime },
-              { label: "B", cls: "num", fmt: fmtTime },
+              { label: `A: ${nameA}`, cls: "num", fmt: fmtTime },
+              { label: `B: ${nameB}`, cls: "num", fmt: fmtTime },
               { label: "Δ", cls: "num", fmt: sign },
-              { label: "Δ %", cls: "num", fmt: (p) => (p === null ? "new" : `${p > 0 ? "+" : ""}${trim(p)} %`) },
+              { label: "Δ %", cls: "num", fmt: (p) => (typeof p === "string" ? p : p === null ? "–" : `${p > 0 ? "+" : ""}${trim(p)} %`) },
             ],
             rows,
             { cls: "compare" },
@@ -120,6 +134,6 @@ export class ComparePanel {
         ),
       );
     });
-    this.body.replaceChildren(h("div", { class: "cols" }, sections));
+    this.body.replaceChildren(names, h("div", { class: "cols" }, sections));
   }
 }

@@ -4,8 +4,8 @@
 // the previous response can be redrawn at a new zoom while the next one loads.
 // overlays: {hits, selected, deps, dependents, markers, warnings, collectives, sel}.
 
-import { engineColor, hashColor, layerAtDepth, textOn, THEME } from "./colors.js";
-import { fmtCounter, fmtTick, niceStep } from "./fmt.js";
+import { engineColor, layerAtDepth, paletteColor, textOn, THEME } from "./colors.js";
+import { axisOrigin, fmtCounter, fmtTick, fmtTimeAt, niceStep } from "./fmt.js";
 import { AXIS_H } from "./layout.js";
 
 const FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
@@ -17,15 +17,15 @@ export function itemColor(vp, row, vr, i, style) {
     case "engine":
       return engineColor(row.kind === "dma" ? "dma" : row.engine || "other");
     case "queue":
-      return row.kind === "dma" ? hashColor(`queue:${row.key}`) : engineColor(row.engine || "other");
+      return row.kind === "dma" ? paletteColor("queue", row.key) : engineColor(row.engine || "other");
     case "layer":
       if (vr.layer && vp.layers) {
         const li = vr.layer[i];
-        return li >= 0 ? hashColor(layerAtDepth(vp.layers[li], style.depth)) : "#b8bec7";
+        return li >= 0 ? paletteColor(`layer:${style.depth}`, layerAtDepth(vp.layers[li], style.depth)) : "#b8bec7";
       }
       return "#b8bec7";
     default:
-      return vr.op && vp.opcodes ? hashColor(vp.opcodes[vr.op[i]]) : engineColor(row.engine);
+      return vr.op && vp.opcodes ? paletteColor("opcode", vp.opcodes[vr.op[i]]) : engineColor(row.engine);
   }
 }
 
@@ -44,9 +44,16 @@ function drawAxis(ctx, L) {
     ctx.lineTo(x, L.height);
   }
   ctx.stroke();
+  // deep in a long profile absolute labels ("315451500 ns") say nothing: label ticks relative to a
+  // visible origin, itself written out in full in the label column
+  const origin = axisOrigin(L.t0, step);
+  if (origin !== null) {
+    const text = `t₀ = ${fmtTimeAt(origin, step)}`;
+    ctx.fillText(fit(ctx, text, L.plotX - 12), 8, 6);
+  }
   for (let t = first; t <= L.t1; t += step) {
     const x = L.x(t);
-    const label = fmtTick(t, step);
+    const label = origin === null ? fmtTick(t, step) : `+${fmtTick(t - origin, step)}`;
     const w = ctx.measureText(label).width;
     if (x + w / 2 > L.plotX + L.plotW + 10) continue;
     ctx.fillText(label, Math.max(L.plotX, x - w / 2), 6);
@@ -93,6 +100,12 @@ function fit(ctx, text, w) {
   return `${s}…`;
 }
 
+/** The text inside a wide bar: a DMA transfer's tensor (else its direction), an instruction's opcode. */
+function barLabel(vp, vr, i) {
+  const ti = vr.tensor ? vr.tensor[i] : -1;
+  return ti >= 0 && vp.tensors ? vp.tensors[ti] : vp.opcodes[vr.op[i]];
+}
+
 function drawEventsRow(ctx, L, vp, row, vr, style) {
   // Rects are snapped to whole CSS pixels and drawn with fillRect: software rasterisation of
   // anti-aliased fractional rects is several times slower. Batched per colour (one fillStyle each).
@@ -117,7 +130,7 @@ function drawEventsRow(ctx, L, vp, row, vr, style) {
     let b = batches.get(key);
     if (!b) batches.set(key, (b = []));
     b.push(xa, w);
-    if (!buckets && style.view === "full" && w > 46 && vr.op) labels.push([xa, w, vp.opcodes[vr.op[i]], key]);
+    if (!buckets && style.view === "full" && w > 46 && vr.op) labels.push([xa, w, barLabel(vp, vr, i), key]);
   }
   for (const [key, rects] of batches) {
     const [color, level] = key.split("|");
@@ -222,35 +235,64 @@ function visibleBoxes(L, boxes) {
   return vis.sort((a, b) => a.t1 - a.t0 - (b.t1 - b.t0)).slice(0, MAX_BOXES);
 }
 
-function drawOverlays(ctx, L, ov, style) {
-  ctx.save();
-  ctx.beginPath();
-  ctx.rect(L.plotX - 3, AXIS_H - 2, L.plotW + 6, L.height - AXIS_H + 2);
-  ctx.clip();
-  if (style.warn !== false) {
-    ctx.globalAlpha = 0.85;
-    for (const w of visibleBoxes(L, ov.warnings)) {
-      const [top, bottom] = L.extentOf(w.rows);
-      boxRect(ctx, L, w.t0, w.t1, top, bottom, THEME.warning, 1.5);
-    }
-    ctx.globalAlpha = 1;
-    ctx.font = SMALL;
-    ctx.textBaseline = "top";
-    for (const c of visibleBoxes(L, ov.collectives)) {
-      const [top, bottom] = L.extentOf(c.rows);
-      boxRect(ctx, L, c.t0, c.t1, top, bottom, THEME.collective, 1.5, [5, 3]);
-      const x0 = Math.max(L.plotX, L.x(c.t0));
-      const w = Math.min(L.plotX + L.plotW, L.x(c.t1)) - x0;
-      if (c.label && w > 50) {
-        const text = fit(ctx, c.label, w - 10);
-        const tw = ctx.measureText(text).width + 6;
-        ctx.fillStyle = THEME.collective;
-        ctx.fillRect(Math.round(x0), Math.round(top) - 1, Math.round(tw), 13);
-        ctx.fillStyle = "#fff";
-        ctx.fillText(text, x0 + 3, top);
+/**
+ * Warning (orange: an outline around each event it names) and collective (teal, dashed, labelled: one
+ * rectangle per run of adjacent CC rows it ran on) boxes; one with no rows is a band under the time axis. A label
+ * is skipped where it would overprint one already drawn.
+ */
+function drawBoxes(ctx, L, ov) {
+  const band = (b, color, dy) => {
+    const x0 = Math.max(L.plotX, L.x(b.t0));
+    const x1 = Math.min(L.plotX + L.plotW, L.x(b.t1));
+    ctx.fillStyle = color;
+    ctx.fillRect(x0, AXIS_H - 5 - dy, Math.max(2, x1 - x0), 3);
+  };
+  ctx.globalAlpha = 0.85;
+  for (const w of visibleBoxes(L, ov.warnings)) {
+    // a warning naming events outlines each of them on its own row; one without events is a band
+    if (!w.events || !w.events.length) band(w, THEME.warning, 0);
+    for (const [key, a, b] of w.events || []) {
+      const r = L.byKey.get(key);
+      if (!r || b < L.t0 || a > L.t1) continue;
+      // wide enough to frame: an outline; else a tick under the bar (outlines would bury the data)
+      if (L.x(b) - L.x(a) >= 6) boxRect(ctx, L, a, Math.max(b, a + 1), r.y, r.y + r.h, THEME.warning, 1.5);
+      else {
+        ctx.fillStyle = THEME.warning;
+        ctx.fillRect(Math.round(L.x(a)), r.y + r.h - 2, Math.max(2, Math.round(L.x(b) - L.x(a))), 2);
       }
     }
   }
+  ctx.globalAlpha = 1;
+  ctx.font = SMALL;
+  ctx.textBaseline = "top";
+  const taken = [];
+  for (const c of visibleBoxes(L, ov.collectives)) {
+    const runs = L.runsOf(c.rows);
+    if (!runs.length) band(c, THEME.collective, 4);
+    for (const [top, bottom] of runs) boxRect(ctx, L, c.t0, c.t1, top, bottom, THEME.collective, 1.5, [5, 3]);
+    if (!runs.length || !c.label) continue;
+    const top = runs[0][0];
+    const x0 = Math.max(L.plotX, L.x(c.t0));
+    const w = Math.min(L.plotX + L.plotW, L.x(c.t1)) - x0;
+    if (w <= 50) continue;
+    const text = fit(ctx, c.label, w - 10);
+    const tw = ctx.measureText(text).width + 6;
+    const rect = [x0, top - 1, x0 + tw, top + 12];
+    if (taken.some((t) => rect[0] < t[2] && t[0] < rect[2] && rect[1] < t[3] && t[1] < rect[3])) continue;
+    taken.push(rect);
+    ctx.fillStyle = THEME.collective;
+    ctx.fillRect(Math.round(x0), Math.round(top) - 1, Math.round(tw), 13);
+    ctx.fillStyle = "#fff";
+    ctx.fillText(text, x0 + 3, top);
+  }
+}
+
+function drawOverlays(ctx, L, ov, style) {
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(L.plotX - 3, AXIS_H - 10, L.plotW + 6, L.height - AXIS_H + 10);
+  ctx.clip();
+  if (style.warn !== false) drawBoxes(ctx, L, ov);
   if (ov.hits && ov.hits.length) {
     // a dark frame with a bright core, pixel-snapped: visible on any event colour
     const boxes = [];

@@ -38,6 +38,36 @@ export function fmtTick(ns, stepNs) {
   return `${(ns / scale).toFixed(decimals)} ${unit}`;
 }
 
+/**
+ * A time in ns with enough digits to resolve `resolutionNs` (unit chosen by the magnitude of `ns`):
+ * fmtTimeAt(315451500, 100) = "315.4515 ms". Used where two nearby instants must read differently.
+ */
+export function fmtTimeAt(ns, resolutionNs) {
+  if (ns === null || ns === undefined || Number.isNaN(ns)) return "–";
+  const a = Math.abs(ns);
+  let scale = 1;
+  let unit = "ns";
+  for (const [s, u] of TIME_UNITS) {
+    if (a >= s) {
+      scale = s;
+      unit = u;
+      break;
+    }
+  }
+  const res = Math.max(1, resolutionNs) / scale;
+  const decimals = res >= 1 ? 0 : Math.min(9, Math.ceil(-Math.log10(res) - 1e-9));
+  return `${(ns / scale).toFixed(decimals)} ${unit}`;
+}
+
+/**
+ * The axis origin for a window: null when absolute tick labels stay short (under 5 digits in the
+ * step's unit), else a round instant at or before t0 that the ticks are labelled relative to.
+ */
+export function axisOrigin(t0, stepNs) {
+  if (Math.abs(t0) / stepNs < 1e4) return null;
+  return Math.floor(t0 / stepNs) * stepNs;
+}
+
 /** Trim a number to 3 significant digits without exponent noise. */
 export function trim(v) {
   if (!Number.isFinite(v)) return String(v);

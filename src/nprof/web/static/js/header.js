@@ -6,7 +6,7 @@
 // the matching search through onSearch(fields).
 
 import { api } from "./api.js";
-import { engineColor, hashColor, layerAtDepth } from "./colors.js";
+import { engineColor, layerAtDepth, paletteColor } from "./colors.js";
 import { h } from "./dom.js";
 import { fmtDate, fmtInt, fmtTime } from "./fmt.js";
 
@@ -57,13 +57,13 @@ export function renderLegend(el, vp, style, rows, onSearch, layerGroups = []) {
   const chips = [];
   if (style.color === "opcode" && vp && vp.opcodes) {
     for (const op of vp.opcodes.slice(0, 48)) {
-      chips.push(chip(hashColor(op), op, `Search opcode ${op}`, () => onSearch([["opcode", op]])));
+      chips.push(chip(paletteColor("opcode", op), op, `Search opcode ${op}`, () => onSearch([["opcode", op]])));
     }
   } else if (style.color === "engine" || style.color === "queue") {
     const engines = [...new Set(rows.filter((r) => r.kind === "engine" || r.kind === "track").map((r) => r.engine || "other"))];
     if (style.color === "queue") {
       for (const r of rows.filter((x) => x.kind === "dma")) {
-        chips.push(chip(hashColor(`queue:${r.key}`), r.label, `Search DMA queue ${r.key}`, () => onSearch([["queue", r.key]])));
+        chips.push(chip(paletteColor("queue", r.key), r.label, `Search DMA queue ${r.key}`, () => onSearch([["queue", r.key]])));
       }
     } else if (rows.some((r) => r.kind === "dma")) {
       chips.push(chip(engineColor("dma"), "DMA", "Search DMA transfers", () => onSearch([["kind", "dma"]])));
@@ -75,11 +75,11 @@ export function renderLegend(el, vp, style, rows, onSearch, layerGroups = []) {
     const names = (inWindow.length ? inWindow : layerGroups.map((g) => g.name)).slice(0, 48);
     for (const n of names) {
       const q = style.depth ? `/^${reEscape(n)}(\\.|$)/` : n;
-      chips.push(chip(hashColor(n), n, `Search layer ${n}`, () => onSearch([["layer", q]])));
+      chips.push(chip(paletteColor(`layer:${style.depth}`, n), n, `Search layer ${n}`, () => onSearch([["layer", q]])));
     }
     if (!names.length) chips.push(h("span", { class: "muted", id: "legend-note" }, "no event of this profile has a layer"));
     else if (vp && vp.rows.some((r) => r.mode === "buckets")) {
-      chips.push(h("span", { class: "muted", id: "legend-note" }, "aggregated rows stay grey: zoom in to colour events by layer"));
+      chips.push(h("span", { class: "muted", id: "legend-note" }, "aggregated bars: the layer with the most time in each pixel"));
     }
   }
   el.replaceChildren(...chips);

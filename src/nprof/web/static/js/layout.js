@@ -75,6 +75,20 @@ export class Layout {
     return this.rows.filter((r) => r.y + r.h >= lo && r.y <= hi);
   }
 
+  /** [top, bottom] of each run of adjacent rows among `keys` (display order); [] when none match. */
+  runsOf(keys) {
+    const want = new Set(keys || []);
+    const runs = [];
+    let prev = -2;
+    this.rows.forEach((r, i) => {
+      if (!want.has(r.key)) return;
+      if (i === prev + 1 && runs.length) runs[runs.length - 1][1] = r.y + r.h;
+      else runs.push([r.y, r.y + r.h]);
+      prev = i;
+    });
+    return runs;
+  }
+
   /** Vertical extent [top, bottom] covering the given row keys (or every row when none match). */
   extentOf(keys) {
     const rs = (keys || []).map((k) => this.byKey.get(k)).filter(Boolean);

@@ -21,12 +21,13 @@ export async function renderList(root) {
   const profiles = data.profiles;
   const status = h("p", { class: "annot-msg", role: "status", id: "list-status" });
   const body = h("tbody");
+  const heading = h("h1", { id: "list-heading" }, `Profiles (${profiles.length})`);
   const rowOf = (p) => {
     const name = h("a", { href: `/profile/${encodeURIComponent(p.id)}`, class: "pname" }, p.display_name || p.name || p.id);
     const tr = h(
       "tr",
       { dataset: { id: p.id } },
-      h("td", {}, name, h("div", { class: "muted small" }, p.id), p.group ? h("a", { class: "small", href: `/profile_cc/${encodeURIComponent(p.group)}` }, `group ${p.group} · rank ${p.rank}`) : null),
+      h("td", {}, name, h("div", { class: "muted small" }, p.id), p.group ? h("a", { class: "small rank-link", href: `/profile_cc/${encodeURIComponent(p.group)}?rank=${p.rank}` }, `group ${p.group} · rank ${p.rank}`) : null),
       h("td", {}, p.device + (p.preset ? ` (${p.preset})` : "")),
       h("td", {}, fmtDate(p.created)),
       h("td", { class: "num" }, fmtTime(p.total_time_ns)),
@@ -77,6 +78,8 @@ export async function renderList(root) {
               try {
                 await api.remove(p.id);
                 tr.remove();
+                profiles.splice(profiles.indexOf(p), 1);
+                heading.textContent = `Profiles (${profiles.length})`;
                 status.textContent = `deleted ${p.id}`;
               } catch (e) {
                 status.textContent = `delete failed: ${e.message}`;
@@ -113,7 +116,7 @@ export async function renderList(root) {
     h(
       "section",
       { class: "list-page" },
-      h("div", { class: "list-head" }, h("h1", {}, `Profiles (${profiles.length})`), profiles.length > 1 ? filter : null),
+      h("div", { class: "list-head" }, heading, profiles.length > 1 ? filter : null),
       profiles.length
         ? h(
             "table",

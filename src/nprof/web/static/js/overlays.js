@@ -1,92 +1,55 @@
 // overlays.js — turns analysis tables into timeline overlays and builds hover text.
-// Contract: parseWarnings(table, rows) -> [{t0, t1, rows, kind, text, ids, tensor, source}]
-// from the `warnings` table (columns kind, message, ts, end, event_ids, tensor, source;
-// optional `rows`); collectiveBoxes(groupAnswer, rank, rows) -> boxes over the CC rows;
-// loadAnnotations(id, info, rows) fetches both; hoverText(view, hit, mouseEvent) shows
+// Contract: loadBoxes(id, t0, t1, ccText, signal) -> {warnings, collectives} boxes of a window,
+// each over the rows it concerns (GET /boxes); collectiveTexts(groupAnswer, rank) -> op id ->
+// {label, text}; hoverText(view, hit, mouseEvent) shows
 // the tooltip for a timeline hit (fetching an event's source line lazily, cached per id).
 
 import { api } from "./api.js";
 import { fmtBytes, fmtCounter, fmtInt, fmtTime, trim } from "./fmt.js";
 import { showTooltip } from "./tooltip.js";
 
-function columnsOf(table) {
-  const idx = {};
-  table.columns.forEach((c, i) => {
-    idx[c.name] = i;
-  });
-  return idx;
-}
-
-function rowsFor(kind, raw, allRows) {
-  if (Array.isArray(raw)) return raw.map(String);
-  if (typeof raw === "string" && raw) return raw.split(",").map((s) => s.trim());
-  if (kind === "tensor_reload" || kind === "small_dma" || (kind || "").includes("dma")) {
-    return allRows.filter((r) => r.kind === "dma").map((r) => r.key);
-  }
-  return [];
-}
-
-export function parseWarnings(table, allRows) {
-  const c = columnsOf(table);
-  const get = (r, ...names) => {
-    for (const n of names) if (c[n] !== undefined) return r[c[n]];
-    return undefined;
-  };
-  return table.rows.map((r) => {
-    const kind = get(r, "kind") || "warning";
-    const t0 = Number(get(r, "t0", "ts") ?? 0);
-    const t1 = Number(get(r, "t1", "end") ?? t0 + Number(get(r, "duration") ?? 0));
-    return {
-      kind,
-      t0,
-      t1: Math.max(t1, t0 + 1),
-      rows: rowsFor(kind, get(r, "rows"), allRows),
-      text: get(r, "message", "text", "description") || kind,
-      ids: get(r, "event_ids", "ids") || [],
-      tensor: get(r, "tensor") || null,
-      source: get(r, "source") || null,
-      count: get(r, "count"),
-      bytes: get(r, "bytes"),
-    };
-  });
-}
-
 /**
- * Boxes around the collective operations this rank took part in, from the group's
- * collectives answer (GET /api/groups/{id}/collectives): arrival on this rank -> end of the op,
- * over the CC-core rows (every engine row when the profile has none).
+ * Op id -> {label, text} for the collective operations `rank` took part in, from the group's
+ * collectives answer (GET /api/groups/{id}/collectives). "straggler" is only said when some rank
+ * actually waited (max_wait_ns > 0): on identical ranks nobody is late.
  */
-export function collectiveBoxes(group, rank, allRows) {
-  const cc = allRows.filter((r) => r.key.startsWith("cc.")).map((r) => r.key);
-  const rows = cc.length ? cc : allRows.filter((r) => r.kind === "engine").map((r) => r.key);
-  const out = [];
+export function collectiveTexts(group, rank) {
+  const out = new Map();
   for (const op of group.ops || []) {
     const mine = (op.ranks || []).find((r) => r.rank === rank);
     if (!mine) continue;
     const parts = [`${op.kind} #${op.id}`, `${fmtBytes(op.bytes)} per rank`, op.algorithm].filter(Boolean);
     let text = `${parts.join(" · ")}; transfer ${fmtTime(op.end - op.start)}`;
     if (mine.wait_ns > 0) text += `; this rank waited ${fmtTime(mine.wait_ns)} for rank ${op.straggler}`;
-    else if (op.straggler === rank) text += "; this rank was the straggler";
-    out.push({ t0: mine.arrival, t1: Math.max(op.end, mine.arrival + 1), rows, kind: "collective", label: `${op.kind} #${op.id}`, text });
+    else if (op.straggler === rank && op.max_wait_ns > 0) text += `; this rank was the straggler (others waited up to ${fmtTime(op.max_wait_ns)})`;
+    else if (!(op.max_wait_ns > 0)) text += "; no rank waited";
+    out.set(op.id, { label: `${op.kind} #${op.id}`, text });
   }
   return out;
 }
 
-/** The warning boxes and (for a worker of a group) collective-op boxes of a profile. */
-export async function loadAnnotations(id, info, rows) {
-  const out = { warnings: [], collectives: [] };
-  if ((info.tables || []).includes("warnings")) out.warnings = parseWarnings(await api.table(id, "warnings", 0, 5000), rows);
-  const p = info.profile;
-  if (p.group) out.collectives = collectiveBoxes(await api.groupCollectives(p.group, 16), p.rank, rows);
-  return out;
+/**
+ * The warning and collective boxes of a window (GET /profiles/{id}/boxes): each box only over the
+ * rows it concerns (`rows`; empty = drawn as a band under the time axis). `ccText` (from
+ * collectiveTexts) names and explains the collective ops of a group's rank.
+ */
+export async function loadBoxes(id, t0, t1, ccText, signal) {
+  const r = await api.boxes(id, { t0, t1, limit: 60 }, signal);
+  const warnings = r.warnings.map((w) => ({ ...w, text: w.text || w.kind }));
+  const collectives = r.collectives.map((c) => {
+    const t = ccText && ccText.get(c.id);
+    return { ...c, kind: "collective", label: t ? t.label : `${c.kind} #${c.id}`, text: t ? t.text : `${c.kind} #${c.id}` };
+  });
+  return { warnings, collectives, total: r.warnings_total, truncated: r.truncated };
 }
 
 function annotationLines(view, hit) {
   const lines = [];
   const key = hit.row && hit.row.key;
   if (view.st.warn === false) return lines;
-  for (const w of view.warnings || []) {
-    if (hit.t >= w.t0 && hit.t <= w.t1 && (!w.rows.length || w.rows.includes(key))) lines.push(`⚠ ${w.text}`);
+  for (const w of view.tl.overlays.warnings || []) {
+    const tol = (3 * view.tl.layout.span) / view.tl.layout.plotW;
+    if ((w.events || []).some(([k, a, b]) => k === key && hit.t >= a - tol && hit.t <= b + tol)) lines.push(`⚠ ${w.text}`);
     if (lines.length >= 3) break;
   }
   for (const c of view.tl.overlays.collectives || []) {

@@ -11,7 +11,11 @@ import { DetailsPanel } from "./details.js";
 import { h } from "./dom.js";
 import { SearchPanel } from "./search.js";
 import { SelectionPanel } from "./selection.js";
+import { OperatorsPanel } from "./operators.js";
 import { SummaryPanel } from "./summary.js";
+import { MemoryPanel } from "./memory.js";
+import { SourcePanel } from "./source.js";
+import { TensorsPanel } from "./tensors.js";
 import { WarningsPanel } from "./warnings.js";
 
 const TABS = [
@@ -19,6 +23,10 @@ const TABS = [
   ["search", "Search"],
   ["selection", "Box select"],
   ["summary", "Summary"],
+  ["operators", "Operators"],
+  ["tensors", "Tensors"],
+  ["source", "Source"],
+  ["memory", "Memory"],
   ["annotations", "Annotations"],
   ["warnings", "Warnings"],
   ["compare", "Compare"],
@@ -43,10 +51,14 @@ export class PanelSet {
     this.search = new SearchPanel(this.bodies.search, view);
     this.selection = new SelectionPanel(this.bodies.selection, view);
     this.summary = new SummaryPanel(this.bodies.summary, view);
+    this.operators = new OperatorsPanel(this.bodies.operators, view);
+    this.tensors = new TensorsPanel(this.bodies.tensors, view);
+    this.source = new SourcePanel(this.bodies.source, view);
+    this.memory = new MemoryPanel(this.bodies.memory, view);
     this.annotations = new AnnotationsPanel(this.bodies.annotations, view);
     this.warnings = new WarningsPanel(this.bodies.warnings, view);
     this.compare = new ComparePanel(this.bodies.compare, view);
-    this.all = [this.details, this.search, this.selection, this.summary, this.annotations, this.warnings, this.compare];
+    this.all = [this.details, this.search, this.selection, this.summary, this.operators, this.tensors, this.source, this.memory, this.annotations, this.warnings, this.compare];
     this.el = h(
       "div",
       { class: "panels" },
@@ -64,7 +76,7 @@ export class PanelSet {
       this.bodies[k].hidden = k !== tab;
     }
     this.current = tab;
-    const p = { summary: this.summary, warnings: this.warnings, compare: this.compare, annotations: this.annotations }[tab];
+    const p = { summary: this.summary, operators: this.operators, tensors: this.tensors, source: this.source, memory: this.memory, warnings: this.warnings, compare: this.compare, annotations: this.annotations }[tab];
     if (p && p.activate) p.activate();
   }
 

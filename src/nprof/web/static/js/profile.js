@@ -7,6 +7,7 @@
 // Test hook: window.__nprof = {view, state, idle(), timeline, layerGroups()}.
 
 import { api, counters } from "./api.js";
+import { seedPalette } from "./colors.js";
 import { h } from "./dom.js";
 import { downloadMenu, renderLegend, titleBar } from "./header.js";
 import { eventGroups, LayerNames } from "./layers.js";
@@ -15,7 +16,7 @@ import { Timeline } from "./timeline.js";
 import { Toolbar } from "./toolbar.js";
 import { hideTooltip } from "./tooltip.js";
 import { toSearch } from "./url.js";
-import { hoverCancel, hoverText, loadAnnotations } from "./overlays.js";
+import { collectiveTexts, hoverCancel, hoverText, loadBoxes } from "./overlays.js";
 
 const DEBOUNCE_MS = 40;
 
@@ -44,6 +45,8 @@ export class ProfileView {
     performance.mark("nprof:info");
     this.info = info;
     this.rowsResp = rows;
+    seedPalette("opcode", rows.opcodes || []); // the profile's opcode table: distinct colours in a stable order
+    seedPalette("queue", rows.rows.filter((r) => r.kind === "dma").map((r) => r.key));
     this.tmin = rows.t_min;
     this.tmax = Math.max(rows.t_max, rows.t_min + 1);
     this._build();
@@ -65,7 +68,7 @@ export class ProfileView {
     performance.mark("nprof:viewport");
     await this._doFetch();
     this.loadMarkers();
-    this._loadWarnings();
+    this._loadCollectiveTexts();
     if (st.ev !== null) this.selectEvent(st.ev, false);
     if (st.query.length) this.panels.search.setQuery(st.query, true);
     if (st.sel) this.panels.selection.run(st.sel);
@@ -105,7 +108,7 @@ export class ProfileView {
     this.errBar = h("div", { class: "errbar", hidden: true, role: "alert" });
     this.tl = new Timeline(this.tlHost, {
       onWindow: (t0, t1, o) => this.setWindow(t0, t1, o.push),
-      onClick: (hit) => this._onClick(hit),
+      onClick: (hit, e) => this._onClick(hit, e),
       onSelect: (sel) => this.update({ sel, tab: "selection" }, true),
       onMarker: (ts) => this.addMarker(ts),
       onHover: (hit, e) => this._onHover(hit, e),
@@ -142,6 +145,10 @@ export class ProfileView {
     this.dead = true;
     document.removeEventListener("keydown", this._keys);
     if (this.vpAbort) this.vpAbort.abort();
+    if (this.boxAbort) this.boxAbort.abort();
+    clearTimeout(this.vpTimer);
+    clearTimeout(this.urlTimer);
+    if (this.tl) this.tl.destroy();
   }
 
   // ---- state ------------------------------------------------------------------------------------------
@@ -188,7 +195,10 @@ export class ProfileView {
     const st = { ...prev, ...patch };
     this.st = st;
     if (window.__nprof) window.__nprof.state = st;
-    if (patch.mode !== undefined) this.tl.setMode(st.mode);
+    if (patch.mode !== undefined) {
+      this.tl.setMode(st.mode);
+      this.toolbar.sync(st);
+    }
     if (patch.view !== undefined || patch.color !== undefined || patch.depth !== undefined || patch.warn !== undefined) {
       this._syncStyle();
     }
@@ -198,6 +208,7 @@ export class ProfileView {
     if ("sel" in patch) this.panels.selection.run(st.sel);
     this._commit(push);
     if ("compare" in patch && st.tab === "compare") this.panels.compare.activate();
+    if (["osort", "ofilter", "tsort", "src"].some((k) => k in patch)) this.panels.show(st.tab);
   }
 
   /** Re-apply a state parsed from the URL (popstate). */
@@ -240,6 +251,7 @@ export class ProfileView {
     return (
       !this.vpTimer &&
       !this.vpAbort &&
+      !this.boxAbort &&
       !this.urlTimer &&
       counters.inflight === 0 &&
       !this.tl.frame &&
@@ -282,12 +294,14 @@ export class ProfileView {
       this.metrics.viewportMs.push(performance.now() - asked);
       if (st.color === "layer") {
         await this.layerNames.load(); // legend names (once)
+        seedPalette(`layer:${st.depth}`, this.layerNames.groups(st.depth).map((g) => g.name));
         if (ac.signal.aborted || this.dead) return;
       }
       this.vp = vp;
       this.errBar.hidden = true;
       this.tl.setData(vp);
       this._legend();
+      this._loadBoxes();
     } catch (e) {
       if (e.name === "AbortError") return;
       this.errBar.hidden = false;
@@ -349,24 +363,44 @@ export class ProfileView {
     }
   }
 
-  async _loadWarnings() {
+  /** For a rank of a group: the collective ops' names and wait texts (once), then redraw the boxes. */
+  async _loadCollectiveTexts() {
+    const p = this.info.profile;
+    if (!p.group) return;
     try {
-      const { warnings, collectives } = await loadAnnotations(this.id, this.info, this.rowsResp.rows);
-      this.warnings = warnings;
-      this.tl.setOverlays({ warnings, collectives });
-      this.panels.warnings.refresh();
+      this.ccText = collectiveTexts(await api.groupCollectives(p.group, 16), p.rank);
+      this._loadBoxes();
     } catch (e) {
       this.errBar.hidden = false;
-      this.errBar.textContent = `Could not load warning annotations: ${e.message}`;
+      this.errBar.textContent = `Could not load the collective operations: ${e.message}`;
     }
   }
 
+  /** Warning and collective boxes of the drawn window (only what can be drawn: GET /boxes). */
+  async _loadBoxes() {
+    if (this.boxAbort) this.boxAbort.abort();
+    const ac = new AbortController();
+    this.boxAbort = ac;
+    try {
+      const b = await loadBoxes(this.id, Math.floor(this.st.t0), Math.ceil(this.st.t1), this.ccText, ac.signal);
+      if (ac.signal.aborted || this.dead) return;
+      this.tl.setOverlays({ warnings: b.warnings, collectives: b.collectives });
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      this.errBar.hidden = false;
+      this.errBar.textContent = `Could not load warning annotations: ${e.message}`;
+    } finally {
+      if (this.boxAbort === ac) this.boxAbort = null;
+    }
+  }
 
   // ---- interaction ------------------------------------------------------------------------------------
 
-  _onClick(hit) {
+  _onClick(hit, e) {
     if (!hit || !hit.row) return;
-    if (hit.kind === "event") {
+    if (hit.kind === "event" && e && (e.ctrlKey || e.metaKey)) {
+      this.openSource(hit.vr.id[hit.i]);
+    } else if (hit.kind === "event") {
       this.update({ ev: hit.vr.id[hit.i], tab: "details" }, true);
     } else if (hit.kind === "bucket") {
       const a = hit.vr.ts[hit.i];
@@ -374,6 +408,18 @@ export class ProfileView {
       this.setWindow(a - d * 4, a + d * 5, true);
     } else if (this.st.ev !== null) {
       this.update({ ev: null }, true);
+    }
+  }
+
+  /** Ctrl+click: open the Source tab at the event's source line (the event is selected too). */
+  async openSource(id) {
+    try {
+      const d = await api.event(this.id, id);
+      const f = (d.groups || []).flatMap((g) => g.fields).find((x) => x.key === "nki_source_location");
+      const loc = f && f.value ? String(f.value) : null;
+      this.update(loc ? { ev: id, tab: "source", src: loc } : { ev: id, tab: "details" }, true);
+    } catch (err) {
+      this.panels.details.error(id, err);
     }
   }
 

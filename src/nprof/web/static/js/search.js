@@ -30,6 +30,13 @@ const SYNTAX =
   "/./ matches any non-empty value (e.g. every instruction with an NKI source line), " +
   "/(?i)matmul/ ignores case, /^q1[0-5]$/ anchors. track matches a timeline row key (vector, q3…).";
 
+/** What the timeline highlights: every hit in range, merged per pixel column (`marks`) when there are more than HIT_LIMIT. */
+export function highlights(r) {
+  const m = r.marks;
+  if (!m) return r.hits;
+  return m.row.map((row, i) => ({ row, ts: m.ts[i], dur: m.dur[i], count: m.count[i] }));
+}
+
 export class SearchPanel {
   constructor(el, view) {
     this.el = el;
@@ -110,10 +117,11 @@ export class SearchPanel {
     this.view.update({ query: [] }, true);
   }
 
-  setQuery(fields, fromUrl) {
+  /** Fill the form and run; fromUrl=false records the query in the URL (and shows this tab unless `stay`). */
+  setQuery(fields, fromUrl, stay = false) {
     this.fields = fields.slice();
     this._renderForm(this.fields);
-    if (!fromUrl) this.view.update({ query: this.fields, tab: "search" }, true);
+    if (!fromUrl) this.view.update(stay ? { query: this.fields } : { query: this.fields, tab: "search" }, true);
     if (!this.fields.length) {
       this.hits = [];
       this.view.tl.setOverlays({ hits: [] });
@@ -144,12 +152,12 @@ export class SearchPanel {
       const r = await api.search(
         this.view.id,
         this.fields,
-        { t0: Math.floor(st.t0), t1: Math.ceil(st.t1), limit: HIT_LIMIT },
+        { t0: Math.floor(st.t0), t1: Math.ceil(st.t1), limit: HIT_LIMIT, width: this.view.tl.plotWidth() },
         ac.signal,
       );
       if (ac.signal.aborted) return;
       this.hits = r.hits;
-      this.view.tl.setOverlays({ hits: r.hits });
+      this.view.tl.setOverlays({ hits: highlights(r) });
       this._render(r);
     } catch (e) {
       if (e.name === "AbortError") return;
@@ -182,7 +190,7 @@ export class SearchPanel {
       { class: "search-count", id: "search-count", dataset: { total: r.total, inRange: r.in_range } },
       h("strong", {}, `${fmtInt(r.total)} hits`),
       ` in the profile, ${fmtInt(r.in_range)} in the current range`,
-      r.truncated ? ` (first ${fmtInt(r.hits.length)} highlighted)` : "",
+      r.truncated ? ` (all highlighted, merged per pixel; the first ${fmtInt(r.hits.length)} listed)` : "",
       "  ",
       h("button", { type: "button", class: "btn small", onclick: () => this._jump(-1), disabled: !r.hits.length }, "◀ prev"),
       h("button", { type: "button", class: "btn small", onclick: () => this._jump(1), disabled: !r.hits.length }, "next ▶"),

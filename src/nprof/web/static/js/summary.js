@@ -7,7 +7,23 @@
 import { api } from "./api.js";
 import { fieldGroup, h, help, loadOnce, table } from "./dom.js";
 import { fmtBytes, fmtInt, fmtValue } from "./fmt.js";
+import { drawRoofline } from "./roofline.js";
 import { analysisTable } from "./tables.js";
+
+/** The roofline chart (run and layers against the device's compute and HBM roofs), or a note why not. */
+function rooflineSection(roof) {
+  if (!roof || !roof.peak_flops || !roof.hbm_bandwidth || !roof.run.intensity) {
+    return h("p", { class: "muted", id: "roofline-none" }, "Roofline: needs device peaks (FLOP/s, HBM bandwidth), FLOPs and HBM traffic.");
+  }
+  const canvas = h("canvas", { id: "roofline", width: 640, height: 300 });
+  requestAnimationFrame(() => drawRoofline(canvas, roof));
+  return h(
+    "section",
+    { class: "roofline" },
+    h("h3", {}, "Roofline", help("Achieved FLOP/s against arithmetic intensity (FLOP per HBM byte); the roofs are the preset's peak FLOP/s and HBM bandwidth × intensity. Large dot: the run; small dots: layers (over each layer's span).")),
+    canvas,
+  );
+}
 
 const ROW_TERMS = [
   ["DMA q0…q15", "Direct-memory-access queues moving data between HBM and on-chip SBUF (top of the timeline)."],
@@ -36,19 +52,20 @@ export class SummaryPanel {
     await loadOnce(
       this,
       "the summary",
-      () => Promise.all([api.summary(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]),
-      ([sum, ...tabs]) => this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]]))),
+      () => Promise.all([api.summary(v.id), api.roofline(v.id), ...want.map((t) => api.table(v.id, t, 0, 500))]),
+      ([sum, roof, ...tabs]) => this._render(sum, Object.fromEntries(want.map((t, i) => [t, tabs[i]])), roof),
     );
   }
 
-  _render(sum, tabs) {
+  _render(sum, tabs, roof) {
     const v = this.view;
     const verdict = sum.verdict || {};
-    const vcls = verdict.bound === "memory" ? "memory" : verdict.bound === "compute" ? "compute" : "unknown";
+    const vcls = ["memory", "compute", "latency"].includes(verdict.bound) ? verdict.bound : "unknown";
+    const big = { memory: "Memory-bound", compute: "Compute-bound", latency: "Latency/overhead-bound" }[verdict.bound] || "Bound: unknown";
     const verdictEl = h(
       "div",
       { class: `verdict ${vcls}`, id: "verdict" },
-      h("div", { class: "verdict-big" }, verdict.bound ? `${verdict.bound[0].toUpperCase()}${verdict.bound.slice(1)}-bound` : "Bound: unknown"),
+      h("div", { class: "verdict-big" }, big),
       h("div", {}, verdict.text || "No matmuls or no device peaks: the memory/compute verdict needs both."),
     );
     const groups = (sum.groups || []).map((g) =>
@@ -126,6 +143,7 @@ export class SummaryPanel {
     );
     this.el.replaceChildren(
       verdictEl,
+      rooflineSection(roof),
       findings,
       h("div", { class: "metric-groups" }, groups, progEl),
       h("div", { class: "summary-tables" }, parts),

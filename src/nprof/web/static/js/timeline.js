@@ -117,7 +117,7 @@ export class Timeline {
   }
 
   schedule() {
-    if (this.frame) return;
+    if (this.frame || this.destroyed) return;
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
       this.draw();
@@ -242,7 +242,7 @@ export class Timeline {
       this.drag = { x0: p.x, y0: p.y, x1: p.x, y1: p.y, moved: false, select: this.mode === "select" || e.shiftKey };
       e.preventDefault();
     });
-    window.addEventListener("mousemove", (e) => {
+    this._onMove = (e) => {
       const p = this._pos(e);
       if (this.drag) {
         this.drag.x1 = p.x;
@@ -262,8 +262,8 @@ export class Timeline {
       this.mouse = p;
       this._drawOverlay();
       if (this.cb.onHover) this.cb.onHover(this.hitTest(p.x, p.y), e);
-    });
-    window.addEventListener("mouseup", (e) => {
+    };
+    this._onUp = (e) => {
       const d = this.drag;
       if (!d) return;
       this.drag = null;
@@ -285,7 +285,9 @@ export class Timeline {
         this.cb.onClick(this.hitTest(p.x, p.y), e);
       }
       this._drawOverlay();
-    });
+    };
+    window.addEventListener("mousemove", this._onMove);
+    window.addEventListener("mouseup", this._onUp);
     o.addEventListener("contextmenu", (e) => {
       const p = this._pos(e);
       if (!this.layout.inPlot(p.x, p.y)) return;
@@ -314,6 +316,16 @@ export class Timeline {
       this._drawOverlay();
       if (this.cb.onHover) this.cb.onHover(null, null);
     });
+  }
+
+  /** Detach everything this timeline registered outside its canvases (window listeners, observer, frame). */
+  destroy() {
+    window.removeEventListener("mousemove", this._onMove);
+    window.removeEventListener("mouseup", this._onUp);
+    this._ro.disconnect();
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.destroyed = true;
   }
 
   /** Keyboard navigation; returns true when the key was handled. */

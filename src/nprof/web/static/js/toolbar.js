@@ -6,7 +6,7 @@
 // onAnnotations().
 
 import { h } from "./dom.js";
-import { fmtInt, fmtTime } from "./fmt.js";
+import { fmtInt, fmtTime, fmtTimeAt } from "./fmt.js";
 
 export class Toolbar {
   constructor(el, hd) {
@@ -74,7 +74,8 @@ export class Toolbar {
   }
 
   setWindow(t0, t1, info) {
-    const parts = [`${fmtTime(t0)} – ${fmtTime(t1)}`, `span ${fmtTime(t1 - t0)}`];
+    const res = Math.max(1, (t1 - t0) / 100);
+    const parts = [`${fmtTimeAt(t0, res)} – ${fmtTimeAt(t1, res)}`, `span ${fmtTime(t1 - t0)}`];
     if (info.events) parts.push(`${fmtInt(info.events)} events`);
     if (info.buckets) parts.push(`${fmtInt(info.buckets)} buckets`);
     this.readout.textContent = parts.join("  ·  ");

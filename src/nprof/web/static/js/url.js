@@ -4,9 +4,10 @@
 // in order), color (opcode|layer|engine|queue), depth (layer depth, 0 = full),
 // view (minimal|full), mode (zoom|select), sel (t0-t1), selrows (row keys, comma-
 // separated), rank (multi-worker tab), compare (other profile id), warn=0 (hide
-// warning boxes). Defaults are omitted from the URL.
+// warning boxes), osort / ofilter (Operators tab sort column and filter), tsort (Tensors tab
+// sort column), src (Source tab: the selected file:line). Defaults are omitted from the URL.
 
-export const TABS = ["details", "search", "selection", "summary", "annotations", "warnings", "compare"];
+export const TABS = ["details", "search", "selection", "summary", "operators", "tensors", "source", "memory", "annotations", "warnings", "compare"];
 export const COLORS = ["opcode", "layer", "engine", "queue"];
 export const DEFAULTS = { tab: "details", color: "opcode", depth: 0, view: "minimal", mode: "zoom" };
 
@@ -36,6 +37,10 @@ export function parseLocation(loc) {
     rank: int(p.get("rank")),
     compare: p.get("compare") || null,
     warn: p.get("warn") !== "0",
+    osort: p.get("osort") || null,
+    ofilter: p.get("ofilter") || null,
+    tsort: p.get("tsort") || null,
+    src: p.get("src") || null,
   };
   for (const [k, v] of p.entries()) {
     if (k.startsWith("q.") && k.length > 2) st.query.push([k.slice(2), v]);
@@ -79,6 +84,7 @@ export function toSearch(st) {
   }
   if (st.compare) p.set("compare", st.compare);
   if (st.warn === false) p.set("warn", "0");
+  for (const k of ["osort", "ofilter", "tsort", "src"]) if (st[k]) p.set(k, st[k]);
   const s = p.toString();
   return s ? `?${s}` : "";
 }

@@ -1,13 +1,29 @@
 // warnings.js — the Warnings tab (U8, A3): the findings (plain-words performance
 // problems with evidence) and the timeline warning annotations (orange boxes).
-// Contract: activate() loads the `findings` table once and lists view.warnings (refresh()
-// re-lists them once they are loaded);
+// Contract: activate() loads the `findings` table and the first WARN_LIMIT rows of the
+// `warnings` table once (the timeline itself only fetches the boxes of its window);
 // clicking an entry zooms the timeline to its region (and, for tensor warnings,
 // searches that tensor's DMA transfers so they are highlighted).
 
 import { api } from "./api.js";
 import { h, help, loadOnce } from "./dom.js";
-import { fmtTime } from "./fmt.js";
+import { fmtInt, fmtTime } from "./fmt.js";
+
+const WARN_LIMIT = 500;
+
+/** The warnings table's rows as {kind, t0, t1, text, tensor, source}. */
+function warningRows(resp) {
+  if (!resp) return [];
+  const c = Object.fromEntries(resp.columns.map((col, i) => [col.name, i]));
+  return resp.rows.map((r) => ({
+    kind: r[c.kind],
+    t0: r[c.ts],
+    t1: Math.max(r[c.end], r[c.ts] + 1),
+    text: r[c.message] || r[c.kind],
+    tensor: c.tensor !== undefined ? r[c.tensor] : null,
+    source: c.source !== undefined ? r[c.source] : null,
+  }));
+}
 
 export class WarningsPanel {
   constructor(el, view) {
@@ -22,17 +38,19 @@ export class WarningsPanel {
     await loadOnce(
       this,
       "findings",
-      async () => ((v.info.tables || []).includes("findings") ? await api.table(v.id, "findings", 0, 500) : null),
-      (findings) => {
-        this.findings = findings;
+      () => {
+        const has = (t) => (v.info.tables || []).includes(t);
+        return Promise.all([
+          has("findings") ? api.table(v.id, "findings", 0, 500) : null,
+          has("warnings") ? api.table(v.id, "warnings", 0, WARN_LIMIT) : null,
+        ]);
+      },
+      ([findings, warnings]) => {
+        this.warnTotal = warnings ? warnings.total : 0;
+        this.warnings = warningRows(warnings);
         this._render(findings);
       },
     );
-  }
-
-  /** The timeline warnings arrived (they load after the first paint): redraw the list if shown. */
-  refresh() {
-    if (this.loaded) this._render(this.findings);
   }
 
   _zoom(t0, t1) {
@@ -67,7 +85,7 @@ export class WarningsPanel {
         );
       }
     }
-    const ws = (v.warnings || []).map((w) =>
+    const ws = (this.warnings || []).map((w) =>
       h(
         "li",
         {
@@ -99,7 +117,7 @@ export class WarningsPanel {
           h(
             "h3",
             {},
-            `Timeline warnings (${ws.length})`,
+            this.warnTotal > ws.length ? `Timeline warnings (first ${fmtInt(ws.length)} of ${fmtInt(this.warnTotal)})` : `Timeline warnings (${ws.length})`,
             help("Drawn as orange boxes on the timeline: tensors loaded more than twice, small DMA transfers, throttling"),
           ),
           ws.length ? h("ul", { class: "findings", id: "warning-list" }, ws) : h("p", { class: "muted" }, "No warning annotations."),

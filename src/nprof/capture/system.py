@@ -1,0 +1,162 @@
+"""The system profile: a torch capture's host rows joined with what the nprof backend did.
+
+Contract of `attach_system(profile, work_dir, out) -> SystemProfile`:
+* reads the log `nprof.capture.system_recorder` wrote in `work_dir` (none: the profile is returned
+  as it is, with the manifest note `system` saying no device graph was launched);
+* adds, on the profile's clock, host rows for the backend — `nprof::compile`, `nprof::cache_hit` and
+  `nprof::fallback` on track `nprof.compile`, each graph launch (`nprof::launch`, the host's wall
+  time of the call) on `nprof.launch` — DMA rows for the copies of inputs (queue `h2d:nc0`, direction
+  host->device) and outputs (`d2h:nc0`, device->host) with their bytes, and one `nc_exec_running`
+  row per execution on the device track `nc:0`, with `layer` = module, `hlo_name` = `module#k`,
+  depending on its launch (a flow arrow in Perfetto and the viewer);
+* the clocks: torch.profiler's trace time plus the trace's `baseTimeNanoseconds` is Unix time, which
+  the backend's events are stamped in, so host rows land exactly where they happened. A device row
+  starts where its launch started and lasts the *simulated* device time; the host did not wait for
+  that modelled time, so a device row may end after the host copied the outputs back;
+* the selected device profiles (`--device-profile`) are returned for saving beside the profile in
+  `<profile>.devices/`; the manifest lists them (`system.device_profiles`: hlo_name -> file name).
+`save_system(result, out)` writes the device profiles (atomically, as a directory) then the profile.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof.atomic import atomic_dir
+from nprof.capture.system_recorder import DEVICES, EXEC_LOG
+from nprof.errors import NprofError
+from nprof.profile import Profile
+from nprof.profile.model import make_table
+
+DEVICE_TRACK = "nc:0"
+CLOCK_NOTE = (
+    "host rows: torch.profiler and the backend's events on one Unix clock; device rows (nc_exec_running) "
+    "start at their launch and last the simulated device time"
+)
+_HOST_TRACK = {"compile": "nprof.compile", "cache_hit": "nprof.compile", "fallback": "nprof.compile"}
+_DMA_KEYS = ("ts", "duration", "layer", "hlo_name", "iteration")
+_COPY = {"h2d": ("h2d:nc0", "host->device"), "d2h": ("d2h:nc0", "device->host")}
+
+
+@dataclass
+class SystemProfile:
+    """A system profile and the device profile files to save beside it."""
+
+    profile: Profile
+    device_files: dict[str, Path] = field(default_factory=dict)  # file name -> where the recorder wrote it
+
+
+def _read_log(work_dir: Path) -> list[dict[str, Any]]:
+    path = work_dir / EXEC_LOG
+    if not path.is_file():
+        return []
+    data = orjson.loads(path.read_bytes())
+    return data if isinstance(data, list) else []
+
+
+def _origin_unix_ns(profile: Profile) -> int:
+    """Unix time (ns) of the profile's ts = 0, from the trace's base time and the importer's origin."""
+    meta = profile.info.meta
+    try:
+        return int(meta["trace.baseTimeNanoseconds"]) + int(meta["trace.origin_ns"])
+    except (KeyError, ValueError):
+        raise NprofError("the torch trace has no baseTimeNanoseconds; cannot place device executions") from None
+
+
+def _row(ev: dict[str, Any], origin: int, track: str, opcode: str, **extra: Any) -> dict[str, Any]:
+    """One instruction row of a backend event on the profile's clock."""
+    key = f"{ev['module']}#{ev['exec_index']}" if ev["exec_index"] >= 0 else ev["module"]
+    start = ev["start_ns"] - origin
+    row = {"ts": start, "duration": max(0, ev["end_ns"] - ev["start_ns"]), "engine": "other", "track": track,
+           "opcode": opcode, "layer": ev["module"], "hlo_name": key, "iteration": ev["step"],
+           "operands": ev.get("graph") or None}  # fmt: skip
+    row.update(extra)
+    return row
+
+
+def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(instruction rows, dma rows) of the backend's events (see module doc)."""
+    rows, dma = [], []
+    for ev in events:
+        kind = ev["kind"]
+        if kind in _HOST_TRACK:
+            rows.append(_row(ev, origin, _HOST_TRACK[kind], f"nprof::{kind}"))
+        elif kind == "launch":
+            text = f"{ev.get('graph') or ev['module']}: simulated {ev['device_ns']} ns"
+            rows.append(_row(ev, origin, "nprof.launch", "nprof::launch", operands=text))
+            kept = ev.get("device_profile")
+            note = f"device profile {kept}" if kept else "no device profile kept (--device-profile)"
+            note = f"{ev.get('graph') or ev['module']}: {note}"
+            device = _row(ev, origin, DEVICE_TRACK, "nc_exec_running", operands=note, deps=[len(rows) - 1])
+            device["duration"] = int(ev["device_ns"])
+            rows.append(device)
+        elif kind in _COPY:
+            queue, direction = _COPY[kind]
+            row = {k: v for k, v in _row(ev, origin, queue, "copy").items() if k in _DMA_KEYS}
+            copy = {"queue": queue, "direction": direction, "bytes": int(ev["nbytes"]), "tensor": ev["module"]}
+            dma.append({**row, **copy})
+    return rows, dma
+
+
+def _append(table: pa.Table, name: str, rows: list[dict[str, Any]], first_id: int) -> pa.Table:
+    """`table` plus `rows` (missing columns take their defaults), ids from `first_id`."""
+    if not rows:
+        return table
+    columns = {k: [r.get(k) for r in rows] for k in sorted({k for r in rows for k in r})}
+    columns["id"] = list(range(first_id, first_id + len(rows)))
+    if "deps" in columns:  # rows name their dependencies by position among `rows`
+        columns["deps"] = [[first_id + d for d in deps] if deps else None for deps in columns["deps"]]
+    added = make_table(name, columns)
+    return pa.concat_tables([table, added.cast(table.schema)])
+
+
+def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
+    """Join the backend's log in `work_dir` to the host `profile` (see module doc)."""
+    events = _read_log(work_dir)
+    launches = [e for e in events if e["kind"] == "launch"]
+    if not launches:
+        note = "host only: no graph compiled with torch.compile(backend='nprof') was launched"
+        return SystemProfile(replace(profile, info=replace(profile.info, meta={**profile.info.meta, "system": note})))
+    origin = _origin_unix_ns(profile)
+    rows, dma = _event_rows(events, origin)
+    next_id = max(_max_id(profile.instructions), _max_id(profile.dma)) + 1
+    instructions = _append(profile.instructions, "instructions", rows, next_id)
+    dma_table = _append(profile.dma, "dma", dma, next_id + len(rows))
+    files = {e["device_profile"]: work_dir / DEVICES / e["device_profile"] for e in launches if e["device_profile"]}
+    listing = {f"{e['module']}#{e['exec_index']}": e["device_profile"] for e in launches if e["device_profile"]}
+    meta = {
+        **profile.info.meta,
+        "system": "1",
+        "system.clock": CLOCK_NOTE,
+        "system.devices_dir": devices_dir(out).name,
+        "system.device_profiles": orjson.dumps(listing).decode(),
+    }
+    info = replace(profile.info, meta=meta)
+    return SystemProfile(replace(profile, info=info, instructions=instructions, dma=dma_table), files)
+
+
+def _max_id(table: pa.Table) -> int:
+    return int(pc.max(table["id"]).as_py()) if table.num_rows else -1
+
+
+def devices_dir(profile_path: str | os.PathLike[str]) -> Path:
+    """Where the device profiles of the system profile at `profile_path` live."""
+    p = Path(profile_path)
+    return p.with_name(f"{p.name}.devices")
+
+
+def save_system(result: SystemProfile, out: Path) -> None:
+    """Write the device profiles beside `out` (a directory, atomically), then the profile itself."""
+    if result.device_files:
+        with atomic_dir(devices_dir(out)) as tmp:
+            for name, src in result.device_files.items():
+                shutil.copyfile(src, Path(tmp) / name)
+    result.profile.save(out)

@@ -1,0 +1,244 @@
+"""Fusion of consecutive lowerings: tiles stay in SBUF across kernels instead of round-tripping HBM.
+
+Contract: `FusingBuilder` is the compiler's `ProgramBuilder`. Each graph node is lowered by its own kernel,
+which DMAs its operands from HBM (`kernels.hbm.load`) and its result back (`kernels.hbm.store`). The builder
+keeps a bounded cache of on-chip tiles keyed by the exact HBM access pattern they hold:
+
+* `remember_store(access, tile)`: after a kernel stores an fp32 SBUF tile to an fp32 HBM region, the tile
+  is kept (not freed when its kernel returns) under that region's pattern;
+* `remember_load(access, tile)`: a tile loaded from HBM is kept the same way;
+* `lookup(access)`: a later load of exactly that pattern returns the kept tile: no DMA, no fixed DMA
+  latency, the consumer depends on the producer's compute instruction directly (an elementwise chain, a
+  matmul epilogue followed by its activation, a weight tile reused by the next image all stay in SBUF).
+
+The cache is exact by construction: an entry is dropped as soon as any instruction writes its HBM tensor
+(any pattern, so partial overlaps are covered) or writes into its SBUF tile (a consumer updating the tile
+in place). The tile holds the very bits the HBM region holds (same fp32 values), so numerics are
+unchanged. Kept tiles use at most `budget_fraction` of SBUF per partition, least recently used first out;
+when a kernel's own allocation does not fit, the whole cache is dropped and the allocation retried.
+A tile handed to the running kernel is freed with that kernel's tiles, never under it.
+
+`dead_stores(program)` (applied by `nprof.compiler.emit.Emitter.build`) then removes the DMAs that write
+internal HBM tensors nothing reads any more, with the dependencies on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nprof.arch.isa import Access, Opcode, Space
+from nprof.errors import KernelError
+from nprof.nki.tensor import NkiTensor, OnChip
+from nprof.nki.trace import ProgramBuilder
+from nprof.program.model import Program
+
+ENABLED = True  # module switch for tests comparing fused with unfused lowering
+
+
+class FusingBuilder(ProgramBuilder):
+    """A `ProgramBuilder` with the SBUF tile cache described in the module doc."""
+
+    budget_fraction = 0.5
+
+    def __init__(self, name: str, preset: str = "trn1", enabled: bool | None = None) -> None:
+        super().__init__(name, preset)
+        self.fusing = ENABLED if enabled is None else enabled
+        self._cache: OrderedDict[Access, NkiTensor] = OrderedDict()
+        self._by_tensor: dict[str, set[Access]] = {}  # HBM tensor or SBUF allocation name -> keys
+        self._kept: dict[int, list[Any]] = {}  # id(base) -> [base, number of entries]
+        self._kept_bytes = 0
+        self._handed: list[set[int]] = []  # per running call: ids of kept bases handed to it
+        self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
+        self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
+        self._covered: dict[tuple[str, int], bool] = {}
+
+    # ----- the cache --------------------------------------------------------------------------------------------
+    def lookup(self, access: Access) -> NkiTensor | None:
+        """The kept tile holding exactly `access` (an HBM pattern), or None."""
+        tile = self._cache.get(access) if self.fusing else None
+        if tile is None:
+            return None
+        self._cache.move_to_end(access)
+        base = tile.base
+        if self._calls and self._handed and id(base) not in self._handed[-1]:
+            self._handed[-1].add(id(base))
+            self._calls[-1].append(weakref.ref(base))  # freed with this call's tiles unless still kept
+        return tile
+
+    def remember(self, access: Access, tile: NkiTensor, stored: bool = True) -> None:
+        """Keep `tile` (an SBUF tile of shape access.shape) as the content of the HBM pattern `access`
+        (`stored`: the kernel just stored it there, which also records the pattern in the tensor's tiling)."""
+        if not self.fusing or access.space is not Space.HBM or not isinstance(tile, NkiTensor):
+            return
+        if stored:
+            self._tiling.setdefault(access.tensor, (self._scope_key(), []))[1].append(access)
+        base = tile.base
+        if not isinstance(base, OnChip) or base.space is not Space.SBUF or tile.shape != access.shape:
+            return
+        if tile.dtype_name != "float32" or access.dtype != "float32" or base.bytes_per_partition <= 0:
+            return
+        self._drop(access)
+        entry = self._kept.get(id(base))
+        if entry is None:
+            if base.bytes_per_partition > self._budget:
+                return
+            while self._kept_bytes + base.bytes_per_partition > self._budget and self._cache:
+                self._drop(next(iter(self._cache)))
+            entry = self._kept[id(base)] = [base, 0]
+            self._kept_bytes += base.bytes_per_partition
+        entry[1] += 1
+        self._cache[access] = tile
+        self._by_tensor.setdefault(access.tensor, set()).add(access)
+        self._by_tensor.setdefault(base.name, set()).add(access)
+
+    def _drop(self, access: Access) -> None:
+        tile = self._cache.pop(access, None)
+        if tile is None:
+            return
+        base = tile.base
+        for name in (access.tensor, base.name):
+            keys = self._by_tensor.get(name)
+            if keys is not None:
+                keys.discard(access)
+                if not keys:
+                    del self._by_tensor[name]
+        entry = self._kept[id(base)]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._kept[id(base)]
+            self._kept_bytes -= base.bytes_per_partition
+            if not any(id(base) in handed for handed in self._handed):
+                super()._release(base)  # not in use by a running kernel: free it now
+
+    def _invalidate(self, name: str) -> None:
+        for access in list(self._by_tensor.get(name, ())):
+            self._drop(access)
+
+    def drop_all(self) -> None:
+        for access in list(self._cache):
+            self._drop(access)
+
+    def _scope_key(self) -> Any:
+        return self._scopes[-1] if self._scopes else None
+
+    def tiling(self, tensor: str, shape: tuple[int, ...]) -> list[Access] | None:
+        """The store patterns with which the last graph node writing `tensor` (contiguous, of `shape`)
+        covered it exactly, each element once; None when unknown or not an exact cover."""
+        entry = self._tiling.get(tensor)
+        if entry is None or not self.fusing:
+            return None
+        accesses = entry[1]
+        key = (tensor, len(accesses))
+        if key not in self._covered:
+            self._covered[key] = _exact_cover(accesses, numel_of(shape))
+        return accesses if self._covered[key] else None
+
+    # ----- builder hooks ----------------------------------------------------------------------------------------
+    def _append(self, engine: Any, opcode: Opcode, outs: tuple[Access, ...], *rest: Any, **kw: Any) -> int:
+        """Every write (to HBM or into an SBUF tile) drops the cache entries it could make stale."""
+        if self._by_tensor:
+            for out in outs:
+                self._invalidate(out.tensor)
+        if self.fusing:
+            for out in outs:
+                entry = self._tiling.get(out.tensor)
+                if entry is not None and entry[0] != self._scope_key():
+                    del self._tiling[out.tensor]  # another node writes it: its tiling is no longer known
+        return super()._append(engine, opcode, outs, *rest, **kw)
+
+    def _release(self, base: OnChip) -> None:
+        if id(base) in self._kept:
+            return  # kept for a later kernel: freed when its entries are dropped
+        super()._release(base)
+
+    def materialize(self, base: OnChip) -> None:
+        try:
+            super().materialize(base)
+        except KernelError:
+            if not self._cache:
+                raise
+            self.drop_all()
+            super().materialize(base)
+
+    def call(self, kernel_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self._handed.append(set())
+        try:
+            return super().call(kernel_fn, *args, **kwargs)
+        finally:
+            self._handed.pop()
+
+
+def numel_of(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _exact_cover(accesses: list[Access], n: int) -> bool:
+    """Do the patterns address every element of a flat tensor of `n` elements exactly once?"""
+    if sum(a.elements for a in accesses) != n:
+        return False
+    seen = np.zeros(n, np.int32)
+    for a in accesses:
+        idx = np.array([a.offset], np.int64)
+        for stride, size in ((a.partition_stride, a.partitions), *a.free):
+            idx = (idx[:, None] + stride * np.arange(size, dtype=np.int64)[None, :]).ravel()
+        if idx.min() < 0 or idx.max() >= n:
+            return False
+        np.add.at(seen, idx, 1)
+    return bool((seen == 1).all())
+
+
+def tiles_for(out: Any, views: list[Any]) -> list[Any] | None:
+    """TileSpecs for an elementwise kernel writing View `out` from `views` (all broadcast to out.shape) that
+    follow how the producer of one whole contiguous operand stored it, so its tiles are still in SBUF; None
+    when no operand's producer tiling is known or followable (the caller then uses `views.row_tiles`)."""
+    from nprof.compiler.views import retile
+    from nprof.nki import trace
+
+    builder = trace.current()
+    if not isinstance(builder, FusingBuilder) or not builder.fusing:
+        return None
+    strides = [out.strides, *(v.strides for v in views)]
+    for v in views:
+        decl = builder.tensors().get(v.tensor)
+        if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
+            continue
+        accesses = builder.tiling(v.tensor, tuple(v.shape))
+        if accesses is None:
+            continue
+        specs = retile(accesses, v.shape, strides)
+        if specs is not None:
+            return specs
+    return None
+
+
+def dead_stores(program: Program) -> Program:
+    """`program` without the DMAs writing internal HBM tensors that no instruction reads (see module doc)."""
+    internal = {t.name for t in program.tensors if t.kind == "internal"}
+    read = {a.tensor for ins in program.instructions for a in ins.ins if a.space is Space.HBM}
+    dead = internal - read
+    if not dead:
+        return program
+    keep: list[int] = []
+    new_index: dict[int, int] = {}
+    for i, ins in enumerate(program.instructions):
+        out = ins.outs[0] if ins.outs else None
+        if ins.opcode is Opcode.DMA_DIRECT2D and out is not None and out.space is Space.HBM and out.tensor in dead:
+            continue
+        new_index[i] = len(keep)
+        keep.append(i)
+    kept = []
+    for i in keep:
+        ins = program.instructions[i]
+        deps = tuple(new_index[d] for d in ins.deps if d in new_index)
+        kept.append(ins if deps == tuple(ins.deps) else dataclasses.replace(ins, deps=deps))
+    tensors = tuple(t for t in program.tensors if t.name not in dead)
+    return dataclasses.replace(program, instructions=tuple(kept), tensors=tensors)

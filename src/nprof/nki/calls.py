@@ -1,0 +1,90 @@
+"""Calling conventions of the NKI API: the two call styles, and parameters nprof accepts but cannot model.
+
+* No catch-all keywords: every `nl`/`nisa`/`nki` function has the explicit
+  signature of AWS's API reference, so a misspelt keyword (`dtpye=`) is
+  Python's own `TypeError` naming it.
+* A parameter that is accepted for compatibility but changes nothing in
+  nprof's model (a DMA queue priority, a compiler hint) warns once per traced
+  kernel, naming it: `unmodelled("nisa.dma_copy", "priority")`
+  (`NkiCompatWarning`).
+* Two call styles (`beta2`): Neuron 2.26's return-value style
+  (`acc = nisa.nc_matmul(stationary, moving)`) and the newer "beta 2" style
+  whose output is the first argument or `dst=`
+  (`nisa.nc_matmul(acc, stationary, moving)`). A function written for the 2.26
+  style takes a keyword-only `dst=`; `@beta2(names, at)` rebinds a positional
+  beta-2 call (recognised by a tile where 2.26 has a non-tile parameter, at
+  index `at`) to keywords so one implementation serves both.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from nprof.nki import trace as _trace
+from nprof.nki.source import user_location
+from nprof.nki.tensor import NkiTensor
+
+_WARNED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+class NkiCompatWarning(UserWarning):
+    """An NKI parameter nprof accepts but does not model (the kernel still runs; the value is ignored)."""
+
+
+def unmodelled(func: str, param: str, detail: str = "") -> None:
+    """Warn once per traced kernel that `func`'s `param` is accepted but not modelled by nprof."""
+    key = f"{func}({param}=)"
+    try:
+        builder: Any = _trace.current()
+    except Exception:  # outside a kernel: warn every time (no kernel to attach "once" to)
+        builder = None
+    if builder is not None:
+        seen = _WARNED.setdefault(builder, set())
+        if key in seen:
+            return
+        seen.add(key)
+    where = user_location() or "<kernel>"
+    extra = f" ({detail})" if detail else ""
+    warnings.warn(f"{where}: {key} is accepted but not modelled by nprof; it is ignored{extra}",
+                  NkiCompatWarning, stacklevel=3)  # fmt: skip
+
+
+def unmodelled_if(func: str, **params: tuple[Any, Any]) -> None:
+    """`unmodelled(func, name)` for each `name=(value, default)` whose value differs from its default."""
+    for name, (value, default) in params.items():
+        if value is not default and value != default:
+            unmodelled(func, name)
+
+
+def beta2(names: tuple[str, ...], at: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Accept the beta-2 positional style of a 2.26-style function (see module doc).
+
+    A call is beta-2 style when positional argument `at` is a tile (2.26 has a
+    non-tile parameter there, or fewer positionals); its positional arguments are
+    then bound, in order, to `names` (beta 2's parameter order, `dst` first).
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > at and isinstance(args[at], NkiTensor):
+                if len(args) > len(names):
+                    raise TypeError(f"{fn.__name__}() takes at most {len(names)} positional arguments in the "
+                                    f"dst-first style ({', '.join(names)}), got {len(args)}")  # fmt: skip
+                for name, value in zip(names, args, strict=False):
+                    if name in kwargs:
+                        raise TypeError(f"{fn.__name__}() got multiple values for argument {name!r}")
+                    kwargs[name] = value
+                args = ()
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        wrapper._nki_beta2 = names  # type: ignore[attr-defined]
+        return wrapper
+
+    return deco

@@ -1,0 +1,284 @@
+"""The rest of Neuron 2.26's `nki.isa` instructions (re-exported by `nprof.nki.isa`).
+
+Scans, cross-partition reductions, reductions fused into tensor_scalar,
+predicated copies, top-8 search, dynamic copies and DMA transposes, each
+lowered to the instruction(s) `nprof.arch.isa` defines; both call styles as in
+`nprof.nki.isa`. Instructions nprof does not simulate (random numbers, local
+gathers, stream shuffles, range selects, sequence bounds, custom ops) exist with
+AWS's signatures and raise a KernelError naming the instruction, so a kernel
+fails at its own line instead of on an AttributeError.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+from nprof.arch.isa import Engine, Opcode, Space
+from nprof.nki import compute as _c
+from nprof.nki import isa_enums as _isa_enums
+from nprof.nki.calls import beta2
+from nprof.nki.source import kernel_error
+from nprof.nki.tensor import NkiTensor
+
+__all__ = [
+    "builtin_custom_op", "dma_transpose", "dropout", "local_gather", "max8", "nc_find_index8", "nc_match_replace8",
+    "nc_stream_shuffle", "range_select", "select_reduce", "sequence_bounds", "tensor_copy_dynamic_dst",
+    "tensor_copy_dynamic_src", "tensor_copy_predicated", "tensor_partition_reduce", "tensor_scalar_reduce",
+    "tensor_tensor_scan",
+]  # fmt: skip
+
+
+def _isa() -> Any:
+    from nprof.nki import isa
+
+    return isa
+
+
+def _dt(dst: Any, dtype: Any, default: str, what: str) -> str:
+    dtype = _isa()._dtype_for(dst, dtype, what)
+    return _c.dname(dtype) if dtype is not None else default
+
+
+@beta2(("dst", "data0", "data1", "initial", "op0", "op1", "reverse0", "reverse1", "name"), at=3)
+def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
+                       reverse1: bool = False, *, dtype: Any = None, mask: Any = None, dst: Any = None,
+                       name: Any = None) -> NkiTensor:  # fmt: skip
+    """Per partition along the free axis: r[i] = op1(op0(data0[i], r[i-1]), data1[i]), r[-1] = initial
+    (a scalar or a [P, 1] tile); VectorE TENSOR_TENSOR_SCAN."""
+    if reverse0 or reverse1:
+        raise kernel_error("tensor_tensor_scan(reverse0/reverse1=True) is not supported by nprof")
+    isa = _isa()
+    a, b = _c.tile(data0, "data0"), _c.tile(data1, "data1")
+    if a.shape != b.shape:
+        raise kernel_error(f"tensor_tensor_scan data0 {a.shape} and data1 {b.shape} must have the same shape")
+    res = _c.result_tile(dst, a.shape, _dt(dst, dtype, a.dtype_name, "tensor_tensor_scan"))
+    ins, kw = [a, b], {"op0": isa.alu_name(op0), "op1": isa.alu_name(op1)}
+    if _c.is_scalar(initial):
+        kw["initial"] = float(initial)
+    else:
+        ins.append(_c.tile(initial, "initial"))
+    views = _c.apply_mask(mask, a.shape, res, *ins)
+    _c.emit(Engine.VECTOR, Opcode.TENSOR_TENSOR_SCAN, views[:1], views[1:], **kw)
+    return res
+
+
+@beta2(("dst", "op", "data", "name"), at=0)
+def tensor_partition_reduce(op: Any, data: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None,
+                            name: Any = None) -> NkiTensor:  # fmt: skip
+    """Reduce `data` across its partitions into a [1, F...] tile (GpSimdE TENSOR_PARTITION_REDUCE)."""
+    isa = _isa()
+    x = _c.tile(data, "data")
+    alu = isa.alu_name(op)
+    name_ = {"maximum": "max", "minimum": "min"}.get(alu, alu)
+    if name_ not in ("add", "max", "min", "multiply", "bitwise_or", "bitwise_and"):
+        raise kernel_error(f"tensor_partition_reduce op must be add, max, bitwise_or or bitwise_and, got {op!r}")
+    res = _c.result_tile(dst, (1, *x.shape[1:]), _dt(dst, dtype, x.dtype_name, "tensor_partition_reduce"))
+    (xi,) = _c.apply_mask(mask, x.shape, x)
+    _c.emit(Engine.GPSIMD, Opcode.TENSOR_PARTITION_REDUCE, [res], [xi], op=name_)
+    return res
+
+
+@beta2(("dst", "data", "op0", "operand0", "reduce_op", "reduce_res", "reverse0", "reduce_cmd", "reduce_init",
+        "reduce_res_negate", "name"), at=0)  # fmt: skip
+def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Any,
+                         reverse0: bool = False, dtype: Any = None, mask: Any = None, dst: Any = None,
+                         reduce_cmd: Any = None, reduce_init: Any = None, reduce_res_negate: bool = False,
+                         name: Any = None) -> NkiTensor:  # fmt: skip
+    """data <op0> operand0 (one VectorE TENSOR_SCALAR) that also reduces its result over all free axes into
+    `reduce_res` [P, 1] with `reduce_op` (add, max, min, multiply)."""
+    isa = _isa()
+    isa._reduce_cmd_check("nisa.tensor_scalar_reduce", reduce_cmd)
+    if reduce_init is not None or reduce_res_negate:
+        raise kernel_error("tensor_scalar_reduce(reduce_init=, reduce_res_negate=) is not supported by nprof")
+    x = _c.tile(data, "data")
+    rr = _c.tile(reduce_res, "reduce_res")
+    if rr.shape[0] != x.shape[0] or _c._numel_free(rr) != 1:
+        raise kernel_error(f"reduce_res must be a [{x.shape[0]}, 1] tile, got {rr.shape}")
+    res = _c.result_tile(dst, x.shape, _dt(dst, dtype, x.dtype_name, "tensor_scalar_reduce"))
+    ins, kw = [x], {"op0": isa.alu_name(op0), "reverse0": bool(reverse0) or None,
+                    "reduce_op": isa.reduce_name(reduce_op)}  # fmt: skip
+    if _c.is_scalar(operand0):
+        kw["operand0"] = float(operand0)
+    else:
+        ins.append(_c.tile(operand0, "operand0"))
+    views = _c.apply_mask(mask, x.shape, res, *ins)
+    rv = rr if mask is None else _c.apply_mask(mask, x.shape, rr)[0]
+    _c.emit(Engine.VECTOR, Opcode.TENSOR_SCALAR, [views[0], rv], views[1:], **kw)
+    return res
+
+
+@beta2(("dst", "src", "predicate", "reverse_pred", "name"), at=0)
+def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: bool = False, mask: Any = None,
+                           dtype: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+    """dst = src where predicate != 0 (== 0 with reverse_pred), else dst unchanged (VectorE SELECT)."""
+    d, p = _c.result_tile(dst, _c.tile(predicate).shape, "float32"), _c.tile(predicate, "predicate")
+    s = _c.full_tile(p.shape, float(src), "float32") if _c.is_scalar(src) else _c.tile(src, "src")
+    a, b = (d, s) if reverse_pred else (s, d)
+    views = _c.apply_mask(mask, p.shape, d, p, a, b)
+    _c.emit(Engine.VECTOR, Opcode.SELECT, views[:1], views[1:])
+    return d
+
+
+@beta2(("dst", "predicate", "on_true", "on_false", "reduce_res", "reduce_cmd", "reduce_op", "reverse_pred", "name"),
+       at=0)  # fmt: skip
+def select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_res: Any = None,
+                  reduce_cmd: Any = _isa_enums.reduce_cmd.idle, reduce_op: Any = None, reverse_pred: bool = False,
+                  mask: Any = None, dtype: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+    """dst = where(predicate, on_true, on_false) (SELECT), then optionally reduce dst's free axes into
+    reduce_res (TENSOR_REDUCE; two instructions where the hardware fuses them)."""
+    _isa()._reduce_cmd_check("nisa.select_reduce", reduce_cmd)
+    p = _c.tile(predicate, "predicate")
+    d = _c.result_tile(dst, p.shape, "float32")
+    t = _c.tile(on_true, "on_true")
+    f = _c.full_tile(p.shape, float(on_false), "float32") if _c.is_scalar(on_false) else _c.tile(on_false)
+    a, b = (f, t) if reverse_pred else (t, f)
+    views = _c.apply_mask(mask, p.shape, d, p, a, b)
+    _c.emit(Engine.VECTOR, Opcode.SELECT, views[:1], views[1:])
+    if reduce_res is not None:
+        _c.reduce(_isa().reduce_name(reduce_op if reduce_op is not None else "max"), d, None, out=reduce_res)
+    return d
+
+
+def _top8(opcode: Opcode, what: str, dst: Any, outs_extra: list[NkiTensor], ins: list[NkiTensor], dtype: str,
+          **kw: Any) -> NkiTensor:  # fmt: skip
+    x = ins[0]
+    if not 8 <= _c._numel_free(x) <= 16384:
+        raise kernel_error(f"{what} reads 8..16384 elements per partition, got {x.shape}")
+    shape = x.shape if opcode is Opcode.MATCH_REPLACE8 else (x.shape[0], 8)
+    res = _c.result_tile(dst, shape, dtype)
+    _c.emit(Engine.VECTOR, opcode, [res, *outs_extra], ins, **kw)
+    return res
+
+
+@beta2(("dst", "src", "name"), at=0)
+def max8(*, src: Any, mask: Any = None, dtype: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:
+    """The 8 largest values of each partition, descending: [P, 8] (VectorE MAX8)."""
+    x = _c.tile(src, "src").masked(mask) if mask is not None else _c.tile(src, "src")
+    return _top8(Opcode.MAX8, "max8", dst, [], [x], _dt(dst, dtype, x.dtype_name, "max8"))
+
+
+@beta2(("dst", "data", "vals", "name"), at=0)
+def nc_find_index8(*, data: Any, vals: Any, mask: Any = None, dtype: Any = None, dst: Any = None,
+                   name: Any = None) -> NkiTensor:  # fmt: skip
+    """Index of the first occurrence of each of the 8 `vals` in each partition of `data`: [P, 8] uint32."""
+    x = _c.tile(data, "data").masked(mask) if mask is not None else _c.tile(data, "data")
+    return _top8(Opcode.FIND_INDEX8, "nc_find_index8", dst, [], [x, _c.tile(vals, "vals")],
+                 _dt(dst, dtype, "uint32", "nc_find_index8"))  # fmt: skip
+
+
+@beta2(("dst", "data", "vals", "imm", "dst_idx", "name"), at=0)
+def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, mask: Any = None, dtype: Any = None,
+                      dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+    """`data` with the first occurrence of each of the 8 `vals` per partition replaced by `imm`; the matched
+    indices go to `dst_idx` when given (VectorE MATCH_REPLACE8)."""
+    x = _c.tile(data, "data").masked(mask) if mask is not None else _c.tile(data, "data")
+    extra = [_c.result_tile(dst_idx, (x.shape[0], 8), "uint32")] if dst_idx is not None else []
+    return _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", dst, extra, [x, _c.tile(vals, "vals")],
+                 _dt(dst, dtype, x.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
+
+
+def tensor_copy_dynamic_src(
+    src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = _isa_enums.engine.unknown
+) -> NkiTensor:
+    """A copy whose source is addressed with runtime values (cost of a dynamic copy; indices resolved at trace)."""
+    x = _c.tile(src, "src")
+    res = _c.new_tile(x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
+    o, i = _c.apply_mask(mask, x.shape, res, x)
+    _c.emit(Engine.GPSIMD, Opcode.TENSOR_COPY, [o], [i], dynamic=True)
+    return res
+
+
+def tensor_copy_dynamic_dst(
+    *, dst: Any, src: Any, mask: Any = None, dtype: Any = None, engine: Any = _isa_enums.engine.unknown
+) -> None:
+    """A copy into `dst` addressed with runtime values (cost of a dynamic copy; indices resolved at trace)."""
+    x = _c.tile(src, "src")
+    o, i = _c.apply_mask(mask, x.shape, _c.result_tile(dst, x.shape, x.dtype_name), x)
+    _c.emit(Engine.GPSIMD, Opcode.TENSOR_COPY, [o], [i], dynamic=True)
+
+
+def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None) -> NkiTensor:
+    """src.T of a 2-D HBM view into a new SBUF tile (or `dst`), one DMA with a transposing access pattern."""
+    if axes not in (None, (1, 0), [1, 0]):
+        raise kernel_error(f"dma_transpose supports 2-D transposes (axes=(1, 0)), got axes={axes}")
+    if not isinstance(src, NkiTensor) or src.ndim != 2:
+        raise kernel_error("dma_transpose takes a 2-D tensor or tile")
+    from nprof.nki.language import load
+
+    view = src.transpose2d() if src.is_hbm else None
+    if view is None:
+        raise kernel_error("dma_transpose of an on-chip tile is not supported by nprof; use nisa.nc_transpose")
+    res = load(view, mask=mask, dtype=dtype)
+    if dst is not None:
+        _c.assign(dst, res)
+        return dst
+    return res
+
+
+_CMP = {"is_equal": "eq", "not_equal": "ne", "is_ge": "ge", "is_gt": "gt", "is_le": "le", "is_lt": "lt"}
+
+
+def pattern_view(dst: Any, pattern: Any, what: str) -> tuple[NkiTensor, tuple[int, ...]]:
+    """`dst` viewed as [P, num_1, ...] for a beta-2 access pattern [[step_1, num_1], ...], and the steps."""
+    if not isinstance(dst, NkiTensor) or dst.space is not Space.SBUF:
+        raise kernel_error(f"{what} dst must be an SBUF tile")
+    pairs = [(int(step), int(num)) for step, num in pattern]
+    nums = tuple(n for _, n in pairs)
+    flat = dst.flatten_free()
+    if flat is None or _c._numel_free(dst) != math.prod(nums):
+        raise kernel_error(f"{what}: pattern {pattern} covers {math.prod(nums)} elements per partition; dst "
+                           f"{dst.shape} must be contiguous with that many")  # fmt: skip
+    return flat.unflatten_free(nums), tuple(step for step, _ in pairs)
+
+
+def affine_select_pattern(dst: Any, pattern: Any, channel_multiplier: int, on_true_tile: Any, on_false_value: float,
+                          cmp_op: Any, offset: int) -> NkiTensor:  # fmt: skip
+    """The beta-2 `nisa.affine_select`: dst = on_true where cmp_op(affine value, 0), else on_false_value."""
+    view, steps = pattern_view(dst, pattern, "affine_select")
+    x = _c.tile(on_true_tile, "on_true_tile")
+    xv = x.flatten_free()
+    if xv is None or xv.shape[1] != math.prod(view.shape[1:]):
+        raise kernel_error(f"affine_select on_true_tile {x.shape} must match dst {dst.shape}")
+    cmp = _CMP.get(_isa().alu_name(cmp_op) if cmp_op is not None else "is_equal")
+    if cmp is None:
+        raise kernel_error(f"affine_select cmp_op must be a comparison (nl.equal, nl.greater_equal, ...), got {cmp_op}")
+    _c.emit(Engine.GPSIMD, Opcode.AFFINE_SELECT, [view], [xv.unflatten_free(view.shape[1:])], offset=int(offset),
+            channel_multiplier=int(channel_multiplier), steps=steps, cmp=cmp, fill=float(on_false_value))  # fmt: skip
+    return dst
+
+
+def unsupported(qualname: str, params: str, why: str) -> Any:
+    """A function named `qualname` ("nisa.dropout") with parameters `params` ("data prob *mask") that raises a
+    KernelError saying why nprof cannot run it (names from a `*`-prefixed one on are keyword-only; those and
+    names ending in `?` default to None)."""
+    kind, fields = inspect.Parameter.POSITIONAL_OR_KEYWORD, []
+    for p in params.split():
+        if p.startswith("*"):
+            kind, p = inspect.Parameter.KEYWORD_ONLY, p[1:]
+        optional = kind is inspect.Parameter.KEYWORD_ONLY or p.endswith("?")
+        fields.append(inspect.Parameter(p.rstrip("?"), kind, default=None if optional else inspect.Parameter.empty))
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        fn.__signature__.bind(*args, **kwargs)  # type: ignore[attr-defined]  # TypeError for unknown keywords
+        raise kernel_error(f"{qualname} is not supported by nprof ({why})")
+
+    fn.__name__ = fn.__qualname__ = qualname.rsplit(".", 1)[-1]
+    fn.__doc__ = f"Not simulated by nprof: raises a KernelError ({why})."
+    fn.__signature__ = inspect.Signature(fields)  # type: ignore[attr-defined]
+    fn._nki_unsupported = True  # type: ignore[attr-defined]
+    return fn
+
+
+dropout = unsupported("nisa.dropout", "data prob *mask *dtype", "random numbers are not simulated")
+local_gather = unsupported("nisa.local_gather", "src_buffer index num_elem_per_idx? num_valid_indices? *mask",
+                           "GpSimdE local gathers are not modelled")  # fmt: skip
+nc_stream_shuffle = unsupported("nisa.nc_stream_shuffle", "src dst shuffle_mask *dtype *mask",
+                                "cross-partition shuffles are not modelled")  # fmt: skip
+range_select = unsupported("nisa.range_select", "*on_true_tile *comp_op0 *comp_op1 *bound0 *bound1 *reduce_cmd "
+                           "*reduce_res *reduce_op *range_start *on_false_value *mask *dtype",
+                           "use nl.where with two comparisons")  # fmt: skip
+sequence_bounds = unsupported("nisa.sequence_bounds", "*segment_ids *dtype", "segment-bound search is not modelled")
+builtin_custom_op = unsupported("nisa.builtin_custom_op", "function_name lib_file_name ulib_to_ucode_version "
+                                "ulib_to_isa_version srcs dsts", "custom GpSimd libraries cannot run here")  # fmt: skip

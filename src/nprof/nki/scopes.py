@@ -1,0 +1,129 @@
+"""Tile lifetimes as the Neuron compiler allocates them, and loops a kernel leaves early.
+
+The compiler allocates SBUF/PSUM by liveness: a tile's range is free after
+the last instruction that uses it, whatever names still refer to it in the
+kernel's source (a tile made in each loop iteration, or one whose name stays
+bound after its loop, takes no space once dead). Tracing sees the kernel in
+program order, not its future, so tiles are first freed when Python drops
+them; when that does not fit (`OverCapacity`), `nki.jit` traces the kernel
+twice more: a probe with unbounded memory counts each tile's uses
+(`use_counts`, tiles numbered in allocation order), then the real trace frees
+every tile right after the instruction making its last use
+(`plan_lifetimes(uses_total=...)`), block by block for multi-block tiles
+(`nprof.nki.blocks`). Tiles that stay referenced (a Python list
+of tiles filled in one loop and read in another) live until their last use,
+as in both NKI API generations.
+
+`Loop` (`nl.affine_range` / `nl.sequential_range`) iterates like `range` and
+notices a kernel leaving the loop early (`return`/`break` in the body): NKI
+traces a loop body once for all iterations, so such a kernel computes every
+iteration on Neuron while unrolled tracing would silently skip the rest — a
+KernelError instead (`check_loops_completed`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from nprof.errors import KernelError
+from nprof.nki.alloc import OutOfMemory
+from nprof.nki.source import user_location
+
+if TYPE_CHECKING:
+    from nprof.nki.tensor import NkiTensor, OnChip
+
+
+class LoopScopes:
+    """Mixin of `ProgramBuilder`: lifetime planning (uses per tile) and loops left early."""
+
+    abandoned_loops: list[str]  # loops left before their last iteration (checked when the kernel returns)
+    use_counts: dict[tuple[int, int], int]  # (tile, block or -1) -> uses so far
+    _uses_total: dict[tuple[int, int], int] | None
+    _dying: list[tuple[OnChip, int]]
+    over_capacity: Any
+    _instructions: Any
+    _sbuf: Any
+    _psum: Any
+    _release: Any
+
+    def plan_lifetimes(self, *, virtual: bool = False, uses_total: dict[tuple[int, int], int] | None = None) -> None:
+        """`virtual`: unbounded SBUF/PSUM (a probe trace); `uses_total`: tile -> uses, each tile freed after
+        its last one (from a probe of the same kernel and arguments)."""
+        self.use_counts, self._uses_total, self._dying, self.abandoned_loops = {}, uses_total, [], []
+        if virtual:
+            self._sbuf.capacity = self._psum.capacity = 1 << 40
+
+    def note_use(self, view: NkiTensor) -> int:
+        """An instruction being built reads or writes `view` (of an on-chip tile): count the use of its tile, or of
+        each block it touches, and place blocks in per-block mode; returns the byte offset of the view's base.
+        After its last use a tile (block) dies (see module doc)."""
+        from nprof.nki.blocks import block_span, place
+        from nprof.nki.tensor import block_stride_elems
+
+        base: OnChip = view.base  # type: ignore[assignment]
+        delta = base.byte_offset
+        if base.blocks is not None:
+            delta, span = self._place(view, place)
+        elif base.partition_axis > 0 and math.prod(base.shape[: base.partition_axis]) > 1:
+            b0, b1 = block_span(view, block_stride_elems(base))
+            span = list(range(b0, b1 + 1))
+        else:
+            span = [-1]
+        for b in span:
+            key = (base.seq, b)
+            n = self.use_counts[key] = self.use_counts.get(key, 0) + 1
+            if self._uses_total is not None and self._uses_total.get(key) == n:
+                self._dying.append((base, b))
+        return delta
+
+    def _place(self, view: NkiTensor, place: Any) -> tuple[int, list[int]]:
+        base: OnChip = view.base  # type: ignore[assignment]
+        try:
+            return place(view, base.blocks, base.blocks.align, len(self._instructions))  # type: ignore[union-attr]
+        except OutOfMemory as err:
+            raise self.over_capacity(base, err) from None
+
+    def release_dead(self) -> None:
+        """Free the tiles (blocks) whose last use was the instruction just appended."""
+        for base, block in self._dying:
+            if block < 0:
+                self._release(base)
+            elif base.blocks is not None:
+                base.blocks.free_block(block)
+        self._dying.clear()
+
+    def check_loops_completed(self) -> None:
+        """KernelError when the kernel left an nl.affine_range/sequential_range loop early (see module doc)."""
+        if self.abandoned_loops:
+            where = self.abandoned_loops[0]
+            self.abandoned_loops.clear()
+            raise KernelError(
+                f"{where}: the kernel leaves this loop before its last iteration (a return or break inside the "
+                "body); NKI runs a loop body for every iteration — move the return after the loop"
+            )
+
+
+class Loop:
+    """`nl.affine_range(...)` / `nl.sequential_range(...)`: iterates like `range` (see module doc)."""
+
+    def __init__(self, r: range) -> None:
+        self.range = r
+        self.where = user_location(full_path=True) or "<loop>"
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __iter__(self) -> Iterator[int]:
+        from nprof.nki import trace
+
+        builder = trace._ACTIVE[-1] if trace._ACTIVE else None
+        last = len(self.range) - 1
+        for n, i in enumerate(self.range):
+            try:
+                yield i
+            except GeneratorExit:  # the body returned or broke out of the loop
+                if n < last and builder is not None:
+                    builder.abandoned_loops.append(self.where)
+                raise
