@@ -78,8 +78,8 @@ def _system_rows(tracks: set[str], queues: set[str]) -> list[RowInfo] | None:
     """Host-first order of a system profile's rows (module doc); None for other profiles."""
     host = sorted((t for t in tracks if _HOST_TRACK.match(t)), key=lambda t: (t.startswith("nprof."), natural_key(t)))
     copies = sorted((q for q in queues if _COPY_QUEUE.match(q)), key=lambda q: (q.startswith("d2h"), natural_key(q)))
-    if not host and not copies:
-        return None
+    if not copies and not any(t.startswith(("nprof.", "nc:")) for t in tracks):
+        return None  # a plain host capture keeps the default order
     rest = sorted(tracks - set(host) - queues, key=lambda t: (t.startswith("nc:"), natural_key(t)))
     other_queues = sorted(queues - set(copies), key=natural_key)
     rows = [RowInfo(i, t, t, "track") for i, t in enumerate(host)]
