@@ -6,7 +6,10 @@ returns `RowInfo`s in viewer order: DMA queues on top (natural order q0..q15),
 then the engine rows tensor.stationary, tensor.moving, vector, scalar, gpsimd,
 sync, cc.<k>, then every other track (real-hardware threads/streams), then the
 counter rows (TensorMatrix utilization, Pending DMA count, DMA throughput and
-any sampled counters). Keys are the same strings the API uses.
+any sampled counters). A system profile (host tracks `cpu:<tid>` / `nprof.*`, copy
+queues `h2d:*` / `d2h:*`, device tracks `nc:<k>`; docs/system.md) is ordered host
+first: host threads, nprof.compile, nprof.launch, then the copy queues, then every
+other track, the NeuronCore tracks last. Keys are the same strings the API uses.
 """
 
 from __future__ import annotations
@@ -67,8 +70,28 @@ def _engine_rank(track: str) -> tuple[int, tuple[object, ...]]:
     return (len(ENGINE_ORDER) + 1, natural_key(track))
 
 
+_HOST_TRACK = re.compile(r"cpu:|nprof\.")
+_COPY_QUEUE = re.compile(r"(h2d|d2h):")
+
+
+def _system_rows(tracks: set[str], queues: set[str]) -> list[RowInfo] | None:
+    """Host-first order of a system profile's rows (module doc); None for other profiles."""
+    host = sorted((t for t in tracks if _HOST_TRACK.match(t)), key=lambda t: (t.startswith("nprof."), natural_key(t)))
+    copies = sorted((q for q in queues if _COPY_QUEUE.match(q)), key=lambda q: (q.startswith("d2h"), natural_key(q)))
+    if not copies and not any(t.startswith(("nprof.", "nc:")) for t in tracks):
+        return None  # a plain host capture keeps the default order
+    rest = sorted(tracks - set(host) - queues, key=lambda t: (t.startswith("nc:"), natural_key(t)))
+    other_queues = sorted(queues - set(copies), key=natural_key)
+    rows = [RowInfo(i, t, t, "track") for i, t in enumerate(host)]
+    rows += [RowInfo(len(rows) + i, q, q, "dma") for i, q in enumerate(copies + other_queues)]
+    return rows + [RowInfo(len(rows) + i, t, t, "track") for i, t in enumerate(rest)]
+
+
 def order_event_rows(tracks: set[str], queues: set[str]) -> list[RowInfo]:
     """Event rows in display order. A name used both as a DMA queue and a track is one row."""
+    system = _system_rows(tracks, queues)
+    if system is not None:
+        return system
     rows: list[RowInfo] = []
     for q in sorted(queues, key=natural_key):
         label = f"DMA {q}" if re.fullmatch(r"q\d+", q) else q

@@ -66,6 +66,7 @@ export const api = {
   profile: (id) => call(P(id)),
   rename: (id, name) => call(P(id), { method: "PATCH", body: { display_name: name } }),
   remove: (id) => call(P(id), { method: "DELETE" }),
+  links: (id) => call(`${P(id)}/links`),
   summary: (id) => call(`${P(id)}/summary`),
   table: (id, name, offset = 0, limit = 1000) => call(`${P(id)}/tables/${enc(name)}${qs({ offset, limit })}`),
   rows: (id) => call(`${P(id)}/rows`),

@@ -7,6 +7,7 @@
 import { fieldGroup, h, help } from "./dom.js";
 import { fmtBytes, fmtInt, fmtTime } from "./fmt.js";
 import { operandBreakdown } from "./operands.js";
+import { deviceLink } from "./system.js";
 
 function fmtField(f) {
   const v = f.value;
@@ -64,6 +65,7 @@ export class DetailsPanel {
       h("span", { class: "muted" }, `${d.kind} · ${rowLabel(d.row)} · id ${d.id}`),
       h("span", { class: "muted" }, `${fmtTime(d.ts)} → ${fmtTime(d.ts + d.dur)} (${fmtTime(d.dur)})`),
       h("button", { class: "btn small", type: "button", onclick: () => this.view.reveal(d) }, "Show on timeline"),
+      deviceLink(this.view, d),
     );
     const groups = (d.groups || [])
       .filter((g) => g.fields && g.fields.length)

@@ -79,7 +79,8 @@ function drawLabels(ctx, L, counterScale) {
     if (r.kind === "counter" && counterScale.has(r.key)) {
       ctx.font = SMALL;
       ctx.fillStyle = "#6b7584";
-      ctx.fillText(`max ${fmtCounter(counterScale.get(r.key), r)}`, 16, r.y + 26);
+      const m = counterScale.get(r.key).max;
+      ctx.fillText(m === null ? "max —" : `max ${fmtCounter(m, r)}`, 16, r.y + 26);
     }
   }
   ctx.strokeStyle = "#d5d9e0";
@@ -149,9 +150,16 @@ function drawEventsRow(ctx, L, vp, row, vr, style) {
   }
 }
 
+/** The largest value of a counter row in the window (null when it has no samples there). */
+function dataMax(vr) {
+  let m = null;
+  for (const v of vr.max || vr.mean || []) if (v !== null && (m === null || v > m)) m = v;
+  return m;
+}
+
+/** The vertical scale of a counter row: its data max (a % row: 0..1 or 0..100), 1 when empty or zero. */
 function counterMax(row, vr) {
-  let m = 0;
-  for (const v of vr.max || vr.mean || []) if (v > m) m = v;
+  let m = dataMax(vr) || 0;
   if (row.unit === "%") m = Math.max(m, m <= 1.0001 ? 1 : 100);
   return m > 0 ? m : 1;
 }
@@ -393,7 +401,7 @@ export function drawTimeline(ctx, L, vp, style, overlays) {
       else if (vr.mode === "buckets") buckets += vr.ts.length;
       if (vr.mode === "counter") {
         const max = counterMax(row, vr);
-        counterScale.set(row.key, max);
+        counterScale.set(row.key, { scale: max, max: dataMax(vr) }); // label: the data's max, not the scale
         drawCounterRow(ctx, L, row, vr, max);
       } else drawEventsRow(ctx, L, vp, row, vr, style);
     }

@@ -1,6 +1,6 @@
 // panels.js — the tab strip under the timeline and its panels.
 // Contract: new PanelSet(view) builds tabs Details, Search, Box select, Summary,
-// Annotations, Warnings (+ Compare); show(tab) activates one (lazy-loading the
+// Annotations, Warnings (+ Compare, + System for system profiles: system.js); show(tab) activates one (lazy-loading the
 // Summary and Warnings tabs the first time); onWindow() tells window-dependent
 // panels (search summary) the zoom changed; idle() is true when no panel waits
 // for the server.
@@ -13,6 +13,7 @@ import { SearchPanel } from "./search.js";
 import { SelectionPanel } from "./selection.js";
 import { OperatorsPanel } from "./operators.js";
 import { SummaryPanel } from "./summary.js";
+import { SystemPanel, isSystem } from "./system.js";
 import { MemoryPanel } from "./memory.js";
 import { SourcePanel } from "./source.js";
 import { TensorsPanel } from "./tensors.js";
@@ -30,6 +31,7 @@ const TABS = [
   ["annotations", "Annotations"],
   ["warnings", "Warnings"],
   ["compare", "Compare"],
+  ["system", "System"],
 ];
 
 export class PanelSet {
@@ -58,7 +60,10 @@ export class PanelSet {
     this.annotations = new AnnotationsPanel(this.bodies.annotations, view);
     this.warnings = new WarningsPanel(this.bodies.warnings, view);
     this.compare = new ComparePanel(this.bodies.compare, view);
-    this.all = [this.details, this.search, this.selection, this.summary, this.operators, this.tensors, this.source, this.memory, this.annotations, this.warnings, this.compare];
+    this.system = new SystemPanel(this.bodies.system, view);
+    this.hasSystem = isSystem(view.info);
+    this.buttons.system.hidden = !this.hasSystem; // only system profiles have the System tab
+    this.all = [this.system, this.details, this.search, this.selection, this.summary, this.operators, this.tensors, this.source, this.memory, this.annotations, this.warnings, this.compare];
     this.el = h(
       "div",
       { class: "panels" },
@@ -69,14 +74,14 @@ export class PanelSet {
   }
 
   show(tab) {
-    if (!this.bodies[tab]) tab = "details";
+    if (!this.bodies[tab] || (tab === "system" && !this.hasSystem)) tab = "details";
     for (const [k, b] of Object.entries(this.buttons)) {
       b.classList.toggle("on", k === tab);
       b.setAttribute("aria-selected", String(k === tab));
       this.bodies[k].hidden = k !== tab;
     }
     this.current = tab;
-    const p = { summary: this.summary, operators: this.operators, tensors: this.tensors, source: this.source, memory: this.memory, warnings: this.warnings, compare: this.compare, annotations: this.annotations }[tab];
+    const p = { summary: this.summary, operators: this.operators, tensors: this.tensors, source: this.source, memory: this.memory, warnings: this.warnings, compare: this.compare, annotations: this.annotations, system: this.system }[tab];
     if (p && p.activate) p.activate();
   }
 

@@ -13,6 +13,7 @@ import { downloadMenu, renderLegend, titleBar } from "./header.js";
 import { eventGroups, LayerNames } from "./layers.js";
 import { PanelSet } from "./panels.js";
 import { Timeline } from "./timeline.js";
+import { systemLink } from "./system.js";
 import { Toolbar } from "./toolbar.js";
 import { hideTooltip } from "./tooltip.js";
 import { toSearch } from "./url.js";
@@ -41,7 +42,8 @@ export class ProfileView {
   }
 
   async start() {
-    const [info, rows] = await Promise.all([api.profile(this.id), api.rows(this.id)]);
+    const [info, rows, links] = await Promise.all([api.profile(this.id), api.rows(this.id), api.links(this.id)]);
+    this.links = links; // system profile <-> device profiles (system.js)
     performance.mark("nprof:info");
     this.info = info;
     this.rowsResp = rows;
@@ -84,6 +86,8 @@ export class ProfileView {
   _build() {
     const p = this.info.profile;
     this.titleEl = titleBar(this.info);
+    const sysLink = systemLink(this);
+    if (sysLink) this.titleEl.append(sysLink);
     const tbEl = h("div", { class: "toolbar", role: "toolbar" });
     this.toolbar = new Toolbar(tbEl, {
       onReset: () => this.setWindow(this.tmin, this.tmax, true),

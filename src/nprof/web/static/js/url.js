@@ -7,7 +7,7 @@
 // warning boxes), osort / ofilter (Operators tab sort column and filter), tsort (Tensors tab
 // sort column), src (Source tab: the selected file:line). Defaults are omitted from the URL.
 
-export const TABS = ["details", "search", "selection", "summary", "operators", "tensors", "source", "memory", "annotations", "warnings", "compare"];
+export const TABS = ["details", "search", "selection", "summary", "operators", "tensors", "source", "memory", "annotations", "warnings", "compare", "system"];
 export const COLORS = ["opcode", "layer", "engine", "queue"];
 export const DEFAULTS = { tab: "details", color: "opcode", depth: 0, view: "minimal", mode: "zoom" };
 
