@@ -38,6 +38,7 @@ def test_ingest_links_both_ways(tmp_path: Path) -> None:
     path = _system_files(tmp_path)
     store.ingest_file(path, profile_id="run")
     ids = ingest_device_profiles(store, "run", path)
+    assert ingest_device_profiles(store, "run", path) == ids  # a second `nprof view -s run.ntff` reuses them
     assert ids == {hlo: device_profile_id("run", f) for hlo, f in FILES.items()} == {
         "MODULE_ab12#1": "run.MODULE_ab12_exec1", "MODULE_cd34#1": "run.MODULE_cd34_exec1"}  # fmt: skip
     with store.session("run") as (_c, meta):

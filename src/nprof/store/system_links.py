@@ -5,8 +5,8 @@ Contract:
   profile (`<system id>.<module>_exec<k>`, its file name without `.ntff`).
 * `ingest_device_profiles(store, system_id, system_path, force=False) -> dict[hlo_name, id]`: when the
   stored profile `system_id` is a system profile (manifest meta `system` == "1") whose device profiles
-  are in `<system_path>.devices/`, ingest each one listed in `system.device_profiles` (already stored
-  ones with the same file are reused) and return hlo_name (`module#k`) -> device profile id.
+  are in `<system_path>.devices/`, ingest each one listed in `system.device_profiles` (one already stored
+  from the same unchanged file is reused) and return hlo_name (`module#k`) -> device profile id.
 * `links(store, profile_id, manifest) -> dict`: `{"device_profiles": [{hlo_name, profile_id}] (the
   executions of a system profile whose device profile is stored), "system": {profile_id, hlo_name} or
   null (for a device profile: the system profile it belongs to)}`.
@@ -55,11 +55,22 @@ def ingest_device_profiles(
         path = folder / file_name
         if not path.is_file():
             raise NprofError(f"{path}: device profile of {hlo_name} is missing; keep {folder.name}/ beside the profile")
-        entry, _ = store.ingest_file(
-            path, profile_id=device_profile_id(system_id, file_name), display_name=hlo_name, force=force
-        )
+        device_id = device_profile_id(system_id, file_name)
+        if not force and _stored_from(store, device_id, path):
+            out[hlo_name] = device_id  # already ingested from this very file: reuse it
+            continue
+        entry, _ = store.ingest_file(path, profile_id=device_id, display_name=hlo_name, force=force)
         out[hlo_name] = entry["id"]
     return out
+
+
+def _stored_from(store: Store, profile_id: str, path: Path) -> bool:
+    """True when `profile_id` is stored and was ingested from `path` as it is now (same size and mtime)."""
+    entry = store.catalog.get(profile_id)
+    if entry is None:
+        return False
+    st = path.resolve().stat()
+    return entry.get("fingerprint") == f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
 
 
 def links(store: Store, profile_id: str, manifest: dict[str, Any]) -> dict[str, Any]:
