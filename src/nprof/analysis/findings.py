@@ -51,8 +51,9 @@ MAX_GAPS = 5
 WAIT_SHARE = 0.10  # semaphore waits above 10% of the run are reported
 
 
-def _row(severity: str, kind: str, title: str, message: str, ts: int, end: int, impact: int,
-         ids: np.ndarray | list[int], sources: list[str]) -> dict:  # fmt: skip
+def finding_row(severity: str, kind: str, title: str, message: str, ts: int, end: int, impact: int,
+                ids: np.ndarray | list[int], sources: list[str]) -> dict:  # fmt: skip
+    """One row of the findings table (at most MAX_IDS event ids kept)."""
     ids = np.asarray(ids, dtype=np.int64)[:MAX_IDS]
     return dict(severity=severity, kind=kind, title=title, message=message, ts=int(ts), end=int(end),
                 impact_ns=int(impact), event_ids=ids.tolist(), sources=sources)  # fmt: skip
@@ -82,15 +83,15 @@ def _bound(profile: Profile, metrics: dict) -> list[dict]:
     total = facts(profile).total_ns
     low = low_utilisation(metrics)
     if low:
-        return [_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
+        return [finding_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
     if metrics["bound"] == "memory":
         text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, below the device's {ratio:.3g} FLOP/B "
                 f"(peak FLOP/s / HBM bandwidth): HBM traffic, not the Tensor engine, limits this run; "
                 "reuse data in SBUF, fuse operations or use larger tiles")  # fmt: skip
-        return [_row("warning", "bound", "Memory-bound", text, 0, total, 0, [], [])]
+        return [finding_row("warning", "bound", "Memory-bound", text, 0, total, 0, [], [])]
     text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, above the device's {ratio:.3g} FLOP/B: "
             "the Tensor engine limits this run; lower precision (bf16/fp8) or fewer FLOPs help most")  # fmt: skip
-    return [_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
+    return [finding_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
 
 
 def _serial_engines(profile: Profile) -> list[dict]:
@@ -101,7 +102,7 @@ def _serial_engines(profile: Profile) -> list[dict]:
     busy = [e for e in busy if total and active[e] >= MIN_SHARE * total]
     if len(busy) < 2:
         return []
-    tracks = _engine_tracks(profile)
+    tracks = engine_tracks(profile)
     never = [(a, b) for a, b in itertools.combinations(busy, 2)
              if _could_overlap(tracks, a, b) and not _overlap(f.engine_merged(a), f.engine_merged(b))]  # fmt: skip
     if not never:
@@ -119,11 +120,11 @@ def _serial_engines(profile: Profile) -> list[dict]:
         title = "Engine pairs never overlap"
         text = (f"these engine pairs never run at the same time: {pairs}; up to {human_ns(impact)} could be "
                 "hidden by pipelining the tiles between them")  # fmt: skip
-    return [_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
+    return [finding_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
                  top_sources(profile.instructions, rows))]  # fmt: skip
 
 
-def _engine_tracks(profile: Profile) -> dict[str, set[str]]:
+def engine_tracks(profile: Profile) -> dict[str, set[str]]:
     """The timeline tracks each engine's instructions run on (one count over the pair codes; both columns
     are non-nullable, and their encodings are shared with the other passes and the store)."""
     f = facts(profile)
@@ -164,7 +165,7 @@ def _exposed_dma(profile: Profile) -> list[dict]:
             "data while computing the current one (double buffering)")  # fmt: skip
     ts = int(f.d_ts[alone].min()) if alone.size else 0
     end = int(f.d_end[alone].max()) if alone.size else total
-    return [_row("warning", "exposed_dma", "DMA not overlapped with compute", text, ts, end, exposed,
+    return [finding_row("warning", "exposed_dma", "DMA not overlapped with compute", text, ts, end, exposed,
                  f.d_id[alone], top_sources(profile.dma, alone))]  # fmt: skip
 
 
@@ -211,7 +212,7 @@ def _idle_gaps(profile: Profile) -> list[dict]:
         rows_i = np.flatnonzero(np.isin(f.i_id, around))
         rows_d = np.flatnonzero(np.isin(f.d_id, around))
         sources = top_sources(profile.instructions, rows_i) + top_sources(profile.dma, rows_d)
-        out.append(_row("warning", "idle_gap", "Idle gap", text, a, b, b - a, around, sources))
+        out.append(finding_row("warning", "idle_gap", "Idle gap", text, a, b, b - a, around, sources))
     return out
 
 
@@ -228,7 +229,7 @@ def _small_dma(profile: Profile) -> list[dict]:
             f"{human_bytes(f.d_bytes[small].mean())}) and keep the queues busy {human_ns(busy)} "
             f"({100 * share:.0f}% of DMA active time); transfers of >= 2 KiB per partition and >= 32 KiB "
             "in total amortise the fixed per-transfer cost")  # fmt: skip
-    return [_row(severity, "small_dma", "Small DMA transfers", text, int(f.d_ts[small].min()),
+    return [finding_row(severity, "small_dma", "Small DMA transfers", text, int(f.d_ts[small].min()),
                  int(f.d_end[small].max()), busy, f.d_id[small], top_sources(profile.dma, small))]  # fmt: skip
 
 
@@ -246,7 +247,7 @@ def _reloads(profile: Profile) -> list[dict]:
     busy = int(iv.coverage(f.dma_merged, f.d_ts[rows], f.d_end[rows]).sum())
     text = (f"{w.num_rows} tensors are loaded from HBM more than twice ({names}); about {human_bytes(extra)} "
             "is loaded again that could stay in SBUF")  # fmt: skip
-    return [_row("warning", "tensor_reload", "Tensors reloaded from HBM", text, int(w["ts"].to_numpy().min()),
+    return [finding_row("warning", "tensor_reload", "Tensors reloaded from HBM", text, int(w["ts"].to_numpy().min()),
                  int(w["end"].to_numpy().max()), busy, ids, top_sources(profile.dma, rows))]  # fmt: skip
 
 
@@ -268,7 +269,7 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
         worst = rows[np.lexsort((rows, -wait[rows]))]
         text = (f"the {engine} engine waits {human_ns(waited)} on semaphores ({100 * waited / total:.0f}% of the run) "
                 f"for data or other engines; the longest single wait is {human_ns(wait[worst[0]])}")  # fmt: skip
-        out.append(_row("warning", "semaphore_wait", f"{engine} engine waits on semaphores", text, 0, total,
+        out.append(finding_row("warning", "semaphore_wait", f"{engine} engine waits on semaphores", text, 0, total,
                         waited, f.i_id[worst], top_sources(profile.instructions, worst)))  # fmt: skip
     return out
 

@@ -28,7 +28,7 @@ from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HA
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
+def erf(x: np.ndarray) -> np.ndarray:
     """erf to ~1e-7 absolute (Abramowitz & Stegun 7.1.26 refined in float64)."""
     z = np.abs(x.astype(np.float64))
     t = 1.0 / (1.0 + 0.5 * z)
@@ -49,7 +49,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "sigmoid": lambda x: (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32),
     "relu": lambda x: np.maximum(x, np.float32(0)),
-    "gelu": lambda x: (0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32),
+    "gelu": lambda x: (0.5 * x * (1.0 + erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32),
     "gelu_apprx_tanh": lambda x: (
         np.float32(0.5) * x * (np.float32(1) + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
     ),
@@ -61,7 +61,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "abs": np.abs,
     "negative": np.negative,
     "sign": np.sign,
-    "erf": _erf,
+    "erf": erf,
     "softplus": lambda x: np.logaddexp(np.float32(0), x),
     "sin": np.sin,
     "cos": np.cos,
@@ -126,7 +126,8 @@ def _per_partition(value: np.ndarray, ndim: int) -> np.ndarray:
     return value.reshape((value.shape[0],) + (1,) * (ndim - 1))
 
 
-def _alu(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def alu(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The numpy function of ALU op `name`; ValueError naming an unknown op."""
     try:
         return ALU[name]
     except KeyError:
@@ -193,7 +194,7 @@ def _tensor_tensor(ins: Instruction, mem: Memory) -> None:
     b = mem.read(ins.ins[1])
     if a.shape != b.shape and a.size == b.size:
         b = b.reshape(a.shape)
-    mem.write(ins.outs[0], _alu(str(ins.attr("op", "add")))(a, b))
+    mem.write(ins.outs[0], alu(str(ins.attr("op", "add")))(a, b))
 
 
 def _scalar_operand(ins: Instruction, mem: Memory, k: int, x: np.ndarray) -> np.ndarray | np.floating:
@@ -209,7 +210,7 @@ def _tensor_scalar(ins: Instruction, mem: Memory) -> None:
         if op is None:
             continue
         s = _scalar_operand(ins, mem, k, x)
-        fn = _alu(str(op))
+        fn = alu(str(op))
         x = fn(s, x) if ins.attr(f"reverse{k - 1}", False) else fn(x, s)
         x = np.asarray(x)
     mem.write(ins.outs[0], x)

@@ -15,7 +15,7 @@ from nprof.device.memory import Memory
 
 
 def _alu(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    from nprof.device.numerics import _alu as alu
+    from nprof.device.numerics import alu
 
     return alu(name)
 
@@ -89,7 +89,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    from nprof.device.numerics import _erf as erf
+    from nprof.device.numerics import erf
 
     return erf(x)
 
