@@ -201,13 +201,13 @@ def _idle_gaps(profile: Profile) -> list[dict]:
         before = np.concatenate([f.i_id[f.i_end == a], f.d_id[f.d_end == a]])[:1]
         after = np.concatenate([f.i_id[f.i_ts == b], f.d_id[f.d_ts == b]])[:1]
         around = [x for x in (*before.tolist(), *after.tolist())]
-        parts = []
+        context: list[str] = []
         if before.size:
-            parts.append(f"after {_describe_event(profile, int(before[0]))}")
+            context.append(f"after {_describe_event(profile, int(before[0]))}")
         if after.size:
-            parts.append(f"before {_describe_event(profile, int(after[0]))}")
+            context.append(f"before {_describe_event(profile, int(after[0]))}")
         text = (f"nothing runs for {human_ns(b - a)} ({100 * (b - a) / total:.0f}% of the run) from "
-                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(parts) if parts else ''}; look for a "
+                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(context) if context else ''}; look for a "
                 "semaphore wait, a host synchronisation or a dependency that serialises the program here")  # fmt: skip
         rows_i = np.flatnonzero(np.isin(f.i_id, around))
         rows_d = np.flatnonzero(np.isin(f.d_id, around))

@@ -23,7 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import COLLECTIVES, Instruction, Opcode
 from nprof.device.memory import Memory
-from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS
+from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS, BinaryOp, Operand
 
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
@@ -69,8 +69,8 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    def op(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _bitwise(fn: BinaryOp) -> BinaryOp:
+    def op(a: Operand, b: Operand) -> np.ndarray:
         ia = np.rint(np.asarray(a, np.float64)).astype(np.int64)
         ib = np.rint(np.asarray(b, np.float64)).astype(np.int64)
         return fn(ia, ib).astype(np.float64)
@@ -78,11 +78,11 @@ def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np
     return op
 
 
-def _flag(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _flag(fn: BinaryOp) -> BinaryOp:
     return lambda a, b: fn(a, b).astype(np.float32)
 
 
-ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+ALU: dict[str, BinaryOp] = {
     "add": np.add,
     "subtract": np.subtract,
     "multiply": np.multiply,
@@ -97,8 +97,8 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "is_gt": _flag(np.greater),
     "is_le": _flag(np.less_equal),
     "is_lt": _flag(np.less),
-    "logical_and": _flag(lambda a, b: (a != 0) & (b != 0)),
-    "logical_or": _flag(lambda a, b: (a != 0) | (b != 0)),
+    "logical_and": _flag(lambda a, b: np.logical_and(np.not_equal(a, 0), np.not_equal(b, 0))),
+    "logical_or": _flag(lambda a, b: np.logical_or(np.not_equal(a, 0), np.not_equal(b, 0))),
     "bitwise_and": _bitwise(np.bitwise_and),
     "bitwise_or": _bitwise(np.bitwise_or),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
@@ -111,7 +111,7 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 REDUCE: dict[str, Callable[..., np.ndarray]] = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod}
 
-_CMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+_CMP: dict[str, BinaryOp] = {
     "ge": np.greater_equal,
     "gt": np.greater,
     "le": np.less_equal,
@@ -126,7 +126,7 @@ def _per_partition(value: np.ndarray, ndim: int) -> np.ndarray:
     return value.reshape((value.shape[0],) + (1,) * (ndim - 1))
 
 
-def alu(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def alu(name: str) -> BinaryOp:
     """The numpy function of ALU op `name`; ValueError naming an unknown op."""
     try:
         return ALU[name]

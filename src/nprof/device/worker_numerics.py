@@ -90,12 +90,14 @@ class _Class:
         return other
 
 
-def _classes(programs: list[Program], preset: Preset, checked: list[tuple[dict[str, np.ndarray], list[str]]]):
+def _classes(
+    programs: list[Program], preset: Preset, checked: list[tuple[dict[str, np.ndarray], list[str]]]
+) -> list[_Class]:
     by_key: dict[tuple, list[int]] = {}
     for r, p in enumerate(programs):
         given = checked[r][0]
         by_key.setdefault((id(p), tuple(sorted((k, id(v)) for k, v in given.items()))), []).append(r)
-    out = []
+    out: list[_Class] = []
     for members in by_key.values():
         program = programs[members[0]]
         mem = Memory(program, preset)
