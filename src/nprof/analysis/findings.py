@@ -4,7 +4,8 @@ Contract: columns severity ("warning" or "info"), kind, title, message (plain
 words with the evidence numbers), ts/end (ns: the region it is about),
 impact_ns (time at stake, for ranking), event_ids (list<int64>, at most
 MAX_IDS, the instructions/DMAs responsible) and sources (list<string>, their
-most frequent source locations). Kinds: `bound` (memory/compute verdict),
+most frequent source locations). When a finding is reported is set by `thresholds`
+(`nprof.analysis.thresholds.Thresholds`, documented defaults). Kinds: `bound` (memory/compute verdict),
 `serial_engines` (compute engines that never overlap), `exposed_dma` (DMA time
 with no compute running), `idle_gap` (nothing running, the longest few),
 `small_dma`, `tensor_reload`, `semaphore_wait`, `latency_bound` (`nprof.analysis.latency`), and for
@@ -26,6 +27,7 @@ from nprof.analysis.latency import engine_wait_ns, latency_findings
 from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.sources import human_bytes, human_ns, top_sources
 from nprof.analysis.system import system_findings
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.analysis.warnings import tensor_reloads
 from nprof.profile import Profile
 
@@ -43,12 +45,6 @@ SCHEMA = pa.schema(
     ]
 )
 MAX_IDS = 10_000
-MIN_SHARE = 0.01  # engines below 1% active time are ignored for overlap findings
-EXPOSED_DMA_SHARE = 0.10  # DMA time without compute above 10% of the run is reported
-GAP_SHARE = 0.05  # idle gaps of at least 5% of the run (and 1 us) are reported
-GAP_MIN_NS = 1_000
-MAX_GAPS = 5
-WAIT_SHARE = 0.10  # semaphore waits above 10% of the run are reported
 
 
 def finding_row(severity: str, kind: str, title: str, message: str, ts: int, end: int, impact: int,
@@ -94,12 +90,12 @@ def _bound(profile: Profile, metrics: dict) -> list[dict]:
     return [finding_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
 
 
-def _serial_engines(profile: Profile) -> list[dict]:
+def _serial_engines(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     busy = [e for e in f.engines_present if e in COMPUTE_ENGINES]
     active = {e: int((f.engine_merged(e)[1] - f.engine_merged(e)[0]).sum()) for e in busy}
-    busy = [e for e in busy if total and active[e] >= MIN_SHARE * total]
+    busy = [e for e in busy if total and active[e] >= th.min_engine_share * total]
     if len(busy) < 2:
         return []
     tracks = engine_tracks(profile)
@@ -150,14 +146,14 @@ def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
     return iv.intersection_length(a, (b[0][head:], b[1][head:])) > 0
 
 
-def _exposed_dma(profile: Profile) -> list[dict]:
+def _exposed_dma(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     if f.d_ts.size == 0 or total <= 0:
         return []
     dma_active = int((f.dma_merged[1] - f.dma_merged[0]).sum())
     exposed = dma_active - iv.intersection_length(f.dma_merged, f.compute_merged)
-    if exposed < EXPOSED_DMA_SHARE * total:
+    if exposed < th.exposed_dma_share * total:
         return []
     alone = np.flatnonzero(iv.within_gaps(f.compute_merged, f.d_ts, f.d_end))
     text = (f"{human_ns(exposed)} ({100 * exposed / total:.0f}% of the run) is spent on DMA transfers while no "
@@ -182,7 +178,7 @@ def _describe_event(profile: Profile, event_id: int) -> str:
     return f"DMA {row['direction']} on {row['queue']} (id {event_id}{', ' + where if where else ''})"
 
 
-def _idle_gaps(profile: Profile) -> list[dict]:
+def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     if profile.event_count == 0 or total <= 0:
@@ -193,8 +189,8 @@ def _idle_gaps(profile: Profile) -> list[dict]:
     busy = iv.merge(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
     g0, g1 = iv.gaps(busy, 0, total)
     length = g1 - g0
-    big = np.flatnonzero(length >= max(GAP_SHARE * total, GAP_MIN_NS))
-    big = big[np.argsort(-length[big], kind="stable")][:MAX_GAPS]
+    big = np.flatnonzero(length >= max(th.gap_share * total, th.gap_min_ns))
+    big = big[np.argsort(-length[big], kind="stable")][: th.max_gaps]
     out = []
     for k in big:
         a, b = int(g0[k]), int(g1[k])
@@ -216,7 +212,7 @@ def _idle_gaps(profile: Profile) -> list[dict]:
     return out
 
 
-def _small_dma(profile: Profile) -> list[dict]:
+def _small_dma(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     small = np.flatnonzero(small_mask(profile))
     if small.size == 0:
@@ -233,7 +229,7 @@ def _small_dma(profile: Profile) -> list[dict]:
                  int(f.d_end[small].max()), busy, f.d_id[small], top_sources(profile.dma, small))]  # fmt: skip
 
 
-def _reloads(profile: Profile) -> list[dict]:
+def _reloads(profile: Profile, th: Thresholds) -> list[dict]:
     w = tensor_reloads(profile)
     if w.num_rows == 0:
         return []
@@ -251,7 +247,7 @@ def _reloads(profile: Profile) -> list[dict]:
                  int(w["end"].to_numpy().max()), busy, ids, top_sources(profile.dma, rows))]  # fmt: skip
 
 
-def _semaphore_waits(profile: Profile) -> list[dict]:
+def _semaphore_waits(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     if profile.instructions.num_rows == 0 or total <= 0:
@@ -261,7 +257,7 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
     for engine in f.engines_present:
         m = f.engine_mask(engine)
         waited = engine_wait_ns(profile, engine)  # the union over the engine's tracks, never more than the run
-        if waited < WAIT_SHARE * total:
+        if waited < th.wait_share * total:
             continue
         rows = np.flatnonzero(m & (wait > 0))
         if rows.size > MAX_IDS:  # the MAX_IDS longest waits without sorting them all
@@ -274,12 +270,13 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
     return out
 
 
-def findings(profile: Profile) -> pa.Table:
-    """All findings of `profile` (see module doc)."""
+def findings(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
+    """All findings of `profile` (see module doc), reported by the rules of `thresholds`."""
     metrics = summary_metrics(profile)
     rows = _bound(profile, metrics)
-    passes = (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits, latency_findings)
-    for fn in (*passes, system_findings):
-        rows.extend(fn(profile))
+    for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits):
+        rows.extend(fn(profile, thresholds))
+    rows.extend(latency_findings(profile))
+    rows.extend(system_findings(profile, thresholds=thresholds))
     rows.sort(key=lambda r: (r["severity"] != "warning", -r["impact_ns"]))
     return pa.Table.from_pylist(rows, schema=SCHEMA)
