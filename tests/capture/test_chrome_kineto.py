@@ -99,3 +99,13 @@ def test_gzip_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     path.write_bytes(gzip.compress(raw, 9))
     with pytest.raises(NprofError, match="gzip bomb"):
         open_profile(path)
+
+
+def test_list_timestamps_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps([
+        {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1.0},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": [[[[1]]]], "args": {"v": 1}},
+    ]))  # fmt: skip
+    with pytest.raises(NprofError, match="a list as its 'ts'"):
+        open_profile(path)

@@ -230,3 +230,15 @@ def test_loop_directives_are_accepted_with_a_warning() -> None:
         warnings.simplefilter("always")
         np.testing.assert_array_equal(run_tiles(fn, x), x + 1)
     assert any(issubclass(w.category, NkiCompatWarning) and "directives" in str(w.message) for w in seen)
+
+
+def test_loop_reduce_accumulates_into_the_assigned_tile() -> None:
+    x = rand((8, 12), 14)
+
+    def fn(t):
+        acc = nl.zeros((8, 4), dtype=nl.float32)
+        for i in nl.affine_range(3):
+            acc[:, :] = nl.loop_reduce(t[:, 4 * i : 4 * i + 4], op=np.add, loop_indices=[i])
+        return acc
+
+    np.testing.assert_allclose(run_tiles(fn, x), x[:, 0:4] + x[:, 4:8] + x[:, 8:12], rtol=1e-6)

@@ -172,3 +172,13 @@ def test_iota_and_affine_select_with_access_patterns() -> None:
     p, i = np.mgrid[0:16, 0:16]
     np.testing.assert_array_equal(out[:, :16], 3 + 100 * p + i)
     np.testing.assert_array_equal(out[:, 16:], np.where(p >= i, x, np.float32(-1e4)))
+
+
+def test_matmul_of_a_psum_operand_copies_it_to_sbuf_first() -> None:
+    x = rand((64, 64), 13)
+
+    def fn(t):
+        tp = nisa.nc_transpose(t)  # PSUM [64, 64]
+        return nisa.nc_matmul(tp, t)  # tp.T @ t = t @ t
+
+    np.testing.assert_allclose(run_tiles(fn, x), x @ x, rtol=1e-4, atol=1e-4)

@@ -71,3 +71,12 @@ def test_non_affine_operations_rejected():
 
 def test_index_expr_is_frozen_value():
     assert isinstance(nl.arange(4) + 1, IndexExpr)
+
+
+def test_mask_combined_with_a_loop_condition_and_mgrid_aliases():
+    i_p = nl.arange(8)[:, None]
+    assert ((i_p < 4) & True).box((8, 1)) == [(0, 4), (0, 1)]
+    assert (True & (i_p < 4)).box((8, 1)) == [(0, 4), (0, 1)]
+    assert ((i_p < 4) & False).box((8, 1)) == [(0, 0), (0, 0)]
+    grid = nl.mgrid[0:2, 0:3, 0:4, 0:5]
+    assert (grid.p, grid.x, grid.y, grid.z) == tuple(grid)

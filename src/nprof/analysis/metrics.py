@@ -48,7 +48,7 @@ FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "bound": (
         "FLOPs",
         "",
-        "latency when fixed DMA latencies idle the device >= 50% of the run, else memory when "
+        "latency when fixed DMA latencies on the critical path are >= 50% of the run, else memory when "
         "mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute",
     ),
     "dma_latency_path_percent": (

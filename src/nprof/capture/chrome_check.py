@@ -10,7 +10,7 @@ Contract (every failure is a one-line `NprofError` naming the file, the field an
   lists of lists) of whole numbers in [0, 2^31); `Input type` a list of strings/null;
   `Concrete Inputs` a list of scalars; `grid`/`block` lists of numbers; `registers per thread`,
   `shared memory` numbers or strings.
-* `check_times(ts_us, dur_us, c_ts, f_ts, path)`: finite, no negative `dur` (a reversed B/E
+* `check_times(ts_us, dur_us, c_ts, f_ts, path)`: numbers (not lists), finite, no negative `dur` (a reversed B/E
   pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
 * `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
 Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-level passes.
@@ -19,7 +19,9 @@ Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-lev
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from itertools import chain, repeat
+from operator import is_not
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ _NUMBERS = frozenset({int, float, type(None)})
 _SCALAR_ARGS = (
     "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
 )  # fmt: skip
-_MISSING = object()
+_not_none = partial(is_not, None)
 
 
 def _fail(path: Path, what: str) -> NprofError:
@@ -67,20 +69,24 @@ def _check_scalar_column(values: list[Any], what: str, allowed: frozenset[type],
 
 
 def _arg_values(args: list[dict[str, Any]], key: str) -> list[Any]:
-    return [v for v in map(dict.get, args, repeat(key), repeat(_MISSING)) if v is not _MISSING]
+    """The value of `key` in every args dict, None where absent (one C-level pass; null is always allowed)."""
+    return list(map(dict.get, args, repeat(key)))
 
 
 def _check_dims(values: list[Any], path: Path) -> None:
-    if not _types(values) <= {list}:
+    if not _types(values) <= {list, type(None)}:
         raise _fail(path, "args 'Input Dims' is not a list")
-    items = list(chain.from_iterable(values))
-    if not _types(items) <= {list, int, float, str, type(None)}:
+    items = list(chain.from_iterable(filter(None, values)))
+    kinds = _types(items)
+    if not kinds <= {list, int, float, str, type(None)}:
         raise _fail(path, "args 'Input Dims' holds an object")
-    dims = list(chain.from_iterable(d for d in items if type(d) is list))
-    nested = [d for d in dims if type(d) is list]  # a TensorList input: a list of shapes
-    if nested:
+    dims = list(chain.from_iterable(items if kinds <= {list} else [d for d in items if type(d) is list]))
+    kinds = _types(dims)
+    if list in kinds:  # a TensorList input: a list of shapes
+        nested = [d for d in dims if type(d) is list]
         dims = [d for d in dims if type(d) is not list] + list(chain.from_iterable(nested))
-    if not _types(dims) <= {int}:
+        kinds = _types(dims)
+    if not kinds <= {int}:
         raise _fail(path, "args 'Input Dims' has a shape with a non-integer size")
     if dims and not 0 <= min(dims) <= max(dims) < MAX_DIM:
         raise _fail(path, f"args 'Input Dims' has a size outside [0, {MAX_DIM})")
@@ -95,11 +101,10 @@ def check_slices(sl: Any, path: Path) -> None:
         _check_scalar_column(_arg_values(args, key), f"args {key!r}", _SCALARS, path)
     nbytes = _arg_values(args, "bytes")
     _check_scalar_column(nbytes, "args 'bytes'", _NUMBERS, path)
-    if any(b is not None and b < 0 for b in nbytes):
+    numbers = list(filter(_not_none, nbytes))
+    if numbers and min(numbers) < 0:
         raise _fail(path, "args 'bytes' is negative")
-    dims = _arg_values(args, "Input Dims")
-    if dims:
-        _check_dims(dims, path)
+    _check_dims(_arg_values(args, "Input Dims"), path)
     for key, allowed in (
         ("Input type", {str, type(None)}),
         ("Concrete Inputs", _SCALARS),
@@ -107,13 +112,15 @@ def check_slices(sl: Any, path: Path) -> None:
         ("block", _NUMBERS),
     ):
         values = _arg_values(args, key)
-        items = chain.from_iterable(v or () for v in values if type(v) is list)
+        items = chain.from_iterable(filter(_not_none, values))
         if not _types(values) <= {list, type(None)} or not _types(items) <= allowed:
             raise _fail(path, f"args {key!r} is not a list of strings or numbers")
 
 
 def check_times(ts_us: np.ndarray, dur_us: np.ndarray, c_ts: np.ndarray, f_ts: np.ndarray, path: Path) -> None:
     """Finite times, no negative durations, a span of at most MAX_SPAN_NS (see module doc)."""
+    if any(a.ndim != 1 for a in (ts_us, dur_us, c_ts, f_ts)):
+        raise _fail(path, "an event has a list as its 'ts' or 'dur'")
     if not all(np.isfinite(a).all() for a in (ts_us, dur_us, c_ts, f_ts)):
         raise _fail(path, "an event has an infinite or NaN 'ts' or 'dur'")
     if len(dur_us) and dur_us.min() < 0:

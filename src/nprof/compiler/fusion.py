@@ -57,6 +57,7 @@ class FusingBuilder(ProgramBuilder):
         self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._covered: dict[tuple[str, int], bool] = {}
+        self._dma_count = 0
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def lookup(self, access: Access) -> NkiTensor | None:
@@ -150,7 +151,14 @@ class FusingBuilder(ProgramBuilder):
                 entry = self._tiling.get(out.tensor)
                 if entry is not None and entry[0] != self._scope_key():
                     del self._tiling[out.tensor]  # another node writes it: its tiling is no longer known
-        return super()._append(engine, opcode, outs, *rest, **kw)
+        index = super()._append(engine, opcode, outs, *rest, **kw)
+        if opcode is Opcode.DMA_DIRECT2D:
+            # a compiled graph's DMAs all carry the user's line of their node: spread them round-robin over
+            # the queues (as the seed's compiler does), not one queue per source line, so they overlap
+            ins = self._instructions[index]
+            self._instructions[index] = dataclasses.replace(ins, queue=self._dma_count % self.preset.dma_queues)
+            self._dma_count += 1
+        return index
 
     def _release(self, base: OnChip) -> None:
         if id(base) in self._kept:

@@ -62,6 +62,8 @@ class _Sim:
         p, g, start, end, ready = self.plan, self.g, self.start, self.end, self.ready
         slot, dur, deps, dep1, lat1, prev, pooled = p.slot, p.dur, p.deps, p.dep1, p.lat1, p.prev_list, self.pooled
         end_get = end.__getitem__
+        count, ended, done = self.count, self.ended, self.done
+        offsets, succ, s_offsets, s_succ = g.offsets, g.succ, g.s_offsets, g.s_succ
         while ready:
             i = ready.pop()
             d = dep1[i]
@@ -86,14 +88,23 @@ class _Sim:
             if t < f:
                 t = f
             start[i] = t
-            self.release(g.s_offsets, g.s_succ, i)
+            for s in s_succ[s_offsets[i] : s_offsets[i + 1]]:  # inlined `release`: the hot loop
+                c = count[s] - 1
+                count[s] = c
+                if not c:
+                    ready.append(s)
             if pooled[i]:
                 heappush(self.arrivals, (t, i))
-            else:
-                end[i] = t + dur[i]
-                self.ended[i] = True
-                self.done += 1
-                self.release(g.offsets, g.succ, i)
+                continue
+            end[i] = t + dur[i]
+            ended[i] = True
+            done += 1
+            for s in succ[offsets[i] : offsets[i + 1]]:
+                c = count[s] - 1
+                count[s] = c
+                if not c:
+                    ready.append(s)
+        self.done = done
 
     def trigger(self, at: float, gap: float) -> None:
         """Issue the earliest-ready DMA at `at`: its transfer starts the fixed latency later, but not before
@@ -136,8 +147,10 @@ def event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], li
     gap = plan.preset.dma_issue_gap_ns
     triggers, arrivals, active, end = sim.triggers, sim.arrivals, sim.active, sim.end
     now = virtual = demand = 0.0
+    ready = sim.ready
     while True:
-        sim.resolve()
+        if ready:
+            sim.resolve()
         factor = 1.0 if demand <= cap else cap / demand
         finish = now + (active[0][0] - virtual) / factor if active else _INF
         arrive = arrivals[0][0] if arrivals else _INF

@@ -356,6 +356,9 @@ def assign(view: NkiTensor, value: Any) -> None:
     if builder.is_pending(value, "matmul") and not view.is_hbm:
         builder.commit_matmul(view, accumulate=False)
         return
+    if hasattr(value, "assign_into"):  # nl.loop_reduce: the destination is op's other input
+        value.assign_into(view)
+        return
     if (
         builder.is_pending(value, "load")
         and view.space is Space.SBUF

@@ -170,6 +170,8 @@ class Predicate:
     def __and__(self, other: Any) -> Predicate:
         if isinstance(other, Predicate):
             return Predicate(self.conds + other.conds)
+        if isinstance(other, bool) or type(other).__name__ == "bool_":  # a condition on loop indices
+            return self if other else Predicate(((IndexExpr(0, 1, ()), "lt", 0),))  # 1 < 0: nothing
         return NotImplemented
 
     __rand__ = __and__
@@ -264,7 +266,7 @@ def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
 
 
 class MGrid(tuple):
-    """Result of `nl.mgrid[...]`: a tuple of index expressions with `.p` (first) and `.x` (second) aliases."""
+    """Result of `nl.mgrid[...]`: a tuple of index expressions with `.p`, `.x`, `.y`, `.z` aliases (in order)."""
 
     @property
     def p(self) -> IndexExpr:
@@ -273,6 +275,14 @@ class MGrid(tuple):
     @property
     def x(self) -> IndexExpr:
         return self[1]
+
+    @property
+    def y(self) -> IndexExpr:
+        return self[2]
+
+    @property
+    def z(self) -> IndexExpr:
+        return self[3]
 
 
 class _MGridMaker:

@@ -94,8 +94,9 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
               dst: Any = None, accumulate: Any = None, perf_mode: Any = None, name: Any = None) -> Any:  # fmt: skip
     """stationary.T @ moving on TensorE: into a new fp32 PSUM tile [M, N] (accumulate with `psum += ...`), or
-    into `dst` (beta 2; `accumulate` True/False, or None to infer). `is_transpose` runs as a plain matmul (equal
-    to the transpose when `moving` is an identity); tiling, one-zero hints and perf modes warn (not modelled)."""
+    into `dst` (beta 2; `accumulate` True/False, or None to infer); PSUM operands are copied to SBUF first.
+    `is_transpose` runs as a plain matmul (equal to the transpose when `moving` is an identity); tiling, one-zero
+    hints and perf modes warn (not modelled)."""
     skip = skipped_by(mask, "nc_matmul")
     _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
                   is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
@@ -104,9 +105,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     builder = _trace.current()
     p = builder.preset
     st, mv = _c.tile(stationary, "stationary"), _c.tile(moving, "moving")
-    for t, what in ((st, "stationary"), (mv, "moving")):
-        if t.space is not Space.SBUF:
-            raise kernel_error(f"nc_matmul {what} must be an SBUF tile (copy PSUM results to SBUF first)")
+    # TensorE reads SBUF only: a PSUM operand is first copied to SBUF (one VectorE copy, as the compiler inserts)
+    st, mv = (_c.copy(t) if t.space is Space.PSUM else t for t in (st, mv))
     if st.ndim != 2:
         raise kernel_error(f"nc_matmul stationary must be a 2-D tile [K, M], got shape {st.shape}")
     k, m = st.shape

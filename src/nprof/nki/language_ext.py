@@ -251,10 +251,28 @@ def rand(shape: Any, dtype: Any = _nl.float32) -> NkiTensor:
     return _nl.load(src)
 
 
+class LoopReduce:
+    """The value of `nl.loop_reduce`: assigned into a tile, it updates the tile in place (see `loop_reduce`)."""
+
+    def __init__(self, x: Any, op: str, dtype: Any, mask: Any) -> None:
+        self.x, self.op, self.dtype, self.mask = x, op, dtype, mask
+
+    def assign_into(self, view: NkiTensor) -> None:
+        """`view[...] = loop_reduce(x, op, ...)`: view = view <op> x (one VectorE TENSOR_TENSOR)."""
+        _c.binary(self.op, view, self.x, dtype=self.dtype, mask=self.mask, out=view)
+
+
+def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> LoopReduce:
+    """Reduce `x` across the iterations of a loop into the tile it is assigned to (`acc[...] =
+    nl.loop_reduce(x, op=nl.add, loop_indices=[i])` is `acc[...] = acc <op> x`, the destination being op's
+    other input); only item assignment into a tile is supported."""
+    from nprof.nki.isa_enums import alu_name
+
+    return LoopReduce(x, alu_name(op), dtype, mask)
+
+
 dropout = unsupported("nl.dropout", "x rate *dtype *mask", "random numbers are not simulated")
 atomic_rmw = unsupported("nl.atomic_rmw", "dst value op *mask", "indirect atomic updates are not modelled")
 gather_flattened = unsupported("nl.gather_flattened", "data indices *mask *dtype", "gathers are not modelled")
-loop_reduce = unsupported("nl.loop_reduce", "x op loop_indices *dtype *mask",
-                          "accumulate into a tile across the loop with nl.add instead")  # fmt: skip
 all_reduce = unsupported("nl.all_reduce", "x op program_axes *dtype *mask *parallel_reduce *asynchronous",
                          "use nprof.nki.collectives for collectives across workers")  # fmt: skip

@@ -4,8 +4,9 @@ Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `wind
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
 strides, zero strides for broadcasts); `load(access, dtype=fp32)` DMAs it into a new SBUF tile of shape
 ``(partitions, *free sizes)`` with `nl.load` (fp32 unless asked: bf16 matmul operands stay bf16),
-`store(access, tile)` DMAs a tile back with `nl.store`. Under the compiler's `FusingBuilder` an fp32 load of a
-pattern an earlier kernel stored or loaded returns the tile kept in SBUF instead (see `nprof.compiler.fusion`).
+`store(access, tile)` DMAs a tile back with `nl.store`. Under the compiler's `FusingBuilder` an fp32 load of
+a pattern an earlier kernel stored or loaded returns the tile kept in SBUF instead (see
+`nprof.compiler.fusion`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ def window(a: Access) -> NkiTensor:
 
 
 def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
-    """The SBUF tile of `a`: an fp32 tile kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a
-    new DMA in `dtype`."""
+    """The SBUF tile of `a`: kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a new DMA;
+    a non-fp32 `dtype` (bf16 matmul operands) is always a new DMA in that dtype."""
     builder = trace.current()
     lookup = getattr(builder, "lookup", None)
-    if lookup is None or dtype is not nl.float32:
+    if lookup is None or dtype != nl.float32:
         return nl.load(window(a), dtype=dtype)
     tile = lookup(a)
     if tile is None:
