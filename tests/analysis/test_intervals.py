@@ -34,10 +34,3 @@ def test_against_brute_force(a: list[tuple[int, int]], b: list[tuple[int, int]])
     assert alone.tolist() == [not (ca & set(range(s, s + d))) if d else s not in ca for s, d in b]
     g0, g1 = iv.gaps(ma, 0, 80)
     assert {t for x, y in zip(g0, g1, strict=True) for t in range(x, y)} == set(range(80)) - ca
-
-
-def test_integral_at_is_exact() -> None:
-    change = np.array([0, 10, 10, 20])
-    delta = np.array([2.0, -2.0, 1.0, -1.0])
-    at = np.array([0, 5, 10, 15, 20, 30])
-    assert iv.integral_at(change, delta, at).tolist() == [0.0, 10.0, 20.0, 25.0, 30.0, 30.0]

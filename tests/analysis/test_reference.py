@@ -10,7 +10,7 @@ import pytest
 from nprof.analysis.counters import pending_dma
 from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL
 from nprof.analysis.facts import facts
-from nprof.analysis.findings import _engine_tracks
+from nprof.analysis.findings import engine_tracks
 from nprof.analysis.warnings import RELOAD_LIMIT, warnings
 from nprof.profile import Profile
 from tests.analysis.helpers import make
@@ -115,4 +115,4 @@ def test_engine_tracks_match_a_per_event_reference(seed: int) -> None:
     expected: dict[str, set[str]] = defaultdict(set)
     for e, t in zip(engines, tracks, strict=True):
         expected[e].add(t)
-    assert _engine_tracks(p) == dict(expected)
+    assert engine_tracks(p) == dict(expected)

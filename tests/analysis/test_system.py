@@ -5,6 +5,7 @@ from __future__ import annotations
 from nprof.analysis import run_all
 from nprof.analysis.findings import findings
 from nprof.analysis.system import system_findings, system_steps
+from nprof.analysis.thresholds import Thresholds
 from nprof.profile import Profile, ProfileInfo
 
 FW, BW = "MODULE_a", "MODULE_b"
@@ -70,6 +71,12 @@ def test_findings_host_bound_gaps_copies() -> None:
     assert "3 such gaps total 1.01 us" in gap["message"]
     copies = [f for f in system_findings(_system_profile()) if f["kind"] == "repeated_copies"]
     assert len(copies) == 2 and "4.0 KiB host->device on each of its 2 calls" in copies[0]["message"]
+
+
+def test_host_bound_follows_its_threshold() -> None:
+    p = _system_profile()  # a step whose host work exceeds 1.5 times the device's busy time
+    assert "host_bound" in {f["kind"] for f in system_findings(p, thresholds=Thresholds(host_bound_ratio=1.5))}
+    assert "host_bound" not in {f["kind"] for f in system_findings(p, thresholds=Thresholds(host_bound_ratio=1000))}
 
 
 def test_recompile_after_the_first_step_is_a_warning() -> None:

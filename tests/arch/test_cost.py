@@ -99,11 +99,8 @@ def test_dma_costs() -> None:
     assert cost.dma_pool_bandwidth(T2) == 2.9e12 / 8  # 16 x 23 = 368 GB/s > 362.5 GB/s of HBM
     assert cost.dma_transfer_ns(262144, 128, T1) == pytest.approx((262144 + 128 * 256) / 272)
     assert cost.dma_transfer_ns(4096, 1, T1) == pytest.approx((4096 + 256) / 17)
-    assert cost.dma_ns(262144, 128, T1) == pytest.approx(1300 + (262144 + 128 * 256) / 272)
-    # 32 equal transfers share the 272 GB/s pool: 8.5 B/ns each
-    assert cost.dma_ns(262144, 128, T1, concurrent=32) == pytest.approx(1300 + (262144 + 128 * 256) / 8.5)
     dma = Instruction(Engine.DMA, Opcode.DMA_DIRECT2D, (s,), (h,), queue=0)
-    assert cost.instruction_ns(dma, T1) == pytest.approx(cost.dma_ns(262144, 128, T1))
+    assert cost.instruction_ns(dma, T1) == pytest.approx(1300 + (262144 + 128 * 256) / 272)  # latency + transfer
 
 
 def test_dependency_latency() -> None:

@@ -3,9 +3,10 @@
 Contract (others depend on it):
 * `summary_metrics(profile) -> dict[str, int | float | str]`: the summary
   fields that apply to the profile, ordered (see `nprof.analysis.metrics`).
-* `PASSES`: pass name -> function; `run_all(profile) -> dict[name, Table]` runs
-  every pass in registry order. Passes: summary, engines, opcodes, layers,
-  dma_queues, counters, warnings, findings, system_steps (each documented in its module).
+* `PASSES`: pass name -> function; `run_all(profile, thresholds=...) -> dict[name, Table]` runs
+  every pass in registry order. Passes: summary, engines, opcodes, layers, dma_queues, counters,
+  warnings, findings, system_steps (each documented in its module). `Thresholds` sets when
+  findings are reported (defaults documented in `nprof.analysis.thresholds`).
 * Passes are vectorised (numpy / pyarrow.compute) and share derived arrays
   through `nprof.analysis.facts`, so running all of them reads each column once.
 * `describe(name)` gives the (group, unit, description) of a summary field.
@@ -14,6 +15,7 @@ Contract (others depend on it):
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pyarrow as pa
 
@@ -26,6 +28,7 @@ from nprof.analysis.metrics import describe, summary_metrics
 from nprof.analysis.opcodes import opcodes
 from nprof.analysis.summary import summary
 from nprof.analysis.system import system_steps
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.analysis.warnings import warnings
 from nprof.profile import Profile
 
@@ -42,9 +45,11 @@ PASSES: dict[str, Callable[[Profile], pa.Table]] = {
 }
 
 
-def run_all(profile: Profile) -> dict[str, pa.Table]:
-    """Run every registered pass on `profile`; returns pass name -> table, in registry order."""
-    return {name: fn(profile) for name, fn in PASSES.items()}
+def run_all(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, pa.Table]:
+    """Run every registered pass on `profile`; returns pass name -> table, in registry order. The findings
+    pass reports by the rules of `thresholds` (defaults documented in `nprof.analysis.thresholds`)."""
+    tuned = {name: partial(findings, thresholds=thresholds) for name, fn in PASSES.items() if fn is findings}
+    return {name: tuned.get(name, fn)(profile) for name, fn in PASSES.items()}
 
 
-__all__ = ["PASSES", "describe", "run_all", "summary_metrics"]
+__all__ = ["DEFAULT_THRESHOLDS", "PASSES", "Thresholds", "describe", "run_all", "summary_metrics"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TypeVar
 
 import numpy as np
@@ -312,7 +312,7 @@ class Facts:
         """A string column as (int32 codes, -1 for null; distinct values), sharing `column`'s encoding."""
         key = f"_str_{table}_{name}"
         if key not in self.__dict__:
-            codes, dictionary = self.column(table, name)  # type: ignore[misc]
+            codes, dictionary = self.column(table, name)
             self.__dict__[key] = (codes, dictionary.to_pylist())
         return self.__dict__[key]
 
@@ -327,6 +327,11 @@ class Facts:
 _CACHE: dict[int, tuple[weakref.ref[Profile], Facts]] = {}
 
 
+def _evict(key: int, _ref: object) -> None:
+    """Drop a collected profile's facts (the weakref callback)."""
+    _CACHE.pop(key, None)
+
+
 def facts(profile: Profile) -> Facts:
     """The cached Facts of `profile` (dropped when the profile is garbage-collected)."""
     key = id(profile)
@@ -334,7 +339,7 @@ def facts(profile: Profile) -> Facts:
     if hit is not None and hit[0]() is profile:
         return hit[1]
     f = Facts(profile)
-    _CACHE[key] = (weakref.ref(profile, lambda _r, k=key: _CACHE.pop(k, None)), f)
+    _CACHE[key] = (weakref.ref(profile, partial(_evict, key)), f)
     return f
 
 

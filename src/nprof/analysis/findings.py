@@ -4,7 +4,8 @@ Contract: columns severity ("warning" or "info"), kind, title, message (plain
 words with the evidence numbers), ts/end (ns: the region it is about),
 impact_ns (time at stake, for ranking), event_ids (list<int64>, at most
 MAX_IDS, the instructions/DMAs responsible) and sources (list<string>, their
-most frequent source locations). Kinds: `bound` (memory/compute verdict),
+most frequent source locations). When a finding is reported is set by `thresholds`
+(`nprof.analysis.thresholds.Thresholds`, documented defaults). Kinds: `bound` (memory/compute verdict),
 `serial_engines` (compute engines that never overlap), `exposed_dma` (DMA time
 with no compute running), `idle_gap` (nothing running, the longest few),
 `small_dma`, `tensor_reload`, `semaphore_wait`, `latency_bound` (`nprof.analysis.latency`), and for
@@ -26,6 +27,7 @@ from nprof.analysis.latency import engine_wait_ns, latency_findings
 from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.sources import human_bytes, human_ns, top_sources
 from nprof.analysis.system import system_findings
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.analysis.warnings import tensor_reloads
 from nprof.profile import Profile
 
@@ -43,16 +45,11 @@ SCHEMA = pa.schema(
     ]
 )
 MAX_IDS = 10_000
-MIN_SHARE = 0.01  # engines below 1% active time are ignored for overlap findings
-EXPOSED_DMA_SHARE = 0.10  # DMA time without compute above 10% of the run is reported
-GAP_SHARE = 0.05  # idle gaps of at least 5% of the run (and 1 us) are reported
-GAP_MIN_NS = 1_000
-MAX_GAPS = 5
-WAIT_SHARE = 0.10  # semaphore waits above 10% of the run are reported
 
 
-def _row(severity: str, kind: str, title: str, message: str, ts: int, end: int, impact: int,
-         ids: np.ndarray | list[int], sources: list[str]) -> dict:  # fmt: skip
+def finding_row(severity: str, kind: str, title: str, message: str, ts: int, end: int, impact: int,
+                ids: np.ndarray | list[int], sources: list[str]) -> dict:  # fmt: skip
+    """One row of the findings table (at most MAX_IDS event ids kept)."""
     ids = np.asarray(ids, dtype=np.int64)[:MAX_IDS]
     return dict(severity=severity, kind=kind, title=title, message=message, ts=int(ts), end=int(end),
                 impact_ns=int(impact), event_ids=ids.tolist(), sources=sources)  # fmt: skip
@@ -82,26 +79,26 @@ def _bound(profile: Profile, metrics: dict) -> list[dict]:
     total = facts(profile).total_ns
     low = low_utilisation(metrics)
     if low:
-        return [_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
+        return [finding_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
     if metrics["bound"] == "memory":
         text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, below the device's {ratio:.3g} FLOP/B "
                 f"(peak FLOP/s / HBM bandwidth): HBM traffic, not the Tensor engine, limits this run; "
                 "reuse data in SBUF, fuse operations or use larger tiles")  # fmt: skip
-        return [_row("warning", "bound", "Memory-bound", text, 0, total, 0, [], [])]
+        return [finding_row("warning", "bound", "Memory-bound", text, 0, total, 0, [], [])]
     text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, above the device's {ratio:.3g} FLOP/B: "
             "the Tensor engine limits this run; lower precision (bf16/fp8) or fewer FLOPs help most")  # fmt: skip
-    return [_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
+    return [finding_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
 
 
-def _serial_engines(profile: Profile) -> list[dict]:
+def _serial_engines(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     busy = [e for e in f.engines_present if e in COMPUTE_ENGINES]
     active = {e: int((f.engine_merged(e)[1] - f.engine_merged(e)[0]).sum()) for e in busy}
-    busy = [e for e in busy if total and active[e] >= MIN_SHARE * total]
+    busy = [e for e in busy if total and active[e] >= th.min_engine_share * total]
     if len(busy) < 2:
         return []
-    tracks = _engine_tracks(profile)
+    tracks = engine_tracks(profile)
     never = [(a, b) for a, b in itertools.combinations(busy, 2)
              if _could_overlap(tracks, a, b) and not _overlap(f.engine_merged(a), f.engine_merged(b))]  # fmt: skip
     if not never:
@@ -119,11 +116,11 @@ def _serial_engines(profile: Profile) -> list[dict]:
         title = "Engine pairs never overlap"
         text = (f"these engine pairs never run at the same time: {pairs}; up to {human_ns(impact)} could be "
                 "hidden by pipelining the tiles between them")  # fmt: skip
-    return [_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
+    return [finding_row("warning", "serial_engines", title, text, 0, total, impact, f.i_id[rows],
                  top_sources(profile.instructions, rows))]  # fmt: skip
 
 
-def _engine_tracks(profile: Profile) -> dict[str, set[str]]:
+def engine_tracks(profile: Profile) -> dict[str, set[str]]:
     """The timeline tracks each engine's instructions run on (one count over the pair codes; both columns
     are non-nullable, and their encodings are shared with the other passes and the store)."""
     f = facts(profile)
@@ -149,14 +146,14 @@ def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
     return iv.intersection_length(a, (b[0][head:], b[1][head:])) > 0
 
 
-def _exposed_dma(profile: Profile) -> list[dict]:
+def _exposed_dma(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     if f.d_ts.size == 0 or total <= 0:
         return []
     dma_active = int((f.dma_merged[1] - f.dma_merged[0]).sum())
     exposed = dma_active - iv.intersection_length(f.dma_merged, f.compute_merged)
-    if exposed < EXPOSED_DMA_SHARE * total:
+    if exposed < th.exposed_dma_share * total:
         return []
     alone = np.flatnonzero(iv.within_gaps(f.compute_merged, f.d_ts, f.d_end))
     text = (f"{human_ns(exposed)} ({100 * exposed / total:.0f}% of the run) is spent on DMA transfers while no "
@@ -164,7 +161,7 @@ def _exposed_dma(profile: Profile) -> list[dict]:
             "data while computing the current one (double buffering)")  # fmt: skip
     ts = int(f.d_ts[alone].min()) if alone.size else 0
     end = int(f.d_end[alone].max()) if alone.size else total
-    return [_row("warning", "exposed_dma", "DMA not overlapped with compute", text, ts, end, exposed,
+    return [finding_row("warning", "exposed_dma", "DMA not overlapped with compute", text, ts, end, exposed,
                  f.d_id[alone], top_sources(profile.dma, alone))]  # fmt: skip
 
 
@@ -181,7 +178,7 @@ def _describe_event(profile: Profile, event_id: int) -> str:
     return f"DMA {row['direction']} on {row['queue']} (id {event_id}{', ' + where if where else ''})"
 
 
-def _idle_gaps(profile: Profile) -> list[dict]:
+def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     if profile.event_count == 0 or total <= 0:
@@ -192,30 +189,30 @@ def _idle_gaps(profile: Profile) -> list[dict]:
     busy = iv.merge(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
     g0, g1 = iv.gaps(busy, 0, total)
     length = g1 - g0
-    big = np.flatnonzero(length >= max(GAP_SHARE * total, GAP_MIN_NS))
-    big = big[np.argsort(-length[big], kind="stable")][:MAX_GAPS]
+    big = np.flatnonzero(length >= max(th.gap_share * total, th.gap_min_ns))
+    big = big[np.argsort(-length[big], kind="stable")][: th.max_gaps]
     out = []
     for k in big:
         a, b = int(g0[k]), int(g1[k])
         before = np.concatenate([f.i_id[f.i_end == a], f.d_id[f.d_end == a]])[:1]
         after = np.concatenate([f.i_id[f.i_ts == b], f.d_id[f.d_ts == b]])[:1]
         around = [x for x in (*before.tolist(), *after.tolist())]
-        parts = []
+        context: list[str] = []
         if before.size:
-            parts.append(f"after {_describe_event(profile, int(before[0]))}")
+            context.append(f"after {_describe_event(profile, int(before[0]))}")
         if after.size:
-            parts.append(f"before {_describe_event(profile, int(after[0]))}")
+            context.append(f"before {_describe_event(profile, int(after[0]))}")
         text = (f"nothing runs for {human_ns(b - a)} ({100 * (b - a) / total:.0f}% of the run) from "
-                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(parts) if parts else ''}; look for a "
+                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(context) if context else ''}; look for a "
                 "semaphore wait, a host synchronisation or a dependency that serialises the program here")  # fmt: skip
         rows_i = np.flatnonzero(np.isin(f.i_id, around))
         rows_d = np.flatnonzero(np.isin(f.d_id, around))
         sources = top_sources(profile.instructions, rows_i) + top_sources(profile.dma, rows_d)
-        out.append(_row("warning", "idle_gap", "Idle gap", text, a, b, b - a, around, sources))
+        out.append(finding_row("warning", "idle_gap", "Idle gap", text, a, b, b - a, around, sources))
     return out
 
 
-def _small_dma(profile: Profile) -> list[dict]:
+def _small_dma(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     small = np.flatnonzero(small_mask(profile))
     if small.size == 0:
@@ -228,11 +225,11 @@ def _small_dma(profile: Profile) -> list[dict]:
             f"{human_bytes(f.d_bytes[small].mean())}) and keep the queues busy {human_ns(busy)} "
             f"({100 * share:.0f}% of DMA active time); transfers of >= 2 KiB per partition and >= 32 KiB "
             "in total amortise the fixed per-transfer cost")  # fmt: skip
-    return [_row(severity, "small_dma", "Small DMA transfers", text, int(f.d_ts[small].min()),
+    return [finding_row(severity, "small_dma", "Small DMA transfers", text, int(f.d_ts[small].min()),
                  int(f.d_end[small].max()), busy, f.d_id[small], top_sources(profile.dma, small))]  # fmt: skip
 
 
-def _reloads(profile: Profile) -> list[dict]:
+def _reloads(profile: Profile, th: Thresholds) -> list[dict]:
     w = tensor_reloads(profile)
     if w.num_rows == 0:
         return []
@@ -246,11 +243,11 @@ def _reloads(profile: Profile) -> list[dict]:
     busy = int(iv.coverage(f.dma_merged, f.d_ts[rows], f.d_end[rows]).sum())
     text = (f"{w.num_rows} tensors are loaded from HBM more than twice ({names}); about {human_bytes(extra)} "
             "is loaded again that could stay in SBUF")  # fmt: skip
-    return [_row("warning", "tensor_reload", "Tensors reloaded from HBM", text, int(w["ts"].to_numpy().min()),
+    return [finding_row("warning", "tensor_reload", "Tensors reloaded from HBM", text, int(w["ts"].to_numpy().min()),
                  int(w["end"].to_numpy().max()), busy, ids, top_sources(profile.dma, rows))]  # fmt: skip
 
 
-def _semaphore_waits(profile: Profile) -> list[dict]:
+def _semaphore_waits(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
     if profile.instructions.num_rows == 0 or total <= 0:
@@ -260,7 +257,7 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
     for engine in f.engines_present:
         m = f.engine_mask(engine)
         waited = engine_wait_ns(profile, engine)  # the union over the engine's tracks, never more than the run
-        if waited < WAIT_SHARE * total:
+        if waited < th.wait_share * total:
             continue
         rows = np.flatnonzero(m & (wait > 0))
         if rows.size > MAX_IDS:  # the MAX_IDS longest waits without sorting them all
@@ -268,17 +265,18 @@ def _semaphore_waits(profile: Profile) -> list[dict]:
         worst = rows[np.lexsort((rows, -wait[rows]))]
         text = (f"the {engine} engine waits {human_ns(waited)} on semaphores ({100 * waited / total:.0f}% of the run) "
                 f"for data or other engines; the longest single wait is {human_ns(wait[worst[0]])}")  # fmt: skip
-        out.append(_row("warning", "semaphore_wait", f"{engine} engine waits on semaphores", text, 0, total,
+        out.append(finding_row("warning", "semaphore_wait", f"{engine} engine waits on semaphores", text, 0, total,
                         waited, f.i_id[worst], top_sources(profile.instructions, worst)))  # fmt: skip
     return out
 
 
-def findings(profile: Profile) -> pa.Table:
-    """All findings of `profile` (see module doc)."""
+def findings(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
+    """All findings of `profile` (see module doc), reported by the rules of `thresholds`."""
     metrics = summary_metrics(profile)
     rows = _bound(profile, metrics)
-    passes = (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits, latency_findings)
-    for fn in (*passes, system_findings):
-        rows.extend(fn(profile))
+    for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits):
+        rows.extend(fn(profile, thresholds))
+    rows.extend(latency_findings(profile))
+    rows.extend(system_findings(profile, thresholds=thresholds))
     rows.sort(key=lambda r: (r["severity"] != "warning", -r["impact_ns"]))
     return pa.Table.from_pylist(rows, schema=SCHEMA)

@@ -110,25 +110,3 @@ def gaps(merged: tuple[np.ndarray, np.ndarray], t0: int, t1: int) -> tuple[np.nd
     ends = np.clip(ends, t0, t1)
     keep = ends > starts
     return starts[keep], ends[keep]
-
-
-def integral_at(change_ts: np.ndarray, delta_rate: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Integral from -inf to each `at` of a step function given by rate changes (float64).
-
-    The step function's value jumps by `delta_rate[i]` at `change_ts[i]`. The
-    integral is piecewise linear between change points, so interpolating it at
-    `at` is exact.
-    """
-    if change_ts.size == 0:
-        return np.zeros(at.size, dtype=np.float64)
-    order = np.argsort(change_ts, kind="stable")  # timsort: linear on the sorted runs of starts and ends
-    t = change_ts[order].astype(np.float64)
-    rate = np.cumsum(delta_rate[order])
-    area = np.zeros(t.size, dtype=np.float64)
-    np.cumsum(rate[:-1] * np.diff(t), out=area[1:])
-    # beyond the last change point the rate is rate[-1] (0 for balanced changes)
-    result = np.interp(at.astype(np.float64), t, area)
-    after = at > t[-1]
-    if after.any():
-        result[after] = area[-1] + rate[-1] * (at[after] - t[-1])
-    return result

@@ -134,7 +134,7 @@ def latency_share(profile: Profile) -> float | None:
 
 def latency_findings(profile: Profile) -> list[dict]:
     """The `latency_bound` finding rows (zero or one), in the findings table's row format."""
-    from nprof.analysis.findings import _row
+    from nprof.analysis.findings import finding_row
     from nprof.analysis.sources import human_ns, top_sources
 
     f = facts(profile)
@@ -155,5 +155,5 @@ def latency_findings(profile: Profile) -> list[dict]:
     ts = int(f.d_ts[rows].min()) if rows.size else 0
     worst = rows[np.argsort(-ns, kind="stable")]
     ids = f.d_id[worst]
-    return [_row("warning", "latency_bound", "Latency-bound", text, ts, f.total_ns, idle, ids,
+    return [finding_row("warning", "latency_bound", "Latency-bound", text, ts, f.total_ns, idle, ids,
                  top_sources(profile.dma, worst))]  # fmt: skip

@@ -24,7 +24,7 @@ from nprof.profile import Profile
 
 Metric = int | float | str
 
-_FIXED: dict[str, tuple[str, str, str]] = {
+FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "total_time": ("Overview", "s", "Execution time: the profile window from 0 to the end of the last event"),
     "event_count": ("Overview", "", "Number of recorded events (instructions plus DMA transfers)"),
     "nc_idx": ("Overview", "", "Index of the NeuronCore the program ran on"),
@@ -79,8 +79,8 @@ _ENGINE_FIELDS = {
 
 def describe(name: str) -> tuple[str, str, str]:
     """(group, unit, description) of a summary field; raises KeyError for unknown names."""
-    if name in _FIXED:
-        return _FIXED[name]
+    if name in FIXED_METRICS:
+        return FIXED_METRICS[name]
     for mem in _MEMORIES:
         for way in ("read", "write"):
             if name == f"{mem}_{way}_bytes":

@@ -12,7 +12,7 @@ Contract (only for system profiles — manifest meta `system` == "1" — else an
 * `system_findings(profile) -> list[dict]` rows for the findings table (`nprof.analysis.findings`):
   `recompile` (a graph compiled after the first step), `host_bound` (a step whose host work —
   compiles, copies and torch ops, excluding the simulator's launch time — exceeds the device's busy
-  time by `host_bound_ratio`), `launch_gap` (the longest host time between the end of one graph call
+  time by `Thresholds.host_bound_ratio`), `launch_gap` (the longest host time between the end of one graph call
   and the start of the next, where the device idles) and `repeated_copies` (a graph copying the same
   number of bytes host->device on every call: parameters that could stay on the device).
 """
@@ -28,13 +28,13 @@ import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.sources import human_bytes, human_ns
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.profile import Profile
 
 STEP_COLUMNS = (
     "step", "start", "end", "wall_ns", "forward_device_ns", "backward_device_ns", "device_busy_ns", "compile_ns",
     "launch_ns", "copy_ns", "copy_bytes", "host_ops_ns", "host_gap_ns",
 )  # fmt: skip
-HOST_BOUND_RATIO = 1.0  # host work above this multiple of device busy time makes a step host-bound
 
 
 def is_system(profile: Profile) -> bool:
@@ -129,11 +129,11 @@ def _recompiles(parts: dict[str, pa.Table]) -> list[dict[str, Any]]:
                      [r["id"] for r in late])]  # fmt: skip
 
 
-def _host_bound(steps: pa.Table) -> list[dict[str, Any]]:
+def _host_bound(steps: pa.Table, ratio: float) -> list[dict[str, Any]]:
     bound = []
     for r in steps.to_pylist():
         host = r["compile_ns"] + r["copy_ns"] + r["host_ops_ns"]
-        if r["device_busy_ns"] and host > HOST_BOUND_RATIO * r["device_busy_ns"]:
+        if r["device_busy_ns"] and host > ratio * r["device_busy_ns"]:
             bound.append((host - r["device_busy_ns"], host, r))
     if not bound:
         return []
@@ -180,10 +180,10 @@ def _repeated_copies(parts: dict[str, pa.Table]) -> list[dict[str, Any]]:
     return out
 
 
-def system_findings(profile: Profile) -> list[dict[str, Any]]:
+def system_findings(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[dict[str, Any]]:
     """Findings about the host side of a system profile (see module doc); [] for other profiles."""
     if not is_system(profile):
         return []
     parts = _parts(profile)
-    rows = _recompiles(parts) + _host_bound(system_steps(profile)) + _launch_gaps(parts)
+    rows = _recompiles(parts) + _host_bound(system_steps(profile), thresholds.host_bound_ratio) + _launch_gaps(parts)
     return rows + _repeated_copies(parts)

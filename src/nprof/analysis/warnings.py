@@ -14,6 +14,8 @@ Rows are ordered by kind, then tensor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +39,9 @@ SCHEMA = pa.schema(
         pa.field("bytes", pa.int64(), nullable=False),
     ]
 )
+# the message of one grouped warning: (tensor, count, bytes, mean partitions, sources) -> text
+Message = Callable[[str, int, int, float, list[str]], str]
+
 RELOAD_LIMIT = 2  # a tensor loaded more than this many times from HBM is flagged
 
 
@@ -46,7 +51,7 @@ def _table(cols: dict[str, list], offsets: np.ndarray, ids: np.ndarray) -> pa.Ta
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
-def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.ndarray, message) -> pa.Table:
+def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.ndarray, message: Message) -> pa.Table:
     """One warning per distinct code among DMA `rows` (codes aligned with rows; -1 = skip)."""
     f = facts(profile)
     group_codes, offsets, order = group_rows(codes)

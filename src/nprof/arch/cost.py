@@ -191,15 +191,6 @@ def dma_transfer_ns(
     return (nbytes + chunks * preset.dma_chunk_overhead_bytes) * 1e9 / bandwidth
 
 
-def dma_ns(nbytes: int, partitions: int, preset: Preset, concurrent: int = 1) -> float:
-    """Latency + transfer of a DMA of one contiguous chunk per partition, with `concurrent` equal
-    transfers (including this one) sharing the DMA engines and HBM equally."""
-    chunks = max(1, partitions)
-    alone = dma_engines(partitions, preset) * preset.dma_queue_bandwidth
-    bw = min(alone, dma_pool_bandwidth(preset) / max(1, concurrent))
-    return preset.dma_latency_ns + dma_transfer_ns(nbytes, chunks, preset, bw)
-
-
 def dependency_latency_ns(engine: Engine, preset: Preset) -> float:
     """Time between a producer's end and a dependent instruction's start on `engine`."""
     if engine is Engine.DMA:

@@ -35,10 +35,10 @@ class _Sim:
     def __init__(self, plan: Plan, g: WaitGraph) -> None:
         n = plan.n
         self.plan, self.g = plan, g
-        self.count = g.count
+        self.count = g.wait_count
         self.start = [0.0] * (n + 1)  # start[n] = end[n] = 0.0: what "none" points at
         self.end = [0.0] * (n + 1)
-        self.ready = np.flatnonzero(np.asarray(g.count) == 0)[::-1].tolist()  # popped lowest index first
+        self.ready = np.flatnonzero(np.asarray(g.wait_count) == 0)[::-1].tolist()  # popped lowest index first
         self.pooled = (plan.is_dma & (np.asarray(plan.dur) > 0)).tolist()
         self.triggers: list[tuple[float, int]] = []  # (ready time, index) of DMAs waiting for their trigger
         self.arrivals: list[tuple[float, int]] = []  # (start, index) of triggered transfers not yet in the pool

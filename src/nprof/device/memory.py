@@ -44,14 +44,6 @@ def numpy_dtype(name: str) -> np.dtype:
     return _DTYPES[name]
 
 
-def isa_dtype(dtype: np.dtype) -> str | None:
-    """The ISA dtype name of a numpy dtype, or None when it has none."""
-    for name, dt in _DTYPES.items():
-        if dt == dtype:
-            return name
-    return None
-
-
 def is_int(name: str) -> bool:
     return name in _INT_DTYPES
 

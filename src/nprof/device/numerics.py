@@ -23,12 +23,12 @@ import numpy as np
 
 from nprof.arch.isa import COLLECTIVES, Instruction, Opcode
 from nprof.device.memory import Memory
-from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS
+from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS, BinaryOp, Operand
 
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
+def erf(x: np.ndarray) -> np.ndarray:
     """erf to ~1e-7 absolute (Abramowitz & Stegun 7.1.26 refined in float64)."""
     z = np.abs(x.astype(np.float64))
     t = 1.0 / (1.0 + 0.5 * z)
@@ -49,7 +49,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "sigmoid": lambda x: (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32),
     "relu": lambda x: np.maximum(x, np.float32(0)),
-    "gelu": lambda x: (0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32),
+    "gelu": lambda x: (0.5 * x * (1.0 + erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32),
     "gelu_apprx_tanh": lambda x: (
         np.float32(0.5) * x * (np.float32(1) + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
     ),
@@ -61,7 +61,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "abs": np.abs,
     "negative": np.negative,
     "sign": np.sign,
-    "erf": _erf,
+    "erf": erf,
     "softplus": lambda x: np.logaddexp(np.float32(0), x),
     "sin": np.sin,
     "cos": np.cos,
@@ -69,8 +69,8 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    def op(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _bitwise(fn: BinaryOp) -> BinaryOp:
+    def op(a: Operand, b: Operand) -> np.ndarray:
         ia = np.rint(np.asarray(a, np.float64)).astype(np.int64)
         ib = np.rint(np.asarray(b, np.float64)).astype(np.int64)
         return fn(ia, ib).astype(np.float64)
@@ -78,11 +78,11 @@ def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np
     return op
 
 
-def _flag(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _flag(fn: BinaryOp) -> BinaryOp:
     return lambda a, b: fn(a, b).astype(np.float32)
 
 
-ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+ALU: dict[str, BinaryOp] = {
     "add": np.add,
     "subtract": np.subtract,
     "multiply": np.multiply,
@@ -97,8 +97,8 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "is_gt": _flag(np.greater),
     "is_le": _flag(np.less_equal),
     "is_lt": _flag(np.less),
-    "logical_and": _flag(lambda a, b: (a != 0) & (b != 0)),
-    "logical_or": _flag(lambda a, b: (a != 0) | (b != 0)),
+    "logical_and": _flag(lambda a, b: np.logical_and(np.not_equal(a, 0), np.not_equal(b, 0))),
+    "logical_or": _flag(lambda a, b: np.logical_or(np.not_equal(a, 0), np.not_equal(b, 0))),
     "bitwise_and": _bitwise(np.bitwise_and),
     "bitwise_or": _bitwise(np.bitwise_or),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
@@ -111,7 +111,7 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 REDUCE: dict[str, Callable[..., np.ndarray]] = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod}
 
-_CMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+_CMP: dict[str, BinaryOp] = {
     "ge": np.greater_equal,
     "gt": np.greater,
     "le": np.less_equal,
@@ -126,7 +126,8 @@ def _per_partition(value: np.ndarray, ndim: int) -> np.ndarray:
     return value.reshape((value.shape[0],) + (1,) * (ndim - 1))
 
 
-def _alu(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def alu(name: str) -> BinaryOp:
+    """The numpy function of ALU op `name`; ValueError naming an unknown op."""
     try:
         return ALU[name]
     except KeyError:
@@ -193,7 +194,7 @@ def _tensor_tensor(ins: Instruction, mem: Memory) -> None:
     b = mem.read(ins.ins[1])
     if a.shape != b.shape and a.size == b.size:
         b = b.reshape(a.shape)
-    mem.write(ins.outs[0], _alu(str(ins.attr("op", "add")))(a, b))
+    mem.write(ins.outs[0], alu(str(ins.attr("op", "add")))(a, b))
 
 
 def _scalar_operand(ins: Instruction, mem: Memory, k: int, x: np.ndarray) -> np.ndarray | np.floating:
@@ -209,7 +210,7 @@ def _tensor_scalar(ins: Instruction, mem: Memory) -> None:
         if op is None:
             continue
         s = _scalar_operand(ins, mem, k, x)
-        fn = _alu(str(op))
+        fn = alu(str(op))
         x = fn(s, x) if ins.attr(f"reverse{k - 1}", False) else fn(x, s)
         x = np.asarray(x)
     mem.write(ins.outs[0], x)

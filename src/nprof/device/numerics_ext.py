@@ -13,9 +13,11 @@ import numpy as np
 from nprof.arch.isa import Instruction, Opcode
 from nprof.device.memory import Memory
 
+Operand = np.ndarray | np.generic | float  # an ALU operand: a tile, or a per-partition or immediate scalar
+BinaryOp = Callable[[Operand, Operand], np.ndarray]  # an ALU op (numpy ufunc semantics)
 
-def _alu(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    from nprof.device.numerics import _alu as alu
+def _alu(name: str) -> BinaryOp:
+    from nprof.device.numerics import alu
 
     return alu(name)
 
@@ -45,7 +47,7 @@ def _scan(ins: Instruction, mem: Memory) -> None:
 def _partition_reduce(ins: Instruction, mem: Memory) -> None:
     x = mem.read(ins.ins[0])
     op = str(ins.attr("op", "add"))
-    fns = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod,
+    fns: dict[str, Callable[..., np.ndarray]] = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod,
            "bitwise_or": np.bitwise_or.reduce, "bitwise_and": np.bitwise_and.reduce}  # fmt: skip
     if op not in fns:
         raise ValueError(f"unknown partition-reduce op {op!r}")
@@ -89,7 +91,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    from nprof.device.numerics import _erf as erf
+    from nprof.device.numerics import erf
 
     return erf(x)
 
@@ -109,8 +111,8 @@ EXTRA_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     ).astype(np.float32),
     "erf_dx": lambda x: (np.float32(2.0 / np.sqrt(np.pi)) * np.exp(-x * x)).astype(np.float32),
 }
-EXTRA_ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float32),
+EXTRA_ALU: dict[str, BinaryOp] = {
+    "logical_xor": lambda a, b: np.logical_xor(np.not_equal(a, 0), np.not_equal(b, 0)).astype(np.float32),
     "fmod": np.fmod,
     "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
 }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain, count, repeat
 from operator import attrgetter
 
@@ -277,7 +278,12 @@ def _check_deps(program: Program, deps: list[tuple[int, ...]]) -> tuple[np.ndarr
     return offsets, flat
 
 
-_CACHE: dict[tuple[int, str], tuple[weakref.ref, Plan]] = {}
+_CACHE: dict[tuple[int, str], tuple[weakref.ref[Program], Plan]] = {}
+
+
+def _evict(key: tuple[int, str], _ref: object) -> None:
+    """Drop a collected program's plan (the weakref callback)."""
+    _CACHE.pop(key, None)
 
 
 def plan_for(program: Program, preset: Preset) -> Plan:
@@ -287,5 +293,5 @@ def plan_for(program: Program, preset: Preset) -> Plan:
     if hit is not None and hit[0]() is program:
         return hit[1]
     plan = build_plan(program, preset)
-    _CACHE[key] = (weakref.ref(program, lambda _ref, k=key: _CACHE.pop(k, None)), plan)
+    _CACHE[key] = (weakref.ref(program, partial(_evict, key)), plan)
     return plan

@@ -123,10 +123,10 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
             e = t + du
         else:  # TensorE
             f = end[p]
-            d = deps[i]
-            if d:
+            ds = deps[i]
+            if ds:
                 # TensorE's own results (weights loaded, PSUM accumulation) need no semaphore: no latency
-                t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in d])
+                t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in ds])
                 if t < f:
                     t = f
             else:

@@ -81,13 +81,15 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _one_blas_thread() -> AbstractContextManager[object]:
+def one_blas_thread() -> AbstractContextManager[object]:
+    """A context limiting BLAS to one thread (the simulator's numerics run one instruction at a time)."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _check_input(decl: TensorDecl, value: object) -> np.ndarray:
+def check_input(decl: TensorDecl, value: object) -> np.ndarray:
+    """`value` as an array of `decl`'s shape and dtype; NprofError naming the input when it cannot be."""
     arr = np.asarray(value)
     want = numpy_dtype(decl.dtype)
     what = f"input {decl.name!r} expects shape {tuple(decl.shape)} {decl.dtype}"
@@ -118,7 +120,7 @@ def prepare_inputs(program: Program, inputs: Mapping[str, object] | None) -> tup
     if unknown:
         names = ", ".join(decls) or "(none)"
         raise NprofError(f"program {program.name!r} has no input {unknown[0]!r}; its inputs are: {names}")
-    checked = {name: _check_input(decls[name], value) for name, value in given.items()}
+    checked = {name: check_input(decls[name], value) for name, value in given.items()}
     missing = [name for name in decls if name not in checked]
     return checked, missing
 
@@ -138,7 +140,7 @@ def _run_numerics(program: Program, mem: Memory, ignore_exec_errors: bool, warni
     n = len(program.instructions)
     handlers = num.HANDLERS
     # Tiles are small: multi-threaded BLAS only adds contention, so numerics run single-threaded.
-    with progress(n, f"simulating {program.name}") as bar, np.errstate(all="ignore"), _one_blas_thread():
+    with progress(n, f"simulating {program.name}") as bar, np.errstate(all="ignore"), one_blas_thread():
         for i, ins in enumerate(program.instructions):
             try:
                 handlers[ins.opcode](ins, mem)  # = num.execute, inside one errstate for the whole run
@@ -302,7 +304,7 @@ def _numerics(
         if const is None:
             warnings.append(f"weight {t.name!r} has no value in the program: running on zeros")
             continue
-        mem.load(t.name, _check_input(t, const))
+        mem.load(t.name, check_input(t, const))
     _run_numerics(program, mem, ignore_exec_errors, warnings)
     return collect_outputs(program, mem, zero_inputs or ignore_exec_errors, warnings)
 

@@ -40,7 +40,7 @@ class Template(NamedTuple):
     lat: float
     lat0: float
     is_dma: bool
-    rw: tuple[int, int, int, int, int, int]
+    rw: tuple[int, ...]  # six: HBM/SBUF/PSUM bytes read, then written
     flops: int
     hw_flops: int
     attr_text: str

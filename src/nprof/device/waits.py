@@ -29,7 +29,7 @@ class WaitGraph(NamedTuple):
     succ: list[int]
     s_offsets: list[int]  # successors waiting for the start of i: s_succ[s_offsets[i]:s_offsets[i + 1]]
     s_succ: list[int]
-    count: list[int]  # how many waits each instruction has (a successor appears once per wait)
+    wait_count: list[int]  # how many waits each instruction has (a successor appears once per wait)
     pm: list[int]  # LDWEIGHTS: the MATMUL/TRANSPOSE before it (n: none)
     pl: list[int]  # MATMUL/TRANSPOSE: the LDWEIGHTS/TRANSPOSE before it (n: none)
 

@@ -25,7 +25,7 @@ from nprof.arch.presets import Preset
 from nprof.device import numerics as num
 from nprof.device.collectives import combine
 from nprof.device.memory import AccessError, Memory
-from nprof.device.simulate import _check_input, _one_blas_thread, collect_outputs
+from nprof.device.simulate import check_input, collect_outputs, one_blas_thread
 from nprof.errors import NprofError
 from nprof.program.model import Program
 from nprof.progress import progress
@@ -90,12 +90,14 @@ class _Class:
         return other
 
 
-def _classes(programs: list[Program], preset: Preset, checked: list[tuple[dict[str, np.ndarray], list[str]]]):
+def _classes(
+    programs: list[Program], preset: Preset, checked: list[tuple[dict[str, np.ndarray], list[str]]]
+) -> list[_Class]:
     by_key: dict[tuple, list[int]] = {}
     for r, p in enumerate(programs):
         given = checked[r][0]
         by_key.setdefault((id(p), tuple(sorted((k, id(v)) for k, v in given.items()))), []).append(r)
-    out = []
+    out: list[_Class] = []
     for members in by_key.values():
         program = programs[members[0]]
         mem = Memory(program, preset)
@@ -109,7 +111,7 @@ def _classes(programs: list[Program], preset: Preset, checked: list[tuple[dict[s
             if const is None:
                 c.notes.append(f"rank {{rank}}: weight {t.name!r} has no value in the program: running on zeros")
                 continue
-            mem.load(t.name, _check_input(t, const))
+            mem.load(t.name, check_input(t, const))
         out.append(c)
     return out
 
@@ -137,7 +139,7 @@ def run_lockstep(
     with (
         progress(total, f"simulating {len(programs)} workers") as bar,
         np.errstate(all="ignore"),
-        _one_blas_thread(),
+        one_blas_thread(),
     ):
         while True:
             for c in classes:

@@ -87,9 +87,9 @@ def _inputs(inputs: object, world_size: int) -> list[Mapping[str, object]]:
         bad = [k for k in inputs if not 0 <= k < world_size]
         if bad:
             raise NprofError(f"inputs given for rank {bad[0]}, outside the job's ranks 0..{world_size - 1}")
-        return [inputs.get(r, {}) for r in range(world_size)]  # type: ignore[union-attr]
+        return [inputs.get(r, {}) for r in range(world_size)]
     if isinstance(inputs, Mapping):
-        return [inputs] * world_size  # type: ignore[list-item]
+        return [inputs] * world_size
     seq = list(inputs)  # type: ignore[call-overload]
     if len(seq) != world_size:
         raise NprofError(f"inputs given for {len(seq)} ranks of a {world_size}-worker job")
@@ -255,7 +255,8 @@ def simulate_workers(
                 algorithm(key[0], topo),
             )
         )
-    checked, warnings = [], [[] for _ in range(world_size)]
+    checked: list[tuple[dict[str, np.ndarray], list[str]]] = []
+    warnings: list[list[str]] = [[] for _ in range(world_size)]
     for r in range(world_size):
         given, missing = prepare_inputs(progs[r], per_rank_inputs[r])
         checked.append((given, missing))

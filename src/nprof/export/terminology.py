@@ -8,7 +8,7 @@ timeline rows (tracks and DMA queues), counters, warning kinds, finding kinds.
 from __future__ import annotations
 
 from nprof.analysis.counters import SERIES
-from nprof.analysis.metrics import _FIXED, describe
+from nprof.analysis.metrics import FIXED_METRICS, describe
 from nprof.export.labels import ENGINE_TERMS, TRACK_TERMS, track_label
 from nprof.profile import ENGINES
 
@@ -36,7 +36,7 @@ FINDING_TERMS = {
 
 def summary_field_names() -> list[str]:
     """Every summary field name, in report order."""
-    names = list(_FIXED)
+    names = list(FIXED_METRICS)
     head = names[: names.index("dma_active_time")]
     dma = names[names.index("dma_active_time") : names.index("spill_save_bytes")]
     tail = names[names.index("spill_save_bytes") :]

@@ -58,7 +58,7 @@ def _warnings(cur: duckdb.DuckDBPyConnection, t0: int, t1: int, limit: int) -> t
                 "events": [list(e) for e in spans[:MAX_SPANS]],
             }
         )  # fmt: skip
-    return out, int(total[0]) if total else 0  # type: ignore[index]
+    return out, int(total[0]) if total else 0
 
 
 def _collectives(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], t0: int, t1: int, limit: int) -> list[dict]:
@@ -92,7 +92,8 @@ def boxes(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], t0: int, t1: int
         raise NprofError("need 0 <= t0 < t1 (nanoseconds since execution start)")
     if not 1 <= limit <= MAX_LIMIT:
         raise NprofError(f"limit must be between 1 and {MAX_LIMIT}")
-    warnings, total = ([], 0)
+    warnings: list[dict] = []
+    total = 0
     if "warnings" in meta["analysis_tables"]:
         warnings, total = _warnings(cur, t0, t1, limit)
     return {

@@ -23,7 +23,7 @@ from typing import Any
 
 import duckdb
 
-from nprof.store.info import _tensor_bytes
+from nprof.store.info import tensor_bytes
 
 NONE = "(none)"
 _HBM = "(direction LIKE 'hbm%' OR direction LIKE '%->hbm%')"
@@ -67,7 +67,7 @@ def tensors(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any]) -> dict[str, A
     listed = set()
     for t in (meta.get("manifest") or {}).get("tensors", []):
         shape = list(t["shape"])
-        out.append(_tensor_row(t["name"], t["kind"], shape, t["dtype"], _tensor_bytes(shape, t["dtype"]), moved))
+        out.append(_tensor_row(t["name"], t["kind"], shape, t["dtype"], tensor_bytes(shape, t["dtype"]), moved))
         listed.add(t["name"])
     for name in sorted(set(moved) - listed):
         out.append(_tensor_row(name, "spill" if moved[name][4] else "internal", None, None, None, moved))

@@ -37,7 +37,8 @@ def load_meta(cur: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return meta
 
 
-def _tensor_bytes(shape: list[int], dtype: str) -> int | None:
+def tensor_bytes(shape: list[int], dtype: str) -> int | None:
+    """Bytes of a tensor of `shape` and `dtype`; None when numpy does not know the dtype."""
     try:
         import ml_dtypes  # noqa: F401  (registers bfloat16 & co with numpy)
 
@@ -56,7 +57,7 @@ def profile_answer(entry: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any
         man["meta"] = {k: v for k, v in man["meta"].items() if not k.startswith("source:")}
     st = meta["stats"]
     tensors = [
-        {**t, "shape": list(t["shape"]), "bytes": _tensor_bytes(list(t["shape"]), t["dtype"])}
+        {**t, "shape": list(t["shape"]), "bytes": tensor_bytes(list(t["shape"]), t["dtype"])}
         for t in man.get("tensors", [])
     ]
     return {

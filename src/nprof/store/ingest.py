@@ -67,7 +67,8 @@ class BuildResult:
     parts: str | None = None  # the parts directory's name (nprof.store.raw_parts)
 
 
-def _dump(value: Any) -> str:
+def dump_value(value: Any) -> str:
+    """`value` as JSON text for the meta table (numpy values allowed, anything else as its str)."""
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
@@ -97,7 +98,8 @@ def _derived_counters(rows: list[RowInfo]) -> list[str]:
     return out
 
 
-def _put(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+def put_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """Create table `name` in `con` holding the rows of arrow `table`."""
     view = f"_src_{name}"
     con.register(view, table)
     try:
@@ -143,7 +145,7 @@ def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile, parts_dir: Path, sour
     """The Profile's own tables as Parquet parts read in place through views, plus the reverse dependency index."""
     write_parts(p, parts_dir, source)
     create_views(con, parts_dir.name)
-    _put(con, "deps_rev", _deps_rev(p))
+    put_table(con, "deps_rev", _deps_rev(p))
 
 
 def build_profile_db(
@@ -181,7 +183,7 @@ def build_profile_db(
             _timed(steps, "wait for raw tables", raw_job.result)
             _timed(steps, "re-attach", _reattach, con, path)
             jobs.append(
-                pool.submit(_timed, steps, "write events (background)", _on_cursor, con, _put, "events", events)
+                pool.submit(_timed, steps, "write events (background)", _on_cursor, con, put_table, "events", events)
             )
             named = {f"analysis_{name}": table for name, table in analysis.items()}
             jobs.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_all, named))
@@ -191,7 +193,7 @@ def build_profile_db(
             _timed(steps, "wait for background writes", job.result)
         bar.advance(1)
         for name, table in tables.items():
-            _timed(steps, f"write {name}", _put, con, name, table)
+            _timed(steps, f"write {name}", put_table, con, name, table)
         bar.advance(1)
         t = time.perf_counter()
         meta = {
@@ -202,7 +204,7 @@ def build_profile_db(
             "stats": meta_stats,
             "parts": parts,
         }
-        _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
+        put_table(con, "meta", pa.table({"key": list(meta), "value": [dump_value(v) for v in meta.values()]}))
         steps["write meta"] = time.perf_counter() - t
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
@@ -218,7 +220,7 @@ def build_profile_db(
 
 def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
     for name, table in tables.items():
-        _put(con, name, table)
+        put_table(con, name, table)
 
 
 def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: Any) -> None:
@@ -283,7 +285,7 @@ def write_timeline(
     tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, {})
     bar.advance(1)
     for name, table in {"events": events_table(cols), **tables}.items():
-        _put(con, name, table)
+        put_table(con, name, table)
     bar.advance(1)
     return base
 

@@ -40,7 +40,7 @@ EVENT_DTYPES: dict[str, Any] = {
 
 def codes(f: Facts, table: str, name: str, mapping: dict[str, int], dtype: Any = np.int64) -> np.ndarray:
     """Map a string column of `table` (instructions or dma) to codes through `mapping` (null, unmapped -> -1)."""
-    c, dictionary = f.column(table, name)  # type: ignore[misc]
+    c, dictionary = f.column(table, name)
     lut = np.array([mapping.get(v, -1) for v in dictionary.to_pylist()] + [-1], dtype=dtype)
     return lut[c]  # code -1 (null) reads the last entry; int32 indices directly (np.take would copy them to intp)
 
@@ -49,7 +49,7 @@ def uniques(f: Facts, *columns: tuple[str, str]) -> list[str]:
     """Sorted distinct non-null values of (table, column) string columns."""
     seen: set[str] = set()
     for table, name in columns:
-        seen.update(v for v in f.column(table, name)[1].to_pylist() if v is not None)  # type: ignore[union-attr]
+        seen.update(v for v in f.column(table, name)[1].to_pylist() if v is not None)
     return sorted(seen)
 
 

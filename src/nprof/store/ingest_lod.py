@@ -50,8 +50,8 @@ def lod_table(
         base = base_level_for(span, n_dma)
         stats[dma_total_row] = {"count": 0, "max_dur": 0, "first_ts": 0, "last_end": 0, "base_level": base}
         if n_dma:
-            c = [cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops")]
-            _add_pyramid(parts, dma_total_row, *c, base, span, with_peaks=True)
+            ts, dur, op, nbytes, flops = (cols[k][dma] for k in ("ts", "dur", "op", "nbytes", "flops"))
+            _add_pyramid(parts, dma_total_row, ts, dur, op, nbytes, flops, base, span, with_peaks=True)
     tables = [t for level in sorted(parts) for t in sorted(parts[level], key=lambda t: t["row"][0].as_py())]
     return (pa.concat_tables(tables) if tables else LOD_SCHEMA.empty_table()), stats
 

@@ -111,10 +111,10 @@ def bucketize(
     if not dominant:  # counters only need the sums
         return Buckets(busy_i, count, nbytes_out, flops_out, np.full(nb, -1, dtype=np.int32))
     per_op, codes, dom = _dominant(op, kb, ke, single, dc, first, last, width, nb)
-    out = Buckets(busy_i, count, nbytes_out, flops_out, dom)
+    result = Buckets(busy_i, count, nbytes_out, flops_out, dom)
     if keep_per_op:
-        out.per_op, out.op_codes = per_op, codes
-    return out
+        result.per_op, result.op_codes = per_op, codes
+    return result
 
 
 def _dominant(

@@ -29,7 +29,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -282,7 +282,7 @@ class Store:
             )
         return entry, False
 
-    def register_group(self, group_id: str, display_name: str, ranks: list[tuple[int, str]], force: bool) -> dict:
+    def register_group(self, group_id: str, display_name: str, ranks: Sequence[tuple[int, str]], force: bool) -> dict:
         check_id(group_id, "group id")
 
         def change(data: dict[str, Any]) -> dict[str, Any]:

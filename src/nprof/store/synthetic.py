@@ -171,10 +171,10 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
     from nprof.store.ingest import (
         STORE_FORMAT,
         TIMELINE_ONLY_TABLES,
-        _dump,
-        _put,
         close_build_db,
+        dump_value,
         open_build_db,
+        put_table,
         write_timeline,
     )
 
@@ -189,7 +189,7 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
         with progress(3, f"Building {profile_id}") as bar:
             base = write_timeline(con, rows, cols, opnames, list(SOURCES), span, [], bar)
         for name, schema in TIMELINE_ONLY_TABLES.items():
-            _put(con, name, schema.empty_table())
+            put_table(con, name, schema.empty_table())
         stats = {
             "t_max": span,
             "total_time_ns": span,
@@ -208,7 +208,7 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
             "analysis_tables": [],
             "stats": stats,
         }
-        _put(con, "meta", pa.table({"key": list(meta), "value": [_dump(v) for v in meta.values()]}))
+        put_table(con, "meta", pa.table({"key": list(meta), "value": [dump_value(v) for v in meta.values()]}))
         close_build_db(con)
         done = True
     finally:

@@ -131,7 +131,9 @@ def _events_item(
     return item
 
 
-def _buckets_item(key: str, ts: np.ndarray, dur: np.ndarray, count, busy, op, ops: _Ops) -> dict[str, Any]:
+def _buckets_item(
+    key: str, ts: np.ndarray, dur: np.ndarray, count: np.ndarray, busy: np.ndarray, op: np.ndarray, ops: _Ops
+) -> dict[str, Any]:
     keep = (np.asarray(count) > 0) | (np.asarray(busy) > 0)
     ts, dur, count, busy, op = ts[keep], dur[keep], count[keep], busy[keep], op[keep]
     frac = np.minimum(1.0, busy / np.maximum(dur, 1))

@@ -1,0 +1,47 @@
+"""The thresholds of the findings pass, as one parameter with documented defaults.
+
+Contract: `Thresholds` is a frozen dataclass; `DEFAULT_THRESHOLDS` holds the defaults every
+profile is analysed with unless a caller passes its own (`run_all(profile, thresholds=...)`,
+`findings(profile, thresholds=...)`). Shares are fractions of the run (0..1); a value out of
+range raises NprofError naming the field. The DMA-size rule (`dma_queues.SMALL_PER_PARTITION`,
+`SMALL_TOTAL`), the tensor-reload limit (`warnings.RELOAD_LIMIT`) and the latency share
+(`latency.LATENCY_SHARE`) stay module constants: the warnings, DMA-queue and summary tables use them too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from nprof.errors import NprofError
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a finding is reported (see `nprof.analysis.findings` for the rules)."""
+
+    # `serial_engines`: engines active less than this share of the run are left out of the overlap check
+    min_engine_share: float = 0.01
+    # `exposed_dma`: reported when DMA time with no compute running exceeds this share of the run
+    exposed_dma_share: float = 0.10
+    # `idle_gap`: a gap with nothing running is reported when it lasts this share of the run ...
+    gap_share: float = 0.05
+    # ... and at least this many nanoseconds
+    gap_min_ns: int = 1_000
+    # `idle_gap`: at most this many gaps are reported (the longest)
+    max_gaps: int = 5
+    # `semaphore_wait`: reported for an engine waiting on semaphores more than this share of the run
+    wait_share: float = 0.10
+    # `host_bound` (system profiles): a step whose host work exceeds this multiple of device busy time
+    host_bound_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        """Refuse values no rule can use: shares outside 0..1, negative counts, times or ratios."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            top = 1.0 if f.name.endswith("_share") else float("inf")
+            if not 0 <= value <= top:
+                bound = "between 0 and 1" if top == 1.0 else ">= 0"
+                raise NprofError(f"threshold {f.name} must be {bound}, got {value!r}")
+
+
+DEFAULT_THRESHOLDS = Thresholds()

@@ -1,0 +1,60 @@
+"""Thresholds of the findings pass are a parameter: defaults unchanged, each rule follows its field."""
+
+from __future__ import annotations
+
+import pytest
+
+from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, run_all
+from nprof.analysis.findings import findings
+from nprof.errors import NprofError
+from tests.analysis.helpers import make
+
+
+def _kinds(table) -> list[str]:
+    return table["kind"].to_pylist()
+
+
+def _serial_gap_profile():
+    # total 5100 ns: 800 ns of DMA alone (15.7 %), an idle gap of 4000 ns (78 %)
+    return make(
+        {"ts": [0, 100, 5000], "duration": [100, 100, 100], "engine": ["tensor", "vector", "scalar"]},
+        {"ts": [200], "duration": [800], "bytes": [1 << 20]},
+    )
+
+
+def test_defaults_are_the_documented_values() -> None:
+    assert Thresholds(
+        min_engine_share=0.01, exposed_dma_share=0.10, gap_share=0.05, gap_min_ns=1_000, max_gaps=5,
+        wait_share=0.10, host_bound_ratio=1.0,
+    ) == DEFAULT_THRESHOLDS  # fmt: skip
+    p = _serial_gap_profile()
+    assert findings(p).equals(findings(p, thresholds=Thresholds()))
+
+
+def test_each_rule_follows_its_threshold() -> None:
+    p = _serial_gap_profile()
+    assert {"exposed_dma", "idle_gap", "serial_engines"} <= set(_kinds(findings(p)))
+    assert "exposed_dma" not in _kinds(findings(p, thresholds=Thresholds(exposed_dma_share=0.2)))
+    assert "idle_gap" not in _kinds(findings(p, thresholds=Thresholds(gap_min_ns=4001)))
+    assert "idle_gap" in _kinds(findings(p, thresholds=Thresholds(gap_min_ns=4000)))
+    assert "idle_gap" not in _kinds(findings(p, thresholds=Thresholds(max_gaps=0)))
+    # with engines under 2 % of the run left out, no two engines remain to be serial
+    assert "serial_engines" not in _kinds(findings(p, thresholds=Thresholds(min_engine_share=0.02)))
+    waits = make({"ts": [0, 500], "duration": [100, 100], "wait_ns": [0, 400]})  # 400 of 600 ns waiting
+    assert "semaphore_wait" in _kinds(findings(waits, thresholds=Thresholds(wait_share=0.6)))
+    assert "semaphore_wait" not in _kinds(findings(waits, thresholds=Thresholds(wait_share=0.7)))
+
+
+def test_run_all_passes_thresholds_to_findings() -> None:
+    p = _serial_gap_profile()
+    assert "idle_gap" in _kinds(run_all(p)["findings"])
+    assert "idle_gap" not in _kinds(run_all(p, thresholds=Thresholds(gap_share=0.9))["findings"])
+    with pytest.raises(TypeError):
+        run_all(p, Thresholds())  # keyword only
+
+
+@pytest.mark.parametrize("bad", [{"gap_share": 1.5}, {"wait_share": -0.1}, {"max_gaps": -1}, {"host_bound_ratio": -1}])
+def test_out_of_range_values_are_refused(bad: dict) -> None:
+    with pytest.raises(NprofError, match=next(iter(bad))):
+        Thresholds(**bad)
+
