@@ -31,8 +31,8 @@ SCHEMA = pa.schema(
     ]
 )
 
-SMALL_PER_PARTITION = 2048  # bytes per partition below which a transfer is inefficient (HARDWARE.md)
-SMALL_TOTAL = 32 * 1024  # bytes per transfer below which a transfer is inefficient (HARDWARE.md)
+SMALL_PER_PARTITION = 2048  # bytes per partition below which a transfer is inefficient (docs/hardware.md)
+SMALL_TOTAL = 32 * 1024  # bytes per transfer below which a transfer is inefficient (docs/hardware.md)
 
 
 def natural_key(name: str) -> list[object]:

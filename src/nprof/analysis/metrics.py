@@ -1,7 +1,7 @@
 """Summary metrics of a profile (SPEC A1): `summary_metrics(profile) -> dict`, ordered.
 
 Contract:
-* Keys are the real profiler's summary field names (HARDWARE.md) plus `bound`;
+* Keys are the real profiler's summary field names (docs/hardware.md) plus `bound`;
   a field is present only when it applies to the profile (no PSUM bytes on a
   CPU profile, no cc fields without collectives, no MFU without a peak): values
   are never invented. Times are seconds, percentages 0..100, bytes and FLOPs ints.

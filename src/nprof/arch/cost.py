@@ -2,7 +2,7 @@
 
 Contract: small pure functions of an `Instruction` (or plain numbers) and a
 `Preset`; no state, no I/O. Cycle counts follow the instruction cost table of
-HARDWARE.md (from the public NKI performance guide); N is the number of
+docs/hardware.md (from the public NKI performance guide); N is the number of
 elements per partition of the operand named in each formula. Durations in ns are
 `cycles * 1e9 / clock` of the executing engine, as floats (the simulator rounds
 only when it writes a profile).

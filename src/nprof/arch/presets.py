@@ -4,7 +4,7 @@ Contract: `PRESETS` maps "trn1" (NeuronCore-v2, Trn1/Inf2) and "trn2"
 (NeuronCore-v3, Trn2) to a frozen `Preset`; `get_preset(name)` returns one or
 raises `NprofError` listing the valid names. Every figure is a named field whose
 comment cites the public source (AWS Neuron / NKI documentation, as summarised in
-HARDWARE.md). Where sources disagree the comment names the choice. Figures that
+docs/hardware.md). Where sources disagree the comment names the choice. Figures that
 are *derived* (not printed in a document) say how they were derived.
 
 Tests and studies may build variants with `dataclasses.replace(get_preset("trn1"), ...)`;
@@ -20,8 +20,8 @@ from types import MappingProxyType
 from nprof.errors import NprofError
 
 _GB = 1e9
-FITTED_FIELDS = ("launch_ns", "dma_issue_gap_ns")  # Preset fields fitted on a calibration set (see bench/fidelity.py)
-ASSUMED_FIELDS = ("sched_window",)  # Preset fields neither published nor fitted (no calibration case exercises them)
+FITTED_FIELDS = ("dma_issue_gap_ns",)  # Preset fields fitted on a calibration set (see bench/fidelity.py)
+ASSUMED_FIELDS = ("sched_window", "launch_ns")  # Preset fields neither published nor fitted (no case to fit them)
 _KIB = 1024
 
 
@@ -187,7 +187,7 @@ TRN2 = Preset(
     sync_clock_hz=1.2e9,  # not published; the profiler base clock
     profiler_clock_hz=1.2e9,  # profiler base clock 1.2 GHz on NeuronCore-v3
     partitions=128,
-    # Sources disagree: 24 MiB SBUF per core (HARDWARE.md's first figure) vs 28 MiB = 128 x 224 KiB (the
+    # Sources disagree: 24 MiB SBUF per core (docs/hardware.md's first figure) vs 28 MiB = 128 x 224 KiB (the
     # NeuronCore-v3 page's 28 MB on-chip SRAM; the NKI Trainium3 guide: v4 SBUF is "32 MiB, up from 28 MiB in
     # NeuronCore-v3"). We choose 28 MiB: two AWS pages agree on it, and kernels sized for v3 then fit.
     sbuf_partition_bytes=224 * _KIB,
