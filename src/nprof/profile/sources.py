@@ -13,7 +13,7 @@ Contract:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,8 +45,8 @@ def source_files(profile: Profile) -> list[str]:
     return sorted(names)
 
 
-def _read(name: str, roots: Sequence[str | os.PathLike[str]]) -> str | None:
-    candidates = [Path(name)] if os.path.isabs(name) else [Path(r) / name for r in roots]
+def first_readable(candidates: Iterable[Path]) -> str | None:
+    """The UTF-8 text of the first candidate that is a readable file of at most MAX_BYTES, else None."""
     for p in candidates:
         try:
             if p.is_file() and p.stat().st_size <= MAX_BYTES:
@@ -54,6 +54,10 @@ def _read(name: str, roots: Sequence[str | os.PathLike[str]]) -> str | None:
         except (OSError, UnicodeDecodeError):
             continue
     return None
+
+
+def _read(name: str, roots: Sequence[str | os.PathLike[str]]) -> str | None:
+    return first_readable([Path(name)] if os.path.isabs(name) else [Path(r) / name for r in roots])
 
 
 def embed_sources(profile: Profile, roots: Sequence[str | os.PathLike[str]]) -> Profile:

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from nprof.profile.sources import MAX_BYTES, PREFIX, split_location
+from nprof.profile.sources import PREFIX, first_readable, split_location
 
 _SQL = (
     "SELECT nki_source_location, count(*), sum(duration) FROM (SELECT nki_source_location, duration "
@@ -36,13 +36,7 @@ def _from_root(root: Path, name: str) -> str | None:
         if i >= MAX_SCAN:
             break
         candidates.append(p)
-    for p in candidates:
-        try:
-            if p.is_file() and p.stat().st_size <= MAX_BYTES:
-                return p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-    return None
+    return first_readable(candidates)
 
 
 def source_answer(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], root: str | None) -> dict[str, Any]:
