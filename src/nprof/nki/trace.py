@@ -333,11 +333,13 @@ class ProgramBuilder(PendingOps, LoopScopes):
         *,
         source: str | None = None,
         extra_reads: tuple[Access, ...] = (),
+        extra_writes: tuple[Access, ...] = (),
     ) -> int:
-        """Append one instruction (committing any pending MATMUL first); returns its index."""
+        """Append one instruction (committing any pending MATMUL first); returns its index. `extra_reads` /
+        `extra_writes` are regions it may touch beyond its operands (runtime addresses), for dependencies only."""
         if self._pending is not None:
             self.flush()
-        return self._append(engine, opcode, outs, ins, attrs_, source or self.source(), extra_reads)
+        return self._append(engine, opcode, outs, ins, attrs_, source or self.source(), extra_reads, extra_writes)
 
     def _append(
         self,
@@ -348,9 +350,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
         attrs_: tuple[tuple[str, Any], ...],
         source: str | None,
         extra_reads: tuple[Access, ...] = (),
+        extra_writes: tuple[Access, ...] = (),
     ) -> int:
         index = len(self._instructions)
-        deps = self._deps.record(index, ins + extra_reads, outs)
+        deps = self._deps.record(index, ins + extra_reads, outs + extra_writes)
         queue = -1
         if opcode is Opcode.DMA_DIRECT2D:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
             queue = self._dma_sites.setdefault(source, len(self._dma_sites)) % self.preset.dma_queues
