@@ -45,6 +45,7 @@ import numpy as np
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
+from nprof.nki import loop_returns
 from nprof.nki.alloc import Allocator, OutOfMemory, OverCapacity
 from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
@@ -179,7 +180,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
             _ACTIVE.pop()
 
     def call(self, kernel_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(kernel_fn, "__wrapped_kernel__", kernel_fn)
+        fn = loop_returns.rewrite(getattr(kernel_fn, "__wrapped_kernel__", kernel_fn))
         self._calls.append([])
         _ACTIVE.append(self)
         try:
