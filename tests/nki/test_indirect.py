@@ -35,6 +35,22 @@ def test_load_gathers_rows_by_a_tile_of_indices():
     np.testing.assert_array_equal(out, np.concatenate([data[idx], data[idx]], axis=1))
 
 
+def test_gather_with_slices_on_the_other_axes():
+    data, idx = rand((30, 6, 5), 24), _rows(25, 12, 30)
+
+    def kernel(d, ix):
+        it = nl.load(ix[nl.arange(12)[:, None]])
+        a = nl.load(d[it])  # every other axis whole
+        b = nl.load(d[it, 1:5:2, 3])
+        out = nl.ndarray((12, 32), dtype=d.dtype, buffer=nl.shared_hbm)
+        nl.store(out[:, 0:30], a)  # [12, 6, 5] into [12, 30]: same partitions and elements
+        nl.store(out[:, 30:32], b)
+        return out
+
+    expect = np.concatenate([data[idx].reshape(12, 30), data[idx][:, 1:5:2, 3]], axis=1)
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, data, idx), expect)
+
+
 def test_gather_on_a_middle_axis_with_a_partition_mask():
     data = rand((3, 20, 16), 3)
     idx = _rows(4, 32, 20)

@@ -194,6 +194,7 @@ def index_dynamic(t: NkiTensor, items: tuple[Any, ...]) -> IndirectView:
         lo, hi = item.expr.bounds() if item.expr is not None else (0, 0)
         placeholder = item.expr if item.expr is not None else 0
     if vector:
+        items = _slices_as_aranges(t, items)
         placeholder = _vector_placeholder(t, idx, item, items)
     ps, es, size = t._dims[k]
     if not t.is_hbm and ps:
@@ -223,6 +224,22 @@ def _index_tile(tile: NkiTensor) -> NkiTensor:
     if builder.is_pending(tile):
         builder.flush()
     return tile
+
+
+def _slices_as_aranges(t: NkiTensor, items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`data[idx_tile, 0:F]`: with a tile of indices on the partition axis, each slice becomes its own free axis
+    (when no other item is an nl.arange expression: NKI does not mix the two)."""
+    slices = [k for k, item in enumerate(items) if isinstance(item, slice)]
+    if not slices or any(isinstance(item, IndexExpr) for item in items):
+        return items
+    ndim = 1 + len(slices)
+    out = list(items)
+    for j, k in enumerate(slices, start=1):
+        r = range(*items[k].indices(t._dims[k][2]))
+        if not len(r):
+            raise kernel_error(f"slice {items[k]} of axis {k} of {t.name!r} is empty")
+        out[k] = IndexExpr(ndim, r.start, ((j, r.step, len(r)),))
+    return tuple(out)
 
 
 def _vector_placeholder(t: NkiTensor, idx: NkiTensor, item: Any, items: tuple[Any, ...]) -> IndexExpr:
