@@ -5,8 +5,9 @@ function here that prints):
 * `-s PROFILE` ingests the file (id from `--db-bucket`, else derived; an unchanged
   file already stored is reused; `--force` re-ingests) and prints
   `View profile at http://localhost:<port>/profile/<id>`;
-* `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture as the
-  ranks of one group and prints the `/profile_cc/<group id>` link;
+* `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture (or of
+  `nprof capture -s DIR -- torchrun ...`: one system profile per rank, with the device
+  profiles beside each) as the ranks of one group and prints the `/profile_cc/<group id>` link;
 * neither: serves the list of stored profiles (`/`);
 * `--ingest-only` prints `Profile "<id>" is ready to view` and returns 0;
 * the port is bound before anything is ingested or printed: a port in use is a
@@ -64,6 +65,8 @@ def ingest_directory(
         ranks = _all_or_nothing(
             store, gid, [r for r, _ in rank_files], lambda: ingest_ranks(store, rank_files, gid, name)
         )
+        for (_rank, pid), (_, path) in zip(ranks, rank_files, strict=True):  # a system profile's executions
+            ingest_device_profiles(store, pid, path, force=force)
         group = store.register_group(gid, name, ranks, force=True)
 
         def stamp(data: dict[str, Any]) -> dict[str, Any]:
