@@ -18,7 +18,7 @@ from nprof.nki import compute as _c
 from nprof.nki import trace
 from nprof.nki.calls import beta2
 from nprof.nki.indirect import IndirectView, emit_dma, emit_dynamic_copy
-from nprof.nki.isa_enums import _ENGINES, engine, oob_mode
+from nprof.nki.isa_enums import engine, oob_mode
 from nprof.nki.masks import mask_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
@@ -102,12 +102,10 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None) -> None:
 def _copy_engine(value: Any, *views: Any) -> Engine:
     """The engine of a dynamic copy: `engine=`, else GpSimdE (VectorE when PSUM is involved: GpSimdE has no
     PSUM port)."""
-    if value is not None and value != engine.unknown:
-        eng = _ENGINES.get(value, value) if isinstance(value, engine) else value
-        if Engine(eng) not in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
-            raise kernel_error(f"tensor_copy_dynamic runs on VectorE, ScalarE or GpSimdE, not {eng}")
-        return Engine(eng)
-    return Engine.VECTOR if any(v.space is Space.PSUM for v in views) else Engine.GPSIMD
+    from nprof.nki.isa import _engine
+
+    default = Engine.VECTOR if any(v.space is Space.PSUM for v in views) else Engine.GPSIMD
+    return _engine(value, default, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD))
 
 
 def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None,
@@ -132,7 +130,11 @@ def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any 
     if math.prod(x.shape) != math.prod(dst.shape) or x.shape[0] != dst.shape[0]:
         raise kernel_error(f"tensor_copy_dynamic_dst: src {x.shape} and dst {dst.shape} must have the same "
                            "partitions and elements per partition")  # fmt: skip
-    x = x if x.shape == dst.shape else x.flatten_free().unflatten_free(dst.shape[1:])
+    if x.shape != dst.shape:
+        flat = x.flatten_free()
+        if flat is None:
+            raise kernel_error(f"tensor_copy_dynamic_dst: src {x.shape} must be contiguous to be read as {dst.shape}")
+        x = flat.unflatten_free(dst.shape[1:])
     box = _box(mask, dst.shape)
     d = dst.restrict(box) if box else dst
     emit_dynamic_copy(d, x.restrict(box) if box else x, _copy_engine(engine, d, x))
