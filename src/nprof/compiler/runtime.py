@@ -40,8 +40,10 @@ class Stats:
     cache_hits: int = 0  # graphs loaded from the compile cache instead
     fallbacks: int = 0  # graphs run eagerly because of unsupported ops
     compile_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, seconds) per lowering
+    compile_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per lowering
     device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
     wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
+    cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per execution
     last_profile: dict[str, Any] = field(default_factory=dict)  # module -> Profile of its last execution
 
     def reset(self) -> None:
@@ -135,7 +137,7 @@ class DeviceGraph:
         self._numerics: Any = None  # the PreparedNumerics of the program
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         call_ns, index = time.time_ns(), self.calls
         self.calls += 1
         device = next((a.device for a in args if hasattr(a, "device")), "cpu")  # results go back where inputs live
@@ -180,6 +182,7 @@ class DeviceGraph:
         notify("d2h", self.module, copy_ns, nbytes=out_bytes, exec_index=index, graph=graph)
         STATS.device_ns.append((self.module, device_ns))
         STATS.wall_seconds.append((self.module, time.perf_counter() - start))
+        STATS.cpu_seconds.append((self.module, time.process_time() - start_cpu))
         STATS.last_profile[self.module] = profile
         return outs
 
