@@ -61,7 +61,8 @@ def test_one_system_profile_per_rank_on_the_job_clock(job) -> None:
         assert len(reduces) == 2 and all(r["engine"] == "cc" for r in reduces)  # DDP's bucket, once per step
         assert {r["iteration"] for r in reduces} == {0, 1}
         cc = [c for c in p.collectives.to_pylist() if c["kind"] == "all-reduce"]
-        assert [c["bytes"] for c in cc] == [(8 * 16 + 16 + 16 * 4 + 4) * 4] * 2 and all(c["ranks"] == [0, 1] for c in cc)
+        assert [c["bytes"] for c in cc] == [(8 * 16 + 16 + 16 * 4 + 4) * 4] * 2  # the model's 212 float parameters
+        assert all(c["ranks"] == [0, 1] for c in cc)
     waits = [[c["wait_ns"] for c in p.collectives.to_pylist()] for p in profiles]
     assert all(min(pair) == 0 for pair in zip(*waits, strict=True))  # the last rank to arrive waits for no one
 

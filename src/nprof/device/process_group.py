@@ -158,9 +158,8 @@ def exchange() -> Exchange:
 def _describe(program: Program, i: int) -> str:
     ins = program.instructions[i]
     op = f" ({ins.attr('op')})" if ins.attr("op") else ""
-    return (
-        f"issues {KIND[ins.opcode]}{op} of {ins.ins[0].elements} elements at instruction {i} of {program.name}"
-        + (f" ({ins.source})" if ins.source else "")
+    return f"issues {KIND[ins.opcode]}{op} of {ins.ins[0].elements} elements at instruction {i} of {program.name}" + (
+        f" ({ins.source})" if ins.source else ""
     )
 
 
@@ -266,5 +265,3 @@ def run_program(program: Program, inputs: Mapping[str, np.ndarray], *, allow_non
     if job is None:
         return simulate(program, inputs, numerics=True, allow_nonfinite=allow_nonfinite)
     return run_in_job(program, inputs, job, allow_nonfinite=allow_nonfinite)
-
-
