@@ -30,8 +30,9 @@ LAYERS = {
     "export": 9,
     "web": 10,
     "torch": 11,
-    "cli": 11,
-    "__main__": 12,
+    "cli_parser": 11,
+    "cli": 12,
+    "__main__": 13,
     "__init__": 0,
 }
 
