@@ -154,3 +154,17 @@ def test_shift_profile_moves_every_table_and_the_origin() -> None:
     assert moved.instructions["ts"].to_pylist() == [t + 70 for t in p.instructions["ts"].to_pylist()]
     assert moved.dma["ts"].to_pylist() == [t + 70 for t in p.dma["ts"].to_pylist()]
     assert moved.info.meta["trace.origin_ns"] == "430" and moved.total_time_ns == p.total_time_ns + 70
+
+
+def test_in_script_profile_of_a_rank_needs_rank_in_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nprof.torch
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(NprofError, match=r"every process of this 2-process job would write this file; put \{rank\}"):
+        nprof.torch.profile(tmp_path / "p.ntff")
+    prof = nprof.torch.profile(str(tmp_path / "profile_rank_{rank}.ntff"), device="cpu")
+    assert prof.path == tmp_path / "profile_rank_1.ntff"
+    with prof:
+        torch.ones(3).add(1)
+    assert (prof.profile.info.rank, prof.profile.info.world_size) == (1, 2)
