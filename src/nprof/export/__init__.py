@@ -3,12 +3,15 @@
 Contract:
 * `EXPORTERS`: format name -> `Exporter` (summary-text, summary-json, json,
   parquet, csv, perfetto); adding a format touches its module and this dict.
-* `export_profile(profile, fmt, output=None, options=...) -> Path | None`
+* `export_profile(profile, fmt, output=None, options=..., stdout=None) -> Path | None`
   writes atomically (temp file/dir then rename; nothing left on error). With
   no `output`, summary formats return None after writing to `stdout` (a text
-  stream), others use their default name in the current directory.
-* `export_from_args(args) -> int`: `nprof view -s PROFILE [-n PROGRAM]
-  --output-format F [--output-file PATH] [--show-perfetto-flows]`; with `-d DIR`
+  stream the caller gives: library code never prints), others use their default
+  name in the current directory. `export_text(profile, fmt, options)` is a summary
+  format's text.
+* `export_from_args(args) -> Outcome`: `nprof view -s PROFILE [-n PROGRAM]
+  --output-format F [--output-file PATH] [--show-perfetto-flows]`; the text of a
+  summary format without --output-file is the outcome's stdout. With `-d DIR`
   (a multi-worker capture) it hands over to `nprof.export.group_export`.
 * `terminology_text() -> str`: the table of terms (`--terminology`).
 Unknown formats and unwritable paths raise `NprofError` with one line.
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from nprof.errors import NprofError
 from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
 from nprof.export.options import ExportOptions
 from nprof.export.terminology import terminology_text
+from nprof.outcome import Outcome
 from nprof.profile import Profile
 
 
@@ -70,13 +73,13 @@ def export_profile(
     options: ExportOptions | None = None,
     stdout: TextIO | None = None,
 ) -> Path | None:
-    """Write `profile` in format `fmt` (see module doc); returns the path written, None for stdout."""
+    """Write `profile` in format `fmt` (see module doc); returns the path written, None for `stdout`."""
     exporter = get_exporter(fmt)
     options = options or ExportOptions()
     if output is None and exporter.default_output is None:
-        buf = io.BytesIO()
-        exporter.write(profile, buf, options)
-        (stdout or sys.stdout).write(buf.getvalue().decode())
+        if stdout is None:
+            raise TypeError(f"export_profile: format {fmt} without output= needs stdout= (a text stream)")
+        stdout.write(export_text(profile, fmt, options))
         return None
     target = Path(output if output is not None else exporter.default_output)  # type: ignore[arg-type]
     if exporter.directory:
@@ -88,14 +91,25 @@ def export_profile(
     return target
 
 
+def export_text(profile: Profile, fmt: str, options: ExportOptions | None = None) -> str:
+    """The text of `profile` in the summary format `fmt` (NprofError for a file format)."""
+    exporter = get_exporter(fmt)
+    if exporter.default_output is not None:
+        raise NprofError(f"--output-format {fmt} writes a file, not text; give --output-file")
+    buf = io.BytesIO()
+    exporter.write(profile, buf, options or ExportOptions())
+    return buf.getvalue().decode()
+
+
 def _open(path: str) -> Profile:
     from nprof.capture import open_profile
 
     return open_profile(path)
 
 
-def export_from_args(args: Any) -> int:
-    """`nprof view ... --output-format F`: open the profile, export it; returns the exit code."""
+def export_from_args(args: Any) -> Outcome:
+    """`nprof view ... --output-format F`: open the profile, export it; the text for stdout (summary
+    formats without --output-file) or the line naming the file written."""
     if getattr(args, "directory", None) and not args.profile:  # a multi-worker capture: nprof.export.group_export
         from nprof.export.group_export import export_group_from_args
 
@@ -108,10 +122,18 @@ def export_from_args(args: Any) -> int:
         raise NprofError(f"{program}: no such program file; check -n (it is optional for nprof profiles)")
     profile = _open(args.profile)
     options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
+    if args.output_file is None and exporter.default_output is None:
+        return Outcome(export_text(profile, exporter.name, options))
     written = export_profile(profile, exporter.name, args.output_file, options)
-    if written is not None:
-        sys.stderr.write(f"nprof view: wrote {written}\n")
-    return 0
+    return Outcome(notes=(f"nprof view: wrote {written}",))
 
 
-__all__ = ["EXPORTERS", "ExportOptions", "Exporter", "export_from_args", "export_profile", "terminology_text"]
+__all__ = [
+    "EXPORTERS",
+    "ExportOptions",
+    "Exporter",
+    "export_from_args",
+    "export_profile",
+    "export_text",
+    "terminology_text",
+]

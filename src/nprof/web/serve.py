@@ -1,18 +1,19 @@
 """`nprof view` (output format db): ingest into the store, then serve the viewer.
 
-Contract: `view_from_args(args) -> int` is the CLI-facing entry point (the one
-function here that prints):
+Contract: `view_from_args(args) -> (Outcome, serve)` is the CLI-facing entry point: it
+ingests and binds the port, and returns what the CLI prints first and `serve()`, which
+runs the server until Ctrl-C (None with `--ingest-only`); nothing here prints:
 * `-s PROFILE` ingests the file (id from `--db-bucket`, else derived; an unchanged
-  file already stored is reused; `--force` re-ingests) and prints
+  file already stored is reused; `--force` re-ingests); the outcome says
   `View profile at http://localhost:<port>/profile/<id>`;
 * `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture as the
-  ranks of one group and prints the `/profile_cc/<group id>` link;
+  ranks of one group; the outcome gives the `/profile_cc/<group id>` link;
 * neither: serves the list of stored profiles (`/`);
-* `--ingest-only` prints `Profile "<id>" is ready to view` and returns 0;
+* `--ingest-only`: the outcome says `Profile "<id>" is ready to view`;
 * the port is bound before anything is ingested or printed: a port in use is a
   one-line NprofError suggesting `--port N` and the store is unchanged. Serves with
-  uvicorn until Ctrl-C. `--host ''` is refused; a non-loopback `--host` prints a
-  warning that the viewer has no authentication; requests naming another host or
+  uvicorn until Ctrl-C. `--host ''` is refused; with a non-loopback `--host` the outcome
+  carries a warning that the viewer has no authentication; requests naming another host or
   state-changing requests from another origin are refused (`nprof.web.guard`).
 `ingest_directory(store, dir, ...)` is the library half of `-d`.
 """
@@ -25,12 +26,12 @@ import errno
 import hashlib
 import re
 import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 from nprof.store import Store, derive_id
 from nprof.store.rows import natural_key
 from nprof.store.system_links import ingest_device_profiles
@@ -151,8 +152,8 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
     return "/", None
 
 
-def view_from_args(args: argparse.Namespace) -> int:
-    """Run `nprof view` with --output-format db (see module doc)."""
+def view_from_args(args: argparse.Namespace) -> tuple[Outcome, Callable[[], None] | None]:
+    """`nprof view` with --output-format db (see module doc): what to print, then the server to run."""
     store = Store(args.db)
     program = getattr(args, "program", None)
     if program and not Path(program).expanduser().exists():
@@ -175,24 +176,26 @@ def view_from_args(args: argparse.Namespace) -> int:
             sock.close()
         raise
     if sock is None:
-        sys.stdout.write(f'Profile "{ready}" is ready to view\n')
-        return 0
-    import uvicorn
-
-    from nprof.web.app import create_app
-
+        return Outcome(f'Profile "{ready}" is ready to view\n'), None
     what = "profile" if ready else "profiles"
-    sys.stdout.write(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n")
-    sys.stdout.flush()
-    sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
+    notes = [f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop"]
     if warning:
-        sys.stderr.write(warning + "\n")
-    app = create_app(store, hosts=allowed_names(args.host), source_root=root)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
-        store.close()
-    return 0
+        notes.append(warning)
+    outcome = Outcome(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n", tuple(notes))
+    listening = sock
+
+    def serve() -> None:
+        """Serve the viewer on the bound socket until Ctrl-C, then close the socket and the store."""
+        import uvicorn
+
+        from nprof.web.app import create_app
+
+        app = create_app(store, hosts=allowed_names(args.host), source_root=root)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        try:
+            uvicorn.Server(config).run(sockets=[listening])
+        finally:
+            listening.close()
+            store.close()
+
+    return outcome, serve
