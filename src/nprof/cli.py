@@ -56,6 +56,13 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             )
         if not args.profile:
             raise NprofError("missing -s PROFILE: where to write the profile")
+        from nprof.capture.torchrun import capture_torchrun, torchrun_split
+
+        if torchrun_split(command) is not None:  # one system profile per rank
+            paths = capture_torchrun(command, args.profile, device=args.device, device_profile=args.device_profile)
+            where = paths[0].parent
+            sys.stdout.write(f"wrote {len(paths)} rank profiles to {where}/; view them with: nprof view -d {where}\n")
+            return 0
         capture_command(command, args.profile, device=args.device, device_profile=args.device_profile)
         return 0
     if not args.program:

@@ -36,7 +36,7 @@ from typing import Any
 
 from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
-from nprof.compiler.collectives import check_process_group, ddp_notice
+from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.errors import NprofError, UnsupportedOpError
@@ -289,7 +289,6 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
     try:
         try:
             program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
-            check_process_group(program)
         except NprofError:
             raise
         except Exception as exc:  # a bug of the lowering: say so in one line (the fallback may still run it)

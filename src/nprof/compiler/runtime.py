@@ -2,7 +2,9 @@
 
 Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of
 graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
-bool -> uint8), runs `nprof.device.simulate` with numerics on, and rebuilds every graph output as a torch
+bool -> uint8), runs `nprof.device.simulate` with numerics on (in a multi-process torch.distributed job, a
+program with collectives exchanges their data with the other processes: `device.process_group.run_program`),
+and rebuilds every graph output as a torch
 tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned as outputs are
 passed through; constant outputs are filled on the host). The first call saves its inputs as
 ``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
@@ -131,7 +133,7 @@ class DeviceGraph:
         self.calls = 0  # executions so far (the next one's index)
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        from nprof.device import simulate
+        from nprof.device.process_group import run_program
 
         start = time.perf_counter()
         call_ns, index = time.time_ns(), self.calls
@@ -154,7 +156,7 @@ class DeviceGraph:
         in_bytes = sum(a.nbytes for a in inputs.values())
         notify("h2d", self.module, call_ns, nbytes=in_bytes, exec_index=index, graph=graph)
         launch_ns = time.time_ns()
-        result = simulate(self.program, inputs, numerics=True, allow_nonfinite=True)  # as eager torch would
+        result = run_program(self.program, inputs, allow_nonfinite=True)  # as eager torch would; torchrun: exchanged
         device_ns = int(result.latencies_ns[-1])
         notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=result.profile,
                graph=graph)  # fmt: skip

@@ -355,15 +355,17 @@ def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None, 
 def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
              dge_mode: Any = dge_mode.unknown, priority: Any = None, engine: Any = engine.unknown,
              name: Any = None) -> None:  # fmt: skip
-    """Copy `src` to `dst` with one DMA (HBM<->SBUF, HBM->HBM, SBUF<->SBUF)."""
-    if dst_rmw_op is not None:
-        raise kernel_error("dma_copy with dst_rmw_op (read-modify-write) is not supported")
-    if oob_mode == globals()["oob_mode"].skip:
-        raise kernel_error("dma_copy(oob_mode=skip) is not supported: nprof checks bounds at trace time; "
-                           "narrow the indices or pass mask=")  # fmt: skip
+    """Copy `src` to `dst` with one DMA (HBM<->SBUF, HBM->HBM, SBUF<->SBUF); a side indexed with runtime values
+    is an indirect DMA, `dst_rmw_op=np.add` adds into dst (`nprof.nki.indirect_ops`). `oob_mode` applies to
+    runtime indices (static ones are checked at trace time)."""
     _unmodelled_if("nisa.dma_copy", dge_mode=(dge_mode, globals()["dge_mode"].unknown), priority=(priority, None))
     if engine not in (None, globals()["engine"].unknown, dma_engine):
         _unmodelled("nisa.dma_copy", "engine")
+    if dst_rmw_op is not None or hasattr(dst, "dyn_attrs") or hasattr(src, "dyn_attrs"):
+        from nprof.nki.indirect_ops import dma_copy_runtime
+
+        dma_copy_runtime(dst, src, mask, dst_rmw_op, oob_mode)
+        return
     for v, what in ((dst, "dst"), (src, "src")):
         if not isinstance(v, NkiTensor):
             raise kernel_error(f"dma_copy {what} must be a tensor or tile, got {type(v).__name__}")

@@ -6,8 +6,9 @@ runs the server until Ctrl-C (None with `--ingest-only`); nothing here prints:
 * `-s PROFILE` ingests the file (id from `--db-bucket`, else derived; an unchanged
   file already stored is reused; `--force` re-ingests); the outcome says
   `View profile at http://localhost:<port>/profile/<id>`;
-* `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture as the
-  ranks of one group; the outcome gives the `/profile_cc/<group id>` link;
+* `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture (or of
+  `nprof capture -s DIR -- torchrun ...`: one system profile per rank, with the device
+  profiles beside each) as the ranks of one group; the outcome gives the `/profile_cc/<group id>` link;
 * neither: serves the list of stored profiles (`/`);
 * `--ingest-only`: the outcome says `Profile "<id>" is ready to view`;
 * the port is bound before anything is ingested or printed: a port in use is a
@@ -65,6 +66,8 @@ def ingest_directory(
         ranks = _all_or_nothing(
             store, gid, [r for r, _ in rank_files], lambda: ingest_ranks(store, rank_files, gid, name)
         )
+        for (_rank, pid), (_, path) in zip(ranks, rank_files, strict=True):  # a system profile's executions
+            ingest_device_profiles(store, pid, path, force=force)
         group = store.register_group(gid, name, ranks, force=True)
 
         def stamp(data: dict[str, Any]) -> dict[str, Any]:
