@@ -153,7 +153,11 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         description="Ingest a profile into the store and serve the web viewer, or write it in "
         "another format with --output-format.",
     )
-    _add_file_args(view, "program file (optional)", "profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)")
+    _add_file_args(
+        view,
+        "program file (optional; validated, and it must be the program that made the profile)",
+        "profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)",
+    )
     view.add_argument(
         "-d", "--directory", dest="directory", help="directory of a multi-worker capture (profile_rank_<i>.ntff)"
     )

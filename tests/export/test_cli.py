@@ -112,8 +112,10 @@ def test_missing_profile_and_program(ntff: Path, tmp_path: Path, capsys: pytest.
     assert main(["view", "-n", str(tmp_path / "p.neff"), "-s", str(ntff), "--output-format", "summary-json"]) == 2
     assert "p.neff" in capsys.readouterr().err
     program = tmp_path / "p.neff"
-    program.write_bytes(b"x")
-    assert main(["view", "-n", str(program), "-s", str(ntff), "--output-format", "summary-json"]) == 0
+    program.write_bytes(b"x")  # validated like -s: a 1-byte file is no program
+    assert main(["view", "-n", str(program), "-s", str(ntff), "--output-format", "summary-json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nprof view: ") and "p.neff: not an nprof program" in err and err.count("\n") == 1
 
 
 def test_terminology(capsys: pytest.CaptureFixture[str]) -> None:

@@ -118,8 +118,10 @@ def export_from_args(args: Any) -> Outcome:
     if not args.profile:
         raise NprofError("missing -s PROFILE: the profile file to export")
     program = getattr(args, "program", None)
-    if program and not Path(program).is_file():
-        raise NprofError(f"{program}: no such program file; check -n (it is optional for nprof profiles)")
+    if program:  # optional: validated, and checked against the profile where it records its program
+        from nprof.capture.program_match import check_program
+
+        check_program(program, args.profile)
     profile = _open(args.profile)
     options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
     if args.output_file is None and exporter.default_output is None:

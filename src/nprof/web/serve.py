@@ -159,8 +159,11 @@ def view_from_args(args: argparse.Namespace) -> tuple[Outcome, Callable[[], None
     """`nprof view` with --output-format db (see module doc): what to print, then the server to run."""
     store = Store(args.db)
     program = getattr(args, "program", None)
-    if program and not Path(program).expanduser().exists():
-        raise NprofError(f"{program}: no such program file; check the -n path")
+    if program:  # optional: validated, and checked against the profile where it records its program
+        from nprof.capture.program_match import check_program
+
+        profile = getattr(args, "profile", None)
+        check_program(Path(program).expanduser(), Path(profile).expanduser() if profile else None)
     root = getattr(args, "nki_source_root", None)
     if root and not Path(root).expanduser().is_dir():
         raise NprofError(f"--nki-source-root {root}: no such directory; give the folder holding the kernel files")
