@@ -77,6 +77,9 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
     if args.terminology:
         return _print(Outcome(terminology_text()))
+    from nprof.analysis.thresholds import parse_thresholds
+
+    args.thresholds = parse_thresholds(args.threshold)
     if args.display_name is not None:
         from nprof.store.catalog import check_display_name
 

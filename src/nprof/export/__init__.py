@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.atomic import atomic_dir, atomic_file
 from nprof.errors import NprofError
 from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
@@ -44,16 +45,28 @@ class Exporter:
     default_output: str | None  # None: standard output when no --output-file is given
     directory: bool = False
     description: str = ""
+    findings: bool = False  # reports the findings (so `--threshold` applies to it)
 
 
 EXPORTERS: dict[str, Exporter] = {
-    "summary-text": Exporter("summary-text", summary_text.write, None, description="summary metrics as a text table"),
-    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
-    "json": Exporter("json", json_export.write, "ntff.json", description="summary and every event as JSON"),
-    "parquet": Exporter(
-        "parquet", parquet_export.write, "ntff_parquet", directory=True, description="directory of Parquet tables"
+    "summary-text": Exporter(
+        "summary-text", summary_text.write, None, description="summary metrics as a text table", findings=True
     ),
-    "csv": Exporter("csv", csv_export.write, "ntff_csv", directory=True, description="directory of CSV tables"),
+    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
+    "json": Exporter(
+        "json", json_export.write, "ntff.json", description="summary and every event as JSON", findings=True
+    ),
+    "parquet": Exporter(
+        "parquet",
+        parquet_export.write,
+        "ntff_parquet",
+        directory=True,
+        description="directory of Parquet tables",
+        findings=True,
+    ),
+    "csv": Exporter(
+        "csv", csv_export.write, "ntff_csv", directory=True, description="directory of CSV tables", findings=True
+    ),
     "perfetto": Exporter("perfetto", perfetto_export.write, "ntff.pftrace", description="Perfetto trace"),
 }
 
@@ -107,14 +120,27 @@ def _open(path: str) -> Profile:
     return open_profile(path)
 
 
+def check_thresholds(thresholds: Thresholds, fmt: str) -> None:
+    """Refuse tuned `--threshold`s with a format that reports no findings (they would be ignored)."""
+    if thresholds.changed() and not (fmt in EXPORTERS and EXPORTERS[fmt].findings):
+        with_findings = ", ".join(name for name, e in EXPORTERS.items() if e.findings)
+        raise NprofError(
+            f"--threshold sets when findings are reported, and --output-format {fmt} has none; "
+            f"use {with_findings} or the viewer"
+        )
+
+
 def export_from_args(args: Any) -> Outcome:
     """`nprof view ... --output-format F`: open the profile, export it; the text for stdout (summary
     formats without --output-file) or the line naming the file written."""
+    thresholds = getattr(args, "thresholds", None) or DEFAULT_THRESHOLDS
     if getattr(args, "directory", None) and not args.profile:  # a multi-worker capture: nprof.export.group_export
         from nprof.export.group_export import export_group_from_args
 
+        check_thresholds(thresholds, f"{args.output_format} with -d")
         return export_group_from_args(args)
     exporter = get_exporter(args.output_format)
+    check_thresholds(thresholds, exporter.name)
     if not args.profile:
         raise NprofError("missing -s PROFILE: the profile file to export")
     program = getattr(args, "program", None)
@@ -123,7 +149,7 @@ def export_from_args(args: Any) -> Outcome:
 
         check_program(program, args.profile)
     profile = _open(args.profile)
-    options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
+    options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)), thresholds=thresholds)
     if args.output_file is None and exporter.default_output is None:
         return Outcome(export_text(profile, exporter.name, options))
     written = export_profile(profile, exporter.name, args.output_file, options)

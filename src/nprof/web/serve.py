@@ -29,7 +29,7 @@ import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nprof.errors import NprofError
 from nprof.outcome import Outcome
@@ -38,13 +38,23 @@ from nprof.store.rows import natural_key
 from nprof.store.system_links import ingest_device_profiles
 from nprof.web.guard import WILDCARD, allowed_names, is_loopback
 
+if TYPE_CHECKING:
+    from nprof.analysis.thresholds import Thresholds
+
 RANK_FILE = re.compile(r"profile_rank_(\d+)\.ntff$")
 
 
 def ingest_directory(
-    store: Store, directory: str, *, group_id: str | None, display_name: str | None, force: bool
+    store: Store,
+    directory: str,
+    *,
+    group_id: str | None,
+    display_name: str | None,
+    force: bool,
+    thresholds: Thresholds | None = None,
 ) -> dict[str, Any]:
-    """Ingest every profile_rank_<i>.ntff of `directory` as one group; returns the group entry."""
+    """Ingest every profile_rank_<i>.ntff of `directory` as one group, findings by `thresholds` (None: the
+    defaults, which leave the group id as it always was); returns the group entry."""
     d = Path(directory).expanduser()
     if not d.is_dir():
         raise NprofError(f"{d}: not a directory; -d takes the -s directory of a multi-worker capture")
@@ -52,6 +62,8 @@ def ingest_directory(
     if not files:
         raise NprofError(f"{d}: no profile_rank_<i>.ntff files; capture with -r/--collectives-workers-per-node")
     fp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    if thresholds is not None and thresholds.changed():
+        fp += f"|thresholds {sorted(thresholds.changed().items())}"
     gid = group_id or derive_id(d.resolve().name, fp)
     name = display_name or d.resolve().name
     old = store.catalog.group(gid)
@@ -64,10 +76,13 @@ def ingest_directory(
     rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
     with store.claim(f"{gid}.group"):
         ranks = _all_or_nothing(
-            store, gid, [r for r, _ in rank_files], lambda: ingest_ranks(store, rank_files, gid, name)
+            store,
+            gid,
+            [r for r, _ in rank_files],
+            lambda: ingest_ranks(store, rank_files, gid, name, thresholds=thresholds),
         )
         for (_rank, pid), (_, path) in zip(ranks, rank_files, strict=True):  # a system profile's executions
-            ingest_device_profiles(store, pid, path, force=force)
+            ingest_device_profiles(store, pid, path, force=force, thresholds=thresholds)
         group = store.register_group(gid, name, ranks, force=True)
 
         def stamp(data: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +150,7 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
     """Ingest -s or -d as asked; (page path, id ready to view or None)."""
     profile_arg = getattr(args, "profile", None)
     directory = getattr(args, "directory", None)
+    thresholds = getattr(args, "thresholds", None)
     if profile_arg and not directory:
         from nprof.capture.multiworker import worker_dir_for
 
@@ -143,14 +159,24 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
             directory, profile_arg = str(workers), None
     if directory:
         group = ingest_directory(
-            store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
+            store,
+            directory,
+            group_id=args.db_bucket,
+            display_name=args.display_name,
+            force=args.force,
+            thresholds=thresholds,
         )
         return f"/profile_cc/{group['id']}", group["id"]
     if profile_arg:
         entry, _reused = store.ingest_file(
-            profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
+            profile_arg,
+            profile_id=args.db_bucket,
+            display_name=args.display_name,
+            force=args.force,
+            thresholds=thresholds,
         )
-        ingest_device_profiles(store, entry["id"], profile_arg, force=args.force)  # a system profile's executions
+        # a system profile's executions
+        ingest_device_profiles(store, entry["id"], profile_arg, force=args.force, thresholds=thresholds)
         return f"/profile/{entry['id']}", entry["id"]
     return "/", None
 
