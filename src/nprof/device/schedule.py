@@ -43,8 +43,9 @@ program index). The rules, all deterministic:
   schedule. Otherwise `device.events` runs a discrete-event simulation that
   processes DMA triggers, transfer starts and transfer ends in time order.
   There is no iteration and no cap.
-* The fixed per-launch cost (`launch_ns`, FITTED; 0 while no public figure
-  for a small kernel exists to fit it) delays every instruction.
+* The fixed per-launch cost (`launch_ns`, FITTED: 0, since the model is
+  already above the one published small-kernel time, `arch.presets`) delays
+  every instruction.
 * A program whose schedule cannot be computed (an instruction waiting for a
   later one: a dependency cycle or a semaphore nobody signals) raises
   `NprofError` naming the first stuck instruction, never hangs.
