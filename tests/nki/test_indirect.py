@@ -298,3 +298,18 @@ def test_a_later_read_of_a_scattered_tensor_waits_for_the_scatter():
         i for i, x in enumerate(ins) if i > scatter and x.ins and x.ins[0].tensor == ins[scatter].outs[0].tensor
     )
     assert scatter in ins[reader].deps
+
+
+def test_dynamic_copy_runs_on_the_engine_asked_for():
+    @nki.jit
+    def kernel(a, o):
+        t, ot = nl.load(a), nl.load(o)
+        y = nisa.tensor_copy_dynamic_src(t[nl.arange(4)[:, None], ot[0, 0] + nl.arange(2)[None, :]],
+                                         engine=nisa.vector_engine)  # fmt: skip
+        out = nl.ndarray((4, 2), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, y)
+        return out
+
+    ins = kernel.trace(rand((4, 9), 28), np.array([[3]], np.int32)).program.instructions
+    (copy,) = [x for x in ins if x.attr("indirect")]
+    assert copy.engine.value == "vector" and copy.attr("dynamic")

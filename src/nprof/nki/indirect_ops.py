@@ -24,6 +24,7 @@ from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
 
 _INT = ("int32", "uint32", "int16", "uint16", "int8", "uint8")
+_COPY_ENGINES = {engine.vector: Engine.VECTOR, engine.scalar: Engine.SCALAR, engine.gpsimd: Engine.GPSIMD}
 
 
 def _box(mask: Any, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
@@ -102,10 +103,13 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None) -> None:
 def _copy_engine(value: Any, *views: Any) -> Engine:
     """The engine of a dynamic copy: `engine=`, else GpSimdE (VectorE when PSUM is involved: GpSimdE has no
     PSUM port)."""
-    from nprof.nki.isa import _engine
-
-    default = Engine.VECTOR if any(v.space is Space.PSUM for v in views) else Engine.GPSIMD
-    return _engine(value, default, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD))
+    if value is None or value == engine.unknown:
+        return Engine.VECTOR if any(v.space is Space.PSUM for v in views) else Engine.GPSIMD
+    eng = _COPY_ENGINES.get(value, value)
+    if eng not in _COPY_ENGINES.values():
+        raise kernel_error(f"tensor_copy_dynamic runs on VectorE, ScalarE or GpSimdE (nisa.vector_engine, "
+                           f"scalar_engine, gpsimd_engine), not {value!r}")  # fmt: skip
+    return Engine(eng)
 
 
 def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None,
