@@ -238,12 +238,12 @@ def binary(
         raise kernel_error(f"nl.{op}: tiles of shapes {a.shape} and {b.shape} do not broadcast (ranks differ)")
     dt = dname(dtype) if dtype is not None else promote(a.dtype_name, b.dtype_name)
     column = [t.shape[0] == shape[0] and all(s == 1 for s in t.shape[1:]) and t.shape != shape for t in (a, b)]
-    if column[1]:
-        return tensor_scalar(a, op, b, dtype=dt, mask=mask, out=out)
+    if column[1]:  # the other operand may need broadcasting too ([P, 1] + [1, F])
+        return tensor_scalar(broadcast_operand(a, shape), op, b, dtype=dt, mask=mask, out=out)
     if column[0]:
-        return tensor_scalar(
-            b, _SWAP.get(op, op), a, reverse0=op not in COMMUTATIVE and op not in _SWAP, dtype=dt, mask=mask, out=out
-        )
+        rev = op not in COMMUTATIVE and op not in _SWAP
+        return tensor_scalar(broadcast_operand(b, shape), _SWAP.get(op, op), a, reverse0=rev, dtype=dt, mask=mask,
+                             out=out)  # fmt: skip
     return tensor_tensor(broadcast_operand(a, shape), broadcast_operand(b, shape), op, dtype=dt, mask=mask, out=out)
 
 

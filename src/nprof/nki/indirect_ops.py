@@ -18,13 +18,12 @@ from nprof.nki import compute as _c
 from nprof.nki import trace
 from nprof.nki.calls import beta2
 from nprof.nki.indirect import IndirectView, emit_dma, emit_dynamic_copy
-from nprof.nki.isa_enums import engine, oob_mode
+from nprof.nki.isa_enums import device_engine, engine, oob_mode
 from nprof.nki.masks import mask_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
 
 _INT = ("int32", "uint32", "int16", "uint16", "int8", "uint8")
-_COPY_ENGINES = {engine.vector: Engine.VECTOR, engine.scalar: Engine.SCALAR, engine.gpsimd: Engine.GPSIMD}
 
 
 def _box(mask: Any, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
@@ -103,13 +102,12 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None) -> None:
 def _copy_engine(value: Any, *views: Any) -> Engine:
     """The engine of a dynamic copy: `engine=`, else GpSimdE (VectorE when PSUM is involved: GpSimdE has no
     PSUM port)."""
-    if value is None or value == engine.unknown:
-        return Engine.VECTOR if any(v.space is Space.PSUM for v in views) else Engine.GPSIMD
-    eng = _COPY_ENGINES.get(value, value)
-    if eng not in _COPY_ENGINES.values():
-        raise kernel_error(f"tensor_copy_dynamic runs on VectorE, ScalarE or GpSimdE (nisa.vector_engine, "
-                           f"scalar_engine, gpsimd_engine), not {value!r}")  # fmt: skip
-    return Engine(eng)
+    if value is not None and value != engine.unknown:
+        eng = device_engine(value)
+        if Engine(eng) not in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
+            raise kernel_error(f"tensor_copy_dynamic runs on VectorE, ScalarE or GpSimdE, not {eng}")
+        return Engine(eng)
+    return Engine.VECTOR if any(v.space is Space.PSUM for v in views) else Engine.GPSIMD
 
 
 def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None,
@@ -134,11 +132,7 @@ def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any 
     if math.prod(x.shape) != math.prod(dst.shape) or x.shape[0] != dst.shape[0]:
         raise kernel_error(f"tensor_copy_dynamic_dst: src {x.shape} and dst {dst.shape} must have the same "
                            "partitions and elements per partition")  # fmt: skip
-    if x.shape != dst.shape:
-        flat = x.flatten_free()
-        if flat is None:
-            raise kernel_error(f"tensor_copy_dynamic_dst: src {x.shape} must be contiguous to be read as {dst.shape}")
-        x = flat.unflatten_free(dst.shape[1:])
+    x = x if x.shape == dst.shape else x.flatten_free().unflatten_free(dst.shape[1:])
     box = _box(mask, dst.shape)
     d = dst.restrict(box) if box else dst
     emit_dynamic_copy(d, x.restrict(box) if box else x, _copy_engine(engine, d, x))
