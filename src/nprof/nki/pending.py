@@ -45,6 +45,7 @@ class PendingOps:
     source: Any
     _append: Any
     materialize: Any
+    direct: Any
 
     def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor, skip: bool = False) -> None:
         """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`);
@@ -106,7 +107,10 @@ class PendingOps:
         """True when no instruction wrote `out`'s region since its tile (block) was placed there: the compiler
         starts an accumulation group (AWS's attention v8a accumulates into nl.ndarray PSUM with `+=`)."""
         writer = self._deps.last_writer(out)
-        return writer is None or writer < placed_at(view)
+        if writer is None or writer < placed_at(view):
+            return True
+        direct = self.direct  # direct allocation: another logical tile at the same address wrote it last
+        return bool(direct.tiles) and out.tensor in direct.tiles and not direct.wrote(writer, out)
 
     def flush(self) -> None:
         """Commit the pending MATMUL or load, if any."""
