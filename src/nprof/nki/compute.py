@@ -65,7 +65,15 @@ def tile(x: Any, what: str = "operand") -> NkiTensor:
             builder.flush()
         consumed(x)
         return x
+    if hasattr(x, "dyn_attrs"):  # an IndirectView (nprof.nki.indirect)
+        raise kernel_error(f"{what} cannot be indexed with runtime values: {NOT_A_TILE}")
     raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")
+
+
+NOT_A_TILE = (
+    "a tensor indexed with runtime values can only be moved by nl.load / nl.store / nisa.dma_copy / "
+    "nl.atomic_rmw (HBM) or nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst (on chip)"
+)
 
 
 def new_tile(shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF, name: str = "") -> NkiTensor:
@@ -350,6 +358,9 @@ def inplace(op: str, target: NkiTensor, other: Any) -> NkiTensor:
 
 def assign(view: NkiTensor, value: Any) -> None:
     """`view[...] = value`: copy, matmul retarget, memset of a scalar, or DMA to/from HBM."""
+    if hasattr(view, "assign_from"):  # a view indexed with runtime values (nprof.nki.indirect)
+        view.assign_from(value)
+        return
     builder = trace.current()
     if isinstance(value, NkiTensor) and value.base is view.base and value.access_key() == view.access_key():
         return  # `t[...] += x` already updated t in place
