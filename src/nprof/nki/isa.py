@@ -67,13 +67,17 @@ def _check_no_mask(mask: Any, what: str) -> None:
 
 
 def _dtype_for(dst: NkiTensor | None, dtype: Any, what: str) -> Any:
-    """The result dtype: `dtype`, or dst's; a `dtype` that contradicts `dst` is an error, not a silent cast."""
+    """The result dtype: `dtype`, or dst's. The engine writes in the dst tile's format, so a `dtype` that differs
+    from dst's is not applied: it warns by name (AWS's beta-2 matmul tutorial passes dtype=bfloat16 with an fp32
+    dst; a kernel that really wants the cast declares dst in that dtype)."""
     if dst is None or dtype is None:
         return dtype
     if _c.dname(dtype) != dst.dtype_name:
-        raise kernel_error(f"{what}: dtype={_c.dname(dtype)} but dst is {dst.dtype_name}; the dst tile's dtype is "
-                           "the result's dtype (drop dtype= or change dst)")  # fmt: skip
-    return dtype
+        from nprof.nki.calls import unmodelled
+
+        unmodelled(f"nisa.{what}", "dtype", f"dst is {dst.dtype_name}, the format the engine writes; declare dst as "
+                   f"{_c.dname(dtype)} to get that cast")  # fmt: skip
+    return None
 
 
 # -- TensorE --------------------------------------------------------------------------------------
