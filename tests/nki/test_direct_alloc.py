@@ -1,6 +1,8 @@
 """Direct allocation (`nki.compiler.sbuf/psum.alloc/mod_alloc`): tiles at the given addresses, the modulo
 scheme, placement rules, lifetime conflicts refused, aliasing by design computed right — numpy references."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ import nprof.nki.language as nl
 from nprof import nki
 from nprof.arch.isa import Opcode, Space
 from nprof.errors import KernelError
+from nprof.nki.calls import NkiCompatWarning
 from nprof.nki.kernel import Kernel
 from tests.nki.helpers import rand
 
@@ -42,13 +45,13 @@ def test_sbuf_alloc_func_and_psum_mod_alloc_banks():
     """`sbuf.alloc(func)` gets (idx, partitions, bytes per partition); `psum.mod_alloc` rotates banks."""
     seen = []
 
-    def place(idx, pdim, fdim):
-        seen.append((idx, pdim, fdim))
-        return 0, 4096 - idx[0] * fdim
+    def place(block, idx, pdim_size, fdim_size):  # called by keyword, so a leading bound argument works
+        seen.append((idx, pdim_size, fdim_size))
+        return 0, block + 4096 - idx[0] * fdim_size
 
     def kernel(a, b):
         out = nl.ndarray((3, 16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        x = nl.ndarray((3, nl.par_dim(8), 16), dtype=nl.float32, buffer=ncc.sbuf.alloc(place))
+        x = nl.ndarray((3, nl.par_dim(8), 16), dtype=nl.float32, buffer=ncc.sbuf.alloc(functools.partial(place, 0)))
         y = nl.ndarray((nl.par_dim(8), 32), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
         ps = nl.ndarray((3, nl.par_dim(16), 32), dtype=nl.float32,
                         buffer=ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,)))  # fmt: skip
@@ -146,11 +149,11 @@ def test_automatic_temporaries_stay_out_of_direct_ranges():
 @pytest.mark.parametrize(
     "buffer, message",
     [
-        (lambda: ncc.sbuf.alloc(lambda idx, p, f: (32, 0)), "must start at 0"),
+        (lambda: ncc.sbuf.alloc(lambda idx, pdim_size, fdim_size: (32, 0)), "must start at 0"),
         (lambda: ncc.psum.mod_alloc(base_bank=0, base_addr=64), "byte_addr must be 0"),
         (lambda: ncc.psum.mod_alloc(base_bank=8), "PSUM has banks 0..7"),
-        (lambda: ncc.sbuf.mod_alloc(base_addr=180 * 1024), "16 KiB are the compiler's"),
-        (lambda: ncc.sbuf.alloc(lambda idx, p, f: 0), "must return"),
+        (lambda: ncc.sbuf.mod_alloc(base_addr=192 * 1024 - 32), "outside the 196608-byte SBUF partition"),
+        (lambda: ncc.sbuf.alloc(lambda idx, pdim_size, fdim_size: 0), "must return"),
     ],
 )
 def test_placement_rules_are_checked_at_the_declaration(buffer, message):
@@ -163,3 +166,18 @@ def test_placement_rules_are_checked_at_the_declaration(buffer, message):
 
     with pytest.raises(KernelError, match=r"test_direct_alloc\.py:\d+: .*" + message):
         Kernel(kernel).trace(rand((128, 16)))
+
+
+def test_a_tile_in_the_compilers_reserved_top_of_sbuf_warns_and_runs():
+    """byte_addr must be below 176 KiB per AWS's reference; the memory exists, so nprof simulates and warns."""
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((nl.par_dim(16), 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=177 * 1024))
+        t[...] = nl.load(a)
+        nl.store(out, value=t)
+        return out
+
+    a = rand((16, 64))
+    with pytest.warns(NkiCompatWarning, match="top 16 KiB"):
+        np.testing.assert_array_equal(nki.simulate_kernel(kernel, a), a)

@@ -25,7 +25,7 @@ class DirectBuffer(_Buffer):
         """(start partition, byte offset in SBUF/PSUM per partition) of logical tile `idx`."""
         r = self.request
         if "func" in r:
-            got = r["func"](idx, parts, fbytes)
+            got = r["func"](idx=idx, pdim_size=parts, fdim_size=fbytes)  # by keyword: partial(f, bank_map=...) works
             want = 3 if self.space is Space.PSUM else 2
             if not isinstance(got, tuple | list) or len(got) != want:
                 what = "(bank, start_partition, byte_addr)" if want == 3 else "(start_partition, byte_addr)"
