@@ -55,3 +55,17 @@ def test_column_plus_row_broadcasts_both_operands():
     np.testing.assert_allclose(run_tiles(nl.add, col, row), col + row, rtol=1e-6)
     np.testing.assert_allclose(run_tiles(nl.subtract, row, col), row - col, rtol=1e-6)
     np.testing.assert_allclose(run_tiles(nl.subtract, col, row), col - row, rtol=1e-6)
+
+
+def test_numpy_reductions_as_reduce_op_and_rank1_broadcast_to():
+    """`reduce_op=np.sum` reduces with add; a rank-1 [P] result `.broadcast_to((P, F))` repeats it per row;
+    a [P] view indexed with two indices reads as [P, 1]."""
+
+    def fn(t):
+        s = nisa.tensor_reduce(np.sum, data=t, axis=(1,))
+        wide = (1.0 / s).broadcast_to((t.shape[0], 8))
+        return nl.add(wide, s[:, 0])
+
+    x = rand((16, 24), 7, lo=0.5, hi=1.5)
+    s = x.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(run_tiles(fn, x), np.repeat(1.0 / s + s, 8, axis=1), rtol=1e-5)
