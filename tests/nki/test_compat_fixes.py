@@ -4,6 +4,7 @@ tests, two-sided broadcasts — each against a numpy reference."""
 import inspect
 
 import numpy as np
+import pytest
 
 import nprof.nki.isa as nisa
 import nprof.nki.language as nl
@@ -69,3 +70,32 @@ def test_numpy_reductions_as_reduce_op_and_rank1_broadcast_to():
     x = rand((16, 24), 7, lo=0.5, hi=1.5)
     s = x.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(run_tiles(fn, x), np.repeat(1.0 / s + s, 8, axis=1), rtol=1e-5)
+
+
+def test_python_and_between_masks_is_their_conjunction():
+    """`mask=(i_p < a and i_f < b)` (AWS's nc_match_replace8 example) masks both axes; `if mask:` still raises."""
+    from nprof.nki.index import arange
+
+    i_p, i_f = arange(8)[:, None], arange(16)[None, :]
+    two = i_p < 4 and i_f < 10  # outside `assert`: pytest rewrites `and` inside assert statements
+    three = i_p < 4 and i_f < 10 and i_f >= 2
+    one = i_f < 5  # nothing left over from the expressions above
+    assert two.box((8, 16)) == [(0, 4), (0, 10)]
+    assert three.box((8, 16)) == [(0, 4), (2, 10)]
+    assert one.box((8, 16)) == [(0, 8), (0, 5)]
+    with pytest.raises(TypeError, match="no truth value"):
+        if i_p < 4:
+            pass
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ix, iy = nl.mgrid[0:8, 0:16]
+        buf = nl.zeros(a.shape, dtype=a.dtype)
+        buf[...] = nl.add(nl.load(a), 1.0, mask=(ix < 4 and iy < 10))
+        nl.store(out, value=buf)
+        return out
+
+    a = rand((8, 16))
+    want = np.zeros_like(a)
+    want[:4, :10] = a[:4, :10] + 1
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, a), want, rtol=1e-6)

@@ -173,10 +173,24 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, 
                       dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """`data` with the first occurrence of each of the 8 `vals` per partition replaced by `imm`; the matched
     indices go to `dst_idx` when given (VectorE MATCH_REPLACE8)."""
-    x = _c.tile(data, "data").masked(mask) if mask is not None else _c.tile(data, "data")
-    extra = [_c.result_tile(dst_idx, (x.shape[0], 8), "uint32")] if dst_idx is not None else []
-    return _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", dst, extra, [x, _c.tile(vals, "vals")],
-                 _dt(dst, dtype, x.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
+    full = _c.tile(data, "data")
+    if mask is None:
+        extra = [_c.result_tile(dst_idx, (full.shape[0], 8), "uint32")] if dst_idx is not None else []
+        return _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", dst, extra, [full, _c.tile(vals, "vals")],
+                     _dt(dst, dtype, full.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
+    # masked: the result has data's shape, written (and dst_idx's rows) only inside the mask, as NKI masks do
+    box = _c.mask_box(mask, full.shape)
+    res = _c.result_tile(dst, full.shape, _dt(dst, dtype, full.dtype_name, "nc_match_replace8"))
+    if dst_idx is not None and dst_idx.shape[0] != box[0][1] - box[0][0]:
+        dst_idx = dst_idx.restrict([box[0]] + [(0, s) for s in dst_idx.shape[1:]])
+    rows = box[0][1] - box[0][0]
+    extra = [_c.result_tile(dst_idx, (rows, 8), "uint32")] if dst_idx is not None else []
+    _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", res.restrict(box), extra,
+          [full.restrict(box), _c.tile(vals, "vals")], res.dtype_name, imm=float(imm))  # fmt: skip
+    from nprof.nki.masks import note_mask
+
+    note_mask(res, box)
+    return res
 
 
 def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None) -> NkiTensor:
