@@ -99,3 +99,18 @@ def test_python_and_between_masks_is_their_conjunction():
     want = np.zeros_like(a)
     want[:4, :10] = a[:4, :10] + 1
     np.testing.assert_allclose(nki.simulate_kernel(kernel, a), want, rtol=1e-6)
+
+
+def test_dropout_zeroes_with_the_given_probability_and_keeps_the_rest():
+    """nisa.dropout(prob=[P, 1] or scalar) and nl.dropout(rate): each element is 0 with that probability and
+    otherwise unchanged (no rescaling); prob 0 keeps all, prob 1 drops all."""
+    x = rand((128, 512), 11, lo=1.0, hi=2.0)
+    p = np.linspace(0.0, 1.0, 128, dtype=np.float32).reshape(128, 1)
+    y = run_tiles(lambda a, b: nisa.dropout(a, prob=b), x, p)
+    kept = y != 0
+    np.testing.assert_array_equal(y[kept], x[kept])
+    assert kept[0].all() and not kept[-1].any()
+    np.testing.assert_allclose(kept.mean(axis=1), 1 - p[:, 0], atol=0.08)  # 512 draws per row
+    z = run_tiles(lambda a: nl.dropout(a, rate=0.25), x)
+    assert abs((z != 0).mean() - 0.75) < 0.01
+    np.testing.assert_array_equal(z[z != 0], x[z != 0])

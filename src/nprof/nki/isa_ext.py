@@ -270,7 +270,14 @@ def unsupported(qualname: str, params: str, why: str) -> Any:
     return fn
 
 
-dropout = unsupported("nisa.dropout", "data prob *mask *dtype", "random numbers are not simulated")
+def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:
+    """`data` with each element replaced by 0 with probability `prob` (a scalar or [P, 1]); see
+    `nprof.nki.dropout` for the model of the random draws."""
+    from nprof.nki.dropout import dropout_tile
+
+    return dropout_tile(data, prob, dtype, mask, "nisa.dropout")
+
+
 range_select = unsupported("nisa.range_select", "*on_true_tile *comp_op0 *comp_op1 *bound0 *bound1 *reduce_cmd "
                            "*reduce_res *reduce_op *range_start *on_false_value *mask *dtype",
                            "use nl.where with two comparisons")  # fmt: skip
