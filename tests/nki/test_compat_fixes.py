@@ -9,6 +9,7 @@ import pytest
 import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof import nki
+from nprof.nki.calls import NkiCompatWarning
 from tests.nki.helpers import rand, run_tiles
 
 
@@ -114,3 +115,23 @@ def test_dropout_zeroes_with_the_given_probability_and_keeps_the_rest():
     z = run_tiles(lambda a: nl.dropout(a, rate=0.25), x)
     assert abs((z != 0).mean() - 0.75) < 0.01
     np.testing.assert_array_equal(z[z != 0], x[z != 0])
+
+
+def test_hbm_view_reinterprets_bytes_and_double_row_matmul_contracts_the_row_pair():
+    """`t.view(dtype)` reads an HBM tensor's bytes as another dtype of the same size; a double-row nc_matmul
+    (stationary [K, 2, M], moving [K, 2, N]) sums over K and the row pair."""
+    import ml_dtypes
+
+    def kernel(a_bits, b):
+        out = nl.ndarray((a_bits.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+        a = nl.load(a_bits.view(nl.bfloat16))
+        res = nisa.nc_matmul(a, nl.load(b), perf_mode="double_row_gen3")
+        nl.store(out, value=res)
+        return out
+
+    a = rand((32, 2, 16), 12).astype(ml_dtypes.bfloat16)
+    b = rand((32, 2, 64), 13).astype(ml_dtypes.bfloat16)
+    want = np.einsum("kri,krj->ij", a.astype(np.float64), b.astype(np.float64))
+    with pytest.warns(NkiCompatWarning, match="perf_mode"):  # the double-row speed-up is not modelled
+        got = nki.simulate_kernel(kernel, a.view(np.uint16), b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
