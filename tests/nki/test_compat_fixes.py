@@ -135,3 +135,34 @@ def test_hbm_view_reinterprets_bytes_and_double_row_matmul_contracts_the_row_pai
     with pytest.warns(NkiCompatWarning, match="perf_mode"):  # the double-row speed-up is not modelled
         got = nki.simulate_kernel(kernel, a.view(np.uint16), b)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _bounds_reference(ids: np.ndarray) -> np.ndarray:
+    """Plain loops: each run of equal non-zero ids spans [start, end); zeros are padding (n, -1)."""
+    n = len(ids)
+    out = np.zeros((2, n))
+    for i in range(n):
+        if ids[i] == 0:
+            out[:, i] = (n, -1)
+            continue
+        lo, hi = i, i + 1
+        while lo > 0 and ids[lo - 1] == ids[i]:
+            lo -= 1
+        while hi < n and ids[hi] == ids[i]:
+            hi += 1
+        out[:, i] = (lo, hi)
+    return out
+
+
+def test_sequence_bounds_gives_each_elements_segment_start_and_end():
+    rng = np.random.default_rng(3)
+    ids = np.sort(rng.integers(0, 9, 64)).astype(np.float32)
+    ids[40:44] = 0  # padding in the middle too
+
+    def kernel(seg):
+        out = nl.ndarray((1, 2, seg.shape[1]), dtype=nl.int32, buffer=nl.shared_hbm)
+        nl.store(out, value=nisa.sequence_bounds(segment_ids=nl.load(seg), dtype=nl.int32))
+        return out
+
+    got = nki.simulate_kernel(kernel, ids.reshape(1, -1))
+    np.testing.assert_array_equal(got[0], _bounds_reference(ids))

@@ -278,6 +278,21 @@ def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None) -> Nki
     return dropout_tile(data, prob, dtype, mask, "nisa.dropout")
 
 
+def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> NkiTensor:
+    """Per element of a [1, N] tile of segment ids, the start and (exclusive) end index of its segment:
+    [1, 2, N]; padding (id 0) gets (N, -1) (GpSimdE SEQUENCE_BOUNDS, AWS NKI 2.26 reference)."""
+    ids = _c.tile(segment_ids, "segment_ids")
+    if ids.shape[0] != 1 or ids.dtype_name not in ("float32", "int32"):
+        raise kernel_error(f"sequence_bounds takes a [1, N] float32 or int32 tile, got {ids.shape} {ids.dtype_name}")
+    dt = _c.dname(dtype) if dtype is not None else ids.dtype_name
+    if dt not in ("float32", "int32"):
+        raise kernel_error(f"sequence_bounds dtype must be float32 or int32, got {dt}")
+    n = _c._numel_free(ids)
+    res = _c.new_tile((1, 2, n), dt)
+    _c.emit(Engine.GPSIMD, Opcode.SEQUENCE_BOUNDS, [res], [ids])
+    return res
+
+
 range_select = unsupported("nisa.range_select", "*on_true_tile *comp_op0 *comp_op1 *bound0 *bound1 *reduce_cmd "
                            "*reduce_res *reduce_op *range_start *on_false_value *mask *dtype",
                            "use nl.where with two comparisons")  # fmt: skip
@@ -288,6 +303,5 @@ from nprof.nki.indirect_ops import (  # noqa: E402  (runtime indices and gathers
     tensor_copy_dynamic_src,
 )
 
-sequence_bounds = unsupported("nisa.sequence_bounds", "*segment_ids *dtype", "segment-bound search is not modelled")
 builtin_custom_op = unsupported("nisa.builtin_custom_op", "function_name lib_file_name ulib_to_ucode_version "
                                 "ulib_to_isa_version srcs dsts", "custom GpSimd libraries cannot run here")  # fmt: skip
