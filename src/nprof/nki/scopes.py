@@ -50,6 +50,7 @@ class LoopScopes:
     _sbuf: Any
     _psum: Any
     _release: Any
+    direct: Any
 
     def plan_lifetimes(self, *, virtual: bool = False, uses_total: dict[tuple[int, int], int] | None = None) -> None:
         """`virtual`: unbounded SBUF/PSUM (a probe trace); `uses_total`: tile -> uses, each tile freed after
@@ -68,6 +69,8 @@ class LoopScopes:
             from nprof.nki.blocks import place
 
             delta, span = self._place(view, place)
+            if base.name in self.direct.tiles:
+                self.direct.noted(view, delta, span)
         elif base.partition_axis > 0 and math.prod(base.shape[: base.partition_axis]) > 1:
             from nprof.nki.blocks import block_span
             from nprof.nki.tensor import block_stride_elems
@@ -86,6 +89,8 @@ class LoopScopes:
     def _place(self, view: NkiTensor, place: Any) -> tuple[int, list[int]]:
         base: OnChip = view.base  # type: ignore[assignment]
         try:
+            if hasattr(base.blocks, "place_view"):  # direct allocation: placed as the kernel says
+                return base.blocks.place_view(view, len(self._instructions))  # type: ignore[union-attr]
             return place(view, base.blocks, base.blocks.align, len(self._instructions))  # type: ignore[union-attr]
         except OutOfMemory as err:
             raise self.over_capacity(base, err) from None
