@@ -50,7 +50,7 @@ from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
-from nprof.nki.scopes import LoopScopes
+from nprof.nki.scopes import LoopScopes, old_generation_paused
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
@@ -181,7 +181,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._calls.append([])
         _ACTIVE.append(self)
         try:
-            result = fn(*args, **kwargs)
+            with old_generation_paused():
+                result = fn(*args, **kwargs)
             self.check_loops_completed()
             self.flush()
         finally:
