@@ -233,7 +233,7 @@ class NkiTensor(ViewReshapes, TileOperators):
                 try:
                     i = int(item)
                 except TypeError:
-                    raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}") from None
+                    return self._index_runtime(items, item)  # type: ignore[return-value]
                 if i < 0:
                     i += size
                 if not 0 <= i < size:
@@ -275,7 +275,7 @@ class NkiTensor(ViewReshapes, TileOperators):
                 try:
                     item = IndexExpr(0, int(item), ())
                 except TypeError:
-                    raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}") from None
+                    return self._index_runtime(items, item)  # type: ignore[return-value]
             coefs = [0] * n
             for dim, (coef, size) in item.term_map(n).items():
                 if sizes[dim] not in (1, size) and coef:
@@ -285,6 +285,15 @@ class NkiTensor(ViewReshapes, TileOperators):
             per_dim.append((item.const, tuple(coefs)))
             new.append((item.const, tuple(coefs), self._dims[axis][2], self._label(axis)))
         return self._compose(per_dim, tuple(sizes), new)
+
+    def _index_runtime(self, items: tuple[Any, ...], item: Any) -> Any:
+        """`self[items]` where `item` is not static: an IndirectView if it is read at run time
+        (`nprof.nki.indirect`), else a KernelError."""
+        from nprof.nki import indirect
+
+        if not indirect.is_dynamic(item):
+            raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}")
+        return indirect.index_dynamic(self, items)
 
     def _partition_pos(self) -> int:
         """Position of the partition axis among this on-chip view's axes (0 when it is first or absent)."""
