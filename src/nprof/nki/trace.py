@@ -374,6 +374,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
             raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {src.shape}")
         return self.emit(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), attrs(**flags))
 
+    def hbm_written(self, name: str) -> bool:
+        """Has any instruction recorded so far written (part of) HBM tensor `name`?"""
+        return self._deps.wrote("hbm:" + name)
+
     # -- result -------------------------------------------------------------------------------
     @property
     def instructions(self) -> tuple[Instruction, ...]:
