@@ -12,8 +12,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nprof"
 
-# Shared by every stage: errors, atomic writes, the ZIP container, progress bars, command lines.
-BASE = {"errors", "atomic", "container", "progress", "commandline", "__version__"}
+# Shared by every stage: errors, atomic writes, the ZIP container, progress bars, command lines, outcomes.
+BASE = {"errors", "atomic", "container", "progress", "commandline", "outcome", "__version__"}
 
 # Pipeline order (docs/architecture.md): a package may import only packages with a lower rank.
 LAYERS = {
@@ -30,8 +30,9 @@ LAYERS = {
     "export": 9,
     "web": 10,
     "torch": 11,
-    "cli": 11,
-    "__main__": 12,
+    "cli_parser": 11,
+    "cli": 12,
+    "__main__": 13,
     "__init__": 0,
 }
 

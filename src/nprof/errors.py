@@ -36,5 +36,10 @@ class KernelError(NprofError):
     """A kernel is invalid; the message starts with the user's `file:line`."""
 
 
+class DeviceIndexError(NprofError, IndexError):
+    """An index read at run time (indirect DMA, gather) is out of bounds; also an IndexError, as NKI's simulator
+    raises one."""
+
+
 class UnsupportedOpError(NprofError):
     """The compiler met an operation it cannot lower."""

@@ -1,5 +1,6 @@
-"""Compiled collectives inside a real 2-process job: refused by default (a virtual device per process would
-reduce only its own data), right with the eager fallback; `nprof compile -- torchrun` finds torchrun."""
+"""Compiled collectives inside a real 2-process job exchange their data across the processes: right results
+on every rank, a clear error (never a hang) when the ranks issue different collectives or one never comes;
+`nprof compile -- torchrun` finds torchrun."""
 
 from __future__ import annotations
 
@@ -11,43 +12,57 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
+def _run(fn: object, *args: object) -> str:
+    """`fn(*args)`'s result, or the first line of the error it raised (dynamo may wrap the backend's)."""
+    try:
+        return f"ok {fn(*args).tolist()}"  # type: ignore[operator]
+    except Exception as exc:
+        return f"error {str(exc).strip().splitlines()[0]}"
+
+
 def _worker(rank: int, store_path: str, out_dir: str) -> None:
     import os
-    import warnings
 
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
 
     os.environ.pop("NPROF_FALLBACK", None)
+    os.environ["NPROF_COLLECTIVE_TIMEOUT"] = "60"
     dist.init_process_group("gloo", store=dist.FileStore(store_path, 2), rank=rank, world_size=2)
 
-    def step(x: torch.Tensor) -> torch.Tensor:
+    def reduce(x: torch.Tensor) -> torch.Tensor:
         return funcol.all_reduce(x * 2.0, "sum", dist.group.WORLD) + 1.0
 
-    x = torch.full((4,), float(rank + 1))
-    lines = []
-    try:
-        torch.compile(step, backend="nprof")(x)
-        lines.append("error-mode: ran")
-    except Exception as exc:  # the backend's refusal, wrapped by dynamo
-        lines.append(f"error-mode: {'2-process job' in str(exc)}")
+    def gather(x: torch.Tensor) -> torch.Tensor:
+        return funcol.all_gather_tensor(x + 1.0, 0, dist.group.WORLD)
+
+    x = torch.arange(4, dtype=torch.float32) + 10 * rank
+    lines = [_run(torch.compile(reduce, backend="nprof"), x), _run(torch.compile(gather, backend="nprof"), x)]
     torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = torch.compile(step, backend="nprof", options={"fallback": "eager"})(x)
-    lines.append(f"eager: {got.tolist()}")
+    lines.append(_run(torch.compile(reduce if rank == 0 else gather, backend="nprof"), x))  # mismatched ranks
+    torch._dynamo.reset()
+    os.environ["NPROF_COLLECTIVE_TIMEOUT"] = "2"
+    if rank == 0:  # rank 1 never comes
+        lines.append(_run(torch.compile(reduce, backend="nprof"), x))
     Path(out_dir, f"rank{rank}.txt").write_text("\n".join(lines))
+    dist.barrier()
     dist.destroy_process_group()
 
 
-def test_collectives_in_a_real_two_process_job_refuse_or_run_right(tmp_path: Path) -> None:
+def test_collectives_in_a_real_two_process_job_exchange_their_data(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
     mp.spawn(_worker, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2, join=True)
-    for rank in range(2):
-        lines = (tmp_path / f"rank{rank}.txt").read_text().splitlines()
-        assert lines[0] == "error-mode: True"
-        assert lines[1] == f"eager: {[2.0 * (1 + 2) + 1.0] * 4}"  # both ranks' data summed
+    r0, r1 = ((tmp_path / f"rank{r}.txt").read_text().splitlines() for r in range(2))
+    summed = [2.0 * (i + i + 10) + 1.0 for i in range(4)]  # both ranks' data
+    assert r0[0] == r1[0] == f"ok {summed}"
+    both = [float(i + 1) for i in range(4)] + [float(i + 11) for i in range(4)]
+    assert r0[1] == r1[1] == f"ok {both}"
+    for line in (r0[2], r1[2]):
+        assert "ranks issue different collectives: rank 0 issues all-reduce (add) of 4 elements" in line
+        assert "rank 1 issues all-gather of 4 elements" in line and "same order" in line
+    assert "rank 0 issues all-reduce (add) of 4 elements" in r0[3] and "did not all reach it within 2 s" in r0[3]
+    assert "NPROF_COLLECTIVE_TIMEOUT" in r0[3] and len(r1) == 3
 
 
 def test_compile_command_finds_programs_beside_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:

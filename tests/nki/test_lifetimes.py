@@ -1,12 +1,10 @@
 """Tile lifetimes as the compiler allocates them (by last use), and loops a kernel leaves early."""
 
 import numpy as np
-import pytest
 
 import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof import nki
-from nprof.errors import KernelError
 from tests.nki.helpers import rand
 
 
@@ -84,19 +82,6 @@ def test_liveness_when_scopes_do_not_fit():
     full = q.T @ k
     np.testing.assert_allclose(got[:, :4096], full, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[:, 4096:], full[:, :128].T, rtol=1e-4, atol=1e-4)
-
-
-def test_return_inside_a_loop_body_is_refused():
-    """NKI would run every iteration of the body; unrolled tracing cannot, so it says so instead of skipping."""
-
-    def kernel(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        for i in nl.affine_range(2):  # LOOP
-            nl.store(out[i * 4 : (i + 1) * 4], value=nl.load(a[i * 4 : (i + 1) * 4]))
-            return out
-
-    with pytest.raises(KernelError, match=r"test_lifetimes\.py:\d+: the kernel leaves this loop before its last"):
-        nki.simulate_kernel(kernel, rand((8, 8)))
 
 
 def test_blocks_of_a_tile_live_separately():

@@ -6,7 +6,8 @@ Contract:
   CPU profile, no cc fields without collectives, no MFU without a peak): values
   are never invented. Times are seconds, percentages 0..100, bytes and FLOPs ints.
 * `describe(name) -> (group, unit, description)` documents every field; the
-  `summary` pass, the exporters and `terminology_text()` use it.
+  `summary` pass, the exporters and `terminology_text()` use it. `summary_fields()`
+  lists every field name in report order (docs/profile-format.md lists the same).
 * Memory traffic: `<mem>_read_bytes` / `<mem>_write_bytes` add the instruction
   columns of that memory and the DMA transfers reading from / writing to it
   (direction "hbm->sbuf" reads HBM and writes SBUF). HBM bytes for MBU and the
@@ -20,7 +21,7 @@ import numpy as np
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
 from nprof.analysis.latency import LATENCY_SHARE, latency_share
-from nprof.profile import Profile
+from nprof.profile import ENGINES, Profile
 
 Metric = int | float | str
 
@@ -77,6 +78,18 @@ _ENGINE_FIELDS = {
 }
 
 
+def summary_fields(engines: tuple[str, ...] = ENGINES) -> list[str]:
+    """Every summary field name `summary_metrics` can report, in report order, with the per-engine fields
+    of `engines` (pass ("<engine>",) for the templates docs/profile-format.md lists)."""
+    names = list(FIXED_METRICS)
+    head = names[: names.index("dma_active_time")]
+    dma = names[names.index("dma_active_time") : names.index("spill_save_bytes")]
+    tail = names[names.index("spill_save_bytes") :]
+    per_engine = [f"{e}_engine_{s}" for e in engines for s in _ENGINE_FIELDS]
+    memory = [f"{m}_{w}_bytes" for m in _MEMORIES for w in ("read", "write")]
+    return head + per_engine + dma + memory + tail
+
+
 def describe(name: str) -> tuple[str, str, str]:
     """(group, unit, description) of a summary field; raises KeyError for unknown names."""
     if name in FIXED_METRICS:
@@ -108,19 +121,32 @@ def summary_metrics(profile: Profile) -> dict[str, Metric]:
 
 
 def _summary_metrics(profile: Profile) -> dict[str, Metric]:
+    """The summary fields in order: run, FLOPs and the verdict, engines, DMA, memory, spills, collectives."""
+    info = profile.info
+    out: dict[str, Metric] = {
+        "total_time": _seconds(facts(profile).total_ns),
+        "event_count": profile.event_count,
+        "nc_idx": int(info.nc_idx),
+        "nd_idx": int(info.nd_idx),
+    }
+    memory = _memory_bytes(profile)
+    _flops_and_bound(profile, memory, out)
+    _engine_metrics(profile, out)
+    _dma_metrics(profile, out)
+    out.update(memory)
+    _spill_metrics(profile, out)
+    _collective_metrics(profile, out)
+    return out
+
+
+def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Metric]) -> None:
+    """Add the FLOP counts, MFU/HFU/MBU, arithmetic intensity, the peak ratio and the bound verdict
+    (memory/compute by the roofline; latency when DMA latency paths take LATENCY_SHARE of the run)."""
     f = facts(profile)
     info = profile.info
     total_ns = f.total_ns
     total_s = _seconds(total_ns)
     virtual = info.device == "virtual-neuroncore"
-    out: dict[str, Metric] = {
-        "total_time": total_s,
-        "event_count": profile.event_count,
-        "nc_idx": int(info.nc_idx),
-        "nd_idx": int(info.nd_idx),
-    }
-
-    # ---- FLOPs and the roofline verdict ------------------------------------------------------------------------
     n_instr = profile.instructions.num_rows
     model_flops = int(f.i_col("flops").sum()) if n_instr else 0
     hw_flops = int(f.i_col("hw_flops").sum()) if n_instr else 0
@@ -130,7 +156,6 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         out["model_flops"] = model_flops
         out["hardware_flops"] = hw_flops
         out["transpose_flops"] = transpose
-    memory = _memory_bytes(profile)
     hbm_bytes = memory.get("hbm_read_bytes", 0) + memory.get("hbm_write_bytes", 0)
     peak, bw = info.peak_flops, info.hbm_bandwidth
     if has_flops and peak and total_ns > 0:
@@ -151,9 +176,14 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         if share >= LATENCY_SHARE:
             out["bound"] = "latency"
 
-    # ---- engines -----------------------------------------------------------------------------------------------
+
+def _engine_metrics(profile: Profile, out: dict[str, Metric]) -> None:
+    """Add per engine (the virtual device's five first, in order): instruction time, active time, its
+    percentage of the run and the instruction count."""
+    f = facts(profile)
+    total_ns = f.total_ns
     engines = list(f.engines_present)
-    if virtual:
+    if profile.info.device == "virtual-neuroncore":
         engines = [e for e in NEURON_ENGINES] + [e for e in engines if e not in NEURON_ENGINES]
     for engine in engines:
         ms, me = f.engine_merged(engine)
@@ -163,9 +193,13 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         out[f"{engine}_engine_active_time_percent"] = _pct(active, total_ns)
         out[f"{engine}_engine_instruction_count"] = f.engine_counts.get(engine, 0)
 
-    # ---- DMA ---------------------------------------------------------------------------------------------------
+
+def _dma_metrics(profile: Profile, out: dict[str, Metric]) -> None:
+    """Add DMA active time and percentage, transfer count, bytes and queue count (virtual device or any DMA)."""
+    f = facts(profile)
+    total_ns = f.total_ns
     n_dma = profile.dma.num_rows
-    if virtual or n_dma:
+    if profile.info.device == "virtual-neuroncore" or n_dma:
         ms, me = f.dma_merged
         active = int((np.minimum(me, total_ns) - np.minimum(ms, total_ns)).sum()) if ms.size else 0
         total_bytes = int(f.d_bytes.sum()) if n_dma else 0
@@ -176,9 +210,12 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         out["dma_transfer_average_bytes"] = total_bytes / n_dma if n_dma else 0.0
         out["dma_queue_count"] = len(f.queue[1])
 
-    # ---- memory ------------------------------------------------------------------------------------------------
-    out.update(memory)
-    if virtual or n_dma:
+
+def _spill_metrics(profile: Profile, out: dict[str, Metric]) -> None:
+    """Add spill save/reload bytes (on the virtual device always, elsewhere when non-zero)."""
+    f = facts(profile)
+    virtual = profile.info.device == "virtual-neuroncore"
+    if virtual or profile.dma.num_rows:
         spill = to_numpy(profile.dma["is_spill"], bool)
         reload = to_numpy(profile.dma["is_reload"], bool)
         save_b, reload_b = int(f.d_bytes[spill].sum()), int(f.d_bytes[reload].sum())
@@ -186,7 +223,10 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
             out["spill_save_bytes"] = save_b
             out["spill_reload_bytes"] = reload_b
 
-    # ---- collectives -------------------------------------------------------------------------------------------
+
+def _collective_metrics(profile: Profile, out: dict[str, Metric]) -> None:
+    """Add this rank's collective-op time (union), distinct op count and wait time, when it has collectives."""
+    info = profile.info
     cc = profile.collectives
     if cc.num_rows:
         rank = to_numpy(cc["rank"], np.int64)
@@ -195,7 +235,6 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         out["cc_op_time"] = _seconds(iv.union_length(ts, ts + dur))
         out["cc_op_count"] = int(np.unique(to_numpy(cc["id"])[mine]).size)
         out["cc_wait_time"] = _seconds(int(to_numpy(cc["wait_ns"])[mine].sum()))
-    return out
 
 
 def _memory_bytes(profile: Profile) -> dict[str, int]:

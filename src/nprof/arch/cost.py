@@ -42,6 +42,17 @@ Choices where the table is silent (documented here, tested by hand):
   kernel is one static instruction with its descriptors, so every execution of
   it (every loop iteration) uses the same queue; distinct statements take the
   queues round-robin (`nprof.nki.trace`).
+* Indirect DMAs (attrs `indirect`, a gather/scatter of rows by runtime
+  indices): NKI DGE reference ("swdge ... the only mode that supports
+  indirect (gather/scatter) operations"; descriptors generated at run time):
+  each row is its own descriptor, so a row is at most one chunk (the
+  pattern's partition stride is 0, so runs never merge across rows). The
+  GpSimdE time spent generating the descriptors is not modelled (no
+  published figure). A dynamic on-chip copy (`dynamic`) costs
+  `dynamic_copy_cycles` (NKI API reference, tensor_copy_dynamic_src/dst:
+  "MIN_II_DYNAMIC is roughly 600 engine cycles"). GATHER (nl.gather_flattened,
+  run on GpSimdE like nisa.nc_n_gather) has no published cost: it is charged
+  like iota, 150 + N cycles.
 * DMA triggers (FITTED `dma_issue_gap_ns`): DMAs are triggered by instructions
   in an engine's in-order stream, so consecutive DMAs of the program (any
   queue) start at least `dma_issue_gap_ns` apart. Calibration set: the NKI
@@ -52,7 +63,7 @@ from __future__ import annotations
 
 import math
 
-from nprof.arch.isa import COLLECTIVES, Access, Engine, Instruction, Opcode, Space
+from nprof.arch.isa import COLLECTIVES, ITEMSIZE, Access, Engine, Instruction, Opcode, Space
 from nprof.arch.presets import Preset
 
 _FAST_TT_OPS = frozenset({"add", "multiply", "subtract"})
@@ -129,6 +140,14 @@ def gpsimd_index_cycles(n: int) -> float:
 def dynamic_copy_cycles(n: int) -> float:
     """A copy with a runtime-computed address: max(~600, N)."""
     return float(max(600, n))
+
+
+def local_gather_cycles(indices: int, elems: int, itemsize: int) -> float:
+    """nisa.local_gather on GpSimdE, AWS's estimate (NKI API reference, nki.isa.local_gather): 150 + n / C with
+    n = indices * elems and C = ((28 + t * elems) / (t * elems)) / min(4 / itemsize, elems), t = 4."""
+    t = 4
+    c = ((28 + t * elems) / (t * elems)) / min(4 / itemsize, elems)
+    return 150.0 + indices * elems / c
 
 
 def contiguous_run(acc: Access) -> int:
@@ -227,8 +246,10 @@ def instruction_cycles(ins: Instruction, preset: Preset) -> float:
         return reciprocal_cycles(n, preset)
     if op is Opcode.BN_AGGR:
         return bn_aggr_cycles(_n(a), preset)
-    if op in (Opcode.IOTA, Opcode.AFFINE_SELECT):
+    if op in (Opcode.IOTA, Opcode.AFFINE_SELECT, Opcode.GATHER):  # GATHER: stated choice, no published figure
         return gpsimd_index_cycles(_n(o))
+    if op is Opcode.LOCAL_GATHER:
+        return local_gather_cycles(int(ins.attr("valid", 1)), int(ins.attr("elems", 1)), ITEMSIZE[a.dtype] if a else 4)
     if op is Opcode.TENSOR_COPY and ins.attr("dynamic"):
         return dynamic_copy_cycles(n)
     if op is Opcode.MEMSET and o is not None and o.dtype == "bfloat16" and float(ins.attr("value", 0.0)) == 0.0:

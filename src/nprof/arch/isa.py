@@ -80,6 +80,27 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
   reductions, default "add").
 * EVENT_SEMAPHORE (Sync engine): a synchronisation point; no data; waits for
   its deps.
+* Runtime addresses (`nprof.device.indirect`): a DMA_DIRECT2D or TENSOR_COPY
+  with attrs `indirect` ("src" or "dst") has a second input, the last of
+  `ins`: an integer SBUF Access of runtime offsets. [P, 1] with P > 1
+  ("vector", HBM only): partition p of the indirect operand is moved by
+  `dyn_stride * idx[p]` elements (a gather/scatter of rows, one descriptor
+  per row); one element ("scalar"): the whole operand is moved by
+  `dyn_stride * idx` elements. The indirect operand's Access is its pattern
+  at offset 0 on the dynamic axis, whose extent is `dyn_size`, on which the
+  pattern itself spans coordinates `dyn_lo..dyn_hi`; `dyn_axis` names the
+  axis in messages. A shifted coordinate outside [0, dyn_size) is an error,
+  or (attrs `oob` "skip") its partition's row is neither read nor written.
+  attrs `rmw` "add": the destination is added to (duplicate indices
+  accumulate), not overwritten.
+* GATHER (GpSimdE): outs[0] [P, G...] = per partition, ins[0]'s free
+  elements (flattened) at the positions ins[1] [P, G...] holds.
+* LOCAL_GATHER (GpSimdE): per group of 16 partitions, the group's ins[1]
+  [P, K] indices flattened partition-first, the first attrs `valid` of them;
+  outs[0] [P, valid * elems]: partition p reads attrs `elems` consecutive
+  elements of its own ins[0] row from each index (an element offset).
+* STREAM_SHUFFLE (VectorE): per quadrant of 32 partitions, outs[0] row i =
+  ins[0] row attrs `shuffle`[i] of the same quadrant (255: row i unchanged).
 
 Producers compute `deps` (indices of earlier instructions that must finish
 first: read-after-write, write-after-read and write-after-write on overlapping
@@ -143,6 +164,9 @@ class Opcode(StrEnum):
     REDUCE_SCATTER = "REDUCE_SCATTER"
     ALL_TO_ALL = "ALL_TO_ALL"
     EVENT_SEMAPHORE = "EVENT_SEMAPHORE"
+    GATHER = "GATHER"
+    LOCAL_GATHER = "LOCAL_GATHER"
+    STREAM_SHUFFLE = "STREAM_SHUFFLE"
 
 
 COLLECTIVES = frozenset({Opcode.ALL_REDUCE, Opcode.ALL_GATHER, Opcode.REDUCE_SCATTER, Opcode.ALL_TO_ALL})

@@ -38,7 +38,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import compress, repeat
 from operator import eq, itemgetter
 from pathlib import Path
@@ -211,78 +211,113 @@ class _Slices:
         self.args: list[dict[str, Any]] = args
 
 
-def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info: ProfileInfo | None = None) -> Profile:
-    """Turn parsed trace events into a Profile (see module doc)."""
+@dataclass
+class _Parsed:
+    """The events of a trace sorted by phase: complete slices (B/E pairs and unended B included), flows,
+    counters, thread/process names, how many B were never ended and how many events had a phase."""
+
+    xs: list[dict[str, Any]]
+    flows: list[dict[str, Any]]
+    counters: list[tuple[Any, str, Any]]
+    names: dict[str, str]
+    unmatched: int
+    n_phased: int
+
+
+def _parse_events(events: list[Any]) -> _Parsed:
+    """Sort `events` by phase (malformed events raise AttributeError/KeyError/TypeError/ValueError)."""
+    phases = list(map(dict.get, events, repeat("ph")))
+    xs = list(compress(events, map(eq, phases, repeat("X"))))
+    flows = list(compress(events, map(_FLOW_PHASES.__contains__, phases)))  # the parsed dicts themselves
+    other_mask = list(map(_OTHER_PHASES.__contains__, phases))
+    others, other_phases = list(compress(events, other_mask)), list(compress(phases, other_mask))
     counters: list[tuple[Any, str, Any]] = []
     names: dict[str, str] = {}
-    open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
-    events = check_events(events, path)
-    try:
-        phases = list(map(dict.get, events, repeat("ph")))
-        xs = list(compress(events, map(eq, phases, repeat("X"))))
-        n_phased = len(phases) - phases.count(None)
-        flows = list(compress(events, map(_FLOW_PHASES.__contains__, phases)))  # the parsed dicts themselves
-        other_mask = list(map(_OTHER_PHASES.__contains__, phases))
-        others, other_phases = list(compress(events, other_mask)), list(compress(phases, other_mask))
-        for ev, ph in zip(others, other_phases, strict=True):
-            if ph == "B":
-                open_b[(ev.get("pid"), ev.get("tid"))].append(ev)
-            elif ph == "E":
-                stack = open_b.get((ev.get("pid"), ev.get("tid")))
-                if stack:
-                    b = stack.pop()
-                    args = dict(b.get("args") or {})
-                    args.update(ev.get("args") or {})
-                    dur = _num(ev["ts"]) - _num(b["ts"])
-                    xs.append({**b, "ph": "X", "dur": dur, "args": args})
-            elif ph == "C":
-                args = ev.get("args") or {}
-                base = str(ev.get("name", "counter"))
-                if ev.get("id") is not None:
-                    base = f"{base}[{ev['id']}]"
-                for key, value in args.items():
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        counters.append((ev["ts"], base if len(args) == 1 else f"{base}.{key}", value))
-            elif ph in ("i", "I", "n") and ev.get("name") == "[memory]":
-                _memory_counters(ev, counters)
-            elif ph == "M" and ev.get("name") in ("thread_name", "process_name"):
-                label = (ev.get("args") or {}).get("name")
-                if label is not None:
-                    names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
-        unmatched = sum(len(v) for v in open_b.values())
-        if unmatched:  # Chrome draws a slice never ended up to the end of the trace: so do we
-            timed = [e["ts"] for e in others + flows if e.get("ph") != "M" and e.get("ts") is not None]
-            last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + list(map(_num, timed)))
-            for stack in open_b.values():
-                xs.extend({**b, "ph": "X", "dur": last - _num(b["ts"])} for b in stack)
-        slices = _Slices(xs)
-        check_slices(slices, path)
-        check_flows(flows, path)
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
-    if n_phased == 0:
-        raise NprofError(f"{path}: not a Chrome trace (no events with a 'ph' phase)")
-    if not slices.name and not counters:
-        raise NprofError(f"{path}: the trace has no timed events (slices or counters); nothing to import")
+    open_b = _other_events(others, other_phases, xs, counters, names)
+    unmatched = sum(len(v) for v in open_b.values())
+    if unmatched:  # Chrome draws a slice never ended up to the end of the trace: so do we
+        timed = [e["ts"] for e in others + flows if e.get("ph") != "M" and e.get("ts") is not None]
+        last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + list(map(_num, timed)))
+        for stack in open_b.values():
+            xs.extend({**b, "ph": "X", "dur": last - _num(b["ts"])} for b in stack)
+    return _Parsed(xs, flows, counters, names, unmatched, len(phases) - phases.count(None))
 
+
+def _other_events(
+    others: list[dict[str, Any]],
+    phases: list[str],
+    xs: list[dict[str, Any]],
+    counters: list[tuple[Any, str, Any]],
+    names: dict[str, str],
+) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
+    """Fold the B/E/C/i/M events into `xs` (ended B/E pairs), `counters` and `names`; returns the B events
+    still open, per (pid, tid)."""
+    open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for ev, ph in zip(others, phases, strict=True):
+        if ph == "B":
+            open_b[(ev.get("pid"), ev.get("tid"))].append(ev)
+        elif ph == "E":
+            stack = open_b.get((ev.get("pid"), ev.get("tid")))
+            if stack:
+                b = stack.pop()
+                args = dict(b.get("args") or {})
+                args.update(ev.get("args") or {})
+                dur = _num(ev["ts"]) - _num(b["ts"])
+                xs.append({**b, "ph": "X", "dur": dur, "args": args})
+        elif ph == "C":
+            args = ev.get("args") or {}
+            base = str(ev.get("name", "counter"))
+            if ev.get("id") is not None:
+                base = f"{base}[{ev['id']}]"
+            for key, value in args.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    counters.append((ev["ts"], base if len(args) == 1 else f"{base}.{key}", value))
+        elif ph in ("i", "I", "n") and ev.get("name") == "[memory]":
+            _memory_counters(ev, counters)
+        elif ph == "M" and ev.get("name") in ("thread_name", "process_name"):
+            label = (ev.get("args") or {}).get("name")
+            if label is not None:
+                names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
+    return open_b
+
+
+def _time_arrays(slices: _Slices, parsed: _Parsed, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
         dur_us = np.asarray([0 if d is None else d for d in slices.dur], dtype=np.float64)
-        c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
-        f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
+        c_ts = np.asarray([c[0] for c in parsed.counters], dtype=np.float64)
+        f_ts = np.asarray(list(map(itemgetter("ts"), parsed.flows)), dtype=np.float64)
     except KeyError:
         raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')") from None
     except (TypeError, ValueError):
         raise NprofError(f"{path}: not a Chrome trace (an event has a non-numeric 'ts' or 'dur')") from None
-    check_times(ts_us, dur_us, c_ts, f_ts, path)
+    return ts_us, dur_us, c_ts, f_ts
 
-    rows = build_profile(slices, ts_us, dur_us, counters, c_ts, flows, f_ts)
+
+def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info: ProfileInfo | None = None) -> Profile:
+    """Turn parsed trace events into a Profile (see module doc)."""
+    events = check_events(events, path)
+    try:
+        parsed = _parse_events(events)
+        slices = _Slices(parsed.xs)
+        check_slices(slices, path)
+        check_flows(parsed.flows, path)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
+    if parsed.n_phased == 0:
+        raise NprofError(f"{path}: not a Chrome trace (no events with a 'ph' phase)")
+    if not slices.name and not parsed.counters:
+        raise NprofError(f"{path}: the trace has no timed events (slices or counters); nothing to import")
+    ts_us, dur_us, c_ts, f_ts = _time_arrays(slices, parsed, path)
+    check_times(ts_us, dur_us, c_ts, f_ts, path)
+    rows = build_profile(slices, ts_us, dur_us, parsed.counters, c_ts, parsed.flows, f_ts)
     base_info = ProfileInfo(
         device="chrome-trace",
         name=path.name,
         producer=f"nprof {__version__} (chrome-trace import)",
         device_name=_device_name(meta),
-        meta={**_meta(meta, names, len(events), unmatched), "trace.origin_ns": str(rows.origin_ns)},
+        meta={**_meta(meta, parsed.names, len(events), parsed.unmatched), "trace.origin_ns": str(rows.origin_ns)},
     )
     if info is not None:
         merged = dict(base_info.meta)

@@ -54,7 +54,8 @@ class SystemProfile:
     device_files: dict[str, Path] = field(default_factory=dict)  # file name -> where the recorder wrote it
 
 
-def _read_log(work_dir: Path) -> list[dict[str, Any]]:
+def read_log(work_dir: Path) -> list[dict[str, Any]]:
+    """The backend events `SystemRecorder.write` logged in `work_dir` ([] without a log)."""
     path = work_dir / EXEC_LOG
     if not path.is_file():
         return []
@@ -62,7 +63,7 @@ def _read_log(work_dir: Path) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
-def _origin_unix_ns(profile: Profile) -> int:
+def origin_unix_ns(profile: Profile) -> int:
     """Unix time (ns) of the profile's ts = 0, from the trace's base time and the importer's origin."""
     meta = profile.info.meta
     try:
@@ -106,7 +107,7 @@ def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[st
     return rows, dma
 
 
-def _append(table: pa.Table, name: str, rows: list[dict[str, Any]], first_id: int) -> pa.Table:
+def append_rows(table: pa.Table, name: str, rows: list[dict[str, Any]], first_id: int) -> pa.Table:
     """`table` plus `rows` (missing columns take their defaults), ids from `first_id`."""
     if not rows:
         return table
@@ -120,16 +121,16 @@ def _append(table: pa.Table, name: str, rows: list[dict[str, Any]], first_id: in
 
 def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
     """Join the backend's log in `work_dir` to the host `profile` (see module doc)."""
-    events = _read_log(work_dir)
+    events = read_log(work_dir)
     launches = [e for e in events if e["kind"] == "launch"]
     if not launches:
         note = "host only: no graph compiled with torch.compile(backend='nprof') was launched"
         return SystemProfile(replace(profile, info=replace(profile.info, meta={**profile.info.meta, "system": note})))
-    origin = _origin_unix_ns(profile)
+    origin = origin_unix_ns(profile)
     rows, dma = _event_rows(events, origin)
-    next_id = max(_max_id(profile.instructions), _max_id(profile.dma)) + 1
-    instructions = _append(profile.instructions, "instructions", rows, next_id)
-    dma_table = _append(profile.dma, "dma", dma, next_id + len(rows))
+    next_id = max(max_id(profile.instructions), max_id(profile.dma)) + 1
+    instructions = append_rows(profile.instructions, "instructions", rows, next_id)
+    dma_table = append_rows(profile.dma, "dma", dma, next_id + len(rows))
     files = {e["device_profile"]: work_dir / DEVICES / e["device_profile"] for e in launches if e["device_profile"]}
     listing = {f"{e['module']}#{e['exec_index']}": e["device_profile"] for e in launches if e["device_profile"]}
     meta = {
@@ -143,7 +144,8 @@ def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
     return SystemProfile(replace(profile, info=info, instructions=instructions, dma=dma_table), files)
 
 
-def _max_id(table: pa.Table) -> int:
+def max_id(table: pa.Table) -> int:
+    """The largest `id` of a profile table, -1 when it is empty."""
     return int(pc.max(table["id"]).as_py()) if table.num_rows else -1
 
 

@@ -2,6 +2,8 @@
 
 Usage (internal): ``python -m nprof.capture.torch_boot TRACE STATUS DEVICE POLICY (SCRIPT | -m MODULE) [ARGS...]``
 with DEVICE cpu, cuda or auto and POLICY the ``--device-profile`` value (all, none, nth:N, default).
+Under torchrun (``RANK`` set), ``{rank}`` in TRACE and STATUS becomes the rank (their directory is created)
+and the status also records ``rank`` and ``world_size``.
 It sets ``sys.argv`` and ``sys.path[0]`` as ``python script.py`` would, runs the
 script with runpy inside a `TorchSession`, and always, even when the script
 fails, writes the Chrome trace to TRACE and a JSON status to STATUS
@@ -36,6 +38,10 @@ def _write_status(path: str, status: dict[str, object]) -> None:
 
 def main(argv: list[str]) -> int:
     trace, status_path, device, policy, target = argv[0], argv[1], argv[2], argv[3], argv[4:]
+    rank = os.environ.get("RANK", "0")  # torchrun starts one bootstrap per rank: each gets its own files
+    trace, status_path = trace.replace("{rank}", rank), status_path.replace("{rank}", rank)
+    os.makedirs(os.path.dirname(os.path.abspath(trace)), exist_ok=True)
+    job = {"rank": int(rank), "world_size": int(os.environ.get("WORLD_SIZE", "1"))} if "RANK" in os.environ else {}
     from nprof.capture.torch_session import TorchSession
     from nprof.errors import NprofError
 
@@ -73,7 +79,7 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # the script's own status matters more; report the export problem
             _write_status(status_path, {"exit_code": code, "error": f"could not export the trace ({exc})"})
             return code or 1
-    _write_status(status_path, {"exit_code": code, "device": session.device})
+    _write_status(status_path, {"exit_code": code, "device": session.device, **job})
     return code
 
 

@@ -93,7 +93,7 @@ def capture_command(
         except KeyboardInterrupt:
             rc = proc.wait()  # the child got the same SIGINT; let it write what it recorded
         rc = 128 - rc if rc < 0 else rc
-        status = _read_status(status_path)
+        status = read_status(status_path)
         if status.get("error") and not trace.is_file():
             raise NprofError(str(status["error"]), exit_code=rc or 2)
         if not trace.is_file():
@@ -120,7 +120,7 @@ def capture_command(
         )
 
 
-def _read_status(path: Path) -> dict[str, object]:
+def read_status(path: Path) -> dict[str, object]:
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):

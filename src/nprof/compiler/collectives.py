@@ -14,7 +14,12 @@ Contract: registers in `nprof.compiler.ops.LOWERINGS` the ops torch.compile trac
   collectives synchronously on the CC-cores; the instruction's dependencies order everything).
 The instruction reads the whole (contiguous) input from HBM and writes a new HBM tensor; every all-reduce group
 is "all workers" (the job size is chosen at capture: `nprof capture -r N`). CC instructions go round-robin
-over the preset's CC-cores (tracks `cc.<k>`).
+over the preset's CC-cores (tracks `cc.<k>`). Each carries `traced_world`: the size of the group it was traced
+for (torch.distributed's world size at compile time, 1 without a process group), so a capture of another
+size can say how the graph scaled (`scaling_note`).
+Inside a multi-process job (torchrun) the instructions exchange their data with the other processes at run
+time (`nprof.device.process_group`); a collective on a subgroup of the job's ranks is refused at compile time
+(UnsupportedOpError: nprof exchanges across the whole world only).
 """
 
 from __future__ import annotations
@@ -52,34 +57,55 @@ def _reduce_op(lw: Lowerer, reduce_op: Any) -> str:
     return _REDUCE_OPS[name]
 
 
-def _emit(lw: Lowerer, opcode: Opcode, src: View, op: str | None, group_size: int = 1) -> View:
+def traced_world(lw: Lowerer, group_name: Any) -> int:
+    """The size of the process group a collective was traced on (1 without torch.distributed); refuses a
+    subgroup of a multi-process job's ranks (see module doc)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    world = dist.get_world_size()
+    if world > 1 and group_name is not None:
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        ranks = sorted(dist.get_process_group_ranks(_resolve_process_group(group_name)))
+        if ranks != list(range(world)):
+            raise UnsupportedOpError(
+                lw.unsupported_message(f"a collective on a subgroup (ranks {ranks} of {world}); use the world group")
+            )
+    return world
+
+
+def _emit(lw: Lowerer, opcode: Opcode, src: View, op: str | None, group_name: Any, group_size: int = 1) -> View:
+    traced = traced_world(lw, group_name)
     out = lw.new_tensor()
     em = lw.em
     core = getattr(em, "_cc_next", 0)
     em._cc_next = core + 1  # type: ignore[attr-defined]
     group = tuple(range(group_size)) if group_size > 1 else None
     em._emit(  # the emitter's generic instruction entry (dependencies, scope metadata)
-        Engine.CC, opcode, (_whole(out),), (_whole(src),), attrs(op=op, group=group), core % em.preset.cc_cores
-    )
+        Engine.CC, opcode, (_whole(out),), (_whole(src),), attrs(op=op, group=group, traced_world=traced),
+        core % em.preset.cc_cores,
+    )  # fmt: skip
     return out
 
 
 def _all_reduce(lw: Lowerer, x: Any, reduce_op: Any, group_name: Any = None, *_: Any) -> View:
-    return _emit(lw, Opcode.ALL_REDUCE, _input(lw, x), _reduce_op(lw, reduce_op))
+    return _emit(lw, Opcode.ALL_REDUCE, _input(lw, x), _reduce_op(lw, reduce_op), group_name)
 
 
 def _all_gather(lw: Lowerer, x: Any, group_size: int, group_name: Any = None, *_: Any) -> View:
-    return _emit(lw, Opcode.ALL_GATHER, _input(lw, x), None, int(group_size))
+    return _emit(lw, Opcode.ALL_GATHER, _input(lw, x), None, group_name, int(group_size))
 
 
 def _reduce_scatter(lw: Lowerer, x: Any, reduce_op: Any, group_size: int, group_name: Any = None, *_: Any) -> View:
-    return _emit(lw, Opcode.REDUCE_SCATTER, _input(lw, x), _reduce_op(lw, reduce_op), int(group_size))
+    return _emit(lw, Opcode.REDUCE_SCATTER, _input(lw, x), _reduce_op(lw, reduce_op), group_name, int(group_size))
 
 
 def _all_to_all(lw: Lowerer, x: Any, output_split_sizes: Any, input_split_sizes: Any, group_name: Any = None) -> View:
     if len(set(output_split_sizes or ())) > 1 or len(set(input_split_sizes or ())) > 1:
         raise UnsupportedOpError(lw.unsupported_message("all_to_all_single with unequal splits"))
-    return _emit(lw, Opcode.ALL_TO_ALL, _input(lw, x), None)
+    return _emit(lw, Opcode.ALL_TO_ALL, _input(lw, x), None, group_name)
 
 
 def _wait(lw: Lowerer, x: Any, *_: Any) -> Any:
@@ -96,21 +122,6 @@ def register_collectives(table: dict[str, Any]) -> None:
     table[f"{_NS}.wait_tensor.default"] = _wait
 
 
-def check_process_group(program: Any) -> None:
-    """Refuse a program with collectives inside a real multi-process job (torchrun): each process's virtual
-    device would reduce only its own data, silently wrong. The eager fallback runs torch's own collectives."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
-        return
-    if any(ins.engine is Engine.CC for ins in program.instructions):
-        raise UnsupportedOpError(
-            f"cannot compile collectives inside a {dist.get_world_size()}-process job: each process's virtual "
-            "device would reduce only its own data; run one process and capture N workers (nprof capture -r N), "
-            "or set NPROF_FALLBACK=eager to run this graph's collectives through torch.distributed"
-        )
-
-
 def ddp_notice() -> str | None:
     """One line for a multi-process job whose compiled graphs have no collectives (DDP all-reduces gradients
     in hooks outside the graphs), else None."""
@@ -120,5 +131,6 @@ def ddp_notice() -> str | None:
         return None
     return (
         f"nprof: {dist.get_world_size()}-process job: collectives outside compiled graphs (DDP's gradient "
-        "all-reduce) run through torch.distributed on the host: correct, but not CC-core work in the profile"
+        "all-reduce) run through torch.distributed on the host, not in the graphs' device profiles; "
+        "`nprof capture -s DIR -- torchrun ...` records them as CC work in each rank's system profile"
     )

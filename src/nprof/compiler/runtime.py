@@ -4,9 +4,10 @@ Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (bo
 graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
 bool -> uint8), runs the program on the virtual device — its timing simulated once by `nprof.device.simulate`
 (it does not depend on the data), its numerics on every call by `nprof.device.numerics_prepared` (the same
-bits as `simulate`'s) — and rebuilds every graph output as a torch tensor of the traced shape, dtype and
-strides, on the inputs' device (graph inputs returned as outputs are
-passed through; constant outputs are filled on the host). The first call saves its inputs as
+bits as `simulate`'s); in a multi-process torch.distributed job, a program with collectives exchanges their
+data with the other processes on every call (`device.process_group.run_in_job`) — and rebuilds every graph
+output as a torch tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned
+as outputs are passed through; constant outputs are filled on the host). The first call saves its inputs as
 ``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
 be given real values. Program inputs named ``rng.*`` (training-mode dropout) get fresh uniform [0, 1)
 numbers from torch's generator on every call.
@@ -189,12 +190,18 @@ class DeviceGraph:
     def _execute(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Any, int]:
         """(outputs, device Profile, simulated ns) of one execution. The timing does not depend on the data and
         the device keeps no state between executions (`nprof.device.simulate`), so it is simulated on the first
-        call and reused; the numerics run on every call, prepared once (`PreparedNumerics`: same bits as
+        call and reused (except in a multi-process job with collectives, where every call is exchanged); the
+        numerics run on every call, prepared once (`PreparedNumerics`: same bits as
         `simulate(numerics=True)`, inf/NaN allowed as eager torch allows them)."""
         from nprof.arch.presets import get_preset
         from nprof.device import simulate
         from nprof.device.numerics_prepared import PreparedNumerics
+        from nprof.device.process_group import current_job, has_collectives, run_in_job
 
+        job = current_job() if has_collectives(self.program) else None
+        if job is not None:  # torchrun: the collectives' data (and waits) come from the other processes
+            result = run_in_job(self.program, inputs, job, allow_nonfinite=True)
+            return result.outputs, result.profile, int(result.latencies_ns[-1])
         if self._timed is None:
             result = simulate(self.program, inputs, numerics=False)
             self._timed = (result.profile, int(result.latencies_ns[-1]))

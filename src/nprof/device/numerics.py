@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from nprof.arch.isa import COLLECTIVES, Instruction, Opcode
+from nprof.device.indirect import INDIRECT_HANDLERS, indirect_copy
 from nprof.device.memory import Memory
 from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS, BinaryOp, Operand
 
@@ -240,6 +241,9 @@ def _tensor_reduce(ins: Instruction, mem: Memory) -> None:
 
 
 def _copy(ins: Instruction, mem: Memory) -> None:
+    if len(ins.ins) > 1:  # runtime offsets (attrs indirect): nprof.device.indirect
+        indirect_copy(ins, mem)
+        return
     src, dst = ins.ins[0], ins.outs[0]
     v = mem.view(src)
     if v.size != dst.elements:
@@ -311,6 +315,7 @@ def _nothing(ins: Instruction, mem: Memory) -> None:
 
 HANDLERS: dict[Opcode, Callable[[Instruction, Memory], None]] = {
     **SELECTION_HANDLERS,
+    **INDIRECT_HANDLERS,
     Opcode.DMA_DIRECT2D: _copy,
     Opcode.LDWEIGHTS: _nothing,
     Opcode.MATMUL: _matmul,

@@ -46,11 +46,12 @@ from nprof.arch import cost
 from nprof.arch.isa import Opcode
 from nprof.arch.presets import Preset, get_preset
 from nprof.device import numerics as num
+from nprof.device.indirect import IndirectIndexError
 from nprof.device.memory import AccessError, Memory, convert, is_int, numpy_dtype
 from nprof.device.plan import plan_for
 from nprof.device.record import build_tables
 from nprof.device.schedule import schedule
-from nprof.errors import NprofError
+from nprof.errors import DeviceIndexError, NprofError
 from nprof.profile import Profile, ProfileInfo, TensorInfo
 from nprof.program.model import Program, TensorDecl
 from nprof.progress import progress
@@ -147,6 +148,8 @@ def _run_numerics(program: Program, mem: Memory, ignore_exec_errors: bool, warni
             except (AccessError, ValueError, IndexError, KeyError, TypeError) as exc:
                 where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
                 if not ignore_exec_errors:
+                    if isinstance(exc, IndirectIndexError):  # a runtime index: the message says how to fix it
+                        raise DeviceIndexError(f"{ins.source or where}: {exc}") from None
                     raise NprofError(
                         f"execution error in {where}: {exc}; fix the program or pass --ignore-exec-errors"
                     ) from exc

@@ -86,7 +86,7 @@ def template(program: Program, preset: Preset, i: int, ins: Instruction, ii: lis
                 f"program {name!r}: {where(i, ins)} uses DMA queue {ins.queue}; "
                 f"valid queues are 0..{preset.dma_queues - 1}"
             )
-        if len(ii) != 1 or len(oo) != 1:
+        if len(ii) != (2 if ins.attr("indirect") else 1) or len(oo) != 1:  # indirect: + the offsets
             raise NprofError(f"program {name!r}: {where(i, ins)} needs one input and one output")
         src, dst = ins.ins[0], ins.outs[0]
         chunks = cost.dma_chunks(src, dst)

@@ -30,12 +30,12 @@ from nprof.errors import NprofError
 from nprof.program.model import Program
 from nprof.progress import progress
 
-_EXEC_ERRORS = (AccessError, ValueError, IndexError, KeyError, TypeError)
+EXEC_ERRORS = (AccessError, ValueError, IndexError, KeyError, TypeError)
 OpKey = tuple[tuple[int, ...], int]
 
 
-class _Class:
-    """Ranks sharing one memory and position (same program, same state)."""
+class RankState:
+    """Ranks sharing one memory and position (same program, same state); `members[0]` names them in errors."""
 
     def __init__(self, members: list[int], program: Program, mem: Memory, pos: int = 0) -> None:
         self.members = members
@@ -72,12 +72,12 @@ class _Class:
             ins = instructions[i]
             try:
                 handlers[ins.opcode](ins, mem)
-            except _EXEC_ERRORS as exc:
+            except EXEC_ERRORS as exc:
                 self.fail(i, exc, ignore)
         self.pos = stop
         return ran * len(self.members)
 
-    def split(self, members: list[int]) -> _Class:
+    def split(self, members: list[int]) -> RankState:
         """A new class for `members` (removed from this one) with a copy of the memory."""
         mem = Memory(self.program, self.mem.preset)
         mem.sbuf[...] = self.mem.sbuf
@@ -85,25 +85,26 @@ class _Class:
         for name, arr in self.mem.hbm.items():
             mem.hbm[name][...] = arr
         self.members = [m for m in self.members if m not in members]
-        other = _Class(members, self.program, mem, self.pos)
+        other = RankState(members, self.program, mem, self.pos)
         other.skipped, other.notes = self.skipped, list(self.notes)
         return other
 
 
-def _classes(
+def rank_states(
     programs: list[Program], preset: Preset, checked: list[tuple[dict[str, np.ndarray], list[str]]]
-) -> list[_Class]:
+) -> list[RankState]:
+    """One state per class of ranks (same program, same input arrays), memory loaded with inputs and weights."""
     by_key: dict[tuple, list[int]] = {}
     for r, p in enumerate(programs):
         given = checked[r][0]
         by_key.setdefault((id(p), tuple(sorted((k, id(v)) for k, v in given.items()))), []).append(r)
-    out: list[_Class] = []
+    out: list[RankState] = []
     for members in by_key.values():
         program = programs[members[0]]
         mem = Memory(program, preset)
         for name, value in checked[members[0]][0].items():
             mem.load(name, value)
-        c = _Class(members, program, mem)
+        c = RankState(members, program, mem)
         for t in program.tensors:
             if t.kind != "weight":
                 continue
@@ -133,7 +134,7 @@ def run_lockstep(
             key_at[r][i] = key
     for s in stops:
         s.sort()
-    classes = _classes(programs, preset, checked)
+    classes = rank_states(programs, preset, checked)
     nxt = [0] * len(programs)
     total = sum(len(p.instructions) for p in programs)
     with (
@@ -179,7 +180,7 @@ def run_lockstep(
     return outputs
 
 
-def _execute(key: OpKey, where: Mapping[int, int], owner: Mapping[int, _Class], ignore: bool) -> list[_Class]:
+def _execute(key: OpKey, where: Mapping[int, int], owner: Mapping[int, RankState], ignore: bool) -> list[RankState]:
     """Run one collective; returns the classes split off because their members got different results."""
     group = key[0]
     first_class = owner[group[0]]
@@ -194,11 +195,11 @@ def _execute(key: OpKey, where: Mapping[int, int], owner: Mapping[int, _Class], 
             contributions.append(reads[id(c)])
         sizes = [owner[r].program.instructions[where[r]].outs[0].elements for r in group]
         results = combine(ins0.opcode, str(ins0.attr("op", "add")), contributions, sizes)
-    except _EXEC_ERRORS as exc:
+    except EXEC_ERRORS as exc:
         first_class.fail(where[group[0]], exc, ignore)
         return []
     result_of = dict(zip(group, results, strict=True))
-    new: list[_Class] = []
+    new: list[RankState] = []
     for c in list({id(owner[r]): owner[r] for r in group}.values()):
         distinct: list[tuple[np.ndarray, list[int]]] = []
         for m in c.members:
@@ -215,6 +216,6 @@ def _execute(key: OpKey, where: Mapping[int, int], owner: Mapping[int, _Class], 
             out = part.program.instructions[where[part.rank]].outs[0]
             try:
                 part.mem.write(out, value.reshape(out.shape))
-            except _EXEC_ERRORS as exc:
+            except EXEC_ERRORS as exc:
                 part.fail(where[part.rank], exc, ignore)
     return new

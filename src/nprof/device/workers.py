@@ -183,7 +183,7 @@ def _schedule_ranks(
             sig = (id(programs[r]), tuple(sorted(cdur[r].items())))
             hit = cache.get(sig)
             if hit is None:
-                dur = list(base[r].dur)
+                dur = base[r].dur.copy()
                 for i, d in cdur[r].items():
                     dur[i] = d
                 plan = replace(base[r], dur=dur)
@@ -272,14 +272,14 @@ def simulate_workers(
     results: dict[int, SimResult] = {}
     with progress(len(wanted), "building worker profiles") as bar:
         for r in wanted:
-            profile = _profile(progs[r], plans[r], timings[r], pre, r, topo, job_ops, numerics, executions)
+            profile = rank_profile(progs[r], plans[r], timings[r], pre, r, topo, job_ops, numerics, executions)
             total = profile.info.total_time_ns or 0
             results[r] = SimResult(outputs[r], profile, (total,) * executions, tuple(warnings[r]))
             bar.advance(1)
     return JobResult(results, tuple(job_ops), topo)
 
 
-def _profile(
+def rank_profile(
     program: Program,
     plan: Plan,
     timing: Timing,
@@ -290,6 +290,7 @@ def _profile(
     numerics: bool,
     executions: int,
 ) -> Profile:
+    """Rank `rank`'s profile: its instruction/DMA tables and a `collectives` row per operation it joined."""
     instructions, dma = build_tables(program, plan, timing, iteration=0)
     mine = [op for op in job_ops if rank in op.arrival]
     arrivals = [int(np.rint(op.arrival[rank])) for op in mine]

@@ -65,7 +65,15 @@ def tile(x: Any, what: str = "operand") -> NkiTensor:
             builder.flush()
         consumed(x)
         return x
+    if hasattr(x, "dyn_attrs"):  # an IndirectView (nprof.nki.indirect)
+        raise kernel_error(f"{what} cannot be indexed with runtime values: {NOT_A_TILE}")
     raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")
+
+
+NOT_A_TILE = (
+    "a tensor indexed with runtime values can only be moved by nl.load / nl.store / nisa.dma_copy / "
+    "nl.atomic_rmw (HBM) or nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst (on chip)"
+)
 
 
 def new_tile(shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF, name: str = "") -> NkiTensor:
@@ -230,12 +238,12 @@ def binary(
         raise kernel_error(f"nl.{op}: tiles of shapes {a.shape} and {b.shape} do not broadcast (ranks differ)")
     dt = dname(dtype) if dtype is not None else promote(a.dtype_name, b.dtype_name)
     column = [t.shape[0] == shape[0] and all(s == 1 for s in t.shape[1:]) and t.shape != shape for t in (a, b)]
-    if column[1]:
-        return tensor_scalar(a, op, b, dtype=dt, mask=mask, out=out)
+    if column[1]:  # the other operand may need broadcasting too ([P, 1] + [1, F])
+        return tensor_scalar(broadcast_operand(a, shape), op, b, dtype=dt, mask=mask, out=out)
     if column[0]:
-        return tensor_scalar(
-            b, _SWAP.get(op, op), a, reverse0=op not in COMMUTATIVE and op not in _SWAP, dtype=dt, mask=mask, out=out
-        )
+        rev = op not in COMMUTATIVE and op not in _SWAP
+        return tensor_scalar(broadcast_operand(b, shape), _SWAP.get(op, op), a, reverse0=rev, dtype=dt, mask=mask,
+                             out=out)  # fmt: skip
     return tensor_tensor(broadcast_operand(a, shape), broadcast_operand(b, shape), op, dtype=dt, mask=mask, out=out)
 
 
@@ -350,6 +358,9 @@ def inplace(op: str, target: NkiTensor, other: Any) -> NkiTensor:
 
 def assign(view: NkiTensor, value: Any) -> None:
     """`view[...] = value`: copy, matmul retarget, memset of a scalar, or DMA to/from HBM."""
+    if hasattr(view, "assign_from"):  # a view indexed with runtime values (nprof.nki.indirect)
+        view.assign_from(value)
+        return
     builder = trace.current()
     if isinstance(value, NkiTensor) and value.base is view.base and value.access_key() == view.access_key():
         return  # `t[...] += x` already updated t in place

@@ -28,9 +28,9 @@ from nprof.nki.calls import unmodelled as _unmodelled
 from nprof.nki.calls import unmodelled_if as _unmodelled_if
 from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
-    _ENGINES,
     act_name,
     alu_name,
+    device_engine,
     dge_mode,
     dma_engine,
     engine,
@@ -55,7 +55,7 @@ from nprof.nki.tensor import NkiTensor, OnChip
 def _engine(value: Any, default: Engine, allowed: tuple[Engine, ...]) -> Engine:
     if value is None or value == engine.unknown:
         return default
-    eng = _ENGINES.get(value, value) if isinstance(value, engine) else value
+    eng = device_engine(value)
     if eng not in allowed:
         raise kernel_error(f"this instruction cannot run on {eng}; allowed: {', '.join(map(str, allowed))}")
     return Engine(eng)
@@ -157,7 +157,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     dt = _c.dname(dtype) if dtype is not None else x.dtype_name
     res = _c.result_tile(dst, (free, parts), dt, Space.PSUM)
     eng = Engine.TENSOR if res.space is Space.PSUM else Engine.VECTOR
-    if engine not in (None, globals()["engine"].unknown) and _ENGINES.get(engine) is not eng:
+    if engine not in (None, globals()["engine"].unknown) and device_engine(engine) is not eng:
         _unmodelled("nisa.nc_transpose", "engine", f"runs on {eng.value} for a {res.space.value} destination")
     o, i = (res, x) if mask is None else (res, x.masked(mask))
     _c.emit(eng, Opcode.TRANSPOSE, [o], [i])
@@ -355,15 +355,17 @@ def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None, 
 def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
              dge_mode: Any = dge_mode.unknown, priority: Any = None, engine: Any = engine.unknown,
              name: Any = None) -> None:  # fmt: skip
-    """Copy `src` to `dst` with one DMA (HBM<->SBUF, HBM->HBM, SBUF<->SBUF)."""
-    if dst_rmw_op is not None:
-        raise kernel_error("dma_copy with dst_rmw_op (read-modify-write) is not supported")
-    if oob_mode == globals()["oob_mode"].skip:
-        raise kernel_error("dma_copy(oob_mode=skip) is not supported: nprof checks bounds at trace time; "
-                           "narrow the indices or pass mask=")  # fmt: skip
+    """Copy `src` to `dst` with one DMA (HBM<->SBUF, HBM->HBM, SBUF<->SBUF); a side indexed with runtime values
+    is an indirect DMA, `dst_rmw_op=np.add` adds into dst (`nprof.nki.indirect_ops`). `oob_mode` applies to
+    runtime indices (static ones are checked at trace time)."""
     _unmodelled_if("nisa.dma_copy", dge_mode=(dge_mode, globals()["dge_mode"].unknown), priority=(priority, None))
     if engine not in (None, globals()["engine"].unknown, dma_engine):
         _unmodelled("nisa.dma_copy", "engine")
+    if dst_rmw_op is not None or hasattr(dst, "dyn_attrs") or hasattr(src, "dyn_attrs"):
+        from nprof.nki.indirect_ops import dma_copy_runtime
+
+        dma_copy_runtime(dst, src, mask, dst_rmw_op, oob_mode)
+        return
     for v, what in ((dst, "dst"), (src, "src")):
         if not isinstance(v, NkiTensor):
             raise kernel_error(f"dma_copy {what} must be a tensor or tile, got {type(v).__name__}")

@@ -179,30 +179,15 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, 
                  _dt(dst, dtype, x.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
 
 
-def tensor_copy_dynamic_src(
-    src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = _isa_enums.engine.unknown
-) -> NkiTensor:
-    """A copy whose source is addressed with runtime values (cost of a dynamic copy; indices resolved at trace)."""
-    x = _c.tile(src, "src")
-    res = _c.new_tile(x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
-    o, i = _c.apply_mask(mask, x.shape, res, x)
-    _c.emit(Engine.GPSIMD, Opcode.TENSOR_COPY, [o], [i], dynamic=True)
-    return res
-
-
-def tensor_copy_dynamic_dst(
-    *, dst: Any, src: Any, mask: Any = None, dtype: Any = None, engine: Any = _isa_enums.engine.unknown
-) -> None:
-    """A copy into `dst` addressed with runtime values (cost of a dynamic copy; indices resolved at trace)."""
-    x = _c.tile(src, "src")
-    o, i = _c.apply_mask(mask, x.shape, _c.result_tile(dst, x.shape, x.dtype_name), x)
-    _c.emit(Engine.GPSIMD, Opcode.TENSOR_COPY, [o], [i], dynamic=True)
-
-
 def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None) -> NkiTensor:
     """src.T of a 2-D HBM view into a new SBUF tile (or `dst`), one DMA with a transposing access pattern."""
     if axes not in (None, (1, 0), [1, 0]):
         raise kernel_error(f"dma_transpose supports 2-D transposes (axes=(1, 0)), got axes={axes}")
+    if hasattr(src, "dyn_attrs"):
+        raise kernel_error(
+            "dma_transpose does not take runtime indices (NKI: "
+            "err_indirect_indices_are_not_supported_with_nki_api); nisa.dma_copy the rows first"
+        )
     if not isinstance(src, NkiTensor) or src.ndim != 2:
         raise kernel_error("dma_transpose takes a 2-D tensor or tile")
     from nprof.nki.language import load
@@ -272,13 +257,16 @@ def unsupported(qualname: str, params: str, why: str) -> Any:
 
 
 dropout = unsupported("nisa.dropout", "data prob *mask *dtype", "random numbers are not simulated")
-local_gather = unsupported("nisa.local_gather", "src_buffer index num_elem_per_idx? num_valid_indices? *mask",
-                           "GpSimdE local gathers are not modelled")  # fmt: skip
-nc_stream_shuffle = unsupported("nisa.nc_stream_shuffle", "src dst shuffle_mask *dtype *mask",
-                                "cross-partition shuffles are not modelled")  # fmt: skip
 range_select = unsupported("nisa.range_select", "*on_true_tile *comp_op0 *comp_op1 *bound0 *bound1 *reduce_cmd "
                            "*reduce_res *reduce_op *range_start *on_false_value *mask *dtype",
                            "use nl.where with two comparisons")  # fmt: skip
+from nprof.nki.indirect_ops import (  # noqa: E402  (runtime indices and gathers)
+    local_gather,
+    nc_stream_shuffle,
+    tensor_copy_dynamic_dst,
+    tensor_copy_dynamic_src,
+)
+
 sequence_bounds = unsupported("nisa.sequence_bounds", "*segment_ids *dtype", "segment-bound search is not modelled")
 builtin_custom_op = unsupported("nisa.builtin_custom_op", "function_name lib_file_name ulib_to_ucode_version "
                                 "ulib_to_isa_version srcs dsts", "custom GpSimd libraries cannot run here")  # fmt: skip

@@ -110,8 +110,13 @@ def program_ndim() -> int:
     return len(_trace.current().grid)
 
 
-def ds(start: int, size: int) -> slice:
-    """The slice `start:start+size` (NKI's dynamic-slice helper, static here)."""
+def ds(start: Any, size: int) -> Any:
+    """The slice `start:start+size` (NKI's dynamic slice); a one-element SBUF tile as `start` is read at run
+    time (`nprof.nki.indirect.DynSlice`)."""
+    if isinstance(start, NkiTensor):
+        from nprof.nki.indirect import DynSlice
+
+        return DynSlice(start, int(size))
     return slice(int(start), int(start) + int(size))
 
 
@@ -190,6 +195,10 @@ def _hbm_view(x: Any, what: str) -> NkiTensor:
 
 def load(src: Any, *, mask: Predicate | None = None, dtype: Any = None) -> NkiTensor:
     """DMA `src` (an indexed HBM tensor) into a new SBUF tile of the same shape."""
+    if hasattr(src, "dyn_attrs"):  # indexed with runtime values: an indirect DMA (nprof.nki.indirect_ops)
+        from nprof.nki.indirect_ops import load_indirect
+
+        return load_indirect(src, mask, dtype)
     src = _hbm_view(src, "nl.load source")
     shape = src.shape if src.ndim else (1, 1)
     builder = _trace.current()
@@ -203,6 +212,11 @@ def load(src: Any, *, mask: Predicate | None = None, dtype: Any = None) -> NkiTe
 
 def store(dst: Any, value: Any, *, mask: Predicate | None = None) -> None:
     """DMA the tile `value` into `dst` (an indexed HBM tensor); a PSUM tile is first copied to SBUF."""
+    if hasattr(dst, "dyn_attrs"):  # indexed with runtime values: an indirect DMA (nprof.nki.indirect_ops)
+        from nprof.nki.indirect_ops import store_indirect
+
+        store_indirect(dst, value, mask)
+        return
     dst = _hbm_view(dst, "nl.store destination")
     if _c.is_scalar(value):
         value = full(dst.shape, float(value), dst.dtype)
@@ -219,6 +233,11 @@ def store(dst: Any, value: Any, *, mask: Predicate | None = None) -> None:
 
 def load_transpose2d(src: Any, *, mask: Predicate | None = None, dtype: Any = None) -> NkiTensor:
     """Load a 2-D HBM view [M, K] transposed into an SBUF tile [K, M] (a DMA with a transposing pattern)."""
+    if hasattr(src, "dyn_attrs"):
+        raise kernel_error(
+            "nl.load_transpose2d does not take runtime indices (NKI: "
+            "err_indirect_indices_are_not_supported_with_nki_api); nl.load the rows, then transpose"
+        )
     src = _hbm_view(src, "nl.load_transpose2d source")
     if src.ndim != 2:
         raise kernel_error(f"nl.load_transpose2d takes a 2-D view, got shape {src.shape}")

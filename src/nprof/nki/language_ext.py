@@ -27,6 +27,7 @@ from nprof.nki import compute as _c
 from nprof.nki import language as _nl
 from nprof.nki import trace as _trace
 from nprof.nki.dtypes import NUMPY
+from nprof.nki.indirect_ops import atomic_rmw, gather_flattened
 from nprof.nki.isa_ext import unsupported
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
@@ -272,7 +273,5 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
 
 
 dropout = unsupported("nl.dropout", "x rate *dtype *mask", "random numbers are not simulated")
-atomic_rmw = unsupported("nl.atomic_rmw", "dst value op *mask", "indirect atomic updates are not modelled")
-gather_flattened = unsupported("nl.gather_flattened", "data indices *mask *dtype", "gathers are not modelled")
 all_reduce = unsupported("nl.all_reduce", "x op program_axes *dtype *mask *parallel_reduce *asynchronous",
                          "use nprof.nki.collectives for collectives across workers")  # fmt: skip

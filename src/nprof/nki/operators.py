@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from nprof.nki.index import IndexExpr
 from nprof.nki.source import kernel_error
+
+
+def _dyn(tile: Any, expr: IndexExpr) -> Any:
+    from nprof.nki.indirect import DynIndex
+
+    return DynIndex(tile, expr)
 
 
 class TileOperators:
@@ -24,9 +31,13 @@ class TileOperators:
         return getattr(compute, name)(*args)
 
     def __add__(self, o: Any) -> Any:
+        if isinstance(o, IndexExpr):  # `offsets[0, i] + iy`: a runtime index (nprof.nki.indirect)
+            return _dyn(self, o)
         return self._op("binary", "add", self, o)
 
     def __radd__(self, o: Any) -> Any:
+        if isinstance(o, IndexExpr):
+            return _dyn(self, o)
         return self._op("binary", "add", o, self)
 
     def __sub__(self, o: Any) -> Any:

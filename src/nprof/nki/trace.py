@@ -42,9 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
+from nprof.arch.isa import ITEMSIZE, Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
+from nprof.nki import loop_returns
 from nprof.nki.alloc import Allocator, OutOfMemory, OverCapacity
 from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
@@ -61,9 +62,7 @@ _ACTIVE: list[ProgramBuilder] = []
 
 
 def _itemsize(dtype: str) -> int:
-    from nprof.nki.dtypes import NUMPY
-
-    return NUMPY[dtype].itemsize
+    return ITEMSIZE[dtype]
 
 
 def current() -> ProgramBuilder:
@@ -179,7 +178,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
             _ACTIVE.pop()
 
     def call(self, kernel_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(kernel_fn, "__wrapped_kernel__", kernel_fn)
+        fn = loop_returns.rewrite(getattr(kernel_fn, "__wrapped_kernel__", kernel_fn))
         self._calls.append([])
         _ACTIVE.append(self)
         try:
@@ -333,11 +332,13 @@ class ProgramBuilder(PendingOps, LoopScopes):
         *,
         source: str | None = None,
         extra_reads: tuple[Access, ...] = (),
+        extra_writes: tuple[Access, ...] = (),
     ) -> int:
-        """Append one instruction (committing any pending MATMUL first); returns its index."""
+        """Append one instruction (committing any pending MATMUL first); returns its index. `extra_reads` /
+        `extra_writes` are regions it may touch beyond its operands (runtime addresses), for dependencies only."""
         if self._pending is not None:
             self.flush()
-        return self._append(engine, opcode, outs, ins, attrs_, source or self.source(), extra_reads)
+        return self._append(engine, opcode, outs, ins, attrs_, source or self.source(), extra_reads, extra_writes)
 
     def _append(
         self,
@@ -348,9 +349,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
         attrs_: tuple[tuple[str, Any], ...],
         source: str | None,
         extra_reads: tuple[Access, ...] = (),
+        extra_writes: tuple[Access, ...] = (),
     ) -> int:
         index = len(self._instructions)
-        deps = self._deps.record(index, ins + extra_reads, outs)
+        deps = self._deps.record(index, ins + extra_reads, outs + extra_writes)
         queue = -1
         if opcode is Opcode.DMA_DIRECT2D:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
             queue = self._dma_sites.setdefault(source, len(self._dma_sites)) % self.preset.dma_queues

@@ -7,7 +7,7 @@ dominant opcode; counter rows return per-pixel min/max/mean. Cost is bounded by
 the pixel width, not the profile size: bucket answers read the precomputed `lod`
 pyramid at the finest level not finer than a pixel (2**level <= ns per pixel);
 windows finer than a row's base level hold few of its events (about 16 per pixel
-at most) and are read from `events` and aggregated here. Derived counters use the
+at most) and are read from `events` and aggregated here. Derived counters (`view_counters`) use the
 pyramid 2**SUB times finer than a pixel, so each pixel gets a real min/mean; the DMA counters' max is
 the exact instantaneous peak (the pyramid keeps per-bucket maxima, never averages).
 """
@@ -21,12 +21,13 @@ import duckdb
 import numpy as np
 
 from nprof.errors import NprofError
-from nprof.store.lod import bucketize, peaks
+from nprof.store.lod import bucketize
 from nprof.store.rows import COUNTER_DMA_THROUGHPUT, COUNTER_PENDING_DMA, COUNTER_TENSOR_UTIL
+from nprof.store.view_counters import derived_counters, sampled_counter
+from nprof.store.view_read import fetch_events, px_group
 
 MAX_WIDTH = 8192
 MAX_ITEMS = 5000
-SUB = 3  # counters: 2**SUB sub-buckets per pixel give the min/max
 
 
 def rows_answer(meta: dict[str, Any]) -> dict[str, Any]:
@@ -51,45 +52,6 @@ def select_rows(meta: dict[str, Any], keys: list[str] | None) -> list[dict[str, 
     if unknown:
         raise NprofError(f"unknown row(s) {', '.join(unknown[:5])}; GET /api/profiles/<id>/rows lists them")
     return [by_key[k] for k in dict.fromkeys(keys)]
-
-
-def _fetch_events(
-    cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int, layer: bool = False
-) -> dict[str, np.ndarray]:
-    """Events of `rows` overlapping [t0, t1), sorted by (row, ts).
-
-    The scan starts at t0 minus the longest event of the rows read together, so rows whose
-    longest event is far longer than the others' (a whole-run span on a CPU thread) are read
-    on their own instead of widening every row's scan.
-    """
-    extra = ", layer" if layer else ""
-    durs = sorted(int(r["max_dur"]) for r in rows)
-    typical = durs[len(durs) // 2]
-    together = [r for r in rows if int(r["max_dur"]) <= 4 * typical + 1024]
-    batches = [together] + [[r] for r in rows if r not in together]
-    parts = []
-    for batch in batches:
-        q = (
-            "SELECT row, id, ts, dur, op, nbytes, flops{} FROM events WHERE row IN ({}) AND ts < ? AND ts >= ? "
-            "AND (ts + dur > ? OR (dur = 0 AND ts >= ?))"
-        ).format(extra, ",".join(str(int(r["row"])) for r in batch))
-        maxdur = max(int(r["max_dur"]) for r in batch)
-        parts.append(cur.execute(q, [t1, t0 - maxdur, t0, t0]).fetchnumpy())
-    ev = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    row, ts = ev["row"], ev["ts"]
-    if row.size > 1 and np.any(row[1:] < row[:-1]):  # batches interleave rows: regroup, keeping ts order
-        order = np.argsort(row, kind="stable")
-        ev = {k: v[order] for k, v in ev.items()}
-        row, ts = ev["row"], ev["ts"]
-    if row.size > 1 and np.any((ts[1:] < ts[:-1]) & (row[1:] == row[:-1])):  # scans return storage order
-        order = np.lexsort((ts, row))
-        ev = {k: v[order] for k, v in ev.items()}
-    return ev
-
-
-def _px_group(starts: np.ndarray, widths: np.ndarray, t0: int, b: float, width: int) -> np.ndarray:
-    center = starts + widths / 2.0
-    return np.clip(np.floor((center - t0) / b), 0, width - 1).astype(np.int64)
 
 
 class _Ops:
@@ -223,7 +185,7 @@ def _bucket_layers(
         ri = int(r["row"])
         ts = np.asarray(it["ts"], dtype=np.float64)
         dur = np.asarray(it["dur"], dtype=np.float64)
-        px = _px_group(ts, dur, t0, b, width).tolist()
+        px = px_group(ts, dur, t0, b, width).tolist()
         it["layer"] = layers.map(np.array([best.get((ri, p), -1) for p in px], dtype=np.int64))
 
 
@@ -252,153 +214,6 @@ def _estimate(agg: dict[int, dict[str, np.ndarray]], row: dict[str, Any]) -> int
     """Events starting in the pyramid buckets covering the window (a close upper estimate of the overlap)."""
     a = agg.get(int(row["row"]))
     return 0 if a is None else int(a["count"].sum())
-
-
-def _counter_values(key: str, busy: np.ndarray, nbytes: np.ndarray, bw: float) -> np.ndarray:
-    if key == COUNTER_PENDING_DMA:
-        return busy / bw
-    if key == COUNTER_DMA_THROUGHPUT:
-        return nbytes / bw  # bytes per ns = GB/s
-    return np.minimum(busy / bw, 1.0) * 100.0  # share of time the TensorMatrix row is busy (as the analysis)
-
-
-def _counter_peaks(key: str, d: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Exact per-sub-bucket maxima of a DMA counter (`nprof.store.lod.peaks`), None for the others."""
-    return d.get({COUNTER_PENDING_DMA: "peak", COUNTER_DMA_THROUGHPUT: "peak_rate"}.get(key, ""))
-
-
-def _counter_item(
-    key: str,
-    starts: np.ndarray,
-    bw: int,
-    values: np.ndarray,
-    t0: int,
-    b: float,
-    width: int,
-    peak: np.ndarray | None = None,
-) -> dict:
-    """Per pixel: min and mean of the sub-bucket means; max of the sub-bucket maxima `peak` (the instantaneous
-    peak: a long window keeps its busiest instant) or, without them, of the means."""
-    px = _px_group(starts, np.full(starts.shape, bw), t0, b, width)
-    if px.size == 0:
-        return {"key": key, "mode": "counter", "ts": [], "dur": [], "min": [], "max": [], "mean": []}
-    cuts = np.flatnonzero(np.diff(px)) + 1
-    first = np.concatenate([[0], cuts])
-    last = np.concatenate([cuts, [px.size]]) - 1
-    return {
-        "key": key,
-        "mode": "counter",
-        "ts": starts[first].tolist(),
-        "dur": (starts[last] + bw - starts[first]).tolist(),
-        "min": np.round(np.minimum.reduceat(values, first), 6).tolist(),
-        "max": np.round(np.maximum.reduceat(values if peak is None else np.maximum(values, peak), first), 6).tolist(),
-        "mean": np.round(np.add.reduceat(values, first) / np.diff(np.append(first, px.size)), 6).tolist(),
-    }
-
-
-def _derived_counters(
-    cur: duckdb.DuckDBPyConnection,
-    meta: dict,
-    keys: list[str],
-    level: int,
-    t0: int,
-    t1: int,
-    b: float,
-    width: int,
-    have: tuple[dict[str, np.ndarray], set[int]] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """The derived counter rows `keys`, from one query over their source rows (DMA queues, TensorMatrix)."""
-    event_rows = [r for r in meta["rows"] if r["kind"] != "counter"]
-    tensor = [r for r in event_rows if r["engine"] == "tensor"]
-    groups = {
-        "dma": [r for r in event_rows if r["kind"] == "dma"],
-        "tensor": [r for r in tensor if r["key"] == "tensor.moving"] or tensor,
-    }
-    # the pyramid keeps all DMA queues summed under the pending-DMA counter row
-    dma_total = [r for r in meta["rows"] if r["key"] == COUNTER_PENDING_DMA]
-    need = {k: ("tensor" if k == COUNTER_TENSOR_UTIL else "dma") for k in keys}
-    used = [g for g in ("dma", "tensor") if g in need.values() and groups[g]]
-    src = [r for g in used for r in groups[g]]
-    dma_idx = {int(r["row"]) for r in groups["dma"]}
-    bases = [int(r["base_level"]) for r in (dma_total if "dma" in used and dma_total else [])]
-    bases += [int(r["base_level"]) for g in used if g != "dma" or not dma_total for r in groups[g]]
-    base = max(bases, default=0)
-    series: dict[str, dict[str, np.ndarray]] = {}
-    if not src:
-        starts, bw = np.zeros(0, np.int64), 1
-    elif level >= base:
-        lc = max(base, level - SUB)
-        bw = 1 << lc
-        k0, k1 = t0 // bw, (t1 - 1) // bw
-        if dma_total and "dma" in used:
-            src = [r for r in src if int(r["row"]) not in dma_idx] + dma_total
-            dma_idx = {int(dma_total[0]["row"])}
-        q = (
-            "SELECT row, bucket, busy, nbytes, peak, peak_rate FROM lod "
-            "WHERE level = ? AND row IN ({}) AND bucket BETWEEN ? AND ?"
-        )
-        res = cur.execute(q.format(",".join(str(int(r["row"])) for r in src)), [lc, k0, k1]).fetchnumpy()
-        n = int(k1 - k0 + 1)
-        starts = (np.arange(n, dtype=np.int64) + k0) * bw
-        is_dma = np.isin(res["row"], list(dma_idx))
-        pos = res["bucket"].astype(np.int64) - k0
-        for g in used:
-            m = is_dma == (g == "dma")
-            series[g] = {
-                "busy": np.bincount(pos[m], weights=res["busy"][m].astype(np.float64), minlength=n)[:n],
-                "nbytes": np.bincount(pos[m], weights=res["nbytes"][m], minlength=n)[:n],
-            }
-            if g == "dma" and dma_total:  # one row: the buckets are distinct
-                for k in ("peak", "peak_rate"):
-                    series[g][k] = np.zeros(n)
-                    series[g][k][pos[m]] = np.ma.filled(res[k][m], 0)
-    else:
-        wanted = {int(r["row"]) for r in src}
-        if have is not None and wanted <= have[1]:  # the caller already read these rows' events
-            ev = {k: v[np.isin(have[0]["row"], list(wanted))] for k, v in have[0].items()}
-        else:
-            ev = _fetch_events(cur, src, t0, t1)
-        bw = max(1, math.ceil(b / (1 << SUB)))
-        nb = max(1, math.ceil((t1 - t0) / bw))
-        starts = t0 + np.arange(nb, dtype=np.int64) * bw
-        is_dma = np.isin(ev["row"], list(dma_idx))
-        for g in used:
-            m = is_dma == (g == "dma")
-            bk = bucketize(
-                ev["ts"][m], ev["dur"][m], ev["op"][m], ev["nbytes"][m], ev["flops"][m], t0, bw, nb, dominant=False
-            )
-            series[g] = {"busy": bk.busy.astype(float), "nbytes": bk.nbytes}
-            if g == "dma":
-                series[g]["peak"], series[g]["peak_rate"] = peaks(
-                    ev["ts"][m], ev["dur"][m], ev["nbytes"][m], t0, bw, nb
-                )
-    out = {}
-    for key, g in need.items():
-        if g not in series:
-            out[key] = _counter_item(key, np.zeros(0, np.int64), 1, np.zeros(0), t0, b, width)
-            continue
-        d = series[g]
-        vals = _counter_values(key, d["busy"], d["nbytes"], float(bw))
-        out[key] = _counter_item(key, starts, bw, vals, t0, b, width, _counter_peaks(key, d))
-    return out
-
-
-def _sampled_counter(cur: duckdb.DuckDBPyConnection, key: str, t0: int, t1: int, b: float, width: int) -> dict:
-    res = cur.execute(
-        "SELECT LEAST(?, GREATEST(0, CAST(floor((ts - ?) / ?) AS BIGINT))) AS px, min(ts) AS t, max(ts) AS te, "
-        "min(value) AS lo, max(value) AS hi, avg(value) AS mean FROM counters "
-        "WHERE name = ? AND ts >= ? AND ts < ? GROUP BY px ORDER BY px",
-        [width - 1, t0, b, key.removeprefix("counter:"), t0, t1],
-    ).fetchnumpy()
-    return {
-        "key": key,
-        "mode": "counter",
-        "ts": res["t"].tolist(),
-        "dur": np.maximum(res["te"] - res["t"], 1).tolist(),
-        "min": res["lo"].tolist(),
-        "max": res["hi"].tolist(),
-        "mean": res["mean"].tolist(),
-    }
 
 
 def viewport(
@@ -433,7 +248,7 @@ def viewport(
     pyramid = [r for r in event_rows if level >= r["base_level"]]
     agg = _pyramid_buckets(cur, pyramid, level, t0, t1, b, width) if pyramid else {}
     fetch = [r for r in event_rows if r not in pyramid or _estimate(agg, r) <= max_items]
-    ev = _fetch_events(cur, fetch, t0, t1, with_layer) if fetch else None
+    ev = fetch_events(cur, fetch, t0, t1, with_layer) if fetch else None
     fetched = {int(r["row"]) for r in fetch}
     bw = max(1, math.ceil(b))
     nb = max(1, math.ceil((t1 - t0) / bw))
@@ -460,11 +275,11 @@ def viewport(
     derived = [r["key"] for r in rows if r["key"] in (COUNTER_TENSOR_UTIL, COUNTER_PENDING_DMA, COUNTER_DMA_THROUGHPUT)]
     if derived:
         have = (ev, fetched) if ev is not None else None
-        items.update(_derived_counters(cur, meta, derived, level, t0, t1, b, width, have))
+        items.update(derived_counters(cur, meta, derived, level, t0, t1, b, width, have))
     for r in rows:
         if r["kind"] == "counter":
             if r["key"] not in items:
-                items[r["key"]] = _sampled_counter(cur, r["key"], t0, t1, b, width)
+                items[r["key"]] = sampled_counter(cur, r["key"], t0, t1, b, width)
         elif r["key"] not in items:
             items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
     tensors = _dma_tensors(cur, items, rows)

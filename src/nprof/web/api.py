@@ -68,10 +68,25 @@ def _rows_param(rows: str | None) -> list[str] | None:
 
 
 def api_router(store: Store, source_root: str | None = None) -> APIRouter:
+    """The whole /api: one router per resource, then a catch-all that answers 404 for unknown routes."""
     r = APIRouter(prefix="/api", default_response_class=JSON)
-    notes = Annotations(store)
+    r.include_router(_profiles_router(store))
+    r.include_router(_timeline_router(store))
+    r.include_router(_views_router(store, source_root))
+    r.include_router(_markers_router(Annotations(store)))
+    r.include_router(_downloads_router(store))
 
-    # ---- profiles ---------------------------------------------------------------------
+    @r.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+    def unknown(path: str) -> dict[str, Any]:
+        raise NotFound(f"no API route /api/{path}; see /docs")
+
+    return r
+
+
+def _profiles_router(store: Store) -> APIRouter:
+    """Profiles: list, manifest, links, rename, delete, summary, analysis tables."""
+    r = APIRouter(default_response_class=JSON)
+
     @r.get("/profiles", summary="All stored profiles, newest first")
     @_j
     def list_profiles() -> dict[str, Any]:
@@ -118,7 +133,13 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         with store.session(profile_id) as (cur, meta):
             return table_answer(cur, meta, name, offset, limit)
 
-    # ---- timeline ---------------------------------------------------------------------
+    return r
+
+
+def _timeline_router(store: Store) -> APIRouter:
+    """The timeline: rows, viewport, boxes (the views, events, search and selection follow)."""
+    r = APIRouter(default_response_class=JSON)
+
     @r.get("/profiles/{profile_id}/rows", summary="Timeline rows in display order")
     @_j
     def get_rows(profile_id: str) -> dict[str, Any]:
@@ -148,6 +169,13 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     ) -> dict[str, Any]:
         with store.session(profile_id) as (cur, meta):
             return boxes(cur, meta, t0, t1, limit)
+
+    return r
+
+
+def _views_router(store: Store, source_root: str | None) -> APIRouter:
+    """The views of one profile: operators, tensors, source, memory, roofline, one event, search, select."""
+    r = APIRouter(default_response_class=JSON)
 
     @r.get("/profiles/{profile_id}/operators", summary="Operator hierarchy: layer -> op -> instruction aggregates")
     @_j
@@ -213,7 +241,13 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         with store.session(profile_id) as (cur, meta):
             return box_select(cur, meta, t0, t1, _rows_param(rows))
 
-    # ---- annotations ------------------------------------------------------------------
+    return r
+
+
+def _markers_router(notes: Annotations) -> APIRouter:
+    """Annotations: markers and named marker sets."""
+    r = APIRouter(default_response_class=JSON)
+
     @r.get("/profiles/{profile_id}/markers", summary="Markers, sorted by time")
     @_j
     def list_markers(profile_id: str) -> dict[str, Any]:
@@ -269,7 +303,13 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
         notes.delete_set(profile_id, name)
         return {"deleted": name}
 
-    # ---- downloads and groups -------------------------------------------------------
+    return r
+
+
+def _downloads_router(store: Store) -> APIRouter:
+    """Download formats, one profile's download, a multi-worker group's ranks."""
+    r = APIRouter(default_response_class=JSON)
+
     @r.get("/formats", summary="Download formats available")
     @_j
     def formats() -> dict[str, Any]:
@@ -284,9 +324,5 @@ def api_router(store: Store, source_root: str | None = None) -> APIRouter:
     def get_group(group_id: str) -> dict[str, Any]:
         check_id(group_id, "group id")
         return store.group(group_id)
-
-    @r.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
-    def unknown(path: str) -> dict[str, Any]:
-        raise NotFound(f"no API route /api/{path}; see /docs")
 
     return r

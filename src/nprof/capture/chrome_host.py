@@ -1,0 +1,195 @@
+"""The host (CPU) side of a Chrome trace's rows: nesting, FLOPs, bytes read, context and op paths.
+
+Contract (used by `chrome_rows.build_profile`, in this order): `host_slices` nests the host ops per
+track; `own_flops` gives each op its formula's FLOPs and marks the ops enclosing one (innermost
+wins); `attribute_flops` and `read_bytes` give FLOPs and input bytes to the rows of the work level
+(`chrome_tree.select_work`); `row_info` their layer, source line and iteration, a backward row taking
+its forward op's; `Paths` their op paths (the ancestors' names, outer first).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import orjson
+
+from nprof.capture.chrome_tree import Context, nest
+from nprof.capture.opclass import engine_of, input_bytes, op_flops
+
+_BWD = "autograd::engine::evaluate_function: "
+
+
+def opcode(name: str) -> str:
+    return name[len(_BWD) :] if name.startswith(_BWD) else name
+
+
+@dataclass
+class Host:
+    """The host slices (kind 2) nested per track; `par` is `parent` as a list, -1 at a root."""
+
+    idx: np.ndarray
+    names: list[str]
+    args: list[dict[str, Any]]
+    order: np.ndarray
+    parent: np.ndarray
+    par: list[int]
+    start: np.ndarray
+    end: np.ndarray
+    dur: np.ndarray
+    track: np.ndarray
+    bwd_of: list[int]  # nearest evaluate_function ancestor-or-self, -1 if none
+    any_bwd: bool
+
+
+def host_slices(
+    names: list[str],
+    args: list[dict[str, Any]],
+    host: np.ndarray,
+    track: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> Host:
+    """The host slices (trace indices `host`; per-slice columns of the whole trace) nested per track, each
+    with its nearest backward (evaluate_function) node."""
+    h_names = list(map(names.__getitem__, host.tolist()))
+    h_args = list(map(args.__getitem__, host.tolist()))
+    order, parent, h_end = nest(track[host], start[host], end[host])
+    h_start = start[host]
+    par_l = parent.tolist()
+    is_bwd = list(map(str.startswith, h_names, repeat(_BWD)))
+    bwd_of = [-1] * len(host)
+    if any(is_bwd):
+        for i in order.tolist():
+            p = par_l[i]
+            bwd_of[i] = i if is_bwd[i] else (bwd_of[p] if p >= 0 else -1)
+    return Host(
+        host, h_names, h_args, order, parent, par_l, h_start, h_end, h_end - h_start, track[host], bwd_of, any(is_bwd)
+    )
+
+
+def own_flops(h: Host) -> tuple[list[int], list[bool]]:
+    """(own, has_inner) per host slice: the FLOPs of its own formula (0 without one, memoised on name and
+    shapes), and whether an op with a formula lies inside it (then the inner op counts: innermost wins,
+    aten::linear > aten::addmm -> addmm)."""
+    own = [0] * len(h.names)
+    flops_memo: dict[bytes, int] = {}
+    tensor_names = {nm for nm in set(h.names) if engine_of(nm) == "tensor"}
+    for i in [i for i, nm in enumerate(h.names) if nm in tensor_names and "Input Dims" in h.args[i]]:
+        nm, a = h.names[i], h.args[i]
+        key = orjson.dumps([nm, a["Input Dims"], a.get("Concrete Inputs")])
+        got = flops_memo.get(key)
+        if got is None:
+            got = flops_memo[key] = op_flops(nm, a["Input Dims"], a.get("Concrete Inputs"))
+        own[i] = got
+    has_inner = [False] * len(h.names)
+    for i in [j for j, f in enumerate(own) if f > 0]:
+        p = h.par[i]
+        while p >= 0 and not has_inner[p]:
+            has_inner[p] = True
+            p = h.par[p]
+    return own, has_inner
+
+
+def attribute_flops(
+    h: Host, own: list[int], has_inner: list[bool], emitted: list[int], own_l: list[int]
+) -> tuple[np.ndarray, Counter[str]]:
+    """(FLOPs per host slice, FLOPs per input dtype): each counted op (innermost with a formula) gives its
+    FLOPs once, to the emitted row that owns it or, above the work level, to its first emitted descendant."""
+    flops = np.zeros(len(h.names), dtype=np.int64)
+    dtype_weight: Counter[str] = Counter()
+    carrier: dict[int, int] = {}  # counted op above the work level -> its first emitted descendant
+    for e in emitted:
+        a = h.par[e]
+        while a >= 0 and own[a] == 0:
+            a = h.par[a]
+        if a >= 0 and own_l[a] < 0 and (a not in carrier or h.start[e] < h.start[carrier[a]]):
+            carrier[a] = e
+    for i in [j for j, f in enumerate(own) if f > 0 and not has_inner[j]]:
+        o = own_l[i] if own_l[i] >= 0 else carrier.get(i, -1)
+        if o < 0:
+            continue
+        flops[o] += own[i]
+        types = [t for t in (h.args[i].get("Input type") or []) if t and t != "Scalar"]
+        if types:
+            dtype_weight[str(types[0])] += own[i]
+    return flops, dtype_weight
+
+
+def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | None, str | None, int]]:
+    """(layer, source, iteration) of each emitted host row from its innermost context; a backward row takes
+    the layer and source of the forward op that created its autograd node (same sequence number)."""
+    r_ctx = ctx.innermost(h.track[rows], h.start[rows], h.end[rows])
+    info_of: dict[int, tuple[str | None, str | None, int]] = {}
+    for r, c in zip(rows.tolist(), r_ctx, strict=True):
+        layer, source, iteration, _ = ctx.info(c)
+        info_of[r] = (layer, source, iteration)
+    if not h.any_bwd:
+        return info_of
+    fwd: dict[Any, tuple[str | None, str | None]] = {}  # forward ops that created autograd nodes
+    seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and "Sequence number" in h.args[i]]
+    seq_ctx = ctx.innermost(h.track[seq_idx], h.start[seq_idx], h.end[seq_idx])
+    for i, c in zip(seq_idx, seq_ctx, strict=True):
+        layer, source, _, _ = ctx.info(c)
+        fwd.setdefault(h.args[i]["Sequence number"], (layer, source))
+    for r in rows.tolist():
+        b = h.bwd_of[r]
+        if b >= 0 and (f := fwd.get(h.args[b].get("Sequence number"))) is not None:
+            layer, source, iteration = info_of[r]
+            info_of[r] = (f[0] or layer, f[1] or source, iteration)
+    return info_of
+
+
+class Paths:
+    """Op paths of host slices (memoised): the names of a slice's ancestors and itself, outer first,
+    repeats collapsed."""
+
+    def __init__(self, h: Host) -> None:
+        self._names, self._par = h.names, h.par
+        self._memo: dict[int, str] = {}
+
+    def path(self, r: int) -> str:
+        """The op path of host slice r, itself included."""
+        got = self._memo.get(r)
+        if got is None:
+            name = opcode(self._names[r])
+            p = self._par[r]
+            if p < 0:
+                got = name
+            else:
+                above = self.path(p)
+                got = above if above.endswith(name) and above.rsplit(" > ", 1)[-1] == name else f"{above} > {name}"
+            self._memo[r] = got
+        return got
+
+    def chain(self, r: int, include_self: bool) -> str | None:
+        """The op path of host slice r, or of its parent (None at a root) without include_self."""
+        if include_self:
+            return self.path(r)
+        return self.path(self._par[r]) if self._par[r] >= 0 else None
+
+
+def host_read_bytes(h_args: list[dict[str, Any]], par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+    """Estimated memory reads per host slice, on emitted rows only: a row's own input bytes, or, for a
+    row without shapes (a runtime call), those of its nearest shaped ancestor above the work level
+    (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads."""
+    out = np.zeros(len(h_args), dtype=np.int64)
+    memo: dict[bytes, int] = {}
+    taken: set[int] = set()
+    for e in emitted:
+        src = e
+        while src >= 0 and "Input Dims" not in h_args[src]:
+            src = par_l[src]
+        if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
+            continue
+        taken.add(src)
+        a = h_args[src]
+        key = orjson.dumps((a["Input Dims"], a.get("Input type")))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = input_bytes(a)
+        out[e] = got
+    return out
