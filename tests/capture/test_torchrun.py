@@ -168,3 +168,26 @@ def test_in_script_profile_of_a_rank_needs_rank_in_its_path(tmp_path: Path, monk
     with prof:
         torch.ones(3).add(1)
     assert (prof.profile.info.rank, prof.profile.info.world_size) == (1, 2)
+
+
+def test_a_rank_stopped_by_torchrun_keeps_its_trace(tmp_path: Path) -> None:
+    """torchrun stops the other ranks with SIGTERM when one fails: the bootstrap still writes their trace."""
+    import signal
+    import time
+
+    script = tmp_path / "wait.py"
+    script.write_text("import time, torch\ntorch.ones(2).add(1)\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    files = [str(tmp_path / "rank{rank}" / f) for f in ("trace.json", "status.json")]
+    env = {**os.environ, "RANK": "3", "WORLD_SIZE": "4", "NPROF_NO_PROGRESS": "1"}
+    cmd = [sys.executable, "-m", "nprof.capture.torch_boot", *files, "cpu", "default", str(script)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 143
+    finally:
+        proc.kill()
+    status = json.loads((tmp_path / "rank3" / "status.json").read_text())
+    assert (status["exit_code"], status["rank"], status["world_size"]) == (143, 3, 4)
+    assert "aten::add" in (tmp_path / "rank3" / "trace.json").read_text()
