@@ -63,6 +63,9 @@ def test_one_system_profile_per_rank_on_the_job_clock(job) -> None:
         cc = [c for c in p.collectives.to_pylist() if c["kind"] == "all-reduce"]
         assert [c["bytes"] for c in cc] == [(8 * 16 + 16 + 16 * 4 + 4) * 4] * 2  # the model's 212 float parameters
         assert all(c["ranks"] == [0, 1] for c in cc)
+        device_cc = p.instructions.filter(pc.equal(p.instructions["track"], "cc:nc0")).to_pylist()
+        assert len(device_cc) == 4 * 2 and {r["opcode"] for r in device_cc} == {"all-reduce"}  # 4 per execution
+        assert all(r["engine"] == "cc" and "simulated (ring/neuronlink" in r["operands"] for r in device_cc)
     waits = [[c["wait_ns"] for c in p.collectives.to_pylist()] for p in profiles]
     assert all(min(pair) == 0 for pair in zip(*waits, strict=True))  # the last rank to arrive waits for no one
 
