@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nprof.cli_parser import build_parser
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -68,15 +69,17 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")
     from nprof.capture.sim import capture_from_args
 
-    return capture_from_args(args)
+    return _print(capture_from_args(args))
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
     from nprof.export import terminology_text
 
     if args.terminology:
-        sys.stdout.write(terminology_text())
-        return 0
+        return _print(Outcome(terminology_text()))
+    from nprof.analysis.thresholds import parse_thresholds
+
+    args.thresholds = parse_thresholds(args.threshold)
     if args.display_name is not None:
         from nprof.store.catalog import check_display_name
 
@@ -91,10 +94,14 @@ def _cmd_view(args: argparse.Namespace) -> int:
         for given, flag in ((args.profile, "-s"), (args.program, "-n")):
             if _same_file(args.output_file, given):
                 raise NprofError(f"--output-file {args.output_file} is the {flag} input; choose another output file")
-        return export_from_args(args)
+        return _print(export_from_args(args))
     from nprof.web.serve import view_from_args
 
-    return view_from_args(args)
+    outcome, serve = view_from_args(args)
+    code = _print(outcome)
+    if serve is not None:
+        serve()
+    return code
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
@@ -110,11 +117,21 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from nprof.dataset import analyze_from_args
 
     out = analyze_from_args(args)
-    if isinstance(out, bytes):
-        sys.stdout.buffer.write(out + b"\n")
-    else:
-        sys.stdout.write(out)
-    return 0
+    return _print(Outcome(out + b"\n" if isinstance(out, bytes) else out))
+
+
+def _print(outcome: Outcome) -> int:
+    """Write a handler's outcome: its text (or bytes) to stdout, flushed, its notes to stderr; its exit code."""
+    if isinstance(outcome.stdout, bytes):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(outcome.stdout)
+        sys.stdout.buffer.flush()
+    elif outcome.stdout:
+        sys.stdout.write(outcome.stdout)
+        sys.stdout.flush()
+    for note in outcome.notes:
+        sys.stderr.write(note + "\n")
+    return outcome.code
 
 
 _COMMANDS = {"capture": _cmd_capture, "view": _cmd_view, "compile": _cmd_compile, "analyze": _cmd_analyze}

@@ -153,7 +153,11 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         description="Ingest a profile into the store and serve the web viewer, or write it in "
         "another format with --output-format.",
     )
-    _add_file_args(view, "program file (optional)", "profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)")
+    _add_file_args(
+        view,
+        "program file (optional; validated, and it must be the program that made the profile)",
+        "profile file (.ntff) or Chrome-trace JSON (.json, .json.gz)",
+    )
     view.add_argument(
         "-d", "--directory", dest="directory", help="directory of a multi-worker capture (profile_rank_<i>.ntff)"
     )
@@ -163,6 +167,14 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     view.add_argument("--output-file", default=None, help="where to write the output")
     view.add_argument("--show-perfetto-flows", action="store_true", help="perfetto: draw dependency arrows")
     view.add_argument("--terminology", action="store_true", help="print the table of terms and exit")
+    view.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="when a finding is reported, e.g. gap_share=0.02 (repeatable; names and defaults in "
+        "docs/profile-format.md; applies to the viewer, summary-text, json, parquet and csv)",
+    )
     view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")
     view.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

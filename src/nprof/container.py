@@ -167,7 +167,7 @@ def open_container(
     fmt: str,
     max_schema_version: int,
     what: str,
-    describe_other: Callable[[str], str] | None = None,
+    describe_other: Callable[[str], str | None] | None = None,
 ) -> Container:
     """Open and validate a container of format `fmt`; `what` names it in messages ("profile")."""
     p = Path(path)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import fields
+from pathlib import Path
+
 import pytest
 
 from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, run_all
 from nprof.analysis.findings import findings
+from nprof.analysis.thresholds import parse_thresholds
 from nprof.errors import NprofError
 from tests.analysis.helpers import make
 
@@ -58,3 +63,36 @@ def test_out_of_range_values_are_refused(bad: dict) -> None:
     with pytest.raises(NprofError, match=next(iter(bad))):
         Thresholds(**bad)
 
+
+def test_parse_thresholds_applies_name_value_pairs() -> None:
+    t = parse_thresholds(["gap_share=0.02", " max_gaps = 3 "])
+    assert t == Thresholds(gap_share=0.02, max_gaps=3) and isinstance(t.max_gaps, int)
+    assert t.changed() == {"gap_share": 0.02, "max_gaps": 3}
+    assert parse_thresholds([]) == DEFAULT_THRESHOLDS and DEFAULT_THRESHOLDS.changed() == {}
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (["nope=1"], "unknown threshold 'nope'; valid thresholds: min_engine_share, exposed_dma_share, gap_share, "
+                     "gap_min_ns, max_gaps, wait_share, host_bound_ratio"),
+        (["gap_share"], "expected NAME=VALUE"),
+        (["=0.1"], "expected NAME=VALUE"),
+        (["gap_share=0.1", "gap_share=0.2"], "given twice"),
+        (["gap_share=lots"], "gap_share must be a number, got 'lots'"),
+        (["max_gaps=1.5"], "max_gaps must be a whole number"),
+        (["gap_share=2"], "gap_share must be between 0 and 1"),
+        (["gap_share=nan"], "gap_share must be between 0 and 1"),
+    ],
+)  # fmt: skip
+def test_parse_thresholds_refuses_in_one_line(pairs: list[str], message: str) -> None:
+    with pytest.raises(NprofError) as err:
+        parse_thresholds(pairs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_threshold_is_documented_with_its_default() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "profile-format.md").read_text()
+    section = text.split("### Finding thresholds", 1)[1].split("\n### ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, flags=re.MULTILINE))
+    assert {k: float(v) for k, v in rows.items()} == {f.name: float(f.default) for f in fields(Thresholds)}

@@ -112,8 +112,10 @@ def test_missing_profile_and_program(ntff: Path, tmp_path: Path, capsys: pytest.
     assert main(["view", "-n", str(tmp_path / "p.neff"), "-s", str(ntff), "--output-format", "summary-json"]) == 2
     assert "p.neff" in capsys.readouterr().err
     program = tmp_path / "p.neff"
-    program.write_bytes(b"x")
-    assert main(["view", "-n", str(program), "-s", str(ntff), "--output-format", "summary-json"]) == 0
+    program.write_bytes(b"x")  # validated like -s: a 1-byte file is no program
+    assert main(["view", "-n", str(program), "-s", str(ntff), "--output-format", "summary-json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nprof view: ") and "p.neff: not an nprof program" in err and err.count("\n") == 1
 
 
 def test_terminology(capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,3 +124,30 @@ def test_terminology(capsys: pytest.CaptureFixture[str]) -> None:
     for term in ("total_time", "mfu_estimated_percent", "psum_write_bytes", "tensor.moving", "pending_dma",
                  "cc_op_count", "gpsimd_engine_active_time_percent"):  # fmt: skip
         assert term in out
+
+
+def test_threshold_tunes_findings_where_they_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(Path(__file__).parents[1] / "fixtures" / "kineto_cuda_small.json")
+    assert main(["view", "-s", trace, "--output-format", "summary-text"]) == 0
+    assert "Idle gap" in capsys.readouterr().out
+    assert main(["view", "-s", trace, "--output-format", "summary-text", "--threshold", "gap_share=0.9"]) == 0
+    assert "Idle gap" not in capsys.readouterr().out
+    out = tmp_path / "t.json"
+    argv = ["view", "-s", trace, "--output-format", "json", "--output-file", str(out), "--threshold", "gap_share=0.9"]
+    assert main(argv) == 0
+    assert "idle_gap" not in [f["kind"] for f in json.loads(out.read_text())["finding"]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--threshold", "gap_size=1"], "unknown threshold 'gap_size'; valid thresholds: min_engine_share, "),
+        (["--threshold", "gap_share=0.2", "--output-format", "perfetto"], "perfetto has none; use summary-text, "),
+        (["--threshold", "gap_share=0.2", "--output-format", "summary-json"], "summary-json has none"),
+    ],
+)
+def test_threshold_refusals_are_one_line(ntff: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                                         message: str) -> None:  # fmt: skip
+    assert main(["view", "-s", str(ntff), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nprof view: ") and message in err and err.count("\n") == 1

@@ -242,3 +242,21 @@ def test_many_profiles_keep_file_descriptors_bounded(tmp_path: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) <= fds + 8
     assert len(store.list()) == 60
     store.close()
+
+
+def test_thresholds_reach_the_stored_findings_and_the_id(store: Store) -> None:
+    from nprof.analysis import Thresholds
+
+    trace = Path(__file__).parents[1] / "fixtures" / "kineto_cuda_small.json"
+
+    def kinds(pid: str) -> list[str]:
+        with store.session(pid) as (cur, _meta):
+            return [r[0] for r in cur.execute("SELECT kind FROM analysis_findings").fetchall()]
+
+    default, _ = store.ingest_file(trace)
+    tuned, reused = store.ingest_file(trace, thresholds=Thresholds(gap_share=0.9))
+    assert not reused and tuned["id"] != default["id"]  # another analysis: another profile
+    assert "idle_gap" in kinds(default["id"]) and "idle_gap" not in kinds(tuned["id"])
+    again, reused = store.ingest_file(trace, thresholds=Thresholds(gap_share=0.9))
+    assert reused and again["id"] == tuned["id"]
+    assert store.ingest_file(trace, thresholds=Thresholds())[0]["id"] == default["id"]  # defaults: the old id

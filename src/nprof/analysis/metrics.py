@@ -6,7 +6,8 @@ Contract:
   CPU profile, no cc fields without collectives, no MFU without a peak): values
   are never invented. Times are seconds, percentages 0..100, bytes and FLOPs ints.
 * `describe(name) -> (group, unit, description)` documents every field; the
-  `summary` pass, the exporters and `terminology_text()` use it.
+  `summary` pass, the exporters and `terminology_text()` use it. `summary_fields()`
+  lists every field name in report order (docs/profile-format.md lists the same).
 * Memory traffic: `<mem>_read_bytes` / `<mem>_write_bytes` add the instruction
   columns of that memory and the DMA transfers reading from / writing to it
   (direction "hbm->sbuf" reads HBM and writes SBUF). HBM bytes for MBU and the
@@ -20,7 +21,7 @@ import numpy as np
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
 from nprof.analysis.latency import LATENCY_SHARE, latency_share
-from nprof.profile import Profile
+from nprof.profile import ENGINES, Profile
 
 Metric = int | float | str
 
@@ -75,6 +76,18 @@ _ENGINE_FIELDS = {
     "active_time_percent": ("%", "{e} engine active time as a percentage of total_time"),
     "instruction_count": ("", "Number of instructions executed by the {e} engine"),
 }
+
+
+def summary_fields(engines: tuple[str, ...] = ENGINES) -> list[str]:
+    """Every summary field name `summary_metrics` can report, in report order, with the per-engine fields
+    of `engines` (pass ("<engine>",) for the templates docs/profile-format.md lists)."""
+    names = list(FIXED_METRICS)
+    head = names[: names.index("dma_active_time")]
+    dma = names[names.index("dma_active_time") : names.index("spill_save_bytes")]
+    tail = names[names.index("spill_save_bytes") :]
+    per_engine = [f"{e}_engine_{s}" for e in engines for s in _ENGINE_FIELDS]
+    memory = [f"{m}_{w}_bytes" for m in _MEMORIES for w in ("read", "write")]
+    return head + per_engine + dma + memory + tail
 
 
 def describe(name: str) -> tuple[str, str, str]:

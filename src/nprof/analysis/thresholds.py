@@ -3,14 +3,19 @@
 Contract: `Thresholds` is a frozen dataclass; `DEFAULT_THRESHOLDS` holds the defaults every
 profile is analysed with unless a caller passes its own (`run_all(profile, thresholds=...)`,
 `findings(profile, thresholds=...)`). Shares are fractions of the run (0..1); a value out of
-range raises NprofError naming the field. The DMA-size rule (`dma_queues.SMALL_PER_PARTITION`,
+range raises NprofError naming the field. `parse_thresholds(["NAME=VALUE", ...])` reads
+`nprof view --threshold NAME=VALUE` (an unknown name is refused with the list of valid ones);
+`Thresholds.changed()` gives the fields that differ from the defaults (docs/profile-format.md
+lists every field with its default). The DMA-size rule (`dma_queues.SMALL_PER_PARTITION`,
 `SMALL_TOTAL`), the tensor-reload limit (`warnings.RELOAD_LIMIT`) and the latency share
 (`latency.LATENCY_SHARE`) stay module constants: the warnings, DMA-queue and summary tables use them too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from nprof.errors import NprofError
 
@@ -43,5 +48,32 @@ class Thresholds:
                 bound = "between 0 and 1" if top == 1.0 else ">= 0"
                 raise NprofError(f"threshold {f.name} must be {bound}, got {value!r}")
 
+    def changed(self) -> dict[str, Any]:
+        """The fields whose value differs from the default, by name (empty for the defaults)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+
 
 DEFAULT_THRESHOLDS = Thresholds()
+
+
+def parse_thresholds(pairs: Sequence[str], base: Thresholds = DEFAULT_THRESHOLDS) -> Thresholds:
+    """`base` with each `NAME=VALUE` of `pairs` applied; NprofError (one line) for a pair without `=`, an
+    unknown name (listing the valid ones), a name given twice, or a value not a number of the field's kind
+    (whole numbers for counts and nanoseconds) or out of its range."""
+    kinds = {f.name: f.type for f in fields(Thresholds)}
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = (part.strip() for part in pair.partition("="))
+        if not sep or not name:
+            raise NprofError(f"--threshold {pair!r}: expected NAME=VALUE, e.g. --threshold gap_share=0.02")
+        if name not in kinds:
+            raise NprofError(f"unknown threshold {name!r}; valid thresholds: {', '.join(kinds)}")
+        if name in changes:
+            raise NprofError(f"threshold {name} is given twice; give it once")
+        whole = kinds[name] in (int, "int")
+        try:
+            changes[name] = int(text) if whole else float(text)
+        except ValueError:
+            kind = "a whole number" if whole else "a number"
+            raise NprofError(f"threshold {name} must be {kind}, got {text[:40]!r}") from None
+    return replace(base, **changes)

@@ -10,18 +10,17 @@ Contract:
   SimWarning)` and kept in the profile's `meta["warnings"]`. Output tensors are
   not written anywhere: they are for `simulate`'s Python callers; the capture
   reports the device time.
-* `capture_from_args(args) -> int` is the `nprof capture -n PROGRAM -s PROFILE
+* `capture_from_args(args) -> Outcome` is the `nprof capture -n PROGRAM -s PROFILE
   [NAME FILE.npy ...]` front end: it checks the name/file pairs (odd count,
   unknown name listing the program's inputs, missing file), handles
-  `--list-inputs`, prints warnings on stderr and a short report on stdout.
-  Multi-worker flags go to `_capture_multi_worker`, a separate branch.
+  `--list-inputs`, and returns the warnings (stderr lines) and a short report (stdout)
+  for the CLI to print. Multi-worker flags go to `_capture_multi_worker`, a separate branch.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import replace
@@ -31,6 +30,7 @@ import numpy as np
 
 from nprof.device import simulate
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 from nprof.profile import Profile
 from nprof.profile.sources import embed_sources
 from nprof.program.file import load_program
@@ -140,24 +140,27 @@ def _multi_worker_requested(args: argparse.Namespace) -> bool:
     )
 
 
-def _capture_multi_worker(args: argparse.Namespace) -> int:
-    """Multi-worker capture (-r, --collectives-*, -m): `nprof.capture.multiworker`."""
+def _capture_multi_worker(args: argparse.Namespace) -> Outcome:
+    """Multi-worker capture (-r, --collectives-*, -m): `nprof.capture.multiworker` (which prints its report)."""
     from nprof.capture.multiworker import capture_multi_worker_from_args
 
-    return capture_multi_worker_from_args(args)
+    return Outcome.of(capture_multi_worker_from_args(args))
 
 
-def capture_from_args(args: argparse.Namespace) -> int:
-    """`nprof capture -n PROGRAM -s PROFILE [NAME FILE.npy ...]`; returns the exit code."""
+def _input_list(program_path: str) -> str:
+    """`--list-inputs`: one `NAME<TAB>(shape)<TAB>dtype` line per program input."""
+    program = load_program(program_path)
+    if not program.inputs:
+        return f"program {program.name!r} has no inputs\n"
+    return "".join(f"{t.name}\t{tuple(t.shape)}\t{t.dtype}\n" for t in program.inputs)
+
+
+def capture_from_args(args: argparse.Namespace) -> Outcome:
+    """`nprof capture -n PROGRAM -s PROFILE [NAME FILE.npy ...]`: the report, warnings and exit code."""
     if _multi_worker_requested(args):
         return _capture_multi_worker(args)
     if getattr(args, "list_inputs", False):
-        program = load_program(args.program)
-        if not program.inputs:
-            sys.stdout.write(f"program {program.name!r} has no inputs\n")
-        for t in program.inputs:
-            sys.stdout.write(f"{t.name}\t{tuple(t.shape)}\t{t.dtype}\n")
-        return 0
+        return Outcome(_input_list(args.program))
     pairs = _pairs(list(args.inputs or []))
     if not args.profile:
         raise NprofError("missing -s PROFILE: where to write the profile")
@@ -173,17 +176,18 @@ def capture_from_args(args: argparse.Namespace) -> int:
             ignore_exec_errors=args.ignore_exec_errors,
             timing_only=args.timing_only,
         )
+    notes = []
     for w in caught:
         if issubclass(w.category, SimWarning):
-            sys.stderr.write(f"nprof capture: warning: {w.message}\n")
+            notes.append(f"nprof capture: warning: {w.message}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     info = profile.info
     total = profile.total_time_ns
-    sys.stdout.write(
+    report = (
         f"ran {info.name} on the virtual {info.preset} NeuronCore: device time {total / 1000:.3f} us "
         f"({_count(profile.instructions.num_rows, 'instruction')}, {_count(profile.dma.num_rows, 'DMA transfer')}; "
         f"execution {args.profile_nth_exec} profiled)\n"
         f"profile written to {target}\n"
     )
-    return 0
+    return Outcome(report, tuple(notes))

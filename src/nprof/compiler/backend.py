@@ -350,7 +350,7 @@ def _program(
             return program, slots
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable manifest: compile again
-    start, start_ns = time.perf_counter(), time.time_ns()
+    start, start_ns, start_cpu = time.perf_counter(), time.time_ns(), time.process_time()
     plan = GraphPlan(
         name=f"{module_dir.name}_{kind}",
         kind=kind,
@@ -375,6 +375,7 @@ def _program(
     seconds = time.perf_counter() - start  # lowering + writing the module
     STATS.compiled += 1
     STATS.compile_seconds.append((module_dir.name, seconds))
+    STATS.compile_cpu_seconds.append((module_dir.name, time.process_time() - start_cpu))
     notify("compile", module_dir.name, start_ns)
     log_event(module_dir, kind, "compiled", len(program.instructions))
     return program, slots

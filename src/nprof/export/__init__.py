@@ -3,12 +3,15 @@
 Contract:
 * `EXPORTERS`: format name -> `Exporter` (summary-text, summary-json, json,
   parquet, csv, perfetto); adding a format touches its module and this dict.
-* `export_profile(profile, fmt, output=None, options=...) -> Path | None`
+* `export_profile(profile, fmt, output=None, options=..., stdout=None) -> Path | None`
   writes atomically (temp file/dir then rename; nothing left on error). With
   no `output`, summary formats return None after writing to `stdout` (a text
-  stream), others use their default name in the current directory.
-* `export_from_args(args) -> int`: `nprof view -s PROFILE [-n PROGRAM]
-  --output-format F [--output-file PATH] [--show-perfetto-flows]`; with `-d DIR`
+  stream the caller gives: library code never prints), others use their default
+  name in the current directory. `export_text(profile, fmt, options)` is a summary
+  format's text.
+* `export_from_args(args) -> Outcome`: `nprof view -s PROFILE [-n PROGRAM]
+  --output-format F [--output-file PATH] [--show-perfetto-flows]`; the text of a
+  summary format without --output-file is the outcome's stdout. With `-d DIR`
   (a multi-worker capture) it hands over to `nprof.export.group_export`.
 * `terminology_text() -> str`: the table of terms (`--terminology`).
 Unknown formats and unwritable paths raise `NprofError` with one line.
@@ -18,17 +21,18 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.atomic import atomic_dir, atomic_file
 from nprof.errors import NprofError
 from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
 from nprof.export.options import ExportOptions
 from nprof.export.terminology import terminology_text
+from nprof.outcome import Outcome
 from nprof.profile import Profile
 
 
@@ -41,16 +45,28 @@ class Exporter:
     default_output: str | None  # None: standard output when no --output-file is given
     directory: bool = False
     description: str = ""
+    findings: bool = False  # reports the findings (so `--threshold` applies to it)
 
 
 EXPORTERS: dict[str, Exporter] = {
-    "summary-text": Exporter("summary-text", summary_text.write, None, description="summary metrics as a text table"),
-    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
-    "json": Exporter("json", json_export.write, "ntff.json", description="summary and every event as JSON"),
-    "parquet": Exporter(
-        "parquet", parquet_export.write, "ntff_parquet", directory=True, description="directory of Parquet tables"
+    "summary-text": Exporter(
+        "summary-text", summary_text.write, None, description="summary metrics as a text table", findings=True
     ),
-    "csv": Exporter("csv", csv_export.write, "ntff_csv", directory=True, description="directory of CSV tables"),
+    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
+    "json": Exporter(
+        "json", json_export.write, "ntff.json", description="summary and every event as JSON", findings=True
+    ),
+    "parquet": Exporter(
+        "parquet",
+        parquet_export.write,
+        "ntff_parquet",
+        directory=True,
+        description="directory of Parquet tables",
+        findings=True,
+    ),
+    "csv": Exporter(
+        "csv", csv_export.write, "ntff_csv", directory=True, description="directory of CSV tables", findings=True
+    ),
     "perfetto": Exporter("perfetto", perfetto_export.write, "ntff.pftrace", description="Perfetto trace"),
 }
 
@@ -70,13 +86,13 @@ def export_profile(
     options: ExportOptions | None = None,
     stdout: TextIO | None = None,
 ) -> Path | None:
-    """Write `profile` in format `fmt` (see module doc); returns the path written, None for stdout."""
+    """Write `profile` in format `fmt` (see module doc); returns the path written, None for `stdout`."""
     exporter = get_exporter(fmt)
     options = options or ExportOptions()
     if output is None and exporter.default_output is None:
-        buf = io.BytesIO()
-        exporter.write(profile, buf, options)
-        (stdout or sys.stdout).write(buf.getvalue().decode())
+        if stdout is None:
+            raise TypeError(f"export_profile: format {fmt} without output= needs stdout= (a text stream)")
+        stdout.write(export_text(profile, fmt, options))
         return None
     target = Path(output if output is not None else exporter.default_output)  # type: ignore[arg-type]
     if exporter.directory:
@@ -88,30 +104,64 @@ def export_profile(
     return target
 
 
+def export_text(profile: Profile, fmt: str, options: ExportOptions | None = None) -> str:
+    """The text of `profile` in the summary format `fmt` (NprofError for a file format)."""
+    exporter = get_exporter(fmt)
+    if exporter.default_output is not None:
+        raise NprofError(f"--output-format {fmt} writes a file, not text; give --output-file")
+    buf = io.BytesIO()
+    exporter.write(profile, buf, options or ExportOptions())
+    return buf.getvalue().decode()
+
+
 def _open(path: str) -> Profile:
     from nprof.capture import open_profile
 
     return open_profile(path)
 
 
-def export_from_args(args: Any) -> int:
-    """`nprof view ... --output-format F`: open the profile, export it; returns the exit code."""
+def check_thresholds(thresholds: Thresholds, fmt: str) -> None:
+    """Refuse tuned `--threshold`s with a format that reports no findings (they would be ignored)."""
+    if thresholds.changed() and not (fmt in EXPORTERS and EXPORTERS[fmt].findings):
+        with_findings = ", ".join(name for name, e in EXPORTERS.items() if e.findings)
+        raise NprofError(
+            f"--threshold sets when findings are reported, and --output-format {fmt} has none; "
+            f"use {with_findings} or the viewer"
+        )
+
+
+def export_from_args(args: Any) -> Outcome:
+    """`nprof view ... --output-format F`: open the profile, export it; the text for stdout (summary
+    formats without --output-file) or the line naming the file written."""
+    thresholds = getattr(args, "thresholds", None) or DEFAULT_THRESHOLDS
     if getattr(args, "directory", None) and not args.profile:  # a multi-worker capture: nprof.export.group_export
         from nprof.export.group_export import export_group_from_args
 
+        check_thresholds(thresholds, f"{args.output_format} with -d")
         return export_group_from_args(args)
     exporter = get_exporter(args.output_format)
+    check_thresholds(thresholds, exporter.name)
     if not args.profile:
         raise NprofError("missing -s PROFILE: the profile file to export")
     program = getattr(args, "program", None)
-    if program and not Path(program).is_file():
-        raise NprofError(f"{program}: no such program file; check -n (it is optional for nprof profiles)")
+    if program:  # optional: validated, and checked against the profile where it records its program
+        from nprof.capture.program_match import check_program
+
+        check_program(program, args.profile)
     profile = _open(args.profile)
-    options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
+    options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)), thresholds=thresholds)
+    if args.output_file is None and exporter.default_output is None:
+        return Outcome(export_text(profile, exporter.name, options))
     written = export_profile(profile, exporter.name, args.output_file, options)
-    if written is not None:
-        sys.stderr.write(f"nprof view: wrote {written}\n")
-    return 0
+    return Outcome(notes=(f"nprof view: wrote {written}",))
 
 
-__all__ = ["EXPORTERS", "ExportOptions", "Exporter", "export_from_args", "export_profile", "terminology_text"]
+__all__ = [
+    "EXPORTERS",
+    "ExportOptions",
+    "Exporter",
+    "export_from_args",
+    "export_profile",
+    "export_text",
+    "terminology_text",
+]

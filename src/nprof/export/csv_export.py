@@ -41,4 +41,4 @@ def _write_one(table: pa.Table, path: Path) -> None:
 
 def write(profile: Profile, directory: Path, options: ExportOptions) -> None:
     """Write every table of `profile` as CSV under `directory`."""
-    write_tables(profile, directory, ".csv", _write_one)
+    write_tables(profile, directory, ".csv", _write_one, options.thresholds)

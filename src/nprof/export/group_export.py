@@ -14,14 +14,13 @@ Contract:
   "Collectives" track shows arrival to end in one slice; default file `ntff_group.pftrace`).
   `dataset` (every table of every rank as Hive-partitioned Parquet, written one rank at a time:
   `nprof.dataset.write`; default directory `ntff_dataset`). Other formats refuse `-d` with a one-line hint.
-* `export_group_from_args(args) -> int`: the CLI branch; summaries go to stdout unless `--output-file`.
+* `export_group_from_args(args) -> Outcome`: the CLI branch; summaries are its stdout unless `--output-file`.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -34,6 +33,7 @@ from nprof.dataset import write_dataset
 from nprof.dataset.ranks import rank_files
 from nprof.errors import NprofError
 from nprof.export.options import ExportOptions
+from nprof.outcome import Outcome
 from nprof.profile import Profile
 from nprof.progress import progress
 
@@ -174,7 +174,7 @@ def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
     return lanes
 
 
-def export_group_from_args(args: Any) -> int:
+def export_group_from_args(args: Any) -> Outcome:
     """`nprof view -d DIR --output-format F [--output-file PATH]` (see module doc)."""
     fmt = args.output_format
     if fmt not in GROUP_FORMATS:
@@ -185,16 +185,14 @@ def export_group_from_args(args: Any) -> int:
     if fmt == "dataset":
         target = Path(args.output_file or "ntff_dataset")
         ranks = write_dataset(args.directory, target)
-        sys.stderr.write(f"nprof view: wrote {target} ({len(ranks)} ranks, Hive-partitioned Parquet)\n")
-        return 0
+        return Outcome(notes=(f"nprof view: wrote {target} ({len(ranks)} ranks, Hive-partitioned Parquet)",))
     profiles = load_ranks(args.directory)
     options = ExportOptions(show_flows=bool(getattr(args, "show_perfetto_flows", False)))
     if fmt == "perfetto":
         target = Path(args.output_file or "ntff_group.pftrace")
         with atomic_file(target) as fh:
             write_perfetto(profiles, fh, options)
-        sys.stderr.write(f"nprof view: wrote {target} ({len(profiles)} ranks)\n")
-        return 0
+        return Outcome(notes=(f"nprof view: wrote {target} ({len(profiles)} ranks)",))
     g = group_summary(profiles)
     text = summary_text(g) if fmt == "summary-text" else orjson.dumps(g.to_json(), option=orjson.OPT_INDENT_2).decode()
     if fmt == "summary-json":
@@ -202,7 +200,5 @@ def export_group_from_args(args: Any) -> int:
     if args.output_file:
         with atomic_file(Path(args.output_file)) as fh:
             fh.write(text.encode())
-        sys.stderr.write(f"nprof view: wrote {args.output_file}\n")
-    else:
-        sys.stdout.write(text)
-    return 0
+        return Outcome(notes=(f"nprof view: wrote {args.output_file}",))
+    return Outcome(text)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+
 
 @dataclass(frozen=True)
 class ExportOptions:
@@ -11,3 +13,4 @@ class ExportOptions:
 
     show_flows: bool = False  # perfetto: draw dependency arrows between events
     chunk_rows: int = 65_536  # rows per streamed batch (memory stays flat in profile size)
+    thresholds: Thresholds = DEFAULT_THRESHOLDS  # when findings are reported (formats with FINDINGS_FORMATS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from nprof.analysis import describe, findings, summary_metrics
+from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, describe, findings, summary_metrics
 from nprof.analysis.summary import format_value
 from nprof.export.options import ExportOptions
 from nprof.profile import Profile
@@ -34,9 +34,9 @@ def render(metrics: dict[str, int | float | str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_findings(profile: Profile) -> str:
-    """The `# Findings` section (empty string when there are none)."""
-    rows = findings(profile).to_pylist()
+def render_findings(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
+    """The `# Findings` section, reported by `thresholds` (empty string when there are none)."""
+    rows = findings(profile, thresholds=thresholds).to_pylist()
     if not rows:
         return ""
     lines = ["", "# Findings"]
@@ -49,4 +49,4 @@ def render_findings(profile: Profile) -> str:
 
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
     """Write the summary table of `profile`, then its findings, to `out`."""
-    out.write((render(summary_metrics(profile)) + render_findings(profile)).encode())
+    out.write((render(summary_metrics(profile)) + render_findings(profile, options.thresholds)).encode())

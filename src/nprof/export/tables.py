@@ -16,17 +16,23 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from nprof.analysis import run_all
+from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, run_all
 from nprof.profile import SCHEMA_VERSION, TABLES, Profile
 from nprof.progress import progress
 
 
-def write_tables(profile: Profile, directory: Path, suffix: str, write_one: Callable[[pa.Table, Path], None]) -> None:
-    """Write every profile and analysis table under `directory` (see module doc)."""
+def write_tables(
+    profile: Profile,
+    directory: Path,
+    suffix: str,
+    write_one: Callable[[pa.Table, Path], None],
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> None:
+    """Write every profile and analysis table (findings by `thresholds`) under `directory` (see module doc)."""
     (directory / "profile").mkdir()
     (directory / "analysis").mkdir()
     files: dict[str, int] = {}
-    analysis = run_all(profile)
+    analysis = run_all(profile, thresholds=thresholds)
     with progress(len(TABLES) + len(analysis), "Writing tables") as bar:
         for group, tables in (("profile", {n: profile.table(n) for n in TABLES}), ("analysis", analysis)):
             for name, table in tables.items():

@@ -8,11 +8,9 @@ timeline rows (tracks and DMA queues), counters, warning kinds, finding kinds.
 from __future__ import annotations
 
 from nprof.analysis.counters import SERIES
-from nprof.analysis.metrics import FIXED_METRICS, describe
+from nprof.analysis.metrics import describe, summary_fields
 from nprof.export.labels import ENGINE_TERMS, TRACK_TERMS, track_label
-from nprof.profile import ENGINES
 
-_ENGINE_SUFFIXES = ("instruction_time", "active_time", "active_time_percent", "instruction_count")
 _COUNTER_TERMS = {
     "tensor_util": "share of time the TensorMatrix row is busy, per bin",
     "pending_dma": "DMA transfers in flight (exact at every change)",
@@ -34,17 +32,6 @@ FINDING_TERMS = {
 }
 
 
-def summary_field_names() -> list[str]:
-    """Every summary field name, in report order."""
-    names = list(FIXED_METRICS)
-    head = names[: names.index("dma_active_time")]
-    dma = names[names.index("dma_active_time") : names.index("spill_save_bytes")]
-    tail = names[names.index("spill_save_bytes") :]
-    engines = [f"{e}_engine_{s}" for e in ENGINES for s in _ENGINE_SUFFIXES]
-    memory = [f"{m}_{w}_bytes" for m in ("hbm", "sbuf", "psum") for w in ("read", "write")]
-    return head + engines + dma + memory + tail
-
-
 def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
     width = max(len(r[0]) for r in rows)
     uwidth = max(len(r[1]) for r in rows)
@@ -57,7 +44,7 @@ def terminology_text() -> str:
     """The table of terms (see module doc)."""
     lines: list[str] = []
     rows = []
-    for name in summary_field_names():
+    for name in summary_fields():
         _group, unit, text = describe(name)
         rows.append((name, unit, text))
     lines += _section("Summary fields", rows)

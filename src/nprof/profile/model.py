@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nprof import __version__
-from nprof.container import open_container, write_container
+from nprof.container import Container, open_container, write_container
 from nprof.errors import FormatError, NprofError
 from nprof.profile.schema import FORMAT, SCHEMA_VERSION, TABLES
 from nprof.profile.validate import check_manifest, check_tables
@@ -183,16 +183,22 @@ class Profile:
             {name: self.table(name) for name in TABLES},
         )
 
+    @staticmethod
+    def read_info(path: str | os.PathLike[str]) -> ProfileInfo:
+        """The manifest of a profile file, its tables unread; FormatError like `load` for a file that
+        is not a profile of a supported version or has an invalid manifest."""
+        box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
+        try:
+            return _info_of(box)
+        finally:
+            box.close()
+
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Profile:
         """Read and validate a profile file; FormatError with a one-line reason otherwise."""
         box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
         try:
-            manifest = {k: v for k, v in box.manifest.items() if k not in ("format", "schema_version")}
-            try:
-                info = ProfileInfo.from_json(manifest)
-            except (TypeError, ValueError, KeyError) as exc:
-                raise FormatError(f"{box.path}: invalid profile manifest ({exc}); re-create it") from exc
+            info = _info_of(box)
             tables = {}
             for name, schema in TABLES.items():
                 raw = box.read_table(name)
@@ -208,6 +214,15 @@ class Profile:
             return cls(info, **tables)
         finally:
             box.close()
+
+
+def _info_of(box: Container) -> ProfileInfo:
+    """The ProfileInfo of an opened profile container; FormatError for an invalid manifest."""
+    manifest = {k: v for k, v in box.manifest.items() if k not in ("format", "schema_version")}
+    try:
+        return ProfileInfo.from_json(manifest)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise FormatError(f"{box.path}: invalid profile manifest ({exc}); re-create it") from exc
 
 
 def _describe_other_format(found: str) -> str | None:

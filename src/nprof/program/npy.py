@@ -46,7 +46,11 @@ class _Rewound:
     def __init__(self, head: bytes, fh: io.BufferedIOBase | io.BytesIO) -> None:
         self.head, self.fh = head, fh
 
-    def read(self, n: int) -> bytes:
+    def read(self, n: int = -1, /) -> bytes:
+        """Up to `n` bytes (all that remain when n < 0): the kept head first, then the file's."""
+        if n < 0:
+            out, self.head = self.head, b""
+            return out + self.fh.read()
         out, self.head = self.head[:n], self.head[n:]
         return out + self.fh.read(n - len(out))
 

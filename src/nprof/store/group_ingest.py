@@ -17,16 +17,25 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nprof.progress import progress
 from nprof.store.store import Store
 
+if TYPE_CHECKING:
+    from nprof.analysis.thresholds import Thresholds
 
-def _ingest_one(store_dir: str, path: str, profile_id: str, display_name: str, group: str) -> str:
+
+def _ingest_one(
+    store_dir: str, path: str, profile_id: str, display_name: str, group: str, thresholds: Thresholds | None
+) -> str:
+    """Ingest one rank file into the store at `store_dir` (in a worker process or this one); its id."""
     os.environ["NPROF_NO_PROGRESS"] = "1"  # one bar, in the parent
     store = Store(store_dir)
     try:
-        entry, _ = store.ingest_file(path, profile_id=profile_id, display_name=display_name, force=True, group=group)
+        entry, _ = store.ingest_file(
+            path, profile_id=profile_id, display_name=display_name, force=True, group=group, thresholds=thresholds
+        )
         return str(entry["id"])
     finally:
         store.close()
@@ -38,21 +47,22 @@ def ingest_ranks(
     group_id: str,
     display_name: str,
     workers: int | None = None,
+    thresholds: Thresholds | None = None,
 ) -> list[tuple[int, str]]:
-    """Ingest every rank file as a profile of group `group_id` (see module doc)."""
+    """Ingest every rank file as a profile of group `group_id` (see module doc), findings by `thresholds`."""
     jobs = [(rank, str(path), f"{group_id}.rank{rank}", f"{display_name} rank {rank}") for rank, path in files]
     n = workers if workers is not None else min(4, os.cpu_count() or 1)
     done: list[tuple[int, str]] = []
     with progress(len(jobs), f"Ingesting {len(jobs)} workers") as bar:
         if n <= 1 or len(jobs) <= 2:
             for rank, path, pid, name in jobs:
-                done.append((rank, _ingest_one(str(store.dir), path, pid, name, group_id)))
+                done.append((rank, _ingest_one(str(store.dir), path, pid, name, group_id, thresholds)))
                 bar.advance(1)
         else:
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx) as pool:
                 futures = {
-                    pool.submit(_ingest_one, str(store.dir), path, pid, name, group_id): rank
+                    pool.submit(_ingest_one, str(store.dir), path, pid, name, group_id, thresholds): rank
                     for rank, path, pid, name in jobs
                 }
                 for fut in as_completed(futures):

@@ -11,8 +11,9 @@ Contract of `Store(path=None)`:
   it in the catalog: a crash or Ctrl-C at any point leaves no half profile visible
   and every other profile intact. An id already in the catalog raises NprofError
   unless `force`. `ingest_file(path)` opens .ntff / Chrome JSON and derives the id
-  (slug of the name + hash of the file's path, size and mtime); ingesting the same
-  unchanged file again reuses the stored profile.
+  (slug of the name + hash of the file's path, size and mtime, and of the findings'
+  `thresholds` when not the defaults); ingesting the same unchanged file again with the
+  same thresholds reuses the stored profile.
 * `cursor(id)` yields a DuckDB cursor on the profile (read-only). Connections open
   lazily, live in a small LRU (`max_open`) and close when idle, so thousands of
   stored profiles never exhaust file descriptors or memory. A profile replaced by
@@ -29,11 +30,12 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -44,6 +46,9 @@ from nprof.progress import progress
 from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import build_profile_db
 from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
+
+if TYPE_CHECKING:
+    from nprof.analysis.thresholds import Thresholds
 
 
 class NotFound(NprofError):
@@ -57,17 +62,27 @@ def default_store_path() -> Path:
     return Path.home() / ".local" / "share" / "nprof" / "store"
 
 
-def run_analysis(p: Profile) -> tuple[dict[str, pa.Table], dict[str, Any]]:
-    """The analysis passes' tables and the flat summary metrics of `p`."""
-    from nprof.analysis import run_all
+def run_analysis(p: Profile, thresholds: Thresholds | None = None) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """The analysis passes' tables (findings by `thresholds`, None = the defaults) and the flat summary of `p`."""
+    from nprof.analysis import DEFAULT_THRESHOLDS, run_all
 
-    tables = dict(run_all(p))
+    tables = dict(run_all(p, thresholds=thresholds or DEFAULT_THRESHOLDS))
     summary: dict[str, Any] = {}
     if "summary" in tables:
         t = tables["summary"].to_pydict()
         for name, text, num in zip(t["name"], t["value"], t["numeric"], strict=True):
             summary[name] = text if num is None else (int(num) if text.lstrip("-").isdigit() else num)
     return tables, summary
+
+
+def file_fingerprint(path: Path, thresholds: Thresholds | None = None) -> str:
+    """What makes a stored profile current for the file at `path`: its resolved path, size and mtime, plus
+    the findings thresholds that differ from the defaults (a profile analysed otherwise is another one)."""
+    src = path.resolve()
+    st = src.stat()
+    changed = thresholds.changed() if thresholds is not None else {}
+    tuned = "|thresholds " + ",".join(f"{k}={v}" for k, v in sorted(changed.items())) if changed else ""
+    return f"{src}|{st.st_size}|{st.st_mtime_ns}{tuned}"
 
 
 def _alive(pid: int) -> bool:
@@ -172,12 +187,15 @@ class Store:
         fingerprint: str | None = None,
         group: str | None = None,
         raw_source: Path | None = None,
+        thresholds: Thresholds | None = None,
     ) -> dict[str, Any]:
         """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry.
-        `raw_source`: the nprof Profile file `p` was loaded from (its tables are then copied, not re-encoded)."""
+        `raw_source`: the nprof Profile file `p` was loaded from (its tables are then copied, not re-encoded);
+        `thresholds`: when findings are reported (None: the defaults)."""
         check_id(profile_id)
         with self.claim(profile_id):
-            return self._ingest(p, profile_id, display_name, force, source, fingerprint, group, raw_source)
+            analyse = partial(run_analysis, thresholds=thresholds)
+            return self._ingest(p, profile_id, display_name, force, source, fingerprint, group, raw_source, analyse)
 
     def _ingest(
         self,
@@ -189,6 +207,7 @@ class Store:
         fingerprint: str | None,
         group: str | None,
         raw_source: Path | None,
+        analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
     ) -> dict[str, Any]:
         if not force and self.catalog.get(profile_id) is not None:
             raise self._exists(profile_id)
@@ -197,7 +216,7 @@ class Store:
         parts = parts_name()
         try:
             with progress(5, f"Ingesting {profile_id}") as bar:
-                result = build_profile_db(p, tmp, run_analysis, bar, parts, raw_source)
+                result = build_profile_db(p, tmp, analyse, bar, parts, raw_source)
             entry = {
                 "id": profile_id,
                 "display_name": display_name or p.info.name or profile_id,
@@ -247,16 +266,17 @@ class Store:
         display_name: str | None = None,
         force: bool = False,
         group: str | None = None,
+        thresholds: Thresholds | None = None,
     ) -> tuple[dict[str, Any], bool]:
-        """Open and ingest a profile file; returns (entry, reused) where reused means it was already stored."""
+        """Open and ingest a profile file (findings by `thresholds`, None = the defaults); returns (entry,
+        reused) where reused means it was already stored."""
         from nprof.capture import open_profile, sniff_kind
 
         src = Path(path).expanduser()
         if not src.exists():
             raise NprofError(f"{src}: no such file; check the -s path")
         src = src.resolve()
-        st = src.stat()
-        fingerprint = f"{src}|{st.st_size}|{st.st_mtime_ns}"
+        fingerprint = file_fingerprint(src, thresholds)
         if profile_id is None:
             profile_id = derive_id(src.name.split(".")[0], fingerprint)
             old = self.catalog.get(profile_id)
@@ -279,6 +299,7 @@ class Store:
                 fingerprint=fingerprint,
                 group=group,
                 raw_source=src if kind == "ntff" else None,
+                thresholds=thresholds,
             )
         return entry, False
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from nprof.errors import NprofError
-from nprof.store.store import Store
+from nprof.store.store import Store, file_fingerprint
+
+if TYPE_CHECKING:
+    from nprof.analysis.thresholds import Thresholds
 
 _DEVICE_ID = re.compile(r"^(?P<system>.+)\.(?P<module>[A-Za-z0-9_-]+)_exec(?P<k>\d+)$")
 
@@ -44,9 +47,14 @@ def _listing(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def ingest_device_profiles(
-    store: Store, system_id: str, system_path: str | os.PathLike[str], force: bool = False
+    store: Store,
+    system_id: str,
+    system_path: str | os.PathLike[str],
+    force: bool = False,
+    thresholds: Thresholds | None = None,
 ) -> dict[str, str]:
-    """Ingest the device profiles of the stored system profile `system_id` (see module doc)."""
+    """Ingest the device profiles of the stored system profile `system_id` (see module doc), their findings
+    by `thresholds` (None: the defaults)."""
     with store.session(system_id) as (_cur, meta):
         listing = _listing(meta["manifest"].get("meta") or {})
     folder = Path(system_path).with_name(f"{Path(system_path).name}.devices")
@@ -56,21 +64,21 @@ def ingest_device_profiles(
         if not path.is_file():
             raise NprofError(f"{path}: device profile of {hlo_name} is missing; keep {folder.name}/ beside the profile")
         device_id = device_profile_id(system_id, file_name)
-        if not force and _stored_from(store, device_id, path):
+        if not force and _stored_from(store, device_id, path, thresholds):
             out[hlo_name] = device_id  # already ingested from this very file: reuse it
             continue
-        entry, _ = store.ingest_file(path, profile_id=device_id, display_name=hlo_name, force=force)
+        entry, _ = store.ingest_file(
+            path, profile_id=device_id, display_name=hlo_name, force=force, thresholds=thresholds
+        )
         out[hlo_name] = entry["id"]
     return out
 
 
-def _stored_from(store: Store, profile_id: str, path: Path) -> bool:
-    """True when `profile_id` is stored and was ingested from `path` as it is now (same size and mtime)."""
+def _stored_from(store: Store, profile_id: str, path: Path, thresholds: Thresholds | None) -> bool:
+    """True when `profile_id` is stored and was ingested from `path` as it is now (same size and mtime)
+    with the same thresholds."""
     entry = store.catalog.get(profile_id)
-    if entry is None:
-        return False
-    st = path.resolve().stat()
-    return entry.get("fingerprint") == f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return entry is not None and entry.get("fingerprint") == file_fingerprint(path, thresholds)
 
 
 def links(store: Store, profile_id: str, manifest: dict[str, Any]) -> dict[str, Any]:

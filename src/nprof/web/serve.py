@@ -1,19 +1,20 @@
 """`nprof view` (output format db): ingest into the store, then serve the viewer.
 
-Contract: `view_from_args(args) -> int` is the CLI-facing entry point (the one
-function here that prints):
+Contract: `view_from_args(args) -> (Outcome, serve)` is the CLI-facing entry point: it
+ingests and binds the port, and returns what the CLI prints first and `serve()`, which
+runs the server until Ctrl-C (None with `--ingest-only`); nothing here prints:
 * `-s PROFILE` ingests the file (id from `--db-bucket`, else derived; an unchanged
-  file already stored is reused; `--force` re-ingests) and prints
+  file already stored is reused; `--force` re-ingests); the outcome says
   `View profile at http://localhost:<port>/profile/<id>`;
 * `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture (or of
   `nprof capture -s DIR -- torchrun ...`: one system profile per rank, with the device
-  profiles beside each) as the ranks of one group and prints the `/profile_cc/<group id>` link;
+  profiles beside each) as the ranks of one group; the outcome gives the `/profile_cc/<group id>` link;
 * neither: serves the list of stored profiles (`/`);
-* `--ingest-only` prints `Profile "<id>" is ready to view` and returns 0;
+* `--ingest-only`: the outcome says `Profile "<id>" is ready to view`;
 * the port is bound before anything is ingested or printed: a port in use is a
   one-line NprofError suggesting `--port N` and the store is unchanged. Serves with
-  uvicorn until Ctrl-C. `--host ''` is refused; a non-loopback `--host` prints a
-  warning that the viewer has no authentication; requests naming another host or
+  uvicorn until Ctrl-C. `--host ''` is refused; with a non-loopback `--host` the outcome
+  carries a warning that the viewer has no authentication; requests naming another host or
   state-changing requests from another origin are refused (`nprof.web.guard`).
 `ingest_directory(store, dir, ...)` is the library half of `-d`.
 """
@@ -26,24 +27,34 @@ import errno
 import hashlib
 import re
 import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 from nprof.store import Store, derive_id
 from nprof.store.rows import natural_key
 from nprof.store.system_links import ingest_device_profiles
 from nprof.web.guard import WILDCARD, allowed_names, is_loopback
 
+if TYPE_CHECKING:
+    from nprof.analysis.thresholds import Thresholds
+
 RANK_FILE = re.compile(r"profile_rank_(\d+)\.ntff$")
 
 
 def ingest_directory(
-    store: Store, directory: str, *, group_id: str | None, display_name: str | None, force: bool
+    store: Store,
+    directory: str,
+    *,
+    group_id: str | None,
+    display_name: str | None,
+    force: bool,
+    thresholds: Thresholds | None = None,
 ) -> dict[str, Any]:
-    """Ingest every profile_rank_<i>.ntff of `directory` as one group; returns the group entry."""
+    """Ingest every profile_rank_<i>.ntff of `directory` as one group, findings by `thresholds` (None: the
+    defaults, which leave the group id as it always was); returns the group entry."""
     d = Path(directory).expanduser()
     if not d.is_dir():
         raise NprofError(f"{d}: not a directory; -d takes the -s directory of a multi-worker capture")
@@ -51,6 +62,8 @@ def ingest_directory(
     if not files:
         raise NprofError(f"{d}: no profile_rank_<i>.ntff files; capture with -r/--collectives-workers-per-node")
     fp = "|".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    if thresholds is not None and thresholds.changed():
+        fp += f"|thresholds {sorted(thresholds.changed().items())}"
     gid = group_id or derive_id(d.resolve().name, fp)
     name = display_name or d.resolve().name
     old = store.catalog.group(gid)
@@ -63,10 +76,13 @@ def ingest_directory(
     rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
     with store.claim(f"{gid}.group"):
         ranks = _all_or_nothing(
-            store, gid, [r for r, _ in rank_files], lambda: ingest_ranks(store, rank_files, gid, name)
+            store,
+            gid,
+            [r for r, _ in rank_files],
+            lambda: ingest_ranks(store, rank_files, gid, name, thresholds=thresholds),
         )
         for (_rank, pid), (_, path) in zip(ranks, rank_files, strict=True):  # a system profile's executions
-            ingest_device_profiles(store, pid, path, force=force)
+            ingest_device_profiles(store, pid, path, force=force, thresholds=thresholds)
         group = store.register_group(gid, name, ranks, force=True)
 
         def stamp(data: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +150,7 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
     """Ingest -s or -d as asked; (page path, id ready to view or None)."""
     profile_arg = getattr(args, "profile", None)
     directory = getattr(args, "directory", None)
+    thresholds = getattr(args, "thresholds", None)
     if profile_arg and not directory:
         from nprof.capture.multiworker import worker_dir_for
 
@@ -142,24 +159,37 @@ def _ingest(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
             directory, profile_arg = str(workers), None
     if directory:
         group = ingest_directory(
-            store, directory, group_id=args.db_bucket, display_name=args.display_name, force=args.force
+            store,
+            directory,
+            group_id=args.db_bucket,
+            display_name=args.display_name,
+            force=args.force,
+            thresholds=thresholds,
         )
         return f"/profile_cc/{group['id']}", group["id"]
     if profile_arg:
         entry, _reused = store.ingest_file(
-            profile_arg, profile_id=args.db_bucket, display_name=args.display_name, force=args.force
+            profile_arg,
+            profile_id=args.db_bucket,
+            display_name=args.display_name,
+            force=args.force,
+            thresholds=thresholds,
         )
-        ingest_device_profiles(store, entry["id"], profile_arg, force=args.force)  # a system profile's executions
+        # a system profile's executions
+        ingest_device_profiles(store, entry["id"], profile_arg, force=args.force, thresholds=thresholds)
         return f"/profile/{entry['id']}", entry["id"]
     return "/", None
 
 
-def view_from_args(args: argparse.Namespace) -> int:
-    """Run `nprof view` with --output-format db (see module doc)."""
+def view_from_args(args: argparse.Namespace) -> tuple[Outcome, Callable[[], None] | None]:
+    """`nprof view` with --output-format db (see module doc): what to print, then the server to run."""
     store = Store(args.db)
     program = getattr(args, "program", None)
-    if program and not Path(program).expanduser().exists():
-        raise NprofError(f"{program}: no such program file; check the -n path")
+    if program:  # optional: validated, and checked against the profile where it records its program
+        from nprof.capture.program_match import check_program
+
+        profile = getattr(args, "profile", None)
+        check_program(Path(program).expanduser(), Path(profile).expanduser() if profile else None)
     root = getattr(args, "nki_source_root", None)
     if root and not Path(root).expanduser().is_dir():
         raise NprofError(f"--nki-source-root {root}: no such directory; give the folder holding the kernel files")
@@ -178,24 +208,26 @@ def view_from_args(args: argparse.Namespace) -> int:
             sock.close()
         raise
     if sock is None:
-        sys.stdout.write(f'Profile "{ready}" is ready to view\n')
-        return 0
-    import uvicorn
-
-    from nprof.web.app import create_app
-
+        return Outcome(f'Profile "{ready}" is ready to view\n'), None
     what = "profile" if ready else "profiles"
-    sys.stdout.write(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n")
-    sys.stdout.flush()
-    sys.stderr.write(f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop\n")
+    notes = [f"nprof view: serving the store {store.dir} on {args.host}:{args.port}; Ctrl-C to stop"]
     if warning:
-        sys.stderr.write(warning + "\n")
-    app = create_app(store, hosts=allowed_names(args.host), source_root=root)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
-        store.close()
-    return 0
+        notes.append(warning)
+    outcome = Outcome(f"View {what} at http://{_url_host(args.host)}:{args.port}{path}\n", tuple(notes))
+    listening = sock
+
+    def serve() -> None:
+        """Serve the viewer on the bound socket until Ctrl-C, then close the socket and the store."""
+        import uvicorn
+
+        from nprof.web.app import create_app
+
+        app = create_app(store, hosts=allowed_names(args.host), source_root=root)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        try:
+            uvicorn.Server(config).run(sockets=[listening])
+        finally:
+            listening.close()
+            store.close()
+
+    return outcome, serve
