@@ -99,14 +99,15 @@ def _timeout_error(describe: str, timeout: float, why: str) -> NprofError:
     )
 
 
-def _arrive_all(describe: str) -> None:
-    """Wait (at most the timeout) until every rank reached its first exchange, counting on the job's store."""
+def _arrive_all(describe: str, generation: int) -> None:
+    """Wait (at most the timeout) until every rank reached its first exchange, counting on the job's store
+    (`generation`: how many exchanges this process made before, so a re-initialised job counts anew)."""
     import time
 
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _get_default_store
 
-    store, key, world = _get_default_store(), "nprof.exchange.arrived", dist.get_world_size()
+    store, key, world = _get_default_store(), f"nprof.exchange.arrived.{generation}", dist.get_world_size()
     timeout = _timeout_s()
     deadline = time.monotonic() + timeout
     count = store.add(key, 1)
@@ -127,6 +128,11 @@ class Exchange:
     """All-gathers between the job's processes on a gloo group of nprof's own (its timeout: see module doc)."""
 
     def __init__(self) -> None:
+        import torch.distributed as dist
+
+        self.world = dist.group.WORLD  # the job's process group this exchange belongs to
+        self.generation = len(_GENERATIONS)
+        _GENERATIONS.append(self.generation)
         self._group: Any = None
         self.seq = 0  # exchanges so far in this process (the same count on every rank)
 
@@ -134,7 +140,7 @@ class Exchange:
         import torch.distributed as dist
 
         if self._group is None:  # every wait has its own timeout (`_timeout_s`); the group's is a backstop
-            _arrive_all(describe)  # new_group itself would wait for absent ranks as long as the job's store does
+            _arrive_all(describe, self.generation)  # new_group would wait for absent ranks as long as the store does
             backstop = timedelta(seconds=max(3600.0, _timeout_s()))
             self._group = dist.new_group(backend="gloo", timeout=backstop)
         return self._group
@@ -179,12 +185,16 @@ class Exchange:
 
 
 _EXCHANGE: list[Exchange] = []
+_GENERATIONS: list[int] = []  # one entry per Exchange this process created
 
 
 def exchange() -> Exchange:
-    """The process's exchange (created on first use, by every rank at the same collective)."""
-    if not _EXCHANGE:
-        _EXCHANGE.append(Exchange())
+    """The process's exchange (created on first use, by every rank at the same collective; again after the
+    job's process group was destroyed and initialised anew)."""
+    import torch.distributed as dist
+
+    if not _EXCHANGE or _EXCHANGE[0].world is not dist.group.WORLD:
+        _EXCHANGE[:] = [Exchange()]
     return _EXCHANGE[0]
 
 
