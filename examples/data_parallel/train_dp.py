@@ -5,16 +5,18 @@ torch.distributed functional collectives, scales by 1/world and applies SGD — 
 `torch.compile(backend="nprof")` graph, so the compiled program holds the forward, the backward, six
 all-reduces on the CC-cores and the update (the layout of a torch-neuronx data-parallel step).
 
-    # compile once (single process; the graph is traced for a 32-worker job), then capture 32 workers:
-    nprof compile --cache cache -- python examples/data_parallel/train_dp.py --steps 1 --world 32
-    nprof capture -n cache/MODULE_<hash>/model.neff -r 32 -s output/
+    # as in the Neuron profiler's multi-worker walk-through: compile under torchrun, capture 32 workers
+    nprof compile --cache cache -- torchrun --nproc_per_node=2 examples/data_parallel/train_dp.py --steps 1
+    nprof capture -n cache/MODULE_<hash>/model.neff --collectives-workers-per-node 32 -s output/profile.ntff
     nprof view -n cache/MODULE_<hash>/model.neff -d output/
+    # train for real on 2 processes (their virtual devices exchange the gradients), one system profile per rank:
+    nprof capture -s run/ -- torchrun --nproc_per_node=2 examples/data_parallel/train_dp.py
+    nprof view -d run/
 
-The script runs in one process whose gloo group has one rank: torch.compile traces the functional
-all-reduces exactly as in a multi-process job, the device then sums a single contribution, and `--world N`
-sets the 1/N gradient scale baked into the graph for the N-worker capture. (Several real processes would
-each run their graph on their own virtual device without exchanging gradients, so the example does not
-spawn them; `nprof capture -r N` is where the workers meet.)
+Under torchrun every process trains on its own batches and the compiled all-reduce exchanges the gradients
+between the processes (`nprof.device.process_group`). Run directly (`python train_dp.py`), the script is one
+process whose gloo group has one rank: torch.compile traces the same graph, the device sums a single
+contribution, and `--world N` sets the 1/N gradient scale baked into the graph for an N-worker capture.
 """
 
 from __future__ import annotations
@@ -56,8 +58,13 @@ def make_step(model: torch.nn.Module, world: int, lr: float, backend: str | None
     return torch.compile(step, backend=backend, fullgraph=True) if backend else step
 
 
-def run(rank: int, world: int, steps: int, batch: int, init: str, world_hint: int | None, eager: bool) -> list[float]:
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+def run(rank: int, world: int, steps: int, batch: int, init: str | None, world_hint: int | None,
+        eager: bool) -> list[float]:  # fmt: skip
+    """Train `steps` steps as `rank` of `world` (init None: torchrun's environment); the losses."""
+    if init is None:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
         model = MLP()
@@ -81,11 +88,17 @@ def main() -> None:
     parser.add_argument("--world", type=int, default=None, help="world size the graph is traced for (1/N scale)")
     parser.add_argument("--eager", action="store_true", help="plain PyTorch (no nprof backend)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        init = f"file://{os.path.join(tmp, 'rendezvous')}"
-        losses = run(0, 1, args.steps, args.batch, init, args.world, args.eager)
+    if "RANK" in os.environ:  # under torchrun
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        losses = run(rank, world, args.steps, args.batch, None, args.world, args.eager)
+    else:
+        rank = 0
+        with tempfile.TemporaryDirectory() as tmp:
+            init = f"file://{os.path.join(tmp, 'rendezvous')}"
+            losses = run(0, 1, args.steps, args.batch, init, args.world, args.eager)
     for i, loss in enumerate(losses):
-        print(f"step {i + 1:3d}  loss {loss:.4f}")
+        who = f"rank {rank} " if "RANK" in os.environ else ""
+        print(f"{who}step {i + 1:3d}  loss {loss:.4f}")
 
 
 if __name__ == "__main__":

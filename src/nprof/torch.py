@@ -23,13 +23,16 @@ Contract of `profile(path, device=None)` (a context manager):
   the module-level `step()` does the same for whatever session is running (a
   script under ``nprof capture -- python script.py`` calls ``nprof.torch.step()``)
   and is a no-op when nothing is profiled.
-Sessions do not nest (torch.profiler allows one at a time).
+Sessions do not nest (torch.profiler allows one at a time). In a multi-process job (torchrun: WORLD_SIZE > 1)
+``{rank}`` in `path` becomes the process's rank, and a path without it is refused (the ranks would overwrite
+one file); the rank and world size go into the manifest.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -49,6 +52,21 @@ def step() -> None:
         TorchSession.active.step()
 
 
+def _rank_path(path: str) -> str:
+    """`path` with ``{rank}`` replaced by this process's rank in a multi-process job (torchrun sets RANK and
+    WORLD_SIZE); NprofError when several processes would write the same file."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if "{rank}" in path:
+        return path.replace("{rank}", os.environ.get("RANK", "0"))
+    if world > 1:
+        raise NprofError(
+            f"{path}: every process of this {world}-process job would write this file; put {{rank}} in the path "
+            "(out/profile_rank_{rank}.ntff, which `nprof view -d out/` opens as one group) or run the job with "
+            "`nprof capture -s out/ -- torchrun ...`, which also puts the ranks on one clock"
+        )
+    return path
+
+
 class profile:  # lower case like torch.profiler.profile
     """Context manager profiling its block into an nprof profile file (see module doc)."""
 
@@ -60,7 +78,7 @@ class profile:  # lower case like torch.profiler.profile
         name: str | None = None,
         device_profile: str = "default",
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(_rank_path(str(path)))
         parent = self.path.parent if str(self.path.parent) else Path(".")
         if not parent.is_dir():
             raise NprofError(f"{self.path}: directory {parent} does not exist; create it or pick another path")
@@ -98,6 +116,9 @@ class profile:  # lower case like torch.profiler.profile
             session.stop(trace)
             meta = {"block_raised": exc_type.__name__} if exc_type is not None else {}
             result = build_torch_profile(trace, session.device, self.name, meta)
+            if "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+                world = int(os.environ["WORLD_SIZE"])
+                result = replace(result, info=replace(result.info, rank=int(os.environ["RANK"]), world_size=world))
             if result.instructions.num_rows == 0 and result.dma.num_rows == 0:
                 if exc_type is None:
                     raise NprofError(f"{self.path}: no PyTorch op ran inside the profiled block; no profile written")

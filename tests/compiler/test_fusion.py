@@ -98,3 +98,30 @@ def test_retile_follows_a_producers_tiles_for_broadcast_operands() -> None:
         assert (b.offset, b.partitions, b.partition_stride, b.free) == (0, 6, 1, ((0, 10),))
     merged = list(row_tiles(shape, [out.strides]))  # 240 elements as [120, 2]: not a box of whole dims
     assert retile([m.access(0, out) for m in merged], shape, [out.strides, bias.strides]) is None
+
+
+def test_a_write_drops_only_the_kept_tiles_whose_span_it_meets() -> None:
+    """Two images' tiles of one tensor are kept; writing the second image's rows keeps the first image's tile
+    (disjoint spans) and drops the second's; an interleaved (strided) write meeting both spans drops both."""
+    from nprof.nki import language as nl
+
+    builder = fusion.FusingBuilder("span_test")
+    builder.hbm_tensor("t", (2, 8, 16), "float32", "internal")
+    first = Access(Space.HBM, "t", "float32", 0, 8, ((1, 16),), 0, 16)
+    second = Access(Space.HBM, "t", "float32", 128, 8, ((1, 16),), 0, 16)
+    columns = Access(Space.HBM, "t", "float32", 0, 16, ((1, 1),), 0, 16)  # column 0 of both images
+
+    def kernel() -> None:
+        from nprof.compiler.kernels.hbm import load, store, window
+
+        for a in (first, second):
+            store(a, nl.zeros((8, 16), nl.float32, buffer=nl.sbuf))
+        assert builder.lookup(first) is not None and builder.lookup(second) is not None
+        nl.store(window(second), value=nl.zeros((8, 16), nl.float32, buffer=nl.sbuf))
+        assert builder.lookup(first) is not None and builder.lookup(second) is None
+        store(second, load(first))
+        nl.store(window(columns), value=nl.zeros((16, 1), nl.float32, buffer=nl.sbuf))
+        assert builder.lookup(first) is None and builder.lookup(second) is None
+
+    builder.call(kernel)
+    assert fusion.span(columns) == (0, 240)

@@ -9,6 +9,7 @@ import pytest
 
 from nprof.capture.multiworker import capture_workers
 from nprof.cli import main
+from nprof.errors import NprofError
 from nprof.profile import Profile
 from nprof.program.file import save_program
 from tests.multiworker.kit import collective_program
@@ -101,3 +102,42 @@ def test_bad_multi_input_line(tmp_path: Path, program_file: Path, capsys: pytest
     (tmp_path / "m.txt").write_text("0 x\n")
     assert main(["capture", "-n", str(program_file), "-r", "2", "-m", str(tmp_path / "m.txt")]) == 2
     assert "m.txt:1: expected `RANK NAME FILE.npy`" in capsys.readouterr().err
+
+
+def _traced(program, world: int, group: tuple[int, ...] | None = None):
+    """`program` with its collectives marked as traced on a `world`-rank process group (as the compiler does)."""
+    from dataclasses import replace
+
+    from nprof.arch.isa import COLLECTIVES
+
+    def mark(ins):
+        if ins.opcode not in COLLECTIVES:
+            return ins
+        attrs = {k: v for k, v in ins.attrs if k != "group"}
+        attrs["traced_world"] = world
+        if group:
+            attrs["group"] = group
+        return replace(ins, attrs=tuple(sorted(attrs.items())))
+
+    return replace(program, instructions=tuple(mark(i) for i in program.instructions))
+
+
+def test_a_graph_traced_for_two_workers_captured_as_32_says_how_it_scaled(tmp_path: Path, capsys) -> None:
+    from nprof.arch.presets import get_preset
+    from nprof.capture.multiworker import scaling_note
+    from nprof.device.collectives import Topology, ring_time_ns
+    program = _traced(collective_program("all_reduce", SHAPE, SHAPE), 2)
+    assert scaling_note(program, 2, 2) is None
+    note = scaling_note(program, 32, 32)
+    ins = next(i for i in program.instructions if i.opcode.value == "ALL_REDUCE")
+    was, now = (ring_time_ns(ins.opcode, ins.ins[0].nbytes, tuple(range(n)), Topology(n, n), get_preset("trn1"))
+                for n in (2, 32))  # fmt: skip
+    assert "traced for 2 workers and runs here on 32" in note
+    assert f"from {was / 1000:.3f} us on 2 to {now / 1000:.3f} us on 32" in note
+    path = save_program(program, tmp_path / "model.neff")
+    assert main(["capture", "-n", str(path), "-r", "32", "--timing-only", "-s", str(tmp_path / "out")]) == 0
+    assert note in capsys.readouterr().out
+    assert Profile.load(tmp_path / "out" / "profile_rank_31.ntff").info.meta["scaling"] == note
+    gather = _traced(collective_program("all_gather", SHAPE, (2 * SHAPE[0], SHAPE[1])), 2, group=(0, 1))
+    with pytest.raises(NprofError, match="traced for a group of 2 workers, which fixes its output shape"):
+        scaling_note(gather, 32, 32)

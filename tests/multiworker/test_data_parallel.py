@@ -62,6 +62,7 @@ def test_step_compiles_to_cc_instructions(compiled) -> None:
     assert len(ar) == 6  # one per parameter gradient
     assert all(i.engine.value == "cc" and "_c10d_functional.all_reduce" in (i.hlo_name or "") for i in ar)
     assert len({i.queue for i in ar}) > 1  # spread over CC-cores
+    assert {i.attr("traced_world") for i in ar} == {1}  # traced on a one-rank gloo group
     assert any(i.opcode.value == "MATMUL" for i in program.instructions)
 
 

@@ -279,3 +279,22 @@ def test_constructs_nki_rejects_are_refused_at_the_kernel_line(body, message):
 
     with pytest.raises(KernelError, match=message):
         nki.simulate_kernel(kernel, rand((16, 8), 21), _rows(22, 4, 16), _rows(23, 4, 16).reshape(1, 4))
+
+
+def test_a_later_read_of_a_scattered_tensor_waits_for_the_scatter():
+    @nki.jit
+    def kernel(s, ix):
+        out = nl.ndarray((40, 8), dtype=s.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(16)[:, None], nl.arange(8)[None, :]
+        nl.store(out[nl.load(ix[i_p]), i_f], value=nl.load(s))
+        back = nl.load(out[30:34, :])  # rows the scatter may or may not have written
+        res = nl.ndarray((4, 8), dtype=s.dtype, buffer=nl.shared_hbm)
+        nl.store(res, back)
+        return res
+
+    ins = kernel.trace(rand((16, 8), 26), _rows(27, 16, 40)).program.instructions
+    scatter = next(i for i, x in enumerate(ins) if x.attr("indirect") == "dst")
+    reader = next(
+        i for i, x in enumerate(ins) if i > scatter and x.ins and x.ins[0].tensor == ins[scatter].outs[0].tensor
+    )
+    assert scatter in ins[reader].deps

@@ -12,6 +12,10 @@ Contract:
 * Inputs: `inputs` (name -> .npy) go to every rank; `rank_inputs` (rank -> name -> .npy, from `-m FILE`)
   override them per rank. `parse_multi_input(path)` reads `-m`: one `RANK NAME FILE.npy` per line
   (`#` comments, blank lines; relative paths from the file's directory).
+* `scaling_note(program, world, workers_per_node, preset)`: when the program's collectives were traced for
+  another job size (instruction attr `traced_world`), one line saying how it scales (the ring model's time of
+  its collectives at both sizes), kept in each profile's meta `scaling` and printed; a collective whose
+  output shape the traced group fixed (all-gather/reduce-scatter) refuses another size.
 * `capture_multi_worker_from_args(args) -> int`: the CLI branch; `-s` names the output directory (a
   `.ntff` path means its directory, as `neuron-profile` accepts `-s output/profile.ntff`; default `.`).
   Prints warnings on stderr and one summary on stdout.
@@ -81,6 +85,44 @@ def _check_names(program: Program, names: list[str], where: str) -> None:
             )
 
 
+def scaling_note(program: Program, world: int, workers_per_node: int, preset: str | None = None) -> str | None:
+    """One line on how a graph traced for another job size scales to `world` workers (None when its collectives
+    were traced for `world`, or carry no traced size). A collective whose output shape was fixed by the traced
+    group (all-gather, reduce-scatter traced on G ranks) cannot run on more: NprofError saying what to do."""
+    from nprof.arch.isa import COLLECTIVES
+    from nprof.arch.presets import get_preset
+    from nprof.device.collectives import KIND, Topology, ring_time_ns
+
+    cc = [(i, ins) for i, ins in enumerate(program.instructions) if ins.opcode in COLLECTIVES]
+    traced = {int(ins.attr("traced_world")) for _, ins in cc if ins.attr("traced_world") is not None}
+    if not traced or traced == {world}:
+        return None
+    for i, ins in cc:
+        group = ins.attr("group") or ()
+        if group and len(group) != world:
+            raise NprofError(
+                f"instruction {i} ({KIND[ins.opcode]}) of {program.name} was traced for a group of {len(group)} "
+                f"workers, which fixes its output shape; capture it with -r {len(group)}, or trace the script "
+                f"with {world} processes (nprof compile -- torchrun --nproc_per_node={world} ...)"
+            )
+    pre = get_preset(preset or program.preset)
+    was = max(traced)
+
+    def total_us(n: int) -> float:
+        topo = Topology(n, min(workers_per_node, n))
+        ranks = tuple(range(n))
+        return sum(ring_time_ns(ins.opcode, ins.ins[0].nbytes, ranks, topo, pre) for _, ins in cc) / 1000
+
+    kinds = sorted({KIND[ins.opcode] for _, ins in cc})
+    return (
+        f"{program.name} was traced for {was} worker{'s' if was > 1 else ''} and runs here on {world}: its "
+        f"{len(cc)} collectives ({', '.join(kinds)}) span all {world} ranks; their ring time, summed before any "
+        f"overlap and waits, goes from {total_us(was):.3f} us on {was} to {total_us(world):.3f} us on {world} "
+        "(model: nprof.device.collectives); values the script computed from the world size while tracing "
+        "(such as a gradient scale) stay as traced"
+    )
+
+
 def capture_workers(
     program_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -122,6 +164,7 @@ def capture_workers(
             raise NprofError(f"--collectives-profile-id {pid} is not on this node (ranks {local[0]}..{local[-1]})")
         wanted = [pid]
     program = load_program(program_path)
+    note = scaling_note(program, world, workers_per_node, preset)
     common = dict(inputs or {})
     _check_names(program, list(common), "inputs")
     per_rank = {r: dict(v) for r, v in (rank_inputs or {}).items()}
@@ -162,10 +205,13 @@ def capture_workers(
         for r in wanted:
             res = job.results[r]
             meta = dict(res.profile.info.meta)
+            if note:
+                meta["scaling"] = note
             if res.warnings:
                 meta["warnings"] = "\n".join(res.warnings)
             profile = replace(res.profile, info=replace(res.profile.info, program=resolved, meta=meta))
             paths.append(profile.save(rank_file(target, r)))
+            job.results[r] = replace(res, profile=profile)  # the job as written
             bar.advance(1)
     return paths, job
 
@@ -220,6 +266,7 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         timing_only=args.timing_only,
     )
     lines = _merged_warnings({r: res.warnings for r, res in job.results.items()})
+    scaling = next(iter(job.results.values())).profile.info.meta.get("scaling")
     for text in lines[:8]:
         sys.stderr.write(f"nprof capture: warning: {text}\n")
     if len(lines) > 8:
@@ -234,7 +281,8 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         f"{job.results[slow].profile.info.preset} NeuronCores ({nodes} node{'s' if nodes > 1 else ''} x "
         f"{per_node} workers): device time {totals[slow] / 1000:.3f} us (slowest rank {slow}); "
         f"{len(job.ops)} collective operations, longest wait {max(waits, default=0) / 1000:.3f} us\n"
-        f"wrote {len(paths)} profile{'s' if len(paths) != 1 else ''} to {out_dir}/ "
+        + (f"{scaling}\n" if scaling else "")
+        + f"wrote {len(paths)} profile{'s' if len(paths) != 1 else ''} to {out_dir}/ "
         f"({paths[0].name}{' .. ' + paths[-1].name if len(paths) > 1 else ''}); view them with: "
         f"nprof view -d {out_dir}\n"
     )

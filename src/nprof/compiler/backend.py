@@ -39,6 +39,7 @@ from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
 from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
+from nprof.device.process_group import has_collectives
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
@@ -147,7 +148,7 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
             raise NprofError(_trace_failure(gm, err)) from err
         shared["failed"] = _trace_failure(gm, err)
     if shared["failed"] is None:
-        notice = ddp_notice()
+        notice = None if shared.get("collectives") else ddp_notice()  # graphs without collectives of their own
         if notice is not None and not _NOTICES:
             _NOTICES.add(notice)
             warnings.warn(notice, stacklevel=2)
@@ -289,6 +290,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
     try:
         try:
             program, slots = _program(gm, kind, opts, shared, cache, ghash, input_names, output_names, specs)
+            shared["collectives"] = shared.get("collectives") or has_collectives(program)
         except NprofError:
             raise
         except Exception as exc:  # a bug of the lowering: say so in one line (the fallback may still run it)
@@ -348,7 +350,7 @@ def _program(
             return program, slots
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable manifest: compile again
-    start, start_ns = time.perf_counter(), time.time_ns()
+    start, start_ns, start_cpu = time.perf_counter(), time.time_ns(), time.process_time()
     plan = GraphPlan(
         name=f"{module_dir.name}_{kind}",
         kind=kind,
@@ -373,6 +375,7 @@ def _program(
     seconds = time.perf_counter() - start  # lowering + writing the module
     STATS.compiled += 1
     STATS.compile_seconds.append((module_dir.name, seconds))
+    STATS.compile_cpu_seconds.append((module_dir.name, time.process_time() - start_cpu))
     notify("compile", module_dir.name, start_ns)
     log_event(module_dir, kind, "compiled", len(program.instructions))
     return program, slots

@@ -12,7 +12,8 @@ keeps a bounded cache of on-chip tiles keyed by the exact HBM access pattern the
   matmul epilogue followed by its activation, a weight tile reused by the next image all stay in SBUF).
 
 The cache is exact by construction: an entry is dropped as soon as any instruction writes its HBM tensor
-(any pattern, so partial overlaps are covered) or writes into its SBUF tile (a consumer updating the tile
+where the spans (least to greatest element offset) of the two patterns meet, so partial overlaps are
+covered, or writes into its SBUF tile (a consumer updating the tile
 in place). The tile holds the very bits the HBM region holds (same fp32 values), so numerics are
 unchanged. Kept tiles use at most `budget_fraction` of SBUF per partition, least recently used first out;
 when a kernel's own allocation does not fit, the whole cache is dropped and the allocation retried.
@@ -117,9 +118,22 @@ class FusingBuilder(ProgramBuilder):
             if not any(id(base) in handed for handed in self._handed):
                 super()._release(base)  # not in use by a running kernel: free it now
 
-    def _invalidate(self, name: str) -> None:
-        for access in list(self._by_tensor.get(name, ())):
-            self._drop(access)
+    def _invalidate(self, written: Access) -> None:
+        """Drop the entries a write of `written` could make stale: every entry of an SBUF tile written to,
+        the entries of an HBM tensor whose element span meets the written span."""
+        keys = self._by_tensor.get(written.tensor, ())
+        if written.space is not Space.HBM:
+            for access in list(keys):
+                self._drop(access)
+            return
+        lo, hi = span(written)
+        for access in list(keys):
+            if access.tensor != written.tensor:
+                self._drop(access)  # `written` names an SBUF tile that has the HBM tensor's name (never in practice)
+                continue
+            a_lo, a_hi = span(access)
+            if a_lo <= hi and lo <= a_hi:
+                self._drop(access)
 
     def drop_all(self) -> None:
         for access in list(self._cache):
@@ -145,7 +159,7 @@ class FusingBuilder(ProgramBuilder):
         """Every write (to HBM or into an SBUF tile) drops the cache entries it could make stale."""
         if self._by_tensor:
             for out in outs:
-                self._invalidate(out.tensor)
+                self._invalidate(out)
         if self.fusing:
             for out in outs:
                 entry = self._tiling.get(out.tensor)
@@ -186,6 +200,15 @@ class FusingBuilder(ProgramBuilder):
             return super().call(kernel_fn, *args, **kwargs)
         finally:
             self._handed.pop()
+
+
+def span(a: Access) -> tuple[int, int]:
+    """The least and greatest element offsets `a` addresses (an interval holding all of them)."""
+    lo = hi = a.offset
+    for stride, size in ((a.partition_stride, a.partitions), *a.free):
+        reach = stride * (size - 1)
+        lo, hi = lo + min(0, reach), hi + max(0, reach)
+    return lo, hi
 
 
 def numel_of(shape: tuple[int, ...]) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nprof.compiler.kernels import conv as direct
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.reduce import reduce_kernel
@@ -68,11 +69,35 @@ def _cols(lw: Lowerer, x: View, w_shape: tuple[int, ...], stride: Any, padding: 
     return p, cols, oh, ow
 
 
+def _pairs(*args: Any) -> tuple[tuple[int, int], ...]:
+    return tuple((int(a[0]), int(a[1])) for a in args)
+
+
+def _direct(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> bool:
+    """Can `nprof.compiler.kernels.conv` run this convolution (fp32, resident tiles fit, forward and
+    backward geometry supported)?"""
+    if xv.dtype != "float32" or wv.dtype != "float32" or len(padding) != 2 or len(dilation) != 2:
+        return False
+    (sh, sw), (ph, pw), (dh, dw) = _pairs(stride, padding, dilation)
+    _, _, kh, kw = wv.shape
+    if ph > dh * (kh - 1) or pw > dw * (kw - 1):  # the input gradient's zero-dilated padding would be negative
+        return False
+    oh = (xv.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (xv.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    return oh > 0 and ow > 0 and direct.fits(tuple(xv.shape), tuple(wv.shape), (oh, ow), (ph, pw))
+
+
 @register("convolution.default")
 def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
     xv, wv = _view_of(lw, x), _view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
+    if _direct(xv, wv, stride, padding, dilation):
+        out = lw.new_tensor()
+        bias_v = _view_of(lw, bias) if bias is not None else None
+        lw.em.call(direct.conv_kernel, out, _contiguous(lw, xv), _contiguous(lw, wv), bias_v,
+                   *_pairs(stride, padding, dilation))  # fmt: skip
+        return out
     _, cols, oh, ow = _cols(lw, xv, wv.shape, stride, padding, dilation)
     out = lw.new_tensor()
     oc = wv.shape[0]
@@ -95,6 +120,8 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
                           output_mask: Any) -> tuple:  # fmt: skip
     g, xv, wv = _view_of(lw, grad), _view_of(lw, x), _view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
+    if _direct(xv, wv, stride, padding, dilation):
+        return _direct_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
     n, c, _, _ = xv.shape
     oc, _, kh, kw = wv.shape
     _, _, oh, ow = g.shape
@@ -145,3 +172,21 @@ def _col2im(lw: Lowerer, g2d: View, w2d: View, x_shape: tuple[int, ...], k: tupl
     out = lw.new_tensor(index=0)
     lw.em.call(copy_kernel, out, acc.slice(2, ph, ph + h).slice(3, pw, pw + w))
     return out
+
+
+def _direct_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                     output_mask: Any) -> tuple:  # fmt: skip
+    """convolution_backward with `nprof.compiler.kernels.conv` (operands resident in SBUF, no im2col)."""
+    geometry = _pairs(stride, padding, dilation)
+    g, xv, wv = _contiguous(lw, g), _contiguous(lw, xv), _contiguous(lw, wv)
+    results: list[Any] = [None, None, None]
+    if output_mask[0]:
+        results[0] = lw.new_tensor(index=0)
+        lw.em.call(direct.conv_input_grad_kernel, results[0], g, wv, *geometry)
+    if output_mask[1]:
+        results[1] = lw.new_tensor(index=1)
+        lw.em.call(direct.conv_weight_grad_kernel, results[1], g, xv, *geometry)
+    if output_mask[2]:
+        results[2] = lw.new_tensor(index=2)
+        lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")
+    return tuple(results)

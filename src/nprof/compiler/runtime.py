@@ -2,11 +2,12 @@
 
 Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of
 graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
-bool -> uint8), runs `nprof.device.simulate` with numerics on (in a multi-process torch.distributed job, a
-program with collectives exchanges their data with the other processes: `device.process_group.run_program`),
-and rebuilds every graph output as a torch
-tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned as outputs are
-passed through; constant outputs are filled on the host). The first call saves its inputs as
+bool -> uint8), runs the program on the virtual device — its timing simulated once by `nprof.device.simulate`
+(it does not depend on the data), its numerics on every call by `nprof.device.numerics_prepared` (the same
+bits as `simulate`'s); in a multi-process torch.distributed job, a program with collectives exchanges their
+data with the other processes on every call (`device.process_group.run_in_job`) — and rebuilds every graph
+output as a torch tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned
+as outputs are passed through; constant outputs are filled on the host). The first call saves its inputs as
 ``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
 be given real values. Program inputs named ``rng.*`` (training-mode dropout) get fresh uniform [0, 1)
 numbers from torch's generator on every call.
@@ -40,8 +41,10 @@ class Stats:
     cache_hits: int = 0  # graphs loaded from the compile cache instead
     fallbacks: int = 0  # graphs run eagerly because of unsupported ops
     compile_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, seconds) per lowering
+    compile_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per lowering
     device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
     wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
+    cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per execution
     last_profile: dict[str, Any] = field(default_factory=dict)  # module -> Profile of its last execution
 
     def reset(self) -> None:
@@ -131,11 +134,11 @@ class DeviceGraph:
         self.sample_dir = sample_dir
         self._decls = {t.name: t for t in program.inputs}
         self.calls = 0  # executions so far (the next one's index)
+        self._timed: tuple[Any, int] | None = None  # (Profile, simulated ns) of every execution
+        self._numerics: Any = None  # the PreparedNumerics of the program
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        from nprof.device.process_group import run_program
-
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         call_ns, index = time.time_ns(), self.calls
         self.calls += 1
         device = next((a.device for a in args if hasattr(a, "device")), "cpu")  # results go back where inputs live
@@ -156,15 +159,14 @@ class DeviceGraph:
         in_bytes = sum(a.nbytes for a in inputs.values())
         notify("h2d", self.module, call_ns, nbytes=in_bytes, exec_index=index, graph=graph)
         launch_ns = time.time_ns()
-        result = run_program(self.program, inputs, allow_nonfinite=True)  # as eager torch would; torchrun: exchanged
-        device_ns = int(result.latencies_ns[-1])
-        notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=result.profile,
+        outputs, profile, device_ns = self._execute(inputs)
+        notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=profile,
                graph=graph)  # fmt: skip
         copy_ns = time.time_ns()
         outs: list[Any] = []
         for slot in self.slots:
             if slot.kind == "tensor":
-                outs.append(_to_torch(result.outputs[slot.name], slot).to(device))
+                outs.append(_to_torch(outputs[slot.name], slot).to(device))
             elif slot.kind == "input":
                 outs.append(args[int(slot.name)])
             elif slot.kind == "input_view":
@@ -177,12 +179,35 @@ class DeviceGraph:
                 outs.append(torch.full(slot.shape, slot.value, dtype=getattr(torch, slot.dtype), device=device))
             else:
                 outs.append(None)
-        out_bytes = sum(result.outputs[s.name].nbytes for s in self.slots if s.kind == "tensor")
+        out_bytes = sum(outputs[s.name].nbytes for s in self.slots if s.kind == "tensor")
         notify("d2h", self.module, copy_ns, nbytes=out_bytes, exec_index=index, graph=graph)
         STATS.device_ns.append((self.module, device_ns))
         STATS.wall_seconds.append((self.module, time.perf_counter() - start))
-        STATS.last_profile[self.module] = result.profile
+        STATS.cpu_seconds.append((self.module, time.process_time() - start_cpu))
+        STATS.last_profile[self.module] = profile
         return outs
+
+    def _execute(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Any, int]:
+        """(outputs, device Profile, simulated ns) of one execution. The timing does not depend on the data and
+        the device keeps no state between executions (`nprof.device.simulate`), so it is simulated on the first
+        call and reused (except in a multi-process job with collectives, where every call is exchanged); the
+        numerics run on every call, prepared once (`PreparedNumerics`: same bits as
+        `simulate(numerics=True)`, inf/NaN allowed as eager torch allows them)."""
+        from nprof.arch.presets import get_preset
+        from nprof.device import simulate
+        from nprof.device.numerics_prepared import PreparedNumerics
+        from nprof.device.process_group import current_job, has_collectives, run_in_job
+
+        job = current_job() if has_collectives(self.program) else None
+        if job is not None:  # torchrun: the collectives' data (and waits) come from the other processes
+            result = run_in_job(self.program, inputs, job, allow_nonfinite=True)
+            return result.outputs, result.profile, int(result.latencies_ns[-1])
+        if self._timed is None:
+            result = simulate(self.program, inputs, numerics=False)
+            self._timed = (result.profile, int(result.latencies_ns[-1]))
+            self._numerics = PreparedNumerics(self.program, get_preset(self.program.preset))
+        assert self._numerics is not None
+        return self._numerics.run(inputs, lenient=True), *self._timed
 
 
 def save_samples(directory: Path, inputs: dict[str, np.ndarray]) -> None:

@@ -1,17 +1,20 @@
 """The exact discrete-event scheduler: DMA triggers, the DMA pool's fluid sharing, in time order.
 
 Contract: `event_schedule(plan, program) -> (start, end + [0.0])` by program index, by the rules of
-`device.schedule`'s module doc. An instruction is *resolved* once everything it waits for is known
-(`device.waits`). A resolved compute instruction gets start and end at once. A resolved DMA is *ready* at
-`max(its dependencies' ends, the previous transfer start on its queue)`; the trigger server issues ready
-DMAs in order of readiness, one per `dma_issue_gap_ns` (FITTED), and the transfer starts the fixed latency
-after its trigger, once the transfer ahead of it on its queue has ended (it is *parked* until then).
-Transfers share the pool: every active transfer progresses at the same fraction `factor` of its own rate,
-so one "virtual clock" (ns of stand-alone progress) serves all: a transfer entering at virtual time v ends
-at virtual time v + dur. The three event kinds (trigger, transfer start, transfer end)
-are processed earliest first; every event not yet known happens no earlier (it waits for a DMA still
-untriggered, queued or active), so each is final when processed. No iteration, no cap. A program that can
-make no progress raises `NprofError` (`waits.stuck_error`).
+`device.schedule`'s module doc. This is the pure-Python pass: `device.core.event_pass` is its compiled
+twin (bit-identical results), which `device.schedule` runs when numba is available.
+
+An instruction is *resolved* once everything it waits for is known (`device.waits`). A resolved compute
+instruction gets start and end at once. A resolved DMA is *ready* at `max(its dependencies' ends, the
+previous transfer start on its queue)`; the trigger server issues ready DMAs in order of readiness, one per
+`dma_issue_gap_ns` (FITTED), and the transfer starts the fixed latency after its trigger, once the transfer
+ahead of it on its queue has ended (it is *parked* until then). Transfers share the pool: every active
+transfer progresses at the same fraction `factor` of its own rate, so one "virtual clock" (ns of stand-alone
+progress) serves all: a transfer entering at virtual time v ends at virtual time v + dur. The three event
+kinds (trigger, transfer start, transfer end) are processed earliest first; every event not yet known
+happens no earlier (it waits for a DMA still untriggered, queued or active), so each is final when
+processed. No iteration, no cap. A program that can make no progress raises `NprofError`
+(`waits.stuck_error`).
 """
 
 from __future__ import annotations
@@ -34,12 +37,17 @@ class _Sim:
 
     def __init__(self, plan: Plan, g: WaitGraph) -> None:
         n = plan.n
-        self.plan, self.g = plan, g
-        self.count = g.wait_count
+        self.plan = plan
+        self.slot, self.dur, self.deps = plan.slot.tolist(), plan.dur.tolist(), plan.deps
+        self.dep1, self.lat1, self.prev = plan.dep1.tolist(), plan.lat1.tolist(), plan.prev.tolist()
+        self.pm, self.pl = plan.pm.tolist(), plan.pl.tolist()
+        self.offsets, self.succ = g.offsets.tolist(), g.succ.tolist()
+        self.s_offsets, self.s_succ = g.s_offsets.tolist(), g.s_succ.tolist()
+        self.count = g.wait_count.tolist()
         self.start = [0.0] * (n + 1)  # start[n] = end[n] = 0.0: what "none" points at
         self.end = [0.0] * (n + 1)
-        self.ready = np.flatnonzero(np.asarray(g.wait_count) == 0)[::-1].tolist()  # popped lowest index first
-        self.pooled = (plan.is_dma & (np.asarray(plan.dur) > 0)).tolist()
+        self.ready = np.flatnonzero(g.wait_count == 0)[::-1].tolist()  # popped lowest index first
+        self.pooled = (plan.is_dma & (plan.dur > 0)).tolist()
         self.triggers: list[tuple[float, int]] = []  # (ready time, index) of DMAs waiting for their trigger
         self.arrivals: list[tuple[float, int]] = []  # (start, index) of triggered transfers not yet in the pool
         self.active: list[tuple[float, int]] = []  # (virtual end, index) of transfers in the pool
@@ -59,11 +67,12 @@ class _Sim:
 
     def resolve(self) -> None:
         """Give every ready instruction its start (DMAs: their ready time, into the trigger queue)."""
-        p, g, start, end, ready = self.plan, self.g, self.start, self.end, self.ready
-        slot, dur, deps, dep1, lat1, prev, pooled = p.slot, p.dur, p.deps, p.dep1, p.lat1, p.prev_list, self.pooled
+        start, end, ready = self.start, self.end, self.ready
+        slot, dur, deps, dep1, lat1, prev = self.slot, self.dur, self.deps, self.dep1, self.lat1, self.prev
+        pm, pl, pooled = self.pm, self.pl, self.pooled
         end_get = end.__getitem__
         count, ended, done = self.count, self.ended, self.done
-        offsets, succ, s_offsets, s_succ = g.offsets, g.succ, g.s_offsets, g.s_succ
+        offsets, succ, s_offsets, s_succ = self.offsets, self.succ, self.s_offsets, self.s_succ
         while ready:
             i = ready.pop()
             d = dep1[i]
@@ -81,7 +90,7 @@ class _Sim:
                 li = lat1[i]
                 di = deps[i]
                 t = max([end[j] if slot[j] <= SLOT_MM else end[j] + li for j in di]) if di else li
-                f = start[g.pm[i]] if slot[i] == 0 else end[g.pl[i]]
+                f = start[pm[i]] if slot[i] == 0 else end[pl[i]]
                 if t < f:
                     t = f
             f = end[prev[i]]
@@ -111,8 +120,8 @@ class _Sim:
         the transfer ahead of it on its queue has ended (a queue's transfers run in order)."""
         _, i = heappop(self.triggers)
         self.trigger_free = at + gap
-        t = at + self.plan.lat1[i]
-        ahead = self.plan.prev_list[i]
+        t = at + self.lat1[i]
+        ahead = self.prev[i]
         if ahead < self.plan.n and not self.ended[ahead]:
             self.parked[ahead] = (t, i)
             return
@@ -122,7 +131,7 @@ class _Sim:
     def begin(self, t: float, i: int) -> None:
         """DMA `i`'s transfer starts at `t`."""
         self.start[i] = t
-        self.release(self.g.s_offsets, self.g.s_succ, i)
+        self.release(self.s_offsets, self.s_succ, i)
         if self.pooled[i]:
             heappush(self.arrivals, (t, i))
         else:
@@ -133,7 +142,7 @@ class _Sim:
         self.end[i] = t
         self.ended[i] = True
         self.done += 1
-        self.release(self.g.offsets, self.g.succ, i)
+        self.release(self.offsets, self.succ, i)
         parked = self.parked.pop(i, None)
         if parked is not None:
             self.begin(t if t >= parked[0] else parked[0], parked[1])
@@ -142,7 +151,7 @@ class _Sim:
 def event_schedule(plan: Plan, program: Program | None) -> tuple[list[float], list[float]]:
     """(start, end + [0.0]) of every instruction (see module doc)."""
     sim = _Sim(plan, successors(plan))
-    dur, rate = plan.dur, plan.dma_rate.tolist()
+    dur, rate = sim.dur, plan.dma_rate.tolist()
     cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
     gap = plan.preset.dma_issue_gap_ns
     triggers, arrivals, active, end = sim.triggers, sim.arrivals, sim.active, sim.end

@@ -18,11 +18,20 @@ reorder independent operations"). Contract: `track_order(...) -> (order, prev)`:
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from nprof.device.template import SLOT_GPSIMD, SLOT_LD, SLOT_MM, SLOT_SCALAR, SLOT_VECTOR
 
 REORDERABLE = (SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD)
+
+
+def dep_lists(offsets: np.ndarray, flat: np.ndarray) -> list[tuple[int, ...]]:
+    """The dependency tuple of each instruction from the CSR arrays (offsets [n + 1], flat)."""
+    values = flat.tolist()
+    bounds = offsets.tolist()
+    return [tuple(values[a:b]) for a, b in pairwise(bounds)]
 
 
 def partners(slot: np.ndarray, is_tr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,14 +85,16 @@ def _estimates(slot: list[int], dur: list[float], lat: list[float], lat0: list[f
 
 
 def track_order(slot: np.ndarray, elided: np.ndarray, prev: np.ndarray, partner: np.ndarray,
-                dur: list[float], lat: list[float], lat0: list[float], deps: list,
+                dur: np.ndarray, lat: np.ndarray, lat0: np.ndarray, offsets: np.ndarray, flat: np.ndarray,
                 window: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """(order, prev) by the rules of the module doc; `prev`/`partner` are the program-order track links."""
     n = len(slot)
     if window <= 1 or n == 0 or not np.isin(slot, REORDERABLE).any():
         return np.arange(n, dtype=np.int64), prev
     on_track = (~elided).tolist()
-    est = np.asarray(_estimates(slot.tolist(), dur, lat, lat0, deps, prev.tolist(), partner.tolist(), on_track, window))
+    deps = dep_lists(offsets, flat)
+    est = np.asarray(_estimates(slot.tolist(), dur.tolist(), lat.tolist(), lat0.tolist(), deps, prev.tolist(),
+                                partner.tolist(), on_track, window))  # fmt: skip
     idx = np.arange(n, dtype=np.int64)
     order = np.lexsort((idx, est))
     new_prev = prev.copy()

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from itertools import chain, count, repeat
 from operator import attrgetter
 
 import numpy as np
 
 from nprof.arch.presets import Preset
-from nprof.device.order import partners, track_order
-from nprof.device.psum import elided_memsets
+from nprof.device.order import dep_lists, partners, track_order
+from nprof.device.psum import elided_memsets, is_zero_fill
 from nprof.device.template import (
     FIRST_DMA_SLOT,
     SLOT_GPSIMD,
@@ -76,15 +76,15 @@ class Plan:
     """Per-instruction columns (indexed by program index), per-signature columns, and slot metadata."""
 
     preset: Preset
-    slot: list[int]  # timeline slot of each instruction
-    dur: list[float]  # ns when running alone (DMA/CC: transfer only)
-    lat: list[float]  # ns between the last dependency's end and the earliest start
-    lat0: list[float]  # ns from time 0 to the earliest start of an instruction without deps (DMA latency)
-    deps: list[tuple[int, ...]]
+    slot: np.ndarray  # int64: timeline slot of each instruction
+    dur: np.ndarray  # float64: ns when running alone (DMA/CC: transfer only)
+    lat: np.ndarray  # float64: ns between the last dependency's end and the earliest start
+    lat0: np.ndarray  # float64: ns from time 0 to the earliest start of an instruction without deps (DMA latency)
     is_dma: np.ndarray  # bool: DMA_DIRECT2D
     dma_index: np.ndarray  # int64: indices of the DMA instructions, ascending
     dma_rate: np.ndarray  # float64 per instruction: bytes/ns a DMA moves alone (payload + chunk overhead); else 0
     transposes: frozenset[int]  # indices of TRANSPOSE instructions (they occupy both TensorE tracks)
+    is_tr: np.ndarray  # bool: the same, per instruction
     slot_tracks: tuple[str, ...]  # track name per slot
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
     code: np.ndarray  # int64: signature number of each instruction
@@ -100,16 +100,22 @@ class Plan:
     hw_flops: np.ndarray  # int64: hardware FLOPs (MATMUL, TRANSPOSE)
     deps_offsets: np.ndarray  # int64 [n + 1]: deps of instruction i are deps_flat[offsets[i]:offsets[i + 1]]
     deps_flat: np.ndarray  # int64
-    dep1: list[int]  # scheduler fast path: the only dep (n: none), -1 several deps, -2 TensorE, -3 a DMA
-    lat1: list[float]  # scheduler fast path: lat, or lat0 for an instruction without deps
+    dep1: np.ndarray  # int64, scheduler fast path: the only dep (n: none), -1 several, -2 TensorE, -3 a DMA
+    lat1: np.ndarray  # float64, scheduler fast path: lat, or lat0 for an instruction without deps
     prev: np.ndarray  # int64: the instruction before on this one's track in its engine's order (n: none)
-    prev_list: list[int]  # the same, as a list (the scheduler's loop reads it)
-    order: list[int]  # an order every wait respects (device.order): the in-order pass schedules in it
+    pm: np.ndarray  # int64: LDWEIGHTS: the MATMUL/TRANSPOSE before it (n: none; device.order.partners)
+    pl: np.ndarray  # int64: MATMUL/TRANSPOSE: the LDWEIGHTS/TRANSPOSE before it (n: none)
+    order: np.ndarray  # int64: an order every wait respects (device.order): the in-order pass schedules in it
     elided: np.ndarray  # bool: PSUM accumulation-group zero-fills the hardware never runs (device.psum)
 
     @property
     def n(self) -> int:
         return len(self.slot)
+
+    @cached_property
+    def deps(self) -> list[tuple[int, ...]]:
+        """The dependency tuple of each instruction (built from the CSR columns on first use)."""
+        return dep_lists(self.deps_offsets, self.deps_flat)
 
     @property
     def operands(self) -> list[str]:
@@ -151,16 +157,16 @@ def build_plan(program: Program, preset: Preset) -> Plan:
     code = np.zeros(n, np.int64)
     code[reps] = np.arange(len(reps), dtype=np.int64)
     code = code[first]
-    deps = list(map(_DEPS, instrs))
-    offsets, flat = _check_deps(program, deps)
-    return _assemble(preset, code, rows, deps, offsets, flat, elided_memsets(program, offsets, flat))
+    offsets, flat = _check_deps(program)
+    zero_fills = [k for k, i in enumerate(reps.tolist()) if is_zero_fill(instrs[i])]
+    elided = elided_memsets(program, offsets, flat, np.flatnonzero(np.isin(code, zero_fills)))
+    return _assemble(preset, code, rows, offsets, flat, elided)
 
 
 def _assemble(
     preset: Preset,
     code: np.ndarray,
     rows: list[SigRow],
-    deps: list,
     offsets: np.ndarray,
     flat: np.ndarray,
     elided: np.ndarray,
@@ -196,21 +202,20 @@ def _assemble(
     dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[code])
     pm, pl = partners(slot, is_tr)
     order, prev = track_order(
-        slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur.tolist(),
-        lat.tolist(), lat0.tolist(), deps, preset.sched_window,
+        slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur, lat, lat0,
+        offsets, flat, preset.sched_window,
     )  # fmt: skip
-    dma_index = np.flatnonzero(is_dma)
     return Plan(
         preset=preset,
-        slot=slot.tolist(),
-        dur=dur.tolist(),
-        lat=lat.tolist(),
-        lat0=lat0.tolist(),
-        deps=deps,
+        slot=slot,
+        dur=dur,
+        lat=lat,
+        lat0=lat0,
         is_dma=is_dma,
-        dma_index=dma_index,
+        dma_index=np.flatnonzero(is_dma),
         dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[code],
         transposes=frozenset(np.flatnonzero(is_tr).tolist()),
+        is_tr=is_tr,
         slot_tracks=tracks,
         slot_engines=engines,
         code=code,
@@ -226,11 +231,12 @@ def _assemble(
         hw_flops=fl[:, 1].copy(),
         deps_offsets=offsets,
         deps_flat=flat,
-        dep1=dep1.tolist(),
-        lat1=lat1.tolist(),
+        dep1=dep1,
+        lat1=lat1,
         prev=prev,
-        prev_list=prev.tolist(),
-        order=order.tolist(),
+        pm=pm,
+        pl=pl,
+        order=order,
         elided=elided,
     )
 
@@ -258,14 +264,16 @@ def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> n
     return prev
 
 
-def _check_deps(program: Program, deps: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
+def _check_deps(program: Program) -> tuple[np.ndarray, np.ndarray]:
     """CSR arrays of the dependency lists; NprofError if one does not point at an earlier instruction
     (a wait for a later instruction is a cycle or a semaphore nobody has signalled yet)."""
-    lengths = np.fromiter(map(len, deps), np.int64, len(deps))
-    offsets = np.zeros(len(deps) + 1, np.int64)
+    instrs = program.instructions
+    n = len(instrs)
+    lengths = np.fromiter(map(len, map(_DEPS, instrs)), np.int64, n)
+    offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    flat = np.fromiter(chain.from_iterable(deps), np.int64, int(offsets[-1]))
-    owner = np.repeat(np.arange(len(deps), dtype=np.int64), lengths)
+    flat = np.fromiter(chain.from_iterable(map(_DEPS, instrs)), np.int64, int(offsets[-1]))
+    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
     bad = np.flatnonzero((flat < 0) | (flat >= owner))
     if len(bad):
         i, d = int(owner[bad[0]]), int(flat[bad[0]])

@@ -1,7 +1,8 @@
 """PSUM accumulation groups: which zero-fills of PSUM the hardware never runs.
 
-Contract: `elided_memsets(program, offsets, flat) -> np.ndarray` (bool per instruction) marks every MEMSET of
-0 into PSUM whose first dependent is a MATMUL accumulating into exactly the same region. Public source: the
+Contract: `elided_memsets(program, offsets, flat, candidates) -> np.ndarray` (bool per instruction) marks every
+MEMSET of 0 into PSUM (`is_zero_fill`; `candidates` are the indices of those, ascending) whose first dependent
+is a MATMUL accumulating into exactly the same region. Public source: the
 NKI matmul tutorial ("The first `nisa.nc_matmul` call overwrites the contents of the `psum_buf`, with
 subsequent calls ... accumulating results"): an accumulation group starts by overwriting, so
 `nl.zeros(..., buffer=nl.psum)` before it costs nothing. The timing model gives such a memset no duration
@@ -13,24 +14,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from nprof.arch.isa import Opcode, Space
+from nprof.arch.isa import Instruction, Opcode, Space
 from nprof.program.model import Program
 
 
-def elided_memsets(program: Program, offsets: np.ndarray, flat: np.ndarray) -> np.ndarray:
+def is_zero_fill(ins: Instruction) -> bool:
+    """A MEMSET of 0 into one PSUM region."""
+    return (
+        ins.opcode is Opcode.MEMSET
+        and len(ins.outs) == 1
+        and ins.outs[0].space is Space.PSUM
+        and float(ins.attr("value", 0.0)) == 0.0
+    )
+
+
+def elided_memsets(program: Program, offsets: np.ndarray, flat: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """Bool per instruction: a PSUM zero-fill that starts an accumulation group (see module doc)."""
     instrs = program.instructions
     n = len(instrs)
     out = np.zeros(n, bool)
-    candidates = [
-        i
-        for i, ins in enumerate(instrs)
-        if ins.opcode is Opcode.MEMSET
-        and len(ins.outs) == 1
-        and ins.outs[0].space is Space.PSUM
-        and float(ins.attr("value", 0.0)) == 0.0
-    ]
-    if not candidates:
+    if not len(candidates):
         return out
     owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
     hit = np.isin(flat, candidates)

@@ -42,7 +42,7 @@ def _deps_column(plan: Plan, mask: np.ndarray) -> pa.ListArray:
 
 def _names(names: pa.Array, codes: np.ndarray) -> pa.Array:
     """String column from small-int codes into `names`, without a per-row Python loop."""
-    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), names).cast(pa.string())
+    return names.take(pa.array(codes))
 
 
 def build_tables(
@@ -66,8 +66,7 @@ def build_tables(
     tracks = pa.array(list(plan.slot_tracks), pa.string())
     engines = pa.array(list(plan.slot_engines), pa.string())
     rw = plan.rw[ci]
-    is_tr = np.zeros(plan.n, bool)
-    is_tr[list(plan.transposes)] = True
+    is_tr = plan.is_tr
     code = plan.code
     c_code, d_code = code[ci], code[di]
     instructions = {

@@ -39,7 +39,7 @@ program index). The rules, all deterministic:
   pool has moved all their bytes.
 * Exact by construction: when the queues can never ask for more than the pool
   (`_can_exceed_pool` is false) and triggers are not spaced (gap 0), no
-  transfer is ever slowed and one in-order pass (`_list_schedule`) is the
+  transfer is ever slowed and one in-order pass (`python_list_schedule`) is the
   schedule. Otherwise `device.events` runs a discrete-event simulation that
   processes DMA triggers, transfer starts and transfer ends in time order.
   There is no iteration and no cap.
@@ -48,34 +48,41 @@ program index). The rules, all deterministic:
 * A program whose schedule cannot be computed (an instruction waiting for a
   later one: a dependency cycle or a semaphore nobody signals) raises
   `NprofError` naming the first stuck instruction, never hangs.
+
+Two implementations of the same passes: the compiled core (`device.core`, numba), which `schedule` runs,
+and the pure-Python passes (`python_schedule`: `python_list_schedule` here, `device.events`), kept as the
+readable reference and used when numba is unavailable. Both give bit-identical start/end.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
 from nprof.arch import cost
 from nprof.device.events import event_schedule
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
+from nprof.device.waits import stuck_error
 from nprof.program.model import Program
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Start, end and head-of-queue wait of every instruction, in ns (floats)."""
+    """Start, end and head-of-queue wait of every instruction, in ns (float64 arrays by program index)."""
 
-    start: list[float]
-    end: list[float]
-    wait: list[float]
+    start: np.ndarray
+    end: np.ndarray
+    wait: np.ndarray
 
     @property
     def makespan(self) -> float:
-        return max(self.end, default=0.0)
+        return float(self.end.max()) if len(self.end) else 0.0
 
 
-def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[float]]:
+def python_list_schedule(plan: Plan) -> tuple[list[float], list[float]]:
     """One pass of in-order list scheduling with fixed durations: (start, end + [0.0]) by program index.
 
     Instructions are taken in `plan.order` (program order unless the compiler's window reordered an engine's
@@ -86,8 +93,7 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     operations are the rule's own (`max(dependency ends) + lat`, then `max` with the track's free time, `+ dur`).
     """
     n = plan.n
-    slot = plan.slot
-    lat0 = plan.lat0
+    slot, lat0, dur = plan.slot.tolist(), plan.lat0.tolist(), plan.dur.tolist()
     deps = plan.deps
     start = [0.0] * (n + 1)  # start[n] stays 0.0: the "previous DMA" of the first one
     end = [0.0] * (n + 1)  # end[n] stays 0.0: the "dependency" of instructions without any
@@ -95,8 +101,8 @@ def _list_schedule(plan: Plan, dur: list[float]) -> tuple[list[float], list[floa
     transposes = plan.transposes
     last_mm_start = 0.0
     ld_end = 0.0  # end of the last LDWEIGHTS or TRANSPOSE: when tensor.stationary is free
-    prev_list, dep1, lat1 = plan.prev_list, plan.dep1, plan.lat1
-    for i in plan.order:
+    prev_list, dep1, lat1 = plan.prev.tolist(), plan.dep1.tolist(), plan.lat1.tolist()
+    for i in plan.order.tolist():
         p, d, li, du = prev_list[i], dep1[i], lat1[i], dur[i]
         if d >= 0:
             t = end[d] + li
@@ -159,26 +165,65 @@ def _can_exceed_pool(plan: Plan) -> bool:
     return float(rates.sum()) > cost.dma_pool_bandwidth(plan.preset) * 1e-9 * (1 + 1e-12)
 
 
-def _timing(plan: Plan, start: list[float], end: list[float]) -> Timing:
-    """Timing lists; `wait` = start - when the track was free for it (module doc; 0.0 for elided ones)."""
+def _timing(plan: Plan, start: np.ndarray, end: np.ndarray) -> Timing:
+    """Timing of (start, end + [0.0]); `wait` = start - when the track was free for it (module doc; 0.0 for
+    elided ones)."""
     st = np.asarray(start, np.float64)
     en = np.asarray(end, np.float64)
+    launch = plan.preset.launch_ns
+    if launch:  # the fixed per-launch cost: everything starts that much later
+        st = st + launch
+        en = en + launch  # en[n] too: a track is free from the launch on
     free = en[plan.prev]
     dma = plan.is_dma & (plan.prev < plan.n)
-    free[dma] = np.maximum(st[plan.prev[dma]] + np.asarray(plan.lat, np.float64)[dma], en[plan.prev[dma]])
+    free[dma] = np.maximum(st[plan.prev[dma]] + plan.lat[dma], en[plan.prev[dma]])
     wait = np.maximum(st - free, 0.0)
     wait[plan.elided] = 0.0
-    return Timing(start, end[: plan.n], wait.tolist())
+    return Timing(st, en[: plan.n], wait)
+
+
+def compiled_core() -> ModuleType | None:
+    """`device.core`, imported on first use (numba's import costs about a second), or None without numba."""
+    if importlib.util.find_spec("numba") is None:
+        return None
+    from nprof.device import core
+
+    return core
+
+
+def _one_pass(plan: Plan) -> bool:
+    """True when one in-order pass is exact: no transfer can be slowed and triggers are not spaced."""
+    return not _can_exceed_pool(plan) and plan.preset.dma_issue_gap_ns == 0
+
+
+def python_schedule(plan: Plan, program: Program | None = None) -> Timing:
+    """`schedule` computed by the pure-Python passes (the readable reference of the compiled core)."""
+    if _one_pass(plan):
+        start, end = python_list_schedule(plan)
+    else:
+        start, end = event_schedule(plan, program)
+    return _timing(plan, np.asarray(start[: plan.n]), np.asarray(end))
 
 
 def schedule(plan: Plan, program: Program | None = None) -> Timing:
     """Start/end/wait of every instruction of `plan` (see module doc); `program` names a stuck instruction."""
-    if not _can_exceed_pool(plan) and plan.preset.dma_issue_gap_ns == 0:
-        start, end = _list_schedule(plan, plan.dur)
+    core = compiled_core()
+    if core is None:
+        return python_schedule(plan, program)
+    if _one_pass(plan):
+        start, end = core.list_pass(plan.order, plan.slot, plan.dur, plan.lat0, plan.lat1, plan.dep1,
+                                    plan.deps_offsets, plan.deps_flat, plan.prev, plan.is_tr)  # fmt: skip
     else:
-        start, end = event_schedule(plan, program)
-    launch = plan.preset.launch_ns
-    if launch:  # the fixed per-launch cost: everything starts that much later
-        start = [t + launch for t in start]
-        end = [t + launch for t in end]
-    return _timing(plan, start, end)
+        e_off, e_succ, s_off, s_succ, count = core.wait_graph(
+            plan.deps_offsets, plan.deps_flat, plan.is_dma, plan.prev, plan.pm, plan.pl
+        )
+        cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
+        pooled = plan.is_dma & (plan.dur > 0)
+        start, end, done = core.event_pass(
+            plan.slot, plan.dur, plan.lat1, plan.dep1, plan.deps_offsets, plan.deps_flat, plan.prev, plan.pm,
+            plan.pl, pooled, plan.dma_rate, e_off, e_succ, s_off, s_succ, count, cap,
+            float(plan.preset.dma_issue_gap_ns),
+        )  # fmt: skip
+        if done < plan.n:
+            raise stuck_error(plan, program, count)
+    return _timing(plan, start[: plan.n], end)

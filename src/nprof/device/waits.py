@@ -1,52 +1,43 @@
 """The wait-for graph of a Plan: what each instruction waits for before it can start, as successor lists.
 
-Contract: `successors(plan) -> WaitGraph` gives, in CSR form (plain lists, for the scheduler's loop), every
+Contract: `successors(plan) -> WaitGraph` gives, in CSR form (int64 arrays), every
 instruction's successors: the instructions that wait for it. An instruction waits for its dependencies, for
 the instruction before it on its track (`plan.prev`; a DMA for its *start*: the queue's descriptor stage frees
 when the previous transfer starts), and on
 TensorE for its partner track: an LDWEIGHTS for the *start* of the MATMUL/TRANSPOSE before it (`pm`, the
 shadow weight buffer frees when that matmul starts), a MATMUL/TRANSPOSE for the end of the
-LDWEIGHTS/TRANSPOSE before it (`pl`). `pm`/`pl` are n when there is none. `stuck_error` builds the
+LDWEIGHTS/TRANSPOSE before it (`pl`); `plan.pm`/`plan.pl` are n when there is none. `stuck_error` builds the
 NprofError for instructions that can never start.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from nprof.device.order import partners
 from nprof.device.plan import Plan
 from nprof.errors import NprofError
 from nprof.program.model import Program
 
 
 class WaitGraph(NamedTuple):
-    """Successor lists (CSR), the number of things each instruction waits for, and the TensorE partners."""
+    """Successor lists (CSR) and the number of things each instruction waits for (int64 arrays)."""
 
-    offsets: list[int]  # successors waiting for the end of i: succ[offsets[i]:offsets[i + 1]]
-    succ: list[int]
-    s_offsets: list[int]  # successors waiting for the start of i: s_succ[s_offsets[i]:s_offsets[i + 1]]
-    s_succ: list[int]
-    wait_count: list[int]  # how many waits each instruction has (a successor appears once per wait)
-    pm: list[int]  # LDWEIGHTS: the MATMUL/TRANSPOSE before it (n: none)
-    pl: list[int]  # MATMUL/TRANSPOSE: the LDWEIGHTS/TRANSPOSE before it (n: none)
+    offsets: np.ndarray  # successors waiting for the end of i: succ[offsets[i]:offsets[i + 1]]
+    succ: np.ndarray
+    s_offsets: np.ndarray  # successors waiting for the start of i: s_succ[s_offsets[i]:s_offsets[i + 1]]
+    s_succ: np.ndarray
+    wait_count: np.ndarray  # how many waits each instruction has (a successor appears once per wait)
 
 
-def tensor_partners(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """(pm, pl) of every instruction (see module doc); n where an instruction has no partner."""
-    is_tr = np.zeros(plan.n, bool)
-    is_tr[sorted(plan.transposes)] = True
-    return partners(np.asarray(plan.slot, np.int64), is_tr)
-
-
-def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:
+def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Successor lists of the edges src -> dst (src < n), grouped by src."""
     order = np.argsort(src, kind="stable")
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=offsets[1:])
-    return offsets.tolist(), dst[order].tolist()
+    return offsets, dst[order]
 
 
 def successors(plan: Plan) -> WaitGraph:
@@ -54,7 +45,7 @@ def successors(plan: Plan) -> WaitGraph:
     n = plan.n
     owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(plan.deps_offsets))
     idx = np.arange(n, dtype=np.int64)
-    pm, pl = tensor_partners(plan)
+    pm, pl = plan.pm, plan.pl
     dma = plan.is_dma
     prev = plan.prev
     end_src = np.concatenate([plan.deps_flat, np.where(dma, n, prev), pl])
@@ -65,13 +56,12 @@ def successors(plan: Plan) -> WaitGraph:
     offsets, succ = _csr(end_src[keep], end_dst[keep], n)
     s_offsets, s_succ = _csr(start_src[s_keep], start_dst[s_keep], n)
     count = np.bincount(end_dst[keep], minlength=n) + np.bincount(start_dst[s_keep], minlength=n)
-    return WaitGraph(offsets, succ, s_offsets, s_succ, count.tolist(), pm.tolist(), pl.tolist())
+    return WaitGraph(offsets, succ, s_offsets, s_succ, count.astype(np.int64))
 
 
-def stuck_error(plan: Plan, program: Program | None, count: list[int]) -> NprofError:
+def stuck_error(plan: Plan, program: Program | None, count: Sequence[int] | np.ndarray) -> NprofError:
     """The error for a schedule that cannot proceed: names the first instruction still waiting and why."""
-    waiting = [i for i, c in enumerate(count) if c > 0]
-    i = waiting[0]
+    i = int(np.flatnonzero(np.asarray(count) > 0)[0])
     name = f"program {program.name!r}: " if program is not None else ""
     opcode = plan.sig_opcode[int(plan.code[i])]
     src = program.instructions[i].source if program is not None else None

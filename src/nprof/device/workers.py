@@ -183,7 +183,7 @@ def _schedule_ranks(
             sig = (id(programs[r]), tuple(sorted(cdur[r].items())))
             hit = cache.get(sig)
             if hit is None:
-                dur = list(base[r].dur)
+                dur = base[r].dur.copy()
                 for i, d in cdur[r].items():
                     dur[i] = d
                 plan = replace(base[r], dur=dur)

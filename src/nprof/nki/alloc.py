@@ -12,6 +12,7 @@ its maximum (what the Program records as sbuf_bytes/psum_bytes).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 
 from nprof.errors import KernelError
 
@@ -36,6 +37,7 @@ class Allocator:
         self.bank = bank
         self.align = align
         self._starts: list[int] = []  # sorted starts of live ranges
+        self._end_list: list[int] = []  # their ends, same order (ranges are disjoint, so also sorted)
         self._ends: dict[int, int] = {}
         self._cursor = 0
         self.used = 0
@@ -55,20 +57,30 @@ class Allocator:
             return None
         return s
 
+    def _candidates(self) -> Iterator[int]:
+        """Where to try a new range, in next-fit order: the cursor, the ends of live ranges at/after it, then
+        (wrapping around) 0 and the ends before it. Lazy: O(log n) to the first fit, not O(n log n) per call."""
+        cursor, ends = self._cursor, self._end_list
+        yield cursor
+        split = bisect.bisect_left(ends, cursor)
+        for k in range(split, len(ends)):
+            yield ends[k]
+        yield 0
+        for k in range(split):
+            yield ends[k]
+
     def alloc(self, size: int, align: int | None = None) -> int:
         """Start of a free range of `size` bytes (aligned to `align`, default the allocator's)."""
         size = max(size, 1)
         align = align or self.align
         if size > self.capacity:
             raise OutOfMemory(size, self.used, self.capacity)
-        candidates = [self._cursor] + [self._ends[s] for s in self._starts] + [0]
-        # next-fit: prefer gaps at/after the cursor, then wrap around
-        after = sorted(c for c in candidates if c >= self._cursor)
-        before = sorted(c for c in candidates if c < self._cursor)
-        for c in after + before:
+        for c in self._candidates():
             s = self._fits(c, size, align)
             if s is not None:
-                bisect.insort(self._starts, s)
+                i = bisect.bisect_left(self._starts, s)
+                self._starts.insert(i, s)
+                self._end_list.insert(i, s + size)
                 self._ends[s] = s + size
                 self._cursor = s + size
                 self.used += size
@@ -80,5 +92,7 @@ class Allocator:
         end = self._ends.pop(start, None)
         if end is None:
             return
-        self._starts.remove(start)
+        i = bisect.bisect_left(self._starts, start)
+        del self._starts[i]
+        del self._end_list[i]
         self.used -= end - start

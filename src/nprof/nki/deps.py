@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from nprof.arch.isa import ITEMSIZE, Access, Space
 
 Region = tuple[tuple[int, int], ...]  # half-open ranges; on chip: (partitions, bytes); HBM box: one per axis
+_NO_BOX = ((0, 0), (0, 0))  # placeholder bounds when a region is not a 2-D box (never compared with one)
 
 
 @dataclass(eq=False)
@@ -50,6 +51,10 @@ def _inside(e: _Entry, box: Region | None, span: tuple[int, int]) -> bool:
 
 
 def _covers(a: Region, b: Region) -> bool:
+    if len(a) == 2:  # on-chip regions and 2-D HBM boxes: the hot path
+        (a0, a1), (a2, a3) = a
+        (b0, b1), (b2, b3) = b
+        return a0 <= b0 and b1 <= a1 and a2 <= b2 and b3 <= a3
     return all(alo <= blo and bhi <= ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
 
@@ -60,35 +65,59 @@ class DepTracker:
         self._shapes = hbm_shapes if hbm_shapes is not None else {}
         self._buckets: dict[tuple[str, int], list[_Entry]] = {}
         self._written: set[str] = set()  # memories/tensors written so far (reads of others cannot conflict)
-        self._reads: dict[tuple[str, tuple[int, ...], Region | None, tuple[int, int]], _Entry] = {}
+        self._unwritten: dict[str, list[tuple[int, Access]]] = {}  # reads of the others, registered at 1st write
+        self._layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {}  # HBM tensor -> layout
+
+    def _layout(self, tensor: str) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+        """(shape, row-major strides, elements per row, bucket granularity in rows) of an HBM tensor."""
+        layout = self._layouts.get(tensor)
+        if layout is None:
+            shape = self._shapes.get(tensor) or ()
+            strides = [1] * len(shape)
+            for d in range(len(shape) - 2, -1, -1):
+                strides[d] = strides[d + 1] * shape[d + 1]
+            row = math.prod(shape[1:]) if len(shape) > 1 else 1
+            layout = (shape, tuple(strides), row, max(1, (shape[0] if shape else 1) // 32))
+            if shape:  # (an undeclared name is looked up again next time)
+                self._layouts[tensor] = layout
+        return layout
 
     def _key_region(self, acc: Access) -> tuple[str, Region | None, tuple[int, int], tuple[int, ...]]:
         lo = hi = 0
         for stride, size in acc.free:
             ext = stride * (size - 1)
-            lo += min(0, ext)
-            hi += max(0, ext)
+            if ext < 0:
+                lo += ext
+            else:
+                hi += ext
         if acc.space is not Space.HBM:
             item = ITEMSIZE[acc.dtype]
             b0, b1 = acc.offset + lo * item, acc.offset + (hi + 1) * item
-            box = ((acc.partition_start, acc.partition_start + acc.partitions), (b0, b1))
+            p0 = acc.partition_start
+            box = ((p0, p0 + acc.partitions), (b0, b1))
             gran = 1024 if acc.space is Space.SBUF else 512
-            return str(acc.space), box, (b0, b1), tuple(range(b0 // gran, (b1 - 1) // gran + 1))
+            first, last = b0 // gran, (b1 - 1) // gran
+            return str(acc.space), box, (b0, b1), ((first,) if first == last else tuple(range(first, last + 1)))
         pext = acc.partition_stride * (acc.partitions - 1)
         flo, fhi = acc.offset + lo + min(0, pext), acc.offset + hi + max(0, pext) + 1
-        shape = self._shapes.get(acc.tensor)
-        box = _hbm_box(acc, shape) if shape else None
-        row = math.prod(shape[1:]) if shape and len(shape) > 1 else 1
-        rows = shape[0] if shape else 1
-        gran = max(1, rows // 32)
+        shape, strides, row, gran = self._layout(acc.tensor)
+        box = _hbm_box(acc, shape, strides) if shape else None
         first, last = flo // row // gran, (fhi - 1) // row // gran
         buckets = tuple(range(first, last + 1)) if last - first <= 64 else (-1,)
         return "hbm:" + acc.tensor, box, (flo, fhi), buckets
 
     def _candidates(self, space: str, buckets: tuple[int, ...]) -> list[_Entry]:
+        """Entries that may overlap a region in `buckets` of `space` (each once; a new list)."""
+        get = self._buckets.get
+        if len(buckets) == 1 and buckets[0] != -1:
+            first, huge = get((space, buckets[0])), get((space, -1))
+            if not huge:
+                return list(first) if first else []
+            if not first:
+                return list(huge)
         seen: dict[int, _Entry] = {}
         for b in (*buckets, -1) if buckets != (-1,) else (-1,):
-            for entry in self._buckets.get((space, b), ()):
+            for entry in get((space, b), ()):
                 seen[id(entry)] = entry
         if buckets == (-1,):  # a huge span: check every bucket of this space
             for (sp, _), entries in self._buckets.items():
@@ -107,48 +136,89 @@ class DepTracker:
         """Register instruction `index` reading `reads` and writing `writes`; return its dependencies."""
         deps: set[int] = set()
         for acc in reads:
-            space, box, span, buckets = self._key_region(acc)
-            if space not in self._written:  # e.g. an input or weight: remember the reader for a later write
-                key = (space, buckets, box, span)
-                entry = self._reads.get(key)
-                if entry is None:
-                    entry = self._reads[key] = _Entry(box, span, None, [], buckets)
-                    self._add(space, entry)
-                if not entry.readers or entry.readers[-1] != index:
-                    entry.readers.append(index)
-                continue
-            hit = False
-            for e in self._candidates(space, buckets):
-                if self._conflict(e, box, span):
-                    if e.writer is not None:
-                        deps.add(e.writer)
-                    # a reader joins an entry only when it reads all of it; otherwise a later write to the
-                    # part of the entry it did not read would wait for it (a false dependency)
-                    if _inside(e, box, span) and index not in e.readers:
-                        e.readers.append(index)
-                    hit = hit or (e.box == box and e.span == span)
-            if not hit:
-                self._add(space, _Entry(box, span, None, [index], buckets))
+            self._read(index, acc, deps)
         for acc in writes:
-            space, box, span, buckets = self._key_region(acc)
-            if space not in self._written:
-                self._written.add(space)
-                self._reads = {k: v for k, v in self._reads.items() if k[0] != space}
-            for e in self._candidates(space, buckets):
-                if self._conflict(e, box, span):
-                    if e.writer is not None:
-                        deps.add(e.writer)
-                    deps.update(e.readers)
-                    exact = box is not None and e.box is not None
-                    if (
-                        _covers(box, e.box)
-                        if exact
-                        else (box is None and span[0] <= e.span[0] and e.span[1] <= span[1])
-                    ):
-                        self._remove(space, e)
-            self._add(space, _Entry(box, span, index, [], buckets))
+            self._write(index, acc, deps)
         deps.discard(index)
         return tuple(sorted(deps))
+
+    def _read(self, index: int, acc: Access, deps: set[int]) -> None:
+        """Register a read of `acc` by instruction `index`; add the writers it waits for to `deps`."""
+        space = "hbm:" + acc.tensor if acc.space is Space.HBM else str(acc.space)
+        if space not in self._written:  # e.g. an input or weight: nothing to wait for; kept for a later write
+            self._unwritten.setdefault(space, []).append((index, acc))
+            return
+        space, box, span, buckets = self._key_region(acc)
+        hit = False
+        s0, s1 = span
+        (x0, x1), (x2, x3) = box if box is not None and len(box) == 2 else _NO_BOX
+        for e in self._candidates(space, buckets):
+            eb = e.box
+            if eb is not None and box is not None:
+                if len(eb) == 2:  # on-chip regions and 2-D HBM boxes (`_overlap` inlined: the hot path)
+                    (e0, e1), (e2, e3) = eb
+                    if not (e0 < x1 and x0 < e1 and e2 < x3 and x2 < e3):
+                        continue
+                elif not _overlap(eb, box):
+                    continue
+                inside = _covers(box, eb)
+            else:
+                es0, es1 = e.span
+                if not (es0 < s1 and s0 < es1):
+                    continue
+                inside = s0 <= es0 and es1 <= s1
+            if e.writer is not None:
+                deps.add(e.writer)
+            # a reader joins an entry only when it reads all of it; otherwise a later write to the
+            # part of the entry it did not read would wait for it (a false dependency)
+            if inside and index not in e.readers:
+                e.readers.append(index)
+            hit = hit or (eb == box and e.span == span)
+        if not hit:
+            self._add(space, _Entry(box, span, None, [index], buckets))
+
+    def _write(self, index: int, acc: Access, deps: set[int]) -> None:
+        """Register a write of `acc` by instruction `index`; add the accesses it waits for to `deps`."""
+        space, box, span, buckets = self._key_region(acc)
+        if space not in self._written:
+            self._written.add(space)
+            self._enter_reads(self._unwritten.pop(space, []))
+        s0, s1 = span
+        (x0, x1), (x2, x3) = box if box is not None and len(box) == 2 else _NO_BOX
+        for e in self._candidates(space, buckets):
+            eb = e.box
+            if eb is not None and box is not None:
+                if len(eb) == 2:  # `_overlap` inlined (the hot path)
+                    (e0, e1), (e2, e3) = eb
+                    if not (e0 < x1 and x0 < e1 and e2 < x3 and x2 < e3):
+                        continue
+                elif not _overlap(eb, box):
+                    continue
+                covered = _covers(box, eb)
+            else:
+                es0, es1 = e.span
+                if not (es0 < s1 and s0 < es1):
+                    continue
+                covered = box is None and s0 <= es0 and es1 <= s1
+            if e.writer is not None:
+                deps.add(e.writer)
+            deps.update(e.readers)
+            if covered:
+                self._remove(space, e)
+        self._add(space, _Entry(box, span, index, [], buckets))
+
+    def _enter_reads(self, reads: list[tuple[int, Access]]) -> None:
+        """Enter the reads of a memory made before its first write, in order: one entry per distinct region,
+        listing its readers (what a write must wait for)."""
+        entries: dict[tuple[tuple[int, ...], Region | None, tuple[int, int]], _Entry] = {}
+        for index, acc in reads:
+            space, box, span, buckets = self._key_region(acc)
+            entry = entries.get((buckets, box, span))
+            if entry is None:
+                entry = entries[(buckets, box, span)] = _Entry(box, span, None, [], buckets)
+                self._add(space, entry)
+            if not entry.readers or entry.readers[-1] != index:
+                entry.readers.append(index)
 
     def last_writer(self, acc: Access) -> int | None:
         """The latest instruction that wrote any part of `acc` (None if none)."""
@@ -159,8 +229,13 @@ class DepTracker:
         return max(writers) if writers else None
 
     def _add(self, space: str, entry: _Entry) -> None:
+        buckets = self._buckets
         for b in entry.buckets:
-            self._buckets.setdefault((space, b), []).append(entry)
+            lst = buckets.get((space, b))
+            if lst is None:
+                buckets[(space, b)] = [entry]
+            else:
+                lst.append(entry)
 
     def _remove(self, space: str, entry: _Entry) -> None:
         for b in entry.buckets:
@@ -169,12 +244,10 @@ class DepTracker:
                 lst.remove(entry)
 
 
-def _hbm_box(acc: Access, shape: tuple[int, ...]) -> Region | None:
-    """The access as a box in the tensor's coordinates, or None if it does not map onto its axes."""
+def _hbm_box(acc: Access, shape: tuple[int, ...], strides: tuple[int, ...]) -> Region | None:
+    """The access as a box in the tensor's coordinates (`strides`: row-major), or None if it does not map onto
+    its axes."""
     n = len(shape)
-    strides = [1] * n
-    for d in range(n - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
     coords = []
     rem = acc.offset
     for d in range(n):

@@ -18,7 +18,7 @@ from nprof.nki import compute as _c
 from nprof.nki import trace
 from nprof.nki.calls import beta2
 from nprof.nki.indirect import IndirectView, emit_dma, emit_dynamic_copy
-from nprof.nki.isa_enums import _ENGINES, engine, oob_mode
+from nprof.nki.isa_enums import device_engine, engine, oob_mode
 from nprof.nki.masks import mask_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
@@ -103,7 +103,7 @@ def _copy_engine(value: Any, *views: Any) -> Engine:
     """The engine of a dynamic copy: `engine=`, else GpSimdE (VectorE when PSUM is involved: GpSimdE has no
     PSUM port)."""
     if value is not None and value != engine.unknown:
-        eng = _ENGINES.get(value, value) if isinstance(value, engine) else value
+        eng = device_engine(value)
         if Engine(eng) not in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
             raise kernel_error(f"tensor_copy_dynamic runs on VectorE, ScalarE or GpSimdE, not {eng}")
         return Engine(eng)

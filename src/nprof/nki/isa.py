@@ -28,9 +28,9 @@ from nprof.nki.calls import unmodelled as _unmodelled
 from nprof.nki.calls import unmodelled_if as _unmodelled_if
 from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
-    _ENGINES,
     act_name,
     alu_name,
+    device_engine,
     dge_mode,
     dma_engine,
     engine,
@@ -55,7 +55,7 @@ from nprof.nki.tensor import NkiTensor, OnChip
 def _engine(value: Any, default: Engine, allowed: tuple[Engine, ...]) -> Engine:
     if value is None or value == engine.unknown:
         return default
-    eng = _ENGINES.get(value, value) if isinstance(value, engine) else value
+    eng = device_engine(value)
     if eng not in allowed:
         raise kernel_error(f"this instruction cannot run on {eng}; allowed: {', '.join(map(str, allowed))}")
     return Engine(eng)
@@ -157,7 +157,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     dt = _c.dname(dtype) if dtype is not None else x.dtype_name
     res = _c.result_tile(dst, (free, parts), dt, Space.PSUM)
     eng = Engine.TENSOR if res.space is Space.PSUM else Engine.VECTOR
-    if engine not in (None, globals()["engine"].unknown) and _ENGINES.get(engine) is not eng:
+    if engine not in (None, globals()["engine"].unknown) and device_engine(engine) is not eng:
         _unmodelled("nisa.nc_transpose", "engine", f"runs on {eng.value} for a {res.space.value} destination")
     o, i = (res, x) if mask is None else (res, x.masked(mask))
     _c.emit(eng, Opcode.TRANSPOSE, [o], [i])

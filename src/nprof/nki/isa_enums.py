@@ -30,6 +30,13 @@ _ENGINES = {engine.tensor: Engine.TENSOR, engine.vector: Engine.VECTOR, engine.s
             engine.gpsimd: Engine.GPSIMD}  # fmt: skip
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine = engine.tensor, engine.vector, engine.scalar, engine.gpsimd
 unknown_engine = engine.unknown
+
+
+def device_engine(value: object) -> object:
+    """The device `Engine` an `nki.isa.engine` member names; any other value is returned unchanged."""
+    return _ENGINES.get(value, value) if isinstance(value, engine) else value
+
+
 dma_engine = "dma"  # the DMA queues (a value for `engine=` where AWS accepts it)
 
 

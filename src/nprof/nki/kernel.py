@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,62 @@ class Traced:
     """A traced kernel: its Program, the HBM input names in argument order, and the output structure."""
 
     program: Program
-    inputs: dict[str, np.ndarray]  # input name -> array (converted to the declared dtype)
+    inputs: Mapping[str, np.ndarray]  # input name -> array (converted to the declared dtype; see `Inputs`)
     structure: Any  # the kernel's return value with each HBM tensor replaced by its name
     inplace: tuple[str, ...] = ()  # array arguments the kernel writes (outputs passed as arguments)
     originals: dict[str, Any] | None = None  # the caller's objects for those arguments
+
+
+class Inputs(Mapping[str, np.ndarray]):
+    """A kernel's input arrays by name, converted to their declared dtypes. Random inputs (`TensorType`
+    placeholders) are drawn on first access, all of them at once in argument order from one generator seeded
+    with RANDOM_SEED, so the values do not depend on when (or whether) they are read; a timing-only run never
+    draws them."""
+
+    def __init__(self, given: dict[str, Any], specs: dict[str, tuple[tuple[int, ...], str]]) -> None:
+        self._given, self._specs = given, specs
+        self._names = tuple(specs)
+        self._drawn: dict[str, np.ndarray] = {}  # shared with the views `without` makes
+
+    def without(self, names: tuple[str, ...]) -> Inputs:
+        """The same inputs minus `names` (sharing the drawn arrays)."""
+        out = Inputs(self._given, self._specs)
+        out._names = tuple(n for n in self._names if n not in names)
+        out._drawn = self._drawn
+        return out
+
+    def _draw(self) -> dict[str, np.ndarray]:
+        if not self._drawn and self._given:
+            rng = np.random.default_rng(RANDOM_SEED)
+            for label, value in self._given.items():
+                arr = value.random(rng) if isinstance(value, TensorType) else value
+                self._drawn[label] = np.asarray(arr).astype(NUMPY[self._specs[label][1]], copy=False)
+        return self._drawn
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._draw()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _flat_arguments(arguments: dict[str, Any], params: Any) -> list[tuple[str, Any]]:
+    """(input name, value) of every bound argument, *args as name0, name1..., **kwargs by their keys."""
+    out: list[tuple[str, Any]] = []
+    for name, value in arguments.items():
+        kind = params[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            out.extend((f"{name}{i}", v) for i, v in enumerate(value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            out.extend(value.items())
+        else:
+            out.append((name, value))
+    return out
 
 
 def _as_array(value: Any) -> np.ndarray | None:
@@ -96,41 +148,32 @@ class Kernel:
 
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         bound = self._bind(args, kwargs)
-        arrays: dict[str, np.ndarray] = {}
+        given: dict[str, np.ndarray | TensorType] = {}
+        specs: dict[str, tuple[tuple[int, ...], str]] = {}  # input name -> (shape, declared dtype)
         key: list[Any] = []
-        rng = np.random.default_rng(RANDOM_SEED)
         params = inspect.signature(self.func).parameters
-        for name, value in bound.arguments.items():
-            kind = params[name].kind
-            if kind is inspect.Parameter.VAR_POSITIONAL:
-                items = [(f"{name}{i}", v) for i, v in enumerate(value)]
-            elif kind is inspect.Parameter.VAR_KEYWORD:
-                items = [(k, v) for k, v in value.items()]
+        for label, item in _flat_arguments(bound.arguments, params):
+            arr = item if isinstance(item, TensorType) else _as_array(item)
+            if arr is not None:
+                dt = _declare_dtype(np.empty(0, NUMPY[arr.dtype]) if isinstance(arr, TensorType) else arr)
+                given[label], specs[label] = arr, (tuple(arr.shape), dt)
+                key.append((label, tuple(arr.shape), dt))
             else:
-                items = [(name, value)]
-            for label, item in items:
-                arr = item.random(rng) if isinstance(item, TensorType) else _as_array(item)
-                if arr is not None:
-                    dt = _declare_dtype(arr)
-                    arrays[label] = np.asarray(arr).astype(NUMPY[dt], copy=False)
-                    key.append((label, arr.shape, dt))
-                else:
-                    key.append((label, repr(item)))
+                key.append((label, repr(item)))
         cache_key = tuple(key)
         cached = self._cache.get(cache_key)
         originals = _originals(bound.arguments, params)
+        arrays = Inputs(given, specs)
         if cached is not None:
-            inputs = {k: v for k, v in arrays.items() if k not in cached.inplace}
-            return Traced(cached.program, inputs, cached.structure, cached.inplace, originals)
+            return Traced(cached.program, arrays.without(cached.inplace), cached.structure, cached.inplace, originals)
         try:
-            builder, result = self._record(args, kwargs, arrays)
+            builder, result = self._record(args, kwargs, specs)
         except OverCapacity:  # scope lifetimes do not fit: allocate by liveness, as the compiler does
-            probe, _ = self._record(args, kwargs, arrays, virtual=True)
-            builder, result = self._record(args, kwargs, arrays, uses_total=probe.use_counts)
+            probe, _ = self._record(args, kwargs, specs, virtual=True)
+            builder, result = self._record(args, kwargs, specs, uses_total=probe.use_counts)
         structure = self._outputs(builder, result)
-        inplace = self._inplace(builder, tuple(arrays))
-        inputs = {k: v for k, v in arrays.items() if k not in inplace}
-        traced = Traced(builder.build(), inputs, structure, inplace, originals)
+        inplace = self._inplace(builder, tuple(specs))
+        traced = Traced(builder.build(), arrays.without(inplace), structure, inplace, originals)
         self._cache[cache_key] = traced
         return traced
 
@@ -138,7 +181,7 @@ class Kernel:
         self,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        arrays: dict[str, np.ndarray],
+        arrays: Mapping[str, tuple[tuple[int, ...], str]],
         *,
         virtual: bool = False,
         uses_total: dict[tuple[int, int], int] | None = None,
@@ -154,7 +197,7 @@ class Kernel:
         except TypeError:
             source_file = ""
         builder.meta.update(kernel=self.func.__qualname__, source_file=source_file)
-        handles = {label: builder.hbm_tensor(label, arr.shape, arr.dtype) for label, arr in arrays.items()}
+        handles = {label: builder.hbm_tensor(label, shape, dt) for label, (shape, dt) in arrays.items()}
         for name, value in list(bound.arguments.items()):
             kind = params[name].kind
             if kind is inspect.Parameter.VAR_POSITIONAL:
@@ -245,16 +288,7 @@ class Kernel:
 
 
 def _originals(arguments: dict[str, Any], params: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, value in arguments.items():
-        kind = params[name].kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            out.update({f"{name}{i}": v for i, v in enumerate(value)})
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            out.update(value)
-        else:
-            out[name] = value
-    return out
+    return dict(_flat_arguments(arguments, params))
 
 
 def finish(traced: Traced, outputs: dict[str, np.ndarray]) -> Any:

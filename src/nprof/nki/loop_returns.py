@@ -71,7 +71,7 @@ class _Rewrite(ast.NodeTransformer):
         self.blocked -= inside
         return node
 
-    visit_While = visit_AsyncFor = _other_loop  # type: ignore[assignment]
+    visit_While = visit_AsyncFor = _other_loop
 
     def _stmts(self, body: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -129,5 +129,5 @@ def _rewritten(fn: Callable[..., Any]) -> Callable[..., Any] | None:
     namespace: dict[str, Any] = {}
     exec(compile(tree, code.co_filename, "exec"), fn.__globals__, namespace)  # the user's own kernel, rewritten
     new = namespace[fdef.name]
-    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__  # type: ignore[attr-defined]
+    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     return new

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from nprof.nki.tensor import NkiTensor, OnChip
 
 
+_WHOLE = [-1]  # the "block" of a single-block tile
+
+
 class LoopScopes:
     """Mixin of `ProgramBuilder`: lifetime planning (uses per tile) and loops left early."""
 
@@ -59,18 +62,20 @@ class LoopScopes:
         """An instruction being built reads or writes `view` (of an on-chip tile): count the use of its tile, or of
         each block it touches, and place blocks in per-block mode; returns the byte offset of the view's base.
         After its last use a tile (block) dies (see module doc)."""
-        from nprof.nki.blocks import block_span, place
-        from nprof.nki.tensor import block_stride_elems
-
-        base: OnChip = view.base  # type: ignore[assignment]
+        base: OnChip = view._base  # type: ignore[assignment]
         delta = base.byte_offset
         if base.blocks is not None:
+            from nprof.nki.blocks import place
+
             delta, span = self._place(view, place)
         elif base.partition_axis > 0 and math.prod(base.shape[: base.partition_axis]) > 1:
+            from nprof.nki.blocks import block_span
+            from nprof.nki.tensor import block_stride_elems
+
             b0, b1 = block_span(view, block_stride_elems(base))
             span = list(range(b0, b1 + 1))
         else:
-            span = [-1]
+            span = _WHOLE
         for b in span:
             key = (base.seq, b)
             n = self.use_counts[key] = self.use_counts.get(key, 0) + 1

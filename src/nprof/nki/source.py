@@ -2,25 +2,38 @@
 
 `user_frame()` walks the Python stack to the first frame whose file is not in
 the `nprof.nki` package: that is the kernel line an instruction is attributed
-to (`nki_source_location`) and the line a `KernelError` starts with.
+to (`nki_source_location`) and the line a `KernelError` starts with. Whether a
+code object is nprof's and its file's base name are cached per code object
+(the walk runs once per traced instruction).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from types import FrameType
+from types import CodeType, FrameType
 
 from nprof.errors import KernelError
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_NAMES: dict[CodeType, str | None] = {}  # code object -> base name of its file, None when it is nprof's
+
+
+def _name(code: CodeType) -> str | None:
+    filename = code.co_filename
+    name = None if filename.startswith(_PKG_DIR) or filename.startswith("<frozen") else os.path.basename(filename)
+    _NAMES[code] = name
+    return name
 
 
 def user_frame() -> FrameType | None:
-    frame = sys._getframe(1)
+    """The innermost frame whose code is not in the `nprof.nki` package (nor frozen), or None."""
+    frame: FrameType | None = sys._getframe(1)
+    names = _NAMES
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (filename.startswith(_PKG_DIR) or filename.startswith("<frozen")):
+        code = frame.f_code
+        name = names[code] if code in names else _name(code)
+        if name is not None:
             return frame
         frame = frame.f_back
     return None
@@ -31,10 +44,9 @@ def user_location(full_path: bool = False) -> str | None:
     frame = user_frame()
     if frame is None:
         return None
-    filename = frame.f_code.co_filename
-    if not full_path:
-        filename = os.path.basename(filename)
-    return f"{filename}:{frame.f_lineno}"
+    if full_path:
+        return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return f"{_NAMES[frame.f_code]}:{frame.f_lineno}"
 
 
 def kernel_error(message: str) -> KernelError:

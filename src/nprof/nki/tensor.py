@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nprof.arch.isa import Access, Space
+from nprof.arch.isa import ITEMSIZE, Access, Space
 from nprof.nki.dtypes import NUMPY
 from nprof.nki.index import IndexExpr
 from nprof.nki.operators import TileOperators
@@ -317,12 +317,15 @@ class NkiTensor(ViewReshapes, TileOperators):
 
     @property
     def empty(self) -> bool:
-        return any(size == 0 for _, _, size in self._dims)
+        for _, _, size in self._dims:  # noqa: SIM110 (a plain loop: no generator on this hot path)
+            if size == 0:
+                return True
+        return False
 
     # -- lowering -----------------------------------------------------------------------------
     def check_bounds(self) -> None:
         """KernelError (at the user's line) if any index of this view falls outside its base."""
-        if self.empty:
+        if not self._checks or self.empty:
             return
         for const, coefs, size, label in self._checks:
             lo = hi = const
@@ -339,15 +342,14 @@ class NkiTensor(ViewReshapes, TileOperators):
         """The ISA operand for this view (bounds checked; partition axis first)."""
         self.check_bounds()
         base = self._base
-        if isinstance(base, OnChip) and not base.alive:
-            raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
         delta = 0
-        if isinstance(base, OnChip):
+        if base.space is not Space.HBM:
+            if not base.alive:
+                raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
             if base.byte_offset < 0:
                 base.builder.materialize(base)
             delta = base.builder.note_use(self)
         dims = self._dims or ((0, 1, 1),)
-        itemsize = np.dtype(NUMPY[base.dtype]).itemsize
         if base.space is Space.HBM:
             _, pstride, parts = dims[0]
             free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
@@ -362,7 +364,7 @@ class NkiTensor(ViewReshapes, TileOperators):
             if ps and size > 1:
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
-        offset = delta + self._e0 * itemsize
+        offset = delta + self._e0 * ITEMSIZE[base.dtype]
         return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
 
 

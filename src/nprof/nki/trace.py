@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
+from nprof.arch.isa import ITEMSIZE, Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
 from nprof.nki import loop_returns
@@ -62,9 +62,7 @@ _ACTIVE: list[ProgramBuilder] = []
 
 
 def _itemsize(dtype: str) -> int:
-    from nprof.nki.dtypes import NUMPY
-
-    return NUMPY[dtype].itemsize
+    return ITEMSIZE[dtype]
 
 
 def current() -> ProgramBuilder:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View, view_access
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
+from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
 
 M_TILE = 128
@@ -49,6 +51,55 @@ def load_tile(v: View, r0: int, rt: int, c0: int, ct: int, dtype: Any = nl.float
     return tile
 
 
+ROW_MAX = 8192  # elements per partition of one natural-row load (32 KiB fp32): the transfer size NKI recommends
+
+
+def _cached(a: Any) -> bool:
+    """Is the HBM pattern `a` held in SBUF by an earlier kernel (`nprof.compiler.fusion`)?"""
+    cache = getattr(trace.current(), "_cache", None)
+    return cache is not None and getattr(trace.current(), "fusing", False) and a in cache
+
+
+def k_tiles(v: View, c0: int, ct: int, dtype: Any = nl.float32) -> list[NkiTensor]:
+    """The SBUF tiles [kt, ct] of v[k0:k0+kt, c0:c0+ct] for every K tile (128 rows) of the 2-D view `v`
+    [K, C], each equal to `load_tile(v, k0, kt, c0, ct)`, moved with as few DMAs as the layout allows: rows
+    contiguous in HBM come in one DMA of [128, K/128, ct] for all full K tiles (plus one for the rest); a
+    transposed view's natural rows (v.T[c, :], up to `ROW_MAX` of them per partition) in one DMA per 128
+    columns, transposed per K tile on TensorE. Tiles an earlier kernel left in SBUF are used as they are."""
+    k = v.shape[0]
+    starts = list(range(0, k, K_TILE))
+    if len(starts) == 1:
+        return [load_tile(v, 0, k, c0, ct, dtype)]
+    if v.strides[1] == 1 or v.strides[0] != 1 or ct == 1:
+        singles = [view_access(v, 0, (k0, c0), (min(K_TILE, k - k0), ct), (1,)) for k0 in starts]
+        if dtype != nl.float32 or sum(not _cached(a) for a in singles) <= 1:
+            return [load(a, dtype) for a in singles]
+        full = k // K_TILE
+        s0, s1 = v.strides
+        a = Access(Space.HBM, v.tensor, v.dtype, v.offset + c0 * s1, K_TILE, ((K_TILE * s0, full), (s1, ct)), 0, s0)
+        block = load(a, dtype)
+        tiles = [block[:, j, :] for j in range(full)]
+        if k > full * K_TILE:
+            tiles.append(load(singles[-1], dtype))
+        return tiles
+    return _transposed_k_tiles(v, c0, ct, dtype)
+
+
+def _transposed_k_tiles(v: View, c0: int, ct: int, dtype: Any) -> list[NkiTensor]:
+    """`k_tiles` of a view whose columns are contiguous in HBM (v.T row-major): natural rows, then TensorE."""
+    k = v.shape[0]
+    v_t = v.permute((1, 0))  # [C, K], rows contiguous
+    tiles = [nl.ndarray((min(K_TILE, k - k0), ct), dtype=dtype, buffer=nl.sbuf) for k0 in range(0, k, K_TILE)]
+    for j in range(0, ct, 128):
+        cc = min(128, ct - j)
+        for r0 in range(0, k, ROW_MAX):
+            rows = load(view_access(v_t, 0, (c0 + j, r0), (cc, min(ROW_MAX, k - r0)), (1,)), dtype)
+            for k0 in range(r0, min(k, r0 + ROW_MAX), K_TILE):
+                kt = min(K_TILE, k - k0)
+                tiles[k0 // K_TILE][:, j : j + cc] = nisa.nc_transpose(rows[:, k0 - r0 : k0 - r0 + kt])
+    return tiles
+
+
 def operand_dtype(*views: View) -> Any:
     """The dtype matmul operands are loaded in: bf16/fp16 when every operand is stored so (autocast and
     half-precision models: TensorE multiplies them at full rate, accumulating in fp32 PSUM), else fp32."""
@@ -68,18 +119,18 @@ def _accumulate(acc: NkiTensor, i: int, stationary: NkiTensor, moving: NkiTensor
 
 
 def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: float = 1.0, beta: float = 1.0) -> None:
-    m, k = a.shape
+    m = a.shape[0]
     n = b.shape[1]
     a_t = a.permute((1, 0))  # [K, M]: the stationary operand
     dt = operand_dtype(a, b)
     for m0 in range(0, m, M_TILE):
         mt = min(M_TILE, m - m0)
-        stationary = [load_tile(a_t, k0, min(K_TILE, k - k0), m0, mt, dt) for k0 in range(0, k, K_TILE)]
+        stationary = k_tiles(a_t, m0, mt, dt)
         for n0 in range(0, n, N_TILE):
             nt = min(N_TILE, n - n0)
             acc = nl.ndarray((mt, nt), dtype=nl.float32, buffer=nl.psum)
-            for i, k0 in enumerate(range(0, k, K_TILE)):
-                _accumulate(acc, i, stationary[i], load_tile(b, k0, min(K_TILE, k - k0), n0, nt, dt))
+            for i, moving in enumerate(k_tiles(b, n0, nt, dt)):
+                _accumulate(acc, i, stationary[i], moving)
             if bias is None:
                 res = nisa.tensor_copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
             else:

@@ -1,0 +1,217 @@
+"""Direct 2-D convolution on TensorE (NKI) with its operands resident in SBUF: no im2col through HBM.
+
+Contract (all views contiguous NCHW / OIHW fp32; stride, padding, dilation pairs; groups 1):
+* `conv_kernel(out, x, w, bias, stride, padding, dilation)`: out[N, OC, OH, OW] = conv2d(x, w) + bias.
+* `conv_input_grad_kernel(dx, g, w, stride, padding, dilation)`: dx[N, C, H, W], the gradient of the
+  input: the stride-1 convolution of the zero-dilated, zero-padded gradient g with the flipped weights.
+* `conv_weight_grad_kernel(dw, g, x, stride, padding, dilation)`: dw[OC, C, KH, KW] = sum over images and
+  output pixels of g[oc, pixel] * x window[c, pixel] (pixels on partitions: TensorE transposes).
+`fits(...)` says whether the resident tiles fit the SBUF share these kernels use; the lowering falls back to
+im2col otherwise. Each operand crosses HBM once, in one DMA per 128 channels (NKI performance guide: few
+large transfers; every DMA pays the fixed latency): the padded input [C, N, Hp, Wp] lives in SBUF, each
+kernel tap's window is a strided SBUF view fed to `nc_matmul` as the moving operand, taps and channel
+chunks accumulate in one PSUM bank per (output channels, rows) block, and the result [OC, N, OH*OW] is
+stored by one DMA per 128 output channels (bias added on PSUM eviction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels.hbm import load, store, window
+from nprof.compiler.views import View
+from nprof.nki import isa as nisa
+from nprof.nki import language as nl
+from nprof.nki.tensor import NkiTensor
+
+P = 128
+PSUM_FREE = 512  # fp32 per partition in one PSUM bank (the moving free size limit)
+SBUF_SHARE = 96 * 1024  # bytes per partition the resident tiles may take (half of trn1's 192 KiB)
+
+
+def fits(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[int, int], pad: tuple[int, int]) -> bool:
+    """Do the resident tiles of one convolution (forward or backward) fit `SBUF_SHARE` per partition?"""
+    n, c, h, w = x_shape
+    oc = w_shape[0]
+    oh, ow = out_hw
+    if ow > P or oc > PSUM_FREE:
+        return False
+    chunks = -(-max(c, oc) // P)
+    padded = n * (h + 2 * pad[0] + w_shape[2]) * (w + 2 * pad[1] + w_shape[3]) * 4 * chunks
+    return padded + 3 * n * max(oh * ow, h * w) * 4 + 4 * c * w_shape[2] * w_shape[3] * chunks <= SBUF_SHARE
+
+
+def _shaped(t: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
+    """A contiguous tile seen with free dims `free` (same element count per partition)."""
+    f = t.flatten_free()
+    assert f is not None, "tiles allocated here are contiguous"
+    return f.unflatten_free(free)
+
+
+def _nchw(v: View, c0: int, cc: int) -> Access:
+    """HBM access of channels c0..c0+cc of a contiguous [N, C, H, W] view: [cc, N, H*W]."""
+    n, c, h, w = v.shape
+    return Access(Space.HBM, v.tensor, v.dtype, v.offset + c0 * h * w, cc, ((c * h * w, n), (1, h * w)), 0, h * w)
+
+
+def _padded(v: View, c0: int, cc: int, pad: tuple[int, int]) -> NkiTensor:
+    """SBUF tile [cc, N, H + 2ph, W + 2pw] of channels c0.. of `v`, zero around (one DMA)."""
+    n, c, h, w = v.shape
+    ph, pw = pad
+    if ph == pw == 0:
+        return _shaped(load(_nchw(v, c0, cc)), (n, h, w))
+    tile = nisa.memset((cc, n, h + 2 * ph, w + 2 * pw), 0.0, nl.float32)
+    a = _nchw(v, c0, cc)
+    src = window(Access(a.space, a.tensor, a.dtype, a.offset, cc, ((c * h * w, n), (w, h), (1, w)), 0, h * w))
+    nisa.dma_copy(dst=tile[:, :, ph : ph + h, pw : pw + w], src=src)
+    return tile
+
+
+def _dilated(
+    g: View, o0: int, oc: int, stride: tuple[int, int], lo: tuple[int, int], size: tuple[int, int]
+) -> NkiTensor:
+    """SBUF tile [oc, N, *size], zero except g[:, o0.., oh, ow] at (lo + stride * (oh, ow))."""
+    n, _, oh, ow = g.shape
+    dense = _shaped(load(_nchw(g, o0, oc)), (n, oh, ow))
+    if stride == (1, 1) and lo == (0, 0) and size == (oh, ow):
+        return dense
+    tile = nisa.memset((oc, n, *size), 0.0, nl.float32)
+    (sh, sw), (lh, lw) = stride, lo
+    tile[:, :, lh : lh + sh * (oh - 1) + 1 : sh, lw : lw + sw * (ow - 1) + 1 : sw] = dense
+    return tile
+
+
+def _window(xp: NkiTensor, img: int, r0: int, rows: int, ow: int, tap: tuple[int, int], stride: tuple[int, int],
+            dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
+    """The strided view [cc, rows, ow] of `xp` [cc, N, Hp, Wp] that kernel tap `tap` reads for output rows r0.."""
+    (i, j), (sh, sw), (dh, dw) = tap, stride, dil
+    h0, w0 = i * dh + r0 * sh, j * dw
+    return xp[:, img, h0 : h0 + sh * (rows - 1) + 1 : sh, w0 : w0 + sw * (ow - 1) + 1 : sw]
+
+
+def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tuple[int, int],
+               taps: list[tuple[int, int]], stride: tuple[int, int], dil: tuple[int, int], bias: Any,
+               emit: Any) -> None:  # fmt: skip
+    """For each block of 128 output channels o0: res [mt, N, OH, OW] = sum over input chunks ci and taps t of
+    stationary(ci, t, o0, mt).T @ window(xps[ci], t), plus bias(o0, mt) (a [mt, 1] column or None) on PSUM
+    eviction; then emit(o0, mt, res)."""
+    oh, ow = out_hw
+    rows = max(1, min(oh, PSUM_FREE // ow))
+    for o0 in range(0, m, P):
+        mt = min(P, m - o0)
+        res = nl.ndarray((mt, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
+        col = bias(o0, mt) if bias is not None else None
+        for img in range(n):
+            for r0 in range(0, oh, rows):
+                rt = min(rows, oh - r0)
+                acc = nl.ndarray((mt, rt, ow), dtype=nl.float32, buffer=nl.psum)
+                k = 0
+                for ci, xp in enumerate(xps):
+                    for t, tap in enumerate(taps):
+                        prod = nisa.nc_matmul(stationary(ci, t, o0, mt), _window(xp, img, r0, rt, ow, tap, stride, dil))
+                        if k == 0:
+                            acc[...] = prod
+                        else:
+                            acc += prod
+                        k += 1
+                if col is None:
+                    res[:, img, r0 : r0 + rt, :] = nisa.tensor_copy(acc)
+                else:
+                    res[:, img, r0 : r0 + rt, :] = nisa.tensor_scalar(acc, "add", col)
+        emit(o0, mt, res)
+
+
+def _weights(w: View, o0: int, mt: int) -> NkiTensor:
+    """W[o0:o0+mt] as its natural SBUF tile [mt, C*KH*KW] (one DMA)."""
+    per = w.shape[1] * w.shape[2] * w.shape[3]
+    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset + o0 * per, mt, ((1, per),), 0, per))
+
+
+def _store_nchw(out: View, o0: int, mt: int, res: NkiTensor) -> None:
+    n, _, oh, ow = out.shape
+    store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
+
+
+def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[int, int], padding: tuple[int, int],
+                dilation: tuple[int, int]) -> None:  # fmt: skip
+    n, c, _, _ = x.shape
+    oc, _, kh, kw = w.shape
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
+    wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
+    wt: dict[tuple[int, int, int], NkiTensor] = {}
+
+    def stationary(ci: int, t: int, o0: int, mt: int) -> NkiTensor:
+        key = (ci, t, o0)
+        if key not in wt:  # W[o0.., c0.., tap].T: [cc, mt], transposed on TensorE once
+            c0, cc, nt = ci * P, min(P, c - ci * P), len(taps)
+            wt[key] = nisa.tensor_copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
+        return wt[key]
+
+    def column(o0: int, mt: int) -> NkiTensor:
+        assert bias is not None
+        return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
+                           bias.strides[0]))  # fmt: skip
+
+    _conv_core(xps, stationary, oc, n, out.shape[2:], taps, stride, dilation, column if bias is not None else None,
+               lambda o0, mt, res: _store_nchw(out, o0, mt, res))  # fmt: skip
+
+
+def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], padding: tuple[int, int],
+                           dilation: tuple[int, int]) -> None:  # fmt: skip
+    n, c, h, wd = dx.shape
+    oc, _, kh, kw = w.shape
+    (dh, dw), (ph, pw) = dilation, padding
+    lo = (dh * (kh - 1) - ph, dw * (kw - 1) - pw)
+    size = (h + dh * (kh - 1), wd + dw * (kw - 1))
+    gds = [_dilated(g, o0, min(P, oc - o0), stride, lo, size) for o0 in range(0, oc, P)]
+    wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    nt = len(taps)
+
+    def stationary(ci: int, t: int, c0: int, mt: int) -> NkiTensor:
+        flipped = nt - 1 - t  # tap (i, j) of the flipped kernel is (KH-1-i, KW-1-j) of W
+        return wn[ci][:, c0 * nt + flipped : (c0 + mt - 1) * nt + flipped + 1 : nt]
+
+    _conv_core(gds, stationary, c, n, (h, wd), taps, (1, 1), dilation, None,
+               lambda c0, mt, res: _store_nchw(dx, c0, mt, res))  # fmt: skip
+
+
+def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int], padding: tuple[int, int],
+                            dilation: tuple[int, int]) -> None:  # fmt: skip
+    n, c, _, _ = x.shape
+    oc, _, kh, kw = dw.shape
+    _, _, oh, ow = g.shape
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    nt = len(taps)
+    xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
+    gs = [_shaped(load(_nchw(g, o0, min(P, oc - o0))), (n, oh, ow)) for o0 in range(0, oc, P)]
+    rows = max(1, min(oh, P // ow))
+    blocks = [(img, r0, min(rows, oh - r0)) for img in range(n) for r0 in range(0, oh, rows)]
+    g_t = []  # per pixel block: G.T [pixels, OC]
+    for img, r0, rt in blocks:
+        gt = nl.ndarray((rt * ow, oc), dtype=nl.float32, buffer=nl.sbuf)
+        for k, gk in enumerate(gs):
+            flat = _shaped(nisa.tensor_copy(gk[:, img, r0 : r0 + rt, :]), (rt * ow,))
+            gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(flat)
+        g_t.append(gt)
+    dwn = [nl.ndarray((min(P, oc - o0), c * nt), dtype=nl.float32, buffer=nl.sbuf) for o0 in range(0, oc, P)]
+    for ci, xp in enumerate(xps):
+        c0, cc = ci * P, xp.shape[0]
+        for t, tap in enumerate(taps):
+            accs = [nl.ndarray((d.shape[0], cc), dtype=nl.float32, buffer=nl.psum) for d in dwn]
+            for b, (img, r0, rt) in enumerate(blocks):
+                win = _shaped(nisa.tensor_copy(_window(xp, img, r0, rt, ow, tap, stride, dilation)), (rt * ow,))
+                x_t = nisa.tensor_copy(nisa.nc_transpose(win))  # [pixels, cc]
+                for k, acc in enumerate(accs):
+                    prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)  # [oc chunk, cc]
+                    if b == 0:
+                        acc[...] = prod
+                    else:
+                        acc += prod
+            for d, acc in zip(dwn, accs, strict=True):
+                d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt] = nisa.tensor_copy(acc)
+    per = c * nt
+    for k, d in enumerate(dwn):
+        store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)

@@ -1,0 +1,57 @@
+"""The direct convolution kernels (operands resident in SBUF) against eager torch, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import nprof.compiler.ops  # noqa: E402, F401  (registers every lowering, ops_conv among them)
+from nprof.compiler import STATS  # noqa: E402
+from nprof.compiler.kernels import conv as direct  # noqa: E402
+from nprof.compiler.ops_conv import _direct  # noqa: E402
+from nprof.compiler.views import View  # noqa: E402
+from tests.compiler.conftest import check_module  # noqa: E402
+
+# (in channels, out channels, kernel, stride, padding, dilation, bias, image size)
+GEOMETRIES = [
+    (3, 5, 3, 1, 1, 1, True, 7),  # a padded 3x3 with bias
+    (4, 6, 3, 2, 1, 1, False, 9),  # strided, odd size: the input gradient's last row gets no tap
+    (5, 3, 1, 2, 0, 1, False, 8),  # a resnet downsample (1x1, stride 2)
+    (2, 4, 3, 1, 2, 2, True, 8),  # dilated
+    (3, 4, (3, 2), (2, 1), (1, 0), 1, True, 6),  # rectangular kernel, per-axis stride and padding
+    (130, 140, 3, 1, 1, 1, False, 4),  # more than 128 channels in and out: chunked over partitions
+]
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=[str(g[:6]) for g in GEOMETRIES])
+def test_direct_conv_matches_eager(geometry: tuple) -> None:
+    cin, cout, k, s, p, d, bias, size = geometry
+    x = torch.randn(2, cin, size, size, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
+
+    def make() -> torch.nn.Module:
+        return torch.nn.Conv2d(cin, cout, k, s, p, d, bias=bias)
+
+    x_v = View.whole("x", "float32", tuple(x.shape))
+    w_v = View.whole("w", "float32", tuple(make().weight.shape))
+    pairs = [(v, v) if isinstance(v, int) else v for v in (s, p, d)]
+    assert _direct(x_v, w_v, *pairs)  # the direct kernels, not the im2col fallback, are under test
+    STATS.reset()
+    check_module(make, x)
+
+
+def test_direct_conv_moves_each_operand_in_few_dmas() -> None:
+    """A 3x3 convolution's forward program: input, weights, bias and output each cross HBM in one DMA."""
+    torch._dynamo.reset()
+    STATS.reset()
+    conv = torch.nn.Conv2d(8, 16, 3, 1, 1)
+    with torch.no_grad():
+        torch.compile(conv, backend="nprof")(torch.randn(2, 8, 12, 12))
+    profile = next(iter(STATS.last_profile.values()))
+    assert profile.dma.num_rows == 4
+
+
+def test_fits_refuses_what_sbuf_cannot_hold() -> None:
+    assert direct.fits((2, 16, 32, 32), (16, 16, 3, 3), (32, 32), (1, 1))
+    assert not direct.fits((64, 64, 64, 64), (64, 64, 3, 3), (64, 64), (1, 1))
+    assert not direct.fits((1, 4, 8, 200), (4, 4, 1, 1), (8, 200), (0, 0))  # output rows wider than 128
