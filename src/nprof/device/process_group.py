@@ -231,7 +231,7 @@ def _scheduled(program: Program, base: Plan, stops: list[int], durations: list[f
     key = tuple(durations)
     got = hit[1].get(key)
     if got is None:
-        dur = list(base.dur)
+        dur = np.array(base.dur, dtype=np.float64)  # a copy: the base plan is shared
         for i, d in zip(stops, durations, strict=True):
             dur[i] = d
         plan = replace(base, dur=dur)
