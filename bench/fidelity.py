@@ -9,7 +9,8 @@ Goal: every case within +-20%, every ranking right.
 
 Usage: .venv/bin/python bench/fidelity.py [--scale 1.0] [--window N]
   --scale s traces the matmul family with M scaled by s (and compares with hardware * s, a linear
-  approximation); 1.0 (default) is the published size and takes a few minutes.
+  approximation; M must stay a multiple of 2048); 1.0 (default) is the published size and takes a few
+  minutes.
   --window N simulates with the compiler's reordering window set to N (a study of the ASSUMED
   `sched_window`; the default is each preset's own).
 """
@@ -69,6 +70,9 @@ class Case:
 def cases(scale: float) -> list[Case]:
     """The table (see module doc); the matmul family at M = 4096 * scale."""
     m = int(4096 * scale)
+    if m <= 0 or m % 2048:
+        raise SystemExit(f"--scale {scale}: M = 4096 * scale must be a multiple of 2048 (the fully blocked "
+                         "kernel's block of 16 tiles); use 0.5, 1.0, 1.5, ...")  # fmt: skip
     mm = ((8192, m), (8192, 8192))
     hw = [51.80e6, 42.96e6, 22.07e6, 6.97e6]
     kernels = [

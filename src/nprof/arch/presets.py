@@ -80,9 +80,10 @@ class Preset:
     dma_issue_gap_ns: float = 781.0  # least time between two consecutive DMA triggers (any queue): see FITTED_FIELDS
     # ASSUMED (not fitted): how far the compiler's scheduler may move an independent instruction ahead in its
     # engine's queue (nprof.device.order; NKI nl.no_reorder: "the compiler scheduler is free to reorder
-    # independent operations"). 1 = program order: no calibration case of bench/fidelity.py needs reordering,
-    # and ordering by the model's own estimates (which ignore DMA sharing) made bench/sim_speed.py's pipeline
-    # 8% slower at 8, a list-scheduling anomaly we cannot check against hardware.
+    # independent operations"). 1 = program order: no case of bench/fidelity.py matches better with a wider
+    # window (--window 8: fully blocked matmul 1.042 vs 1.020 at 1; --window 32: 1.018; others unchanged;
+    # docs/hardware.md), and ordering by the model's own estimates slows the exp kernel by 25%, a
+    # list-scheduling anomaly we cannot check against hardware.
     sched_window: int = 1  # ASSUMED: the compiler's reordering window per engine queue (see the comment above)
 
     def fitted(self) -> dict[str, float]:

@@ -71,9 +71,9 @@ def access_text(acc: Access) -> str:
     return f"{acc.space.value} {acc.tensor}[{dims}] {_SHORT.get(acc.dtype, acc.dtype)}"
 
 
-# Every field of an Access, fetched in C; the enum as its str value because Enum.__hash__ runs Python code.
+# Every field of an Access, fetched in C (Space is a StrEnum: it hashes and compares as its str value, in C).
 VALUE_KEY = attrgetter(
-    "space._value_", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride"
+    "space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride"
 )
 
 

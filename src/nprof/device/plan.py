@@ -34,6 +34,7 @@ from operator import attrgetter
 import numpy as np
 
 from nprof.arch.presets import Preset
+from nprof.device.accinfo import VALUE_KEY
 from nprof.device.order import dep_lists, partners, track_order
 from nprof.device.psum import elided_memsets, is_zero_fill
 from nprof.device.template import (
@@ -65,8 +66,7 @@ __all__ = [
     "slot_names",
 ]
 
-# Every field of an Access, fetched in C (StrEnum members hash and compare as their str values, in C too).
-ACC_KEY = attrgetter("space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride")
+ACC_KEY = VALUE_KEY  # every field of an Access, fetched in C (device.accinfo)
 _INS, _OUTS, _DEPS = attrgetter("ins"), attrgetter("outs"), attrgetter("deps")
 _OPCODE, _ENGINE, _ATTRS, _QUEUE = attrgetter("opcode"), attrgetter("engine"), attrgetter("attrs"), attrgetter("queue")
 

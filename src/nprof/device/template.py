@@ -16,7 +16,7 @@ from typing import NamedTuple
 from nprof.arch import cost
 from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import AccessCache, AccInfo
+from nprof.device.accinfo import VALUE_KEY, AccessCache, AccInfo
 from nprof.errors import NprofError
 from nprof.program.model import Program
 
@@ -150,15 +150,17 @@ def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, prese
 def signature_rows(program: Program, preset: Preset, reps: list[int]) -> list[SigRow]:
     """One `SigRow` per representative instruction index (see module doc)."""
     instrs = program.instructions
-    get = AccessCache().get
+    cache = AccessCache()
+    get, hit = cache.get, cache.by_value.get
     memo: dict[tuple, Template] = {}
     sig, text = itemgetter(0), itemgetter(3)
     rows: list[SigRow] = []
     for i in reps:
         ins = instrs[i]
         a_in, a_out = ins.ins, ins.outs
-        ii: list[AccInfo] = [get(a) for a in a_in]
-        oo: list[AccInfo] = [get(a) for a in a_out]
+        # the cache's fast path inline (an AccInfo is a non-empty tuple: true); `get` fills misses
+        ii: list[AccInfo] = [hit(VALUE_KEY(a)) or get(a) for a in a_in]
+        oo: list[AccInfo] = [hit(VALUE_KEY(a)) or get(a) for a in a_out]
         # enum members are singletons: their ids are as good a key as they are
         key = (id(ins.opcode), id(ins.engine), ins.attrs, ins.queue, *map(sig, ii), -1, *map(sig, oo))
         t = memo.get(key)
