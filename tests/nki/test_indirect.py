@@ -328,3 +328,35 @@ def test_nc_n_gather_writes_its_dst():
 
     expect = np.take_along_axis(data, idx.astype(np.int64), axis=1)
     np.testing.assert_array_equal(nki.simulate_kernel(kernel, data, idx), expect)
+
+
+def test_static_dma_copy_with_dst_rmw_op_adds():
+    a, b = rand((8, 6), 31), rand((8, 6), 32)
+
+    def kernel(x, y):
+        out = nl.ndarray((8, 6), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(x))
+        nisa.dma_copy(dst=out, src=nl.load(y), dst_rmw_op=np.add)
+        return out
+
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, a, b), a + b, rtol=1e-6)
+
+
+def test_prepared_numerics_run_indirect_instructions_like_simulate():
+    from nprof.device import simulate
+    from nprof.device.numerics_prepared import PreparedNumerics
+
+    @nki.jit
+    def kernel(d, ix):
+        i_p, i_f = nl.arange(24)[:, None], nl.arange(8)[None, :]
+        it = nl.load(ix[i_p])
+        out = nl.ndarray((24, 8), dtype=d.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(d[it, i_f]))
+        nisa.dma_copy(dst=out, src=nl.load(d[0:24, :]), dst_rmw_op=np.add)
+        return out
+
+    traced = kernel.trace(rand((30, 8), 33), _rows(34, 24, 30))
+    want = simulate(traced.program, traced.inputs).outputs
+    got = PreparedNumerics(traced.program, get_preset("trn1")).run(traced.inputs)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value)

@@ -91,8 +91,8 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
   pattern itself spans coordinates `dyn_lo..dyn_hi`; `dyn_axis` names the
   axis in messages. A shifted coordinate outside [0, dyn_size) is an error,
   or (attrs `oob` "skip") its partition's row is neither read nor written.
-  attrs `rmw` "add": the destination is added to (duplicate indices
-  accumulate), not overwritten.
+  attrs `rmw` "add" (with or without `indirect`): the destination is added
+  to (duplicate indices accumulate), not overwritten.
 * GATHER (GpSimdE): outs[0] [P, G...] = per partition, ins[0]'s free
   elements (flattened) at the positions ins[1] [P, G...] holds.
 * LOCAL_GATHER (GpSimdE): per group of 16 partitions, the group's ins[1]

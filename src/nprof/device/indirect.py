@@ -113,7 +113,11 @@ def _vector_rows(ins: Instruction, mem: Memory, vals: np.ndarray) -> None:
 
 
 def indirect_copy(ins: Instruction, mem: Memory) -> None:
-    """A DMA_DIRECT2D or TENSOR_COPY with runtime offsets (attrs `indirect`; see `nprof.arch.isa`)."""
+    """A DMA_DIRECT2D or TENSOR_COPY with runtime offsets (attrs `indirect`) and/or adding into its destination
+    (attrs `rmw`); see `nprof.arch.isa`."""
+    if len(ins.ins) == 1:
+        _move(mem, ins.outs[0], ins.ins[0], ins.attr("rmw"))
+        return
     vals = _indices(mem, ins.ins[-1])
     if vals.size > 1:
         _vector_rows(ins, mem, vals)

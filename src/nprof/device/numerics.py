@@ -241,7 +241,7 @@ def _tensor_reduce(ins: Instruction, mem: Memory) -> None:
 
 
 def _copy(ins: Instruction, mem: Memory) -> None:
-    if len(ins.ins) > 1:  # runtime offsets (attrs indirect): nprof.device.indirect
+    if len(ins.ins) > 1 or (ins.attrs and ins.attr("rmw")):  # runtime offsets / add into dst: device.indirect
         indirect_copy(ins, mem)
         return
     src, dst = ins.ins[0], ins.outs[0]

@@ -7,8 +7,8 @@ as `nprof.device.simulate(program, inputs, numerics=True)` returns them — bit 
 `numerics.HANDLERS` of the instructions, except for these fast paths, which compute the same values without
 the per-instruction copies and conversions:
 
-* a DMA or TENSOR_COPY between equal dtypes is one `np.copyto` between the two views (numpy copies through a
-  temporary when they overlap, as the handler's explicit copy does);
+* a DMA or TENSOR_COPY between equal dtypes (static addresses, no `rmw`) is one `np.copyto` between the two
+  views (numpy copies through a temporary when they overlap, as the handler's explicit copy does);
 * a TENSOR_TENSOR add/subtract/multiply/divide/maximum/minimum on float32 operands and result of one shape
   is the ufunc written straight into the result view (float32 arithmetic either way);
 * LDWEIGHTS (no numerics) is no step at all.
@@ -62,7 +62,12 @@ class PreparedNumerics:
         if ins.opcode is Opcode.LDWEIGHTS:
             return None
         try:
-            if ins.opcode in _COPIES and ins.ins[0].dtype == ins.outs[0].dtype:
+            if (
+                ins.opcode in _COPIES
+                and len(ins.ins) == 1  # not runtime-addressed (nprof.device.indirect)
+                and ins.attr("rmw") is None
+                and ins.ins[0].dtype == ins.outs[0].dtype
+            ):
                 return _copy_step(self.mem, ins)
             if ins.opcode is Opcode.TENSOR_TENSOR:
                 step = _tensor_tensor_step(self.mem, ins)
