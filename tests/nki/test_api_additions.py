@@ -215,7 +215,7 @@ def test_lazy_initialization_accepted_with_a_warning_and_profile_num_execs(tmp_p
     with pytest.warns(NkiCompatWarning, match="lazy_initialization"):
         out = nki.profile(kernel, working_directory=tmp_path, num_execs=3, profile_nth=2)(x)
     np.testing.assert_allclose(out, x.T @ x, rtol=1e-4, atol=1e-3)
-    assert (tmp_path / "profile.ntff").exists()
+    assert (tmp_path / "profile_exec_2.ntff").exists()  # execution 2 of 3 (neuron-profile naming)
 
 
 def test_loop_directives_are_accepted_with_a_warning() -> None:
