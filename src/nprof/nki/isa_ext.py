@@ -24,6 +24,7 @@ from nprof.nki.tensor import NkiTensor
 
 __all__ = [
     "builtin_custom_op", "dma_transpose", "dropout", "local_gather", "max8", "nc_find_index8", "nc_match_replace8",
+    "nc_n_gather",
     "nc_stream_shuffle", "range_select", "select_reduce", "sequence_bounds", "tensor_copy_dynamic_dst",
     "tensor_copy_dynamic_src", "tensor_copy_predicated", "tensor_partition_reduce", "tensor_scalar_reduce",
     "tensor_tensor_scan",
@@ -295,6 +296,7 @@ def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> NkiTensor:
 
 from nprof.nki.indirect_ops import (  # noqa: E402  (runtime indices and gathers)
     local_gather,
+    nc_n_gather,
     nc_stream_shuffle,
     tensor_copy_dynamic_dst,
     tensor_copy_dynamic_src,

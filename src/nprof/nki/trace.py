@@ -52,7 +52,7 @@ from nprof.nki.deps import DepTracker
 from nprof.nki.direct import DirectState, make_blocks
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
-from nprof.nki.scopes import LoopScopes
+from nprof.nki.scopes import LoopScopes, old_generation_paused
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
@@ -184,7 +184,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._calls.append([])
         _ACTIVE.append(self)
         try:
-            result = fn(*args, **kwargs)
+            with old_generation_paused():
+                result = fn(*args, **kwargs)
             self.check_loops_completed()
             self.flush()
         finally:
@@ -381,6 +382,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
         if out.elements != inp.elements:
             raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {src.shape}")
         return self.emit(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), attrs(**flags))
+
+    def hbm_written(self, name: str) -> bool:
+        """Has any instruction recorded so far written (part of) HBM tensor `name`?"""
+        return self._deps.wrote("hbm:" + name)
 
     # -- result -------------------------------------------------------------------------------
     @property
