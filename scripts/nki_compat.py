@@ -146,6 +146,8 @@ def run_pytest(tree: Path, source: str, path: Path, extra: tuple[str, ...], time
     except subprocess.TimeoutExpired:
         return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode == 5:  # pytest: nothing collected (no test in the file, or none marked for simulation)
+        return {"runs": "n/a", "err": None, "why": f"no test to run here ({summary})"}
     if proc.returncode == 0:
         return {"runs": "yes", "err": None, "why": "" if "passed" in summary else summary}
     lines = [ln[1:].strip() for ln in proc.stdout.splitlines() if ln.startswith("E ")]

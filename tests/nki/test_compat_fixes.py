@@ -166,3 +166,44 @@ def test_sequence_bounds_gives_each_elements_segment_start_and_end():
 
     got = nki.simulate_kernel(kernel, ids.reshape(1, -1))
     np.testing.assert_array_equal(got[0], _bounds_reference(ids))
+
+
+def test_range_select_keeps_an_index_window_and_chains_its_max_through_the_register():
+    """bound0 <= range_start + i < bound1 keeps x, else fp32.min; reset_reduce then reduce folds the row max over
+    several instructions (a long row in pieces), written out by the last one's reduce_res."""
+    x = rand((16, 32), 14)
+    lo = np.arange(16, dtype=np.float32).reshape(16, 1)
+    hi = lo + 40
+
+    def kernel(a, b0, b1):
+        out = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        red = nl.ndarray((16, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t, lo_t, hi_t = nl.load(a), nl.load(b0), nl.load(b1)
+        acc = nl.ndarray((16, 1), dtype=nl.float32)
+        first = nisa.range_select(on_true_tile=t, comp_op0=np.greater_equal, comp_op1=np.less, bound0=lo_t,
+                                  bound1=hi_t, reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_op=np.max)
+        second = nisa.range_select(on_true_tile=nl.add(t, 5.0), comp_op0=np.greater_equal, comp_op1=np.less,
+                                   bound0=lo_t, bound1=hi_t, reduce_cmd=nisa.reduce_cmd.reduce, reduce_op=np.max,
+                                   reduce_res=acc, range_start=32)  # fmt: skip
+        nl.store(out[:, 0:32], value=first)
+        nl.store(out[:, 32:64], value=second)
+        nl.store(red, value=acc)
+        return out, red
+
+    got, red = nki.simulate_kernel(kernel, x, lo, hi)
+    idx = np.arange(64)[None, :]
+    full = np.concatenate([x, x + 5], axis=1)
+    want = np.where((idx >= lo) & (idx < hi), full, np.finfo(np.float32).min)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(red, want.max(axis=1, keepdims=True), rtol=1e-6)
+
+
+def test_a_returned_on_chip_tile_is_stored_to_hbm_with_a_warning():
+    """AWS's simulation-mode examples return SBUF tiles; nprof stores them to an HBM output (one DMA) and warns."""
+
+    def kernel(a):
+        return nl.exp(nl.load(a))
+
+    a = rand((8, 16))
+    with pytest.warns(NkiCompatWarning, match="returns the on-chip tile"):
+        np.testing.assert_allclose(nki.simulate_kernel(kernel, a), np.exp(a), rtol=1e-6)

@@ -138,3 +138,30 @@ def test_trn2_preset_runs_and_is_recorded(tmp_path, capsys):
     capsys.readouterr()
     assert bench.benchmark_result.nc_latency.mean != trn1.benchmark_result.nc_latency.mean
     assert nki.jit(exp_kernel, preset="trn2").trace(np.ones((4, 4), np.float32)).program.preset == "trn2"
+
+
+def test_profile_with_num_execs_profiles_every_nth_execution(tmp_path):
+    """num_execs=5, profile_nth=2: executions 2 and 4 profiled into <stem>_exec_<n>.ntff, each with a JSON
+    summary in json_reports/; num_execs below profile_nth profiles profile_nth itself."""
+    import json
+
+    from nprof.nki.decorators import profiled_executions, trace_file_name
+    from nprof.profile import Profile
+
+    assert profiled_executions(2, 5) == [2, 4] and profiled_executions(10, 3) == [10]
+    assert profiled_executions(3, None) == [3]
+    assert trace_file_name("p.ntff", 1, 4) == "p.ntff" and trace_file_name("p.ntff", 4, 4) == "p_exec_4.ntff"
+
+    def add(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+        return out
+
+    kernel = nki.profile(working_directory=tmp_path, save_trace_name="p.ntff", num_execs=5, profile_nth=2)(add)
+    a, b = np.ones((4, 8), np.float32), np.full((4, 8), 2.0, np.float32)
+    np.testing.assert_array_equal(kernel(a, b), a + b)
+    for n in (2, 4):
+        assert Profile.load(tmp_path / f"p_exec_{n}.ntff").info.meta["profiled_execution"] == str(n)
+        report = json.loads((tmp_path / "json_reports" / f"p_exec_{n}.json").read_text())
+        assert report["profiled_execution"] == str(n) and report["summary"]["total_time"] > 0
+    assert not (tmp_path / "p.ntff").exists() and (tmp_path / "file.neff").exists()

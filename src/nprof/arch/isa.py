@@ -99,6 +99,11 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
   [P, K] indices flattened partition-first, the first attrs `valid` of them;
   outs[0] [P, valid * elems]: partition p reads attrs `elems` consecutive
   elements of its own ins[0] row from each index (an element offset).
+* RANGE_SELECT (VectorE): outs[0] = where(cmp0(i, ins[1]) & cmp1(i, ins[2]),
+  ins[0], fill) with i = attrs range_start + the flattened free index and
+  ins[1]/ins[2] [P, 1] bounds; outs[1..] [P, 1], when present, = the max of
+  outs[0] per partition, folded with ins[3] (the accumulator) when attrs
+  accumulate. attrs cmp0/cmp1 ("is_equal"|"is_lt"|"is_le"|"is_gt"|"is_ge").
 * SEQUENCE_BOUNDS (GpSimdE): ins[0] [1, N] segment ids (0 = padding);
   outs[0] [1, 2, N]: per element the start index and the exclusive end index
   of its run of equal ids; padding gets (N, -1).
@@ -171,6 +176,7 @@ class Opcode(StrEnum):
     LOCAL_GATHER = "LOCAL_GATHER"
     STREAM_SHUFFLE = "STREAM_SHUFFLE"
     SEQUENCE_BOUNDS = "SEQUENCE_BOUNDS"
+    RANGE_SELECT = "RANGE_SELECT"
 
 
 COLLECTIVES = frozenset({Opcode.ALL_REDUCE, Opcode.ALL_GATHER, Opcode.REDUCE_SCATTER, Opcode.ALL_TO_ALL})

@@ -137,8 +137,28 @@ def _sequence_bounds(ins: Instruction, mem: Memory) -> None:
     mem.write(ins.outs[0], out.reshape(ins.outs[0].shape))
 
 
+_CMP = {"is_equal": np.equal, "is_lt": np.less, "is_le": np.less_equal, "is_gt": np.greater,
+        "is_ge": np.greater_equal}  # fmt: skip
+
+
+def _range_select(ins: Instruction, mem: Memory) -> None:
+    x = _flat(mem, ins.ins[0]).astype(np.float32)
+    b0, b1 = (_flat(mem, a).astype(np.float32)[:, :1] for a in ins.ins[1:3])
+    idx = np.float32(ins.attr("range_start", 0)) + np.arange(x.shape[1], dtype=np.float32)[None, :]
+    keep = _CMP[str(ins.attr("cmp0"))](idx, b0) & _CMP[str(ins.attr("cmp1"))](idx, b1)
+    out = np.where(keep, x, np.float32(ins.attr("fill", 0.0)))
+    mem.write(ins.outs[0], out.reshape(ins.outs[0].shape))
+    if len(ins.outs) > 1:
+        red = out.max(axis=1, keepdims=True)
+        if ins.attr("accumulate") and len(ins.ins) > 3:
+            red = np.maximum(red, _flat(mem, ins.ins[3]).astype(np.float32)[:, :1])
+        for acc in ins.outs[1:]:
+            mem.write(acc, red.reshape(acc.shape))
+
+
 SELECTION_HANDLERS: dict[Opcode, Callable[[Instruction, Memory], None]] = {
     Opcode.SEQUENCE_BOUNDS: _sequence_bounds,
+    Opcode.RANGE_SELECT: _range_select,
     Opcode.TENSOR_TENSOR_SCAN: _scan,
     Opcode.TENSOR_PARTITION_REDUCE: _partition_reduce,
     Opcode.MAX8: _max8,

@@ -20,10 +20,15 @@
   `kernel.benchmark_result.nc_latency.get_latency_percentile(p)` returns µs;
   `.e2e_latency` is None (not measured). Returns the kernel's outputs (numpy).
 * `@nki.profile(working_directory, save_neff_name="file.neff",
-  save_trace_name="profile.ntff", overwrite=False, profile_nth=1)` — runs
-  `profile_nth` executions, profiles the last, and writes the Program and
-  Profile into `working_directory` (NprofError if a file exists and not
-  `overwrite`). Returns the kernel's outputs.
+  save_trace_name="profile.ntff", overwrite=False, profile_nth=1, num_execs=None)`
+  — runs the executions, profiles the `profile_nth`-th and writes the Program
+  and Profile into `working_directory` (NprofError if a file exists and not
+  `overwrite`). With `num_execs`, every `profile_nth`-th execution up to it is
+  profiled into `<stem>_exec_<n>.ntff` (`<stem>.ntff` for execution 1), each
+  with nprof's summary metrics in `json_reports/<stem>_exec_<n>.json` (the
+  layout of AWS's nki.profile; the report content is nprof's own). The
+  simulated device keeps no state between executions, so these profiles are
+  the same but for their execution number. Returns the kernel's outputs.
 
 Each decorator works with or without parentheses, keeps the wrapped
 function's name and docstring, and takes `preset="trn1"|"trn2"` (the device
@@ -228,32 +233,79 @@ class _Profiled(Kernel):
         self.workdir, self.neff, self.ntff, self.overwrite, self.nth = Path(workdir), neff, ntff, overwrite, nth
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        neff, ntff = self.workdir / self.neff, self.workdir / self.ntff
-        for path in (neff, ntff):
+        num_execs = getattr(self, "num_execs", None)
+        nths = profiled_executions(self.nth, num_execs)
+        neff = self.workdir / self.neff
+        traces = [self.workdir / trace_file_name(self.ntff, n, num_execs) for n in nths]
+        for path in (neff, *traces):
             _check_target(path, self.overwrite)
-        runs = getattr(self, "executions", self.nth)
-        traced, result = self.simulate(*args, executions=runs, profile_nth=self.nth, **kwargs)
+        runs = max(num_execs or self.nth, nths[-1])
+        traced, result = self.simulate(*args, executions=runs, profile_nth=nths[0], **kwargs)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        _save(traced.program, result.profile, neff, ntff, overwrite=True, func=self.func)
+        _save(traced.program, None, neff, None, overwrite=True, func=self.func)
+        for n, path in zip(nths, traces, strict=True):
+            profile = _as_execution(result.profile, n)
+            _save(traced.program, profile, None, path, overwrite=True, func=self.func)
+            if num_execs is not None:
+                _json_report(profile, self.workdir / "json_reports" / f"{path.stem}.json")
         return finish(traced, result.outputs)
+
+
+def profiled_executions(nth: int, num_execs: int | None) -> list[int]:
+    """Which executions `nki.profile` profiles: every `profile_nth`-th up to `num_execs` (AWS nki-samples'
+    test_neuron_profile: 20 executions, profile_nth=10 -> 10 and 20); just `profile_nth` when `num_execs` is None
+    or smaller."""
+    if num_execs is None or num_execs < nth:
+        return [nth]
+    return list(range(nth, num_execs + 1, nth))
+
+
+def trace_file_name(name: str, n: int, num_execs: int | None) -> str:
+    """`save_trace_name` for execution `n`: as given without `num_execs`; else `<stem>_exec_<n>.ntff` (the
+    neuron-profile capture naming), `<stem>.ntff` for execution 1."""
+    if num_execs is None or n == 1:
+        return name
+    path = Path(name)
+    return str(path.with_name(f"{path.stem}_exec_{n}{path.suffix or '.ntff'}"))
+
+
+def _as_execution(profile: Any, n: int) -> Any:
+    """The profile labelled as execution `n`: the simulated device keeps no state between executions and is
+    deterministic, so every execution's profile is the same (see module doc)."""
+    from dataclasses import replace
+
+    meta = {**profile.info.meta, "profiled_execution": str(n)}
+    return replace(profile, info=replace(profile.info, meta=meta))
+
+
+def _json_report(profile: Any, path: Path) -> None:
+    """nprof's summary metrics of `profile` as JSON (where neuron-profile writes its JSON reports)."""
+    import json
+
+    from nprof.analysis.metrics import summary_metrics
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    report = {"profiled_execution": profile.info.meta.get("profiled_execution"), "summary": summary_metrics(profile)}
+    path.write_text(json.dumps(report, indent=1, default=str))
 
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
             save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
             profile_nth: int = 1, preset: str = "trn1", additional_compile_opt: str | None = None,
             num_execs: int | None = None) -> Any:  # fmt: skip
-    """Profile a kernel into `working_directory` (see module doc); `num_execs` executions are run (default
-    `profile_nth`, which must not exceed it) and the `profile_nth`-th is profiled."""
+    """Profile a kernel into `working_directory` (see module doc); with `num_execs`, that many executions run
+    and every `profile_nth`-th is profiled (`profiled_executions`, `trace_file_name`), with a JSON summary each
+    in `json_reports/`."""
     _compile_opt("nki.profile", additional_compile_opt)
-    if num_execs is not None and not 1 <= profile_nth <= num_execs:
-        raise NprofError(f"profile_nth={profile_nth} must be within 1..num_execs={num_execs}")
+    if profile_nth < 1 or (num_execs is not None and num_execs < 1):
+        raise NprofError(f"profile_nth ({profile_nth}) and num_execs ({num_execs}) must be >= 1")
     if working_directory is None:
         raise NprofError("nki.profile needs working_directory= (where file.neff and profile.ntff are written)")
 
     def wrap(f: Callable[..., Any]) -> _Profiled:
         fn = getattr(f, "__wrapped_kernel__", f)
         prof = _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
-        prof.executions = max(num_execs or profile_nth, profile_nth)
+        prof.num_execs = num_execs
         prof.preset = preset
         return prof
 

@@ -294,9 +294,6 @@ def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> NkiTensor:
     return res
 
 
-range_select = unsupported("nisa.range_select", "*on_true_tile *comp_op0 *comp_op1 *bound0 *bound1 *reduce_cmd "
-                           "*reduce_res *reduce_op *range_start *on_false_value *mask *dtype",
-                           "use nl.where with two comparisons")  # fmt: skip
 from nprof.nki.indirect_ops import (  # noqa: E402  (runtime indices and gathers)
     local_gather,
     nc_n_gather,
@@ -304,6 +301,7 @@ from nprof.nki.indirect_ops import (  # noqa: E402  (runtime indices and gathers
     tensor_copy_dynamic_dst,
     tensor_copy_dynamic_src,
 )
+from nprof.nki.range_select import range_select  # noqa: E402
 
 builtin_custom_op = unsupported("nisa.builtin_custom_op", "function_name lib_file_name ulib_to_ucode_version "
                                 "ulib_to_isa_version srcs dsts", "custom GpSimd libraries cannot run here")  # fmt: skip

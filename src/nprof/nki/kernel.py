@@ -206,9 +206,10 @@ class Kernel:
                 bound.arguments[name] = {k: handles.get(k, v) for k, v in value.items()}
             elif name in handles:
                 bound.arguments[name] = handles[name]
+        func = _returning_hbm(self.func)
         if self.grid:
-            return builder, builder.call_spmd(self.func, self.grid, *bound.args, **bound.kwargs)
-        return builder, builder.call(self.func, *bound.args, **bound.kwargs)
+            return builder, builder.call_spmd(func, self.grid, *bound.args, **bound.kwargs)
+        return builder, builder.call(func, *bound.args, **bound.kwargs)
 
     def _inplace(self, builder: _trace.ProgramBuilder, names: tuple[str, ...]) -> tuple[str, ...]:
         """Array arguments the kernel writes become outputs (NKI's older output-argument style)."""
@@ -287,6 +288,41 @@ class Kernel:
                 return builder.call_spmd(self.func, self.grid, *args, **kwargs)
             return builder.call(self.func, *args, **kwargs)
         return self.run(*args, **kwargs)
+
+
+def _returning_hbm(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func` whose returned on-chip tiles are stored into new HBM outputs before its tiles are freed: AWS's
+    simulation-mode examples (range_select, dma_transpose) return SBUF tiles, which NKI's simulator hands back
+    as arrays. One DMA each, and a warning: on a NeuronCore a kernel returns HBM tensors."""
+
+    from nprof.nki import loop_returns
+
+    inner = loop_returns.rewrite(func)  # what builder.call would run (returns inside loops, as NKI traces them)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return _spill(inner(*args, **kwargs), func)
+
+    return run
+
+
+def _spill(result: Any, func: Callable[..., Any]) -> Any:
+    if isinstance(result, NkiTensor) and result.space is not Space.HBM:
+        import warnings
+
+        import nprof.nki.language as nl
+        from nprof.nki.calls import NkiCompatWarning
+
+        warnings.warn(f"kernel {func.__name__} returns the on-chip tile {result.name!r}: nprof stores it to a new HBM "
+                      "output (one DMA) as NKI's simulator returns its values; on a NeuronCore return an HBM tensor",
+                      NkiCompatWarning, stacklevel=4)  # fmt: skip
+        out = nl.ndarray(result.shape, dtype=result.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=result)
+        return out
+    if isinstance(result, tuple | list):
+        return type(result)(_spill(r, func) for r in result)
+    if isinstance(result, dict):
+        return {k: _spill(v, func) for k, v in result.items()}
+    return result
 
 
 def _originals(arguments: dict[str, Any], params: Any) -> dict[str, Any]:
