@@ -185,6 +185,9 @@ class NkiTensor(ViewReshapes, TileOperators):
     def index(self, items: Any) -> NkiTensor:
         if not isinstance(items, tuple):
             items = (items,)
+        plain = self._index_plain(items)
+        if plain is not None:
+            return plain
         if any(item is Ellipsis for item in items):
             k = items.index(Ellipsis)
             fill = self.ndim - (len(items) - 1 - sum(1 for i in items if i is None))
@@ -198,6 +201,38 @@ class NkiTensor(ViewReshapes, TileOperators):
         if any(isinstance(item, IndexExpr) for item in items):
             return self._index_affine(items)
         return self._index_basic(items)
+
+    def _index_plain(self, items: tuple[Any, ...]) -> NkiTensor | None:
+        """The fast path of `_index_basic` for the common index: in-range ints and unit-step slices within the
+        axis, on a view without pending bounds checks; None for anything else (the general path decides)."""
+        if self._checks or len(items) > len(self._dims):
+            return None
+        p0, e0 = self._p0, self._e0
+        keep_partition = self._base.space is not Space.HBM
+        dims = []
+        for (ps, es, size), item in zip(self._dims, items, strict=False):
+            if type(item) is slice:
+                start, stop = item.start, item.stop
+                start = 0 if start is None else start
+                stop = size if stop is None else stop
+                if (
+                    (item.step is not None and item.step != 1)
+                    or type(start) is not int
+                    or type(stop) is not int
+                    or not 0 <= start < stop <= size
+                ):
+                    return None
+                dims.append((ps, es, stop - start))
+            elif type(item) is int and 0 <= item < size:
+                start = item
+                if ps == 1 and keep_partition:  # the partition axis stays, as a size-1 axis
+                    dims.append((ps, es, 1))
+            else:
+                return None
+            p0 += start * ps
+            e0 += start * es
+        dims.extend(self._dims[len(items) :])
+        return NkiTensor(self._base, p0, e0, tuple(dims), ())
 
     def _compose(
         self, per_dim: list[tuple[int, tuple[int, ...]]], sizes: tuple[int, ...], new: list[Check]
