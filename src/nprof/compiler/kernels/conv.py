@@ -158,6 +158,16 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
     n, c, _, _ = x.shape
     oc, _, kh, kw = w.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
+
+    def column(o0: int, mt: int) -> NkiTensor:
+        assert bias is not None
+        return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
+                           bias.strides[0]))  # fmt: skip
+
+    pixels = n * out.shape[2] * out.shape[3]
+    if c <= STACK_MAX_C and len(taps) > 1 and (-(-len(taps) // max(1, P // c)) + 1) * pixels * 4 <= SBUF_SHARE:
+        _stacked_conv(out, x, w, column if bias is not None else None, stride, padding, dilation)
+        return
     xps = [_padded(x, c0, min(P, c - c0), padding, _slack(kw, stride)) for c0 in range(0, c, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
     wt: dict[tuple[int, int, int], NkiTensor] = {}
@@ -168,11 +178,6 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
             c0, cc, nt = ci * P, min(P, c - ci * P), len(taps)
             wt[key] = nisa.tensor_copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
         return wt[key]
-
-    def column(o0: int, mt: int) -> NkiTensor:
-        assert bias is not None
-        return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
-                           bias.strides[0]))  # fmt: skip
 
     _conv_core(xps, stationary, oc, n, out.shape[2:], taps, stride, dilation, column if bias is not None else None,
                lambda o0, mt, res: _store_nchw(out, o0, mt, res))  # fmt: skip
@@ -235,3 +240,78 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     per = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
+
+
+STACK_MAX_C = 32  # input channels up to which a convolution stacks kernel taps on the partitions
+
+
+def _tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tuple[int, int]:
+    """Output positions [lo, hi) of one axis whose input position o * stride + tap * dil - pad is in [0, size)."""
+    first = tap * dil - pad
+    lo = max(0, -(first // stride)) if first < 0 else 0
+    while lo * stride + first < 0:
+        lo += 1
+    hi = o
+    while hi > lo and (hi - 1) * stride + first >= size:
+        hi -= 1
+    return lo, max(lo, hi)
+
+
+def _stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
+                   padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
+    """SBUF tile [len(group) * C, N * OH * OW]: block j holds the input pixels kernel tap group[j] reads for every
+    output pixel (zero where it reads padding), DMA'd straight from HBM: im2col on the partitions, one DMA per
+    tap, so one matmul contracts over C * taps instead of C."""
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    tile = nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32)
+    for j, (i, k) in enumerate(group):
+        r0, r1 = _tap_rows(oh, i, stride[0], padding[0], dil[0], h)
+        q0, q1 = _tap_rows(ow, k, stride[1], padding[1], dil[1], w)
+        if r1 <= r0 or q1 <= q0:
+            continue
+        offset = x.offset + (r0 * stride[0] + i * dil[0] - padding[0]) * w + q0 * stride[1] + k * dil[1] - padding[1]
+        src = Access(Space.HBM, x.tensor, x.dtype, offset, c,
+                     ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
+        nisa.dma_copy(dst=tile[j * c : (j + 1) * c, :, r0:r1, q0:q1], src=window(src))
+    return _shaped(tile, (n * oh * ow,))
+
+
+def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiTensor:
+    """[len(group) * C, mt] stationary: row j * C + ci = W[o, ci, tap group[j]] (natural rows gathered, then one
+    TensorE transpose)."""
+    mt = wn.shape[0]
+    rows = nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.sbuf)
+    for j, t in enumerate(group):
+        rows[:, j * c : (j + 1) * c] = nisa.tensor_copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
+    return nisa.tensor_copy(nisa.nc_transpose(rows))
+
+
+def _stacked_conv(out: View, x: View, w: View, column: Any, stride: tuple[int, int], padding: tuple[int, int],
+                  dil: tuple[int, int]) -> None:  # fmt: skip
+    """`conv_kernel` for C <= `STACK_MAX_C`: taps stacked on the partitions (`_stacked_input`), every output
+    pixel block of 512 one PSUM accumulation over the tap groups."""
+    n, c, _, _ = x.shape
+    oc, _, kh, kw = w.shape
+    _, _, oh, ow = out.shape
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    per = max(1, P // c)
+    groups = [list(range(g, min(g + per, len(taps)))) for g in range(0, len(taps), per)]
+    inputs = [_stacked_input(x, [taps[t] for t in g], (oh, ow), stride, padding, dil) for g in groups]
+    pixels = n * oh * ow
+    for o0 in range(0, oc, P):
+        mt = min(P, oc - o0)
+        wn = _weights(w, o0, mt)
+        stationary = [_stacked_weights(wn, g, c, len(taps)) for g in groups]
+        col = column(o0, mt) if column is not None else None
+        res = nl.ndarray((mt, pixels), dtype=nl.float32, buffer=nl.sbuf)
+        for p0 in range(0, pixels, PSUM_FREE):
+            pt = min(PSUM_FREE, pixels - p0)
+            acc = nl.ndarray((mt, pt), dtype=nl.float32, buffer=nl.psum)
+            for k, (st, mv) in enumerate(zip(stationary, inputs, strict=True)):
+                if k == 0:
+                    acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
+                else:
+                    acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
+            res[:, p0 : p0 + pt] = nisa.tensor_copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
+        store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
