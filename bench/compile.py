@@ -11,7 +11,9 @@ training step (median of 3) beside the eager
 step's; the simulated device time of one step beside the roofline bound of the same programs, i.e. the sum
 over graphs of max(model FLOPs / peak FLOP/s, compulsory HBM bytes / HBM bandwidth) where the compulsory
 bytes are the graph's inputs, weights and outputs read or written once (preset figures: `nprof.arch.presets`)
-— goal: within 2x; and the warm-cache compile count after a dynamo reset (must be 0).
+— goal: within 2x; beside each graph's bound, the least time cost model v2 allows for one DMA per compulsory
+tensor (triggers `dma_issue_gap_ns` apart, then the fixed latency: a floor the bound does not include); and
+the warm-cache compile count after a dynamo reset (must be 0).
 """
 
 from __future__ import annotations
@@ -128,6 +130,20 @@ def _gpt(vocab: int = 64, dim: int = 64, heads: int = 4, block: int = 32) -> obj
 
 
 # ----- measurement ----------------------------------------------------------------------------------------------
+def _trigger_floor_ns(module: str) -> float:
+    """The least time the cost model allows for moving each compulsory tensor (inputs, weights, outputs) in one
+    DMA: one trigger per `dma_issue_gap_ns` (cost model v2, docs/hardware.md), then the last transfer's fixed
+    latency. Not part of the roofline bound; printed beside it to say how far below it DMA triggers allow."""
+    from nprof.arch.presets import get_preset
+    from nprof.compiler import STATS, CompileCache
+    from nprof.program.file import load_program
+
+    entry = next(m for m in CompileCache().modules() if module.startswith(m.path.name))
+    tensors = sum(1 for t in load_program(entry.program_path).tensors if t.kind != "internal")
+    preset = get_preset(STATS.last_profile[module].info.preset or "trn1")
+    return (tensors - 1) * preset.dma_issue_gap_ns + preset.dma_latency_ns
+
+
 def _roofline_ns(module: str) -> tuple[float, int, int]:
     """(bound ns, model FLOPs, compulsory HBM bytes) of one compiled module's program (its last execution)."""
     import numpy as np
@@ -206,7 +222,8 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
     )
     for (b, flops, hbm), ns, m in bounds:
         print(f"  {m[-3:]}: {ns / 1e3:9.1f} us vs bound {b / 1e3:8.2f} us "
-              f"({flops / 1e6:.1f} MFLOP, {hbm / 1e3:.0f} kB)")  # fmt: skip
+              f"({flops / 1e6:.1f} MFLOP, {hbm / 1e3:.0f} kB); one DMA per compulsory tensor takes "
+              f">= {_trigger_floor_ns(m) / 1e3:.2f} us of DMA triggers")  # fmt: skip
     STATS.reset()
     torch._dynamo.reset()  # forget the in-process compiled code: the backend runs again, on a warm cache
     warm_wall, warm_cpu = _timed(step(torch.compile(model, backend="nprof")))

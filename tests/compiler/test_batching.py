@@ -78,3 +78,10 @@ def test_small_contiguous_tensors_tile_in_their_natural_rows() -> None:
     assert (spec.partitions, spec.free_sizes) == (32, (10,))
     big = list(row_tiles((16, 4096), [(4096, 1)]))  # large and few rows: all 128 partitions instead
     assert all(s.partitions == 128 for s in big)
+
+
+@pytest.mark.parametrize("shape", [(4, 16, 24), (2, 3, 5, 7)])
+def test_batched_transposing_copy_matches_eager(shape: tuple[int, ...]) -> None:
+    """A contiguous copy swapping the last two dims of small matrices (one load, TensorE transposes, one
+    store), with values and gradients as eager's."""
+    check_fn(lambda x: x.transpose(-1, -2).contiguous() * 2.0, _r(*shape, seed=4))

@@ -21,6 +21,8 @@ GEOMETRIES = [
     (2, 4, 3, 1, 2, 2, True, 8),  # dilated
     (3, 4, (3, 2), (2, 1), (1, 0), 1, True, 6),  # rectangular kernel, per-axis stride and padding
     (130, 140, 3, 1, 1, 1, False, 4),  # more than 128 channels in and out: chunked over partitions
+    (40, 6, 3, 2, 1, 1, True, 7),  # more than STACK_MAX_C channels: one matmul per tap, strided windows
+    (36, 4, 3, 1, 2, 2, False, 6),  # ... stride 1, dilated: windows read as whole padded rows
 ]
 
 
@@ -40,18 +42,33 @@ def test_direct_conv_matches_eager(geometry: tuple) -> None:
     check_module(make, x)
 
 
-def test_direct_conv_moves_each_operand_in_few_dmas() -> None:
-    """A 3x3 convolution's forward program: input, weights, bias and output each cross HBM in one DMA."""
+@pytest.mark.parametrize(("cin", "dmas"), [(40, 4), (8, 9 + 3)])
+def test_direct_conv_moves_each_operand_in_few_dmas(cin: int, dmas: int) -> None:
+    """A 3x3 convolution's forward program: input, weights, bias and output each cross HBM in one DMA; with
+    few input channels the input comes once per kernel tap instead, stacked on the partitions."""
     torch._dynamo.reset()
     STATS.reset()
-    conv = torch.nn.Conv2d(8, 16, 3, 1, 1)
+    conv = torch.nn.Conv2d(cin, 16, 3, 1, 1)
     with torch.no_grad():
-        torch.compile(conv, backend="nprof")(torch.randn(2, 8, 12, 12))
+        torch.compile(conv, backend="nprof")(torch.randn(2, cin, 12, 12))
     profile = next(iter(STATS.last_profile.values()))
-    assert profile.dma.num_rows == 4
+    assert profile.dma.num_rows == dmas
 
 
 def test_fits_refuses_what_sbuf_cannot_hold() -> None:
     assert direct.fits((2, 16, 32, 32), (16, 16, 3, 3), (32, 32), (1, 1))
     assert not direct.fits((64, 64, 64, 64), (64, 64, 3, 3), (64, 64), (1, 1))
     assert not direct.fits((1, 4, 8, 200), (4, 4, 1, 1), (8, 200), (0, 0))  # output rows wider than 128
+
+
+def test_tap_rows_matches_a_brute_force_scan() -> None:
+    """The output positions a kernel tap reads inside the input (not padding), against a plain scan."""
+    for stride in (1, 2, 3):
+        for pad in (0, 1, 2, 3):
+            for dil in (1, 2):
+                for tap in range(4):
+                    for size in (1, 4, 7):
+                        out = max(1, (size + 2 * pad - dil * tap - 1) // stride + 1)
+                        inside = [o for o in range(out) if 0 <= o * stride + tap * dil - pad < size]
+                        lo, hi = direct._tap_rows(out, tap, stride, pad, dil, size)
+                        assert list(range(lo, hi)) == inside, (stride, pad, dil, tap, size)

@@ -32,6 +32,7 @@ class Emitter:
         self.builder = FusingBuilder(name, preset)
         self.preset = self.builder.preset
         self.tensors: dict[str, TensorDecl] = {}
+        self.renames: dict[str, str] = {}  # promoted intermediates -> their output names (`promote`)
 
     def hbm_tensor(
         self, name: str, shape: Sequence[int], dtype: str, kind: TensorKind, value: np.ndarray | None = None
@@ -41,11 +42,14 @@ class Emitter:
         self.tensors[name] = decl
         return decl
 
-    def promote(self, name: str) -> None:
-        """Make the internal HBM tensor `name` a program output (a graph output that is all of it)."""
-        decl = self.tensors[name]
+    def promote(self, name: str, as_name: str) -> None:
+        """Make the internal HBM tensor `name` the program output `as_name` (a graph output that is all of it):
+        `build` renames it, the lowering may go on naming it `name`."""
+        decl = dataclasses.replace(self.tensors[name], kind="output")
         self.builder.tensors()[name].kind = "output"
-        self.tensors[name] = dataclasses.replace(decl, kind="output")
+        self.tensors[name] = decl
+        self.tensors[as_name] = dataclasses.replace(decl, name=as_name)
+        self.renames[name] = as_name
 
     @contextmanager
     def scope(self, layer: str | None, hlo_name: str | None, source: str | None) -> Iterator[None]:
@@ -73,7 +77,8 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        program = dead_stores(self.builder.build()) if self.builder.fusing else self.builder.build()
+        program = _renamed(self.builder.build(), self.renames)
+        program = dead_stores(program) if self.builder.fusing else program
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)
@@ -90,3 +95,21 @@ def _mark_spills(ins: Instruction, internal: set[str]) -> Instruction:
     extra = [("spill", True)] if spill else []
     extra += [("reload", True)] if reload else []
     return dataclasses.replace(ins, attrs=tuple(sorted((*ins.attrs, *extra))))
+
+
+def _renamed(program: Program, renames: dict[str, str]) -> Program:
+    """`program` with the HBM tensors named in `renames` renamed (declarations and every access)."""
+    if not renames:
+        return program
+
+    def acc(a: Access) -> Access:
+        return dataclasses.replace(a, tensor=renames[a.tensor]) if a.tensor in renames else a
+
+    instructions = tuple(
+        dataclasses.replace(ins, outs=tuple(map(acc, ins.outs)), ins=tuple(map(acc, ins.ins)))
+        if any(a.tensor in renames for a in (*ins.outs, *ins.ins))
+        else ins
+        for ins in program.instructions
+    )
+    tensors = tuple(dataclasses.replace(t, name=renames.get(t.name, t.name)) for t in program.tensors)
+    return dataclasses.replace(program, tensors=tensors, instructions=instructions)

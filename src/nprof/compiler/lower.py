@@ -265,8 +265,9 @@ class Lowerer:
             tensor = self.output_tensor[node.name]
             whole = self._whole_tensor(value, PROGRAM_DTYPE.get(tdtype))
             if whole is not None and whole != tensor and tensor not in self.em.tensors:
-                if self.em.tensors[whole].kind == "internal":
-                    self.em.promote(whole)  # the graph output is all of an intermediate: no copy
+                if self.em.tensors[whole].kind == "internal":  # the graph output is all of an intermediate:
+                    self.em.promote(whole, tensor)  # that tensor is the output, no copy
+                whole = self.em.renames.get(whole, whole)
                 self.env[node.name] = value
                 slots.append(OutputSlot("tensor", whole, shape, tdtype, stride))
                 continue

@@ -158,6 +158,16 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
     n, c, _, _ = x.shape
     oc, _, kh, kw = w.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
+
+    def column(o0: int, mt: int) -> NkiTensor:
+        assert bias is not None
+        return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
+                           bias.strides[0]))  # fmt: skip
+
+    if _stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
+        _stacked_conv(out, x, (kh, kw), lambda o0, mt: _weights(w, o0, mt), False,
+                      column if bias is not None else None, (stride, padding, dilation))  # fmt: skip
+        return
     xps = [_padded(x, c0, min(P, c - c0), padding, _slack(kw, stride)) for c0 in range(0, c, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
     wt: dict[tuple[int, int, int], NkiTensor] = {}
@@ -168,11 +178,6 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
             c0, cc, nt = ci * P, min(P, c - ci * P), len(taps)
             wt[key] = nisa.tensor_copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
         return wt[key]
-
-    def column(o0: int, mt: int) -> NkiTensor:
-        assert bias is not None
-        return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
-                           bias.strides[0]))  # fmt: skip
 
     _conv_core(xps, stationary, oc, n, out.shape[2:], taps, stride, dilation, column if bias is not None else None,
                lambda o0, mt, res: _store_nchw(out, o0, mt, res))  # fmt: skip
@@ -185,6 +190,10 @@ def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], 
     (dh, dw), (ph, pw) = dilation, padding
     lo = (dh * (kh - 1) - ph, dw * (kw - 1) - pw)
     size = (h + dh * (kh - 1), wd + dw * (kw - 1))
+    if stride == (1, 1) and _stacks(oc, kh * kw, n * h * wd):  # the stride-1 convolution of G padded by lo
+        _stacked_conv(dx, g, (kh, kw), lambda c0, mt: _shaped(_transposed_rows(w, c0, mt), (oc * kh * kw,)),
+                      True, None, ((1, 1), lo, dilation))  # fmt: skip
+        return
     gds = [_dilated(g, o0, min(P, oc - o0), stride, lo, size, _slack(kw, (1, 1))) for o0 in range(0, oc, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
     taps = [(i, j) for i in range(kh) for j in range(kw)]
@@ -205,6 +214,9 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     _, _, oh, ow = g.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     nt = len(taps)
+    if _stacks(c, nt, n * oh * ow):
+        _stacked_weight_grad(dw, g, x, stride, padding, dilation)
+        return
     xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
     gs = [_shaped(load(_nchw(g, o0, min(P, oc - o0))), (n, oh, ow)) for o0 in range(0, oc, P)]
     rows = max(1, min(oh, P // ow))
@@ -235,3 +247,134 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     per = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
+
+
+STACK_MAX_C = 32  # input channels up to which a convolution stacks kernel taps on the partitions
+
+
+def _tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tuple[int, int]:
+    """Output positions [lo, hi) of one axis whose input position o * stride + tap * dil - pad is in [0, size)."""
+    first = tap * dil - pad
+    lo = max(0, -(first // stride)) if first < 0 else 0
+    while lo * stride + first < 0:
+        lo += 1
+    hi = o
+    while hi > lo and (hi - 1) * stride + first >= size:
+        hi -= 1
+    return lo, max(lo, hi)
+
+
+def _stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
+                   padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
+    """SBUF tile [len(group) * C, N * OH * OW]: block j holds the input pixels kernel tap group[j] reads for every
+    output pixel (zero where it reads padding), DMA'd straight from HBM: im2col on the partitions, one DMA per
+    tap, so one matmul contracts over C * taps instead of C."""
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    tile = nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32)
+    for j, (i, k) in enumerate(group):
+        r0, r1 = _tap_rows(oh, i, stride[0], padding[0], dil[0], h)
+        q0, q1 = _tap_rows(ow, k, stride[1], padding[1], dil[1], w)
+        if r1 <= r0 or q1 <= q0:
+            continue
+        offset = x.offset + (r0 * stride[0] + i * dil[0] - padding[0]) * w + q0 * stride[1] + k * dil[1] - padding[1]
+        src = Access(Space.HBM, x.tensor, x.dtype, offset, c,
+                     ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
+        nisa.dma_copy(dst=tile[j * c : (j + 1) * c, :, r0:r1, q0:q1], src=window(src))
+    return _shaped(tile, (n * oh * ow,))
+
+
+def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiTensor:
+    """[len(group) * C, mt] stationary: row j * C + ci = W[o, ci, tap group[j]] (natural rows gathered, then one
+    TensorE transpose)."""
+    mt = wn.shape[0]
+    rows = nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.sbuf)
+    for j, t in enumerate(group):
+        rows[:, j * c : (j + 1) * c] = nisa.tensor_copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
+    return nisa.tensor_copy(nisa.nc_transpose(rows))
+
+
+def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: bool, column: Any,
+                  geometry: tuple[tuple[int, int], ...]) -> None:  # fmt: skip
+    """`conv_kernel` for C <= `STACK_MAX_C`: taps stacked on the partitions (`_stacked_input`), every output
+    pixel block of 512 one PSUM accumulation over the tap groups. `rows(o0, mt)` gives the weights' natural
+    rows [mt, C * taps] for output channels o0..; `flip` reads tap KH*KW-1-t for tap t (the input gradient's
+    flipped kernel); geometry is (stride, padding, dilation)."""
+    n, c, _, _ = x.shape
+    _, oc, oh, ow = out.shape
+    taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
+    nt, per = len(taps), max(1, P // c)
+    groups = [list(range(g, min(g + per, nt))) for g in range(0, nt, per)]
+    inputs = [_stacked_input(x, [taps[t] for t in g], (oh, ow), *geometry) for g in groups]
+    pixels = n * oh * ow
+    for o0 in range(0, oc, P):
+        mt = min(P, oc - o0)
+        wn = rows(o0, mt)
+        stationary = [_stacked_weights(wn, [nt - 1 - t if flip else t for t in g], c, nt) for g in groups]
+        col = column(o0, mt) if column is not None else None
+        res = nl.ndarray((mt, pixels), dtype=nl.float32, buffer=nl.sbuf)
+        for p0 in range(0, pixels, PSUM_FREE):
+            pt = min(PSUM_FREE, pixels - p0)
+            acc = nl.ndarray((mt, pt), dtype=nl.float32, buffer=nl.psum)
+            for k, (st, mv) in enumerate(zip(stationary, inputs, strict=True)):
+                if k == 0:
+                    acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
+                else:
+                    acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
+            res[:, p0 : p0 + pt] = nisa.tensor_copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
+        store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
+
+
+def _transposed_rows(w: View, c0: int, mt: int) -> NkiTensor:
+    """W[:, c0:c0+mt] as rows [mt, OC * KH*KW] (row c, column o * taps + t = W[o, c0 + c, t]): the natural
+    rows of the input gradient's weights, one DMA."""
+    oc, c, kh, kw = w.shape
+    taps = kh * kw
+    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset + c0 * taps, mt, ((c * taps, oc), (1, taps)), 0, taps))
+
+
+def _stacks(c: int, taps: int, pixels: int) -> bool:
+    """Does a convolution with `c` input channels stack its taps (`_stacked_input`), and do the stacked
+    tiles (one per tap group) and the result fit `SBUF_SHARE`?"""
+    groups = -(-taps // max(1, P // c))
+    return c <= STACK_MAX_C and taps > 1 and (groups + 1) * pixels * 4 <= SBUF_SHARE
+
+
+def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], padding: tuple[int, int],
+                         dil: tuple[int, int]) -> None:  # fmt: skip
+    """`conv_weight_grad_kernel` for C <= `STACK_MAX_C`: per block of 128 output pixels, G.T [pixels, OC] and
+    each tap group's stacked input transposed [pixels, taps * C] (one TensorE transpose per group, no window
+    copies); one PSUM accumulation per (tap group, 128 output channels) gives dW for all its taps at once."""
+    n, c, _, _ = x.shape
+    oc, _, kh, kw = dw.shape
+    _, _, oh, ow = g.shape
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    nt, per = len(taps), max(1, P // c)
+    groups = [list(range(t, min(t + per, nt))) for t in range(0, nt, per)]
+    pixels = n * oh * ow
+    gs = [_shaped(load(_nchw(g, o0, min(P, oc - o0))), (pixels,)) for o0 in range(0, oc, P)]
+    blocks = [(p0, min(P, pixels - p0)) for p0 in range(0, pixels, P)]
+    g_t = []  # per pixel block: G.T [pixels, OC]
+    for p0, pt in blocks:
+        gt = nl.ndarray((pt, oc), dtype=nl.float32, buffer=nl.sbuf)
+        for k, gk in enumerate(gs):
+            gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(gk[:, p0 : p0 + pt])
+        g_t.append(gt)
+    dwn = [nl.ndarray((gk.shape[0], c * nt), dtype=nl.float32, buffer=nl.sbuf) for gk in gs]
+    for group in groups:
+        stacked = _stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
+        accs = [nl.ndarray((d.shape[0], len(group) * c), dtype=nl.float32, buffer=nl.psum) for d in dwn]
+        for b, (p0, pt) in enumerate(blocks):
+            x_t = nisa.tensor_copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
+            for k, acc in enumerate(accs):
+                prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
+                if b == 0:
+                    acc[...] = prod
+                else:
+                    acc += prod
+        for d, acc in zip(dwn, accs, strict=True):
+            for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
+                d[:, t : (c - 1) * nt + t + 1 : nt] = nisa.tensor_copy(acc[:, j * c : (j + 1) * c])
+    size = c * nt
+    for k, d in enumerate(dwn):
+        store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)

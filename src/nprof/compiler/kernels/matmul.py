@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import numpy as np
+
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View, view_access
@@ -118,28 +120,38 @@ def _accumulate(acc: NkiTensor, i: int, stationary: NkiTensor, moving: NkiTensor
         acc += nisa.nc_matmul(stationary, moving)
 
 
+RESIDENT_BYTES = 64 * 1024  # bytes per partition of a moving operand loaded once for all output tiles
+
+
 def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: float = 1.0, beta: float = 1.0) -> None:
-    m = a.shape[0]
+    m, k = a.shape
     n = b.shape[1]
     a_t = a.permute((1, 0))  # [K, M]: the stationary operand
     dt = operand_dtype(a, b)
+    resident = -(-k // K_TILE) * n * 4 <= RESIDENT_BYTES  # the moving operand fits: load it once
+    moving = k_tiles(b, 0, n, dt) if resident else []
     for m0 in range(0, m, M_TILE):
         mt = min(M_TILE, m - m0)
         stationary = k_tiles(a_t, m0, mt, dt)
         for n0 in range(0, n, N_TILE):
             nt = min(N_TILE, n - n0)
             acc = nl.ndarray((mt, nt), dtype=nl.float32, buffer=nl.psum)
-            for i, moving in enumerate(k_tiles(b, n0, nt, dt)):
-                _accumulate(acc, i, stationary[i], moving)
-            if bias is None:
-                res = nisa.tensor_copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
-            else:
-                bt = load(view_access(bias, 0, (m0, n0), (mt, nt), (1,)))
-                if beta != 1.0:
-                    bt = nisa.tensor_scalar(bt, "multiply", beta)
-                prod = acc if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
-                res = nisa.tensor_tensor(prod, bt, "add")
-            store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), res)
+            tiles = [t[:, n0 : n0 + nt] for t in moving] if resident else k_tiles(b, n0, nt, dt)
+            for i, mv in enumerate(tiles):
+                _accumulate(acc, i, stationary[i], mv)
+            bt = None if bias is None else load(view_access(bias, 0, (m0, n0), (mt, nt), (1,)))
+            # one store per PSUM tile: the first tiles' transfers overlap the next tiles' matmuls
+            store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), _epilogue(acc, bt, alpha, beta))
+
+
+def _epilogue(acc: NkiTensor, bias: NkiTensor | None, alpha: float, beta: float) -> NkiTensor:
+    """PSUM eviction: alpha * acc (+ beta * bias), into SBUF."""
+    if bias is None:
+        return nisa.tensor_copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
+    if beta != 1.0:
+        bias = nisa.tensor_scalar(bias, "multiply", beta)
+    prod = acc if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
+    return nisa.tensor_tensor(prod, bias, "add")
 
 
 BATCH_BYTES = 32 * 1024  # bytes per partition of one batched operand tile (`bmm_kernel`)
@@ -207,10 +219,37 @@ def copy_kernel(dst: View, src: View | float) -> None:
     if isinstance(src, View):
         c = next((d for d in reversed(range(nd)) if dst.shape[d] > 1 and dst.strides[d] == 1), None)
         r = next((d for d in range(nd) if src.shape[d] > 1 and src.strides[d] == 1), None)
-        if c is not None and r is not None and r != c and src.strides[c] != 1 and min(src.shape[r], dst.shape[c]) >= 32:
-            _transposing_copy(dst, src, r, c)  # worth TensorE transposes only for tiles of >= 32 rows and columns
-            return
+        if c is not None and r is not None and r != c and src.strides[c] != 1:
+            if _batched_transpose(dst, src, r, c):
+                return
+            if min(src.shape[r], dst.shape[c]) >= 32:
+                _transposing_copy(dst, src, r, c)  # worth TensorE transposes only for tiles of >= 32 rows, columns
+                return
     map_kernel(dst, [src], copy_body)
+
+
+TRANSPOSES_MAX = 64  # TensorE transposes one batched transposing copy may take (each ~0.1 us)
+
+
+def _batched_transpose(dst: View, src: View, r: int, c: int) -> bool:
+    """A permuting copy of [R, C] matrices (R, C <= 128; the other dims a batch of at most `TRANSPOSES_MAX`,
+    each matrix's columns contiguous in `src` and rows in `dst`): one DMA loads every matrix's natural rows
+    [C, batch..., R], TensorE transposes each into one [R, batch..., C] tile, one DMA stores it. False
+    (nothing emitted) when the shapes do not fit."""
+    others = [d for d in range(len(dst.shape)) if d not in (r, c) and dst.shape[d] > 1]
+    rows, cols = dst.shape[r], dst.shape[c]
+    batch = [dst.shape[d] for d in others]
+    count = int(np.prod(batch)) if batch else 1
+    if rows > 128 or cols > 128 or count > TRANSPOSES_MAX or count * max(rows, cols) * 4 > BATCH_BYTES:
+        return False
+    free_src = (*((src.strides[d], dst.shape[d]) for d in others), (1, rows))
+    natural = load(Access(Space.HBM, src.tensor, src.dtype, src.offset, cols, free_src, 0, src.strides[c]))
+    res = nl.ndarray((rows, *batch, cols), dtype=nl.float32, buffer=nl.sbuf)
+    for idx in itertools.product(*(range(b) for b in batch)):
+        res[(slice(None), *idx, slice(None))] = nisa.nc_transpose(natural[(slice(None), *idx, slice(None))])
+    free_dst = (*((dst.strides[d], dst.shape[d]) for d in others), (1, cols))
+    store(Access(Space.HBM, dst.tensor, dst.dtype, dst.offset, rows, free_dst, 0, dst.strides[r]), res)
+    return True
 
 
 def _transposing_copy(dst: View, src: View, r: int, c: int) -> None:
