@@ -63,6 +63,9 @@ def test_one_system_profile_per_rank_on_the_job_clock(job) -> None:
         cc = [c for c in p.collectives.to_pylist() if c["kind"] == "all-reduce"]
         assert [c["bytes"] for c in cc] == [(8 * 16 + 16 + 16 * 4 + 4) * 4] * 2  # the model's 212 float parameters
         assert all(c["ranks"] == [0, 1] for c in cc)
+        device_cc = p.instructions.filter(pc.equal(p.instructions["track"], "cc:nc0")).to_pylist()
+        assert len(device_cc) == 4 * 2 and {r["opcode"] for r in device_cc} == {"all-reduce"}  # 4 per execution
+        assert all(r["engine"] == "cc" and "simulated (ring/neuronlink" in r["operands"] for r in device_cc)
     waits = [[c["wait_ns"] for c in p.collectives.to_pylist()] for p in profiles]
     assert all(min(pair) == 0 for pair in zip(*waits, strict=True))  # the last rank to arrive waits for no one
 
@@ -168,3 +171,26 @@ def test_in_script_profile_of_a_rank_needs_rank_in_its_path(tmp_path: Path, monk
     with prof:
         torch.ones(3).add(1)
     assert (prof.profile.info.rank, prof.profile.info.world_size) == (1, 2)
+
+
+def test_a_rank_stopped_by_torchrun_keeps_its_trace(tmp_path: Path) -> None:
+    """torchrun stops the other ranks with SIGTERM when one fails: the bootstrap still writes their trace."""
+    import signal
+    import time
+
+    script = tmp_path / "wait.py"
+    script.write_text("import time, torch\ntorch.ones(2).add(1)\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    files = [str(tmp_path / "rank{rank}" / f) for f in ("trace.json", "status.json")]
+    env = {**os.environ, "RANK": "3", "WORLD_SIZE": "4", "NPROF_NO_PROGRESS": "1"}
+    cmd = [sys.executable, "-m", "nprof.capture.torch_boot", *files, "cpu", "default", str(script)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 143
+    finally:
+        proc.kill()
+    status = json.loads((tmp_path / "rank3" / "status.json").read_text())
+    assert (status["exit_code"], status["rank"], status["world_size"]) == (143, 3, 4)
+    assert "aten::add" in (tmp_path / "rank3" / "trace.json").read_text()

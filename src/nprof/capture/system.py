@@ -8,7 +8,9 @@ Contract of `attach_system(profile, work_dir, out) -> SystemProfile`:
   time of the call) on `nprof.launch` — DMA rows for the copies of inputs (queue `h2d:nc0`, direction
   host->device) and outputs (`d2h:nc0`, device->host) with their bytes, and one `nc_exec_running`
   row per execution on the device track `nc:0`, with `layer` = module, `hlo_name` = `module#k`,
-  depending on its launch (a flow arrow in Perfetto and the viewer);
+  depending on its launch (a flow arrow in Perfetto and the viewer); an execution with collectives (a
+  multi-process job) adds one row per simulated collective on `cc:nc0` (engine cc, its bytes, algorithm
+  and simulated wait), at the execution's start plus the collective's simulated time;
 * the clocks: torch.profiler's trace time plus the trace's `baseTimeNanoseconds` is Unix time, which
   the backend's events are stamped in, so host rows land exactly where they happened. A device row
   starts where its launch started and lasts the *simulated* device time; the host did not wait for
@@ -37,6 +39,7 @@ from nprof.profile import Profile
 from nprof.profile.model import make_table
 
 DEVICE_TRACK = "nc:0"
+DEVICE_CC_TRACK = "cc:nc0"  # simulated collectives of an execution (multi-process jobs)
 CLOCK_NOTE = (
     "host rows: torch.profiler and the backend's events on one Unix clock; device rows (nc_exec_running) "
     "start at their launch and last the simulated device time"
@@ -78,9 +81,22 @@ def _row(ev: dict[str, Any], origin: int, track: str, opcode: str, **extra: Any)
     start = ev["start_ns"] - origin
     row = {"ts": start, "duration": max(0, ev["end_ns"] - ev["start_ns"]), "engine": "other", "track": track,
            "opcode": opcode, "layer": ev["module"], "hlo_name": key, "iteration": ev["step"],
-           "operands": ev.get("graph") or None}  # fmt: skip
+           "operands": ev.get("graph") or None, "wait_ns": 0}  # fmt: skip
     row.update(extra)
     return row
+
+
+def _device_cc_rows(ev: dict[str, Any], device: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per simulated collective of an execution, on `cc:nc0`, placed at the execution's start plus
+    its simulated time (the device clock of that execution)."""
+    out = []
+    for c in ev.get("collectives") or []:
+        waited = f", waited {c['wait_ns']} ns for the other ranks" if c["wait_ns"] else ""
+        text = f"{c['kind']} of {c['bytes']} B, simulated ({c['algorithm']}{waited}), op {c['id']} of the execution"
+        out.append({**device, "ts": device["ts"] + int(c["ts"]), "duration": int(c["duration"]), "engine": "cc",
+                    "track": DEVICE_CC_TRACK, "opcode": c["kind"], "operands": text, "wait_ns": int(c["wait_ns"]),
+                    "deps": None})  # fmt: skip
+    return out
 
 
 def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -99,6 +115,7 @@ def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[st
             device = _row(ev, origin, DEVICE_TRACK, "nc_exec_running", operands=note, deps=[len(rows) - 1])
             device["duration"] = int(ev["device_ns"])
             rows.append(device)
+            rows.extend(_device_cc_rows(ev, device))
         elif kind in _COPY:
             queue, direction = _COPY[kind]
             row = {k: v for k, v in _row(ev, origin, queue, "copy").items() if k in _DMA_KEYS}

@@ -6,7 +6,8 @@ Contract:
   execution after warm-up — the second when a graph ran at least twice, else its only one.
 * `SystemRecorder(policy)` is a `nprof.compiler.runtime.OBSERVERS` callable: it keeps every
   `RuntimeEvent` (compile, cache_hit, fallback, h2d, launch, d2h) with the training step it happened
-  in, and the device Profiles the policy selects. `install()` / `uninstall()` add and remove it.
+  in (a launch whose program has collectives also keeps their rows: `collectives`), and the device
+  Profiles the policy selects. `install()` / `uninstall()` add and remove it.
 * `write(directory)` writes `directory/execs.json` (a list of event records, each with `step` and
   `device_profile`: the file name of its device profile or null) and the selected device profiles as
   `directory/devices/<module>_exec<k>.ntff`; returns the number of launches recorded.
@@ -73,6 +74,10 @@ class SystemRecorder:
         session = TorchSession.active
         record = {k: v for k, v in asdict(event).items() if k != "profile"}
         record["step"] = session.step_num if session is not None else 0
+        if event.kind == "launch" and event.profile is not None and event.profile.collectives.num_rows:
+            record["collectives"] = event.profile.collectives.select(
+                ["id", "kind", "bytes", "ts", "duration", "wait_ns", "algorithm"]
+            ).to_pylist()  # the execution's simulated collectives, for the system view's CC rows
         self.events.append(record)
         if event.kind == "launch" and event.profile is not None and self.policy.keeps(event.exec_index):
             self._profiles[(event.module, event.exec_index)] = event.profile

@@ -3,7 +3,8 @@
 Usage (internal): ``python -m nprof.capture.torch_boot TRACE STATUS DEVICE POLICY (SCRIPT | -m MODULE) [ARGS...]``
 with DEVICE cpu, cuda or auto and POLICY the ``--device-profile`` value (all, none, nth:N, default).
 Under torchrun (``RANK`` set), ``{rank}`` in TRACE and STATUS becomes the rank (their directory is created)
-and the status also records ``rank`` and ``world_size``.
+and the status also records ``rank`` and ``world_size``. SIGTERM (torchrun stopping the other ranks when
+one fails) ends the script like ``sys.exit(143)``, so the trace of what ran is still written.
 It sets ``sys.argv`` and ``sys.path[0]`` as ``python script.py`` would, runs the
 script with runpy inside a `TorchSession`, and always, even when the script
 fails, writes the Chrome trace to TRACE and a JSON status to STATUS
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 import traceback
 
@@ -59,6 +61,8 @@ def main(argv: list[str]) -> int:
         sys.argv = [script, *args]
         sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     code = 0
+    # torchrun stops the other ranks with SIGTERM when one fails: exit through `finally` so they keep their trace
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     session.start()
     try:
         if target[0] == "-m":

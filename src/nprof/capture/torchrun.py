@@ -13,8 +13,9 @@ Contract:
   as CC work (`host_collectives`), and its rows moved onto the job's clock: ts = 0 is the earliest trace
   start of all ranks (Unix ns, manifest `system.job_origin_unix_ns`), so the ranks line up in
   `nprof view -d DIR`. `out` is the directory (`DIR/name.ntff` means DIR; created when missing).
-* Exit: a job that fails (torchrun's status non-zero) still writes the ranks that recorded something, then
-  raises NprofError with torchrun's status; no rank recorded anything -> NprofError, nothing written.
+* Exit: a job that fails (torchrun's status non-zero) still writes the ranks that recorded something (each
+  manifest has torchrun's `exit_code` and its own script's `rank.exit_code`; ranks torchrun stopped exit
+  143), then raises NprofError with torchrun's status; no rank recorded anything -> NprofError, nothing written.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def _rank_profiles(ranks: dict[int, Path], out_dir: Path, name: str, meta: dict[
     with progress(len(ranks), f"converting the traces of {len(ranks)} ranks") as bar:
         for r, d in ranks.items():
             used = str(statuses[r].get("device") or device or "cpu")
-            profile = build_torch_profile(d / "trace.json", used, f"{name} rank {r}", meta)
+            mine = {**meta, "rank.exit_code": str(statuses[r].get("exit_code", "unknown"))}  # its script's own
+            profile = build_torch_profile(d / "trace.json", used, f"{name} rank {r}", mine)
             profile = replace(profile, info=replace(profile.info, rank=r, world_size=world))
             results[r] = attach_system(profile, d, out_dir / rank_file_name(r))
             launches = [(int(e["start_ns"]), int(e["end_ns"])) for e in read_log(d) if e["kind"] == "launch"]

@@ -89,6 +89,35 @@ def _timeout_s() -> float:
     return value
 
 
+def _timeout_error(describe: str, timeout: float, why: str) -> NprofError:
+    import torch.distributed as dist
+
+    return NprofError(
+        f"rank {dist.get_rank()} {describe}: the other processes did not all reach it within "
+        f"{timeout:g} s ({why}); every rank must run the same compiled graphs with the same "
+        f"collectives in the same order (set {ENV_TIMEOUT}=SECONDS to wait longer)"
+    )
+
+
+def _arrive_all(describe: str, generation: int) -> None:
+    """Wait (at most the timeout) until every rank reached its first exchange, counting on the job's store
+    (`generation`: how many exchanges this process made before, so a re-initialised job counts anew)."""
+    import time
+
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    store, key, world = _get_default_store(), f"nprof.exchange.arrived.{generation}", dist.get_world_size()
+    timeout = _timeout_s()
+    deadline = time.monotonic() + timeout
+    count = store.add(key, 1)
+    while count < world:
+        if time.monotonic() > deadline:
+            raise _timeout_error(describe, timeout, f"{count} of {world} ranks arrived")
+        time.sleep(0.01)
+        count = store.add(key, 0)
+
+
 class Gatherer(Protocol):
     """What the runner needs of an exchange: every rank's payload once all headers agree."""
 
@@ -99,13 +128,19 @@ class Exchange:
     """All-gathers between the job's processes on a gloo group of nprof's own (its timeout: see module doc)."""
 
     def __init__(self) -> None:
+        import torch.distributed as dist
+
+        self.world = dist.group.WORLD  # the job's process group this exchange belongs to
+        self.generation = len(_GENERATIONS)
+        _GENERATIONS.append(self.generation)
         self._group: Any = None
         self.seq = 0  # exchanges so far in this process (the same count on every rank)
 
-    def _pg(self) -> Any:
+    def _pg(self, describe: str) -> Any:
         import torch.distributed as dist
 
         if self._group is None:  # every wait has its own timeout (`_timeout_s`); the group's is a backstop
+            _arrive_all(describe, self.generation)  # new_group would wait for absent ranks as long as the store does
             backstop = timedelta(seconds=max(3600.0, _timeout_s()))
             self._group = dist.new_group(backend="gloo", timeout=backstop)
         return self._group
@@ -128,24 +163,20 @@ class Exchange:
         import torch.distributed as dist
 
         timeout = _timeout_s()
-        group = self._pg()
+        group = self._pg(describe)
         out = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
         try:
             dist.all_gather(out, tensor, group=group, async_op=True).wait(timeout=timedelta(seconds=timeout))
         except RuntimeError as exc:
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-            raise NprofError(
-                f"rank {dist.get_rank()} {describe}: the other processes did not all reach it within "
-                f"{timeout:g} s ({why}); every rank must run the same compiled graphs with the same "
-                f"collectives in the same order (set {ENV_TIMEOUT}=SECONDS to wait longer)"
-            ) from None
+            raise _timeout_error(describe, timeout, why) from None
         return out
 
     def _mismatch(self, describe: str) -> None:
         import torch.distributed as dist
 
         texts: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(texts, describe, group=self._pg())  # every rank is here: headers differed
+        dist.all_gather_object(texts, describe, group=self._pg(describe))  # every rank is here: headers differed
         lines = "; ".join(f"rank {r} {t}" for r, t in enumerate(texts))
         raise NprofError(
             f"ranks issue different collectives: {lines}; every rank must run the same compiled graphs with the "
@@ -154,12 +185,16 @@ class Exchange:
 
 
 _EXCHANGE: list[Exchange] = []
+_GENERATIONS: list[int] = []  # one entry per Exchange this process created
 
 
 def exchange() -> Exchange:
-    """The process's exchange (created on first use, by every rank at the same collective)."""
-    if not _EXCHANGE:
-        _EXCHANGE.append(Exchange())
+    """The process's exchange (created on first use, by every rank at the same collective; again after the
+    job's process group was destroyed and initialised anew)."""
+    import torch.distributed as dist
+
+    if not _EXCHANGE or _EXCHANGE[0].world is not dist.group.WORLD:
+        _EXCHANGE[:] = [Exchange()]
     return _EXCHANGE[0]
 
 
@@ -231,7 +266,7 @@ def _scheduled(program: Program, base: Plan, stops: list[int], durations: list[f
     key = tuple(durations)
     got = hit[1].get(key)
     if got is None:
-        dur = list(base.dur)
+        dur = base.dur.copy()
         for i, d in zip(stops, durations, strict=True):
             dur[i] = d
         plan = replace(base, dur=dur)
