@@ -90,3 +90,30 @@ def _kernel_program() -> Program:
 
 def test_hand_written_copies_run_bit_identical() -> None:
     _same_bits(_kernel_program())
+
+
+def test_timing_is_simulated_once_per_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Later executions reuse the first one's (data-independent) timing and profile; outputs follow the data."""
+    import nprof.device as device
+    from nprof.compiler import STATS
+
+    calls: list[str] = []
+    real = device.simulate
+
+    def counting(program: Program, *args: object, **kwargs: object) -> object:
+        calls.append(program.name)
+        return real(program, *args, **kwargs)
+
+    monkeypatch.setattr(device, "simulate", counting)
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
+    compiled = torch.compile(model, backend="nprof")
+    STATS.reset()
+    for step in range(3):
+        x = torch.randn(4, 6)
+        out = compiled(x)
+        torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
+        out.sum().backward()
+        assert len(calls) == 2, f"step {step}: {calls}"  # forward and backward, simulated once each
+    ns = [n for _, n in STATS.device_ns]
+    assert len(ns) == 6 and len(set(ns[0::2])) == 1 and len(set(ns[1::2])) == 1

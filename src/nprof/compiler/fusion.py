@@ -26,6 +26,7 @@ internal HBM tensors nothing reads any more, with the dependencies on them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -51,7 +52,8 @@ class FusingBuilder(ProgramBuilder):
         super().__init__(name, preset)
         self.fusing = ENABLED if enabled is None else enabled
         self._cache: OrderedDict[Access, NkiTensor] = OrderedDict()
-        self._by_tensor: dict[str, set[Access]] = {}  # HBM tensor or SBUF allocation name -> keys
+        # HBM tensor or SBUF allocation name -> its keys, each with its element span (computed once)
+        self._by_tensor: dict[str, dict[Access, tuple[int, int]]] = {}
         self._kept: dict[int, list[Any]] = {}  # id(base) -> [base, number of entries]
         self._kept_bytes = 0
         self._handed: list[set[int]] = []  # per running call: ids of the bases it allocated or was handed
@@ -96,8 +98,9 @@ class FusingBuilder(ProgramBuilder):
             self._kept_bytes += base.bytes_per_partition
         entry[1] += 1
         self._cache[access] = tile
-        self._by_tensor.setdefault(access.tensor, set()).add(access)
-        self._by_tensor.setdefault(base.name, set()).add(access)
+        extent = span(access)
+        self._by_tensor.setdefault(access.tensor, {})[access] = extent
+        self._by_tensor.setdefault(base.name, {})[access] = extent
 
     def _drop(self, access: Access) -> None:
         tile = self._cache.pop(access, None)
@@ -107,7 +110,7 @@ class FusingBuilder(ProgramBuilder):
         for name in (access.tensor, base.name):
             keys = self._by_tensor.get(name)
             if keys is not None:
-                keys.discard(access)
+                keys.pop(access, None)
                 if not keys:
                     del self._by_tensor[name]
         entry = self._kept[id(base)]
@@ -121,17 +124,16 @@ class FusingBuilder(ProgramBuilder):
     def _invalidate(self, written: Access) -> None:
         """Drop the entries a write of `written` could make stale: every entry of an SBUF tile written to,
         the entries of an HBM tensor whose element span meets the written span."""
-        keys = self._by_tensor.get(written.tensor, ())
+        keys = self._by_tensor.get(written.tensor, {})
         if written.space is not Space.HBM:
             for access in list(keys):
                 self._drop(access)
             return
         lo, hi = span(written)
-        for access in list(keys):
+        for access, (a_lo, a_hi) in list(keys.items()):
             if access.tensor != written.tensor:
                 self._drop(access)  # `written` names an SBUF tile that has the HBM tensor's name (never in practice)
                 continue
-            a_lo, a_hi = span(access)
             if a_lo <= hi and lo <= a_hi:
                 self._drop(access)
 
@@ -264,18 +266,38 @@ def dead_stores(program: Program) -> Program:
     dead = internal - read
     if not dead:
         return program
-    keep: list[int] = []
-    new_index: dict[int, int] = {}
-    for i, ins in enumerate(program.instructions):
-        out = ins.outs[0] if ins.outs else None
-        if ins.opcode is Opcode.DMA_DIRECT2D and out is not None and out.space is Space.HBM and out.tensor in dead:
-            continue
-        new_index[i] = len(keep)
-        keep.append(i)
-    kept = []
-    for i in keep:
-        ins = program.instructions[i]
-        deps = tuple(new_index[d] for d in ins.deps if d in new_index)
-        kept.append(ins if deps == tuple(ins.deps) else dataclasses.replace(ins, deps=deps))
+    instrs = program.instructions
+    keep = [
+        not (ins.opcode is Opcode.DMA_DIRECT2D and ins.outs and ins.outs[0].space is Space.HBM
+             and ins.outs[0].tensor in dead)
+        for ins in instrs
+    ]  # fmt: skip
+    deps = remap_deps([ins.deps for ins in instrs], keep)
+    kept = [
+        ins if new is ins.deps else dataclasses.replace(ins, deps=new)
+        for ins, k, new in zip(instrs, keep, deps, strict=True)
+        if k
+    ]
     tensors = tuple(t for t in program.tensors if t.name not in dead)
     return dataclasses.replace(program, instructions=tuple(kept), tensors=tensors)
+
+
+def remap_deps(deps: list[tuple[int, ...]], keep: list[bool]) -> list[tuple[int, ...]]:
+    """Each instruction's deps renumbered for the program holding only the kept instructions (deps on removed
+    ones dropped); an instruction whose deps do not change gets its own tuple back (the same object). Vectorised:
+    one pass over all deps in numpy, not a Python loop per dependency."""
+    n = len(deps)
+    kept = np.asarray(keep, bool)
+    new_index = np.cumsum(kept) - 1
+    new_index[~kept] = -1
+    lens = np.fromiter((len(d) for d in deps), np.int64, n)
+    flat = np.fromiter(itertools.chain.from_iterable(deps), np.int64, int(lens.sum()))
+    mapped = new_index[flat]
+    seg = np.repeat(np.arange(n), lens)
+    valid = mapped >= 0
+    new_lens = np.bincount(seg[valid], minlength=n)
+    changed = (np.bincount(seg, weights=(mapped != flat), minlength=n) > 0).tolist()
+    values = mapped[valid].tolist()
+    ends = np.cumsum(new_lens).tolist()
+    starts = [0, *ends][:n]
+    return [tuple(values[a:b]) if c else d for d, c, a, b in zip(deps, changed, starts, ends, strict=True)]

@@ -38,6 +38,7 @@ import json
 import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -393,7 +394,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         return tuple(self._instructions)
 
     def tensors(self) -> Mapping[str, HbmBase]:
-        return dict(self._tensors)
+        """The HBM tensors declared so far, by name (a read-only live view: O(1), called per DMA)."""
+        return MappingProxyType(self._tensors)
 
     def build(self) -> Program:
         self.flush()
