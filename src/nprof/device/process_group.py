@@ -18,6 +18,10 @@ Contract:
   iterate equally often.
 * The profile is this rank's (instructions, DMA, one `collectives` row per operation with its bytes, wait and
   algorithm), as `simulate_workers` writes for one rank, with the rank, world size, nd_idx and nc_idx.
+* `run_program(program, inputs)`: what the compiler's runtime calls for every execution: `run_in_job` when
+  the program has collectives inside a multi-process job, else `simulate` with numerics.
+  `run_in_job(..., gatherer=G)` exchanges through G instead (tests run ranks as threads). Schedules are
+  cached per live program and collective durations (timing does not depend on data).
 * Bad input, one NprofError line on every rank, never a hang: ranks issuing different collectives (kind,
   reduce op, size) name what each rank issued; a rank that does not reach a collective within
   `NPROF_COLLECTIVE_TIMEOUT` seconds (default 300) is a timeout error saying how to wait longer.
