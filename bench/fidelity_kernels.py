@@ -139,3 +139,12 @@ def load_exp_store(x):
     tile = nl.load(x)
     nl.store(out, value=nl.exp(tile))
     return out
+
+
+def tensor_add(a, b):
+    """c = a + b for one small tile: two loads, one VectorE add, one store (the NKI getting-started shape)."""
+    c = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    nl.store(c, value=nl.add(x, y))
+    return c

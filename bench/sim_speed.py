@@ -27,6 +27,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.device import simulate
+from nprof.device.schedule import COMPILED_FROM, compiled_core
 from nprof.program.model import Program, TensorDecl
 
 P, F, K = 128, 128, 128  # tile: partitions x free elements
@@ -117,6 +118,11 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall figures suffer when the machine is busy)"
     )
     simulate(synthetic(100))  # warm-up: one-time imports (pyarrow's pandas shim, threadpoolctl) are not simulation
+    c0 = time.process_time()
+    core = compiled_core(COMPILED_FROM)  # the compiled scheduler core: numba + its cached machine code, once
+    simulate(synthetic(100), numerics=False)
+    state = "loaded" if core is not None else "not available (numba missing): pure-Python passes"
+    print(f"compiled scheduler core {state}: {time.process_time() - c0:.2f} s CPU once per process")
     for n in (int(s) for s in args.sizes.split(",")):
         program = synthetic(n)
         count = len(program.instructions)

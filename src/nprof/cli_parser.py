@@ -172,7 +172,7 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="when a finding is reported, e.g. gap_share=0.02 (repeatable; names and defaults in "
+        help="when a finding or warning is reported, e.g. gap_share=0.02 (repeatable; names and defaults in "
         "docs/profile-format.md; applies to the viewer, summary-text, json, parquet and csv)",
     )
     view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")

@@ -11,6 +11,7 @@ import pytest
 from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, run_all
 from nprof.analysis.findings import findings
 from nprof.analysis.thresholds import parse_thresholds
+from nprof.analysis.warnings import warnings
 from nprof.errors import NprofError
 from tests.analysis.helpers import make
 
@@ -30,7 +31,7 @@ def _serial_gap_profile():
 def test_defaults_are_the_documented_values() -> None:
     assert Thresholds(
         min_engine_share=0.01, exposed_dma_share=0.10, gap_share=0.05, gap_min_ns=1_000, max_gaps=5,
-        wait_share=0.10, host_bound_ratio=1.0,
+        wait_share=0.10, host_bound_ratio=1.0, reload_limit=2,
     ) == DEFAULT_THRESHOLDS  # fmt: skip
     p = _serial_gap_profile()
     assert findings(p).equals(findings(p, thresholds=Thresholds()))
@@ -48,6 +49,23 @@ def test_each_rule_follows_its_threshold() -> None:
     waits = make({"ts": [0, 500], "duration": [100, 100], "wait_ns": [0, 400]})  # 400 of 600 ns waiting
     assert "semaphore_wait" in _kinds(findings(waits, thresholds=Thresholds(wait_share=0.6)))
     assert "semaphore_wait" not in _kinds(findings(waits, thresholds=Thresholds(wait_share=0.7)))
+
+
+def test_reload_limit_sets_the_tensor_reload_warning_and_finding() -> None:
+    p = make(dma={"ts": [0, 100, 200, 300, 400], "duration": [50] * 5, "bytes": [1 << 16] * 5,
+                  "tensor": ["w", "w", "w", "x", "x"]})  # fmt: skip
+
+    def reloaded(th: Thresholds) -> tuple[list[str], list[str]]:
+        warned = [r["tensor"] for r in warnings(p, thresholds=th).to_pylist() if r["kind"] == "tensor_reload"]
+        found = [r["message"] for r in findings(p, thresholds=th).to_pylist() if r["kind"] == "tensor_reload"]
+        return warned, found
+
+    warned, found = reloaded(DEFAULT_THRESHOLDS)
+    assert warned == ["w"] and len(found) == 1 and "more than twice" in found[0]
+    warned, found = reloaded(Thresholds(reload_limit=1))
+    assert warned == ["w", "x"] and "more than once" in found[0]
+    assert reloaded(Thresholds(reload_limit=3)) == ([], [])
+    assert _kinds(run_all(p, thresholds=Thresholds(reload_limit=1))["warnings"]).count("tensor_reload") == 2
 
 
 def test_run_all_passes_thresholds_to_findings() -> None:
@@ -75,7 +93,7 @@ def test_parse_thresholds_applies_name_value_pairs() -> None:
     ("pairs", "message"),
     [
         (["nope=1"], "unknown threshold 'nope'; valid thresholds: min_engine_share, exposed_dma_share, gap_share, "
-                     "gap_min_ns, max_gaps, wait_share, host_bound_ratio"),
+                     "gap_min_ns, max_gaps, wait_share, host_bound_ratio, reload_limit"),
         (["gap_share"], "expected NAME=VALUE"),
         (["=0.1"], "expected NAME=VALUE"),
         (["gap_share=0.1", "gap_share=0.2"], "given twice"),

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 import nprof.compiler.ops  # noqa: E402, F401  (registers every lowering, ops_conv among them)
 from nprof.compiler import STATS  # noqa: E402
 from nprof.compiler.kernels import conv as direct  # noqa: E402
-from nprof.compiler.ops_conv import _direct  # noqa: E402
+from nprof.compiler.ops_conv import direct_supported  # noqa: E402
 from nprof.compiler.views import View  # noqa: E402
 from tests.compiler.conftest import check_module  # noqa: E402
 
@@ -35,7 +35,7 @@ def test_direct_conv_matches_eager(geometry: tuple) -> None:
     x_v = View.whole("x", "float32", tuple(x.shape))
     w_v = View.whole("w", "float32", tuple(make().weight.shape))
     pairs = [(v, v) if isinstance(v, int) else v for v in (s, p, d)]
-    assert _direct(x_v, w_v, *pairs)  # the direct kernels, not the im2col fallback, are under test
+    assert direct_supported(x_v, w_v, *pairs)  # the direct kernels, not the im2col fallback, are under test
     STATS.reset()
     check_module(make, x)
 

@@ -52,6 +52,11 @@ def test_compiled_passes_equal_the_python_passes_on_larger_programs() -> None:
         _same(plan)
 
 
+def test_large_plans_load_the_compiled_core_and_small_ones_need_not() -> None:
+    assert sched.compiled_core(sched.COMPILED_FROM) is core
+    assert sched.compiled_core(1) is core  # once loaded, it serves every size
+
+
 def test_the_compiled_wait_graph_equals_the_python_one() -> None:
     rng = np.random.default_rng(16)
     for case in range(500):
@@ -64,7 +69,7 @@ def test_the_compiled_wait_graph_equals_the_python_one() -> None:
 def test_without_numba_the_python_passes_give_the_same_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     program = random_program(np.random.default_rng(17), 200, reach=20, queues=16)
     compiled = simulate(program, numerics=False)
-    monkeypatch.setattr(sched, "compiled_core", lambda: None)
+    monkeypatch.setattr(sched, "compiled_core", lambda n: None)
     plain = simulate(program, numerics=False)
     assert plain.latencies_ns == compiled.latencies_ns
     assert plain.profile.instructions.equals(compiled.profile.instructions)

@@ -12,11 +12,13 @@ from nprof.arch import cost
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space, attrs
 from nprof.arch.presets import get_preset
 from nprof.device.plan import build_plan
-from nprof.device.schedule import schedule
+from nprof.device.schedule import COMPILED_FROM, compiled_core, schedule
 from nprof.errors import NprofError
 from nprof.program.model import Program, TensorDecl
 from tests.device.reference import reference_schedule
 from tests.device.test_schedule_props import KINDS, _instruction
+
+compiled_core(COMPILED_FROM)  # schedule() then runs the compiled core at every size (the Python passes: test_core)
 
 PRESETS = [
     get_preset("trn1"),

@@ -298,3 +298,33 @@ def test_a_later_read_of_a_scattered_tensor_waits_for_the_scatter():
         i for i, x in enumerate(ins) if i > scatter and x.ins and x.ins[0].tensor == ins[scatter].outs[0].tensor
     )
     assert scatter in ins[reader].deps
+
+
+def test_dynamic_copy_runs_on_the_engine_asked_for():
+    @nki.jit
+    def kernel(a, o):
+        t, ot = nl.load(a), nl.load(o)
+        y = nisa.tensor_copy_dynamic_src(t[nl.arange(4)[:, None], ot[0, 0] + nl.arange(2)[None, :]],
+                                         engine=nisa.vector_engine)  # fmt: skip
+        out = nl.ndarray((4, 2), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, y)
+        return out
+
+    ins = kernel.trace(rand((4, 9), 28), np.array([[3]], np.int32)).program.instructions
+    (copy,) = [x for x in ins if x.attr("indirect")]
+    assert copy.engine.value == "vector" and copy.attr("dynamic")
+
+
+def test_nc_n_gather_writes_its_dst():
+    data = rand((8, 20), 29)
+    idx = np.random.default_rng(30).integers(0, 20, (8, 5)).astype(np.uint32)
+
+    def kernel(d, ix):
+        res = nl.ndarray((8, 5), dtype=d.dtype)
+        nisa.nc_n_gather(res, nl.load(d), nl.load(ix))
+        out = nl.ndarray((8, 5), dtype=d.dtype, buffer=nl.shared_hbm)
+        nl.store(out, res)
+        return out
+
+    expect = np.take_along_axis(data, idx.astype(np.int64), axis=1)
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, data, idx), expect)

@@ -47,8 +47,8 @@ PASSES: dict[str, Callable[[Profile], pa.Table]] = {
 
 def run_all(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, pa.Table]:
     """Run every registered pass on `profile`; returns pass name -> table, in registry order. The findings
-    pass reports by the rules of `thresholds` (defaults documented in `nprof.analysis.thresholds`)."""
-    tuned = {name: partial(findings, thresholds=thresholds) for name, fn in PASSES.items() if fn is findings}
+    and warnings passes report by the rules of `thresholds` (defaults documented in `nprof.analysis.thresholds`)."""
+    tuned = {name: partial(fn, thresholds=thresholds) for name, fn in PASSES.items() if fn in (findings, warnings)}
     return {name: tuned.get(name, fn)(profile) for name, fn in PASSES.items()}
 
 

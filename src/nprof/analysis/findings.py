@@ -230,7 +230,7 @@ def _small_dma(profile: Profile, th: Thresholds) -> list[dict]:
 
 
 def _reloads(profile: Profile, th: Thresholds) -> list[dict]:
-    w = tensor_reloads(profile)
+    w = tensor_reloads(profile, th.reload_limit)
     if w.num_rows == 0:
         return []
     f = facts(profile)
@@ -241,7 +241,8 @@ def _reloads(profile: Profile, th: Thresholds) -> list[dict]:
     ids = w["event_ids"].combine_chunks().flatten().to_numpy()
     rows = np.flatnonzero(np.isin(f.d_id, ids[:MAX_IDS]))
     busy = int(iv.coverage(f.dma_merged, f.d_ts[rows], f.d_end[rows]).sum())
-    text = (f"{w.num_rows} tensors are loaded from HBM more than twice ({names}); about {human_bytes(extra)} "
+    times = {1: "once", 2: "twice"}.get(th.reload_limit, f"{th.reload_limit} times")
+    text = (f"{w.num_rows} tensors are loaded from HBM more than {times} ({names}); about {human_bytes(extra)} "
             "is loaded again that could stay in SBUF")  # fmt: skip
     return [finding_row("warning", "tensor_reload", "Tensors reloaded from HBM", text, int(w["ts"].to_numpy().min()),
                  int(w["end"].to_numpy().max()), busy, ids, top_sources(profile.dma, rows))]  # fmt: skip

@@ -122,8 +122,10 @@ def _recompiles(parts: dict[str, pa.Table]) -> list[dict[str, Any]]:
         return []
     total = sum(r["duration"] for r in late)
     names = ", ".join(sorted({f"{r['layer']} (step {r['iteration']})" for r in late})[:5])
-    text = (f"{len(late)} graph(s) were compiled after the first step: {names}; {human_ns(total)} of compiling. "
-            "Dynamo recompiles when a guard fails (a new input shape, dtype or Python value): keep them fixed")
+    text = (
+        f"{len(late)} graph(s) were compiled after the first step: {names}; {human_ns(total)} of compiling. "
+        "Dynamo recompiles when a guard fails (a new input shape, dtype or Python value): keep them fixed"
+    )
     span = (late[0]["ts"], late[-1]["ts"] + late[-1]["duration"])
     return [_finding("warning", "recompile", "graphs recompiled during training", text, span, total,
                      [r["id"] for r in late])]  # fmt: skip
@@ -138,10 +140,12 @@ def _host_bound(steps: pa.Table, ratio: float) -> list[dict[str, Any]]:
     if not bound:
         return []
     _, host, worst = max(bound, key=lambda b: b[0])
-    text = (f"{len(bound)} of {steps.num_rows} steps are host-bound: in step {worst['step']} the host worked "
-            f"{human_ns(host)} (compiles {human_ns(worst['compile_ns'])}, copies {human_ns(worst['copy_ns'])}, "
-            f"torch ops {human_ns(worst['host_ops_ns'])}) while the device was busy "
-            f"{human_ns(worst['device_busy_ns'])}; the virtual device's simulation time is not counted as host work")
+    text = (
+        f"{len(bound)} of {steps.num_rows} steps are host-bound: in step {worst['step']} the host worked "
+        f"{human_ns(host)} (compiles {human_ns(worst['compile_ns'])}, copies {human_ns(worst['copy_ns'])}, "
+        f"torch ops {human_ns(worst['host_ops_ns'])}) while the device was busy "
+        f"{human_ns(worst['device_busy_ns'])}; the virtual device's simulation time is not counted as host work"
+    )
     return [_finding("warning", "host_bound", "steps bound by the host", text, (worst["start"], worst["end"]),
                      sum(b[0] for b in bound), [])]  # fmt: skip
 
@@ -153,9 +157,11 @@ def _launch_gaps(parts: dict[str, pa.Table]) -> list[dict[str, Any]]:
     if not gaps:
         return []
     gap, a, b = max(gaps, key=lambda g: g[0])
-    text = (f"between the calls of {a['hlo_name']} and {b['hlo_name']} the host spent {human_ns(gap)} (Python, "
-            f"copies, optimizer) with no graph running on the device; {len(gaps)} such gaps total "
-            f"{human_ns(sum(g[0] for g in gaps))}")
+    text = (
+        f"between the calls of {a['hlo_name']} and {b['hlo_name']} the host spent {human_ns(gap)} (Python, "
+        f"copies, optimizer) with no graph running on the device; {len(gaps)} such gaps total "
+        f"{human_ns(sum(g[0] for g in gaps))}"
+    )
     return [_finding("info", "launch_gap", "device idle between graph launches", text,
                      (a["ts"] + a["duration"], b["ts"]), gap, [a["id"], b["id"]])]  # fmt: skip
 
@@ -171,9 +177,11 @@ def _repeated_copies(parts: dict[str, pa.Table]) -> list[dict[str, Any]]:
         if len(rows) < 2 or len(sizes) != 1 or not rows[0]["bytes"]:
             continue
         total = sum(r["duration"] for r in rows)
-        text = (f"graph {graph} copies {human_bytes(rows[0]['bytes'])} host->device on each of its {len(rows)} calls "
-                f"({human_bytes(rows[0]['bytes'] * len(rows))}, {human_ns(total)} of host time): parameters and "
-                "buffers that do not change between calls could stay in device memory")
+        text = (
+            f"graph {graph} copies {human_bytes(rows[0]['bytes'])} host->device on each of its {len(rows)} calls "
+            f"({human_bytes(rows[0]['bytes'] * len(rows))}, {human_ns(total)} of host time): parameters and "
+            "buffers that do not change between calls could stay in device memory"
+        )
         span = (rows[0]["ts"], rows[-1]["ts"] + rows[-1]["duration"])
         title = "the same inputs copied to the device on every call"
         out.append(_finding("info", "repeated_copies", title, text, span, total, [r["id"] for r in rows]))

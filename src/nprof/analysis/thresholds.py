@@ -1,14 +1,15 @@
-"""The thresholds of the findings pass, as one parameter with documented defaults.
+"""The thresholds of the findings and warnings passes, as one parameter with documented defaults.
 
 Contract: `Thresholds` is a frozen dataclass; `DEFAULT_THRESHOLDS` holds the defaults every
 profile is analysed with unless a caller passes its own (`run_all(profile, thresholds=...)`,
-`findings(profile, thresholds=...)`). Shares are fractions of the run (0..1); a value out of
-range raises NprofError naming the field. `parse_thresholds(["NAME=VALUE", ...])` reads
-`nprof view --threshold NAME=VALUE` (an unknown name is refused with the list of valid ones);
-`Thresholds.changed()` gives the fields that differ from the defaults (docs/profile-format.md
-lists every field with its default). The DMA-size rule (`dma_queues.SMALL_PER_PARTITION`,
-`SMALL_TOTAL`), the tensor-reload limit (`warnings.RELOAD_LIMIT`) and the latency share
-(`latency.LATENCY_SHARE`) stay module constants: the warnings, DMA-queue and summary tables use them too.
+`findings(profile, thresholds=...)`, `warnings(profile, thresholds=...)`). Shares are
+fractions of the run (0..1); a value out of range raises NprofError naming the field.
+`parse_thresholds(["NAME=VALUE", ...])` reads `nprof view --threshold NAME=VALUE` (an
+unknown name is refused with the list of valid ones); `Thresholds.changed()` gives the
+fields that differ from the defaults (docs/profile-format.md lists every field with its
+default). The DMA-size rule (`dma_queues.SMALL_PER_PARTITION`, `SMALL_TOTAL`: a hardware
+fact, docs/hardware.md) and the latency share of the summary's `bound` (`latency.LATENCY_SHARE`)
+stay module constants: the DMA-queue and summary tables use them too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from nprof.errors import NprofError
 
 @dataclass(frozen=True)
 class Thresholds:
-    """When a finding is reported (see `nprof.analysis.findings` for the rules)."""
+    """When a finding or warning is reported (see `nprof.analysis.findings` and `.warnings` for the rules)."""
 
     # `serial_engines`: engines active less than this share of the run are left out of the overlap check
     min_engine_share: float = 0.01
@@ -38,6 +39,8 @@ class Thresholds:
     wait_share: float = 0.10
     # `host_bound` (system profiles): a step whose host work exceeds this multiple of device busy time
     host_bound_ratio: float = 1.0
+    # `tensor_reload` (warning and finding): a tensor loaded from HBM more than this many times
+    reload_limit: int = 2
 
     def __post_init__(self) -> None:
         """Refuse values no rule can use: shares outside 0..1, negative counts, times or ratios."""

@@ -3,8 +3,8 @@
 Contract: columns kind, message, ts, end (ns: the box to draw), event_ids
 (list<int64>: the events inside the box to highlight), tensor, source (most
 frequent source locations, comma-separated), count, bytes. Kinds:
-* `tensor_reload`: a tensor loaded from HBM more than twice (one row per tensor,
-  box around all its loads);
+* `tensor_reload`: a tensor loaded from HBM more than `Thresholds.reload_limit` times (twice by
+  default; one row per tensor, box around all its loads);
 * `small_dma`: DMA transfers below 2 KiB per partition or 32 KiB in total
   (one row per tensor; transfers without a tensor name form one row);
 * `throttling`: each region where a profile counter whose name contains
@@ -24,6 +24,7 @@ from nprof.analysis import intervals as iv
 from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL, small_mask
 from nprof.analysis.facts import facts, to_numpy
 from nprof.analysis.sources import group_rows, human_bytes, human_ns, top_per_group
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -42,7 +43,7 @@ SCHEMA = pa.schema(
 # the message of one grouped warning: (tensor, count, bytes, mean partitions, sources) -> text
 Message = Callable[[str, int, int, float, list[str]], str]
 
-RELOAD_LIMIT = 2  # a tensor loaded more than this many times from HBM is flagged
+RELOAD_LIMIT = DEFAULT_THRESHOLDS.reload_limit  # a tensor loaded more than this many times from HBM is flagged
 
 
 def _table(cols: dict[str, list], offsets: np.ndarray, ids: np.ndarray) -> pa.Table:
@@ -83,7 +84,7 @@ def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.n
     return _table(cols, offsets - offsets[0], f.d_id[members])
 
 
-def _tensor_reloads(profile: Profile) -> pa.Table:
+def _tensor_reloads(profile: Profile, limit: int) -> pa.Table:
     f = facts(profile)
     loads = np.flatnonzero(f.direction_mask(src="hbm"))
     if loads.size == 0:
@@ -92,7 +93,7 @@ def _tensor_reloads(profile: Profile) -> pa.Table:
     valid = codes >= 0
     flag = np.zeros(codes.size, dtype=bool)
     if valid.any():
-        flag[valid] = np.bincount(codes[valid])[codes[valid]] > RELOAD_LIMIT
+        flag[valid] = np.bincount(codes[valid])[codes[valid]] > limit
     codes = np.where(flag, codes, -1)
 
     def message(tensor: str, count: int, nbytes: int, partitions: float, sources: list[str]) -> str:
@@ -159,14 +160,16 @@ def throttling(profile: Profile) -> pa.Table:
     return _table(cols, np.zeros(n + 1, np.int64), np.empty(0, np.int64))
 
 
-def tensor_reloads(profile: Profile) -> pa.Table:
-    """`tensor_reload` warnings (memoised per profile: the findings pass reuses them)."""
-    return facts(profile).memo("tensor_reloads", lambda: _tensor_reloads(profile))
+def tensor_reloads(profile: Profile, limit: int = RELOAD_LIMIT) -> pa.Table:
+    """`tensor_reload` warnings: tensors loaded more than `limit` times (memoised per profile and limit: the
+    findings pass reuses them)."""
+    return facts(profile).memo(f"tensor_reloads:{limit}", lambda: _tensor_reloads(profile, limit))
 
 
-def warnings(profile: Profile) -> pa.Table:
-    """All warning annotations of `profile` (see module doc)."""
-    parts = [t for t in (tensor_reloads(profile), small_dmas(profile), throttling(profile)) if t.num_rows]
+def warnings(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
+    """All warning annotations of `profile` (see module doc); `thresholds.reload_limit` sets `tensor_reload`."""
+    reloads = tensor_reloads(profile, thresholds.reload_limit)
+    parts = [t for t in (reloads, small_dmas(profile), throttling(profile)) if t.num_rows]
     if not parts:
         return SCHEMA.empty_table()
     return pa.concat_tables(parts)

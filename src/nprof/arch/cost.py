@@ -246,7 +246,8 @@ def instruction_cycles(ins: Instruction, preset: Preset) -> float:
         return reciprocal_cycles(n, preset)
     if op is Opcode.BN_AGGR:
         return bn_aggr_cycles(_n(a), preset)
-    if op in (Opcode.IOTA, Opcode.AFFINE_SELECT, Opcode.GATHER):  # GATHER: stated choice, no published figure
+    if op in (Opcode.IOTA, Opcode.AFFINE_SELECT, Opcode.GATHER, Opcode.SEQUENCE_BOUNDS):  # GATHER, SEQUENCE_BOUNDS:
+        # stated choice (like iota: 150 + N on GpSimdE), no published figure
         return gpsimd_index_cycles(_n(o))
     if op is Opcode.LOCAL_GATHER:
         return local_gather_cycles(int(ins.attr("valid", 1)), int(ins.attr("elems", 1)), ITEMSIZE[a.dtype] if a else 4)

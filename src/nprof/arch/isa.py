@@ -99,6 +99,9 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
   [P, K] indices flattened partition-first, the first attrs `valid` of them;
   outs[0] [P, valid * elems]: partition p reads attrs `elems` consecutive
   elements of its own ins[0] row from each index (an element offset).
+* SEQUENCE_BOUNDS (GpSimdE): ins[0] [1, N] segment ids (0 = padding);
+  outs[0] [1, 2, N]: per element the start index and the exclusive end index
+  of its run of equal ids; padding gets (N, -1).
 * STREAM_SHUFFLE (VectorE): per quadrant of 32 partitions, outs[0] row i =
   ins[0] row attrs `shuffle`[i] of the same quadrant (255: row i unchanged).
 
@@ -167,6 +170,7 @@ class Opcode(StrEnum):
     GATHER = "GATHER"
     LOCAL_GATHER = "LOCAL_GATHER"
     STREAM_SHUFFLE = "STREAM_SHUFFLE"
+    SEQUENCE_BOUNDS = "SEQUENCE_BOUNDS"
 
 
 COLLECTIVES = frozenset({Opcode.ALL_REDUCE, Opcode.ALL_GATHER, Opcode.REDUCE_SCATTER, Opcode.ALL_TO_ALL})

@@ -41,6 +41,12 @@ class Emitter:
         self.tensors[name] = decl
         return decl
 
+    def promote(self, name: str) -> None:
+        """Make the internal HBM tensor `name` a program output (a graph output that is all of it)."""
+        decl = self.tensors[name]
+        self.builder.tensors()[name].kind = "output"
+        self.tensors[name] = dataclasses.replace(decl, kind="output")
+
     @contextmanager
     def scope(self, layer: str | None, hlo_name: str | None, source: str | None) -> Iterator[None]:
         with self.builder.scope(layer=layer, hlo_name=hlo_name, source=source):

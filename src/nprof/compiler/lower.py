@@ -263,6 +263,13 @@ class Lowerer:
                 )
                 continue
             tensor = self.output_tensor[node.name]
+            whole = self._whole_tensor(value, PROGRAM_DTYPE.get(tdtype))
+            if whole is not None and whole != tensor and tensor not in self.em.tensors:
+                if self.em.tensors[whole].kind == "internal":
+                    self.em.promote(whole)  # the graph output is all of an intermediate: no copy
+                self.env[node.name] = value
+                slots.append(OutputSlot("tensor", whole, shape, tdtype, stride))
+                continue
             if not (isinstance(value, View) and value.tensor == tensor):
                 self.node = node
                 with self.em.scope(self.layer(node), graphinfo.hlo_name(node), graphinfo.user_source(node)):
@@ -274,6 +281,17 @@ class Lowerer:
                 self.env[node.name] = dst
             slots.append(OutputSlot("tensor", tensor, shape, tdtype, stride))
         return slots
+
+
+    def _whole_tensor(self, value: Any, dtype: str | None) -> str | None:
+        """The program tensor (internal or output, of `dtype`) of which `value` is a contiguous view of all
+        the elements in order, or None."""
+        if not isinstance(value, View) or value.offset != 0 or not value.is_contiguous:
+            return None
+        decl = self.em.tensors.get(value.tensor)
+        if decl is None or decl.kind not in ("internal", "output") or decl.dtype != dtype:
+            return None
+        return value.tensor if numel(decl.shape) == numel(value.shape) else None
 
 
 def as_operand(lw: Lowerer, value: Any, shape: Sequence[int]) -> View | float:

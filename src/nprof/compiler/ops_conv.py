@@ -73,7 +73,7 @@ def _pairs(*args: Any) -> tuple[tuple[int, int], ...]:
     return tuple((int(a[0]), int(a[1])) for a in args)
 
 
-def _direct(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> bool:
+def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> bool:
     """Can `nprof.compiler.kernels.conv` run this convolution (fp32, resident tiles fit, forward and
     backward geometry supported)?"""
     if xv.dtype != "float32" or wv.dtype != "float32" or len(padding) != 2 or len(dilation) != 2:
@@ -92,7 +92,7 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
     xv, wv = _view_of(lw, x), _view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
-    if _direct(xv, wv, stride, padding, dilation):
+    if direct_supported(xv, wv, stride, padding, dilation):
         out = lw.new_tensor()
         bias_v = _view_of(lw, bias) if bias is not None else None
         lw.em.call(direct.conv_kernel, out, _contiguous(lw, xv), _contiguous(lw, wv), bias_v,
@@ -120,7 +120,7 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
                           output_mask: Any) -> tuple:  # fmt: skip
     g, xv, wv = _view_of(lw, grad), _view_of(lw, x), _view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
-    if _direct(xv, wv, stride, padding, dilation):
+    if direct_supported(xv, wv, stride, padding, dilation):
         return _direct_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
     n, c, _, _ = xv.shape
     oc, _, kh, kw = wv.shape

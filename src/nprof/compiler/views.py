@@ -205,9 +205,12 @@ def _simplify(
 
 
 def row_tiles(
-    shape: Sequence[int], strides: Sequence[Sequence[int]], col_dims: Sequence[int] = ()
+    shape: Sequence[int], strides: Sequence[Sequence[int]], col_dims: Sequence[int] = (), fold: bool = False
 ) -> Iterator[TileSpec]:
-    """Tiles covering `shape` (see module doc). With no `col_dims`, the innermost dims become the free dims."""
+    """Tiles covering `shape` (see module doc). With no `col_dims`, the innermost dims become the free dims;
+    with `fold` (elementwise kernels, which do not care which dims a tile's free dims are) the outer loop
+    dims also become free dims, innermost first, while a tile stays within `FREE_MAX` elements per
+    partition: one DMA per operand moves many rows' worth of small strided tiles (a head-split copy)."""
     nops = len(strides)
     sh, st, is_col = _simplify(shape, strides, col_dims)
     if not sh:
@@ -216,7 +219,7 @@ def row_tiles(
     if not col_dims:
         if len(sh) == 1:  # split a lone dim into partitions x free
             n = sh[0]
-            p = max(d for d in range(1, min(PMAX, n) + 1) if n % d == 0)
+            p = _natural_rows(shape, n) or max(d for d in range(1, min(PMAX, n) + 1) if n % d == 0)
             if p < 8 and n > PMAX:
                 p = 1
             sh = [p, n // p]
@@ -241,6 +244,12 @@ def row_tiles(
         outer_cols = [i for i in cols if i < chunk_dim]  # type: ignore[operator]
         loops += outer_cols
         cols = [i for i in cols if i >= chunk_dim]  # type: ignore[operator]
+    if fold and chunk_dim is None:
+        for d in sorted(loops, reverse=True):  # innermost first: a few large tiles instead of many small ones
+            if free_n * sh[d] <= FREE_MAX:
+                free_n *= sh[d]
+                loops.remove(d)
+                cols = sorted([*cols, d])
     loop_ranges = [range(sh[i]) for i in loops]
     p_total = sh[pdim] if pdim is not None else 1
     c_total = sh[chunk_dim] if chunk_dim is not None else 1
@@ -261,6 +270,17 @@ def row_tiles(
                     free.append((tuple(st[o][d] for o in range(nops)), size))
                 pst = tuple(st[o][pdim] if pdim is not None else 0 for o in range(nops))
                 yield TileSpec(tuple(off), pst, np_, tuple(free))
+
+
+def _natural_rows(shape: Sequence[int], n: int) -> int:
+    """Rows of the natural [rows, last dim] layout of a contiguous `shape` of `n` elements when they fit the
+    partitions and the tile is small or uses half the partitions or more (the layout matmul operands and row
+    reductions load, so their loads find the tile in SBUF), else 0."""
+    dims = [int(s) for s in shape if s != 1]
+    if len(dims) < 2 or dims[-1] > FREE_MAX:
+        return 0
+    rows = n // dims[-1]
+    return rows if rows <= PMAX and (n <= 8192 or rows >= PMAX // 2) else 0
 
 
 def view_access(

@@ -118,7 +118,27 @@ EXTRA_ALU: dict[str, BinaryOp] = {
 }
 
 
+def sequence_bounds(ids: np.ndarray) -> np.ndarray:
+    """[2, N]: start and exclusive end of each element's run of equal ids; padding (id 0) gets (N, -1)."""
+    n = ids.size
+    change = np.ones(n, bool)
+    change[1:] = ids[1:] != ids[:-1]
+    starts = np.maximum.accumulate(np.where(change, np.arange(n), 0))
+    last = np.ones(n, bool)
+    last[:-1] = ids[:-1] != ids[1:]
+    ends = np.minimum.accumulate(np.where(last, np.arange(n) + 1, n)[::-1])[::-1]
+    pad = ids == 0
+    return np.stack([np.where(pad, n, starts), np.where(pad, -1, ends)])
+
+
+def _sequence_bounds(ins: Instruction, mem: Memory) -> None:
+    ids = _flat(mem, ins.ins[0])
+    out = np.stack([sequence_bounds(row) for row in ids])
+    mem.write(ins.outs[0], out.reshape(ins.outs[0].shape))
+
+
 SELECTION_HANDLERS: dict[Opcode, Callable[[Instruction, Memory], None]] = {
+    Opcode.SEQUENCE_BOUNDS: _sequence_bounds,
     Opcode.TENSOR_TENSOR_SCAN: _scan,
     Opcode.TENSOR_PARTITION_REDUCE: _partition_reduce,
     Opcode.MAX8: _max8,

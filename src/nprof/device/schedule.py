@@ -43,20 +43,23 @@ program index). The rules, all deterministic:
   schedule. Otherwise `device.events` runs a discrete-event simulation that
   processes DMA triggers, transfer starts and transfer ends in time order.
   There is no iteration and no cap.
-* The fixed per-launch cost (`launch_ns`, FITTED; 0 while no public figure
-  for a small kernel exists to fit it) delays every instruction.
+* The fixed per-launch cost (`launch_ns`, FITTED: 0, since the model is
+  already above the one published small-kernel time, `arch.presets`) delays
+  every instruction.
 * A program whose schedule cannot be computed (an instruction waiting for a
   later one: a dependency cycle or a semaphore nobody signals) raises
   `NprofError` naming the first stuck instruction, never hangs.
 
-Two implementations of the same passes: the compiled core (`device.core`, numba), which `schedule` runs,
-and the pure-Python passes (`python_schedule`: `python_list_schedule` here, `device.events`), kept as the
-readable reference and used when numba is unavailable. Both give bit-identical start/end.
+Two implementations of the same passes: the compiled core (`device.core`, numba) and the pure-Python passes
+(`python_schedule`: `python_list_schedule` here, `device.events`), the readable reference. Both give
+bit-identical start/end; `schedule` runs the compiled core for large plans or once it is loaded
+(`compiled_core`), the Python passes otherwise and when numba is unavailable.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -182,8 +185,17 @@ def _timing(plan: Plan, start: np.ndarray, end: np.ndarray) -> Timing:
     return Timing(st, en[: plan.n], wait)
 
 
-def compiled_core() -> ModuleType | None:
-    """`device.core`, imported on first use (numba's import costs about a second), or None without numba."""
+# Instructions from which a process loads the compiled core: loading numba and the cached machine code costs
+# ~0.5 s CPU once per process, while the pure-Python passes take ~2-5 us per instruction. Once loaded, the
+# core serves every size. Both give bit-identical results, so the switch never changes a timing.
+COMPILED_FROM = 100_000
+
+
+def compiled_core(n: int) -> ModuleType | None:
+    """`device.core` for a plan of `n` instructions (module doc), or None: the pure-Python passes then run
+    (small plans before the core is loaded, or numba not installed)."""
+    if "nprof.device.core" not in sys.modules and n < COMPILED_FROM:
+        return None
     if importlib.util.find_spec("numba") is None:
         return None
     from nprof.device import core
@@ -207,7 +219,7 @@ def python_schedule(plan: Plan, program: Program | None = None) -> Timing:
 
 def schedule(plan: Plan, program: Program | None = None) -> Timing:
     """Start/end/wait of every instruction of `plan` (see module doc); `program` names a stuck instruction."""
-    core = compiled_core()
+    core = compiled_core(plan.n)
     if core is None:
         return python_schedule(plan, program)
     if _one_pass(plan):

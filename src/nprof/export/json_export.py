@@ -89,7 +89,8 @@ def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
         out.write(b'"collective": [\n')
         _records(out, profile.collectives, lambda b: pa.Table.from_batches([b]), chunk, _NoBar())
         out.write(b"\n],\n")
-    for key, table in (("warning", warnings(profile)), ("finding", findings(profile, thresholds=options.thresholds))):
+    th = options.thresholds
+    for key, table in (("warning", warnings(profile, thresholds=th)), ("finding", findings(profile, thresholds=th))):
         out.write(f'"{key}": [\n'.encode())
         _records(out, table, lambda b: pa.Table.from_batches([b]), chunk, _NoBar())
         out.write(b"\n]" + (b",\n" if key == "warning" else b"\n"))

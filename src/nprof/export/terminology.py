@@ -17,7 +17,7 @@ _COUNTER_TERMS = {
     "dma_throughput": "bytes moved by DMA per bin divided by the bin width",
 }
 WARNING_TERMS = {
-    "tensor_reload": "a tensor loaded from HBM more than twice (box around its loads)",
+    "tensor_reload": "a tensor loaded from HBM more than twice (--threshold reload_limit=N; box around its loads)",
     "small_dma": "DMA transfers below 2 KiB per partition or 32 KiB in total",
     "throttling": "a region where a throttle counter of the device is above zero",
 }

@@ -42,6 +42,8 @@ class Allocator:
         self._cursor = 0
         self.used = 0
         self.high_water = 0
+        self._pinned: list[tuple[int, int]] = []  # sorted disjoint [start, end): direct allocations (never freed)
+        self.pinned_bytes = 0
 
     def _fits(self, start: int, size: int, align: int) -> int | None:
         """First aligned start >= `start` where [s, s+size) is free and bank-legal, before the next live range."""
@@ -55,7 +57,31 @@ class Allocator:
             return None
         if i < len(self._starts) and self._starts[i] < s + size:
             return None
+        if self._pinned and self._hits_pinned(s, s + size):
+            return None
         return s
+
+    def _hits_pinned(self, lo: int, hi: int) -> bool:
+        i = bisect.bisect_right(self._pinned, (lo, 1 << 62))
+        if i > 0 and self._pinned[i - 1][1] > lo:
+            return True
+        return i < len(self._pinned) and self._pinned[i][0] < hi
+
+    def pin(self, start: int, size: int) -> bool:
+        """Reserve [start, start+size) for good (a direct allocation; other allocations avoid it). True when a
+        live allocation overlaps it (the caller refuses: automatic and direct tiles would share memory)."""
+        lo, hi = start, start + max(size, 1)
+        i = bisect.bisect_right(self._starts, lo)
+        clash = (i > 0 and self._ends[self._starts[i - 1]] > lo) or (i < len(self._starts) and self._starts[i] < hi)
+        merged = [(a, b) for a, b in self._pinned if b < lo or a > hi]
+        for a, b in self._pinned:
+            if not (b < lo or a > hi):
+                lo, hi = min(lo, a), max(hi, b)
+        merged.append((lo, hi))
+        self._pinned = sorted(merged)
+        self.pinned_bytes = sum(b - a for a, b in self._pinned)
+        self.high_water = max(self.high_water, self.used + self.pinned_bytes)
+        return bool(clash)
 
     def _candidates(self) -> Iterator[int]:
         """Where to try a new range, in next-fit order: the cursor, the ends of live ranges at/after it, then
@@ -68,6 +94,8 @@ class Allocator:
         yield 0
         for k in range(split):
             yield ends[k]
+        for _, end in self._pinned:  # just after a direct allocation
+            yield end
 
     def alloc(self, size: int, align: int | None = None) -> int:
         """Start of a free range of `size` bytes (aligned to `align`, default the allocator's)."""
@@ -84,7 +112,7 @@ class Allocator:
                 self._ends[s] = s + size
                 self._cursor = s + size
                 self.used += size
-                self.high_water = max(self.high_water, self.used)
+                self.high_water = max(self.high_water, self.used + self.pinned_bytes)
                 return s
         raise OutOfMemory(size, self.used, self.capacity)
 

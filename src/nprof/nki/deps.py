@@ -106,13 +106,14 @@ class DepTracker:
         buckets = tuple(range(first, last + 1)) if last - first <= 64 else (-1,)
         return "hbm:" + acc.tensor, box, (flo, fhi), buckets
 
-    def _candidates(self, space: str, buckets: tuple[int, ...]) -> list[_Entry]:
-        """Entries that may overlap a region in `buckets` of `space` (each once; a new list)."""
+    def _candidates(self, space: str, buckets: tuple[int, ...], copy: bool = True) -> list[_Entry]:
+        """Entries that may overlap a region in `buckets` of `space` (each once; a new list unless `copy` is
+        False: then possibly a bucket's own list, which the caller must not change while it iterates)."""
         get = self._buckets.get
         if len(buckets) == 1 and buckets[0] != -1:
             first, huge = get((space, buckets[0])), get((space, -1))
             if not huge:
-                return list(first) if first else []
+                return (list(first) if copy else first) if first else []
             if not first:
                 return list(huge)
         seen: dict[int, _Entry] = {}
@@ -152,7 +153,7 @@ class DepTracker:
         hit = False
         s0, s1 = span
         (x0, x1), (x2, x3) = box if box is not None and len(box) == 2 else _NO_BOX
-        for e in self._candidates(space, buckets):
+        for e in self._candidates(space, buckets, copy=False):  # (entries are added after the loop)
             eb = e.box
             if eb is not None and box is not None:
                 if len(eb) == 2:  # on-chip regions and 2-D HBM boxes (`_overlap` inlined: the hot path)
@@ -220,11 +221,17 @@ class DepTracker:
             if not entry.readers or entry.readers[-1] != index:
                 entry.readers.append(index)
 
+    def wrote(self, space: str) -> bool:
+        """Has any write to memory `space` ("sbuf", "psum", or "hbm:" + tensor name) been recorded?"""
+        return space in self._written
+
     def last_writer(self, acc: Access) -> int | None:
         """The latest instruction that wrote any part of `acc` (None if none)."""
         space, box, span, buckets = self._key_region(acc)
         writers = [
-            e.writer for e in self._candidates(space, buckets) if e.writer is not None and self._conflict(e, box, span)
+            e.writer
+            for e in self._candidates(space, buckets, copy=False)
+            if e.writer is not None and self._conflict(e, box, span)
         ]
         return max(writers) if writers else None
 

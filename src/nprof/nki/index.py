@@ -127,10 +127,12 @@ class IndexExpr:
 
     # -- comparisons -> masks -----------------------------------------------------------------
     def _cmp(self, other: Any, op: str) -> Predicate:
+        from nprof.nki.mask_and import conjoin
+
         if isinstance(other, IndexExpr):
-            return Predicate(((self - other, op, 0),))
+            return conjoin(Predicate(((self - other, op, 0),)))
         if _is_int(other):
-            return Predicate(((self, op, int(other)),))
+            return conjoin(Predicate(((self, op, int(other)),)))
         return NotImplemented
 
     def __lt__(self, other: Any) -> Predicate:  # type: ignore[override]
@@ -183,7 +185,9 @@ class Predicate:
         raise TypeError("masks cannot be negated; write the opposite comparison instead")
 
     def __bool__(self) -> bool:
-        raise TypeError("a mask has no truth value; pass it as mask=")
+        from nprof.nki.mask_and import truth
+
+        return truth(self)  # the left side of `m1 and m2` (nprof.nki.mask_and), else TypeError
 
     def box(self, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
         """Per-dim [lo, hi) satisfying every condition within `shape`; None if a condition couples two dims in a

@@ -142,17 +142,30 @@ def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = 
     """Per partition, the elements of `data` (free axes flattened) at `indices` (unsigned integers): a tile of
     indices' shape (GpSimdE GATHER, as nisa.nc_n_gather documents it). Indices past the row are an error
     (AWS: garbage values)."""
+    return _gather(data, indices, mask, dtype, None)
+
+
+def _gather(data: Any, indices: Any, mask: Any, dtype: Any, dst: NkiTensor | None) -> NkiTensor:
+    """One GpSimdE GATHER of `data` at `indices` into `dst` (or a new tile)."""
     x, idx = _c.tile(data, "data"), _c.tile(indices, "indices")
     if idx.dtype_name not in _INT:
         raise kernel_error(f"nl.gather_flattened indices must be integers (uint32), got {idx.dtype_name}")
     if not 2 <= x.ndim <= 4 or not 2 <= idx.ndim <= 4 or x.shape[0] != idx.shape[0]:
         raise kernel_error(f"nl.gather_flattened takes 2- to 4-D data and indices with the same partitions, got "
                            f"{x.shape} and {idx.shape}")  # fmt: skip
-    res = _c.new_tile(idx.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
+    res = _c.result_tile(dst, idx.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
     out, ii = _c.apply_mask(mask, idx.shape, res, idx)
     xv = x if out.shape[0] == x.shape[0] else x.restrict([(0, out.shape[0])] + [(0, s) for s in x.shape[1:]])
     _c.emit(Engine.GPSIMD, Opcode.GATHER, [out], [xv, ii])
     return res
+
+
+def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> Any:
+    """Beta 2: `dst` = per partition, the elements of `data` (free axes flattened) at `indices` (GpSimdE GATHER;
+    nl.gather_flattened's semantics)."""
+    if not isinstance(dst, NkiTensor):
+        raise kernel_error("nc_n_gather dst must be an SBUF tile")
+    return _gather(data, indices, None, dst.dtype_name, dst)
 
 
 @beta2(("dst", "src_buffer", "index", "num_elem_per_idx", "num_valid_indices", "name"), at=2)

@@ -67,13 +67,17 @@ def _check_no_mask(mask: Any, what: str) -> None:
 
 
 def _dtype_for(dst: NkiTensor | None, dtype: Any, what: str) -> Any:
-    """The result dtype: `dtype`, or dst's; a `dtype` that contradicts `dst` is an error, not a silent cast."""
+    """The result dtype: `dtype`, or dst's. The engine writes in the dst tile's format, so a `dtype` that differs
+    from dst's is not applied: it warns by name (AWS's beta-2 matmul tutorial passes dtype=bfloat16 with an fp32
+    dst; a kernel that really wants the cast declares dst in that dtype)."""
     if dst is None or dtype is None:
         return dtype
     if _c.dname(dtype) != dst.dtype_name:
-        raise kernel_error(f"{what}: dtype={_c.dname(dtype)} but dst is {dst.dtype_name}; the dst tile's dtype is "
-                           "the result's dtype (drop dtype= or change dst)")  # fmt: skip
-    return dtype
+        from nprof.nki.calls import unmodelled
+
+        unmodelled(f"nisa.{what}", "dtype", f"dst is {dst.dtype_name}, the format the engine writes; declare dst as "
+                   f"{_c.dname(dtype)} to get that cast")  # fmt: skip
+    return None
 
 
 # -- TensorE --------------------------------------------------------------------------------------
@@ -100,13 +104,16 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     skip = skipped_by(mask, "nc_matmul")
     _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
                   is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
-    if perf_mode not in (None, matmul_perf_mode.none, "none"):
-        _unmodelled("nisa.nc_matmul", "perf_mode")
     builder = _trace.current()
     p = builder.preset
     st, mv = _c.tile(stationary, "stationary"), _c.tile(moving, "moving")
     # TensorE reads SBUF only: a PSUM operand is first copied to SBUF (one VectorE copy, as the compiler inserts)
     st, mv = (_c.copy(t) if t.space is Space.PSUM else t for t in (st, mv))
+    more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()
+    if perf_mode not in (None, matmul_perf_mode.none, "none"):
+        _unmodelled("nisa.nc_matmul", "perf_mode", "the double-row speed-up is not modelled")
+        if "double_row" in str(getattr(perf_mode, "value", perf_mode)):
+            st, mv, more = _double_row(st, mv)
     if st.ndim != 2:
         raise kernel_error(f"nc_matmul stationary must be a 2-D tile [K, M], got shape {st.shape}")
     k, m = st.shape
@@ -131,11 +138,27 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         flat = _c.copy(mv).flatten_free()
     assert flat is not None
     res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
-    builder.set_pending(st, flat, res, skip=skip)
+    builder.set_pending(st, flat, res, skip=skip, more=more)
     if dst is None:
         return res
     _commit_into(dst, accumulate)
     return dst
+
+
+def _double_row(st: NkiTensor, mv: NkiTensor) -> tuple[NkiTensor, NkiTensor, tuple[tuple[NkiTensor, NkiTensor], ...]]:
+    """A double-row matmul's operands: stationary [K, 2, M] and moving [K, 2, N] contract over K and the row pair
+    (result [M, N] = sum over k, r of st[k, r, :] x mv[k, r, :], AWS's nc_matmul double_row_gen3 example);
+    run as two accumulating matmuls, one per row of the pair."""
+    if st.ndim != 3 or mv.ndim != 3 or st.shape[1] != 2 or mv.shape[1] != 2:
+        raise kernel_error(
+            f"a double-row nc_matmul takes stationary [K, 2, M] and moving [K, 2, N], got {st.shape} and {mv.shape}"
+        )
+    return st[:, 0, :], mv[:, 0, :], ((st[:, 1, :], _flat(mv[:, 1, :])),)
+
+
+def _flat(t: NkiTensor) -> NkiTensor:
+    flat = t.flatten_free()
+    return flat if flat is not None else _c.copy(t)
 
 
 @beta2(("dst", "data", "engine", "name"), at=1)

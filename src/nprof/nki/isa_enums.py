@@ -101,6 +101,7 @@ _NP_ACT = {
     np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.reciprocal: "reciprocal", np.square: "square",
     np.abs: "abs", np.negative: "negative", np.sign: "sign", np.sin: "sin", np.cos: "cos",
 }  # fmt: skip
+_NP_REDUCE = {np.sum: "add", np.prod: "multiply"}  # numpy reductions as reduce_op (AWS's SD attention: np.sum)
 _REDUCE = {"add": "add", "maximum": "max", "minimum": "min", "max": "max", "min": "min", "multiply": "multiply"}
 
 
@@ -123,7 +124,7 @@ def act_name(op: Any) -> str:
 
 def reduce_name(op: Any) -> str:
     name = getattr(op, "_nki_reduce", None) or getattr(op, "_nki_alu", None) or _NP_ALU.get(op)
-    name = name or (op if isinstance(op, str) else None)
+    name = name or _NP_REDUCE.get(op) or (op if isinstance(op, str) else None)
     if name not in _REDUCE:
         raise kernel_error(f"unsupported reduce operator {op!r}; use nl.add, nl.max or nl.min")
     return _REDUCE[name]

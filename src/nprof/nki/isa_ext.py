@@ -24,6 +24,7 @@ from nprof.nki.tensor import NkiTensor
 
 __all__ = [
     "builtin_custom_op", "dma_transpose", "dropout", "local_gather", "max8", "nc_find_index8", "nc_match_replace8",
+    "nc_n_gather",
     "nc_stream_shuffle", "range_select", "select_reduce", "sequence_bounds", "tensor_copy_dynamic_dst",
     "tensor_copy_dynamic_src", "tensor_copy_predicated", "tensor_partition_reduce", "tensor_scalar_reduce",
     "tensor_tensor_scan",
@@ -173,10 +174,24 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, 
                       dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """`data` with the first occurrence of each of the 8 `vals` per partition replaced by `imm`; the matched
     indices go to `dst_idx` when given (VectorE MATCH_REPLACE8)."""
-    x = _c.tile(data, "data").masked(mask) if mask is not None else _c.tile(data, "data")
-    extra = [_c.result_tile(dst_idx, (x.shape[0], 8), "uint32")] if dst_idx is not None else []
-    return _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", dst, extra, [x, _c.tile(vals, "vals")],
-                 _dt(dst, dtype, x.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
+    full = _c.tile(data, "data")
+    if mask is None:
+        extra = [_c.result_tile(dst_idx, (full.shape[0], 8), "uint32")] if dst_idx is not None else []
+        return _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", dst, extra, [full, _c.tile(vals, "vals")],
+                     _dt(dst, dtype, full.dtype_name, "nc_match_replace8"), imm=float(imm))  # fmt: skip
+    # masked: the result has data's shape, written (and dst_idx's rows) only inside the mask, as NKI masks do
+    box = _c.mask_box(mask, full.shape)
+    res = _c.result_tile(dst, full.shape, _dt(dst, dtype, full.dtype_name, "nc_match_replace8"))
+    if dst_idx is not None and dst_idx.shape[0] != box[0][1] - box[0][0]:
+        dst_idx = dst_idx.restrict([box[0]] + [(0, s) for s in dst_idx.shape[1:]])
+    rows = box[0][1] - box[0][0]
+    extra = [_c.result_tile(dst_idx, (rows, 8), "uint32")] if dst_idx is not None else []
+    _top8(Opcode.MATCH_REPLACE8, "nc_match_replace8", res.restrict(box), extra,
+          [full.restrict(box), _c.tile(vals, "vals")], res.dtype_name, imm=float(imm))  # fmt: skip
+    from nprof.nki.masks import note_mask
+
+    note_mask(res, box)
+    return res
 
 
 def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None) -> NkiTensor:
@@ -256,17 +271,39 @@ def unsupported(qualname: str, params: str, why: str) -> Any:
     return fn
 
 
-dropout = unsupported("nisa.dropout", "data prob *mask *dtype", "random numbers are not simulated")
+def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:
+    """`data` with each element replaced by 0 with probability `prob` (a scalar or [P, 1]); see
+    `nprof.nki.dropout` for the model of the random draws."""
+    from nprof.nki.dropout import dropout_tile
+
+    return dropout_tile(data, prob, dtype, mask, "nisa.dropout")
+
+
+def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> NkiTensor:
+    """Per element of a [1, N] tile of segment ids, the start and (exclusive) end index of its segment:
+    [1, 2, N]; padding (id 0) gets (N, -1) (GpSimdE SEQUENCE_BOUNDS, AWS NKI 2.26 reference)."""
+    ids = _c.tile(segment_ids, "segment_ids")
+    if ids.shape[0] != 1 or ids.dtype_name not in ("float32", "int32"):
+        raise kernel_error(f"sequence_bounds takes a [1, N] float32 or int32 tile, got {ids.shape} {ids.dtype_name}")
+    dt = _c.dname(dtype) if dtype is not None else ids.dtype_name
+    if dt not in ("float32", "int32"):
+        raise kernel_error(f"sequence_bounds dtype must be float32 or int32, got {dt}")
+    n = _c._numel_free(ids)
+    res = _c.new_tile((1, 2, n), dt)
+    _c.emit(Engine.GPSIMD, Opcode.SEQUENCE_BOUNDS, [res], [ids])
+    return res
+
+
 range_select = unsupported("nisa.range_select", "*on_true_tile *comp_op0 *comp_op1 *bound0 *bound1 *reduce_cmd "
                            "*reduce_res *reduce_op *range_start *on_false_value *mask *dtype",
                            "use nl.where with two comparisons")  # fmt: skip
 from nprof.nki.indirect_ops import (  # noqa: E402  (runtime indices and gathers)
     local_gather,
+    nc_n_gather,
     nc_stream_shuffle,
     tensor_copy_dynamic_dst,
     tensor_copy_dynamic_src,
 )
 
-sequence_bounds = unsupported("nisa.sequence_bounds", "*segment_ids *dtype", "segment-bound search is not modelled")
 builtin_custom_op = unsupported("nisa.builtin_custom_op", "function_name lib_file_name ulib_to_ucode_version "
                                 "ulib_to_isa_version srcs dsts", "custom GpSimd libraries cannot run here")  # fmt: skip

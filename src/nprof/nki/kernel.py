@@ -212,6 +212,8 @@ class Kernel:
 
     def _inplace(self, builder: _trace.ProgramBuilder, names: tuple[str, ...]) -> tuple[str, ...]:
         """Array arguments the kernel writes become outputs (NKI's older output-argument style)."""
+        if not any(builder.hbm_written(n) for n in names):  # the common case: no instruction to scan
+            return ()
         first_read: dict[str, int] = {}
         first_write: dict[str, int] = {}
         for i, ins in enumerate(builder.instructions):

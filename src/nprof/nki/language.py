@@ -134,12 +134,9 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "") -> NkiTe
         if buf is shared_hbm:
             return builder.shared_tensor(hint, tuple(int(s) for s in shape), dt)
         return builder.hbm_tensor(builder.unique_name(hint), shape, dt, kind="internal")
-    if getattr(buf, "request", None) is not None:  # nki.compiler direct allocation: placed by nprof instead
-        from nprof.nki.calls import unmodelled
-
-        unmodelled(buf.name, "buffer", "tiles are placed by nprof's allocator")
+    direct = buf if getattr(buf, "request", None) is not None else None  # nki.compiler: placed as given
     axis = next((k for k, s in enumerate(shape) if isinstance(s, par_dim)), 0)
-    return builder.alloc(tuple(int(s) for s in shape), dt, buf.space, name, axis)
+    return builder.alloc(tuple(int(s) for s in shape), dt, buf.space, name, axis, direct=direct)
 
 
 empty = ndarray

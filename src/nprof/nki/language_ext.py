@@ -272,6 +272,11 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
     return LoopReduce(x, alu_name(op), dtype, mask)
 
 
-dropout = unsupported("nl.dropout", "x rate *dtype *mask", "random numbers are not simulated")
+def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """`x` with each element zeroed with probability `rate` (a scalar or a tile, one per partition); see
+    `nprof.nki.dropout` for the model of the random draws."""
+    from nprof.nki.dropout import dropout_tile
+
+    return dropout_tile(x, rate, dtype, mask, "nl.dropout")
 all_reduce = unsupported("nl.all_reduce", "x op program_axes *dtype *mask *parallel_reduce *asynchronous",
                          "use nprof.nki.collectives for collectives across workers")  # fmt: skip

@@ -34,6 +34,7 @@ class _Pending:
     source: str | None
     box: list[tuple[int, int]] | None = None  # load: the mask's box over the result tile
     skip: bool = False  # matmul: masked off (mask=False), so committing emits nothing
+    more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()  # matmul: further (stationary, moving) pairs accumulated
 
 
 class PendingOps:
@@ -45,12 +46,15 @@ class PendingOps:
     source: Any
     _append: Any
     materialize: Any
+    direct: Any
 
-    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor, skip: bool = False) -> None:
+    def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor, skip: bool = False,
+                    more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()) -> None:  # fmt: skip
         """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`);
-        `skip`: a masked-off matmul (`mask=False`), which commits to nothing."""
+        `skip`: a masked-off matmul (`mask=False`), which commits to nothing; `more`: (stationary, moving) pairs
+        accumulated after it into the same result (a double-row matmul)."""
         self.flush()
-        self._pending = _Pending("matmul", stationary, moving, result, self.source(), skip=skip)
+        self._pending = _Pending("matmul", stationary, moving, result, self.source(), skip=skip, more=more)
 
     def set_pending_load(self, src: NkiTensor, result: NkiTensor, box: list[tuple[int, int]] | None) -> None:
         """Record a DMA of `src` into `result` (narrowed to `box`), committed lazily (see `_Pending`)."""
@@ -96,17 +100,26 @@ class PendingOps:
             raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
         if accumulate and self._fresh(out_view, out):
             accumulate = False  # `psum += matmul` into a region this tile never wrote starts a new sum
+        self._emit_matmul(stat, mov, out, accumulate, pend.source)
+        for a, b in pend.more:
+            self._emit_matmul(a.access(), b.access(), out_view.access(), True, pend.source)
+
+    def _emit_matmul(self, stat: Access, mov: Access, out: Access, accumulate: bool, source: str | None) -> None:
+        """LDWEIGHTS (when the stationary operand or its content changed) then MATMUL."""
         writer = self._deps.last_writer(stat)
         if self._stationary != (stat, writer):
-            self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), pend.source)
+            self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), source)
             self._stationary = (stat, writer)
-        self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), pend.source)
+        self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), source)
 
     def _fresh(self, view: NkiTensor, out: Access) -> bool:
         """True when no instruction wrote `out`'s region since its tile (block) was placed there: the compiler
         starts an accumulation group (AWS's attention v8a accumulates into nl.ndarray PSUM with `+=`)."""
         writer = self._deps.last_writer(out)
-        return writer is None or writer < placed_at(view)
+        if writer is None or writer < placed_at(view):
+            return True
+        direct = self.direct  # direct allocation: another logical tile at the same address wrote it last
+        return bool(direct.tiles) and out.tensor in direct.tiles and not direct.wrote(writer, out)
 
     def flush(self) -> None:
         """Commit the pending MATMUL or load, if any."""

@@ -83,6 +83,8 @@ class ViewReshapes:
     def broadcast_to(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
         """Size-1 axes repeated to `shape`: a zero-stride view in HBM (a DMA broadcast), through TensorE on chip."""
         shape = tuple(int(s) for s in shape)
+        if self.ndim == 1 and len(shape) > 1 and not self.is_hbm and self.shape[0] == shape[0]:
+            return self.pad_free(len(shape)).broadcast_to(shape)  # a [P] tile (a reduction) read as [P, 1]
         if len(shape) != self.ndim or any(a not in (1, b) for a, b in zip(self.shape, shape, strict=True)):
             raise kernel_error(f"cannot broadcast shape {self.shape} to {shape}")
         if self.is_hbm:

@@ -32,7 +32,9 @@ def user_frame() -> FrameType | None:
     names = _NAMES
     while frame is not None:
         code = frame.f_code
-        name = names[code] if code in names else _name(code)
+        name = names.get(code, 0)
+        if name == 0:
+            name = _name(code)
         if name is not None:
             return frame
         frame = frame.f_back

@@ -65,6 +65,7 @@ class OnChip:
     born: int = 0  # instruction count when its memory was reserved (earlier writes there were other tiles')
     token: Any = field(default=None, repr=False)  # allocator bookkeeping (weakref.finalize)
     block_elems: int = 0  # PSUM: element stride between blocks (packed into banks); 0 = packed
+    part0: int = 0  # first partition (direct allocation may place a tile at partition 32/64/96)
 
 
 Dim = tuple[int, int, int]  # (partition step, element step, size)
@@ -146,6 +147,23 @@ class NkiTensor(ViewReshapes, TileOperators):
     def __len__(self) -> int:
         return self.shape[0] if self._dims else 1
 
+    def view(self, dtype: Any) -> NkiTensor:
+        """This HBM tensor's bytes reinterpreted as `dtype`, of the same item size (no copy; AWS `tensor.view`)."""
+        from nprof.nki.dtypes import dtype_name
+
+        new = dtype_name(dtype)
+        base = self._base
+        if new == base.dtype:
+            return self
+        if not isinstance(base, HbmBase):
+            raise kernel_error(f"view(dtype) of the on-chip tile {base.name!r} is not supported by nprof; view the "
+                               "HBM tensor before loading it")  # fmt: skip
+        if ITEMSIZE[base.dtype] != ITEMSIZE[new]:
+            raise kernel_error(f"view({new}) of the {base.dtype} tensor {base.name!r}: nprof reinterprets dtypes of "
+                               "the same item size only")  # fmt: skip
+        alias = HbmBase(base.name, base.shape, new, base.kind, base.builder)
+        return NkiTensor(alias, self._p0, self._e0, self._dims, self._checks)
+
     def reshape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
         """A new-shape view of a whole, contiguous HBM tensor (same element count)."""
         shape = tuple(int(s) for s in shape)
@@ -172,6 +190,8 @@ class NkiTensor(ViewReshapes, TileOperators):
             fill = self.ndim - (len(items) - 1 - sum(1 for i in items if i is None))
             items = items[:k] + (slice(None),) * fill + items[k + 1 :]
         real = [item for item in items if item is not None]
+        if len(real) == 2 and self.ndim == 1 and not self.is_hbm:  # a [P] tile (e.g. `buf[:, i]`) read as [P, 1]
+            return self.pad_free(2).index(items)
         if len(real) > self.ndim:
             raise kernel_error(f"too many indices ({len(real)}) for {self.name!r} of shape {self.shape}")
         items = items + (slice(None),) * (self.ndim - len(real))
@@ -365,7 +385,7 @@ class NkiTensor(ViewReshapes, TileOperators):
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
         free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
         offset = delta + self._e0 * ITEMSIZE[base.dtype]
-        return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0, 1)
+        return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0 + base.part0, 1)
 
 
 def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:

@@ -49,9 +49,10 @@ from nprof.nki import loop_returns
 from nprof.nki.alloc import Allocator, OutOfMemory, OverCapacity
 from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
+from nprof.nki.direct import DirectState, make_blocks
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps, _Pending
-from nprof.nki.scopes import LoopScopes
+from nprof.nki.scopes import LoopScopes, old_generation_paused
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
 from nprof.program.model import Program, TensorDecl
@@ -98,6 +99,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._pending: _Pending | None = None
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
+        self.direct = DirectState(self)  # tiles placed by nki.compiler direct allocation
         self.plan_lifetimes()
         self._counter = 0
         self.meta: dict[str, str] = {}
@@ -182,7 +184,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._calls.append([])
         _ACTIVE.append(self)
         try:
-            result = fn(*args, **kwargs)
+            with old_generation_paused():
+                result = fn(*args, **kwargs)
             self.check_loops_completed()
             self.flush()
         finally:
@@ -238,16 +241,21 @@ class ProgramBuilder(PendingOps, LoopScopes):
         partition_axis: int = 0,
         *,
         lazy: bool = False,
+        direct: Any = None,
     ) -> NkiTensor:
         """A new SBUF/PSUM tile; `lazy` defers reserving memory until `materialize` (a matmul result that
-        may be accumulated into another tile instead never takes space)."""
+        may be accumulated into another tile instead never takes space); `direct`: an `nki.compiler`
+        direct-allocation buffer placing its logical tiles (`nprof.nki.direct`)."""
         self.flush()  # a pending load/matmul may hold the last reference to a tile: commit it so it can be freed
         base = OnChip(space, "", dtype, tuple(shape), partition_axis, -1, 0, self)
         self._counter += 1
         base.name = name or f"{'sbuf' if space is Space.SBUF else 'psum'}_{self._counter}"
         base.seq = self._counter
         self._check_tile(base)
-        if not lazy:
+        if direct is not None:
+            base.blocks = make_blocks(base, direct, block_stride_elems(base), len(self._instructions))
+            base.byte_offset, base.born = 0, len(self._instructions)
+        elif not lazy:
             self.materialize(base)
         if self._calls:
             self._calls[-1].append(weakref.ref(base))
@@ -352,6 +360,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         extra_writes: tuple[Access, ...] = (),
     ) -> int:
         index = len(self._instructions)
+        if self.direct.tiles:  # lifetime conflicts between directly allocated tiles (nprof.nki.direct)
+            self.direct.check(index, outs + extra_writes, ins + extra_reads, source)
         deps = self._deps.record(index, ins + extra_reads, outs + extra_writes)
         queue = -1
         if opcode is Opcode.DMA_DIRECT2D:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
@@ -372,6 +382,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
         if out.elements != inp.elements:
             raise kernel_error(f"DMA shapes differ: destination {dst.shape} vs source {src.shape}")
         return self.emit(Engine.DMA, Opcode.DMA_DIRECT2D, (out,), (inp,), attrs(**flags))
+
+    def hbm_written(self, name: str) -> bool:
+        """Has any instruction recorded so far written (part of) HBM tensor `name`?"""
+        return self._deps.wrote("hbm:" + name)
 
     # -- result -------------------------------------------------------------------------------
     @property

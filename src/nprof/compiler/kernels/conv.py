@@ -55,13 +55,13 @@ def _nchw(v: View, c0: int, cc: int) -> Access:
     return Access(Space.HBM, v.tensor, v.dtype, v.offset + c0 * h * w, cc, ((c * h * w, n), (1, h * w)), 0, h * w)
 
 
-def _padded(v: View, c0: int, cc: int, pad: tuple[int, int]) -> NkiTensor:
-    """SBUF tile [cc, N, H + 2ph, W + 2pw] of channels c0.. of `v`, zero around (one DMA)."""
+def _padded(v: View, c0: int, cc: int, pad: tuple[int, int], slack: int = 0) -> NkiTensor:
+    """SBUF tile [cc, N, H + 2ph + slack, W + 2pw] of channels c0.. of `v`, zero around (one DMA)."""
     n, c, h, w = v.shape
     ph, pw = pad
-    if ph == pw == 0:
+    if ph == pw == slack == 0:
         return _shaped(load(_nchw(v, c0, cc)), (n, h, w))
-    tile = nisa.memset((cc, n, h + 2 * ph, w + 2 * pw), 0.0, nl.float32)
+    tile = nisa.memset((cc, n, h + 2 * ph + slack, w + 2 * pw), 0.0, nl.float32)
     a = _nchw(v, c0, cc)
     src = window(Access(a.space, a.tensor, a.dtype, a.offset, cc, ((c * h * w, n), (w, h), (1, w)), 0, h * w))
     nisa.dma_copy(dst=tile[:, :, ph : ph + h, pw : pw + w], src=src)
@@ -69,14 +69,14 @@ def _padded(v: View, c0: int, cc: int, pad: tuple[int, int]) -> NkiTensor:
 
 
 def _dilated(
-    g: View, o0: int, oc: int, stride: tuple[int, int], lo: tuple[int, int], size: tuple[int, int]
+    g: View, o0: int, oc: int, stride: tuple[int, int], lo: tuple[int, int], size: tuple[int, int], slack: int
 ) -> NkiTensor:
-    """SBUF tile [oc, N, *size], zero except g[:, o0.., oh, ow] at (lo + stride * (oh, ow))."""
+    """SBUF tile [oc, N, size[0] + slack, size[1]], zero except g[:, o0.., oh, ow] at (lo + stride * (oh, ow))."""
     n, _, oh, ow = g.shape
     dense = _shaped(load(_nchw(g, o0, oc)), (n, oh, ow))
-    if stride == (1, 1) and lo == (0, 0) and size == (oh, ow):
+    if stride == (1, 1) and lo == (0, 0) and size == (oh, ow) and slack == 0:
         return dense
-    tile = nisa.memset((oc, n, *size), 0.0, nl.float32)
+    tile = nisa.memset((oc, n, size[0] + slack, size[1]), 0.0, nl.float32)
     (sh, sw), (lh, lw) = stride, lo
     tile[:, :, lh : lh + sh * (oh - 1) + 1 : sh, lw : lw + sw * (ow - 1) + 1 : sw] = dense
     return tile
@@ -90,14 +90,31 @@ def _window(xp: NkiTensor, img: int, r0: int, rows: int, ow: int, tap: tuple[int
     return xp[:, img, h0 : h0 + sh * (rows - 1) + 1 : sh, w0 : w0 + sw * (ow - 1) + 1 : sw]
 
 
+def _flat_window(xp: NkiTensor, img: int, r0: int, rows: int, tap: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:
+    """Stride 1: the run [cc, rows * Wp] of the flattened `xp` [cc, N, Hp + 1, Wp] starting at tap `tap`'s
+    first element for output rows r0..: whole padded rows (columns past OW are garbage, dropped later)."""
+    _, n, hp, wp = xp.shape
+    start = img * hp * wp + (r0 + tap[0] * dil[0]) * wp + tap[1] * dil[1]
+    return _shaped(xp, (n * hp * wp,))[:, start : start + rows * wp]
+
+
+def _slack(kw: int, stride: tuple[int, int]) -> int:
+    """Extra zero rows a padded tile needs for `_flat_window`: its last run overruns the image by KW-1."""
+    return 1 if stride == (1, 1) and kw > 1 else 0
+
+
 def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tuple[int, int],
                taps: list[tuple[int, int]], stride: tuple[int, int], dil: tuple[int, int], bias: Any,
                emit: Any) -> None:  # fmt: skip
     """For each block of 128 output channels o0: res [mt, N, OH, OW] = sum over input chunks ci and taps t of
     stationary(ci, t, o0, mt).T @ window(xps[ci], t), plus bias(o0, mt) (a [mt, 1] column or None) on PSUM
-    eviction; then emit(o0, mt, res)."""
+    eviction; then emit(o0, mt, res). With stride 1 the windows are contiguous runs of the flattened padded
+    tile, whole padded rows (`_flat_window`): TensorE reads them as they are and the eviction drops the
+    padding columns, instead of a VectorE copy per window (the tiles need `_slack` extra zero rows)."""
     oh, ow = out_hw
-    rows = max(1, min(oh, PSUM_FREE // ow))
+    flat = stride == (1, 1)
+    width = xps[0].shape[3] if flat else ow
+    rows = max(1, min(oh, PSUM_FREE // width))
     for o0 in range(0, m, P):
         mt = min(P, m - o0)
         res = nl.ndarray((mt, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
@@ -105,16 +122,19 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
         for img in range(n):
             for r0 in range(0, oh, rows):
                 rt = min(rows, oh - r0)
-                acc = nl.ndarray((mt, rt, ow), dtype=nl.float32, buffer=nl.psum)
+                acc = nl.ndarray((mt, rt * width), dtype=nl.float32, buffer=nl.psum)
                 k = 0
                 for ci, xp in enumerate(xps):
                     for t, tap in enumerate(taps):
-                        prod = nisa.nc_matmul(stationary(ci, t, o0, mt), _window(xp, img, r0, rt, ow, tap, stride, dil))
+                        moving = (_flat_window(xp, img, r0, rt, tap, dil) if flat
+                                  else _window(xp, img, r0, rt, ow, tap, stride, dil))  # fmt: skip
+                        prod = nisa.nc_matmul(stationary(ci, t, o0, mt), moving)
                         if k == 0:
                             acc[...] = prod
                         else:
                             acc += prod
                         k += 1
+                acc = acc.unflatten_free((rt, width))[:, :, :ow]
                 if col is None:
                     res[:, img, r0 : r0 + rt, :] = nisa.tensor_copy(acc)
                 else:
@@ -138,7 +158,7 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
     n, c, _, _ = x.shape
     oc, _, kh, kw = w.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
-    xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
+    xps = [_padded(x, c0, min(P, c - c0), padding, _slack(kw, stride)) for c0 in range(0, c, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
     wt: dict[tuple[int, int, int], NkiTensor] = {}
 
@@ -165,7 +185,7 @@ def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], 
     (dh, dw), (ph, pw) = dilation, padding
     lo = (dh * (kh - 1) - ph, dw * (kw - 1) - pw)
     size = (h + dh * (kh - 1), wd + dw * (kw - 1))
-    gds = [_dilated(g, o0, min(P, oc - o0), stride, lo, size) for o0 in range(0, oc, P)]
+    gds = [_dilated(g, o0, min(P, oc - o0), stride, lo, size, _slack(kw, (1, 1))) for o0 in range(0, oc, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     nt = len(taps)

@@ -44,7 +44,7 @@ _SWAPPED_CMP = {"is_ge": "is_le", "is_le": "is_ge", "is_gt": "is_lt", "is_lt": "
 
 def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
     views = [op for op in operands if isinstance(op, View)]
-    specs = fusion.tiles_for(out, views) or row_tiles(out.shape, [out.strides, *(v.strides for v in views)])
+    specs = fusion.tiles_for(out, views) or row_tiles(out.shape, [out.strides, *(v.strides for v in views)], fold=True)
     for spec in specs:
         column = [all(strides[k] == 0 for strides, _ in spec.free) for k in range(1, len(views) + 1)]
         use_columns = getattr(body, "accepts_columns", False) and not all(column)

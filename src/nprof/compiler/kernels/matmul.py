@@ -142,9 +142,47 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
             store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), res)
 
 
+BATCH_BYTES = 32 * 1024  # bytes per partition of one batched operand tile (`bmm_kernel`)
+
+
 def bmm_kernel(out: View, a: View, b: View) -> None:
-    for i in range(a.shape[0]):
+    """out[i] = a[i] @ b[i]. Small matrices (M, K <= 128, N <= 512: attention heads) move in one DMA per
+    operand for the whole batch (`_batched`): each operand's [rows, B, cols] tile, the batch as a free dim;
+    the results gather in one SBUF tile stored by one DMA. Larger ones run `matmul_kernel` per batch."""
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    small = m <= M_TILE and k <= K_TILE and n <= N_TILE and bsz * max(m, k, n) * 4 <= BATCH_BYTES
+    if small and operand_dtype(a, b) == nl.float32:
+        _batched_bmm(out, a, b)
+        return
+    for i in range(bsz):
         matmul_kernel(out.select(0, i), a.select(0, i), b.select(0, i))
+
+
+def _batched(v: View, dtype: Any = nl.float32) -> list[NkiTensor]:
+    """The per-batch SBUF tiles [R, C] of a [B, R, C] view (R <= 128) from one DMA of [R, B, C]; a view
+    whose columns are contiguous in HBM comes as its natural [C, B, R] rows, transposed per batch."""
+    bsz, r, c = v.shape
+    sb, sr, sc = v.strides
+    if sc == 1 or sr != 1 or c == 1:
+        a = Access(Space.HBM, v.tensor, v.dtype, v.offset, r, ((sb, bsz), (sc, c)), 0, sr)
+        tile = load(a, dtype)
+        return [tile[:, i, :] for i in range(bsz)]
+    a = Access(Space.HBM, v.tensor, v.dtype, v.offset, c, ((sb, bsz), (sr, r)), 0, sc)
+    natural = load(a, dtype)
+    return [nisa.tensor_copy(nisa.nc_transpose(natural[:, i, :])) for i in range(bsz)]
+
+
+def _batched_bmm(out: View, a: View, b: View) -> None:
+    bsz, m, _ = a.shape
+    n = b.shape[2]
+    stationary = _batched(a.permute((0, 2, 1)))  # a[i].T: [K, M]
+    moving = _batched(b)
+    res = nl.ndarray((m, bsz, n), dtype=nl.float32, buffer=nl.sbuf)
+    for i in range(bsz):
+        res[:, i, :] = nisa.tensor_copy(nisa.nc_matmul(stationary[i], moving[i]))
+    so, ro, co = out.strides
+    store(Access(Space.HBM, out.tensor, out.dtype, out.offset, m, ((so, bsz), (co, n)), 0, ro), res)
 
 
 def sum_rows_kernel(out: View, src: View, scale: float = 1.0) -> None:

@@ -3,10 +3,9 @@
 * `sbuf.auto_alloc()` / `psum.auto_alloc()` are `nl.sbuf` / `nl.psum`.
 * `sbuf.alloc(func)`, `sbuf.mod_alloc(...)`, `psum.alloc(func)`,
   `psum.mod_alloc(...)` (direct allocation: the kernel places each logical
-  tile itself) are accepted as `buffer=` of `nl.ndarray`/`nl.zeros`: the tile is
-  placed by nprof's allocator instead, with an `NkiCompatWarning` once per
-  kernel naming the API. Results are the same unless a kernel relies on two
-  tensors aliasing one address, which nprof does not reproduce.
+  tile itself) are honoured as `buffer=` of `nl.ndarray`/`nl.zeros`: tiles sit
+  at the given addresses, aliasing included, with the compiler's placement
+  rules and lifetime-conflict check (`nprof.nki.direct`).
 * `skip_middle_end_transformations` and `no_reorder` are faithful as is:
   nprof records the kernel's instructions as written and never transforms or
   reorders them. `force_auto_alloc` is what nprof always does.

@@ -16,14 +16,15 @@ def auto_alloc() -> Any:
 
 
 def alloc(func: Any) -> DirectBuffer:
-    """Direct PSUM allocation by `func(block_index, ...) -> (bank, address)` (placed by nprof's allocator; warns)."""
+    """Direct PSUM allocation: `func(idx, pdim_size, fdim_size) -> (bank, start_partition, byte_addr)`
+    (placed as given: `nprof.nki.direct`)."""
     check_callable("nki.compiler.psum.alloc", func)
     return DirectBuffer("nki.compiler.psum.alloc", Space.PSUM, {"func": func})
 
 
 def mod_alloc(*, base_bank: int, base_addr: int = 0, base_partition: int = 0, num_bank_tiles: Any = (),
               num_par_tiles: Any = (), num_free_tiles: Any = ()) -> Any:  # fmt: skip
-    """Direct PSUM allocation rotating over banks from `base_bank` (placed by nprof's allocator; warns)."""
+    """Direct PSUM allocation rotating over banks from `base_bank` (placed as given: `nprof.nki.direct`)."""
     return DirectBuffer("nki.compiler.psum.mod_alloc", Space.PSUM, {"base_bank": base_bank, "base_addr": base_addr,
                         "base_partition": base_partition, "num_bank_tiles": num_bank_tiles,
                         "num_par_tiles": num_par_tiles, "num_free_tiles": num_free_tiles})  # fmt: skip

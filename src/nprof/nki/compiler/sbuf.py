@@ -16,13 +16,14 @@ def auto_alloc() -> Any:
 
 
 def alloc(func: Any) -> DirectBuffer:
-    """Direct SBUF allocation by `func(block_index, ...) -> address` (placed by nprof's allocator; warns)."""
+    """Direct SBUF allocation: `func(idx, pdim_size, fdim_size) -> (start_partition, byte_addr)`
+    (placed as given: `nprof.nki.direct`)."""
     check_callable("nki.compiler.sbuf.alloc", func)
     return DirectBuffer("nki.compiler.sbuf.alloc", Space.SBUF, {"func": func})
 
 
 def mod_alloc(*, base_addr: int, base_partition: int = 0, num_par_tiles: Any = (), num_free_tiles: Any = ()) -> Any:
-    """Direct SBUF allocation rotating over tiles from `base_addr` (placed by nprof's allocator; warns)."""
+    """Direct SBUF allocation rotating over tiles from `base_addr` (placed as given: `nprof.nki.direct`)."""
     return DirectBuffer("nki.compiler.sbuf.mod_alloc", Space.SBUF, {"base_addr": base_addr,
                         "base_partition": base_partition, "num_par_tiles": num_par_tiles,
                         "num_free_tiles": num_free_tiles})  # fmt: skip
