@@ -18,6 +18,10 @@ Contract:
   iterate equally often.
 * The profile is this rank's (instructions, DMA, one `collectives` row per operation with its bytes, wait and
   algorithm), as `simulate_workers` writes for one rank, with the rank, world size, nd_idx and nc_idx.
+* The compiler's runtime calls `run_in_job` for every execution of a program with collectives
+  (`has_collectives`) inside a multi-process job (`current_job`). `run_in_job(..., gatherer=G)` exchanges
+  through G instead (tests run ranks as threads). Schedules are
+  cached per live program and collective durations (timing does not depend on data).
 * Bad input, one NprofError line on every rank, never a hang: ranks issuing different collectives (kind,
   reduce op, size) name what each rank issued; a rank that does not reach a collective within
   `NPROF_COLLECTIVE_TIMEOUT` seconds (default 300) is a timeout error saying how to wait longer.
@@ -75,6 +79,7 @@ def current_job() -> Job | None:
 
 
 def has_collectives(program: Program) -> bool:
+    """True when `program` has a collective (CC-core) instruction."""
     return any(ins.opcode in COLLECTIVES for ins in program.instructions)
 
 
@@ -327,12 +332,3 @@ def run_in_job(
     total = profile.info.total_time_ns or 0
     return SimResult(outputs, profile, (total,), tuple(warnings))
 
-
-def run_program(program: Program, inputs: Mapping[str, np.ndarray], *, allow_nonfinite: bool = True) -> SimResult:
-    """`simulate` with numerics, or `run_in_job` when the program has collectives inside a multi-process job."""
-    from nprof.device.simulate import simulate
-
-    job = current_job() if has_collectives(program) else None
-    if job is None:
-        return simulate(program, inputs, numerics=True, allow_nonfinite=allow_nonfinite)
-    return run_in_job(program, inputs, job, allow_nonfinite=allow_nonfinite)
