@@ -24,11 +24,9 @@ from nprof.nki.tensor import NkiTensor
 
 
 def _uniform(shape: tuple[int, ...]) -> np.ndarray:
-    from nprof.nki.language_ext import _RNG, RAND_SEED
+    from nprof.nki.language_ext import kernel_rng
 
-    builder = _trace.current()
-    rng = _RNG.setdefault(builder, np.random.default_rng(RAND_SEED))
-    return rng.random(shape, dtype=np.float32)
+    return kernel_rng().random(shape, dtype=np.float32)
 
 
 def _constant(values: np.ndarray, hint: str) -> NkiTensor:

@@ -233,6 +233,11 @@ _RNG: weakref.WeakKeyDictionary[Any, np.random.Generator] = weakref.WeakKeyDicti
 RAND_SEED = 0  # the generator's seed until nl.random_seed sets one
 
 
+def kernel_rng() -> np.random.Generator:
+    """The random generator of the kernel being traced (seeded by `random_seed`, else `RAND_SEED`)."""
+    return _RNG.setdefault(_trace.current(), np.random.default_rng(RAND_SEED))
+
+
 def random_seed(seed: Any, *, mask: Any = None) -> None:
     """Seed the generator of the following `nl.rand` calls of this kernel (a Python integer)."""
     if not _c.is_scalar(seed):
@@ -245,7 +250,7 @@ def rand(shape: Any, dtype: Any = _nl.float32) -> NkiTensor:
     DMA'd in as a Program constant, so the values are deterministic and the cost is one DMA (the hardware's
     generator draws other numbers of the same distribution on-chip)."""
     builder = _trace.current()
-    rng = _RNG.setdefault(builder, np.random.default_rng(RAND_SEED))
+    rng = kernel_rng()
     shape = tuple(int(s) for s in (shape if isinstance(shape, list | tuple) else (shape,)))
     values = rng.random(shape, dtype=np.float32)
     src = builder.hbm_tensor(builder.unique_name("rand"), shape, _c.dname(dtype), kind="weight", value=values)
