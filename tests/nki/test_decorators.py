@@ -163,5 +163,7 @@ def test_profile_with_num_execs_profiles_every_nth_execution(tmp_path):
     for n in (2, 4):
         assert Profile.load(tmp_path / f"p_exec_{n}.ntff").info.meta["profiled_execution"] == str(n)
         report = json.loads((tmp_path / "json_reports" / f"p_exec_{n}.json").read_text())
-        assert report["profiled_execution"] == str(n) and report["summary"]["total_time"] > 0
+        profile = Profile.load(tmp_path / f"p_exec_{n}.ntff")
+        assert report["profiled_execution"] == str(n) and report["total_time_ns"] == profile.total_time_ns > 0
+        assert report["instructions"] == profile.instructions.num_rows and report["trace"] == f"p_exec_{n}.ntff"
     assert not (tmp_path / "p.ntff").exists() and (tmp_path / "file.neff").exists()

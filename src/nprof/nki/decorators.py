@@ -25,8 +25,9 @@
   and Profile into `working_directory` (NprofError if a file exists and not
   `overwrite`). With `num_execs`, every `profile_nth`-th execution up to it is
   profiled into `<stem>_exec_<n>.ntff` (`<stem>.ntff` for execution 1), each
-  with nprof's summary metrics in `json_reports/<stem>_exec_<n>.json` (the
-  layout of AWS's nki.profile; the report content is nprof's own). The
+  with a small JSON report (simulated total time, event counts) in
+  `json_reports/<stem>_exec_<n>.json` (the layout of AWS's nki.profile; the
+  report content is nprof's own). The
   simulated device keeps no state between executions, so these profiles are
   the same but for their execution number. Returns the kernel's outputs.
 
@@ -247,7 +248,7 @@ class _Profiled(Kernel):
             profile = _as_execution(result.profile, n)
             _save(traced.program, profile, None, path, overwrite=True, func=self.func)
             if num_execs is not None:
-                _json_report(profile, self.workdir / "json_reports" / f"{path.stem}.json")
+                _json_report(profile, path, self.workdir / "json_reports" / f"{path.stem}.json")
         return finish(traced, result.outputs)
 
 
@@ -278,15 +279,22 @@ def _as_execution(profile: Any, n: int) -> Any:
     return replace(profile, info=replace(profile.info, meta=meta))
 
 
-def _json_report(profile: Any, path: Path) -> None:
-    """nprof's summary metrics of `profile` as JSON (where neuron-profile writes its JSON reports)."""
+def _json_report(profile: Any, trace: Path, path: Path) -> None:
+    """A small JSON report of `profile` (where neuron-profile writes its JSON reports): the simulated total time
+    and event counts, read from the profile itself (the full summary is the analysis stage's:
+    `nprof view -s <trace> --output-format summary-json`)."""
     import json
 
-    from nprof.analysis.metrics import summary_metrics
-
+    report = {
+        "profiled_execution": profile.info.meta.get("profiled_execution"),
+        "trace": trace.name,
+        "total_time_ns": profile.total_time_ns,
+        "instructions": profile.instructions.num_rows,
+        "dma_transfers": profile.dma.num_rows,
+        "full_summary": f"nprof view -s {trace} --output-format summary-json",
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    report = {"profiled_execution": profile.info.meta.get("profiled_execution"), "summary": summary_metrics(profile)}
-    path.write_text(json.dumps(report, indent=1, default=str))
+    path.write_text(json.dumps(report, indent=1))
 
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
