@@ -13,22 +13,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (importing file, module imported from, private name): each one is a debt to pay, not a precedent.
 ALLOWED = {
-    ("src/nprof/capture/multiworker.py", "nprof.capture.sim", "_pairs"),
-    ("src/nprof/compiler/collectives.py", "nprof.compiler.ops", "_contiguous"),
-    ("src/nprof/compiler/collectives.py", "nprof.compiler.ops", "_view_of"),
-    ("src/nprof/compiler/ops_attn.py", "nprof.compiler.ops", "_view_of"),
-    ("src/nprof/compiler/ops_conv.py", "nprof.compiler.ops", "_contiguous"),
-    ("src/nprof/compiler/ops_conv.py", "nprof.compiler.ops", "_view_of"),
-    ("src/nprof/compiler/ops_index.py", "nprof.compiler.ops", "_contiguous"),
-    ("src/nprof/compiler/ops_index.py", "nprof.compiler.ops", "_materialize_const"),
-    ("src/nprof/compiler/ops_index.py", "nprof.compiler.ops", "_view_of"),
-    ("src/nprof/compiler/ops_nn.py", "nprof.compiler.ops", "_contiguous"),
-    ("src/nprof/compiler/ops_nn.py", "nprof.compiler.ops", "_elementwise"),
-    ("src/nprof/compiler/ops_nn.py", "nprof.compiler.ops", "_materialize_const"),
-    ("src/nprof/compiler/ops_nn.py", "nprof.compiler.ops", "_to_copy"),
-    ("src/nprof/compiler/ops_nn.py", "nprof.compiler.ops", "_view_of"),
-    ("src/nprof/compiler/ops_pool.py", "nprof.compiler.ops", "_contiguous"),
-    ("src/nprof/compiler/ops_pool.py", "nprof.compiler.ops", "_view_of"),
     ("src/nprof/nki/compiler/_direct.py", "nprof.nki.language", "_Buffer"),
     ("src/nprof/nki/trace.py", "nprof.nki.pending", "_Pending"),
     ("tests/compiler/test_cache.py", "nprof.compiler.cache", "_print_report"),

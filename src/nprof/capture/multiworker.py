@@ -243,12 +243,12 @@ def _merged_warnings(per_rank: Mapping[int, tuple[str, ...]]) -> list[str]:
 
 def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
     """`nprof capture -n PROGRAM -r N ...` (see module doc); returns the exit code."""
-    from nprof.capture.sim import _pairs
+    from nprof.capture.sim import parse_pairs
 
     per_node = args.collectives_workers_per_node
     if per_node is None:
         raise NprofError("multi-worker capture needs -r/--collectives-workers-per-node N (workers on this node)")
-    pairs = _pairs(list(args.inputs or []))
+    pairs = parse_pairs(list(args.inputs or []))
     rank_inputs = parse_multi_input(args.multi_input) if args.multi_input else None
     out_dir = _out_dir(args.profile)
     paths, job = capture_workers(

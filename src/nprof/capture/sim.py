@@ -109,7 +109,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _pairs(values: list[str]) -> dict[str, str]:
+def parse_pairs(values: list[str]) -> dict[str, str]:
     if len(values) % 2:
         raise NprofError(
             f"inputs come in NAME FILE.npy pairs; got {len(values)} arguments ({' '.join(values)}); "
@@ -161,7 +161,7 @@ def capture_from_args(args: argparse.Namespace) -> Outcome:
         return _capture_multi_worker(args)
     if getattr(args, "list_inputs", False):
         return Outcome(_input_list(args.program))
-    pairs = _pairs(list(args.inputs or []))
+    pairs = parse_pairs(list(args.inputs or []))
     if not args.profile:
         raise NprofError("missing -s PROFILE: where to write the profile")
     target = nth_exec_path(args.profile, args.profile_nth_exec)

@@ -41,9 +41,9 @@ def _whole(v: View) -> Access:
 
 
 def _input(lw: Lowerer, x: Any) -> View:
-    from nprof.compiler.ops import _contiguous, _view_of
+    from nprof.compiler.ops import as_contiguous, view_of
 
-    return _contiguous(lw, _view_of(lw, x))
+    return as_contiguous(lw, view_of(lw, x))
 
 
 def _reduce_op(lw: Lowerer, reduce_op: Any) -> str:

@@ -70,22 +70,22 @@ def _getitem(lw: Lowerer, value: Any, index: int) -> Any:
     return lw.value(value)[index]
 
 
-def _view_of(lw: Lowerer, x: Any) -> View:
+def view_of(lw: Lowerer, x: Any) -> View:
     v = lw.value(x)
     if isinstance(v, Const):
-        return _materialize_const(lw, v)
+        return materialize_const(lw, v)
     if not isinstance(v, View):
         raise UnsupportedOpError(lw.unsupported_message(f"a {type(v).__name__} operand"))
     return v
 
 
-def _materialize_const(lw: Lowerer, c: Const) -> View:
+def materialize_const(lw: Lowerer, c: Const) -> View:
     out = lw.temp_tensor(c.shape, c.dtype)
     lw.em.call(ew.map_kernel, out, [float(c.value)], ew.copy_body)
     return out
 
 
-def _contiguous(lw: Lowerer, v: View) -> View:
+def as_contiguous(lw: Lowerer, v: View) -> View:
     if v.is_contiguous:
         return v
     out = lw.temp_tensor(v.shape, v.dtype)  # program dtype names are torch dtype names too
@@ -99,27 +99,27 @@ def _reshape(lw: Lowerer, x: Any, shape: Sequence[int]) -> Any:
     v = lw.value(x)
     if isinstance(v, Const):
         return Const(v.value, tuple(int(s) for s in lw.meta().shape), v.dtype)
-    r = _view_of(lw, x).reshape(shape)
+    r = view_of(lw, x).reshape(shape)
     if r is None:
-        r = _contiguous(lw, _view_of(lw, x)).reshape(shape)
+        r = as_contiguous(lw, view_of(lw, x)).reshape(shape)
     assert r is not None
     return r
 
 
 @register("permute.default")
 def _permute(lw: Lowerer, x: Any, dims: Sequence[int]) -> View:
-    return _view_of(lw, x).permute(dims)
+    return view_of(lw, x).permute(dims)
 
 
 @register("t.default")
 def _t(lw: Lowerer, x: Any) -> View:
-    v = _view_of(lw, x)
+    v = view_of(lw, x)
     return v.permute((1, 0)) if len(v.shape) == 2 else v
 
 
 @register("transpose.int")
 def _transpose(lw: Lowerer, x: Any, d0: int, d1: int) -> View:
-    v = _view_of(lw, x)
+    v = view_of(lw, x)
     dims = list(range(len(v.shape)))
     d0, d1 = d0 % len(dims), d1 % len(dims)
     dims[d0], dims[d1] = dims[d1], dims[d0]
@@ -136,24 +136,24 @@ def _expand(lw: Lowerer, x: Any, shape: Sequence[int], implicit: bool = False) -
 
 @register("unsqueeze.default")
 def _unsqueeze(lw: Lowerer, x: Any, dim: int) -> View:
-    return _view_of(lw, x).unsqueeze(dim)
+    return view_of(lw, x).unsqueeze(dim)
 
 
 @register("squeeze.default", "squeeze.dim", "squeeze.dims")
 def _squeeze(lw: Lowerer, x: Any, dims: Any = None) -> View:
     if isinstance(dims, int):
         dims = [dims]
-    return _view_of(lw, x).squeeze(dims)
+    return view_of(lw, x).squeeze(dims)
 
 
 @register("select.int")
 def _select(lw: Lowerer, x: Any, dim: int, index: int) -> View:
-    return _view_of(lw, x).select(dim, index)
+    return view_of(lw, x).select(dim, index)
 
 
 @register("slice.Tensor")
 def _slice(lw: Lowerer, x: Any, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> View:
-    v = _view_of(lw, x)
+    v = view_of(lw, x)
     size = v.shape[dim]
     return v.slice(dim, 0 if start is None else start, size if end is None else min(end, size), step)
 
@@ -164,12 +164,12 @@ def _alias(lw: Lowerer, x: Any, **_: Any) -> Any:
 
 
 @register("_to_copy.default")
-def _to_copy(lw: Lowerer, x: Any, **kwargs: Any) -> Any:
+def to_copy(lw: Lowerer, x: Any, **kwargs: Any) -> Any:
     v = lw.value(x)
     val = lw.meta()
     if isinstance(v, Const):
         return Const(v.value, tuple(int(s) for s in val.shape), str(val.dtype).removeprefix("torch."))
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     out = lw.new_tensor()
     if out.dtype == src.dtype and "dtype" not in kwargs:
         return src
@@ -258,7 +258,7 @@ _NUMPY = {
 }  # fmt: skip
 
 
-def _elementwise(lw: Lowerer, args: Sequence[Any], body: ew.Body, fold: Callable[..., float] | None = None) -> Any:
+def elementwise_op(lw: Lowerer, args: Sequence[Any], body: ew.Body, fold: Callable[..., float] | None = None) -> Any:
     val = lw.meta()
     shape = tuple(int(s) for s in val.shape)
     ops = [as_operand(lw, lw.value(a), shape) for a in args]
@@ -282,7 +282,7 @@ def _materialize_or_const(lw: Lowerer, ops: list[Any], body: ew.Body) -> View:
 
 def _unary(name: str, func: str) -> None:
     def lower(lw: Lowerer, x: Any, *_: Any, **__: Any) -> Any:
-        return _elementwise(lw, [x], ew.activation_body(func))
+        return elementwise_op(lw, [x], ew.activation_body(func))
 
     register(f"{name}.default", f"prims.{name}.default")(lower)
 
@@ -293,33 +293,33 @@ for _name, _func in ew.ACTIVATIONS.items():
 
 @register("gelu.default")
 def _gelu(lw: Lowerer, x: Any, approximate: str = "none") -> Any:
-    return _elementwise(lw, [x], ew.activation_body("gelu" if approximate == "none" else "gelu_apprx_tanh"))
+    return elementwise_op(lw, [x], ew.activation_body("gelu" if approximate == "none" else "gelu_apprx_tanh"))
 
 
 @register("reciprocal.default")
 def _reciprocal(lw: Lowerer, x: Any) -> Any:
-    return _elementwise(lw, [x], ew.reciprocal_body, lambda a: 1.0 / a)
+    return elementwise_op(lw, [x], ew.reciprocal_body, lambda a: 1.0 / a)
 
 
 @register("logical_not.default", "bitwise_not.default")
 def _not(lw: Lowerer, x: Any) -> Any:
-    return _elementwise(lw, [x], ew.scalar_body("is_equal", 0.0), lambda a: float(a == 0))
+    return elementwise_op(lw, [x], ew.scalar_body("is_equal", 0.0), lambda a: float(a == 0))
 
 
 @register("pow.Tensor_Scalar")
 def _pow(lw: Lowerer, x: Any, exponent: float) -> Any:
     if exponent == 2:
-        return _elementwise(lw, [x], ew.activation_body("square"), lambda a: a * a)
+        return elementwise_op(lw, [x], ew.activation_body("square"), lambda a: a * a)
     if exponent == 0.5:
-        return _elementwise(lw, [x], ew.activation_body("sqrt"), np.sqrt)
+        return elementwise_op(lw, [x], ew.activation_body("sqrt"), np.sqrt)
     if exponent == -0.5:
-        return _elementwise(lw, [x], ew.activation_body("rsqrt"), lambda a: a**-0.5)
-    return _elementwise(lw, [x], ew.scalar_body("power", float(exponent)), lambda a: a**exponent)
+        return elementwise_op(lw, [x], ew.activation_body("rsqrt"), lambda a: a**-0.5)
+    return elementwise_op(lw, [x], ew.scalar_body("power", float(exponent)), lambda a: a**exponent)
 
 
 def _binary(name: str, alu: str) -> None:
     def lower(lw: Lowerer, a: Any, b: Any, *, alpha: float = 1.0, **_: Any) -> Any:
-        return _elementwise(
+        return elementwise_op(
             lw, [a, b], ew.binary_body(alu, float(alpha)), lambda x, y: float(_NUMPY[alu](x, alpha * y))
         )
 
@@ -332,12 +332,12 @@ for _name, _alu in ew.BINARY.items():
 
 @register("rsub.Scalar", "rsub.Tensor")
 def _rsub(lw: Lowerer, a: Any, b: Any, alpha: float = 1.0) -> Any:
-    return _elementwise(lw, [b, a], ew.binary_body("subtract", float(alpha)), lambda x, y: x - alpha * y)
+    return elementwise_op(lw, [b, a], ew.binary_body("subtract", float(alpha)), lambda x, y: x - alpha * y)
 
 
 @register("where.self", "prims.where.default")
 def _where(lw: Lowerer, cond: Any, a: Any, b: Any) -> Any:
-    return _elementwise(lw, [cond, a, b], ew.where_body, lambda c, x, y: x if c else y)
+    return elementwise_op(lw, [cond, a, b], ew.where_body, lambda c, x, y: x if c else y)
 
 
 @register("clamp.default", "clamp_min.default", "clamp_max.default")
@@ -346,13 +346,13 @@ def _clamp(lw: Lowerer, x: Any, lo: float | None = None, hi: float | None = None
         lo, hi = None, lo
     lo_f = None if lo is None else float(lo)
     hi_f = None if hi is None else float(hi)
-    return _elementwise(lw, [x], ew.clamp_body(lo_f, hi_f), lambda a: float(np.clip(a, lo_f, hi_f)))
+    return elementwise_op(lw, [x], ew.clamp_body(lo_f, hi_f), lambda a: float(np.clip(a, lo_f, hi_f)))
 
 
 @register("threshold_backward.default")
 def _threshold_backward(lw: Lowerer, grad: Any, x: Any, threshold: float) -> Any:
-    mask = _elementwise(lw, [x], ew.scalar_body("is_gt", float(threshold)), lambda a: float(a > threshold))
-    return _elementwise(lw, [grad, mask], ew.binary_body("multiply"))
+    mask = elementwise_op(lw, [x], ew.scalar_body("is_gt", float(threshold)), lambda a: float(a > threshold))
+    return elementwise_op(lw, [grad, mask], ew.binary_body("multiply"))
 
 
 # ----- torch.distributed functional collectives (nprof.compiler.collectives) -----
@@ -374,7 +374,7 @@ def _broadcast_in_dim(lw: Lowerer, x: Any, shape: Sequence[int], broadcast_dimen
     v = lw.value(x)
     if isinstance(v, Const):
         return Const(v.value, tuple(int(s) for s in shape), v.dtype)
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     strides = [0] * len(shape)
     for k, d in enumerate(broadcast_dimensions):
         strides[d] = src.strides[k] if src.shape[k] == shape[d] else 0
@@ -384,7 +384,7 @@ def _broadcast_in_dim(lw: Lowerer, x: Any, shape: Sequence[int], broadcast_dimen
 @register("constant_pad_nd.default")
 def _constant_pad(lw: Lowerer, x: Any, pad: Sequence[int], value: float = 0.0) -> View:
     """A `value`-filled tensor with `x` copied into its interior (negative pads crop `x`)."""
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     out = lw.new_tensor()
     lw.em.call(ew.map_kernel, out, [float(value)], ew.copy_body)
     dst = out

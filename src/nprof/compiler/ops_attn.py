@@ -15,7 +15,7 @@ from typing import Any
 
 from nprof.compiler.kernels.attention import flash_bwd_kernel, flash_fwd_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
-from nprof.compiler.ops import LOWERINGS, _view_of, register
+from nprof.compiler.ops import LOWERINGS, register, view_of
 from nprof.compiler.views import View
 from nprof.errors import UnsupportedOpError
 
@@ -58,7 +58,7 @@ def _sdpa_fwd(
     lw: Lowerer, query: Any, key: Any, value: Any, dropout_p: float = 0.0, is_causal: bool = False,
     *, attn_mask: Any = None, scale: float | None = None,
 ) -> tuple[View, View]:  # fmt: skip
-    q, k, v = _view_of(lw, query), _view_of(lw, key), _view_of(lw, value)
+    q, k, v = view_of(lw, query), view_of(lw, key), view_of(lw, value)
     _check(lw, q, k, dropout_p)
     mask = _mask(lw, attn_mask, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
     out, lse = lw.new_tensor(index=0), lw.new_tensor(index=1)
@@ -76,9 +76,9 @@ def _sdpa_bwd(
     lw: Lowerer, grad_out: Any, query: Any, key: Any, value: Any, out: Any, logsumexp: Any,
     dropout_p: float = 0.0, is_causal: bool = False, *, attn_mask: Any = None, scale: float | None = None,
 ) -> tuple[View, View, View]:  # fmt: skip
-    q, k, v = _view_of(lw, query), _view_of(lw, key), _view_of(lw, value)
+    q, k, v = view_of(lw, query), view_of(lw, key), view_of(lw, value)
     _check(lw, q, k, dropout_p)
-    do, o, lse = _view_of(lw, grad_out), _view_of(lw, out), _view_of(lw, logsumexp)
+    do, o, lse = view_of(lw, grad_out), view_of(lw, out), view_of(lw, logsumexp)
     mask = _mask(lw, attn_mask, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
     dq, dk, dv = lw.new_tensor(index=0), lw.new_tensor(index=1), lw.new_tensor(index=2)
     for b in range(q.shape[0]):

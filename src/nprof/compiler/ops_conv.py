@@ -17,7 +17,7 @@ from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.reduce import reduce_kernel
 from nprof.compiler.lower import Lowerer
-from nprof.compiler.ops import LOWERINGS, _contiguous, _view_of, register
+from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import View
 from nprof.errors import UnsupportedOpError
 
@@ -90,20 +90,20 @@ def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: An
 @register("convolution.default")
 def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
-    xv, wv = _view_of(lw, x), _view_of(lw, weight)
+    xv, wv = view_of(lw, x), view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
     if direct_supported(xv, wv, stride, padding, dilation):
         out = lw.new_tensor()
-        bias_v = _view_of(lw, bias) if bias is not None else None
-        lw.em.call(direct.conv_kernel, out, _contiguous(lw, xv), _contiguous(lw, wv), bias_v,
+        bias_v = view_of(lw, bias) if bias is not None else None
+        lw.em.call(direct.conv_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v,
                    *_pairs(stride, padding, dilation))  # fmt: skip
         return out
     _, cols, oh, ow = _cols(lw, xv, wv.shape, stride, padding, dilation)
     out = lw.new_tensor()
     oc = wv.shape[0]
-    w2d = _contiguous(lw, wv).reshape([oc, cols.shape[0]])
+    w2d = as_contiguous(lw, wv).reshape([oc, cols.shape[0]])
     assert w2d is not None
-    bias_v = _view_of(lw, bias) if bias is not None else None
+    bias_v = view_of(lw, bias) if bias is not None else None
     for i in range(xv.shape[0]):
         out_i = out.select(0, i).reshape([oc, oh * ow])
         assert out_i is not None
@@ -118,7 +118,7 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
 def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_sizes: Any, stride: Any, padding: Any,
                           dilation: Any, transposed: bool, output_padding: Any, groups: int,
                           output_mask: Any) -> tuple:  # fmt: skip
-    g, xv, wv = _view_of(lw, grad), _view_of(lw, x), _view_of(lw, weight)
+    g, xv, wv = view_of(lw, grad), view_of(lw, x), view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
     if direct_supported(xv, wv, stride, padding, dilation):
         return _direct_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
@@ -130,7 +130,7 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
     lw.em.call(copy_kernel, g2, g.permute((1, 0, 2, 3)))
     g2d = g2.reshape([oc, npix])
     assert g2d is not None
-    w2d = _contiguous(lw, wv).reshape([oc, c * kh * kw])
+    w2d = as_contiguous(lw, wv).reshape([oc, c * kh * kw])
     assert w2d is not None
     results: list[Any] = [None, None, None]
     if output_mask[1]:
@@ -178,7 +178,7 @@ def _direct_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padd
                      output_mask: Any) -> tuple:  # fmt: skip
     """convolution_backward with `nprof.compiler.kernels.conv` (operands resident in SBUF, no im2col)."""
     geometry = _pairs(stride, padding, dilation)
-    g, xv, wv = _contiguous(lw, g), _contiguous(lw, xv), _contiguous(lw, wv)
+    g, xv, wv = as_contiguous(lw, g), as_contiguous(lw, xv), as_contiguous(lw, wv)
     results: list[Any] = [None, None, None]
     if output_mask[0]:
         results[0] = lw.new_tensor(index=0)

@@ -26,7 +26,7 @@ from nprof.compiler.kernels.gather import Term, bag_matrix_kernel, weighted_sum_
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.onehot import embedding_backward_kernel, embedding_kernel, iota_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
-from nprof.compiler.ops import LOWERINGS, _contiguous, _view_of, register
+from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import View, numel
 from nprof.errors import UnsupportedOpError
 
@@ -86,7 +86,7 @@ def _index_terms(lw: Lowerer, src: View, indices: Sequence[Any], shape: tuple[in
 
 @register("index.Tensor")
 def _index(lw: Lowerer, x: Any, indices: Sequence[Any]) -> View:
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     shape = tuple(int(s) for s in lw.meta().shape)
     return _gather_flat(lw, src, _index_terms(lw, src, indices, shape), shape)
 
@@ -107,7 +107,7 @@ def _index_put(lw: Lowerer, x: Any, indices: Sequence[Any], values: Any, accumul
 def _scatter_add_op(lw: Lowerer, x: Any, dim: int, index: Any, src: Any) -> View:
     """``x.scatter_add(dim, index, src)`` (the backward of gather)."""
     out = lw.new_tensor()
-    idx = _view_of(lw, index)
+    idx = view_of(lw, index)
     dim %= len(out.shape)
     shape = tuple(idx.shape)
     terms: list[Term] = [(idx, float(out.strides[dim]), int(out.shape[dim]))]
@@ -122,7 +122,7 @@ def _scatter_add(lw: Lowerer, out: View, x: Any, terms: list[Term], values: Any,
     vals = as_operand(lw, lw.value(values), shape)
     if not isinstance(vals, View):
         vals = _const_view(lw, vals, shape)
-    vals2d = _contiguous(lw, vals).reshape([numel(shape), 1])
+    vals2d = as_contiguous(lw, vals).reshape([numel(shape), 1])
     added = lw.temp_tensor((numel(out.shape), 1), "float32")
     flat = lin.reshape([numel(shape)])
     assert vals2d is not None and flat is not None
@@ -144,15 +144,15 @@ def _indexed_shape(x: Any, indices: Sequence[Any]) -> tuple[int, ...]:
 
 
 def _const_view(lw: Lowerer, value: float, shape: tuple[int, ...]) -> View:
-    from nprof.compiler.ops import _materialize_const
+    from nprof.compiler.ops import materialize_const
 
-    return _materialize_const(lw, Const(float(value), shape, "float32"))
+    return materialize_const(lw, Const(float(value), shape, "float32"))
 
 
 @register("gather.default")
 def _gather(lw: Lowerer, x: Any, dim: int, index: Any, sparse_grad: bool = False) -> View:
-    src = _view_of(lw, x)
-    idx = _view_of(lw, index)
+    src = view_of(lw, x)
+    idx = view_of(lw, index)
     dim %= len(src.shape)
     shape = tuple(idx.shape)
     terms: list[Term] = [(idx, float(src.strides[dim]), int(src.shape[dim]))]
@@ -166,7 +166,7 @@ def _times_matrix(lw: Lowerer, src: View, dim: int, matrix: np.ndarray, tag: str
     order = [d for d in range(nd) if d != dim] + [dim]
     n = src.shape[dim]
     rows = numel(src.shape) // max(n, 1)
-    x2 = _contiguous(lw, src.permute(order)).reshape([rows, n])
+    x2 = as_contiguous(lw, src.permute(order)).reshape([rows, n])
     assert x2 is not None
     name = f"const.{lw.node.name}.{tag}"
     lw.em.hbm_tensor(name, (n, n), "float32", "weight", matrix.astype(np.float32))
@@ -183,7 +183,7 @@ def _times_matrix(lw: Lowerer, src: View, dim: int, matrix: np.ndarray, tag: str
 @register("cumsum.default")
 def _cumsum(lw: Lowerer, x: Any, dim: int, dtype: Any = None) -> View:
     """x @ U along `dim`, U the upper-triangular ones matrix (exact for integers below 2**24)."""
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     dim %= max(len(src.shape), 1)
     n = src.shape[dim]
     return _times_matrix(lw, src, dim, np.triu(np.ones((n, n))), "triu", lw.new_tensor())
@@ -192,7 +192,7 @@ def _cumsum(lw: Lowerer, x: Any, dim: int, dtype: Any = None) -> View:
 @register("flip.default")
 def _flip(lw: Lowerer, x: Any, dims: Sequence[int]) -> View:
     """x reversed along `dims`: one anti-identity matmul per dim on TensorE."""
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     nd = len(src.shape)
     flips = sorted({d % nd for d in dims})
     for k, d in enumerate(flips):
@@ -237,7 +237,7 @@ def _embedding_bag(
     lw: Lowerer, weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: bool = False, mode: int = 0,
     sparse: bool = False, per_sample_weights: Any = None, include_last_offset: bool = False, padding_idx: int = -1,
 ) -> tuple:  # fmt: skip
-    w, idx, off = _view_of(lw, weight), _view_of(lw, indices), _view_of(lw, offsets)
+    w, idx, off = view_of(lw, weight), view_of(lw, indices), view_of(lw, offsets)
     _check_bag(lw, mode, per_sample_weights, idx)
     n = idx.shape[0]
     out = lw.new_tensor(index=0)
@@ -264,7 +264,7 @@ def _embedding_bag_backward(lw: Lowerer, grad: Any, indices: Any, offsets: Any, 
     psw = args[6] if dense else args[7]
     rest = list(args[7:] if dense else args[8:])
     padding_idx = int(kwargs.get("padding_idx", rest[0] if rest else -1))
-    idx, off, g = _view_of(lw, indices), _view_of(lw, offsets), _view_of(lw, grad)
+    idx, off, g = view_of(lw, indices), view_of(lw, offsets), view_of(lw, grad)
     _check_bag(lw, int(mode), psw, idx)
     if scale_grad:
         raise UnsupportedOpError(lw.unsupported_message("embedding_bag backward with scale_grad_by_freq=True"))

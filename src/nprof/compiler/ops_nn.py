@@ -24,7 +24,7 @@ from nprof.compiler.kernels.onehot import (
 )
 from nprof.compiler.kernels.reduce import argmax_kernel, reduce_kernel, softmax_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
-from nprof.compiler.ops import LOWERINGS, _contiguous, _elementwise, _materialize_const, _view_of, register
+from nprof.compiler.ops import LOWERINGS, as_contiguous, elementwise_op, materialize_const, register, view_of
 from nprof.compiler.views import View, numel
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -52,7 +52,7 @@ def _output_through_transposes(lw: Lowerer) -> tuple[Any, bool]:
 
 @register("mm.default")
 def _mm(lw: Lowerer, a: Any, b: Any) -> View:
-    av, bv = _view_of(lw, a), _view_of(lw, b)
+    av, bv = view_of(lw, a), view_of(lw, b)
     final, flipped = _output_through_transposes(lw)
     if final is not None:  # write straight into the graph output's layout; (a @ b).T = b.T @ a.T
         phys = lw.new_tensor(node=final)
@@ -71,21 +71,21 @@ def _addmm(lw: Lowerer, bias: Any, a: Any, b: Any, *, beta: float = 1.0, alpha: 
     out = lw.new_tensor()
     bias_v = as_operand(lw, lw.value(bias), out.shape)
     if not isinstance(bias_v, View):
-        bias_v = _materialize_const(lw, Const(float(bias_v), out.shape, "float32"))
-    lw.em.call(matmul_kernel, out, _view_of(lw, a), _view_of(lw, b), bias_v, float(alpha), float(beta))
+        bias_v = materialize_const(lw, Const(float(bias_v), out.shape, "float32"))
+    lw.em.call(matmul_kernel, out, view_of(lw, a), view_of(lw, b), bias_v, float(alpha), float(beta))
     return out
 
 
 @register("bmm.default")
 def _bmm(lw: Lowerer, a: Any, b: Any) -> View:
     out = lw.new_tensor()
-    lw.em.call(bmm_kernel, out, _view_of(lw, a), _view_of(lw, b))
+    lw.em.call(bmm_kernel, out, view_of(lw, a), view_of(lw, b))
     return out
 
 
 # ----- reductions, softmax, norms -----
 def _reduce(lw: Lowerer, x: Any, dims: Any, keepdim: bool, op: str, mean: bool = False) -> View:
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     nd = len(src.shape)
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         dims = list(range(nd))
@@ -132,30 +132,30 @@ def _amin(lw: Lowerer, x: Any, dims: Any = None, keepdim: bool = False) -> View:
 @register("_softmax.default", "_log_softmax.default")
 def _softmax(lw: Lowerer, x: Any, dim: int, half_to_float: bool = False) -> View:
     out = lw.new_tensor()
-    lw.em.call(softmax_kernel, out, _view_of(lw, x), dim, log="log_softmax" in str(lw.node.target))
+    lw.em.call(softmax_kernel, out, view_of(lw, x), dim, log="log_softmax" in str(lw.node.target))
     return out
 
 
 @register("native_layer_norm.default")
 def _layer_norm(lw: Lowerer, x: Any, normalized_shape: Sequence[int], weight: Any, bias: Any, eps: float) -> tuple:
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     out, mean, rstd = lw.new_tensor(index=0), lw.new_tensor(index=1), lw.new_tensor(index=2)
-    w = _view_of(lw, weight) if weight is not None else None
-    b = _view_of(lw, bias) if bias is not None else None
+    w = view_of(lw, weight) if weight is not None else None
+    b = view_of(lw, bias) if bias is not None else None
     lw.em.call(layer_norm_kernel, out, mean, rstd, src, len(normalized_shape), w, b, float(eps))
     return out, mean, rstd
 
 
 # ----- index-driven ops -----
 def _flat_index(lw: Lowerer, idx: Any) -> View:
-    v = _view_of(lw, idx)
+    v = view_of(lw, idx)
     r = v.reshape([numel(v.shape)])
-    return r if r is not None else _contiguous(lw, v).reshape([numel(v.shape)])  # type: ignore[return-value]
+    return r if r is not None else as_contiguous(lw, v).reshape([numel(v.shape)])  # type: ignore[return-value]
 
 
 @register("embedding.default")
 def _embedding(lw: Lowerer, weight: Any, idx: Any, padding_idx: int = -1, *_: Any) -> View:
-    w = _view_of(lw, weight)
+    w = view_of(lw, weight)
     flat = _flat_index(lw, idx)
     out = lw.new_tensor()
     out2d = out.reshape([flat.shape[0], w.shape[1]])
@@ -171,8 +171,8 @@ def _embedding_backward(
     if scale_grad_by_freq:
         raise UnsupportedOpError(lw.unsupported_message("embedding backward with scale_grad_by_freq=True"))
     flat = _flat_index(lw, idx)
-    g = _view_of(lw, grad)
-    g2d = g.reshape([flat.shape[0], g.shape[-1]]) or _contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
+    g = view_of(lw, grad)
+    g2d = g.reshape([flat.shape[0], g.shape[-1]]) or as_contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
     out = lw.new_tensor()
     lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
     return out
@@ -187,7 +187,7 @@ def _check_nll(lw: Lowerer, logp: View, weight: Any) -> None:
 
 @register("nll_loss_forward.default")
 def _nll_loss(lw: Lowerer, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int) -> tuple:
-    logp = _view_of(lw, x)
+    logp = view_of(lw, x)
     _check_nll(lw, logp, weight)
     loss, total = lw.new_tensor(index=0), lw.new_tensor(index=1)
     lw.em.call(nll_loss_kernel, loss, total, logp, _flat_index(lw, target), int(reduction), int(ignore_index))
@@ -198,11 +198,11 @@ def _nll_loss(lw: Lowerer, x: Any, target: Any, weight: Any, reduction: int, ign
 def _nll_loss_backward(
     lw: Lowerer, grad: Any, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int, total_weight: Any
 ) -> View:
-    logp = _view_of(lw, x)
+    logp = view_of(lw, x)
     _check_nll(lw, logp, weight)
     out = lw.new_tensor()
-    lw.em.call(nll_loss_backward_kernel, out, _view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
-                             int(ignore_index), _view_of(lw, total_weight))  # fmt: skip
+    lw.em.call(nll_loss_backward_kernel, out, view_of(lw, grad), logp, _flat_index(lw, target), int(reduction),
+                             int(ignore_index), view_of(lw, total_weight))  # fmt: skip
     return out
 
 
@@ -211,7 +211,7 @@ def _nll_loss_backward(
 def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
     """Dropout with uniform random numbers drawn on the host for every execution: they enter the program as
     the input ``rng.<node>`` (the virtual device has no RNG engine); mask = u >= p, out = x * mask / (1 - p)."""
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     if not train or p == 0.0:
         return src, Const(1.0, src.shape, "bool")
     if p >= 1.0:
@@ -228,7 +228,7 @@ def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
 # ----- prims left by torch's decompositions (var, log1p, expm1) -----
 @register("prims.log1p.default")
 def _log1p(lw: Lowerer, x: Any) -> Any:
-    return _elementwise(lw, [x], ew.activation_body("log", bias=1.0), lambda a: float(np.log1p(a)))
+    return elementwise_op(lw, [x], ew.activation_body("log", bias=1.0), lambda a: float(np.log1p(a)))
 
 
 @register("prims.expm1.default")
@@ -236,13 +236,13 @@ def _expm1(lw: Lowerer, x: Any) -> Any:
     def body(ins: list[ew.Value], shape: tuple[int, ...]) -> Any:
         return nisa.tensor_scalar(nisa.activation(op="exp", data=ins[0]), "subtract", 1.0)
 
-    return _elementwise(lw, [x], body, lambda a: float(np.expm1(a)))
+    return elementwise_op(lw, [x], body, lambda a: float(np.expm1(a)))
 
 
 @register("prims.var.default")
 def _prims_var(lw: Lowerer, x: Any, dims: Any, correction: float = 1.0, **_: Any) -> View:
     """var = sum((x - mean)^2) / (n - correction): a row mean, a squared difference, a scaled row sum."""
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     nd = len(src.shape)
     red = sorted({d % nd for d in dims}) if dims else list(range(nd))
     n = numel(src.shape[d] for d in red)
@@ -267,9 +267,9 @@ _squared_difference.accepts_columns = True  # type: ignore[attr-defined]
 
 @register("max.dim", "argmax.default")
 def _max_dim(lw: Lowerer, x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
-    src = _view_of(lw, x)
+    src = view_of(lw, x)
     if dim is None:  # argmax over the flattened tensor
-        src = _contiguous(lw, src).reshape([numel(src.shape)])
+        src = as_contiguous(lw, src).reshape([numel(src.shape)])
         assert src is not None
         dim = 0
     dim %= max(len(src.shape), 1)
@@ -288,7 +288,7 @@ def _max_dim(lw: Lowerer, x: Any, dim: int | None = None, keepdim: bool = False)
 
 @register("split_with_sizes.default", "split.Tensor")
 def _split(lw: Lowerer, x: Any, sizes: Any, dim: int = 0) -> tuple:
-    v = _view_of(lw, x)
+    v = view_of(lw, x)
     dim %= len(v.shape)
     total = v.shape[dim]
     if isinstance(sizes, int):
@@ -305,7 +305,7 @@ def _scatter(lw: Lowerer, base: Any, dim: int, index: Any, src: Any) -> View:
     """Scatter with one index per row along `dim` (what max/argmax backward and one-hot targets produce)."""
     out = lw.new_tensor()
     dim %= len(out.shape)
-    idx = _view_of(lw, index)
+    idx = view_of(lw, index)
     if idx.shape[dim] != 1 or any(
         a != b for d, (a, b) in enumerate(zip(idx.shape, out.shape, strict=True)) if d != dim
     ):
@@ -334,6 +334,6 @@ def _prims_amax(lw: Lowerer, x: Any, dims: Any, **_: Any) -> View:
 
 @register("prims.convert_element_type.default")
 def _convert(lw: Lowerer, x: Any, dtype: Any) -> Any:
-    from nprof.compiler.ops import _to_copy
+    from nprof.compiler.ops import to_copy
 
-    return _to_copy(lw, x, dtype=dtype)
+    return to_copy(lw, x, dtype=dtype)

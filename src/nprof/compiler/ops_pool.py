@@ -17,7 +17,7 @@ from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.matmul import copy_kernel
 from nprof.compiler.lower import Lowerer
-from nprof.compiler.ops import LOWERINGS, _contiguous, _view_of, register
+from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import FREE_MAX, PMAX, View, view_access
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -118,7 +118,7 @@ def _padded(lw: Lowerer, x: View, g: _Geometry, fill: float) -> View:
 @register("max_pool2d_with_indices.default")
 def _max_pool(lw: Lowerer, x: Any, kernel: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1,
               ceil_mode: bool = False) -> tuple:  # fmt: skip
-    xv = _view_of(lw, x)
+    xv = view_of(lw, x)
     g = _Geometry(xv.shape, kernel, stride, padding, dilation)
     _check(lw, xv, g, ceil_mode)
     padded = _padded(lw, xv, g, float("-inf"))
@@ -131,13 +131,13 @@ def _max_pool(lw: Lowerer, x: Any, kernel: Any, stride: Any = (), padding: Any =
 @register("max_pool2d_with_indices_backward.default")
 def _max_pool_backward(lw: Lowerer, grad: Any, x: Any, kernel: Any, stride: Any, padding: Any, dilation: Any,
                        ceil_mode: bool, indices: Any) -> View:  # fmt: skip
-    xv = _view_of(lw, x)
+    xv = view_of(lw, x)
     g = _Geometry(xv.shape, kernel, stride, padding, dilation)
     _check(lw, xv, g, ceil_mode)
     acc = lw.temp_tensor((g.n, g.c, g.hp, g.wp), "float32")
     lw.em.call(ew.map_kernel, acc, [0.0], ew.copy_body)
-    gv = _contiguous(lw, _view_of(lw, grad)).reshape([g.rows, g.oh, g.ow])
-    iv = _contiguous(lw, _view_of(lw, indices)).reshape([g.rows, g.oh, g.ow])
+    gv = as_contiguous(lw, view_of(lw, grad)).reshape([g.rows, g.oh, g.ow])
+    iv = as_contiguous(lw, view_of(lw, indices)).reshape([g.rows, g.oh, g.ow])
     assert gv is not None and iv is not None
     lw.em.call(_backward_kernel, acc, gv, iv, g)
     out = lw.new_tensor()
