@@ -123,22 +123,8 @@ def scaling_note(program: Program, world: int, workers_per_node: int, preset: st
     )
 
 
-def capture_workers(
-    program_path: str | os.PathLike[str],
-    out_dir: str | os.PathLike[str],
-    *,
-    workers_per_node: int,
-    worker_count: int | None = None,
-    start_id: int = 0,
-    profile_id: str | int = "all",
-    inputs: Mapping[str, str] | None = None,
-    rank_inputs: Mapping[int, Mapping[str, str]] | None = None,
-    preset: str | None = None,
-    profile_nth: int = 1,
-    ignore_exec_errors: bool = False,
-    timing_only: bool = False,
-) -> tuple[list[Path], JobResult]:
-    """Simulate the job and write this node's rank profiles (see module doc); returns (paths, job)."""
+def _local_ranks(workers_per_node: int, worker_count: int | None, start_id: int) -> tuple[int, list[int]]:
+    """(world size, this node's ranks); NprofError naming the flag when the node's block does not fit."""
     if workers_per_node < 1:
         raise NprofError(f"--collectives-workers-per-node must be >= 1, got {workers_per_node}")
     world = worker_count if worker_count is not None else start_id + workers_per_node
@@ -153,18 +139,27 @@ def capture_workers(
             f"--collectives-worker-start-id {start_id} is not a multiple of --collectives-workers-per-node "
             f"{workers_per_node}; nodes hold consecutive blocks of ranks"
         )
+    return world, local
+
+
+def _profiled_ranks(profile_id: str | int, local: list[int]) -> list[int]:
+    """The ranks of `local` to write profiles for: all, or the one `--collectives-profile-id` names."""
     if str(profile_id) == "all":
-        wanted = local
-    else:
-        try:
-            pid = int(profile_id)
-        except ValueError:
-            raise NprofError(f"--collectives-profile-id must be `all` or a rank, got {profile_id!r}") from None
-        if pid not in local:
-            raise NprofError(f"--collectives-profile-id {pid} is not on this node (ranks {local[0]}..{local[-1]})")
-        wanted = [pid]
-    program = load_program(program_path)
-    note = scaling_note(program, world, workers_per_node, preset)
+        return local
+    try:
+        pid = int(profile_id)
+    except ValueError:
+        raise NprofError(f"--collectives-profile-id must be `all` or a rank, got {profile_id!r}") from None
+    if pid not in local:
+        raise NprofError(f"--collectives-profile-id {pid} is not on this node (ranks {local[0]}..{local[-1]})")
+    return [pid]
+
+
+def _rank_arrays(
+    program: Program, world: int, inputs: Mapping[str, str] | None, rank_inputs: Mapping[int, Mapping[str, str]] | None
+) -> dict[int, dict[str, object]] | None:
+    """Each rank's input arrays (common `-i` files, overridden per rank by `-m`; each file read once), or None
+    when no input was given; NprofError for unknown names or ranks."""
     common = dict(inputs or {})
     _check_names(program, list(common), "inputs")
     per_rank = {r: dict(v) for r, v in (rank_inputs or {}).items()}
@@ -172,28 +167,25 @@ def capture_workers(
         if not 0 <= r < world:
             raise NprofError(f"-m: rank {r} is outside the job's ranks 0..{world - 1}")
         _check_names(program, list(names), f"-m rank {r}")
+    if not (common or per_rank):
+        return None
     cache: dict[str, object] = {}
 
     def arrays(r: int) -> dict[str, object]:
-        files = {**common, **per_rank.get(r, {})}
         out = {}
-        for name, path in files.items():
+        for name, path in {**common, **per_rank.get(r, {})}.items():
             if path not in cache:
                 cache[path] = load_npy(name, path)
             out[name] = cache[path]
         return out
 
-    job = simulate_workers(
-        program,
-        {r: arrays(r) for r in range(world)} if (common or per_rank) else None,
-        world_size=world,
-        workers_per_node=workers_per_node,
-        preset=preset,
-        numerics=not timing_only,
-        profile_ranks=wanted,
-        executions=profile_nth,
-        ignore_exec_errors=ignore_exec_errors,
-    )
+    return {r: arrays(r) for r in range(world)}
+
+
+def _write_rank_profiles(job: JobResult, wanted: list[int], out_dir: str | os.PathLike[str], program_path: str
+                         | os.PathLike[str], note: str | None) -> list[Path]:  # fmt: skip
+    """Save the profiles of `wanted` ranks as `rank_file`s in `out_dir` (program path, scaling note and warnings
+    in their manifests); `job.results` is updated to the profiles as written."""
     target = Path(out_dir).expanduser()
     try:
         target.mkdir(parents=True, exist_ok=True)
@@ -213,7 +205,41 @@ def capture_workers(
             paths.append(profile.save(rank_file(target, r)))
             job.results[r] = replace(res, profile=profile)  # the job as written
             bar.advance(1)
-    return paths, job
+    return paths
+
+
+def capture_workers(
+    program_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    workers_per_node: int,
+    worker_count: int | None = None,
+    start_id: int = 0,
+    profile_id: str | int = "all",
+    inputs: Mapping[str, str] | None = None,
+    rank_inputs: Mapping[int, Mapping[str, str]] | None = None,
+    preset: str | None = None,
+    profile_nth: int = 1,
+    ignore_exec_errors: bool = False,
+    timing_only: bool = False,
+) -> tuple[list[Path], JobResult]:
+    """Simulate the job and write this node's rank profiles (see module doc); returns (paths, job)."""
+    world, local = _local_ranks(workers_per_node, worker_count, start_id)
+    wanted = _profiled_ranks(profile_id, local)
+    program = load_program(program_path)
+    note = scaling_note(program, world, workers_per_node, preset)
+    job = simulate_workers(
+        program,
+        _rank_arrays(program, world, inputs, rank_inputs),
+        world_size=world,
+        workers_per_node=workers_per_node,
+        preset=preset,
+        numerics=not timing_only,
+        profile_ranks=wanted,
+        executions=profile_nth,
+        ignore_exec_errors=ignore_exec_errors,
+    )
+    return _write_rank_profiles(job, wanted, out_dir, program_path, note), job
 
 
 def _out_dir(arg: str | None) -> Path:
