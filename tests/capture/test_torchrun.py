@@ -60,9 +60,14 @@ def test_one_system_profile_per_rank_on_the_job_clock(job) -> None:
         reduces = [r for r in gloo if r["opcode"] == "gloo:all_reduce"]
         assert len(reduces) == 2 and all(r["engine"] == "cc" for r in reduces)  # DDP's bucket, once per step
         assert {r["iteration"] for r in reduces} == {0, 1}
-        cc = [c for c in p.collectives.to_pylist() if c["kind"] == "all-reduce"]
+        gloo_cc = [c for c in p.collectives.to_pylist() if c["algorithm"] == "gloo (host, measured)"]
+        cc = [c for c in gloo_cc if c["kind"] == "all-reduce"]
         assert [c["bytes"] for c in cc] == [(8 * 16 + 16 + 16 * 4 + 4) * 4] * 2  # the model's 212 float parameters
         assert all(c["ranks"] == [0, 1] for c in cc)
+        simulated = [c for c in p.collectives.to_pylist() if c["algorithm"].endswith("(simulated)")]
+        assert [c["id"] for c in simulated] == list(range(8))  # the gloo ops are numbered after them
+        assert [c["id"] for c in gloo_cc] == list(range(8, 8 + len(gloo_cc)))
+        assert all(c["ranks"] == [0, 1] and c["rank"] == p.info.rank for c in simulated)
         device_cc = p.instructions.filter(pc.equal(p.instructions["track"], "cc:nc0")).to_pylist()
         assert len(device_cc) == 4 * 2 and {r["opcode"] for r in device_cc} == {"all-reduce"}  # 4 per execution
         assert all(r["engine"] == "cc" and "simulated (ring/neuronlink" in r["operands"] for r in device_cc)
@@ -97,7 +102,7 @@ def test_view_directory_opens_the_ranks_as_one_group(job, tmp_path: Path) -> Non
         (gid,) = store.catalog.read()["groups"]
         data = group_collectives(store, gid, bins=16)
         assert [r["rank"] for r in data["ranks"]] == [0, 1]
-        assert sum(op["kind"] == "all-reduce" for op in data["ops"]) == 2
+        assert sum(op["kind"] == "all-reduce" for op in data["ops"]) == 2 + 8  # DDP's (gloo) and the compiled ones
         ids = set(store.catalog.profiles())
         assert sum(".MODULE_" in i for i in ids) == 2  # each rank's kept device profile, linked
     finally:

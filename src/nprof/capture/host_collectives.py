@@ -121,9 +121,10 @@ def match_ranks(per_rank: dict[int, list[HostOp]]) -> dict[int, list[HostOpRow]]
 
 
 def host_collective_tables(
-    rows: list[HostOpRow], rank: int, origin_ns: int
+    rows: list[HostOpRow], rank: int, origin_ns: int, first_op: int = 0
 ) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
-    """(instruction rows, collectives columns) of one rank's matched host collectives (see module doc)."""
+    """(instruction rows, collectives columns) of one rank's matched host collectives (see module doc); op ids
+    start at `first_op` (after the profile's simulated collectives)."""
     instructions = []
     for row in rows:
         op = row.op
@@ -131,11 +132,11 @@ def host_collective_tables(
         others = f"; waited {row.wait_ns / 1000:.1f} us for the last rank" if len(row.ranks) > 1 else ""
         instructions.append({
             "ts": op.start_ns - origin_ns, "duration": op.end_ns - op.start_ns, "engine": "cc", "track": TRACK,
-            "opcode": op.name, "operands": f"{what} on gloo, op {row.id}{others}", "iteration": op.step,
-            "wait_ns": row.wait_ns, "hlo_name": f"{op.kind}#{row.id}",
+            "opcode": op.name, "operands": f"{what} on gloo, op {first_op + row.id}{others}",
+            "iteration": op.step, "wait_ns": row.wait_ns, "hlo_name": f"{op.kind}#{first_op + row.id}",
         })  # fmt: skip
     collectives = {
-        "id": [r.id for r in rows],
+        "id": [first_op + r.id for r in rows],
         "kind": [r.op.kind for r in rows],
         "bytes": [r.op.nbytes for r in rows],
         "rank": [rank] * len(rows),

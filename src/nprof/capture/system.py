@@ -10,7 +10,9 @@ Contract of `attach_system(profile, work_dir, out) -> SystemProfile`:
   row per execution on the device track `nc:0`, with `layer` = module, `hlo_name` = `module#k`,
   depending on its launch (a flow arrow in Perfetto and the viewer); an execution with collectives (a
   multi-process job) adds one row per simulated collective on `cc:nc0` (engine cc, its bytes, algorithm
-  and simulated wait), at the execution's start plus the collective's simulated time;
+  and simulated wait), at the execution's start plus the collective's simulated time, and one `collectives`
+  row each (`device_collectives`: op k = the k-th simulated collective of the process, algorithm marked
+  `(simulated)`), so the aggregated multi-rank view lists them;
 * the clocks: torch.profiler's trace time plus the trace's `baseTimeNanoseconds` is Unix time, which
   the backend's events are stamped in, so host rows land exactly where they happened. A device row
   starts where its launch started and lasts the *simulated* device time; the host did not wait for
@@ -95,8 +97,27 @@ def _device_cc_rows(ev: dict[str, Any], device: dict[str, Any]) -> list[dict[str
         text = f"{c['kind']} of {c['bytes']} B, simulated ({c['algorithm']}{waited}), op {c['id']} of the execution"
         out.append({**device, "ts": device["ts"] + int(c["ts"]), "duration": int(c["duration"]), "engine": "cc",
                     "track": DEVICE_CC_TRACK, "opcode": c["kind"], "operands": text, "wait_ns": int(c["wait_ns"]),
-                    "deps": None})  # fmt: skip
+                    "deps": None, "bytes": int(c["bytes"]), "algorithm": c["algorithm"]})  # fmt: skip
     return out
+
+
+def device_collectives(rows: list[dict[str, Any]], info: Any) -> dict[str, list[Any]]:
+    """`collectives` columns for the simulated collectives among `rows` (track `cc:nc0`), in order: the k-th
+    is op k of the job (every rank runs the same graphs, so op k is the same collective on every rank);
+    algorithm marked `(simulated)`; all `info.world_size` ranks take part."""
+    cc = [r for r in rows if r["track"] == DEVICE_CC_TRACK]
+    world = list(range(max(1, int(info.world_size))))
+    return {
+        "id": list(range(len(cc))),
+        "kind": [r["opcode"] for r in cc],
+        "bytes": [r["bytes"] for r in cc],
+        "rank": [int(info.rank)] * len(cc),
+        "ranks": [world] * len(cc),
+        "ts": [r["ts"] for r in cc],
+        "duration": [r["duration"] for r in cc],
+        "wait_ns": [r["wait_ns"] for r in cc],
+        "algorithm": [f"{r['algorithm']} (simulated)" for r in cc],
+    }
 
 
 def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -145,6 +166,9 @@ def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
         return SystemProfile(replace(profile, info=replace(profile.info, meta={**profile.info.meta, "system": note})))
     origin = origin_unix_ns(profile)
     rows, dma = _event_rows(events, origin)
+    simulated = make_table("collectives", device_collectives(rows, profile.info))
+    collectives = pa.concat_tables([profile.collectives, simulated.cast(profile.collectives.schema)])
+    rows = [{k: v for k, v in r.items() if k not in ("bytes", "algorithm")} for r in rows]
     next_id = max(max_id(profile.instructions), max_id(profile.dma)) + 1
     instructions = append_rows(profile.instructions, "instructions", rows, next_id)
     dma_table = append_rows(profile.dma, "dma", dma, next_id + len(rows))
@@ -158,7 +182,8 @@ def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
         "system.device_profiles": orjson.dumps(listing).decode(),
     }
     info = replace(profile.info, meta=meta)
-    return SystemProfile(replace(profile, info=info, instructions=instructions, dma=dma_table), files)
+    tables = {"instructions": instructions, "dma": dma_table, "collectives": collectives}
+    return SystemProfile(replace(profile, info=info, **tables), files)
 
 
 def max_id(table: pa.Table) -> int:

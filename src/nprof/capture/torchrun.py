@@ -119,7 +119,8 @@ def _with_host_collectives(result: SystemProfile, rows: list, rank: int) -> Syst
     if not rows:
         return result
     profile = result.profile
-    instructions, collectives = host_collective_tables(rows, rank, origin_unix_ns(profile))
+    first_op = profile.collectives.num_rows  # after the simulated collectives (the same count on every rank)
+    instructions, collectives = host_collective_tables(rows, rank, origin_unix_ns(profile), first_op)
     first = max(max_id(profile.instructions), max_id(profile.dma)) + 1
     table = append_rows(profile.instructions, "instructions", instructions, first)
     cc = pa.concat_tables([profile.collectives, make_table("collectives", collectives)])
