@@ -88,6 +88,22 @@ def _deps_end(end: np.ndarray, off: np.ndarray, flat: np.ndarray, i: int) -> flo
 
 
 @njit(cache=True, nogil=True)
+def _tensor_deps_end(end: np.ndarray, slot: np.ndarray, off: np.ndarray, flat: np.ndarray, i: int, li: float,
+                     none: float) -> float:  # fmt: skip
+    """When TensorE instruction `i`'s inputs are ready: a TensorE producer's end, any other's end + `li`
+    (its fixed latency); `none` when it has no dependencies."""
+    if off[i + 1] <= off[i]:
+        return none
+    t = -_INF
+    for k in range(off[i], off[i + 1]):
+        j = flat[k]
+        x = end[j] if slot[j] <= _SLOT_MM else end[j] + li
+        if x > t:
+            t = x
+    return t
+
+
+@njit(cache=True, nogil=True)
 def list_pass(order: np.ndarray, slot: np.ndarray, dur: np.ndarray, lat0: np.ndarray, lat1: np.ndarray,
               dep1: np.ndarray, off: np.ndarray, flat: np.ndarray, prev: np.ndarray,
               is_tr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
@@ -117,15 +133,7 @@ def list_pass(order: np.ndarray, slot: np.ndarray, dur: np.ndarray, lat0: np.nda
             e = t + du
         else:  # TensorE
             f = end[p]
-            if off[i + 1] > off[i]:
-                t = -_INF
-                for k in range(off[i], off[i + 1]):
-                    j = flat[k]
-                    x = end[j] if slot[j] <= _SLOT_MM else end[j] + li
-                    if x > t:
-                        t = x
-            else:
-                t = lat0[i]
+            t = _tensor_deps_end(end, slot, off, flat, i, li, lat0[i])
             if t < f:
                 t = f
             if slot[i] == _SLOT_LD:
@@ -217,15 +225,7 @@ def _resolve(slot: np.ndarray, dur: np.ndarray, lat1: np.ndarray, dep1: np.ndarr
             continue
         else:  # TensorE
             li = lat1[i]
-            if off[i + 1] > off[i]:
-                t = -_INF
-                for k in range(off[i], off[i + 1]):
-                    j = flat[k]
-                    x = end[j] if slot[j] <= _SLOT_MM else end[j] + li
-                    if x > t:
-                        t = x
-            else:
-                t = li
+            t = _tensor_deps_end(end, slot, off, flat, i, li, li)
             f = start[pm[i]] if slot[i] == _SLOT_LD else end[pl[i]]
             if t < f:
                 t = f
