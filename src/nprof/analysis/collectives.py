@@ -23,8 +23,9 @@ None when not recorded); a host operation's host_* fields are its own waits.
   device waits), host_wait_ns (sum of its measured host waits: host ops and exchanges), `caused_wait_ns` /
   `caused_host_wait_ns` (the total waits of the operations it alone arrived last at, per clock).
 * The job: `straggler` / `host_straggler` = the rank with the largest caused wait on that clock (None when
-  nobody waited), `total_wait_ns` / `host_total_wait_ns`, `slowest_rank` = the rank with the longest total
-  time (ties: the one that made others wait most, then the lowest rank).
+  nobody waited), `total_wait_ns` (device ops) / `host_total_wait_ns` (host ops and exchanges),
+  `slowest_rank` = the rank with the longest total time (ties: the one that made others wait most, then the
+  lowest rank).
 `to_json()` gives the dict the web API and `summary-json` print.
 """
 
@@ -207,7 +208,7 @@ def analyze_group(ranks: Mapping[int, RankFacts]) -> GroupAnalysis:
     ops = [_op(op_id, rows[op_id], ranks) for op_id in sorted(rows)]
     for op in ops:
         straggler, alone = _last([(w.rank, w.wait_ns) for w in op.ranks])
-        if alone and op.total_wait_ns > 0:
+        if op.clock == "device" and alone and op.total_wait_ns > 0:
             per_rank[straggler].caused_wait_ns += op.total_wait_ns
         if op.host_straggler is not None and op.host_total_wait_ns:
             hs, alone = _last([(w.rank, int(w.host_wait_ns or 0)) for w in op.ranks])
@@ -222,7 +223,7 @@ def analyze_group(ranks: Mapping[int, RankFacts]) -> GroupAnalysis:
         ops,
         culprit.rank if culprit is not None and culprit.caused_wait_ns > 0 else None,
         slowest.rank if slowest is not None else None,
-        sum(op.total_wait_ns for op in ops),
+        sum(op.total_wait_ns for op in ops if op.clock == "device"),
         host.rank if host is not None and host.caused_host_wait_ns > 0 else None,
         sum(op.host_total_wait_ns or 0 for op in ops),
     )

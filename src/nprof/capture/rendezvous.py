@@ -23,13 +23,15 @@ Contract:
   `system.clock_reference_host`, `system.clock_offset_ns` (this host's clock minus the reference's, removed)
   and `system.clock_offset_error_ns` ("unknown" when not estimable: the rank is then left unaligned).
 * `needs_alignment(infos)`: True when the ranks' manifests do not share one job clock (several captures,
-  e.g. one per node) — `nprof view -d` then aligns them before ingest.
+  e.g. one per node) — `nprof view -d` then aligns them before ingest (`aligned_files`: aligned copies in a
+  work directory, the user's files untouched).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -216,3 +218,18 @@ def align_ranks(profiles: Mapping[int, Profile]) -> dict[int, Profile]:
         info = shifted.info
         out[r] = replace(shifted, info=replace(info, meta={**info.meta, **extra}))
     return match_waits(out)
+
+
+def aligned_files(files: list[tuple[int, Path]], work_dir: Path) -> list[tuple[int, Path]]:
+    """`files` ((rank, profile path)) as they are when they share one job clock, else aligned copies
+    (`align_ranks`) written into `work_dir` — the caller's files are never changed."""
+    infos = {r: Profile.read_info(p) for r, p in files}
+    if not needs_alignment(infos):
+        return files
+    aligned = align_ranks({r: Profile.load(p) for r, p in files})
+    out = []
+    for r, p in files:
+        dest = work_dir / p.name
+        aligned[r].save(dest)
+        out.append((r, dest))
+    return out
