@@ -330,7 +330,8 @@ class AggregateView {
       const op = hit.op;
       const w = hit.wait;
       const clock = op.clock === "host" ? MEAS : SIM;
-      const lines = [`#${op.id} ${op.kind} · rank ${hit.rank} · ${op.clock === "host" ? "host" : "device"} clock (${clock})`,
+      const onHost = op.clock === "host" || hit.piece === "host wait";
+      const lines = [`#${op.id} ${op.kind} · rank ${hit.rank} · ${onHost ? `host clock (${MEAS})` : `device clock (${SIM})`}`,
         `${fmtBytes(op.bytes)} per rank · ${op.algorithm || "ring"}`];
       if (hit.piece === "host wait") {
         lines.push(`host: entered the exchange at ${fmtTime(w.host_arrival)}, waited ${fmtTime(w.host_wait_ns)} for the other ranks (${MEAS})`);
