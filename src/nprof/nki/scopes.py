@@ -182,8 +182,10 @@ def restore_python_values(frame: FrameType, before: dict[str, Any]) -> None:
     the first. Mutated objects (a list appended to) are not undone; names the body deleted stay deleted.
     """
     now = frame.f_locals
-    changed = {name: value for name, value in before.items() if name in now and now[name] is not value}
-    added = [name for name in now if name not in before and not name.startswith("_nprof_")]
+    changed = {name: value for name, value in before.items() if now.get(name, value) is not value}
+    added = now.keys() - before.keys()  # (a set operation: this runs once per iteration of every loop)
+    if added:
+        added = {name for name in added if not name.startswith("_nprof_")}
     if not changed and not added:
         return
     now.update(changed)
