@@ -28,6 +28,7 @@ import ctypes
 import gc
 import math
 import sys
+import warnings
 from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -183,16 +184,20 @@ def restore_python_values(frame: FrameType, before: dict[str, Any]) -> None:
     """
     now = frame.f_locals
     changed = {name: value for name, value in before.items() if now.get(name, value) is not value}
-    added = now.keys() - before.keys()  # (a set operation: this runs once per iteration of every loop)
+    added = set(now).difference(before)  # (a set operation: this runs once per iteration of every loop)
     if added:
         added = {name for name in added if not name.startswith("_nprof_")}
     if not changed and not added:
         return
-    now.update(changed)
-    if sys.version_info >= (3, 13):  # f_locals writes through to the frame
-        for name in added:
-            del now[name]
-        return
+    now.update(changed)  # Python >= 3.13: f_locals writes through to the frame
     for name in added:
-        del now[name]
-    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))  # 1: unbind names not in now
+        try:
+            del now[name]
+        except TypeError:  # Python >= 3.13 cannot unbind a local: None drops the reference all the same
+            now[name] = None
+    if sys.version_info < (3, 12):
+        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))  # 1: unbind the rest
+    elif sys.version_info < (3, 13):  # 3.12 rebinds the names to None instead, with a RuntimeWarning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))
