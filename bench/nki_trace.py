@@ -8,7 +8,11 @@ into a temp dir with its imports rewritten (as scripts/nki_compat.py does; skipp
 Prints, per variant, the instructions traced per CPU second beside the goal (>= 200,000 instr/s) and the
 tutorial's trace + simulate time (CPU and wall) beside the goal (< 10 s). CPU time is the figure to read on a
 shared machine; wall time is printed beside it. `--before DIR` measures the same variants with another checkout
-(DIR/src first on the path, in a subprocess) and prints its rate beside this one's.
+(DIR/src first on the path, in a subprocess) and prints its rate beside this one's. `--floor` adds a row
+`tiled_builder`: the tiled kernel's instructions made by calling the ProgramBuilder directly (the builder
+operations nl.load / nisa.nc_matmul / `+=` perform, with views built by hand), no kernel Python and no nl/nisa
+layer: the speed a record-and-replay of loop bodies that re-runs the builder (allocation, dependencies,
+instruction objects) could reach at best.
 
 Usage: .venv/bin/python bench/nki_trace.py [--scale 1.0] [--variants tiled,...,flash_attn_bwd] [--before DIR]
   --scale s  M = 4096 * s (the fully blocked variant needs M >= 2048).
@@ -84,9 +88,45 @@ def _flash_attn_bwd(scale: float) -> Callable[[], Any]:
     return lambda: kernel.trace(q, k, v, o, dy, lse, None, use_causal_mask=True, mixed_precision=True)
 
 
+def _tiled_builder(m: int) -> Callable[[], Any]:
+    """The tiled matmul's builder operations, called directly (see module doc: `--floor`)."""
+    from nprof.arch.isa import Space
+    from nprof.nki.tensor import NkiTensor
+    from nprof.nki.trace import ProgramBuilder
+
+    def run() -> Any:
+        k_, n_ = 8192, 8192
+        b = ProgramBuilder("tiled_builder")
+        lhs = b.hbm_tensor("lhsT", (k_, m), "bfloat16").base
+        rhs = b.hbm_tensor("rhs", (k_, n_), "bfloat16").base
+        with b.active():
+            out = b.hbm_tensor("out", (m, n_), "bfloat16", kind="output")
+            for i in range(m // 128):
+                for j in range(n_ // 512):
+                    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+                    for k in range(k_ // 128):
+                        a = b.alloc((128, 128), "bfloat16", Space.SBUF)
+                        b.set_pending_load(NkiTensor(lhs, 0, k * 128 * m + i * 128, ((0, m, 128), (0, 1, 128)), ()), a,
+                                           None)  # fmt: skip
+                        r = b.alloc((128, 512), "bfloat16", Space.SBUF)
+                        b.set_pending_load(NkiTensor(rhs, 0, k * 128 * n_ + j * 512, ((0, n_, 128), (0, 1, 512)), ()),
+                                           r, None)  # fmt: skip
+                        b.set_pending(a, r, b.alloc((128, 512), "float32", Space.PSUM, lazy=True))
+                        b.commit_matmul(acc, accumulate=True)
+                    nl.store(out[i * 128 : (i + 1) * 128, j * 512 : (j + 1) * 512], value=nl.copy(acc, dtype=out.dtype))
+            return type("Traced", (), {"program": b.build()})
+
+    return run
+
+
 def measure(name: str, scale: float) -> dict[str, float]:
     """Trace and simulate one variant: instructions and (cpu, wall) seconds of each stage."""
-    run = _flash_attn_bwd(scale) if name == ATTENTION else _matmul(VARIANTS[name], int(4096 * scale))
+    if name == ATTENTION:
+        run = _flash_attn_bwd(scale)
+    elif name == "tiled_builder":
+        run = _tiled_builder(int(4096 * scale))
+    else:
+        run = _matmul(VARIANTS[name], int(4096 * scale))
     gc.collect()
     c0, w0 = _clock()
     traced = run()
@@ -111,9 +151,10 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="M as a fraction of 4096 (1.0: published size)")
     ap.add_argument("--variants", default=",".join([*VARIANTS, ATTENTION]), help="comma-separated subset")
     ap.add_argument("--before", default="", help="another checkout to measure beside this one (e.g. main)")
+    ap.add_argument("--floor", action="store_true", help="add the tiled kernel made by builder calls only")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    names = args.variants.split(",")
+    names = args.variants.split(",") + (["tiled_builder"] if args.floor else [])
     if args.json:
         print(json.dumps(measure(names[0], args.scale)))
         return
