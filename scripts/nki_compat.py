@@ -81,6 +81,12 @@ def extract(dest: Path) -> None:
 
 
 def _load(path: Path) -> Any:
+    """The module of a public file: by its dotted name under the nearest `src/` when it uses relative imports
+    (nki-samples' reference kernels), else from its path with its directory on sys.path."""
+    src = next((p for p in path.parents if p.name == "src"), None)
+    if src is not None and re.search(r"^\s*from \.", path.read_text(), re.MULTILINE):
+        sys.path.insert(0, str(src))
+        return importlib.import_module(".".join(path.relative_to(src).with_suffix("").parts))
     sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]

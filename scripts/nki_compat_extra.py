@@ -127,6 +127,10 @@ EXTRA_CASES: list[Case] = [
          lambda x: upsample2x(x, (2, 3, 4)), {"S": 8}, {"S": 23}),
     Case("prof_kernel_benchmark", "sdk", "examples/prof-kernel-benchmark.py", "tensor_exp_kernel_",
          lambda d, r: (_rand(r, 250, 512),), np.exp),
+    # imports neuronxcc compiler internals (compiler.backends.neuron.tensor / .indexing), not the NKI API: the
+    # row shows the import error; its inputs are only the arrays (the kernel never starts)
+    Case("ref_rmsnorm_quant", "samples-ref", REF + "rmsnorm_quant/rmsnorm_quant.py", "rmsnorm_quant_kernel",
+         lambda d, r: (_sym(r, 2, 100, 512), _rand(r, 512)), lambda *a: None),
     Case("mx_matmul_offline_quantized", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
          "kernel_offline_quantized_mx_matmul", lambda d, r: (), lambda *a: None),
 ]  # fmt: skip
