@@ -124,3 +124,17 @@ def test_a_returned_reshaped_view_comes_back_in_its_shape():
     got = nki.simulate_kernel(kernel, a)
     assert got.shape == (2, 4, 24)
     np.testing.assert_allclose(got, (a + 1).reshape(2, 4, 24), rtol=1e-6)
+
+
+def test_dma_transpose_in_the_dst_first_style():
+    """Beta 2: nisa.dma_transpose(dst, src) writes src.T into dst."""
+
+    def kernel(a):
+        out = nl.ndarray((48, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((48, 16), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, nl.load(a))
+        nl.store(out, value=t)
+        return out
+
+    a = rand((16, 48), 13)
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, a), a.T)
