@@ -188,8 +188,10 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
 def run_script(tree: Path, source: str, path: Path, timeout: float) -> dict[str, Any]:
     """A public file run with python in its directory: yes when it exits 0 and prints no "False"."""
     try:
-        proc = subprocess.run([sys.executable, path.name], capture_output=True, text=True, timeout=timeout,
-                              cwd=path.parent, env=_env(tree, source, path.parent))  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="home_", dir=tree) as home:  # a fresh HOME: files it writes
+            env = {**_env(tree, source, path.parent), "HOME": home}
+            proc = subprocess.run([sys.executable, path.name], capture_output=True, text=True, timeout=timeout,
+                                  cwd=path.parent, env=env)  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
     if proc.returncode != 0:
