@@ -5,13 +5,16 @@ Contract: `group_router(store)` returns an APIRouter (mounted before the main AP
 * `GET /api/groups/{group_id}/collectives?bins=N` (N in 16..4000, default 400) ->
   `{"id", "display_name", "t_max" (ns, the longest rank), "bins", "bin_ns",
     "ranks": [{"rank", "profile_id", "nd_idx", "nc_idx", "total_time_ns", "cc_op_count", "cc_op_time_ns",
-               "cc_wait_ns", "caused_wait_ns", "busy": [N floats]}],
-    "ops": [{"id", "kind", "bytes", "algorithm", "start", "end", "straggler", "max_wait_ns", "total_wait_ns",
-             "ranks": [{"rank", "arrival", "wait_ns", "duration"}]}],
-    "straggler" (rank or null), "slowest_rank", "total_wait_ns"}`
-  (`nprof.analysis.collectives.analyze_group` over every rank's stored `collectives` table). `busy[i]` is the
-  mean number of compute engines (tensor, vector, scalar, gpsimd, sync) busy in bin i of the shared axis
-  [0, t_max) — event time is credited to the bin where the event starts, capped at 5.
+               "cc_wait_ns", "host_wait_ns", "caused_wait_ns", "caused_host_wait_ns", "busy": [N floats]}],
+    "ops": [{"id", "kind", "bytes", "algorithm", "clock" ("device": simulated | "host": measured), "start", "end",
+             "transfer_ns", "straggler", "max_wait_ns", "total_wait_ns", "launch_skew_ns", "host_straggler",
+             "host_max_wait_ns", "host_total_wait_ns",
+             "ranks": [{"rank", "arrival", "wait_ns", "duration", "host_arrival", "host_wait_ns"}]}],
+    "straggler", "host_straggler" (rank or null), "slowest_rank", "total_wait_ns", "host_total_wait_ns"}`
+  (`nprof.analysis.collectives.analyze_group` over every rank's stored `collectives` table and its host exchange
+  rows: each op's waits are on its own clock, the host_* fields measured on the host — see that module).
+  `busy[i]` is the mean number of compute engines (tensor, vector, scalar, gpsimd, sync) busy in bin i of the
+  shared axis [0, t_max) — event time is credited to the bin where the event starts, capped at 5.
 Results are cached per (group, bins, the ranks' ingest stamps). Unknown groups: 404 via NotFound.
 """
 
@@ -22,7 +25,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Query
 
-from nprof.analysis.collectives import RankFacts, analyze_group
+from nprof.analysis.collectives import EXCHANGE_TRACK, RankFacts, analyze_group, exchange_facts
 from nprof.store import Store
 from nprof.store.catalog import check_id
 
@@ -49,12 +52,19 @@ def _facts(store: Store, profile_id: str, entry: dict[str, Any]) -> RankFacts:
     with store.session(profile_id) as (cur, meta):
         table = cur.sql("SELECT * FROM collectives").to_arrow_table()
         manifest = meta.get("manifest") or {}
+        names, ts, waits = [], [], []
+        if table.num_rows:  # the host's measured exchanges of simulated collectives (system profiles)
+            rows = cur.execute(
+                "SELECT hlo_name, ts, wait_ns FROM instructions WHERE track = ? ORDER BY ts", [EXCHANGE_TRACK]
+            ).fetchall()
+            names, ts, waits = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     return RankFacts(
         table,
         int(entry.get("total_time_ns") or 0),
         int(manifest.get("nd_idx", 0) or 0),
         int(manifest.get("nc_idx", 0) or 0),
         profile_id,
+        exchange_facts(names, ts, waits),
     )
 
 
