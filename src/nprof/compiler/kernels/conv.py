@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels.conv_taps import shaped as _shaped
+from nprof.compiler.kernels.conv_taps import stacked_input
 from nprof.compiler.kernels.hbm import load, store, window
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
@@ -40,13 +42,6 @@ def fits(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[int, 
     chunks = -(-max(c, oc) // P)
     padded = n * (h + 2 * pad[0] + w_shape[2]) * (w + 2 * pad[1] + w_shape[3]) * 4 * chunks
     return padded + 3 * n * max(oh * ow, h * w) * 4 + 4 * c * w_shape[2] * w_shape[3] * chunks <= SBUF_SHARE
-
-
-def _shaped(t: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
-    """A contiguous tile seen with free dims `free` (same element count per partition)."""
-    f = t.flatten_free()
-    assert f is not None, "tiles allocated here are contiguous"
-    return f.unflatten_free(free)
 
 
 def _nchw(v: View, c0: int, cc: int) -> Access:
@@ -252,38 +247,6 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
 STACK_MAX_C = 32  # input channels up to which a convolution stacks kernel taps on the partitions
 
 
-def _tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tuple[int, int]:
-    """Output positions [lo, hi) of one axis whose input position o * stride + tap * dil - pad is in [0, size)."""
-    first = tap * dil - pad
-    lo = max(0, -(first // stride)) if first < 0 else 0
-    while lo * stride + first < 0:
-        lo += 1
-    hi = o
-    while hi > lo and (hi - 1) * stride + first >= size:
-        hi -= 1
-    return lo, max(lo, hi)
-
-
-def _stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
-                   padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
-    """SBUF tile [len(group) * C, N * OH * OW]: block j holds the input pixels kernel tap group[j] reads for every
-    output pixel (zero where it reads padding), DMA'd straight from HBM: im2col on the partitions, one DMA per
-    tap, so one matmul contracts over C * taps instead of C."""
-    n, c, h, w = x.shape
-    oh, ow = out_hw
-    tile = nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32)
-    for j, (i, k) in enumerate(group):
-        r0, r1 = _tap_rows(oh, i, stride[0], padding[0], dil[0], h)
-        q0, q1 = _tap_rows(ow, k, stride[1], padding[1], dil[1], w)
-        if r1 <= r0 or q1 <= q0:
-            continue
-        offset = x.offset + (r0 * stride[0] + i * dil[0] - padding[0]) * w + q0 * stride[1] + k * dil[1] - padding[1]
-        src = Access(Space.HBM, x.tensor, x.dtype, offset, c,
-                     ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
-        nisa.dma_copy(dst=tile[j * c : (j + 1) * c, :, r0:r1, q0:q1], src=window(src))
-    return _shaped(tile, (n * oh * ow,))
-
-
 def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiTensor:
     """[len(group) * C, mt] stationary: row j * C + ci = W[o, ci, tap group[j]] (natural rows gathered, then one
     TensorE transpose)."""
@@ -305,7 +268,7 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     nt, per = len(taps), max(1, P // c)
     groups = [list(range(g, min(g + per, nt))) for g in range(0, nt, per)]
-    inputs = [_stacked_input(x, [taps[t] for t in g], (oh, ow), *geometry) for g in groups]
+    inputs = [stacked_input(x, [taps[t] for t in g], (oh, ow), *geometry) for g in groups]
     pixels = n * oh * ow
     for o0 in range(0, oc, P):
         mt = min(P, oc - o0)
@@ -362,7 +325,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
         g_t.append(gt)
     dwn = [nl.ndarray((gk.shape[0], c * nt), dtype=nl.float32, buffer=nl.sbuf) for gk in gs]
     for group in groups:
-        stacked = _stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
+        stacked = stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
         accs = [nl.ndarray((d.shape[0], len(group) * c), dtype=nl.float32, buffer=nl.psum) for d in dwn]
         for b, (p0, pt) in enumerate(blocks):
             x_t = nisa.tensor_copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
