@@ -47,6 +47,8 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
     oh, ow = out_hw
     runs = stride == (1, 1) and ow == w
     tile = nl.ndarray((len(group) * c, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
+    staged = not runs and n * h * w * 4 <= STAGE_MAX_BYTES
+    stage = nl.ndarray((len(group) * c, n, h, w), dtype=nl.float32, buffer=nl.sbuf) if staged else None
     if not runs:
         nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32, dst=tile)
     for j, (i, k) in enumerate(group):
@@ -58,11 +60,31 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
             continue
         if r1 <= r0 or q1 <= q0:
             continue
-        offset = x.offset + (r0 * stride[0] + i * dil[0] - padding[0]) * w + q0 * stride[1] + k * dil[1] - padding[1]
-        src = Access(Space.HBM, x.tensor, x.dtype, offset, c,
+        row0, col0 = r0 * stride[0] + i * dil[0] - padding[0], q0 * stride[1] + k * dil[1] - padding[1]
+        if stage is not None:
+            _staged(x, block, stage[j * c : (j + 1) * c], (r0, r1, row0), (q0, q1, col0), stride)
+            continue
+        src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w + col0, c,
                      ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
         nisa.dma_copy(dst=block[:, :, r0:r1, q0:q1], src=window(src))
     return shaped(tile, (n * oh * ow,))
+
+
+STAGE_MAX_BYTES = 32 * 1024  # SBUF bytes per partition a strided tap may stage its input rows in
+
+
+def _staged(x: View, block: NkiTensor, stage: NkiTensor, rows: tuple[int, int, int], cols: tuple[int, int, int],
+            stride: tuple[int, int]) -> None:  # fmt: skip
+    """A strided tap's window: the input rows it reads move as one contiguous run per (channel, image) into
+    `stage` (same partitions as `block`), then a strided on-chip copy picks the window: N chunks per partition
+    instead of one per element (stride 2 in the width would make every element its own DMA chunk)."""
+    n, c, h, w = x.shape
+    (r0, r1, row0), (q0, q1, col0) = rows, cols
+    span = (r1 - 1 - r0) * stride[0] + 1
+    src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w, c, ((c * h * w, n), (1, span * w)), 0, h * w)
+    nisa.dma_copy(dst=shaped(stage, (n, h * w))[:, :, : span * w], src=window(src))
+    picked = stage[:, :, 0 : span : stride[0], col0 : col0 + (q1 - q0 - 1) * stride[1] + 1 : stride[1]]
+    block[:, :, r0:r1, q0:q1] = nisa.tensor_copy(picked)
 
 
 def _row_runs(x: View, block: NkiTensor, rows: tuple[int, int], cols: tuple[int, int], di: int, dk: int) -> None:
