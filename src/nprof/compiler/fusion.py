@@ -68,13 +68,14 @@ class FusingBuilder(ProgramBuilder):
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
 
     # ----- the cache --------------------------------------------------------------------------------------------
-    def lookup(self, access: Access) -> NkiTensor | None:
-        """The kept tile holding exactly `access` (an HBM pattern), or None."""
+    def lookup(self, access: Access, contiguous: bool = True) -> NkiTensor | None:
+        """The kept tile holding exactly `access` (an HBM pattern), or a window of one (contiguous within each
+        partition unless not `contiguous`: a DMA source may be strided), or None."""
         if not self.fusing:
             return None
         tile = self._cache.get(access)
         if tile is None:
-            tile = self._window_of_kept(access)
+            tile = self._window_of_kept(access, contiguous=contiguous)
             if tile is None:
                 return None
         else:
@@ -93,10 +94,10 @@ class FusingBuilder(ProgramBuilder):
             return False
         return access in self._cache or self._window_of_kept(access, keep=False) is not None
 
-    def _window_of_kept(self, access: Access, keep: bool = True) -> NkiTensor | None:
-        """A window of a kept tile holding exactly `access` (contiguous within each partition), kept under
-        `access` too (unless not `keep`); None when no kept tile of its tensor holds it
-        (see `nprof.compiler.subtile`)."""
+    def _window_of_kept(self, access: Access, keep: bool = True, contiguous: bool = True) -> NkiTensor | None:
+        """A window of a kept tile holding exactly `access` (contiguous within each partition, unless not
+        `contiguous`), kept under `access` too (when `keep` and contiguous); None when no kept tile of its
+        tensor holds it (see `nprof.compiler.subtile`)."""
         keys = self._by_tensor.get(access.tensor)
         if not keys or access.space is not Space.HBM:
             return None
@@ -114,9 +115,10 @@ class FusingBuilder(ProgramBuilder):
             if kept is None:
                 kept = self._patterns[key] = KeptPattern(key, self._cache[key])
             view = kept.view(access)
-            if view is None or view.flatten_free() is None:
+            flat = view is not None and view.flatten_free() is not None
+            if view is None or (contiguous and not flat):
                 continue
-            if keep:
+            if keep and flat:
                 self._cache.move_to_end(key)
                 self.remember(access, view, stored=False, exact=True)
             return view

@@ -18,7 +18,16 @@ from nprof.compiler.kernels.hbm import window
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
+from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
+
+
+def source(a: Access) -> NkiTensor:
+    """The DMA source for the HBM pattern `a`: a window of a tile the fusion cache keeps in SBUF (an on-chip
+    DMA that need not wait for the producer's store to reach HBM), else `a` itself."""
+    lookup = getattr(trace.current(), "lookup", None)
+    kept = lookup(a, contiguous=False) if lookup is not None and a.dtype == "float32" else None
+    return kept if kept is not None else window(a)
 
 
 def shaped(t: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
@@ -66,7 +75,7 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
             continue
         src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w + col0, c,
                      ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
-        nisa.dma_copy(dst=block[:, :, r0:r1, q0:q1], src=window(src))
+        nisa.dma_copy(dst=block[:, :, r0:r1, q0:q1], src=source(src))
     return shaped(tile, (n * oh * ow,))
 
 
@@ -82,7 +91,7 @@ def _staged(x: View, block: NkiTensor, stage: NkiTensor, rows: tuple[int, int, i
     (r0, r1, row0), (q0, q1, col0) = rows, cols
     span = (r1 - 1 - r0) * stride[0] + 1
     src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w, c, ((c * h * w, n), (1, span * w)), 0, h * w)
-    nisa.dma_copy(dst=shaped(stage, (n, h * w))[:, :, : span * w], src=window(src))
+    nisa.dma_copy(dst=shaped(stage, (n, h * w))[:, :, : span * w], src=source(src))
     picked = stage[:, :, 0 : span : stride[0], col0 : col0 + (q1 - q0 - 1) * stride[1] + 1 : stride[1]]
     block[:, :, r0:r1, q0:q1] = nisa.tensor_copy(picked)
 
@@ -103,7 +112,7 @@ def _row_runs(x: View, block: NkiTensor, rows: tuple[int, int], cols: tuple[int,
     src = Access(Space.HBM, x.tensor, x.dtype, x.offset + start + skip, c, ((c * h * w, n), (1, end - skip)), 0,
                  h * w)  # fmt: skip
     flat = shaped(block, (n, oh * ow))
-    nisa.dma_copy(dst=flat[:, :, r0 * ow + skip : r0 * ow + end], src=window(src))
+    nisa.dma_copy(dst=flat[:, :, r0 * ow + skip : r0 * ow + end], src=source(src))
     for lo, hi in ((0, r0), (r1, oh)):
         if hi > lo:
             nisa.memset((c, n, hi - lo, ow), 0.0, nl.float32, dst=block[:, :, lo:hi, :])
