@@ -65,6 +65,7 @@ class FusingBuilder(ProgramBuilder):
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._covered: dict[tuple[str, int], bool] = {}
         self._dma_count = 0
+        self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
 
     # ----- the cache --------------------------------------------------------------------------------------------
@@ -229,6 +230,14 @@ class FusingBuilder(ProgramBuilder):
             self._instructions[index] = dataclasses.replace(ins, queue=self._dma_count % self.preset.dma_queues)
             self._dma_count += 1
         return index
+
+    def next_copy_engine(self) -> Any:
+        """The engine for the next balanced copy (`nprof.compiler.kernels.engines`): VectorE and ScalarE in
+        turn."""
+        from nprof.nki import isa as nisa
+
+        self._copies += 1
+        return nisa.vector_engine if self._copies % 2 else nisa.scalar_engine
 
     def _release(self, base: OnChip) -> None:
         if id(base) in self._kept:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped as _shaped
 from nprof.compiler.kernels.conv_taps import stacked_input
 from nprof.compiler.kernels.hbm import load, store, window
@@ -131,7 +132,7 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
                         k += 1
                 acc = acc.unflatten_free((rt, width))[:, :, :ow]
                 if col is None:
-                    res[:, img, r0 : r0 + rt, :] = nisa.tensor_copy(acc)
+                    res[:, img, r0 : r0 + rt, :] = engines.copy(acc)
                 else:
                     res[:, img, r0 : r0 + rt, :] = nisa.tensor_scalar(acc, "add", col)
         emit(o0, mt, res)
@@ -171,7 +172,7 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
         key = (ci, t, o0)
         if key not in wt:  # W[o0.., c0.., tap].T: [cc, mt], transposed on TensorE once
             c0, cc, nt = ci * P, min(P, c - ci * P), len(taps)
-            wt[key] = nisa.tensor_copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
+            wt[key] = engines.copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
         return wt[key]
 
     _conv_core(xps, stationary, oc, n, out.shape[2:], taps, stride, dilation, column if bias is not None else None,
@@ -220,7 +221,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     for img, r0, rt in blocks:
         gt = nl.ndarray((rt * ow, oc), dtype=nl.float32, buffer=nl.sbuf)
         for k, gk in enumerate(gs):
-            flat = _shaped(nisa.tensor_copy(gk[:, img, r0 : r0 + rt, :]), (rt * ow,))
+            flat = _shaped(engines.copy(gk[:, img, r0 : r0 + rt, :]), (rt * ow,))
             gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(flat)
         g_t.append(gt)
     dwn = [nl.ndarray((min(P, oc - o0), c * nt), dtype=nl.float32, buffer=nl.sbuf) for o0 in range(0, oc, P)]
@@ -229,8 +230,8 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
         for t, tap in enumerate(taps):
             accs = [nl.ndarray((d.shape[0], cc), dtype=nl.float32, buffer=nl.psum) for d in dwn]
             for b, (img, r0, rt) in enumerate(blocks):
-                win = _shaped(nisa.tensor_copy(_window(xp, img, r0, rt, ow, tap, stride, dilation)), (rt * ow,))
-                x_t = nisa.tensor_copy(nisa.nc_transpose(win))  # [pixels, cc]
+                win = _shaped(engines.copy(_window(xp, img, r0, rt, ow, tap, stride, dilation)), (rt * ow,))
+                x_t = engines.copy(nisa.nc_transpose(win))  # [pixels, cc]
                 for k, acc in enumerate(accs):
                     prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)  # [oc chunk, cc]
                     if b == 0:
@@ -238,7 +239,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
                     else:
                         acc += prod
             for d, acc in zip(dwn, accs, strict=True):
-                d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt] = nisa.tensor_copy(acc)
+                d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt] = engines.copy(acc)
     per = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
@@ -253,8 +254,8 @@ def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiT
     mt = wn.shape[0]
     rows = nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.sbuf)
     for j, t in enumerate(group):
-        rows[:, j * c : (j + 1) * c] = nisa.tensor_copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
-    return nisa.tensor_copy(nisa.nc_transpose(rows))
+        rows[:, j * c : (j + 1) * c] = engines.copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
+    return engines.copy(nisa.nc_transpose(rows))
 
 
 def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: bool, column: Any,
@@ -284,7 +285,7 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
                     acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
                 else:
                     acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
-            res[:, p0 : p0 + pt] = nisa.tensor_copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
+            res[:, p0 : p0 + pt] = engines.copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
         store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
 
 
@@ -328,7 +329,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
         stacked = stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
         accs = [nl.ndarray((d.shape[0], len(group) * c), dtype=nl.float32, buffer=nl.psum) for d in dwn]
         for b, (p0, pt) in enumerate(blocks):
-            x_t = nisa.tensor_copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
+            x_t = engines.copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
             for k, acc in enumerate(accs):
                 prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
                 if b == 0:
@@ -337,7 +338,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
                     acc += prod
         for d, acc in zip(dwn, accs, strict=True):
             for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
-                d[:, t : (c - 1) * nt + t + 1 : nt] = nisa.tensor_copy(acc[:, j * c : (j + 1) * c])
+                d[:, t : (c - 1) * nt + t + 1 : nt] = engines.copy(acc[:, j * c : (j + 1) * c])
     size = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)
