@@ -41,7 +41,7 @@ import pyarrow as pa
 from nprof.capture.host_collectives import ALGORITHM as HOST_ALGORITHM
 from nprof.capture.system import EXCHANGE_TRACK
 
-__all__ = ["EXCHANGE_TRACK", "GroupAnalysis", "RankFacts", "analyze_group", "exchange_facts"]
+__all__ = ["EXCHANGE_TRACK", "HOST_ALGORITHM", "GroupAnalysis", "RankFacts", "analyze_group", "exchange_facts"]
 
 
 @dataclass(frozen=True)

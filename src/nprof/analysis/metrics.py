@@ -17,10 +17,12 @@ Contract:
 from __future__ import annotations
 
 import numpy as np
+import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
 from nprof.analysis.latency import LATENCY_SHARE, latency_share
+from nprof.capture.host_collectives import ALGORITHM as HOST_ALGORITHM
 from nprof.profile import ENGINES, Profile
 
 Metric = int | float | str
@@ -67,7 +69,16 @@ FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "spill_reload_bytes": ("Memory", "B", "Bytes of spilled intermediates reloaded from HBM to SBUF"),
     "cc_op_time": ("Collectives", "s", "Time this worker spent in collective operations (union of their intervals)"),
     "cc_op_count": ("Collectives", "", "Number of collective operations this worker took part in"),
-    "cc_wait_time": ("Collectives", "s", "Part of cc_op_time spent waiting for other workers to arrive"),
+    "cc_wait_time": (
+        "Collectives",
+        "s",
+        "Part of cc_op_time spent waiting for other workers to arrive (device collectives; simulated when virtual)",
+    ),
+    "cc_host_wait_time": (
+        "Collectives",
+        "s",
+        "Time the host waited for other workers in gloo collectives (measured; torchrun system profiles)",
+    ),
 }
 _MEMORIES = ("hbm", "sbuf", "psum")
 _ENGINE_FIELDS = {
@@ -225,7 +236,8 @@ def _spill_metrics(profile: Profile, out: dict[str, Metric]) -> None:
 
 
 def _collective_metrics(profile: Profile, out: dict[str, Metric]) -> None:
-    """Add this rank's collective-op time (union), distinct op count and wait time, when it has collectives."""
+    """Add this rank's collective-op time (union), distinct op count and wait time, when it has collectives; the
+    waits of host collectives (gloo, measured) are kept apart from the device's (`cc_host_wait_time`)."""
     info = profile.info
     cc = profile.collectives
     if cc.num_rows:
@@ -234,7 +246,11 @@ def _collective_metrics(profile: Profile, out: dict[str, Metric]) -> None:
         ts, dur = to_numpy(cc["ts"])[mine], to_numpy(cc["duration"])[mine]
         out["cc_op_time"] = _seconds(iv.union_length(ts, ts + dur))
         out["cc_op_count"] = int(np.unique(to_numpy(cc["id"])[mine]).size)
-        out["cc_wait_time"] = _seconds(int(to_numpy(cc["wait_ns"])[mine].sum()))
+        host = np.asarray(pc.fill_null(pc.equal(cc["algorithm"], HOST_ALGORITHM), False))  # measured, not the device's
+        waits = to_numpy(cc["wait_ns"])
+        out["cc_wait_time"] = _seconds(int(waits[mine & ~host].sum()))
+        if (mine & host).any():
+            out["cc_host_wait_time"] = _seconds(int(waits[mine & host].sum()))
 
 
 def _memory_bytes(profile: Profile) -> dict[str, int]:
