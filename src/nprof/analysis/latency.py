@@ -34,13 +34,13 @@ MAX_LAYERS = 3
 def engine_wait_ns(profile: Profile, engine: str) -> int:
     """Union of the engine's head-of-track waits minus the time it was busy (see module doc)."""
     f = facts(profile)
-    m = f.engine_mask(engine)
-    if not m.any():
+    wait_all = f.i_col("wait_ns")
+    waited = f.memo("waited_rows", lambda: np.flatnonzero(wait_all > 0))  # few rows: no per-engine full scans
+    rows = waited[f.engine_mask(engine)[waited]]
+    if rows.size == 0:
         return 0
-    wait = f.i_col("wait_ns")[m]
-    ts = f.i_ts[m]
-    has = wait > 0
-    waits = iv.merge(ts[has] - wait[has], ts[has])
+    wait, ts = wait_all[rows], f.i_ts[rows]
+    waits = iv.merge(ts - wait, ts)
     length = int((waits[1] - waits[0]).sum())
     return max(0, length - iv.intersection_length(waits, f.engine_merged(engine)))
 
