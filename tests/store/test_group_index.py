@@ -12,14 +12,13 @@ from fastapi.testclient import TestClient
 
 from nprof.analysis.collectives import analyze_group
 from nprof.analysis.rank_bands import band_bounds
-from nprof.device.workers import simulate_workers
 from nprof.export.group_export import group_summary, load_ranks
 from nprof.store import Store
 from nprof.store.group_index import COMPUTE_ENGINES, FINE_BINS, busy_bins, fine_busy, read_index
 from nprof.store.group_ingest import index_dir, ingest_group
 from nprof.web.app import create_app
 from nprof.web.serve import ingest_directory
-from tests.multiworker.kit import collective_program
+from tests.multiworker.kit import delayed_run
 
 N = 64
 LATE = 9
@@ -28,11 +27,7 @@ LATE = 9
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("scale") / "out"
-    d.mkdir()
-    prog = collective_program("all_reduce", (32, 64), (32, 64), extra=3)
-    job = simulate_workers(prog, world_size=N, workers_per_node=16, numerics=False, start_delay_ns={LATE: 4000.0})
-    for r, res in job.results.items():
-        res.profile.save(d / f"profile_rank_{r}.ntff")
+    delayed_run(d, N, LATE, 4000.0)
     return d
 
 

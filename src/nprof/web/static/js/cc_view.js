@@ -8,13 +8,19 @@
 //    Drag to zoom, double-click (or "Reset zoom") to reset, hover for details, click a rank label
 //    to open that rank's tab;
 //  * tables: collective operations (with straggler and waits), ranks (totals, waits, caused wait),
-//    and the wait matrix (ranks x operations).
+//    and the wait matrix (ranks x operations);
+//  * level of detail over ranks (cc_bands.js): the view asks for at most (canvas height / 8 px) rows
+//    (`?rows=R` in the page URL overrides); with more ranks the server answers in bands of ranks,
+//    drawn one band per row with min/median/max, the ranks table lists the stragglers only;
+//  * the wait distribution per collective and its last ranks to arrive (cc_waits.js).
 // Test hook: window.__nprof = {agg: {data, window, hit(x, y)}, idle(), state}.
 
 import { counters } from "./api.js";
 import { h, table } from "./dom.js";
 import { fmtBytes, fmtTick, fmtTime, niceStep } from "./fmt.js";
 import { hideTooltip, showTooltip } from "./tooltip.js";
+import { BAND_MIN_H, bandHit, bandMatrix, bandRowH, drawBands, stragglerRows } from "./cc_bands.js";
+import { waitsPanel } from "./cc_waits.js";
 
 const LABEL_W = 92;
 const AXIS_H = 32;
@@ -22,6 +28,13 @@ const ROW_H = 18;
 const WAIT = "rgba(255,140,0,0.85)";
 const XFER = "rgba(30,110,220,0.85)";
 const MAX_MATRIX_OPS = 64;
+const MAX_RANK_ROWS = 20; // the ranks table under level of detail: the stragglers only
+const BAND_LABEL_W = 130;
+
+/** Pixel height the canvas may fill before ranks are banded. */
+function canvasAvail() {
+  return Math.max(240, window.innerHeight - 260);
+}
 
 async function fetchJSON(path) {
   counters.inflight += 1;
@@ -37,7 +50,9 @@ async function fetchJSON(path) {
 
 export async function renderAggregate(root, group, st) {
   root.replaceChildren(h("p", { class: "loading" }, "Loading the aggregated view…"));
-  const data = await fetchJSON(`/api/groups/${encodeURIComponent(group.id)}/collectives?bins=600`);
+  const asked = Number(new URLSearchParams(window.location.search).get("rows"));
+  const rows = asked > 0 ? asked : Math.floor(canvasAvail() / BAND_MIN_H);
+  const data = await fetchJSON(`/api/groups/${encodeURIComponent(group.id)}/collectives?bins=600&rows=${rows}`);
   const view = new AggregateView(root, data, group);
   window.__nprof = { agg: view, idle: () => counters.inflight === 0, state: st };
   return view;
@@ -50,6 +65,8 @@ class AggregateView {
     this.group = group;
     this.window = [0, data.t_max];
     this.drag = null;
+    this.labelW = data.lod ? BAND_LABEL_W : LABEL_W;
+    this.rowH = data.lod ? bandRowH(data.lod.bands.length, canvasAvail()) : ROW_H;
     this.build();
     this.draw();
   }
@@ -117,13 +134,13 @@ class AggregateView {
         { label: "waited", key: "cc_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
         { label: "made others wait", key: "caused_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
       ],
-      d.ranks,
+      d.lod ? stragglerRows(d.ranks, MAX_RANK_ROWS) : d.ranks,
       {
         cls: "cc-ranks clickable",
         rowAttrs: (r) => ({ class: r.rank === d.straggler ? "cc-straggler-row" : "", onclick: () => this.openRank(r.rank) }),
       },
     );
-    const shown = d.ops.slice(0, MAX_MATRIX_OPS);
+    const shown = d.lod ? [] : d.ops.slice(0, MAX_MATRIX_OPS);
     const maxWait = Math.max(1, ...shown.map((o) => o.max_wait_ns));
     const waitOf = new Map();
     for (const op of shown) for (const w of op.ranks) waitOf.set(`${w.rank}:${op.id}`, w.wait_ns);
@@ -134,7 +151,7 @@ class AggregateView {
       h(
         "tbody",
         {},
-        d.ranks.map((r) =>
+        (d.lod ? [] : d.ranks).map((r) =>
           h(
             "tr",
             {},
@@ -150,12 +167,15 @@ class AggregateView {
       ),
     );
     const more = d.ops.length > MAX_MATRIX_OPS ? h("p", { class: "muted" }, `first ${MAX_MATRIX_OPS} operations shown`) : null;
+    const rankTitle = d.lod ? `Stragglers (${Math.min(MAX_RANK_ROWS, d.ranks.length)} of ${d.ranks.length} ranks, by wait caused)` : "Ranks";
+    this.waits = waitsPanel(this.group, d.ops);
     return h(
       "div",
       { class: "cols cc-tables" },
       h("section", { class: "wide" }, h("h3", {}, "Collective operations"), ops),
-      h("section", {}, h("h3", {}, "Ranks"), ranks),
-      h("section", {}, h("h3", {}, "Wait per rank and operation"), matrix, more),
+      this.waits,
+      h("section", {}, h("h3", {}, rankTitle), ranks),
+      h("section", {}, h("h3", {}, "Wait per rank and operation"), d.lod ? bandMatrix(this) : matrix, more),
     );
   }
 
@@ -164,7 +184,8 @@ class AggregateView {
   }
 
   zoomOp(op) {
-    const first = Math.min(...op.ranks.map((w) => w.arrival));
+    if (this.waits) this.waits.show(op.id);
+    const first = op.ranks ? Math.min(...op.ranks.map((w) => w.arrival)) : Math.min(...this.data.lod.bands.flatMap((b) => b.ops.filter((o) => o.id === op.id).map((o) => o.arrival[0])));
     const pad = Math.max(1, (op.end - first) * 0.15);
     this.setWindow(first - pad, op.end + pad);
   }
@@ -180,12 +201,12 @@ class AggregateView {
 
   x(t) {
     const [t0, t1] = this.window;
-    return LABEL_W + ((t - t0) / (t1 - t0)) * (this.width - LABEL_W);
+    return this.labelW + ((t - t0) / (t1 - t0)) * (this.width - this.labelW);
   }
 
   t(x) {
     const [t0, t1] = this.window;
-    return t0 + ((x - LABEL_W) / (this.width - LABEL_W)) * (t1 - t0);
+    return t0 + ((x - this.labelW) / (this.width - this.labelW)) * (t1 - t0);
   }
 
   draw() {
@@ -193,7 +214,7 @@ class AggregateView {
     const c = this.canvas;
     const dpr = window.devicePixelRatio || 1;
     this.width = Math.max(400, c.parentElement ? c.parentElement.clientWidth - 2 : 900);
-    const height = AXIS_H + d.ranks.length * ROW_H + 4;
+    const height = AXIS_H + (d.lod ? d.lod.bands.length : d.ranks.length) * this.rowH + 4;
     c.width = this.width * dpr;
     c.height = height * dpr;
     c.style.width = `${this.width}px`;
@@ -204,7 +225,7 @@ class AggregateView {
     g.font = "11px system-ui, sans-serif";
     const [t0, t1] = this.window;
     // axis
-    const step = niceStep(t1 - t0, this.width - LABEL_W);
+    const step = niceStep(t1 - t0, this.width - this.labelW);
     g.fillStyle = "#6b7584";
     g.strokeStyle = "#e6e9ee";
     for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
@@ -215,6 +236,11 @@ class AggregateView {
       g.lineTo(x + 0.5, height);
       g.stroke();
     }
+    if (d.lod) {
+      drawBands(this, g, AXIS_H);
+      this.drawDrag(g, height);
+      return;
+    }
     const binNs = d.bin_ns;
     const maxBusy = Math.max(0.001, ...d.ranks.map((r) => Math.max(...r.busy)));
     d.ranks.forEach((r, i) => {
@@ -223,7 +249,7 @@ class AggregateView {
       g.font = r.rank === d.straggler ? "bold 11px system-ui, sans-serif" : "11px system-ui, sans-serif";
       g.fillText(`Rank ${r.rank}${r.rank === d.straggler ? " ⚑" : ""}`, 6, y + 13);
       g.fillStyle = i % 2 ? "#fafbfc" : "#ffffff";
-      g.fillRect(LABEL_W, y, this.width - LABEL_W, ROW_H);
+      g.fillRect(this.labelW, y, this.width - this.labelW, ROW_H);
       const b0 = Math.max(0, Math.floor(t0 / binNs));
       const b1 = Math.min(r.busy.length - 1, Math.ceil(t1 / binNs));
       for (let b = b0; b <= b1; b++) {
@@ -264,8 +290,12 @@ class AggregateView {
       g.lineWidth = 1;
       g.strokeRect(left - 1.5, top + 0.5, this.x(op.end) - left + 3, bottom - top - 1);
       g.fillStyle = "#1e3c78";
-      g.fillText(`#${op.id} ${op.kind}`, Math.max(LABEL_W, left), AXIS_H - 4);
+      g.fillText(`#${op.id} ${op.kind}`, Math.max(this.labelW, left), AXIS_H - 4);
     }
+    this.drawDrag(g, height);
+  }
+
+  drawDrag(g, height) {
     if (this.drag && this.drag.x1 !== undefined) {
       g.fillStyle = "rgba(30,110,220,0.15)";
       const a = Math.min(this.drag.x0, this.drag.x1);
@@ -275,12 +305,13 @@ class AggregateView {
 
   /** What is under canvas point (x, y): {rank, op, wait} or {rank} or null. */
   hit(x, y) {
+    if (this.data.lod) return bandHit(this, x, y, AXIS_H);
     const i = Math.floor((y - AXIS_H) / ROW_H);
     const r = this.data.ranks[i];
     if (!r) return null;
-    if (x < LABEL_W) return { rank: r.rank, label: true };
+    if (x < this.labelW) return { rank: r.rank, label: true };
     const t = this.t(x);
-    const tol = ((this.window[1] - this.window[0]) / (this.width - LABEL_W)) * 2;
+    const tol = ((this.window[1] - this.window[0]) / (this.width - this.labelW)) * 2;
     for (const op of this.data.ops) {
       const w = op.ranks.find((q) => q.rank === r.rank);
       if (w && t >= w.arrival - tol && t <= op.end + tol) return { rank: r.rank, op, wait: w };
@@ -290,7 +321,7 @@ class AggregateView {
 
   down(e) {
     const x = e.offsetX;
-    if (x < LABEL_W) {
+    if (x < this.labelW) {
       const hit = this.hit(x, e.offsetY);
       if (hit) this.openRank(hit.rank);
       return;
@@ -306,6 +337,7 @@ class AggregateView {
     }
     const hit = this.hit(e.offsetX, e.offsetY);
     if (!hit) return hideTooltip();
+    if (hit.lines) return showTooltip(hit.lines, e.clientX, e.clientY);
     if (hit.op) {
       const op = hit.op;
       showTooltip(
