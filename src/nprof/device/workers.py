@@ -150,7 +150,8 @@ def _group(ins: Instruction, world_size: int, everyone: tuple[int, ...], i: int)
 
 def match_ops(programs: list[Program], world_size: int) -> dict[OpKey, dict[int, int]]:
     """op key -> {rank: instruction index}; NprofError when a participant never reaches an op."""
-    groups = {id(p): collective_groups(p, world_size) for p in programs}
+    distinct = {id(p): p for p in programs}
+    groups = {key: collective_groups(p, world_size) for key, p in distinct.items()}
     per_rank = {r: collective_keys(p, r, world_size, groups[id(p)]) for r, p in enumerate(programs)}
     ops: dict[OpKey, dict[int, int]] = {}
     for r, keys in per_rank.items():

@@ -121,13 +121,16 @@ class GroupIndex:
         """rank -> RankFacts (its collectives rows, total time, nd/nc, profile id)."""
         cc = self.collectives
         ranks = cc.column("rank").to_numpy() if cc.num_rows else np.zeros(0, np.int64)
-        order = np.argsort(ranks, kind="stable")
-        bounds = np.searchsorted(ranks[order], self.ranks.column("rank").to_numpy(), side="left")
-        ends = np.searchsorted(ranks[order], self.ranks.column("rank").to_numpy(), side="right")
+        if np.any(np.diff(ranks) < 0):  # written in rank order; sort if another writer did not
+            order = np.argsort(ranks, kind="stable")
+            cc, ranks = cc.take(pa.array(order)), ranks[order]
+        wanted = self.ranks.column("rank").to_numpy()
+        starts = np.searchsorted(ranks, wanted, side="left").tolist()
+        ends = np.searchsorted(ranks, wanted, side="right").tolist()
         out = {}
-        for row, a, b in zip(self.ranks.to_pylist(), bounds.tolist(), ends.tolist(), strict=True):
-            mine = cc.take(pa.array(order[a:b])) if cc.num_rows else cc
-            out[row["rank"]] = RankFacts(mine, row["total_time_ns"], row["nd_idx"], row["nc_idx"], row["profile_id"])
+        for row, a, b in zip(self.ranks.to_pylist(), starts, ends, strict=True):
+            out[row["rank"]] = RankFacts(cc.slice(a, b - a), row["total_time_ns"], row["nd_idx"], row["nc_idx"],
+                                         row["profile_id"])  # fmt: skip
         return out
 
 

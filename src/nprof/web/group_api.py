@@ -37,6 +37,7 @@ import numpy as np
 from fastapi import APIRouter, Query
 
 from nprof.analysis.collectives import RankFacts, analyze_group
+from nprof.analysis.group_table import analyze_table
 from nprof.analysis.rank_bands import band_argmax, band_bounds, band_rows, band_stats, wait_histogram
 from nprof.analysis.thresholds import Thresholds
 from nprof.errors import NprofError
@@ -44,6 +45,7 @@ from nprof.store import Store
 from nprof.store.catalog import check_id
 from nprof.store.group_index import COMPUTE_ENGINES, GroupIndex, busy_bins, read_index
 from nprof.store.group_ingest import ensure_rank, index_dir
+from nprof.web.api import JSON
 
 _CACHE_SIZE = 16
 
@@ -81,10 +83,9 @@ def _analysis(store: Store, group_id: str) -> tuple[dict[str, Any], GroupIndex |
     """The group's analysis (JSON form) and its index (None: answered from the rank databases)."""
     index = read_index(index_dir(store, group_id))
     if index is not None:
-        facts = index.facts()
-    else:
-        g = store.group(group_id)
-        facts = {r["rank"]: _facts(store, r["profile_id"], store.entry(r["profile_id"])) for r in g["ranks"]}
+        return analyze_table(index.collectives, index.ranks.to_pylist()), index
+    g = store.group(group_id)
+    facts = {r["rank"]: _facts(store, r["profile_id"], store.entry(r["profile_id"])) for r in g["ranks"]}
     return analyze_group(facts).to_json(), index
 
 
@@ -116,8 +117,8 @@ def group_collectives(
         out["lod"] = rank_lod(analysis, busy, rows)
         out["ops"] = [{k: v for k, v in op.items() if k != "ranks"} for op in analysis["ops"]]
     else:
-        out["ranks"] = [{**r, "busy": [round(float(v), 3) for v in b]} for r, b in zip(analysis["ranks"], busy,
-                                                                                         strict=True)]  # fmt: skip
+        rounded = np.round(busy, 3).tolist()
+        out["ranks"] = [{**r, "busy": b} for r, b in zip(analysis["ranks"], rounded, strict=True)]
     return out
 
 
@@ -150,7 +151,7 @@ def rank_lod(analysis: dict[str, Any], busy: np.ndarray, rows: int) -> dict[str,
                 "most_waited": ranks[int(most[i])] if most[i] >= 0 else None}
                for op_id, ws, ar, late, most, seen in op_parts if seen[a:b].any()]  # fmt: skip
         bands.append({"first": ranks[a], "last": ranks[b - 1], "n": b - a,
-                      "busy": [round(float(v), 3) for v in med_busy[i]],
+                      "busy": np.round(med_busy[i], 3).tolist(),
                       **{k: _triple(s[i]) for k, s in stats.items()}, "ops": ops})  # fmt: skip
     return {"band_size": bounds[0][1] - bounds[0][0] if bounds else 0, "bands": bands}
 
@@ -189,26 +190,28 @@ def group_router(store: Store) -> APIRouter:
             cache[full] = make()
         return cache[full]
 
-    @r.get("/groups/{group_id}/collectives", summary="Multi-worker aggregated view: per-rank activity, op waits")
+    @r.get("/groups/{group_id}/collectives", summary="Multi-worker aggregated view: per-rank activity, op waits",
+           response_class=JSON)  # fmt: skip
     def get_group_collectives(
         group_id: str, bins: int = Query(400, ge=16, le=4000), rows: int | None = Query(None, ge=1, le=100000)
-    ) -> dict[str, Any]:
+    ) -> JSON:
         check_id(group_id, "group id")
         analysed = cached((group_id, "analysis"), lambda: _analysis(store, group_id))
-        return cached(
+        return JSON(cached(
             (group_id, "collectives", bins, rows), lambda: group_collectives(store, group_id, bins, rows, analysed)
-        )
+        ))  # fmt: skip
 
-    @r.get("/groups/{group_id}/waits", summary="Wait distribution and last ranks to arrive, per collective")
+    @r.get("/groups/{group_id}/waits", summary="Wait distribution and last ranks to arrive, per collective",
+           response_class=JSON)  # fmt: skip
     def get_group_waits(
         group_id: str,
         op: int | None = Query(None, ge=0),
         buckets: int = Query(20, ge=1, le=1000),
         top: int = Query(10, ge=0, le=10000),
-    ) -> dict[str, Any]:
+    ) -> JSON:
         check_id(group_id, "group id")
         analysis, _index = cached((group_id, "analysis"), lambda: _analysis(store, group_id))
-        return group_waits(analysis, op, buckets, top)
+        return JSON(group_waits(analysis, op, buckets, top))
 
     @r.post("/groups/{group_id}/ranks/{rank}", summary="The profile of one rank, ingested on first use")
     def post_group_rank(group_id: str, rank: int) -> dict[str, Any]:
