@@ -83,7 +83,8 @@ class GroupAnalysis:
         return asdict(self)
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by the intervals [starts[i], ends[i])."""
     if starts.size == 0:
         return 0
     order = np.argsort(starts, kind="stable")
@@ -114,7 +115,7 @@ def analyze_group(ranks: Mapping[int, RankFacts]) -> GroupAnalysis:
             facts.nc_idx,
             int(facts.total_time_ns),
             len({data["id"][i] for i in mine}),
-            _union(ts, ts + dur),
+            union_length(ts, ts + dur),
             int(sum(data["wait_ns"][i] for i in mine)),
         )
         for i in mine:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from nprof.analysis.collectives import _union
+from nprof.analysis.collectives import union_length
 
 
 def _per_rank(cols: dict[str, np.ndarray], ranks: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -28,7 +28,8 @@ def _per_rank(cols: dict[str, np.ndarray], ranks: list[dict[str, Any]]) -> dict[
         a, b = np.searchsorted(rk, r, side="left"), np.searchsorted(rk, r, side="right")
         out[r] = {"rank": r, "profile_id": info["profile_id"], "nd_idx": int(info["nd_idx"]),
                   "nc_idx": int(info["nc_idx"]), "total_time_ns": int(info["total_time_ns"]),
-                  "cc_op_count": int(np.unique(ids[a:b]).size), "cc_op_time_ns": _union(ts[a:b], ts[a:b] + dur[a:b]),
+                  "cc_op_count": int(np.unique(ids[a:b]).size),
+                  "cc_op_time_ns": union_length(ts[a:b], ts[a:b] + dur[a:b]),
                   "cc_wait_ns": int(wait[a:b].sum()), "caused_wait_ns": 0}  # fmt: skip
     return out
 
