@@ -124,3 +124,25 @@ def test_links_both_ways(page, sysview):
     page.goto(f"{base}/profile/{sys_id}?ev={other['id']}")
     page.wait_for_selector("span#device-link")
     assert "no device profile" in page.inner_text("span#device-link")
+
+
+def test_track_groups_hide_and_show_with_the_url(page, sysview):
+    base, sys_id, _dev, _get = sysview
+    page.goto(f"{base}/profile/{sys_id}")
+    wait_idle(page)
+    keys = lambda: page.evaluate("() => window.__nprof.timeline.layout.rows.map(r => r.key)")  # noqa: E731
+    before = keys()
+    assert any(k.startswith("cpu:") for k in before) and any(k.startswith("nc:") for k in before)
+    groups = page.eval_on_selector_all("#track-picker input", "els => els.map(e => e.dataset.group)")
+    assert "host" in groups and "device" in groups
+    page.uncheck("#track-picker input[data-group=host]")
+    wait_idle(page)
+    after = keys()
+    assert after == [k for k in before if not k.startswith("cpu:")]
+    assert url_params(page)["hide"] == ["host"]
+    page.reload()
+    wait_idle(page)
+    assert keys() == after and not page.is_checked("#track-picker input[data-group=host]")
+    page.check("#track-picker input[data-group=host]")
+    wait_idle(page)
+    assert keys() == before and "hide" not in url_params(page)

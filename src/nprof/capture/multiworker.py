@@ -18,16 +18,15 @@ Contract:
   another job size (instruction attr `traced_world`), one line saying how it scales (the ring model's time of
   its collectives at both sizes), kept in each profile's meta `scaling` and printed; a collective whose
   output shape the traced group fixed (all-gather/reduce-scatter) refuses another size.
-* `capture_multi_worker_from_args(args) -> int`: the CLI branch; `-s` names the output directory (a
+* `capture_multi_worker_from_args(args) -> Outcome`: the CLI branch; `-s` names the output directory (a
   `.ntff` path means its directory, as `neuron-profile` accepts `-s output/profile.ntff`; default `.`).
-  Prints warnings on stderr and one summary on stdout.
+  Its notes are the warnings (merged across ranks), its text the summary `job_report` writes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 from nprof.capture.sim import load_npy
 from nprof.device.workers import JobResult, simulate_workers
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 from nprof.program.file import load_program
 from nprof.program.model import Program
 from nprof.progress import progress
@@ -289,8 +289,8 @@ def _merged_warnings(per_rank: Mapping[int, tuple[str, ...]]) -> list[str]:
     return [f"{_ranks_text(ranks)}: {text}" for text, ranks in merged.items()]
 
 
-def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
-    """`nprof capture -n PROGRAM -r N ...` (see module doc); returns the exit code."""
+def capture_multi_worker_from_args(args: argparse.Namespace) -> Outcome:
+    """`nprof capture -n PROGRAM -r N ...` (see module doc): the summary (`job_report`) and warnings."""
     from nprof.capture.sim import parse_pairs
 
     per_node = args.collectives_workers_per_node
@@ -315,17 +315,22 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         rank_delays=args.collectives_rank_delay,
     )
     lines = _merged_warnings({r: res.warnings for r, res in job.results.items()})
-    scaling = next(iter(job.results.values())).profile.info.meta.get("scaling")
-    for text in lines[:8]:
-        sys.stderr.write(f"nprof capture: warning: {text}\n")
+    notes = [f"nprof capture: warning: {text}" for text in lines[:8]]
     if len(lines) > 8:
-        sys.stderr.write(f"nprof capture: {len(lines) - 8} more warnings (kept in each profile's meta)\n")
+        notes.append(f"nprof capture: {len(lines) - 8} more warnings (kept in each profile's meta)")
+    return Outcome(job_report(job, per_node, paths, out_dir), tuple(notes))
+
+
+def job_report(job: JobResult, per_node: int, paths: list[Path], out_dir: Path) -> str:
+    """The summary of a multi-worker capture: the slowest rank's device time, the collectives and their
+    longest wait, the scaling note (when the graph was traced for another size) and the files written."""
+    scaling = next(iter(job.results.values())).profile.info.meta.get("scaling")
     world = job.topology.world_size
     totals = {r: res.profile.total_time_ns for r, res in job.results.items()}
     slow = max(totals, key=lambda r: (totals[r], -r))
     waits = [max(op.start - a for a in op.arrival.values()) for op in job.ops]
     nodes = -(-world // per_node)
-    sys.stdout.write(
+    return (
         f"ran {job.results[slow].profile.info.name} on {world} virtual "
         f"{job.results[slow].profile.info.preset} NeuronCores ({nodes} node{'s' if nodes > 1 else ''} x "
         f"{per_node} workers): device time {totals[slow] / 1000:.3f} us (slowest rank {slow}); "
@@ -335,4 +340,3 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         f"({paths[0].name}{' .. ' + paths[-1].name if len(paths) > 1 else ''}); view them with: "
         f"nprof view -d {out_dir}\n"
     )
-    return 0

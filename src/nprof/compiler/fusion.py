@@ -10,6 +10,9 @@ keeps a bounded cache of on-chip tiles keyed by the exact HBM access pattern the
 * `lookup(access)`: a later load of exactly that pattern returns the kept tile: no DMA, no fixed DMA
   latency, the consumer depends on the producer's compute instruction directly (an elementwise chain, a
   matmul epilogue followed by its activation, a weight tile reused by the next image all stay in SBUF).
+  A load of a pattern that is a window of one kept tile (a slice, a half, consecutive partitions of it, the
+  same region seen with other size-1 strides) returns that window of the tile (`nprof.compiler.subtile`:
+  exact by construction), when it is contiguous within each partition.
 
 The cache is exact by construction: an entry is dropped as soon as any instruction writes its HBM tensor
 where the spans (least to greatest element offset) of the two patterns meet, so partial overlaps are
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Access, Opcode, Space
+from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
 from nprof.nki.tensor import NkiTensor, OnChip
 from nprof.nki.trace import ProgramBuilder
@@ -61,19 +65,52 @@ class FusingBuilder(ProgramBuilder):
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._covered: dict[tuple[str, int], bool] = {}
         self._dma_count = 0
+        self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def lookup(self, access: Access) -> NkiTensor | None:
         """The kept tile holding exactly `access` (an HBM pattern), or None."""
-        tile = self._cache.get(access) if self.fusing else None
-        if tile is None:
+        if not self.fusing:
             return None
-        self._cache.move_to_end(access)
+        tile = self._cache.get(access)
+        if tile is None:
+            tile = self._window_of_kept(access)
+            if tile is None:
+                return None
+        else:
+            self._cache.move_to_end(access)
         base = tile.base
         if self._calls and self._handed and id(base) not in self._handed[-1]:
             self._handed[-1].add(id(base))
             self._calls[-1].append(weakref.ref(base))  # freed with this call's tiles unless still kept
         return tile
+
+    max_window_candidates = 8
+
+    def _window_of_kept(self, access: Access) -> NkiTensor | None:
+        """A window of a kept tile holding exactly `access` (contiguous within each partition), kept under
+        `access` too; None when no kept tile of its tensor holds it (see `nprof.compiler.subtile`)."""
+        keys = self._by_tensor.get(access.tensor)
+        if not keys or access.space is not Space.HBM or access.dtype != "float32":
+            return None
+        lo, hi = span(access)
+        tried = 0
+        for key, (k_lo, k_hi) in reversed(list(keys.items())):
+            if key.tensor != access.tensor or k_lo > lo or k_hi < hi or key.elements < access.elements:
+                continue
+            tried += 1
+            if tried > self.max_window_candidates:
+                return None
+            kept = self._patterns.get(key)
+            if kept is None:
+                kept = self._patterns[key] = KeptPattern(key, self._cache[key])
+            view = kept.view(access)
+            if view is None or view.flatten_free() is None:
+                continue
+            self._cache.move_to_end(key)
+            self.remember(access, view, stored=False)
+            return view
+        return None
 
     def remember(self, access: Access, tile: NkiTensor, stored: bool = True) -> None:
         """Keep `tile` (an SBUF tile of shape access.shape) as the content of the HBM pattern `access`
@@ -106,6 +143,7 @@ class FusingBuilder(ProgramBuilder):
         tile = self._cache.pop(access, None)
         if tile is None:
             return
+        self._patterns.pop(access, None)
         base = tile.base
         for name in (access.tensor, base.name):
             keys = self._by_tensor.get(name)

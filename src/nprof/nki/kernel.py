@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Space
-from nprof.errors import NprofError
+from nprof.errors import DeviceIndexError, NprofError
 from nprof.nki import trace as _trace
 from nprof.nki.alloc import OverCapacity
 from nprof.nki.dtypes import NUMPY, dtype_name
@@ -259,9 +259,11 @@ class Kernel:
         from nprof.device import simulate
 
         traced = self.trace(*args, **kwargs)
-        # NaN/inf in an output is a value, as in NKI's simulator (e.g. nc_match_replace8(imm=-inf), exp overflow)
-        result = simulate(traced.program, traced.inputs, executions=executions, profile_nth=profile_nth,
-                          allow_nonfinite=True)  # fmt: skip
+        try:  # NaN/inf in an output is a value, as in NKI's simulator (nc_match_replace8(imm=-inf), exp overflow)
+            result = simulate(traced.program, traced.inputs, executions=executions, profile_nth=profile_nth,
+                              allow_nonfinite=True)  # fmt: skip
+        except DeviceIndexError as err:
+            raise nki_index_error(err) from err
         return traced, result
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -288,6 +290,15 @@ class Kernel:
                 return builder.call_spmd(self.func, self.grid, *args, **kwargs)
             return builder.call(self.func, *args, **kwargs)
         return self.run(*args, **kwargs)
+
+
+def nki_index_error(err: DeviceIndexError) -> IndexError:
+    """What NKI's simulator raises for an out-of-bounds runtime index: a plain `IndexError` with its own line
+    (AWS's tests assert `type(exc) == IndexError` and that message). nprof's line (the kernel's `file:line`, the
+    fix) stays the cause and a note, so the traceback shows both; nprof's CLI still prints `err`, one line."""
+    exc = IndexError(err.nki_message or str(err))
+    exc.add_note(f"nprof: {err}")
+    return exc
 
 
 def _returning_hbm(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -24,6 +24,7 @@ import numpy as np
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
+from nprof.nki.buffers import Buffer as _Buffer
 from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     bfloat16,
     bool_,
@@ -43,15 +44,6 @@ from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
 from nprof.nki.scopes import Loop as _Loop
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, mask_box
-
-
-class _Buffer:
-    def __init__(self, name: str, space: Space) -> None:
-        self.name, self.space = name, space
-
-    def __repr__(self) -> str:
-        return f"nl.{self.name}"
-
 
 sbuf = _Buffer("sbuf", Space.SBUF)
 psum = _Buffer("psum", Space.PSUM)

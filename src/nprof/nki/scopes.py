@@ -24,9 +24,12 @@ KernelError instead (`check_loops_completed`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import math
+import sys
 from collections.abc import Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from nprof.errors import KernelError
@@ -149,10 +152,44 @@ class Loop:
 
         builder = trace._ACTIVE[-1] if trace._ACTIVE else None
         last = len(self.range) - 1
+        frame = sys._getframe(1)  # the kernel's frame running the `for` (this generator starts on its first next())
+        before = python_values(frame) if builder is not None and last > 0 else None
         for n, i in enumerate(self.range):
+            if n and before is not None:
+                restore_python_values(frame, before)
             try:
                 yield i
             except GeneratorExit:  # the body returned or broke out of the loop
                 if n < last and builder is not None:
                     builder.abandoned_loops.append(self.where)
                 raise
+
+
+def python_values(frame: FrameType) -> dict[str, Any]:
+    """The kernel's local names bound to plain Python values (not tiles, not nprof's own loop-return flags)."""
+    from nprof.nki.tensor import NkiTensor
+
+    return {
+        name: value
+        for name, value in frame.f_locals.items()
+        if not isinstance(value, NkiTensor) and not name.startswith("_nprof_")
+    }
+
+
+def restore_python_values(frame: FrameType, before: dict[str, Any]) -> None:
+    """Rebind the names of `before` that the loop body rebound to their values from before the loop.
+
+    NKI traces an `nl.affine_range` / `nl.sequential_range` body once for all iterations (the loop stays a loop in
+    the compiled kernel), so Python state the body changes — an address counter advanced per direct allocation,
+    an offset incremented — changes once, and every iteration sees the values from before the loop. nprof runs
+    the body for each iteration, so it rebinds those names before each iteration after the first. Tiles keep the
+    unrolled behaviour (a name rebound to a new tile refers to it in the next iteration); mutated objects (a list
+    appended to) are not undone.
+    """
+    now = frame.f_locals
+    changed = {name: value for name, value in before.items() if name in now and now[name] is not value}
+    if not changed:
+        return
+    now.update(changed)  # Python >= 3.13: f_locals writes through to the frame
+    if sys.version_info < (3, 13):
+        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))

@@ -6,22 +6,26 @@ Contract: `group_router(store)` returns an APIRouter (mounted before the main AP
   an index, default 400) ->
   `{"id", "display_name", "t_max" (ns, the longest rank or operation), "bins", "bin_ns",
     "ranks": [{"rank", "profile_id", "nd_idx", "nc_idx", "total_time_ns", "cc_op_count", "cc_op_time_ns",
-               "cc_wait_ns", "caused_wait_ns", "busy": [N floats]}],
-    "ops": [{"id", "kind", "bytes", "algorithm", "start", "end", "straggler", "max_wait_ns", "total_wait_ns",
-             "ranks": [{"rank", "arrival", "wait_ns", "duration"}]}],
-    "straggler" (rank or null), "slowest_rank", "total_wait_ns", "lod": null}`
-  (`nprof.analysis.collectives.analyze_group` over every rank's `collectives` rows). `busy[i]` is the mean
-  number of compute engines busy in bin i of [0, N * bin_ns) — event time credited to the bin where the event
-  starts, capped at 5 (`nprof.store.group_index`). With `rows=R` and more ranks than R, level of detail over
-  ranks: the ranks lose `busy`, the ops lose `ranks`, and `"lod"` is `{"band_size", "bands": [{"first",
-  "last", "n", "busy" (per-bin median of its ranks), "total_time_ns", "cc_wait_ns", "caused_wait_ns" (each
-  [min, median, max]), "ops": [{"id", "n", "wait": [min, median, max], "arrival": [min, median, max],
-  "last": the band's last rank to arrive, "most_waited": the rank that waited longest}]}]}` (bands of
-  ceil(ranks / R) consecutive ranks: `nprof.analysis.rank_bands`).
+               "cc_wait_ns", "host_wait_ns", "caused_wait_ns", "caused_host_wait_ns", "busy": [N floats]}],
+    "ops": [{"id", "kind", "bytes", "algorithm", "clock" ("device": simulated | "host": measured), "start", "end",
+             "transfer_ns", "straggler", "max_wait_ns", "total_wait_ns", "launch_skew_ns", "host_straggler",
+             "host_max_wait_ns", "host_total_wait_ns",
+             "ranks": [{"rank", "arrival", "wait_ns", "duration", "host_arrival", "host_wait_ns"}]}],
+    "straggler", "host_straggler" (rank or null), "slowest_rank", "total_wait_ns", "host_total_wait_ns",
+    "lod": null}`
+  (`nprof.analysis.collectives.analyze_group` over every rank's `collectives` rows and its host exchange
+  rows: each op's waits are on its own clock, the host_* fields measured on the host — see that module).
+  `busy[i]` is the mean number of compute engines busy in bin i of [0, N * bin_ns) — event time credited to
+  the bin where the event starts, capped at 5 (`nprof.store.group_index`). With `rows=R` and more ranks
+  than R, level of detail over ranks: the ranks lose `busy`, the ops lose `ranks`, and `"lod"` is
+  `{"band_size", "bands": [{"first", "last", "n", "busy" (per-bin median of its ranks), "total_time_ns",
+  "cc_wait_ns", "caused_wait_ns" (each [min, median, max]), "ops": [{"id", "n", "wait": [min, median, max],
+  "arrival": [min, median, max], "last": the band's last rank to arrive, "most_waited": the rank that
+  waited longest}]}]}` (bands of ceil(ranks / R) consecutive ranks: `nprof.analysis.rank_bands`).
 * `GET /api/groups/{group_id}/waits?op=ID&buckets=B&top=K` -> the wait distribution of one operation (or of
-  every operation without `op`): `{"op", "n", "min", "median", "max", "edges", "counts"}` (B equal buckets,
-  `rank_bands.wait_histogram`) and `"latest"`: the K last ranks to arrive (`rank`, `op`, `arrival`,
-  `wait_ns`; latest first, ties by rank).
+  every operation without `op`; each op's waits on its own clock): `{"op", "n", "min", "median", "max",
+  "edges", "counts"}` (B equal buckets, `rank_bands.wait_histogram`) and `"latest"`: the K last ranks to
+  arrive (`rank`, `op`, `arrival`, `wait_ns`; latest first, ties by rank).
 * `POST /api/groups/{group_id}/ranks/{rank}` -> the rank's catalog entry, ingesting it first when the group
   was indexed but the rank not yet ingested (`nprof.store.group_ingest.ensure_rank`).
 Groups ingested before the index existed are answered from their rank databases. Results are cached per
@@ -36,7 +40,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Query
 
-from nprof.analysis.collectives import RankFacts, analyze_group
+from nprof.analysis.collectives import EXCHANGE_TRACK, RankFacts, analyze_group, exchange_facts
 from nprof.analysis.group_table import analyze_table
 from nprof.analysis.rank_bands import band_argmax, band_bounds, band_rows, band_stats, wait_histogram
 from nprof.analysis.thresholds import Thresholds
@@ -70,12 +74,19 @@ def _facts(store: Store, profile_id: str, entry: dict[str, Any]) -> RankFacts:
     with store.session(profile_id) as (cur, meta):
         table = cur.sql("SELECT * FROM collectives").to_arrow_table()
         manifest = meta.get("manifest") or {}
+        names, ts, waits = [], [], []
+        if table.num_rows:  # the host's measured exchanges of simulated collectives (system profiles)
+            rows = cur.execute(
+                "SELECT hlo_name, ts, wait_ns FROM instructions WHERE track = ? ORDER BY ts", [EXCHANGE_TRACK]
+            ).fetchall()
+            names, ts, waits = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     return RankFacts(
         table,
         int(entry.get("total_time_ns") or 0),
         int(manifest.get("nd_idx", 0) or 0),
         int(manifest.get("nc_idx", 0) or 0),
         profile_id,
+        exchange_facts(names, ts, waits),
     )
 
 
@@ -83,7 +94,8 @@ def _analysis(store: Store, group_id: str) -> tuple[dict[str, Any], GroupIndex |
     """The group's analysis (JSON form) and its index (None: answered from the rank databases)."""
     index = read_index(index_dir(store, group_id))
     if index is not None:
-        return analyze_table(index.collectives, index.ranks.to_pylist()), index
+        fast = analyze_table(index.collectives, index.ranks.to_pylist()) if not index.exchanges.num_rows else None
+        return fast if fast is not None else analyze_group(index.facts()).to_json(), index
     g = store.group(group_id)
     facts = {r["rank"]: _facts(store, r["profile_id"], store.entry(r["profile_id"])) for r in g["ranks"]}
     return analyze_group(facts).to_json(), index

@@ -2,20 +2,21 @@
 // Contract: when the server answers with `lod` (more ranks than the canvas has rows; GET
 // /api/groups/<id>/collectives?rows=R), each row of the canvas is a band of consecutive ranks:
 //  * drawBands(view, g): per band its median compute activity (grey), and per operation the spread
-//    of its ranks' arrivals (a thin orange whisker, first -> last arrival), the wait of its median
-//    rank (orange, median arrival -> last arrival of the job) and the transfer (blue); the band
-//    holding the job's straggler is labelled red;
+//    of its ranks' arrivals (a thin orange whisker, first -> last arrival), the median wait (orange,
+//    from the median arrival; each op's waits on its own clock, docs/system.md) and the transfer
+//    (blue, the op's start -> end); the band holding the job's straggler is labelled red;
+//  * bandExtent(view, op): [first arrival, end] of an operation over the bands (for zooming);
 //  * bandHit(view, x, y) -> {rank, label?, lines} (the tooltip: ranks, min/median/max of the waits,
 //    the band's last rank to arrive) or null;
 //  * bandMatrix(view): the rank-band x operation table, each cell "median" with "min–max" under it,
 //    shaded by the band's largest wait; stragglerRows(ranks, n): the n ranks that made others wait
 //    most (then the slowest), for the ranks table.
 
+import { WAIT } from "./cc_tables.js";
 import { h } from "./dom.js";
 import { fmtTime } from "./fmt.js";
 
 export const BAND_MIN_H = 8; // px per band row: the view asks for at most (canvas height / BAND_MIN_H) bands
-const WAIT = "rgba(255,140,0,0.85)";
 const SPREAD = "rgba(200,90,0,0.9)";
 const XFER = "rgba(30,110,220,0.85)";
 const MAX_MATRIX_OPS = 64;
@@ -31,6 +32,12 @@ export function bandRowH(nBands, avail) {
 
 function opsById(d) {
   return new Map(d.ops.map((o) => [o.id, o]));
+}
+
+export function bandExtent(view, op) {
+  let a = op.start;
+  for (const b of view.data.lod.bands) for (const bo of b.ops) if (bo.id === op.id) a = Math.min(a, bo.arrival[0]);
+  return [a, op.end];
 }
 
 export function drawBands(view, g, axisH) {
@@ -68,9 +75,10 @@ export function drawBands(view, g, axisH) {
       if (!op || op.end < t0 || bo.arrival[0] > t1) continue;
       const xs = view.x(op.start);
       const xm = view.x(bo.arrival[1]);
-      if (xs - xm > 0.3) {
+      const xw = view.x(bo.arrival[1] + bo.wait[1]);
+      if (xw - xm > 0.3) {
         g.fillStyle = WAIT;
-        g.fillRect(xm, y + 2, Math.max(1, xs - xm), rowH - 4);
+        g.fillRect(xm, y + 2, Math.max(1, xw - xm), rowH - 4);
       }
       if (bo.arrival[2] > bo.arrival[0]) {
         g.fillStyle = SPREAD;
@@ -126,7 +134,7 @@ export function bandHit(view, x, y, axisH) {
 
 export function bandMatrix(view) {
   const d = view.data;
-  const shown = d.ops.slice(0, MAX_MATRIX_OPS);
+  const shown = d.ops.filter((o) => o.clock !== "host").slice(0, MAX_MATRIX_OPS);
   const maxWait = Math.max(1, ...shown.map((o) => o.max_wait_ns));
   const cell = (bo) => {
     if (!bo) return h("td", { class: "num muted" }, "·");
