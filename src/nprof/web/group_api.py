@@ -18,23 +18,26 @@ Contract: `group_router(store)` returns an APIRouter (mounted before the main AP
   `busy[i]` is the mean number of compute engines busy in bin i of [0, N * bin_ns) — event time credited to
   the bin where the event starts, capped at 5 (`nprof.store.group_index`). With `rows=R` and more ranks
   than R, level of detail over ranks: the ranks lose `busy`, the ops lose `ranks`, and `"lod"` is
-  `{"band_size", "bands": [{"first", "last", "n", "busy" (per-bin median of its ranks), "total_time_ns",
-  "cc_wait_ns", "caused_wait_ns" (each [min, median, max]), "ops": [{"id", "n", "wait": [min, median, max],
-  "arrival": [min, median, max], "last": the band's last rank to arrive, "most_waited": the rank that
-  waited longest}]}]}` (bands of ceil(ranks / R) consecutive ranks: `nprof.analysis.rank_bands`).
+  `{"band_size", "bands": [{"first", "last", "n", "busy", "busy_max" (per-bin median, maximum of its ranks),
+  "total_time_ns", "cc_wait_ns", "caused_wait_ns" (each [min, median, max]), "ops": [{"id", "n",
+  "wait": [min, median, max], "arrival": [min, median, max], "last": the band's last rank to arrive,
+  "most_waited": the rank that waited longest}]}]}` (bands of ceil(ranks / R) consecutive ranks:
+  `nprof.analysis.rank_bands`).
 * `GET /api/groups/{group_id}/waits?op=ID&buckets=B&top=K` -> the wait distribution of one operation (or of
   every operation without `op`; each op's waits on its own clock): `{"op", "n", "min", "median", "max",
   "edges", "counts"}` (B equal buckets, `rank_bands.wait_histogram`) and `"latest"`: the K last ranks to
   arrive (`rank`, `op`, `arrival`, `wait_ns`; latest first, ties by rank).
 * `POST /api/groups/{group_id}/ranks/{rank}` -> the rank's catalog entry, ingesting it first when the group
   was indexed but the rank not yet ingested (`nprof.store.group_ingest.ensure_rank`).
-Groups ingested before the index existed are answered from their rank databases. Results are cached per
+Groups ingested before the index existed are answered from their rank databases; a stale index (another
+version) of a group whose ranks are not all ingested is rebuilt from the group's files. Results are cached per
 (group, arguments, the group's ingest stamp). Unknown groups: 404 via NotFound.
 """
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,7 +51,7 @@ from nprof.errors import NprofError
 from nprof.store import Store
 from nprof.store.catalog import check_id
 from nprof.store.group_index import COMPUTE_ENGINES, GroupIndex, busy_bins, read_index
-from nprof.store.group_ingest import ensure_rank, index_dir
+from nprof.store.group_ingest import build_index, ensure_rank, index_dir
 from nprof.web.api import JSON
 
 _CACHE_SIZE = 16
@@ -93,10 +96,15 @@ def _facts(store: Store, profile_id: str, entry: dict[str, Any]) -> RankFacts:
 def _analysis(store: Store, group_id: str) -> tuple[dict[str, Any], GroupIndex | None]:
     """The group's analysis (JSON form) and its index (None: answered from the rank databases)."""
     index = read_index(index_dir(store, group_id))
+    g = store.group(group_id)
+    stored = store.catalog.profiles()
+    if index is None and any(r["profile_id"] not in stored for r in g["ranks"]) and g.get("sources"):
+        # an index of an older version (or removed) while ranks wait to be ingested: rebuild it from the files
+        build_index(store, [(int(r), Path(p)) for r, p in g["sources"].items()], group_id)
+        index = read_index(index_dir(store, group_id))
     if index is not None:
         fast = analyze_table(index.collectives, index.ranks.to_pylist()) if not index.exchanges.num_rows else None
         return fast if fast is not None else analyze_group(index.facts()).to_json(), index
-    g = store.group(group_id)
     facts = {r["rank"]: _facts(store, r["profile_id"], store.entry(r["profile_id"])) for r in g["ranks"]}
     return analyze_group(facts).to_json(), index
 
@@ -146,7 +154,7 @@ def rank_lod(analysis: dict[str, Any], busy: np.ndarray, rows: int) -> dict[str,
     per_rank = {k: np.asarray([r[k] for r in analysis["ranks"]], np.float64)
                 for k in ("total_time_ns", "cc_wait_ns", "caused_wait_ns")}  # fmt: skip
     stats = {k: band_stats(v, bounds) for k, v in per_rank.items()}
-    med_busy = band_rows(busy, bounds)[:, 1, :]
+    spread = band_rows(busy, bounds)
     op_parts = []
     for op in analysis["ops"]:
         wait = np.full(len(ranks), np.nan)
@@ -163,7 +171,7 @@ def rank_lod(analysis: dict[str, Any], busy: np.ndarray, rows: int) -> dict[str,
                 "most_waited": ranks[int(most[i])] if most[i] >= 0 else None}
                for op_id, ws, ar, late, most, seen in op_parts if seen[a:b].any()]  # fmt: skip
         bands.append({"first": ranks[a], "last": ranks[b - 1], "n": b - a,
-                      "busy": np.round(med_busy[i], 3).tolist(),
+                      "busy": np.round(spread[i, 1], 3).tolist(), "busy_max": np.round(spread[i, 2], 3).tolist(),
                       **{k: _triple(s[i]) for k, s in stats.items()}, "ops": ops})  # fmt: skip
     return {"band_size": bounds[0][1] - bounds[0][0] if bounds else 0, "bands": bands}
 

@@ -1,7 +1,8 @@
 // cc_bands.js — level of detail over ranks in the CC Aggregated view (cc_view.js).
 // Contract: when the server answers with `lod` (more ranks than the canvas has rows; GET
 // /api/groups/<id>/collectives?rows=R), each row of the canvas is a band of consecutive ranks:
-//  * drawBands(view, g): per band its median compute activity (grey), and per operation the spread
+//  * drawBands(view, g): per band its median compute activity (grey; the busiest rank's as a 2 px strip
+//    on top), and per operation the spread
 //    of its ranks' arrivals (a thin orange whisker, first -> last arrival), the median wait (orange,
 //    from the median arrival; each op's waits on its own clock, docs/system.md) and the transfer
 //    (blue, the op's start -> end); the band holding the job's straggler is labelled red;
@@ -17,7 +18,7 @@ import { h } from "./dom.js";
 import { fmtTime } from "./fmt.js";
 
 export const BAND_MIN_H = 8; // px per band row: the view asks for at most (canvas height / BAND_MIN_H) bands
-const SPREAD = "rgba(200,90,0,0.9)";
+const SPREAD = "#6d2a00";
 const XFER = "rgba(30,110,220,0.85)";
 const MAX_MATRIX_OPS = 64;
 
@@ -65,10 +66,15 @@ export function drawBands(view, g, axisH) {
     const b1 = Math.min(b.busy.length - 1, Math.ceil(t1 / binNs));
     for (let k = b0; k <= b1; k++) {
       const v = b.busy[k];
-      if (!v) continue;
+      const top = b.busy_max[k];
+      if (!top) continue;
       const xa = view.x(k * binNs);
-      g.fillStyle = `rgba(90,98,110,${0.15 + 0.7 * (v / maxBusy)})`;
-      g.fillRect(xa, y + 1, Math.max(1, view.x((k + 1) * binNs) - xa), rowH - 2);
+      const w = Math.max(1, view.x((k + 1) * binNs) - xa);
+      g.fillStyle = `rgba(90,98,110,${0.15 + 0.7 * (top / maxBusy)})`; // the busiest rank: a strip on top
+      g.fillRect(xa, y, w, 2);
+      if (!v) continue;
+      g.fillStyle = `rgba(90,98,110,${0.15 + 0.7 * (v / maxBusy)})`; // the median rank: the row
+      g.fillRect(xa, y + 2, w, rowH - 3);
     }
     for (const bo of b.ops) {
       const op = byId.get(bo.id);
