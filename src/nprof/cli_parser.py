@@ -143,6 +143,13 @@ def _add_collectives_args(cap: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="per-rank inputs: a file listing `RANK NAME FILE.npy` lines",
     )
+    cap.add_argument(
+        "--collectives-rank-delay",
+        action="append",
+        default=[],
+        metavar="RANK:US",
+        help="start rank RANK US microseconds late (simulates a straggler; repeatable)",
+    )
 
 
 def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

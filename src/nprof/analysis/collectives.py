@@ -125,7 +125,8 @@ def exchange_facts(hlo_names: list[str | None], ts: list[int], wait_ns: list[int
     return out
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by the intervals [starts[i], ends[i])."""
     if starts.size == 0:
         return 0
     order = np.argsort(starts, kind="stable")
@@ -188,7 +189,7 @@ def _rank_summary(rank: int, facts: RankFacts, data: dict[str, list[Any]], mine:
     device = [i for i in mine if data["algorithm"][i] != HOST_ALGORITHM]
     return RankSummary(
         rank, facts.profile_id, facts.nd_idx, facts.nc_idx, int(facts.total_time_ns),
-        len({data["id"][i] for i in mine}), _union(ts, ts + dur),
+        len({data["id"][i] for i in mine}), union_length(ts, ts + dur),
         int(sum(data["wait_ns"][i] for i in device)),
         int(sum(data["wait_ns"][i] for i in host)) + sum(w for _, w in facts.exchanges.values()),
     )  # fmt: skip
