@@ -172,8 +172,9 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="when a finding or warning is reported, e.g. gap_share=0.02 (repeatable; names and defaults in "
-        "docs/profile-format.md; applies to the viewer, summary-text, json, parquet and csv)",
+        help="when a finding or warning is reported, e.g. gap_share=0.02, small_dma_bytes=16384, latency_share=0.3 "
+        "(repeatable; names and defaults in docs/profile-format.md; applies to the viewer, summary-text, json, "
+        "parquet and csv, and latency_share to summary-json)",
     )
     view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")
     view.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")

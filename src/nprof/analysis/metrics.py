@@ -20,7 +20,8 @@ import numpy as np
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
-from nprof.analysis.latency import LATENCY_SHARE, latency_share
+from nprof.analysis.latency import latency_share
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.profile import ENGINES, Profile
 
 Metric = int | float | str
@@ -49,7 +50,8 @@ FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "bound": (
         "FLOPs",
         "",
-        "latency when fixed DMA latencies on the critical path are >= 50% of the run, else memory when "
+        "latency when fixed DMA latencies on the critical path take >= the latency_share threshold of the "
+        "run (50% by default), else memory when "
         "mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute",
     ),
     "dma_latency_path_percent": (
@@ -115,12 +117,14 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * float(part) / float(whole) if whole else 0.0
 
 
-def summary_metrics(profile: Profile) -> dict[str, Metric]:
-    """The summary fields that apply to `profile`, in the real profiler's order (see module doc)."""
-    return dict(facts(profile).memo("summary_metrics", lambda: _summary_metrics(profile)))
+def summary_metrics(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Metric]:
+    """The summary fields that apply to `profile`, in the real profiler's order (see module doc); the `bound`
+    verdict says "latency" from `thresholds.latency_share` on."""
+    key = f"summary_metrics:{thresholds.latency_share!r}"
+    return dict(facts(profile).memo(key, lambda: _summary_metrics(profile, thresholds.latency_share)))
 
 
-def _summary_metrics(profile: Profile) -> dict[str, Metric]:
+def _summary_metrics(profile: Profile, latency_at: float) -> dict[str, Metric]:
     """The summary fields in order: run, FLOPs and the verdict, engines, DMA, memory, spills, collectives."""
     info = profile.info
     out: dict[str, Metric] = {
@@ -130,7 +134,7 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         "nd_idx": int(info.nd_idx),
     }
     memory = _memory_bytes(profile)
-    _flops_and_bound(profile, memory, out)
+    _flops_and_bound(profile, memory, out, latency_at)
     _engine_metrics(profile, out)
     _dma_metrics(profile, out)
     out.update(memory)
@@ -139,9 +143,9 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
     return out
 
 
-def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Metric]) -> None:
+def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Metric], latency_at: float) -> None:
     """Add the FLOP counts, MFU/HFU/MBU, arithmetic intensity, the peak ratio and the bound verdict
-    (memory/compute by the roofline; latency when DMA latency paths take LATENCY_SHARE of the run)."""
+    (memory/compute by the roofline; latency when DMA latency paths take `latency_at` of the run or more)."""
     f = facts(profile)
     info = profile.info
     total_ns = f.total_ns
@@ -173,7 +177,7 @@ def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Me
     share = latency_share(profile) if virtual else None
     if share is not None:
         out["dma_latency_path_percent"] = 100.0 * share
-        if share >= LATENCY_SHARE:
+        if share >= latency_at:
             out["bound"] = "latency"
 
 

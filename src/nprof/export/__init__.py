@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, SUMMARY_THRESHOLDS, Thresholds
 from nprof.atomic import atomic_dir, atomic_file
 from nprof.errors import NprofError
 from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
@@ -45,14 +45,17 @@ class Exporter:
     default_output: str | None  # None: standard output when no --output-file is given
     directory: bool = False
     description: str = ""
-    findings: bool = False  # reports the findings (so `--threshold` applies to it)
+    findings: bool = False  # reports the findings and analysis tables (so every `--threshold` applies to it)
+    summary: bool = False  # reports the summary's `bound` (so the SUMMARY_THRESHOLDS apply to it)
 
 
 EXPORTERS: dict[str, Exporter] = {
     "summary-text": Exporter(
         "summary-text", summary_text.write, None, description="summary metrics as a text table", findings=True
     ),
-    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
+    "summary-json": Exporter(
+        "summary-json", summary_json.write, None, description="summary metrics as JSON", summary=True
+    ),
     "json": Exporter(
         "json", json_export.write, "ntff.json", description="summary and every event as JSON", findings=True
     ),
@@ -121,12 +124,17 @@ def _open(path: str) -> Profile:
 
 
 def check_thresholds(thresholds: Thresholds, fmt: str) -> None:
-    """Refuse tuned `--threshold`s with a format that reports no findings (they would be ignored)."""
-    if thresholds.changed() and not (fmt in EXPORTERS and EXPORTERS[fmt].findings):
+    """Refuse tuned `--threshold`s that format `fmt` would ignore: any with a format reporting neither
+    findings nor the summary, those other than SUMMARY_THRESHOLDS with one reporting only the summary."""
+    exporter = EXPORTERS.get(fmt)
+    applies = set(thresholds.changed()) if exporter and exporter.findings else set()
+    applies |= SUMMARY_THRESHOLDS if exporter and exporter.summary else set()
+    ignored = [name for name in thresholds.changed() if name not in applies]
+    if ignored:
         with_findings = ", ".join(name for name, e in EXPORTERS.items() if e.findings)
         raise NprofError(
-            f"--threshold sets when findings are reported, and --output-format {fmt} has none; "
-            f"use {with_findings} or the viewer"
+            f"--threshold {', '.join(ignored)} sets when findings are reported, and --output-format {fmt} "
+            f"has none; use {with_findings} or the viewer"
         )
 
 

@@ -72,7 +72,7 @@ def _records(out: BinaryIO, table: pa.Table, convert: Callable[[pa.RecordBatch],
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
     """Stream `profile` as JSON to `out` (see module doc)."""
     chunk = options.chunk_rows
-    out.write(b'{"summary": [' + orjson.dumps(summary_metrics(profile)) + b"],\n")
+    out.write(b'{"summary": [' + orjson.dumps(summary_metrics(profile, thresholds=options.thresholds)) + b"],\n")
     with progress(profile.event_count, "Writing JSON") as bar:
         out.write(b'"instruction": [\n')
         _records(
