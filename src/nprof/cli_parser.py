@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import NoReturn
 
 from nprof import __version__
 
@@ -48,7 +49,7 @@ def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_h
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"nprof {self.prog.split()[-1]}: {message} (see --help)\n")
 
 
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_capture_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_capture_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof capture`: -n PROGRAM on the virtual device (single or multi-worker), or `-- COMMAND` for real."""
     cap = sub.add_parser(
         "capture",
@@ -145,7 +146,7 @@ def _add_collectives_args(cap: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_view_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof view`: ingest and serve a profile, or write it in another format."""
     view = sub.add_parser(
         "view",
@@ -193,7 +194,7 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     )
 
 
-def _add_compile_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_compile_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof compile -- python script.py`: fill the compile cache."""
     comp = sub.add_parser(
         "compile",
@@ -209,7 +210,7 @@ def _add_compile_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     )
 
 
-def _add_analyze_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_analyze_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof analyze DIR [--engine duckdb|spark] [--master URL] [--top N] [--output-format text|json]`."""
     ana = sub.add_parser(
         "analyze",

@@ -245,7 +245,7 @@ def _parse_events(events: list[Any]) -> _Parsed:
 
 def _other_events(
     others: list[dict[str, Any]],
-    phases: list[str],
+    phases: list[str | None],
     xs: list[dict[str, Any]],
     counters: list[tuple[Any, str, Any]],
     names: dict[str, str],

@@ -31,8 +31,8 @@ from nprof.errors import NprofError
 
 MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
 MAX_DIM = 1 << 31
-_SCALARS = frozenset({int, float, str, type(None)})
-_NUMBERS = frozenset({int, float, type(None)})
+_SCALARS: frozenset[type] = frozenset({int, float, str, type(None)})
+_NUMBERS: frozenset[type] = frozenset({int, float, type(None)})
 _SCALAR_ARGS = (
     "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
 )  # fmt: skip

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-_DIRECTIONS = (("HtoD", "host->device"), ("DtoH", "device->host"), ("DtoD", "device->device"))
-_DIRECTIONS += (("PtoP", "device->device"), ("HtoH", "host->host"))
+_DIRECTIONS: tuple[tuple[str, str], ...] = (("HtoD", "host->device"), ("DtoH", "device->host"))
+_DIRECTIONS += (("DtoD", "device->device"), ("PtoP", "device->device"), ("HtoH", "host->host"))
 
 
 def dma_columns(

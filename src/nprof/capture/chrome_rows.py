@@ -80,13 +80,11 @@ _KERNEL_KEYS = ("grid", "block", "registers per thread", "shared memory", "bytes
 def _operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str | None]:
     """`_operands` for many slices, cached on their serialised `keys` fields (training loops repeat shapes)."""
     memo: dict[bytes, str | None] = {}
-    out = []
+    out: list[str | None] = []
     k0, k1, k2, k3 = keys[0], keys[1], keys[2], keys[3]
     for a in all_args:
         key = orjson.dumps((a.get(k0), a.get(k1), a.get(k2), a.get(k3), a.get("bytes")))
-        got = memo.get(key, memo)
-        if got is memo:
-            got = memo[key] = _operands(a)
+        got = memo[key] if key in memo else memo.setdefault(key, _operands(a))  # bytes cache their hash
         out.append(got)
     return out
 
@@ -156,7 +154,7 @@ def _tracks(sl: Any, kind: np.ndarray) -> tuple[list[str], np.ndarray, dict[tupl
     kind_l = kind.tolist()
     pids, tids, args = sl.pid, sl.tid, sl.args
     multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
-    dev_labels: list[str | None] = [None] * n
+    dev_labels = [""] * n  # set for the device slices (kind >= 3), the only ones read
     thread_label: dict[tuple[Any, Any], str] = {}
     dev_label: dict[tuple[Any, ...], str] = {}
     for i in [i for i, k in enumerate(kind_l) if k >= 3]:
@@ -266,8 +264,8 @@ def _ids_and_deps(
     flows: list,
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
-    """(i_order, _, d_order, d_id, deps): instruction ids in (start, track) order, dma ids after them
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
+    """(i_order, d_order, d_id, deps): instruction ids in (start, track) order, dma ids after them
     in start order; each kernel and dma depends on its owner's row, plus the trace's flow events."""
     i_order = np.lexsort((ins.track, ins.start))
     n_i = len(i_order)

@@ -26,10 +26,10 @@ class TableColumns:
         self.f, self.table = f, table
 
     def numeric(self, name: str, rows: np.ndarray) -> np.ndarray:
-        return self.f.column(self.table, name)[rows]  # type: ignore[index]
+        return self.f.column(self.table, name)[rows]
 
     def strings(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, pa.Array, list[str] | None]:
-        codes, dictionary = self.f.column(self.table, name)  # type: ignore[misc]
+        codes, dictionary = self.f.column(self.table, name)
         return codes[rows], dictionary, None
 
 
