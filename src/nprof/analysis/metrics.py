@@ -167,13 +167,14 @@ def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Me
         out["hfu_estimated_percent"] = _pct(hw_flops, peak * total_s)
     if bw and total_ns > 0 and "hbm_read_bytes" in memory:
         out["mbu_estimated_percent"] = _pct(hbm_bytes / total_s, bw)
-    if has_flops and hbm_bytes > 0 and hw_flops - transpose > 0:
-        out["mm_arithmetic_intensity"] = (hw_flops - transpose) / hbm_bytes
-    if peak and bw:
-        out["peak_flops_bandwidth_ratio"] = peak / bw
-    if "mm_arithmetic_intensity" in out and "peak_flops_bandwidth_ratio" in out:
-        memory_bound = out["mm_arithmetic_intensity"] < out["peak_flops_bandwidth_ratio"]  # type: ignore[operator]
-        out["bound"] = "memory" if memory_bound else "compute"
+    intensity = (hw_flops - transpose) / hbm_bytes if has_flops and hbm_bytes > 0 and hw_flops - transpose > 0 else None
+    ratio = peak / bw if peak and bw else None
+    if intensity is not None:
+        out["mm_arithmetic_intensity"] = intensity
+    if ratio is not None:
+        out["peak_flops_bandwidth_ratio"] = ratio
+    if intensity is not None and ratio is not None:
+        out["bound"] = "memory" if intensity < ratio else "compute"
     share = latency_share(profile) if virtual else None
     if share is not None:
         out["dma_latency_path_percent"] = 100.0 * share

@@ -180,7 +180,7 @@ def _num(value: Any) -> float:
     return float(value)
 
 
-class _Slices:
+class SliceColumns:
     """Column lists of duration slices (X events and matched B/E pairs), built column-wise."""
 
     def __init__(self, xs: list[dict[str, Any]]) -> None:
@@ -281,7 +281,9 @@ def _other_events(
     return open_b
 
 
-def _time_arrays(slices: _Slices, parsed: _Parsed, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _time_arrays(
+    slices: SliceColumns, parsed: _Parsed, path: Path
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
@@ -300,7 +302,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
     events = check_events(events, path)
     try:
         parsed = _parse_events(events)
-        slices = _Slices(parsed.xs)
+        slices = SliceColumns(parsed.xs)
         check_slices(slices, path)
         check_flows(parsed.flows, path)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -30,6 +30,9 @@ from nprof.capture.chrome_host import (
 from nprof.capture.chrome_tree import TRACK_SHIFT, Context, flow_deps, select_work
 from nprof.capture.opclass import engine_of
 from nprof.errors import NprofError
+
+if TYPE_CHECKING:
+    from nprof.capture.chrome import SliceColumns  # chrome imports this module
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names
@@ -146,7 +149,7 @@ def _to_ns(
     return base_us, start, dur, c_ns, f_ns
 
 
-def _tracks(sl: Any, kind: np.ndarray) -> tuple[list[str], np.ndarray, dict[tuple[Any, Any], int]]:
+def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, dict[tuple[Any, Any], int]]:
     """(sorted track names, track code per slice, track code per (pid, tid)): device slices by (device,
     stream) from their args; others by (pid, tid), taking the device track of that (pid, tid) when it has
     one (gpu_user_annotation), else "cpu:<tid>" ("cpu:<pid>.<tid>" when host ops come from several pids)."""
@@ -330,7 +333,8 @@ def _instruction_columns(
 
 
 def build_profile(
-    sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list, f_ts: np.ndarray
+    sl: SliceColumns, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list,
+    f_ts: np.ndarray,
 ) -> Rows:
     """The Rows of a parsed trace (`sl`: the slices' name/cat/pid/tid/args columns; times in µs): tracks,
     host nesting and work level, FLOPs and bytes, context, device links, then ids, deps and columns with

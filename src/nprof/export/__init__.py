@@ -19,6 +19,7 @@ Unknown formats and unwritable paths raise `NprofError` with one line.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 from collections.abc import Callable
@@ -92,12 +93,13 @@ def export_profile(
     """Write `profile` in format `fmt` (see module doc); returns the path written, None for `stdout`."""
     exporter = get_exporter(fmt)
     options = options or ExportOptions()
-    if output is None and exporter.default_output is None:
+    name = output if output is not None else exporter.default_output
+    if name is None:
         if stdout is None:
             raise TypeError(f"export_profile: format {fmt} without output= needs stdout= (a text stream)")
         stdout.write(export_text(profile, fmt, options))
         return None
-    target = Path(output if output is not None else exporter.default_output)  # type: ignore[arg-type]
+    target = Path(name)
     if exporter.directory:
         with atomic_dir(target) as tmp:
             exporter.write(profile, tmp, options)
@@ -138,7 +140,7 @@ def check_thresholds(thresholds: Thresholds, fmt: str) -> None:
         )
 
 
-def export_from_args(args: Any) -> Outcome:
+def export_from_args(args: argparse.Namespace) -> Outcome:
     """`nprof view ... --output-format F`: open the profile, export it; the text for stdout (summary
     formats without --output-file) or the line naming the file written."""
     thresholds = getattr(args, "thresholds", None) or DEFAULT_THRESHOLDS
