@@ -1,4 +1,4 @@
-"""The `findings` pass (SPEC A3, first cut): performance problems in plain words, with evidence.
+"""The `findings` pass: performance problems in plain words, with evidence.
 
 Contract: columns severity ("warning" or "info"), kind, title, message (plain
 words with the evidence numbers), ts/end (ns: the region it is about),

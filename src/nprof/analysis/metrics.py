@@ -1,4 +1,4 @@
-"""Summary metrics of a profile (SPEC A1): `summary_metrics(profile) -> dict`, ordered.
+"""Summary metrics of a profile: `summary_metrics(profile) -> dict`, ordered.
 
 Contract:
 * Keys are the real profiler's summary field names (docs/hardware.md) plus `bound`;

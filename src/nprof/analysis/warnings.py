@@ -1,4 +1,4 @@
-"""The `warnings` pass: timeline warning annotations (SPEC U8).
+"""The `warnings` pass: timeline warning annotations.
 
 Contract: columns kind, message, ts, end (ns: the box to draw), event_ids
 (list<int64>: the events inside the box to highlight), tensor, source (most

@@ -122,12 +122,6 @@ def trace_events(data: Any, path: Path) -> tuple[list[Any], dict[str, Any]]:
     return events, meta
 
 
-def read_trace(path: str | os.PathLike[str]) -> tuple[list[Any], dict[str, Any]]:
-    """Read and parse a Chrome trace; return (events, top-level metadata without traceEvents)."""
-    p = Path(path)
-    return trace_events(load_json(p), p)
-
-
 def _salvage_array(raw: bytes) -> list[Any] | None:
     """Chrome's JSON Array Format may omit the closing bracket; accept that form."""
     text = raw.rstrip()
