@@ -174,9 +174,9 @@ def _op(op_id: int, parts: list[tuple[int, dict[str, Any]]], ranks: Mapping[int,
         max(w.arrival + w.duration for w in waits), last.duration - last.wait_ns, straggler,
         max(w.wait_ns for w in waits),
         sum(w.wait_ns for w in waits), max(begins) - min(begins),
-        _last(hosts)[0] if known else None,  # type: ignore[arg-type]
-        max(w for _, w in hosts) if known else None,  # type: ignore[type-var]
-        sum(w for _, w in hosts) if known else None,  # type: ignore[misc]
+        _last(hosts)[0] if known else None,
+        max(w for _, w in hosts) if known else None,
+        sum(w for _, w in hosts) if known else None,
         waits,
     )  # fmt: skip
 

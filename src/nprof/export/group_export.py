@@ -20,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -208,7 +209,7 @@ def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
     return lanes
 
 
-def export_group_from_args(args: Any) -> Outcome:
+def export_group_from_args(args: argparse.Namespace) -> Outcome:
     """`nprof view -d DIR --output-format F [--output-file PATH]` (see module doc)."""
     fmt = args.output_format
     if fmt not in GROUP_FORMATS:
