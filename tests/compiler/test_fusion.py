@@ -38,6 +38,7 @@ def _random_fn(rng: random.Random, width: int) -> object:
         lambda x, y, w: torch.softmax(x, dim=1),
         lambda x, y, w: torch.cat([x[:, 1:], x[:, :1]], dim=1) * y,  # windows of a kept tile
         lambda x, y, w: torch.cat([x[1:], x[:1]], dim=0) - y,
+        lambda x, y, w: torch.where(x > y, x, y * 0.5),  # a bool mask kept in SBUF as fp32 0/1
     ]
     chain = [rng.choice(pool) for _ in range(rng.randint(4, 7))]
 

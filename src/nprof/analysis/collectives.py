@@ -41,7 +41,7 @@ import pyarrow as pa
 from nprof.capture.host_collectives import ALGORITHM as HOST_ALGORITHM
 from nprof.capture.system import EXCHANGE_TRACK
 
-__all__ = ["EXCHANGE_TRACK", "GroupAnalysis", "RankFacts", "analyze_group", "exchange_facts"]
+__all__ = ["EXCHANGE_TRACK", "HOST_ALGORITHM", "GroupAnalysis", "RankFacts", "analyze_group", "exchange_facts"]
 
 
 @dataclass(frozen=True)
@@ -174,9 +174,9 @@ def _op(op_id: int, parts: list[tuple[int, dict[str, Any]]], ranks: Mapping[int,
         max(w.arrival + w.duration for w in waits), last.duration - last.wait_ns, straggler,
         max(w.wait_ns for w in waits),
         sum(w.wait_ns for w in waits), max(begins) - min(begins),
-        _last(hosts)[0] if known else None,  # type: ignore[arg-type]
-        max(w for _, w in hosts) if known else None,  # type: ignore[type-var]
-        sum(w for _, w in hosts) if known else None,  # type: ignore[misc]
+        _last(hosts)[0] if known else None,
+        max(w for _, w in hosts) if known else None,
+        sum(w for _, w in hosts) if known else None,
         waits,
     )  # fmt: skip
 

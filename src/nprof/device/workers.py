@@ -312,11 +312,11 @@ def simulate_workers(
     shared: dict[tuple[int, int, int], tuple[pa.Table, pa.Table]] = {}  # ranks with one schedule share its tables
     with progress(len(wanted), "building worker profiles") as bar:
         for r in wanted:
-            key = (id(progs[r]), id(plans[r]), id(timings[r]))
-            if key not in shared:
-                shared[key] = build_tables(progs[r], plans[r], timings[r], iteration=0)
+            schedule_key = (id(progs[r]), id(plans[r]), id(timings[r]))
+            if schedule_key not in shared:
+                shared[schedule_key] = build_tables(progs[r], plans[r], timings[r], iteration=0)
             profile = rank_profile(
-                progs[r], plans[r], timings[r], pre, r, topo, job_ops, numerics, executions, shared[key]
+                progs[r], plans[r], timings[r], pre, r, topo, job_ops, numerics, executions, shared[schedule_key]
             )
             total = profile.info.total_time_ns or 0
             results[r] = SimResult(outputs[r], profile, (total,) * executions, tuple(warnings[r]))

@@ -76,7 +76,7 @@ def ingest_directory(
     from nprof.capture.rendezvous import aligned_files
     from nprof.store.group_ingest import ingest_group  # index + parallel ingest of the ranks (multi-worker)
 
-    rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
+    rank_files = [(int(m.group(1)), p) for p in files if (m := RANK_FILE.search(p.name))]
     with store.claim(f"{gid}.group"), tempfile.TemporaryDirectory(prefix="nprof-align-") as work:
         clocked = aligned_files(rank_files, Path(work))  # ranks of several captures (nodes): one clock
         ranks = _all_or_nothing(
@@ -104,7 +104,9 @@ def ingest_directory(
     return group
 
 
-def _all_or_nothing(store: Store, gid: str, ranks: list[int], ingest: Callable[[], list[tuple[int, str]]]) -> Any:
+def _all_or_nothing(
+    store: Store, gid: str, ranks: list[int], ingest: Callable[[], list[tuple[int, str]]]
+) -> list[tuple[int, str]]:
     """Run `ingest()`; if it fails, remove every rank profile it wrote (and, with --force, the group
     it replaced), so a failed `view -d` leaves no dangling catalog entry."""
     try:
