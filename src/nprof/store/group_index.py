@@ -100,6 +100,17 @@ def write_index(directory: Path, digests: Iterable[RankDigest], n_ranks: int, sp
     tmp = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        _write_parts(tmp, digests, n_ranks, span)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(tmp, directory)
+
+
+def _write_parts(tmp: Path, digests: Iterable[RankDigest], n_ranks: int, span: int) -> None:
+    """The index files of `digests` in the directory `tmp` (index.json last)."""
     busy = np.lib.format.open_memmap(tmp / "busy.npy", mode="w+", dtype=np.int64, shape=(n_ranks, FINE_BINS))
     rows: dict[str, list] = {k: [] for k in ("rank", "profile_id", "source", "nd_idx", "nc_idx", "total_time_ns")}
     parts: list[pa.Table] = []
@@ -119,8 +130,6 @@ def write_index(directory: Path, digests: Iterable[RankDigest], n_ranks: int, sp
     pq.write_table(pa.concat_tables(exchanges) if exchanges else _EXCHANGES.empty_table(), tmp / "exchanges.parquet")
     (tmp / "index.json").write_bytes(orjson.dumps({"version": VERSION, "span": span, "fine_bins": FINE_BINS,
                                                    "ranks": n_ranks}))  # fmt: skip
-    shutil.rmtree(directory, ignore_errors=True)
-    os.replace(tmp, directory)
 
 
 @dataclass(frozen=True)

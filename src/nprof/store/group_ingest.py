@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -105,7 +106,11 @@ def ingest_group(
     """Index the group, then ingest its ranks now or on first open (see module doc)."""
     build_index(store, files, group_id)
     if eager if eager is not None else len(files) <= EAGER_RANKS:
-        return ingest_ranks(store, files, group_id, display_name, thresholds=thresholds)
+        try:
+            return ingest_ranks(store, files, group_id, display_name, thresholds=thresholds)
+        except BaseException:  # all or nothing: no index of a group that is not stored
+            shutil.rmtree(index_dir(store, group_id), ignore_errors=True)
+            raise
     for rank, _ in files:  # a re-ingested group: its ranks' old profiles must not stand in for the new files
         if store.catalog.get(rank_id(group_id, rank)) is not None:
             store.delete(rank_id(group_id, rank))
