@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from nprof.analysis.collectives import RankFacts, analyze_group, exchange_facts
+from nprof.analysis.metrics import summary_metrics
+from nprof.profile import Profile, ProfileInfo
 from nprof.profile.model import make_table
 
 SIM = "ring/neuronlink (simulated)"
@@ -74,3 +76,9 @@ def test_simulated_job_on_one_clock_is_unchanged() -> None:
 def test_exchange_facts_reads_the_op_id_from_the_row_name() -> None:
     got = exchange_facts(["all-reduce#3", "all-gather#12", None, "odd"], [5, 6, 7, 8], [1, 2, 3, 4])
     assert got == {3: (5, 1), 12: (6, 2)}
+
+
+def test_summary_keeps_host_collective_waits_apart() -> None:
+    cc = _table(0, [(0, 1_000, 5_000, 300, SIM), (1, 200_000, 9_000, 2_000, GLOO)])
+    m = summary_metrics(Profile.build(ProfileInfo(device="cpu", world_size=2), collectives=cc))
+    assert m["cc_wait_time"] == 300e-9 and m["cc_host_wait_time"] == 2_000e-9

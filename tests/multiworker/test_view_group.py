@@ -70,7 +70,7 @@ def test_perfetto_one_process_per_rank(run_dir: Path, tmp_path: Path) -> None:
     parsed = perfetto_reader.read(out)
     assert parsed.errors == []
     cc = [s for s in parsed.slices if s.track == "Collective wait | transfer"]
-    assert sorted(s.name for s in cc) == ["all-reduce #0"] * 4 + ["wait for other ranks (#0)"] * 3
+    assert sorted(s.name for s in cc) == ["all-reduce #0"] * 4 + ["wait for other ranks (#0, simulated)"] * 3
     transfers = {(s.ts, s.dur) for s in cc if s.name == "all-reduce #0"}
     assert len(transfers) == 1  # the transfer is the same interval on every rank
     assert sum(1 for s in parsed.slices if s.name == "ALL_REDUCE") == 4  # the CC-core instruction rows

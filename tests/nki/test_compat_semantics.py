@@ -98,3 +98,43 @@ def test_drop_probability_of_one_or_more_drops_the_whole_partition():
     kept = y[0::2] != 0
     np.testing.assert_array_equal(y[0::2][kept], x[0::2][kept])
     assert abs(kept.mean() - 0.75) < 0.02
+
+
+def test_tensor_tensor_broadcasts_a_free_axis_of_size_one():
+    """nisa.tensor_tensor([P, F], [P, 1]): the column is read F times (a stride-0 operand), as
+    nki-samples' double-row matmul dequantizes by a per-row scale; other shape mismatches are refused."""
+    x, col = rand((64, 40), 9), rand((64, 1), 10)
+    got = run_tiles(lambda a, b: nisa.tensor_tensor(a, b, nl.multiply), x, col)
+    np.testing.assert_allclose(got, x * col, rtol=1e-6)
+    got = run_tiles(lambda a, b: nisa.tensor_tensor(b, a, nl.subtract), x, col)
+    np.testing.assert_allclose(got, col - x, rtol=1e-6)
+    with pytest.raises(KernelError, match="differ in shape"):
+        run_tiles(lambda a, b: nisa.tensor_tensor(a, b, nl.add), x, rand((64, 8), 11))
+
+
+def test_a_returned_reshaped_view_comes_back_in_its_shape():
+    """A kernel returning `out.reshape(shape)` of its HBM output gets the array in that shape."""
+
+    def kernel(a):
+        out = nl.ndarray((8, 24), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(nl.load(a), 1.0))
+        return out.reshape((2, 4, 24))
+
+    a = rand((8, 24), 12)
+    got = nki.simulate_kernel(kernel, a)
+    assert got.shape == (2, 4, 24)
+    np.testing.assert_allclose(got, (a + 1).reshape(2, 4, 24), rtol=1e-6)
+
+
+def test_dma_transpose_in_the_dst_first_style():
+    """Beta 2: nisa.dma_transpose(dst, src) writes src.T into dst."""
+
+    def kernel(a):
+        out = nl.ndarray((48, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((48, 16), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, nl.load(a))
+        nl.store(out, value=t)
+        return out
+
+    a = rand((16, 48), 13)
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, a), a.T)

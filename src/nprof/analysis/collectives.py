@@ -41,7 +41,7 @@ import pyarrow as pa
 from nprof.capture.host_collectives import ALGORITHM as HOST_ALGORITHM
 from nprof.capture.system import EXCHANGE_TRACK
 
-__all__ = ["EXCHANGE_TRACK", "GroupAnalysis", "RankFacts", "analyze_group", "exchange_facts"]
+__all__ = ["EXCHANGE_TRACK", "HOST_ALGORITHM", "GroupAnalysis", "RankFacts", "analyze_group", "exchange_facts"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,8 @@ def exchange_facts(hlo_names: list[str | None], ts: list[int], wait_ns: list[int
     return out
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by the intervals [starts[i], ends[i])."""
     if starts.size == 0:
         return 0
     order = np.argsort(starts, kind="stable")
@@ -173,9 +174,9 @@ def _op(op_id: int, parts: list[tuple[int, dict[str, Any]]], ranks: Mapping[int,
         max(w.arrival + w.duration for w in waits), last.duration - last.wait_ns, straggler,
         max(w.wait_ns for w in waits),
         sum(w.wait_ns for w in waits), max(begins) - min(begins),
-        _last(hosts)[0] if known else None,  # type: ignore[arg-type]
-        max(w for _, w in hosts) if known else None,  # type: ignore[type-var]
-        sum(w for _, w in hosts) if known else None,  # type: ignore[misc]
+        _last(hosts)[0] if known else None,
+        max(w for _, w in hosts) if known else None,
+        sum(w for _, w in hosts) if known else None,
         waits,
     )  # fmt: skip
 
@@ -188,7 +189,7 @@ def _rank_summary(rank: int, facts: RankFacts, data: dict[str, list[Any]], mine:
     device = [i for i in mine if data["algorithm"][i] != HOST_ALGORITHM]
     return RankSummary(
         rank, facts.profile_id, facts.nd_idx, facts.nc_idx, int(facts.total_time_ns),
-        len({data["id"][i] for i in mine}), _union(ts, ts + dur),
+        len({data["id"][i] for i in mine}), union_length(ts, ts + dur),
         int(sum(data["wait_ns"][i] for i in device)),
         int(sum(data["wait_ns"][i] for i in host)) + sum(w for _, w in facts.exchanges.values()),
     )  # fmt: skip

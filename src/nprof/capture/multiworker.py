@@ -3,12 +3,14 @@
 Contract:
 * `capture_workers(program_path, out_dir, *, workers_per_node, worker_count=None, start_id=0,
   profile_id="all", inputs=None, rank_inputs=None, preset=None, profile_nth=1, ignore_exec_errors=False,
-  timing_only=False) -> list[Path]` simulates the whole `worker_count`-rank job (default: one node,
+  timing_only=False, rank_delays=None) -> list[Path]` simulates the whole `worker_count`-rank job (default: one node,
   `start_id + workers_per_node` ranks) with `device.workers.simulate_workers` — nodes are
   `workers_per_node` consecutive ranks, collectives crossing nodes use EFA — and writes
   `out_dir/profile_rank_<i>.ntff` for this node's ranks `start_id .. start_id + workers_per_node - 1`
   (or only `profile_id`), creating `out_dir`. The job is deterministic, so one command per node with the
   same program and inputs writes files that line up across nodes.
+* `rank_delays`: `--collectives-rank-delay RANK:US` values (`parse_rank_delays`): those ranks start late (a
+  simulated straggler), the others wait for them at the collectives.
 * Inputs: `inputs` (name -> .npy) go to every rank; `rank_inputs` (rank -> name -> .npy, from `-m FILE`)
   override them per rank. `parse_multi_input(path)` reads `-m`: one `RANK NAME FILE.npy` per line
   (`#` comments, blank lines; relative paths from the file's directory).
@@ -73,6 +75,24 @@ def parse_multi_input(path: str | os.PathLike[str]) -> dict[int, dict[str, str]]
         if name in out.setdefault(rank, {}):
             raise NprofError(f"{p}:{n}: input {name!r} of rank {rank} is given twice")
         out[rank][name] = str(target)
+    return out
+
+
+def parse_rank_delays(items: list[str], world: int) -> dict[int, float]:
+    """rank -> start delay in ns from `--collectives-rank-delay RANK:US` values; NprofError naming a bad one."""
+    out: dict[int, float] = {}
+    for item in items:
+        rank, _, us = item.partition(":")
+        try:
+            r, delay = int(rank), float(us)
+        except ValueError:
+            r, delay = -1, -1.0
+        if not (0 <= r < world and 0 <= delay < 1e12):
+            raise NprofError(
+                f"--collectives-rank-delay {item!r}: expected RANK:US with RANK in 0..{world - 1} and US >= 0 "
+                "(microseconds), e.g. 17:250"
+            )
+        out[r] = delay * 1000.0
     return out
 
 
@@ -222,6 +242,7 @@ def capture_workers(
     profile_nth: int = 1,
     ignore_exec_errors: bool = False,
     timing_only: bool = False,
+    rank_delays: list[str] | None = None,
 ) -> tuple[list[Path], JobResult]:
     """Simulate the job and write this node's rank profiles (see module doc); returns (paths, job)."""
     world, local = _local_ranks(workers_per_node, worker_count, start_id)
@@ -238,6 +259,7 @@ def capture_workers(
         profile_ranks=wanted,
         executions=profile_nth,
         ignore_exec_errors=ignore_exec_errors,
+        start_delay_ns=parse_rank_delays(list(rank_delays or []), world),
     )
     return _write_rank_profiles(job, wanted, out_dir, program_path, note), job
 
@@ -290,6 +312,7 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> Outcome:
         profile_nth=args.profile_nth_exec,
         ignore_exec_errors=args.ignore_exec_errors,
         timing_only=args.timing_only,
+        rank_delays=args.collectives_rank_delay,
     )
     lines = _merged_warnings({r: res.warnings for r, res in job.results.items()})
     notes = [f"nprof capture: warning: {text}" for text in lines[:8]]

@@ -137,6 +137,7 @@ def _multi_worker_requested(args: argparse.Namespace) -> bool:
         or getattr(args, "multi_input", None)
         or getattr(args, "collectives_profile_id", "all") not in (None, "all")
         or getattr(args, "collectives_worker_start_id", 0)
+        or getattr(args, "collectives_rank_delay", None)
     )
 
 

@@ -42,7 +42,7 @@ from nprof.capture.system import (
     save_system,
 )
 from nprof.capture.system_recorder import DevicePolicy
-from nprof.capture.torch_run import read_status
+from nprof.capture.torch_run import incomplete_note, read_status
 from nprof.commandline import is_python, with_own_python
 from nprof.errors import NprofError
 from nprof.profile.model import make_table
@@ -135,7 +135,8 @@ def _rank_profiles(ranks: dict[int, Path], out_dir: Path, name: str, meta: dict[
     with progress(len(ranks), f"converting the traces of {len(ranks)} ranks") as bar:
         for r, d in ranks.items():
             used = str(statuses[r].get("device") or device or "cpu")
-            mine = {**meta, "rank.exit_code": str(statuses[r].get("exit_code", "unknown"))}  # its script's own
+            own = statuses[r].get("exit_code", "unknown")
+            mine = {**meta, "rank.exit_code": str(own), **incomplete_note(own)}  # its script's own status
             profile = build_torch_profile(d / "trace.json", used, f"{name} rank {r}", mine)
             profile = replace(profile, info=replace(profile.info, rank=r, world_size=world))
             results[r] = attach_system(profile, d, out_dir / rank_file_name(r))

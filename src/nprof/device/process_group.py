@@ -8,9 +8,11 @@ Contract:
   gives on this rank's virtual NeuronCore, except that every collective instruction exchanges its data with
   the other processes. Each rank runs its instructions in program order up to its next collective; the ranks
   then all-gather a header (sequence number, kind, reduce op, element counts) and, when every header agrees,
-  their inputs in float64, through a gloo group of their own (`Exchange`). Every rank combines the
-  contributions with `collectives.combine` in rank order, so all ranks hold bit-identical sums, and writes
-  its part in the output's dtype.
+  move the data through a gloo group of their own (`Exchange`, `exchange_data`): a float64 chain reduction in
+  rank order then a scatter (and all-gather) of its chunks for all-reduce/reduce-scatter, an all-gather or
+  pairwise all-to-all in the data's own dtype otherwise; each rank gets the bits `collectives.combine` (the
+  device model) gives, with a traffic per process independent of the process count. Each rank writes its
+  part in the output's dtype.
 * Timing: the model of `device.workers`, with the other ranks' arrivals exchanged: a collective *arrives*
   on a rank when its dependencies are done there; the ranks all-gather their arrivals, the operation starts
   at the last one and lasts `collectives.ring_time_ns` (NeuronLink inside a node, EFA across nodes). The
@@ -45,9 +47,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nprof.arch.isa import COLLECTIVES
+from nprof.arch.isa import COLLECTIVES, Opcode
 from nprof.arch.presets import get_preset
-from nprof.device.collectives import KIND, Topology, algorithm, combine, ring_time_ns
+from nprof.device.collectives import KIND, Topology, algorithm, ring_time_ns
+from nprof.device.exchange_data import exchange_collective
 from nprof.device.plan import Plan, plan_for
 from nprof.device.schedule import Timing, schedule
 from nprof.device.simulate import SimResult, collect_outputs, one_blas_thread, prepare_inputs
@@ -131,9 +134,14 @@ def _arrive_all(describe: str, generation: int) -> None:
 
 
 class Gatherer(Protocol):
-    """What the runner needs of an exchange: every rank's payload once all headers agree."""
+    """What the runner needs of an exchange: every rank's payload once all headers agree (timing), and this
+    rank's result of one collective once all headers agree (data)."""
 
     def gather(self, header: list[int], payload: np.ndarray, describe: str) -> list[np.ndarray]: ...
+
+    def collective(
+        self, header: list[int], opcode: Opcode, op: str, payload: np.ndarray, describe: str
+    ) -> np.ndarray: ...
 
 
 class Exchange:
@@ -162,26 +170,46 @@ class Exchange:
         `describe` says in words what this rank issues (used in the error)."""
         import torch
 
+        self._agree(header, describe)
+        data = torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64).reshape(-1))
+        return [t.numpy() for t in self._all_gather(data, describe)]
+
+    def collective(self, header: list[int], opcode: Opcode, op: str, payload: np.ndarray, describe: str) -> np.ndarray:
+        """This rank's flat result of one collective once all headers agree (`exchange_data`: the same bits as
+        `collectives.combine`, a traffic per process independent of the process count)."""
+        import torch.distributed as dist
+
+        self._agree(header, describe)
+        group = self._pg(describe)
+        return exchange_collective(group, dist.get_rank(), dist.get_world_size(), opcode, op, payload,
+                                   partial(self._wait, describe=describe))  # fmt: skip
+
+    def _agree(self, header: list[int], describe: str) -> None:
+        """All-gather this exchange's sequence number and `header`; NprofError naming every rank's collective
+        when they differ."""
+        import torch
+
         self.seq += 1
         mine = torch.tensor([self.seq, *header], dtype=torch.int64)
         heads = self._all_gather(mine, describe)
         if any(not torch.equal(h, mine) for h in heads):
             self._mismatch(describe)
-        data = torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64).reshape(-1))
-        return [t.numpy() for t in self._all_gather(data, describe)]
+
+    def _wait(self, work: Any, describe: str) -> None:
+        timeout = _timeout_s()
+        try:
+            work.wait(timeout=timedelta(seconds=timeout))
+        except RuntimeError as exc:
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+            raise _timeout_error(describe, timeout, why) from None
 
     def _all_gather(self, tensor: Any, describe: str) -> list[Any]:
         import torch
         import torch.distributed as dist
 
-        timeout = _timeout_s()
         group = self._pg(describe)
         out = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
-        try:
-            dist.all_gather(out, tensor, group=group, async_op=True).wait(timeout=timedelta(seconds=timeout))
-        except RuntimeError as exc:
-            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-            raise _timeout_error(describe, timeout, why) from None
+        self._wait(dist.all_gather(out, tensor, group=group, async_op=True), describe)
         return out
 
     def _mismatch(self, describe: str) -> None:
@@ -239,14 +267,20 @@ def _collective(state: RankState, i: int, job: Job, ex: Gatherer) -> tuple[int, 
     program = state.program
     ins = program.instructions[i]
     _check_group(program, i, job)
-    contribution = state.mem.read(ins.ins[0]).astype(np.float64)
+    contribution = state.mem.read(ins.ins[0])
     entered = time.time_ns()
-    everyone = ex.gather(_header(program, i), contribution, _describe(program, i))
-    left = time.time_ns()
     try:
-        results = combine(ins.opcode, str(ins.attr("op", "add")), everyone, [ins.outs[0].elements] * job.world_size)
-        state.mem.write(ins.outs[0], results[job.rank].reshape(ins.outs[0].shape))
+        result = ex.collective(_header(program, i), ins.opcode, str(ins.attr("op", "add")), contribution,
+                               _describe(program, i))  # fmt: skip
+        left = time.time_ns()
+        if result.size != ins.outs[0].elements:
+            raise ValueError(
+                f"{KIND[ins.opcode]} on {job.world_size} ranks produces {result.size} elements per rank but the "
+                f"output holds {ins.outs[0].elements}"
+            )
+        state.mem.write(ins.outs[0], result.reshape(ins.outs[0].shape))
     except EXEC_ERRORS as exc:
+        left = time.time_ns()
         state.fail(i, exc, False)
     return entered, left
 
@@ -348,4 +382,3 @@ def run_in_job(
     profile = replace(profile, info=replace(profile.info, meta=meta))
     total = profile.info.total_time_ns or 0
     return SimResult(outputs, profile, (total,), tuple(warnings))
-

@@ -10,7 +10,8 @@ Contract:
   JSON: `GroupAnalysis.to_json()`), `perfetto` (one trace, one process per rank — pid rank+1 —, written by
   the single-profile exporter per rank and merged with track uuids, sequence ids and flow ids moved into a
   per-rank range, plus a "Collective wait | transfer" track per rank (lanes when operations overlap) with a
-  "wait for other ranks" slice and a `<kind> #<id>` transfer slice per operation — the single-profile
+  "wait for other ranks" slice (named with its clock: simulated, or measured for gloo) and a `<kind> #<id>`
+  transfer slice per operation — the single-profile
   "Collectives" track shows arrival to end in one slice; default file `ntff_group.pftrace`).
   `dataset` (every table of every rank as Hive-partitioned Parquet, written one rank at a time:
   `nprof.dataset.write`; default directory `ntff_dataset`). Other formats refuse `-d` with a one-line hint.
@@ -19,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +30,14 @@ from typing import Any, BinaryIO
 import orjson
 import pyarrow.compute as pc
 
-from nprof.analysis.collectives import EXCHANGE_TRACK, GroupAnalysis, RankFacts, analyze_group, exchange_facts
+from nprof.analysis.collectives import (
+    EXCHANGE_TRACK,
+    HOST_ALGORITHM,
+    GroupAnalysis,
+    RankFacts,
+    analyze_group,
+    exchange_facts,
+)
 from nprof.atomic import atomic_file
 from nprof.capture.rendezvous import align_ranks, needs_alignment
 from nprof.dataset import write_dataset
@@ -185,7 +194,8 @@ def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
         lane_end[lane] = end
         seq = seq0 + lane + 1
         start = r["ts"] + r["wait_ns"]
-        spans = [(f"wait for other ranks (#{r['id']})", r["ts"], start)] if r["wait_ns"] > 0 else []
+        clock = "measured" if r.get("algorithm") == HOST_ALGORITHM else "simulated"
+        spans = [(f"wait for other ranks (#{r['id']}, {clock})", r["ts"], start)] if r["wait_ns"] > 0 else []
         spans.append((f"{r['kind']} #{r['id']}", start, end))
         for name, t0, t1 in spans:
             for ts, kind in ((t0, TrackEvent.TYPE_SLICE_BEGIN), (t1, TrackEvent.TYPE_SLICE_END)):
@@ -199,7 +209,7 @@ def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
     return lanes
 
 
-def export_group_from_args(args: Any) -> Outcome:
+def export_group_from_args(args: argparse.Namespace) -> Outcome:
     """`nprof view -d DIR --output-format F [--output-file PATH]` (see module doc)."""
     fmt = args.output_format
     if fmt not in GROUP_FORMATS:

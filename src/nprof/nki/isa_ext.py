@@ -194,9 +194,18 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, 
     return res
 
 
-def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None) -> NkiTensor:
+@beta2(("dst", "src", "axes", "priority", "dge_mode", "oob_mode", "name"), at=1)
+def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None,
+                  priority: Any = None, dge_mode: Any = None, oob_mode: Any = None,
+                  name: Any = None) -> NkiTensor:  # fmt: skip
     """src.T of a 2-D HBM view or SBUF tile into a new SBUF tile (or `dst`), one DMA: a transposing access
-    pattern from HBM, a DMA transpose (attrs `transpose`, one element per chunk) from SBUF."""
+    pattern from HBM, a DMA transpose (attrs `transpose`, one element per chunk) from SBUF. Also the beta-2
+    `dma_transpose(dst, src, axes)`. `priority` and a `dge_mode` other than unknown warn (not modelled);
+    `oob_mode` has nothing to act on (no runtime indices here: static ones are checked when traced)."""
+    from nprof.nki.calls import unmodelled_if
+
+    unknown = dge_mode is None or dge_mode == _isa_enums.dge_mode.unknown
+    unmodelled_if("nisa.dma_transpose", priority=(priority, None), dge_mode=(None if unknown else dge_mode, None))
     if axes not in (None, (1, 0), [1, 0]):
         raise kernel_error(f"dma_transpose supports 2-D transposes (axes=(1, 0)), got axes={axes}")
     if hasattr(src, "dyn_attrs"):

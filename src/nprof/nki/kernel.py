@@ -246,6 +246,9 @@ class Kernel:
             if result.base.kind == "input":  # type: ignore[union-attr]
                 raise NprofError(f"kernel {self.func.__name__} returns its input {result.name!r}; return a new tensor")
             builder.mark_output(result)
+            shape, base = tuple(result.shape), tuple(result.base.shape)  # type: ignore[union-attr]
+            if shape != base and int(np.prod(shape)) == int(np.prod(base)):  # `t.reshape(...)` returned
+                return Reshaped(result.name, shape)
             return result.name
         if isinstance(result, tuple | list):
             return type(result)(self._outputs(builder, r) for r in result)
@@ -359,11 +362,22 @@ def _device_prints(traced: Traced, outputs: dict[str, np.ndarray]) -> None:
             print(prefix, outputs[name])
 
 
+@dataclass(frozen=True)
+class Reshaped:
+    """An output returned as a reshaped view of an HBM tensor (`out.reshape(shape)`): handed back in that shape,
+    as NKI's simulator does."""
+
+    name: str
+    shape: tuple[int, ...]
+
+
 def unflatten(structure: Any, outputs: dict[str, np.ndarray]) -> Any:
     if structure is None:
         return None
     if isinstance(structure, str):
         return outputs[structure]
+    if isinstance(structure, Reshaped):
+        return outputs[structure.name].reshape(structure.shape)
     if isinstance(structure, tuple | list):
         return type(structure)(unflatten(s, outputs) for s in structure)
     return {k: unflatten(v, outputs) for k, v in structure.items()}

@@ -5,8 +5,10 @@ memory buffers (`nl.sbuf`, `nl.psum`, `nl.shared_hbm`, `nl.hbm`,
 `nl.private_hbm`, `nl.par_dim`), dtypes, tile creation (`ndarray`, `zeros`,
 `ones`, `full`, `empty`, `*_like`), index helpers (`arange`, `mgrid`),
 loops (`affine_range`, `sequential_range`, `static_range` — all unrolled at
-trace time; dependencies come from the data, so a sequential loop's carried
-values stay ordered and an affine loop's iterations overlap), `load`/`store`
+trace time, each affine/sequential iteration starting from the Python state
+before the loop as NKI traces their body once (`nprof.nki.scopes`);
+dependencies come from the data, so a sequential loop's carried values stay
+ordered and an affine loop's iterations overlap), `load`/`store`
 (DMA with affine indices and `mask=`), elementwise math (ScalarE activations,
 VectorE arithmetic), free-axis reductions, `matmul`, `transpose`,
 `softmax`, `copy`, `where`. Every function raises KernelError (with the

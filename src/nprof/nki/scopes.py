@@ -28,6 +28,7 @@ import ctypes
 import gc
 import math
 import sys
+import warnings
 from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -166,30 +167,37 @@ class Loop:
 
 
 def python_values(frame: FrameType) -> dict[str, Any]:
-    """The kernel's local names bound to plain Python values (not tiles, not nprof's own loop-return flags)."""
-    from nprof.nki.tensor import NkiTensor
-
-    return {
-        name: value
-        for name, value in frame.f_locals.items()
-        if not isinstance(value, NkiTensor) and not name.startswith("_nprof_")
-    }
+    """The kernel's local names and their values (without nprof's own loop-return flags)."""
+    return {name: value for name, value in frame.f_locals.items() if not name.startswith("_nprof_")}
 
 
 def restore_python_values(frame: FrameType, before: dict[str, Any]) -> None:
-    """Rebind the names of `before` that the loop body rebound to their values from before the loop.
+    """Put the kernel's local names back as they were before the loop (NKI traces the body once).
 
     NKI traces an `nl.affine_range` / `nl.sequential_range` body once for all iterations (the loop stays a loop in
-    the compiled kernel), so Python state the body changes — an address counter advanced per direct allocation,
-    an offset incremented — changes once, and every iteration sees the values from before the loop. nprof runs
-    the body for each iteration, so it rebinds those names before each iteration after the first. Tiles keep the
-    unrolled behaviour (a name rebound to a new tile refers to it in the next iteration); mutated objects (a list
-    appended to) are not undone.
+    the compiled kernel), so every iteration starts from the state before the loop: Python values the body changes
+    (an address counter advanced per direct allocation, an offset incremented) change once, a name the body rebinds
+    to a new tile refers to the tile from before the loop in every iteration, and names the body introduces are
+    unbound again (tiles made by an iteration are not visible to the next one, and are freed here when nothing else
+    refers to them). nprof runs the body for each iteration, so it restores this state before each iteration after
+    the first. Mutated objects (a list appended to) are not undone; names the body deleted stay deleted.
     """
     now = frame.f_locals
-    changed = {name: value for name, value in before.items() if name in now and now[name] is not value}
-    if not changed:
+    changed = {name: value for name, value in before.items() if now.get(name, value) is not value}
+    added = set(now).difference(before)  # (a set operation: this runs once per iteration of every loop)
+    if added:
+        added = {name for name in added if not name.startswith("_nprof_")}
+    if not changed and not added:
         return
     now.update(changed)  # Python >= 3.13: f_locals writes through to the frame
-    if sys.version_info < (3, 13):
-        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+    for name in added:
+        try:
+            del now[name]
+        except TypeError:  # Python >= 3.13 cannot unbind a local: None drops the reference all the same
+            now[name] = None
+    if sys.version_info < (3, 12):
+        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))  # 1: unbind the rest
+    elif sys.version_info < (3, 13):  # 3.12 rebinds the names to None instead, with a RuntimeWarning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))

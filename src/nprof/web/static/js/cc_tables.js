@@ -3,8 +3,12 @@
 // host waits were measured (docs/system.md "Two clocks").
 // Contract: ccTables(view) -> the tables' element, from view.data (GET /api/groups/<id>/collectives),
 // view.host / view.device (whether the group has host data / device ops), view.zoomOp(op) and
-// view.openRank(rank) (row clicks).
+// view.openRank(rank) (row clicks). Under level of detail over ranks (`view.data.lod`, cc_bands.js) the
+// ranks table lists the stragglers and the device matrix is the band x operation one; the wait
+// distribution panel (cc_waits.js) is `view.waits`.
 
+import { bandMatrix, stragglerRows } from "./cc_bands.js";
+import { waitsPanel } from "./cc_waits.js";
 import { h, table } from "./dom.js";
 import { fmtBytes, fmtTime } from "./fmt.js";
 
@@ -13,6 +17,7 @@ export const HWAIT = "rgba(142,36,170,0.85)"; // host wait (measured)
 export const SIM = "simulated";
 export const MEAS = "measured";
 const MAX_MATRIX_OPS = 64;
+const MAX_RANK_ROWS = 20; // the ranks table under level of detail: the stragglers only
 const waitFmt = (v) => (v === null || v === undefined ? "N/A" : fmtTime(v));
 
 export function ccTables(view) {
@@ -55,16 +60,21 @@ export function ccTables(view) {
       { label: `made others wait (host, ${MEAS})`, key: "caused_host_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
     );
   }
-  const ranks = table(rankCols, d.ranks, {
+  const ranks = table(rankCols, d.lod ? stragglerRows(d.ranks, MAX_RANK_ROWS) : d.ranks, {
     cls: "cc-ranks clickable",
     rowAttrs: (r) => ({ class: r.rank === d.straggler ? "cc-straggler-row" : "", onclick: () => view.openRank(r.rank) }),
   });
+  const rankTitle = d.lod ? `Stragglers (${Math.min(MAX_RANK_ROWS, d.ranks.length)} of ${d.ranks.length} ranks, by wait caused)` : "Ranks";
+  view.waits = waitsPanel(view.group, d.ops);
   const sections = [
     h("section", { class: "wide" }, h("h3", {}, "Collective operations"), ops),
-    h("section", {}, h("h3", {}, "Ranks"), ranks),
+    view.waits,
+    h("section", {}, h("h3", {}, rankTitle), ranks),
   ];
-  if (view.device) sections.push(matrix(d, `Device wait (${SIM}) per rank and operation`, "wait_ns", WAIT, "cc-matrix", (o) => o.clock !== "host"));
-  if (view.host) sections.push(matrix(d, `Host wait (${MEAS}) per rank and operation`, "host_wait_ns", HWAIT, "cc-host-matrix", () => true));
+  const devTitle = `Device wait (${SIM}) per rank and operation`;
+  if (view.device && d.lod) sections.push(h("section", {}, h("h3", {}, devTitle), bandMatrix(view)));
+  else if (view.device) sections.push(matrix(d, devTitle, "wait_ns", WAIT, "cc-matrix", (o) => o.clock !== "host"));
+  if (view.host && !d.lod) sections.push(matrix(d, `Host wait (${MEAS}) per rank and operation`, "host_wait_ns", HWAIT, "cc-host-matrix", () => true));
   return h("div", { class: "cols cc-tables" }, ...sections);
 }
 

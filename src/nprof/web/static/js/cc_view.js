@@ -11,7 +11,11 @@
 //    Drag to zoom, double-click (or "Reset zoom") to reset, hover for details, click a rank label
 //    to open that rank's tab;
 //  * tables: collective operations (clock, transfer, waits and straggler per clock), ranks (totals,
-//    waits and caused waits per clock), and the wait matrices (ranks x operations) per clock.
+//    waits and caused waits per clock), and the wait matrices (ranks x operations) per clock;
+//  * level of detail over ranks (cc_bands.js): the view asks for at most (canvas height / 8 px) rows
+//    (`?rows=R` in the page URL overrides); with more ranks the server answers in bands of ranks,
+//    drawn one band per row with min/median/max, the ranks table lists the stragglers only;
+//  * the wait distribution per collective and its last ranks to arrive (cc_waits.js).
 // Test hook: window.__nprof = {agg: {data, window, hit(x, y)}, idle(), state}.
 
 import { counters } from "./api.js";
@@ -19,11 +23,18 @@ import { WAIT, HWAIT, MEAS, SIM, ccTables } from "./cc_tables.js";
 import { h } from "./dom.js";
 import { fmtBytes, fmtTick, fmtTime, niceStep } from "./fmt.js";
 import { hideTooltip, showTooltip } from "./tooltip.js";
+import { BAND_MIN_H, bandExtent, bandHit, bandRowH, drawBands } from "./cc_bands.js";
 
 const LABEL_W = 92;
 const AXIS_H = 32;
 const XFER = "rgba(30,110,220,0.85)"; // device transfer (simulated)
 const HXFER = "rgba(0,137,123,0.85)"; // host collective (measured)
+const BAND_LABEL_W = 130;
+
+/** Pixel height the canvas may fill before ranks are banded. */
+function canvasAvail() {
+  return Math.max(240, window.innerHeight - 260);
+}
 
 async function fetchJSON(path) {
   counters.inflight += 1;
@@ -39,7 +50,9 @@ async function fetchJSON(path) {
 
 export async function renderAggregate(root, group, st) {
   root.replaceChildren(h("p", { class: "loading" }, "Loading the aggregated view…"));
-  const data = await fetchJSON(`/api/groups/${encodeURIComponent(group.id)}/collectives?bins=600`);
+  const asked = Number(new URLSearchParams(window.location.search).get("rows"));
+  const rows = asked > 0 ? asked : Math.floor(canvasAvail() / BAND_MIN_H);
+  const data = await fetchJSON(`/api/groups/${encodeURIComponent(group.id)}/collectives?bins=600&rows=${rows}`);
   const view = new AggregateView(root, data, group);
   window.__nprof = { agg: view, idle: () => counters.inflight === 0, state: st };
   return view;
@@ -60,7 +73,8 @@ class AggregateView {
     this.drag = null;
     this.host = data.ops.some((o) => o.clock === "host" || o.host_max_wait_ns !== null);
     this.device = data.ops.some((o) => o.clock !== "host");
-    this.rowH = this.host && this.device ? 28 : 18;
+    this.rowH = data.lod ? bandRowH(data.lod.bands.length, canvasAvail()) : this.host && this.device ? 28 : 18;
+    this.labelW = data.lod ? BAND_LABEL_W : LABEL_W;
     this.build();
     this.draw();
   }
@@ -129,6 +143,7 @@ class AggregateView {
 
   /** [first, last] ns of an operation on the shared axis (device rows and, when drawn, its host side). */
   extent(op) {
+    if (!op.ranks) return bandExtent(this, op);
     let a = Infinity;
     let b = -Infinity;
     for (const w of op.ranks) {
@@ -143,6 +158,7 @@ class AggregateView {
   }
 
   zoomOp(op) {
+    if (this.waits) this.waits.show(op.id);
     const [first, last] = this.extent(op);
     const pad = Math.max(1, (last - first) * 0.15);
     this.setWindow(first - pad, last + pad);
@@ -159,12 +175,12 @@ class AggregateView {
 
   x(t) {
     const [t0, t1] = this.window;
-    return LABEL_W + ((t - t0) / (t1 - t0)) * (this.width - LABEL_W);
+    return this.labelW + ((t - t0) / (t1 - t0)) * (this.width - this.labelW);
   }
 
   t(x) {
     const [t0, t1] = this.window;
-    return t0 + ((x - LABEL_W) / (this.width - LABEL_W)) * (t1 - t0);
+    return t0 + ((x - this.labelW) / (this.width - this.labelW)) * (t1 - t0);
   }
 
   /** The pieces an operation draws on one rank: [lane, t0, t1, color, what] (see the module doc). */
@@ -182,7 +198,7 @@ class AggregateView {
 
   drawAxis(g, height) {
     const [t0, t1] = this.window;
-    const step = niceStep(t1 - t0, this.width - LABEL_W);
+    const step = niceStep(t1 - t0, this.width - this.labelW);
     g.fillStyle = "#6b7584";
     g.strokeStyle = "#e6e9ee";
     for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
@@ -214,7 +230,7 @@ class AggregateView {
       }
       g.font = "11px system-ui, sans-serif";
       g.fillStyle = i % 2 ? "#fafbfc" : "#ffffff";
-      g.fillRect(LABEL_W, y, this.width - LABEL_W, this.rowH);
+      g.fillRect(this.labelW, y, this.width - this.labelW, this.rowH);
       const [ly, lh] = this.lane("device");
       const b0 = Math.max(0, Math.floor(t0 / binNs));
       const b1 = Math.min(r.busy.length - 1, Math.ceil(t1 / binNs));
@@ -233,7 +249,7 @@ class AggregateView {
     const c = this.canvas;
     const dpr = window.devicePixelRatio || 1;
     this.width = Math.max(400, c.parentElement ? c.parentElement.clientWidth - 2 : 900);
-    const height = AXIS_H + d.ranks.length * this.rowH + 4;
+    const height = AXIS_H + (d.lod ? d.lod.bands.length : d.ranks.length) * this.rowH + 4;
     c.width = this.width * dpr;
     c.height = height * dpr;
     c.style.width = `${this.width}px`;
@@ -244,6 +260,11 @@ class AggregateView {
     g.font = "11px system-ui, sans-serif";
     const [t0, t1] = this.window;
     this.drawAxis(g, height);
+    if (d.lod) {
+      drawBands(this, g, AXIS_H);
+      this.drawDrag(g, height);
+      return;
+    }
     this.drawRanks(g);
     const rowOf = new Map(d.ranks.map((r, i) => [r.rank, i]));
     let labelEnd = -Infinity;
@@ -273,13 +294,17 @@ class AggregateView {
       g.strokeRect(left - 1.5, top + 0.5, right - left + 3, bottom - top - 1);
       g.setLineDash([]);
       const label = `#${op.id} ${op.kind}`;
-      const lx = Math.max(LABEL_W, left);
+      const lx = Math.max(this.labelW, left);
       if (lx > labelEnd) {
         g.fillStyle = "#1e3c78";
         g.fillText(label, lx, AXIS_H - 4);
         labelEnd = lx + g.measureText(label).width + 4;
       }
     }
+    this.drawDrag(g, height);
+  }
+
+  drawDrag(g, height) {
     if (this.drag && this.drag.x1 !== undefined) {
       g.fillStyle = "rgba(30,110,220,0.15)";
       const a = Math.min(this.drag.x0, this.drag.x1);
@@ -289,13 +314,14 @@ class AggregateView {
 
   /** What is under canvas point (x, y): {rank, op, wait, piece} or {rank, label} or {rank, t} or null. */
   hit(x, y) {
+    if (this.data.lod) return bandHit(this, x, y, AXIS_H);
     const i = Math.floor((y - AXIS_H) / this.rowH);
     const r = this.data.ranks[i];
     if (!r) return null;
-    if (x < LABEL_W) return { rank: r.rank, label: true };
+    if (x < this.labelW) return { rank: r.rank, label: true };
     const t = this.t(x);
     const dy = y - AXIS_H - i * this.rowH;
-    const tol = ((this.window[1] - this.window[0]) / (this.width - LABEL_W)) * 2;
+    const tol = ((this.window[1] - this.window[0]) / (this.width - this.labelW)) * 2;
     for (const op of this.data.ops) {
       const w = op.ranks.find((q) => q.rank === r.rank);
       if (!w) continue;
@@ -310,7 +336,7 @@ class AggregateView {
 
   down(e) {
     const x = e.offsetX;
-    if (x < LABEL_W) {
+    if (x < this.labelW) {
       const hit = this.hit(x, e.offsetY);
       if (hit) this.openRank(hit.rank);
       return;
@@ -326,6 +352,7 @@ class AggregateView {
     }
     const hit = this.hit(e.offsetX, e.offsetY);
     if (!hit) return hideTooltip();
+    if (hit.lines) return showTooltip(hit.lines, e.clientX, e.clientY);
     if (hit.op) {
       const op = hit.op;
       const w = hit.wait;
