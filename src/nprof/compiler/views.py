@@ -286,8 +286,11 @@ def row_tiles(
 def _natural_rows(shape: Sequence[int], n: int) -> int:
     """Rows of the natural [rows, last dim] layout of a contiguous `shape` of `n` elements when they fit the
     partitions and the tile is small or uses half the partitions or more (the layout matmul operands and row
-    reductions load, so their loads find the tile in SBUF), else 0."""
+    reductions load, so their loads find the tile in SBUF), else 0. A shape ending in a size-1 dim (keepdim
+    statistics such as a layer norm's [B, T, 1] rstd) is that many rows of one element."""
     dims = [int(s) for s in shape if s != 1]
+    if len(shape) > 1 and shape[-1] == 1 and len(dims) >= 2 and n <= PMAX:
+        return n  # keepdim statistics [..., rows, 1]: one value per partition, as the rows they scale load them
     if len(dims) < 2 or dims[-1] > FREE_MAX:
         return 0
     rows = n // dims[-1]

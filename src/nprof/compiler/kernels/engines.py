@@ -16,7 +16,7 @@ from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
 
 
-def copy(src: Any) -> NkiTensor:
-    """`nisa.tensor_copy(src)` on the next copy engine (see module doc)."""
+def copy(src: Any, dtype: Any = None) -> NkiTensor:
+    """`nisa.tensor_copy(src, dtype=dtype)` on the next copy engine (see module doc)."""
     pick = getattr(trace.current(), "next_copy_engine", None)
-    return nisa.tensor_copy(src, engine=pick() if pick is not None else nisa.engine.unknown)
+    return nisa.tensor_copy(src, dtype=dtype, engine=pick() if pick is not None else nisa.engine.unknown)

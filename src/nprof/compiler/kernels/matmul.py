@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View, view_access
 from nprof.nki import isa as nisa
@@ -43,7 +44,7 @@ def load_tile(v: View, r0: int, rt: int, c0: int, ct: int, dtype: Any = nl.float
         return load(view_access(v, 0, (r0, c0), (rt, ct), (1,)), dtype)
     v_t = v.permute((1, 0))
     if ct <= 128:
-        return nisa.tensor_copy(nisa.nc_transpose(load(view_access(v_t, 0, (c0, r0), (ct, rt), (1,)), dtype)),
+        return engines.copy(nisa.nc_transpose(load(view_access(v_t, 0, (c0, r0), (ct, rt), (1,)), dtype)),
                                 dtype=dtype)  # fmt: skip
     tile = nl.ndarray((rt, ct), dtype=dtype, buffer=nl.sbuf)
     for j in range(0, ct, 128):
@@ -147,7 +148,7 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
 def _epilogue(acc: NkiTensor, bias: NkiTensor | None, alpha: float, beta: float) -> NkiTensor:
     """PSUM eviction: alpha * acc (+ beta * bias), into SBUF."""
     if bias is None:
-        return nisa.tensor_copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
+        return engines.copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
     if beta != 1.0:
         bias = nisa.tensor_scalar(bias, "multiply", beta)
     prod = acc if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
@@ -182,7 +183,7 @@ def _batched(v: View, dtype: Any = nl.float32) -> list[NkiTensor]:
         return [tile[:, i, :] for i in range(bsz)]
     a = Access(Space.HBM, v.tensor, v.dtype, v.offset, c, ((sb, bsz), (sr, r)), 0, sc)
     natural = load(a, dtype)
-    return [nisa.tensor_copy(nisa.nc_transpose(natural[:, i, :])) for i in range(bsz)]
+    return [engines.copy(nisa.nc_transpose(natural[:, i, :])) for i in range(bsz)]
 
 
 def _batched_bmm(out: View, a: View, b: View) -> None:
@@ -192,7 +193,7 @@ def _batched_bmm(out: View, a: View, b: View) -> None:
     moving = _batched(b)
     res = nl.ndarray((m, bsz, n), dtype=nl.float32, buffer=nl.sbuf)
     for i in range(bsz):
-        res[:, i, :] = nisa.tensor_copy(nisa.nc_matmul(stationary[i], moving[i]))
+        res[:, i, :] = engines.copy(nisa.nc_matmul(stationary[i], moving[i]))
     so, ro, co = out.strides
     store(Access(Space.HBM, out.tensor, out.dtype, out.offset, m, ((so, bsz), (co, n)), 0, ro), res)
 
@@ -206,7 +207,7 @@ def sum_rows_kernel(out: View, src: View, scale: float = 1.0) -> None:
         acc = nl.ndarray((1, nt), dtype=nl.float32, buffer=nl.psum)
         for i, k0 in enumerate(range(0, r, K_TILE)):
             _accumulate(acc, i, ones[i], load_tile(src, k0, min(K_TILE, r - k0), n0, nt))
-        res = nisa.tensor_copy(acc) if scale == 1.0 else nisa.tensor_scalar(acc, "multiply", scale)
+        res = engines.copy(acc) if scale == 1.0 else nisa.tensor_scalar(acc, "multiply", scale)
         store(view_access(out, 0, (0, n0), (1, nt), (1,)), res)
 
 
