@@ -9,6 +9,8 @@ import threading
 import numpy as np
 import pytest
 
+from nprof.arch.isa import Opcode
+from nprof.device.collectives import combine
 from nprof.device.process_group import Job, run_in_job
 from nprof.device.workers import simulate_workers
 from nprof.errors import NprofError
@@ -32,6 +34,12 @@ class ThreadExchange:
                 if len(set(heads)) > 1:
                     raise NprofError(f"ranks issue different collectives: rank {r} {describe}")
                 return ex._all(r, np.array(payload, dtype=np.float64))
+
+            def collective(self, header: list[int], opcode, op: str, payload: np.ndarray, describe: str):
+                everyone = self.gather(header, payload, describe)  # the device model's rule (`combine`)
+                size, n = everyone[0].size, len(everyone)
+                per_rank = {Opcode.REDUCE_SCATTER: size // n, Opcode.ALL_GATHER: size * n}.get(opcode, size)
+                return combine(opcode, op, everyone, [per_rank] * n)[r]
 
         return One()
 

@@ -86,3 +86,32 @@ def test_deeply_nested_attrs_are_refused(tmp_path: Path) -> None:
 
     with pytest.raises(NprofError, match="invalid program file"):
         load_program(_rewrite(tmp_path, {}, attrs))
+
+
+def test_columnar_checks_of_the_exact_schema_and_rowwise_checks_of_another(tmp_path: Path) -> None:
+    """A file with the schema nprof writes is checked by columns (a queue out of range is still named); a file
+    whose columns have other types is checked row by row, and a good one loads the same program."""
+
+    def queue(tables: dict[str, pa.Table]) -> None:
+        t = tables["instructions"]
+        tables["instructions"] = t.set_column(
+            t.schema.get_field_index("queue"), "queue", pa.array([99, -1, -1, 0], pa.int32())
+        )
+
+    with pytest.raises(NprofError, match="instruction 0 queue 99 is outside"):
+        load_program(_rewrite(tmp_path, {}, queue))
+
+    def widened(tables: dict[str, pa.Table]) -> None:
+        t = tables["instructions"]
+        column = t.column("queue").cast(pa.int64())
+        tables["instructions"] = t.set_column(t.schema.get_field_index("queue"), "queue", column)
+
+    loaded = load_program(_rewrite(tmp_path, {}, widened))
+    assert loaded.instructions == load_program(save_program(sample(), tmp_path / "g.neff")).instructions
+
+    def widened_and_bad(tables: dict[str, pa.Table]) -> None:
+        widened(tables)
+        _ins_field(2, "ins", "partitions", 0)(tables)
+
+    with pytest.raises(NprofError, match="partitions 0 is outside"):
+        load_program(_rewrite(tmp_path, {}, widened_and_bad))

@@ -1,4 +1,5 @@
-"""The JSON API in-process (FastAPI TestClient): shapes of docs/api.md, 404 / 422 errors, annotations, downloads."""
+"""The JSON API in-process (FastAPI TestClient): answers on hand-checked profiles, 404 / 422 errors, annotations,
+downloads. That docs/api.md lists every route and the keys of each answer: tests/web/test_docs_drift.py."""
 
 from __future__ import annotations
 

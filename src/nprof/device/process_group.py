@@ -8,16 +8,22 @@ Contract:
   gives on this rank's virtual NeuronCore, except that every collective instruction exchanges its data with
   the other processes. Each rank runs its instructions in program order up to its next collective; the ranks
   then all-gather a header (sequence number, kind, reduce op, element counts) and, when every header agrees,
-  their inputs in float64, through a gloo group of their own (`Exchange`). Every rank combines the
-  contributions with `collectives.combine` in rank order, so all ranks hold bit-identical sums, and writes
-  its part in the output's dtype.
+  move the data through a gloo group of their own (`Exchange`, `exchange_data`): a float64 chain reduction in
+  rank order then a scatter (and all-gather) of its chunks for all-reduce/reduce-scatter, an all-gather or
+  pairwise all-to-all in the data's own dtype otherwise; each rank gets the bits `collectives.combine` (the
+  device model) gives, with a traffic per process independent of the process count. Each rank writes its
+  part in the output's dtype.
 * Timing: the model of `device.workers`, with the other ranks' arrivals exchanged: a collective *arrives*
   on a rank when its dependencies are done there; the ranks all-gather their arrivals, the operation starts
   at the last one and lasts `collectives.ring_time_ns` (NeuronLink inside a node, EFA across nodes). The
   durations are iterated to the fixed point; every rank decides from the same gathered arrivals, so all
   iterate equally often.
 * The profile is this rank's (instructions, DMA, one `collectives` row per operation with its bytes, wait and
-  algorithm), as `simulate_workers` writes for one rank, with the rank, world size, nd_idx and nc_idx.
+  algorithm), as `simulate_workers` writes for one rank, with the rank, world size, nd_idx and nc_idx. Its
+  manifest meta `host.exchange_unix_ns` is the host's measured side: per collective (in program order) the
+  Unix ns (`time.time_ns()`) when this process entered its data exchange and when it left it — a blocking
+  all-gather, so it leaves only after every rank entered (what the system view's host waits and the
+  multi-node clock alignment are measured from).
 * The compiler's runtime calls `run_in_job` for every execution of a program with collectives
   (`has_collectives`) inside a multi-process job (`current_job`). `run_in_job(..., gatherer=G)` exchanges
   through G instead (tests run ranks as threads). Schedules are
@@ -29,7 +35,9 @@ Contract:
 
 from __future__ import annotations
 
+import json
 import os
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -39,9 +47,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nprof.arch.isa import COLLECTIVES
+from nprof.arch.isa import COLLECTIVES, Opcode
 from nprof.arch.presets import get_preset
-from nprof.device.collectives import KIND, Topology, algorithm, combine, ring_time_ns
+from nprof.device.collectives import KIND, Topology, algorithm, ring_time_ns
+from nprof.device.exchange_data import exchange_collective
 from nprof.device.plan import Plan, plan_for
 from nprof.device.schedule import Timing, schedule
 from nprof.device.simulate import SimResult, collect_outputs, one_blas_thread, prepare_inputs
@@ -51,6 +60,7 @@ from nprof.errors import NprofError
 from nprof.program.model import Program
 
 ENV_TIMEOUT = "NPROF_COLLECTIVE_TIMEOUT"
+EXCHANGE_META = "host.exchange_unix_ns"  # manifest meta: [[entered, left], ...] per collective (module doc)
 DEFAULT_TIMEOUT_S = 300.0
 _KIND_CODE = {op: i + 1 for i, op in enumerate(sorted(COLLECTIVES, key=lambda o: o.value))}
 _TIMING = 99  # header kind of the arrival exchange
@@ -124,9 +134,14 @@ def _arrive_all(describe: str, generation: int) -> None:
 
 
 class Gatherer(Protocol):
-    """What the runner needs of an exchange: every rank's payload once all headers agree."""
+    """What the runner needs of an exchange: every rank's payload once all headers agree (timing), and this
+    rank's result of one collective once all headers agree (data)."""
 
     def gather(self, header: list[int], payload: np.ndarray, describe: str) -> list[np.ndarray]: ...
+
+    def collective(
+        self, header: list[int], opcode: Opcode, op: str, payload: np.ndarray, describe: str
+    ) -> np.ndarray: ...
 
 
 class Exchange:
@@ -155,26 +170,46 @@ class Exchange:
         `describe` says in words what this rank issues (used in the error)."""
         import torch
 
+        self._agree(header, describe)
+        data = torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64).reshape(-1))
+        return [t.numpy() for t in self._all_gather(data, describe)]
+
+    def collective(self, header: list[int], opcode: Opcode, op: str, payload: np.ndarray, describe: str) -> np.ndarray:
+        """This rank's flat result of one collective once all headers agree (`exchange_data`: the same bits as
+        `collectives.combine`, a traffic per process independent of the process count)."""
+        import torch.distributed as dist
+
+        self._agree(header, describe)
+        group = self._pg(describe)
+        return exchange_collective(group, dist.get_rank(), dist.get_world_size(), opcode, op, payload,
+                                   partial(self._wait, describe=describe))  # fmt: skip
+
+    def _agree(self, header: list[int], describe: str) -> None:
+        """All-gather this exchange's sequence number and `header`; NprofError naming every rank's collective
+        when they differ."""
+        import torch
+
         self.seq += 1
         mine = torch.tensor([self.seq, *header], dtype=torch.int64)
         heads = self._all_gather(mine, describe)
         if any(not torch.equal(h, mine) for h in heads):
             self._mismatch(describe)
-        data = torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64).reshape(-1))
-        return [t.numpy() for t in self._all_gather(data, describe)]
+
+    def _wait(self, work: Any, describe: str) -> None:
+        timeout = _timeout_s()
+        try:
+            work.wait(timeout=timedelta(seconds=timeout))
+        except RuntimeError as exc:
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+            raise _timeout_error(describe, timeout, why) from None
 
     def _all_gather(self, tensor: Any, describe: str) -> list[Any]:
         import torch
         import torch.distributed as dist
 
-        timeout = _timeout_s()
         group = self._pg(describe)
         out = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
-        try:
-            dist.all_gather(out, tensor, group=group, async_op=True).wait(timeout=timedelta(seconds=timeout))
-        except RuntimeError as exc:
-            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-            raise _timeout_error(describe, timeout, why) from None
+        self._wait(dist.all_gather(out, tensor, group=group, async_op=True), describe)
         return out
 
     def _mismatch(self, describe: str) -> None:
@@ -226,33 +261,47 @@ def _check_group(program: Program, i: int, job: Job) -> None:
         )
 
 
-def _collective(state: RankState, i: int, job: Job, ex: Gatherer) -> None:
-    """Exchange one collective's data and write this rank's result (see module doc)."""
+def _collective(state: RankState, i: int, job: Job, ex: Gatherer) -> tuple[int, int]:
+    """Exchange one collective's data and write this rank's result (see module doc); returns the Unix ns when
+    the exchange was entered and left."""
     program = state.program
     ins = program.instructions[i]
     _check_group(program, i, job)
-    contribution = state.mem.read(ins.ins[0]).astype(np.float64)
-    everyone = ex.gather(_header(program, i), contribution, _describe(program, i))
+    contribution = state.mem.read(ins.ins[0])
+    entered = time.time_ns()
     try:
-        results = combine(ins.opcode, str(ins.attr("op", "add")), everyone, [ins.outs[0].elements] * job.world_size)
-        state.mem.write(ins.outs[0], results[job.rank].reshape(ins.outs[0].shape))
+        result = ex.collective(_header(program, i), ins.opcode, str(ins.attr("op", "add")), contribution,
+                               _describe(program, i))  # fmt: skip
+        left = time.time_ns()
+        if result.size != ins.outs[0].elements:
+            raise ValueError(
+                f"{KIND[ins.opcode]} on {job.world_size} ranks produces {result.size} elements per rank but the "
+                f"output holds {ins.outs[0].elements}"
+            )
+        state.mem.write(ins.outs[0], result.reshape(ins.outs[0].shape))
     except EXEC_ERRORS as exc:
+        left = time.time_ns()
         state.fail(i, exc, False)
+    return entered, left
 
 
-def _numerics(program: Program, checked: dict[str, np.ndarray], job: Job, ex: Gatherer) -> tuple[RankState, list[int]]:
-    """Run this rank's instructions with every collective exchanged; returns the state and collective indices."""
+def _numerics(
+    program: Program, checked: dict[str, np.ndarray], job: Job, ex: Gatherer
+) -> tuple[RankState, list[int], list[tuple[int, int]]]:
+    """Run this rank's instructions with every collective exchanged; returns the state, the collective indices
+    and each exchange's (entered, left) Unix ns."""
     pre = get_preset(program.preset)
     (state,) = rank_states([program], pre, [(checked, [])])
     state.members = [job.rank]  # errors name this process's rank
     stops = [i for i, ins in enumerate(program.instructions) if ins.opcode in COLLECTIVES]
+    host = []
     with np.errstate(all="ignore"), one_blas_thread():
         for i in stops:
             state.run_until(i, False)
-            _collective(state, i, job, ex)
+            host.append(_collective(state, i, job, ex))
             state.pos = i + 1
         state.run_until(len(program.instructions), False)
-    return state, stops
+    return state, stops, host
 
 
 _SCHEDULES: dict[int, tuple[weakref.ref[Program], dict[tuple[float, ...], tuple[Plan, Timing]]]] = {}
@@ -323,12 +372,13 @@ def run_in_job(
     ex = gatherer if gatherer is not None else exchange()
     checked, missing = prepare_inputs(program, inputs)
     warnings: list[str] = []
-    state, stops = _numerics(program, checked, job, ex)
+    state, stops, host = _numerics(program, checked, job, ex)
     warnings.extend(note.replace("{rank}", str(job.rank)) for note in state.notes)
     outputs = collect_outputs(program, state.mem, bool(missing) or allow_nonfinite, warnings)
     plan, timing, ops = _timing(program, stops, job, ex)
     topo = Topology(job.world_size, job.workers_per_node)
     profile = rank_profile(program, plan, timing, get_preset(program.preset), job.rank, topo, ops, True, 1)
+    meta = {**profile.info.meta, EXCHANGE_META: json.dumps([list(h) for h in host])}
+    profile = replace(profile, info=replace(profile.info, meta=meta))
     total = profile.info.total_time_ns or 0
     return SimResult(outputs, profile, (total,), tuple(warnings))
-

@@ -176,6 +176,103 @@ def _load_constant(name: str, dtype: str, blob: bytes) -> np.ndarray:
     return arr
 
 
+def _access_reader(partitions: int, typed: bool) -> Any:
+    """A function turning a stored operand (dict) into an `Access`, every distinct operand checked once.
+    Identical operands share one `Access`; when the table has the exact schema this module writes (`typed`:
+    every field's type is then fixed by the file), an operand equal to one already checked is not checked
+    again, so each distinct operand is validated exactly once. Otherwise every operand is checked."""
+    memo: dict[tuple[Any, ...], Access] = {}
+
+    def acc(d: dict[str, Any]) -> Access:
+        if not typed:
+            check_access(d, partitions)
+        try:
+            free = tuple((f["stride"], f["size"]) for f in d["free"])
+            key = (
+                d["space"], d["tensor"], d["dtype"], d["offset"], d["partitions"], free,
+                d["partition_start"], d["partition_stride"],
+            )  # fmt: skip
+        except TypeError:  # a null operand or free dim: say which
+            check_access(d, partitions)
+            raise
+        hit = memo.get(key)
+        if hit is None:
+            check_access(d, partitions)
+            if d["dtype"] not in DTYPES:
+                raise ValueError(f"unknown dtype {d['dtype']!r}")
+            hit = memo[key] = Access(Space(d["space"]), *key[1:])
+        return hit
+
+    return acc
+
+
+def _check_rows(table: pa.Table, rows: dict[str, list[Any]], queues: int, typed: bool) -> None:
+    """`check_row` on every instruction; with the exact schema this module writes (`typed`: the file fixes
+    every column's type) the same checks run on whole columns: no nulls where a value is required, queues in
+    [-1, queues)."""
+    if not typed:
+        for i in range(len(rows.get("opcode", ()))):
+            check_row(rows, i, queues)
+        return
+    import pyarrow.compute as pc
+
+    for key in ("engine", "opcode", "queue", "deps", "ins", "outs"):
+        column = table.column(key)
+        if column.null_count:
+            i = next(i for i, v in enumerate(rows[key]) if v is None)
+            check_row(rows, i, queues)  # raises, naming the instruction
+        if key == "deps" and pc.list_flatten(column).null_count:
+            raise ValueError("deps must be a list of instruction indices")
+    if table.num_rows:
+        bounds = pc.min_max(table.column("queue"))
+        if bounds["min"].as_py() < -1 or bounds["max"].as_py() > queues - 1:
+            i = next(i for i, q in enumerate(rows["queue"]) if not -1 <= q <= queues - 1)
+            check_row(rows, i, queues)  # raises, naming the instruction
+
+
+_ENGINES = {e.value: e for e in Engine}
+_OPCODES = {o.value: o for o in Opcode}
+
+
+def _instructions(rows: dict[str, list[Any]], acc: Any) -> tuple[Instruction, ...]:
+    """The Instructions of the table columns `rows` (operands through `acc`; identical attrs texts parsed
+    once). Unknown engines/opcodes raise ValueError."""
+    attrs_of: dict[str, tuple[tuple[str, Any], ...]] = {"": ()}
+
+    def attrs(text: str | None) -> tuple[tuple[str, Any], ...]:
+        if not text:
+            return ()
+        hit = attrs_of.get(text)
+        if hit is None:
+            hit = attrs_of[text] = tuple((k, _restore(v)) for k, v in json.loads(text))
+        return hit
+
+    def enum(table: dict[str, Any], value: str, what: str) -> Any:
+        hit = table.get(value)
+        if hit is None:
+            raise ValueError(f"unknown {what} {value!r}")
+        return hit
+
+    return tuple(
+        Instruction(
+            engine=enum(_ENGINES, engine, "engine"),
+            opcode=enum(_OPCODES, opcode, "opcode"),
+            outs=tuple(acc(a) for a in outs),
+            ins=tuple(acc(a) for a in ins),
+            attrs=attrs(attr_text),
+            deps=tuple(deps),
+            queue=queue,
+            source=source,
+            layer=layer,
+            hlo_name=hlo_name,
+        )
+        for engine, opcode, outs, ins, attr_text, deps, queue, source, layer, hlo_name in zip(
+            rows["engine"], rows["opcode"], rows["outs"], rows["ins"], rows["attrs"], rows["deps"],
+            rows["queue"], rows["source"], rows["layer"], rows["hlo_name"], strict=True,
+        )
+    )
+
+
 def load_program(path: str | os.PathLike[str]) -> Program:
     """Read, check and validate a program file (see the module doc for what it refuses)."""
     box = open_container(path, FORMAT, SCHEMA_VERSION, "program", _describe_other)
@@ -184,44 +281,15 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         try:
             check_manifest(m)
             preset = PRESETS[m.get("preset", "trn1")]
-            rows = box.read_table("instructions").to_pydict()
+            table = box.read_table("instructions")
+            rows = table.to_pydict()
             tens = box.read_table("tensors").to_pylist()
             consts = box.read_table("constants").to_pylist()
             for t in tens:
                 check_tensor(t)
-            for i in range(len(rows.get("opcode", ()))):
-                check_row(rows, i, preset.dma_queues)
-            memo: dict[tuple, Access] = {}
-
-            def acc(d: dict[str, Any]) -> Access:
-                check_access(d, preset.partitions)
-                free = tuple((f["stride"], f["size"]) for f in d["free"])
-                key = (
-                    d["space"], d["tensor"], d["dtype"], d["offset"], d["partitions"], free,
-                    d["partition_start"], d["partition_stride"],
-                )  # fmt: skip
-                hit = memo.get(key)
-                if hit is None:
-                    if d["dtype"] not in DTYPES:
-                        raise ValueError(f"unknown dtype {d['dtype']!r}")
-                    hit = memo[key] = Access(Space(d["space"]), *key[1:])
-                return hit
-
-            instructions = tuple(
-                Instruction(
-                    engine=Engine(rows["engine"][i]),
-                    opcode=Opcode(rows["opcode"][i]),
-                    outs=tuple(acc(a) for a in rows["outs"][i]),
-                    ins=tuple(acc(a) for a in rows["ins"][i]),
-                    attrs=tuple((k, _restore(v)) for k, v in json.loads(rows["attrs"][i])) if rows["attrs"][i] else (),
-                    deps=tuple(rows["deps"][i]),
-                    queue=rows["queue"][i],
-                    source=rows["source"][i],
-                    layer=rows["layer"][i],
-                    hlo_name=rows["hlo_name"][i],
-                )
-                for i in range(len(rows["opcode"]))
-            )
+            typed = table.schema.equals(INSTRUCTIONS)
+            _check_rows(table, rows, preset.dma_queues, typed)
+            instructions = _instructions(rows, _access_reader(preset.partitions, typed))
             tensors = tuple(TensorDecl(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in tens)
             constants = {c["name"]: _load_constant(c["name"], c["dtype"], c["npy"]) for c in consts}
             program = Program(
