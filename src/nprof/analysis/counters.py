@@ -199,14 +199,15 @@ def window_steps(
     return ts[keep], value[keep]
 
 
-# Transfers from which the pending-DMA windows run compiled (`pending_core`): loading numba costs ~0.5 s CPU
-# once per process (shared with the store's LOD core); the numpy window costs ~0.1 us per transfer.
-COMPILED_FROM = 200_000
+# Transfers from which the pending-DMA windows run compiled (`pending_core`): loading numba costs ~0.5-0.7 s
+# CPU once per process (measured; shared with the store's LOD core), the numpy window ~0.17 us per transfer
+# more than the loop: worth it alone from about 4 M transfers, with the LOD core loading it anyway from 2 M.
+COMPILED_FROM = 2_000_000
 
 
 def window_function(n: int) -> Callable[[np.ndarray, np.ndarray, int, float | None], tuple[np.ndarray, np.ndarray]]:
-    """The compiled window for `n` transfers when worth loading (or already loaded), else the numpy one."""
-    if "nprof.analysis.pending_core" not in sys.modules and n < COMPILED_FROM:
+    """The compiled window for `n` transfers when worth loading (or numba is loaded), else the numpy one."""
+    if "numba" not in sys.modules and n < COMPILED_FROM:  # once numba is loaded, a core costs ~0.1 s more
         return window_steps
     if importlib.util.find_spec("numba") is None:
         return window_steps

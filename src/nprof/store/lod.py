@@ -13,7 +13,7 @@ Contract:
   recomputed exactly from per-opcode sums) and yields the non-empty buckets of each
   level. The store keeps them in its `lod` table, sorted by (level, row, bucket). A row of
   COMPILED_FROM events or more gets its base level from the compiled loop of
-  `nprof.store.lod_core` (`compiled_base`: same busy, counts and dominant opcodes as `bucketize`).
+  `nprof.store.lod_core` (`compiled_base`: bit-identical to `bucketize`).
 * `peaks(ts, dur, nbytes, origin, width, nb)` gives, per bucket, the most events in
   flight at any one instant and the highest summed transfer rate (nbytes/dur, bytes
   per ns = GB/s) at any instant: exact maxima, so a coarser bucket's peak is the max
@@ -169,18 +169,19 @@ def _dense_codes(op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # Events of one row from which its base level runs compiled (`nprof.store.lod_core`): loading numba and
-# the cached machine code costs ~0.5 s CPU once per process; the numpy passes cost ~0.3 us per event.
-COMPILED_FROM = 200_000
+# the cached machine code costs ~0.5-0.7 s CPU once per process (measured), the numpy passes ~0.3 us per
+# event more than the loop: worth it from about 2 M events, so a row of 1 M (a 10^7 profile's engine rows).
+COMPILED_FROM = 1_000_000
 
 
 def compiled_base(
     ts: np.ndarray, dur: np.ndarray, op: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, width: int, nb: int
 ) -> Buckets | None:
-    """`bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)` by the compiled core (same
-    busy, count, per-op matrix and dominant opcode; nbytes/flops equal to within rounding), or None when
-    the numpy passes should run (small row before the core is loaded, no numba, no events, or more
+    """`bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)` by the compiled core (the same
+    Buckets, bit for bit: the switch never changes a stored value), or None when
+    the numpy passes should run (small row before numba is loaded, no numba, no events, or more
     opcodes than MAX_CELLS allows exactly)."""
-    if ts.size == 0 or ("nprof.store.lod_core" not in sys.modules and ts.size < COMPILED_FROM):
+    if ts.size == 0 or ("numba" not in sys.modules and ts.size < COMPILED_FROM):  # numba loaded: ~free
         return None
     if importlib.util.find_spec("numba") is None:
         return None
