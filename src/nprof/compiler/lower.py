@@ -12,6 +12,7 @@ raise `UnsupportedOpError` naming the op and the user's source line. Returns the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,11 @@ PROGRAM_DTYPE = {
     "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float32",
     "int64": "int32", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "uint8",
 }  # fmt: skip
+
+
+# program meta key: JSON {input name: {"bernoulli": keep probability, "dtype": torch dtype}} of the ``rng.*``
+# inputs the runtime draws from torch's generator, in input order, as eager torch would (`runtime.draw_rng`)
+RNG_DRAWS_META = "rng_draws"
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,7 @@ class Lowerer:
         self.outputs: list[Any] = (
             list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
         )
+        self.rng_draws: dict[str, dict[str, Any]] = {}  # rng.* input -> how the runtime draws it (RNG_DRAWS_META)
         self.output_tensor: dict[str, str] = {}  # node name -> program output tensor name
         for node, name in zip(self.outputs, plan.output_names, strict=True):
             if node is not None and hasattr(node, "name") and node.name not in self.output_tensor:
@@ -205,6 +212,8 @@ class Lowerer:
         assert LOWERINGS
         slots = self._outputs()
         meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler", "module": self.plan.name}
+        if self.rng_draws:
+            meta[RNG_DRAWS_META] = json.dumps(self.rng_draws, sort_keys=True)
         return self.em.build(meta), slots
 
     def layer(self, node: Any) -> str:
