@@ -4,7 +4,7 @@ Usage: .venv/bin/python bench/analysis_speed.py [--events N]
 Prints one line per pass (seconds, events/s) and the run_all total. Each pass is
 timed on a fresh Profile object so shared facts are not reused from a previous
 pass; the run_all line is one cold run of every pass (facts shared, as in ingest).
-Goal (ARCHITECTURE.md): >= 5,000,000 events/s for run_all on one core.
+Goal (docs/architecture.md, Performance goals): >= 5,000,000 events/s for run_all on one core.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def synthetic_profile(n_events: int, seed: int = 0) -> Profile:
         "nki_source_location": _strings(sources, rng.integers(0, 50, n_dma)),
     }
     info = ProfileInfo(device="virtual-neuroncore", name=f"synthetic-{n_events}", preset="trn1",
-                       peak_flops=92e12, hbm_bandwidth=820e9, peaks_source="HARDWARE.md trn1")  # fmt: skip
+                       peak_flops=92e12, hbm_bandwidth=820e9, peaks_source="docs/hardware.md trn1")  # fmt: skip
     return Profile.build(info, instructions=instructions, dma=dma)
 
 

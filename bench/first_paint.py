@@ -10,7 +10,7 @@ would (ingest time is printed separately), then in Debian's Chromium:
 * pan: 120 animation frames each panning the window by 1 % (the timeline redraws the
   last response at once and re-queries after a debounce), reporting draw time per frame
   and the frame interval, then the viewport request latency seen by the page.
-Goal (ARCHITECTURE.md / issue 4): first paint <= 1.5 s for 10^7 events.
+Goal (docs/architecture.md, Performance goals): first paint <= 1.5 s for 10^7 events.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pathlib import Path
 os.environ.setdefault("NPROF_NO_PROGRESS", "1")
 
 
-GOAL_RATE = 5.0  # M events/s at 10^7, analysis included (ARCHITECTURE.md)
+GOAL_RATE = 5.0  # M events/s at 10^7, analysis included (docs/architecture.md, Performance goals)
 GOAL_BYTES = 50  # peak extra memory per event
 
 

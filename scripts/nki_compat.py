@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -32,8 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nki_compat_cases as cases_mod
+import nki_compat_extra as extra
 
 ROOT = Path(__file__).resolve().parent.parent
+CASES = [*cases_mod.CASES, *extra.EXTRA_CASES]
 IMPORT_RULES = [
     (re.compile(r"^(\s*)from torch_neuronx import nki_jit\b"), r"\1from nprof.nki import jit as nki_jit"),
     (
@@ -44,7 +47,7 @@ IMPORT_RULES = [
     (re.compile(r"^(\s*)import neuronxcc\.nki(\.\w+)* as "), lambda m: f"{m[1]}import nprof.nki{m[2] or ''} as "),
     (re.compile(r"^(\s*)from neuronxcc\.nki\b"), r"\1from nprof.nki"),
     (re.compile(r"^(\s*)import nki(\.\w+)* as "), lambda m: f"{m[1]}import nprof.nki{m[2] or ''} as "),
-    (re.compile(r"^(\s*)import nki\s*$"), r"\1import nprof.nki as nki"),
+    (re.compile(r"^(\s*)import nki[ \t]*$"), r"\1import nprof.nki as nki"),
     (re.compile(r"^(\s*)from nki\b"), r"\1from nprof.nki"),
 ]
 
@@ -74,9 +77,16 @@ def extract(dest: Path) -> None:
                 child.rename(target / child.name)
         for py in target.rglob("*.py"):
             py.write_text(rewrite_imports(py.read_text(errors="replace")))
+    extra.write_stubs(dest)
 
 
 def _load(path: Path) -> Any:
+    """The module of a public file: by its dotted name under the nearest `src/` when it uses relative imports
+    (nki-samples' reference kernels), else from its path with its directory on sys.path."""
+    src = next((p for p in path.parents if p.name == "src"), None)
+    if src is not None and re.search(r"^\s*from \.", path.read_text(), re.MULTILINE):
+        sys.path.insert(0, str(src))
+        return importlib.import_module(".".join(path.relative_to(src).with_suffix("").parts))
     sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -117,9 +127,14 @@ def run_case(case: cases_mod.Case, tree: Path, full: bool) -> dict[str, Any]:
     dims = case.full if full and case.full else case.small
     rng = np.random.default_rng(0)
     args = case.make(dims, rng)
+    sys.path.insert(0, str(tree / "_stubs"))
     try:
         module = _load(tree / case.source / case.path)
         kernel = getattr(module, case.func)
+        if case.jit:
+            from nprof import nki
+
+            kernel = nki.jit(kernel)
         if case.grid:
             kernel = kernel[case.grid]
         start = time.process_time()
@@ -136,29 +151,63 @@ def run_case(case: cases_mod.Case, tree: Path, full: bool) -> dict[str, Any]:
     return {"runs": "yes" if not why else "wrong", "err": err, "why": why, "cpu": cpu}
 
 
-def run_pytest(tree: Path, source: str, path: Path, extra: tuple[str, ...], timeout: float) -> dict[str, Any]:
+def _env(tree: Path, source: str, here: Path) -> dict[str, str]:
+    """The environment a public file runs in: our sources, the source's package, its directory, the stubs."""
+    path = f"{ROOT / 'src'}:{tree / source / 'src'}:{here}:{tree / '_stubs'}"
+    return {"PYTHONPATH": path, "PATH": "/usr/bin:/bin", "HOME": str(tree)}  # HOME: files it writes land here
+
+
+def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeout: float) -> dict[str, Any]:
     """pytest on one public unit-test file; passed/failed counts and the first assertion or error line."""
-    env_path = f"{ROOT / 'src'}:{tree / source / 'src'}:{path.parent}"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", str(path), *extra]
+    name = f"{source}:{path.stem}"
+    if name in extra.PYTEST_FULL:
+        args = tuple(a for a in args if a != "--simulation-only")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", str(path), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=path.parent,
-                              env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})  # fmt: skip
+                              env=_env(tree, source, path.parent))  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode == 5:  # pytest: nothing collected (no test in the file, or none marked for simulation)
-        return {"runs": "n/a", "err": None, "why": f"no test to run here ({summary})"}
-    if proc.returncode == 0:
-        return {"runs": "yes", "err": None, "why": "" if "passed" in summary else summary}
-    lines = [ln[1:].strip() for ln in proc.stdout.splitlines() if ln.startswith("E ")]
-    first = next((ln for ln in lines if "Error" in ln or "assert" in ln), lines[0] if lines else summary)
-    return {"runs": "no", "err": None, "why": first}
+        res = {"runs": "n/a", "err": None, "why": f"no test to run here ({summary})"}
+    elif proc.returncode == 0:
+        res = {"runs": "yes", "err": None, "why": "" if "passed" in summary else summary}
+    else:
+        lines = [ln[1:].strip() for ln in proc.stdout.splitlines() if ln.startswith("E ")]
+        first = next((ln for ln in lines if "Error" in ln or "assert" in ln), lines[0] if lines else summary)
+        res = {"runs": "no", "err": None, "why": first}
+    if name in extra.PYTEST_FULL and res["runs"] == "yes":
+        res["why"] = "no test marked for simulation: run in full (nothing in it needs a device)"
+    known = extra.PYTEST_KNOWN.get(name)
+    if known and res["runs"] != "yes" and known[1] in res["why"]:
+        res = {"runs": known[0], "err": None, "why": known[2]}
+    return res
+
+
+def run_script(tree: Path, source: str, path: Path, timeout: float) -> dict[str, Any]:
+    """A public file run with python in its directory: yes when it exits 0 and prints no "False"."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="home_", dir=tree) as home:  # a fresh HOME: files it writes
+            env = {**_env(tree, source, path.parent), "HOME": home}
+            proc = subprocess.run([sys.executable, path.name], capture_output=True, text=True, timeout=timeout,
+                                  cwd=path.parent, env=env)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"runs": "no", "err": None, "why": tail}
+    if "False" in proc.stdout:
+        line = next(ln for ln in proc.stdout.splitlines() if "False" in ln)
+        return {"runs": "wrong", "err": None, "why": f"its own check printed: {line.strip()}"}
+    return {"runs": "yes", "err": None, "why": ""}
 
 
 def _subprocess_case(name: str, tree: Path, full: bool, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--run-case", name, "--tree", str(tree)] + (["--full"] if full else [])
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tree, env=env)  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
@@ -185,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", default="", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.run_case:
-        case = next(c for c in cases_mod.CASES if c.name == opts.run_case)
+        case = next(c for c in CASES if c.name == opts.run_case)
         print(json.dumps(run_case(case, Path(opts.tree), opts.full)))
         return 0
     with tempfile.TemporaryDirectory(prefix="nki_compat_") as tmp:
@@ -198,19 +247,23 @@ def main(argv: list[str] | None = None) -> int:
 def _report(tree: Path, opts: argparse.Namespace) -> int:
     print(f"{'kernel':<34} {'runs':<8} {'error':>8} {'cpu s':>7}  why not")
     counts: dict[str, int] = {}
-    for case in cases_mod.CASES:
+
+    def show(name: str, res: dict[str, Any], prefix: str = "") -> None:
+        counts[prefix + res["runs"]] = counts.get(prefix + res["runs"], 0) + 1
+        print(_row(name, res), flush=True)
+
+    for case in CASES:
         if opts.only in case.name:
-            res = _subprocess_case(case.name, tree, opts.full, opts.timeout)
-            counts[res["runs"]] = counts.get(res["runs"], 0) + 1
-            print(_row(case.name, res), flush=True)
+            show(case.name, _subprocess_case(case.name, tree, opts.full, opts.timeout))
+    for name, source, rel in extra.SCRIPTS:
+        if opts.only in name:
+            show(name, run_script(tree, source, tree / source / rel, opts.timeout), "scripts ")
     if not opts.no_pytest:
-        for source, sub, extra in cases_mod.PYTEST:
+        for source, sub, args in cases_mod.PYTEST:
             for path in sorted((tree / source / sub).glob("test_*.py")):
                 name = f"{source}:{path.stem}"
                 if opts.only in name:
-                    res = run_pytest(tree, source, path, extra, opts.timeout)
-                    counts["tests " + res["runs"]] = counts.get("tests " + res["runs"], 0) + 1
-                    print(_row(name, res), flush=True)
+                    show(name, run_pytest(tree, source, path, args, opts.timeout), "tests ")
     print("summary: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     return 0
 

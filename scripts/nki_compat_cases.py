@@ -39,6 +39,7 @@ class Case:
     full: dict[str, int] = field(default_factory=dict)
     grid: tuple[int, ...] = ()
     expect: str = ""  # a fragment of the error real NKI gives (the kernel is invalid)
+    jit: bool = False  # the public function is undecorated (its driver wraps it): run it through nki.jit
     tol: float = 2e-2  # max |out - ref| / max |ref|
 
 

@@ -61,8 +61,9 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         if torchrun_split(command) is not None:  # one system profile per rank
             paths = capture_torchrun(command, args.profile, device=args.device, device_profile=args.device_profile)
             where = paths[0].parent
-            sys.stdout.write(f"wrote {len(paths)} rank profiles to {where}/; view them with: nprof view -d {where}\n")
-            return 0
+            return _print(
+                Outcome(f"wrote {len(paths)} rank profiles to {where}/; view them with: nprof view -d {where}\n")
+            )
         capture_command(command, args.profile, device=args.device, device_profile=args.device_profile)
         return 0
     if not args.program:
@@ -110,7 +111,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     command = args.command_args
     if not command:
         raise NprofError("nothing to run: nprof compile -- python train.py [args]")
-    return compile_command(command, cache_dir=args.cache)
+    return _print(compile_command(command, cache_dir=args.cache))
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

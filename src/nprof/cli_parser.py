@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import NoReturn
 
 from nprof import __version__
 
@@ -48,7 +49,7 @@ def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_h
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"nprof {self.prog.split()[-1]}: {message} (see --help)\n")
 
 
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_capture_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_capture_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof capture`: -n PROGRAM on the virtual device (single or multi-worker), or `-- COMMAND` for real."""
     cap = sub.add_parser(
         "capture",
@@ -143,9 +144,16 @@ def _add_collectives_args(cap: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="per-rank inputs: a file listing `RANK NAME FILE.npy` lines",
     )
+    cap.add_argument(
+        "--collectives-rank-delay",
+        action="append",
+        default=[],
+        metavar="RANK:US",
+        help="start rank RANK US microseconds late (simulates a straggler; repeatable)",
+    )
 
 
-def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_view_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof view`: ingest and serve a profile, or write it in another format."""
     view = sub.add_parser(
         "view",
@@ -172,8 +180,9 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="when a finding or warning is reported, e.g. gap_share=0.02 (repeatable; names and defaults in "
-        "docs/profile-format.md; applies to the viewer, summary-text, json, parquet and csv)",
+        help="when a finding or warning is reported, e.g. gap_share=0.02, small_dma_bytes=16384, latency_share=0.3 "
+        "(repeatable; names and defaults in docs/profile-format.md; applies to the viewer, summary-text, json, "
+        "parquet and csv, and latency_share to summary-json)",
     )
     view.add_argument("--ingest-only", action="store_true", help="ingest into the store, do not serve")
     view.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"web port (default {DEFAULT_PORT})")
@@ -192,7 +201,7 @@ def _add_view_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     )
 
 
-def _add_compile_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_compile_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof compile -- python script.py`: fill the compile cache."""
     comp = sub.add_parser(
         "compile",
@@ -208,7 +217,7 @@ def _add_compile_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     )
 
 
-def _add_analyze_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_analyze_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """`nprof analyze DIR [--engine duckdb|spark] [--master URL] [--top N] [--output-format text|json]`."""
     ana = sub.add_parser(
         "analyze",

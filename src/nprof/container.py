@@ -120,8 +120,9 @@ class Container:
             raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
         return self._members[name]
 
-    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
-        """Read one table; raises FormatError if it is missing or corrupt."""
+    def read_table(self, name: str, columns: list[str] | None = None, dictionary: list[str] | None = None) -> pa.Table:
+        """Read one table (the columns named in `dictionary` as Arrow dictionary arrays, decoded from
+        their Parquet dictionary pages); raises FormatError if it is missing or corrupt."""
         if name not in self._members:
             raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
         offset, size = self._members[name]
@@ -132,6 +133,10 @@ class Container:
             if len(buf) != size:
                 raise OSError("short read")
             reader = pq.ParquetFile(pa.BufferReader(buf))
+            found = reader.schema_arrow
+            wanted = [c for c in dictionary or () if c in found.names and pa.types.is_string(found.field(c).type)]
+            if wanted:  # only string columns the file has
+                reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=wanted, metadata=reader.metadata)
             limit = max(MIN_ROWS, ROWS_PER_BYTE * size)
             if reader.metadata.num_rows > limit:
                 raise FormatError(
@@ -233,4 +238,3 @@ def open_container(
             f"({max_schema_version}); upgrade nprof"
         )
     return Container(p, manifest, members)
-

@@ -38,7 +38,10 @@ class KernelError(NprofError):
 
 class DeviceIndexError(NprofError, IndexError):
     """An index read at run time (indirect DMA, gather) is out of bounds; also an IndexError, as NKI's simulator
-    raises one."""
+    raises one. `nki_message` is the line NKI's simulator prints for it (HBM accesses), or None; `nprof.nki`
+    re-raises it to kernels as a plain `IndexError` with that line (what AWS's tests assert)."""
+
+    nki_message: str | None = None
 
 
 class UnsupportedOpError(NprofError):

@@ -2,8 +2,7 @@
 
 Contract: `Outcome(stdout, notes, code)`: `stdout` (text or bytes) is written to standard output as
 is, each of `notes` is one line for standard error (`nprof COMMAND: ...`, written with its newline),
-and `code` is the command's exit code. `Outcome.of(code)` wraps the exit code of a handler that
-still prints for itself (see tests/test_no_printing.py).
+and `code` is the command's exit code (tests/test_no_printing.py holds library code to this).
 """
 
 from __future__ import annotations
@@ -18,8 +17,3 @@ class Outcome:
     stdout: str | bytes = ""
     notes: tuple[str, ...] = ()
     code: int = 0
-
-    @classmethod
-    def of(cls, code: int) -> Outcome:
-        """Nothing to print, exit `code`."""
-        return cls(code=code)

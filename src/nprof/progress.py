@@ -11,7 +11,11 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
 
 
 class Progress(Protocol):
@@ -24,12 +28,12 @@ class _Silent:
 
 
 class _RichBar:
-    def __init__(self, bar: object, task: object) -> None:
+    def __init__(self, bar: RichProgress, task: TaskID) -> None:
         self._bar = bar
         self._task = task
 
     def advance(self, n: int = 1) -> None:
-        self._bar.advance(self._task, n)  # type: ignore[attr-defined]
+        self._bar.advance(self._task, n)
 
 
 def interactive() -> bool:

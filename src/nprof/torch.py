@@ -35,9 +35,13 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from nprof.errors import NprofError
 from nprof.profile import Profile
+
+if TYPE_CHECKING:
+    from nprof.capture.torch_session import TorchSession
 
 __all__ = ["profile", "step"]
 
@@ -87,7 +91,7 @@ class profile:  # lower case like torch.profiler.profile
         self.device_profile = device_profile
         self.device: str | None = None
         self.profile: Profile | None = None
-        self._session = None
+        self._session: TorchSession | None = None
 
     def __enter__(self) -> profile:
         from nprof.capture.torch_session import TorchSession

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from nprof.analysis.counters import pending_dma
-from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL
 from nprof.analysis.facts import facts
 from nprof.analysis.findings import engine_tracks
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS
 from nprof.analysis.warnings import RELOAD_LIMIT, warnings
 from nprof.profile import Profile
 from tests.analysis.helpers import make
@@ -69,7 +69,8 @@ def test_dma_warnings_match_a_per_event_reference(seed: int) -> None:
     _check([r for r in out if r["kind"] == "tensor_reload"], reload)
 
     def small(e: dict) -> bool:
-        return e["bytes"] < SMALL_PER_PARTITION * max(e["partitions"], 1) or e["bytes"] < SMALL_TOTAL
+        per_partition, total = DEFAULT_THRESHOLDS.small_dma_partition_bytes, DEFAULT_THRESHOLDS.small_dma_bytes
+        return e["bytes"] < per_partition * max(e["partitions"], 1) or e["bytes"] < total
 
     _check([r for r in out if r["kind"] == "small_dma"], _reference_groups(events, small, lambda e: e["tensor"]))
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pyarrow as pa
+
 from nprof.analysis import run_all
 from nprof.analysis.findings import findings
 from nprof.analysis.system import system_findings, system_steps
 from nprof.analysis.thresholds import Thresholds
 from nprof.profile import Profile, ProfileInfo
+from nprof.profile.model import make_table
 
 FW, BW = "MODULE_a", "MODULE_b"
 
@@ -39,8 +44,10 @@ def _system_profile(recompile: bool = False) -> Profile:
                           f"{mod}#{s}", graph),
                      _ins(n + 4 + 2 * k, at, dev, "nc:0", "nc_exec_running", s, mod, f"{mod}#{s}",
                           graph + ": x")]  # fmt: skip
-            dma += [_copy(100 + len(dma), at - 10, "h2d:nc0", "host->device", 4096, mod, s),
-                    _copy(101 + len(dma), at + (30 if k == 0 else 20), "d2h:nc0", "device->host", 512, mod, s)]
+            dma += [
+                _copy(100 + len(dma), at - 10, "h2d:nc0", "host->device", 4096, mod, s),
+                _copy(101 + len(dma), at + (30 if k == 0 else 20), "d2h:nc0", "device->host", 512, mod, s),
+            ]
         n += 7
     if recompile:
         rows.append(_ins(50, 1250, 5, "nprof.compile", "nprof::compile", 0 + 1, layer=BW))
@@ -60,6 +67,22 @@ def test_steps_break_down_by_hand() -> None:
     assert s1["host_ops_ns"] == 110
     # covered in step 1: ops 40+40+30, copies 40, launches 50 -> 200 of the 230 wall
     assert s1["host_gap_ns"] == 30
+
+
+def test_optimizer_and_collective_phases_overlap_the_parts() -> None:
+    """Step 1 plus an optimizer annotation over its last torch op (2195..2235, nested zero_grad 2200..2210)
+    and two host collectives: gloo 2100..2120 (waited 5) and nprof's exchange 2110..2150 (waited 30)."""
+    p = _system_profile()
+    extra = [_ins(60, 2195, 40, "cpu:1", "Optimizer.step#SGD.step", 1), _ins(61, 2200, 10, "cpu:1",
+             "Optimizer.zero_grad#SGD.zero_grad", 1), _ins(62, 2100, 20, "cc:gloo", "gloo:all_reduce", 1),
+             _ins(63, 2110, 40, "nprof.exchange", "nprof::exchange", 1)]  # fmt: skip
+    for r, w in zip(extra, (0, 0, 5, 30), strict=True):
+        r["wait_ns"] = w
+    added = make_table("instructions", {k: [r[k] for r in extra] for k in extra[0]})
+    p = replace(p, instructions=pa.concat_tables([p.instructions, added]))
+    s0, s1 = system_steps(p).to_pylist()
+    assert (s1["optimizer_ns"], s1["collectives_ns"], s1["collective_wait_ns"]) == (40, 50, 35)
+    assert (s0["optimizer_ns"], s0["collectives_ns"], s0["collective_wait_ns"]) == (0, 0, 0)
 
 
 def test_findings_host_bound_gaps_copies() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, run_all
 from nprof.analysis.findings import findings
+from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.thresholds import parse_thresholds
 from nprof.analysis.warnings import warnings
 from nprof.errors import NprofError
@@ -31,7 +32,8 @@ def _serial_gap_profile():
 def test_defaults_are_the_documented_values() -> None:
     assert Thresholds(
         min_engine_share=0.01, exposed_dma_share=0.10, gap_share=0.05, gap_min_ns=1_000, max_gaps=5,
-        wait_share=0.10, host_bound_ratio=1.0, reload_limit=2,
+        wait_share=0.10, host_bound_ratio=1.0, reload_limit=2, small_dma_partition_bytes=2048,
+        small_dma_bytes=32768, latency_share=0.5,
     ) == DEFAULT_THRESHOLDS  # fmt: skip
     p = _serial_gap_profile()
     assert findings(p).equals(findings(p, thresholds=Thresholds()))
@@ -68,6 +70,44 @@ def test_reload_limit_sets_the_tensor_reload_warning_and_finding() -> None:
     assert _kinds(run_all(p, thresholds=Thresholds(reload_limit=1))["warnings"]).count("tensor_reload") == 2
 
 
+def test_the_small_dma_sizes_set_the_warning_the_finding_and_the_queue_table() -> None:
+    # 16 partitions: 20 KiB is 1280 B per partition, 40 KiB 2560 B; 64 KiB over 16 is 4 KiB per partition
+    p = make(dma={"ts": [0, 100, 200], "duration": [50] * 3, "bytes": [20 << 10, 40 << 10, 64 << 10],
+                  "partitions": [16] * 3, "tensor": ["a", "b", "c"]})  # fmt: skip
+
+    def small(th: Thresholds) -> tuple[list[str], int, int]:
+        tables = run_all(p, thresholds=th)
+        warned = [r["tensor"] for r in tables["warnings"].to_pylist() if r["kind"] == "small_dma"]
+        found = [r for r in tables["findings"].to_pylist() if r["kind"] == "small_dma"]
+        return warned, len(found), tables["dma_queues"]["small_transfers"].to_pylist()[0]
+
+    assert small(DEFAULT_THRESHOLDS) == (["a"], 1, 1)  # 20 KiB: under 2 KiB per partition and under 32 KiB
+    assert small(Thresholds(small_dma_partition_bytes=3000)) == (["a", "b"], 1, 2)
+    assert small(Thresholds(small_dma_partition_bytes=0, small_dma_bytes=41 << 10)) == (["a", "b"], 1, 2)
+    assert small(Thresholds(small_dma_partition_bytes=1024, small_dma_bytes=0)) == ([], 0, 0)
+    message = warnings(p, thresholds=Thresholds(small_dma_partition_bytes=4096)).to_pylist()[0]["message"]
+    assert ">= 4.0 KiB per partition" in message, message
+
+
+def test_latency_share_sets_the_bound_verdict_and_the_finding() -> None:
+    from tests.analysis.test_latency import _chain
+
+    p = make(**_chain(6))
+    share = summary_metrics(p)["dma_latency_path_percent"] / 100  # about 0.86
+
+    def verdict(at: float) -> tuple[object, list[str]]:
+        th = Thresholds(latency_share=at)
+        bound = summary_metrics(p, thresholds=th).get("bound")
+        return bound, [k for k in _kinds(findings(p, thresholds=th)) if k == "latency_bound"]
+
+    assert verdict(0.5) == ("latency", ["latency_bound"])
+    assert verdict(share) == ("latency", ["latency_bound"])  # at the share: reported
+    assert verdict(min(1.0, share + 0.01))[0] != "latency" and verdict(min(1.0, share + 0.01))[1] == []
+    summary = run_all(p, thresholds=Thresholds(latency_share=1.0))["summary"].to_pylist()
+    assert [r["value"] for r in summary if r["name"] == "bound"] != ["latency"]
+    assert summary_metrics(p)["bound"] == "latency"  # the default is not disturbed by the tuned memo
+
+
 def test_run_all_passes_thresholds_to_findings() -> None:
     p = _serial_gap_profile()
     assert "idle_gap" in _kinds(run_all(p)["findings"])
@@ -93,7 +133,8 @@ def test_parse_thresholds_applies_name_value_pairs() -> None:
     ("pairs", "message"),
     [
         (["nope=1"], "unknown threshold 'nope'; valid thresholds: min_engine_share, exposed_dma_share, gap_share, "
-                     "gap_min_ns, max_gaps, wait_share, host_bound_ratio, reload_limit"),
+                     "gap_min_ns, max_gaps, wait_share, host_bound_ratio, reload_limit, small_dma_partition_bytes, "
+                     "small_dma_bytes, latency_share"),
         (["gap_share"], "expected NAME=VALUE"),
         (["=0.1"], "expected NAME=VALUE"),
         (["gap_share=0.1", "gap_share=0.2"], "given twice"),

@@ -1,4 +1,4 @@
-"""The cost table of HARDWARE.md, by hand."""
+"""The cost table of docs/hardware.md, by hand."""
 
 from __future__ import annotations
 

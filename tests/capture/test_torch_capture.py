@@ -158,7 +158,9 @@ def test_cli_capture_end_to_end(tmp_path: Path) -> None:
     assert res.returncode == 3
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("nprof capture: tiny_script.py exited with status 3") and str(failed) in last
-    assert Profile.load(failed).info.meta["exit_code"] == "3"
+    meta = Profile.load(failed).info.meta
+    assert meta["exit_code"] == "3" and meta["incomplete"].startswith("the script exited with status 3")
+    assert "incomplete" not in p.info.meta
 
 
 def test_block_that_raises_still_writes_its_profile(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 import pytest
 
 from nprof.capture.host_collectives import HostOp, match_ranks, read_host_collectives
-from nprof.capture.torchrun import shift_profile, torchrun_split
+from nprof.capture.system import shift_profile
+from nprof.capture.torchrun import torchrun_split
 from nprof.errors import NprofError
 from nprof.profile import Profile
 

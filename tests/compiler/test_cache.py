@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from nprof.compiler import STATS, CompileCache  # noqa: E402
-from nprof.compiler.cache import _print_report  # noqa: E402
+from nprof.compiler.cache import compile_report  # noqa: E402
 from nprof.errors import UnsupportedOpError  # noqa: E402
 from nprof.program.file import load_program  # noqa: E402
 
@@ -120,9 +120,7 @@ def test_unknown_backend_option_is_refused() -> None:
         torch.compile(lambda x: x + 1, backend="nprof", options={"colour": "red"})(torch.randn(2))
 
 
-def test_nprof_compile_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_nprof_compile_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     cmd = [sys.executable, "-m", "nprof", "compile", "--cache", str(cache), "--",
            sys.executable, str(ROOT / "examples" / "mnist_mlp" / "train.py"), "--steps", "2", "--batch", "4",
@@ -151,8 +149,7 @@ def test_nprof_compile_command(
     assert (STATS.compiled, STATS.cache_hits) == (0, 2)
     events = [json.loads(line) for line in log.read_text().splitlines()]
     assert sorted(e["status"] for e in events) == ["cached", "cached"]
-    _print_report(events, cache, 1.0, 0)
-    assert "0 compiled, 2 already cached" in capsys.readouterr().out
+    assert "0 compiled, 2 already cached" in compile_report(events, cache, 1.0, 0)
 
 
 def test_shape_change_without_reset_specializes_per_shape(tmp_path: Path) -> None:

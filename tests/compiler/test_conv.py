@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 import nprof.compiler.ops  # noqa: E402, F401  (registers every lowering, ops_conv among them)
 from nprof.compiler import STATS  # noqa: E402
 from nprof.compiler.kernels import conv as direct  # noqa: E402
+from nprof.compiler.kernels import conv_taps  # noqa: E402
 from nprof.compiler.ops_conv import direct_supported  # noqa: E402
 from nprof.compiler.views import View  # noqa: E402
 from tests.compiler.conftest import check_module  # noqa: E402
@@ -70,5 +71,5 @@ def test_tap_rows_matches_a_brute_force_scan() -> None:
                     for size in (1, 4, 7):
                         out = max(1, (size + 2 * pad - dil * tap - 1) // stride + 1)
                         inside = [o for o in range(out) if 0 <= o * stride + tap * dil - pad < size]
-                        lo, hi = direct._tap_rows(out, tap, stride, pad, dil, size)
+                        lo, hi = conv_taps.tap_rows(out, tap, stride, pad, dil, size)
                         assert list(range(lo, hi)) == inside, (stride, pad, dil, tap, size)

@@ -59,8 +59,8 @@ def test_mlp_profile_engines_dma_and_layers() -> None:
         spills = duckdb.sql("select count(*) filter (is_spill), count(*) filter (is_reload) from dma").fetchall()[0]
         if module == next(iter(STATS.last_profile)):  # forward: fusion keeps every intermediate in SBUF
             assert spills == (0, 0), (module, spills)
-        else:  # backward: the saves left are read back (no dead save survives), fewer than one per node
-            assert 0 < spills[0] == spills[1] < 16, (module, spills)
+        else:  # backward: the saves left (if any) are read back (no dead save survives), fewer than one per node
+            assert spills[0] == spills[1] < 16, (module, spills)
         assert profile.total_time_ns > 0
     fw = STATS.last_profile[next(iter(STATS.last_profile))]
     ins = fw.instructions  # noqa: F841

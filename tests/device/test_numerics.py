@@ -284,14 +284,16 @@ def test_tensor_copy_casts_to_bf16_round_to_nearest_even() -> None:
     np.testing.assert_array_equal(out.view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16))
 
 
-def test_float_to_int_rounds_and_saturates() -> None:
-    x = np.array([[1.5, 2.5, -1.6, 1e6, -1e6, 127.4]], np.float32)
+def test_float_to_int_truncates_toward_zero_and_saturates() -> None:
+    """The rule of nprof.device.memory (evidence there): toward zero, clipped to the integer range."""
+    x = np.array([[1.5, 2.5, -1.6, 1e6, -1e6, 127.4, 58.53, -0.99]], np.float32)
     k = Kit()
     t = k.load("x", x)
-    y = k.sbuf("y", 1, 6, "int8")
+    y = k.sbuf("y", 1, 8, "int8")
     k.emit(Engine.VECTOR, Opcode.TENSOR_COPY, (y,), (t,))
     k.store("out", y)
-    np.testing.assert_array_equal(k.run().outputs["out"], [[2, 2, -2, 127, -128, 127]])
+    np.testing.assert_array_equal(k.run().outputs["out"], np.clip(np.trunc(x), -128, 127))
+    np.testing.assert_array_equal(k.run().outputs["out"], [[1, 2, -1, 127, -128, 127, 58, 0]])
 
 
 def test_dma_with_strided_hbm_access_transposes() -> None:

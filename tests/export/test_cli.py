@@ -138,12 +138,24 @@ def test_threshold_tunes_findings_where_they_are_reported(tmp_path: Path, capsys
     assert "idle_gap" not in [f["kind"] for f in json.loads(out.read_text())["finding"]]
 
 
+def test_summary_json_takes_the_latency_share_of_its_bound(ntff: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["view", "-s", str(ntff), "--output-format", "summary-json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["bound"] != "latency" and default["dma_latency_path_percent"] >= 0
+    assert main(["view", "-s", str(ntff), "--output-format", "summary-json", "--threshold", "latency_share=0"]) == 0
+    assert json.loads(capsys.readouterr().out)["bound"] == "latency"  # any latency share reaches 0
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--threshold", "gap_size=1"], "unknown threshold 'gap_size'; valid thresholds: min_engine_share, "),
         (["--threshold", "gap_share=0.2", "--output-format", "perfetto"], "perfetto has none; use summary-text, "),
-        (["--threshold", "gap_share=0.2", "--output-format", "summary-json"], "summary-json has none"),
+        (
+            ["--threshold", "gap_share=0.2", "--output-format", "summary-json"],
+            "gap_share sets when findings are reported, and --output-format summary-json has none",
+        ),
+        (["--threshold", "latency_share=0.2", "--output-format", "perfetto"], "perfetto has none"),
     ],
 )
 def test_threshold_refusals_are_one_line(ntff: Path, capsys: pytest.CaptureFixture[str], extra: list[str],

@@ -58,3 +58,20 @@ def straggler_run(directory, n: int = 4, late: int = 2, extra: int = 40):
     for r, res in job.results.items():
         res.profile.save(d / f"profile_rank_{r}.ntff")
     return job
+
+
+def delayed_run(directory, n: int, late: int, delay_ns: float, per_node: int = 16):
+    """Write profile_rank_<i>.ntff of an n-rank timing-only all-reduce job (nodes of `per_node`) where rank
+    `late` starts `delay_ns` late."""
+    from pathlib import Path
+
+    from nprof.device.workers import simulate_workers
+
+    prog = collective_program("all_reduce", (32, 64), (32, 64), extra=3)
+    job = simulate_workers(prog, world_size=n, workers_per_node=per_node, numerics=False,
+                           start_delay_ns={late: delay_ns})  # fmt: skip
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for r, res in job.results.items():
+        res.profile.save(d / f"profile_rank_{r}.ntff")
+    return job

@@ -29,10 +29,10 @@ def test_summary_text(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].split() == ["rank", "nd_idx", "nc_idx", "total_time", "cc_op_time", "cc_op_count", "cc_wait_time",
-                                "caused_wait"]  # fmt: skip
+                                "caused_wait", "host_wait"]  # fmt: skip
     assert [ln.split()[0] for ln in lines[1:5]] == ["0", "1", "2", "3"]
     assert "straggler     rank 2" in out
-    assert re.search(r"^\s+0 all-reduce\s+32768 .* 2$", out, re.M)
+    assert re.search(r"^\s+0 all-reduce\s+32768 device .* 2\s+-$", out, re.M)  # no host side: simulated job
 
 
 def test_summary_json(run_dir: Path, tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_perfetto_one_process_per_rank(run_dir: Path, tmp_path: Path) -> None:
     parsed = perfetto_reader.read(out)
     assert parsed.errors == []
     cc = [s for s in parsed.slices if s.track == "Collective wait | transfer"]
-    assert sorted(s.name for s in cc) == ["all-reduce #0"] * 4 + ["wait for other ranks (#0)"] * 3
+    assert sorted(s.name for s in cc) == ["all-reduce #0"] * 4 + ["wait for other ranks (#0, simulated)"] * 3
     transfers = {(s.ts, s.dur) for s in cc if s.name == "all-reduce #0"}
     assert len(transfers) == 1  # the transfer is the same interval on every rank
     assert sum(1 for s in parsed.slices if s.name == "ALL_REDUCE") == 4  # the CC-core instruction rows

@@ -1,6 +1,8 @@
 """Runtime indices: indirect DMA (row gathers/scatters), dynamic on-chip offsets, gathers and shuffles, against
 numpy, and the constructs NKI refuses."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -120,9 +122,15 @@ def test_dma_copy_skips_out_of_bounds_rows_when_asked():
 
 @pytest.mark.parametrize("side", ["src", "dst"])
 def test_out_of_bounds_runtime_index_is_an_index_error_at_the_kernel_line(side):
-    with pytest.raises(DeviceIndexError, match=r"test_indirect\.py:\d+: index 65 \(partition 13\) is out of bounds"):
+    """NKI's simulator raises a plain IndexError naming the flat element (row 65 of a [64, 8] tensor: 65 * 8);
+    nprof's line (kernel file:line, the fix) is its cause."""
+    with pytest.raises(IndexError) as info:
         nki.simulate_kernel(_oob_kernel(side, nisa.oob_mode.error), rand((64 if side == "src" else 32, 8), 8))
-    assert issubclass(DeviceIndexError, IndexError)
+    assert type(info.value) is IndexError
+    assert str(info.value) == f"index {65 * 8} is out of bounds for axis 0 with size {64 * 8}"
+    cause = info.value.__cause__
+    assert isinstance(cause, DeviceIndexError) and issubclass(DeviceIndexError, IndexError)
+    assert re.search(r"test_indirect\.py:\d+: index 65 \(partition 13\) is out of bounds", str(cause))
 
 
 def test_read_modify_write_accumulates_duplicate_indices():

@@ -97,3 +97,21 @@ def test_table_row_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_a_valid_profile_still_loads(tmp_path: Path) -> None:
     assert Profile.load(_write(tmp_path / "ok.ntff")).event_count == 4
+
+
+def test_ids_unique_matches_a_set_on_random_ids() -> None:
+    """The sort-free uniqueness check agrees with the plain reference (a Python set) on random id layouts."""
+    import numpy as np
+
+    from nprof.profile.validate import ids_unique
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        na, nb = rng.integers(0, 30, 2)
+        pool = int(rng.integers(1, 80))
+        a, b = rng.integers(0, pool, na), rng.integers(0, pool, nb)
+        if trial % 3 == 0:  # increasing runs, the simulator's layout, sometimes disjoint, sometimes not
+            a, b = np.cumsum(rng.integers(0, 3, na)), np.cumsum(rng.integers(0, 3, nb)) + rng.integers(0, 40)
+        expected = len(set(a.tolist()) | set(b.tolist())) == int(na + nb)
+        assert ids_unique(a.astype(np.int64), b.astype(np.int64)) is expected, (a, b)
+    assert ids_unique(np.zeros(0, np.int64), np.zeros(0, np.int64))

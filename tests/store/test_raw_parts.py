@@ -76,3 +76,22 @@ def test_parts_of_dead_builds_are_swept(store: Store) -> None:
     store.ingest(synthetic_profile(200, seed=1), "t")
     assert not stale.exists()
     assert list((store.dir / "tmp").iterdir()) == []
+
+
+def test_the_stored_profile_does_not_need_the_profile_file(store: Store, tmp_path: Path) -> None:
+    """The parts are copies, not references: moving, overwriting or deleting the .ntff changes nothing."""
+    p = synthetic_profile(2000, seed=3)
+    path = tmp_path / "run.ntff"
+    p.save(path)
+    store.ingest_file(path, profile_id="run")
+    path.rename(tmp_path / "moved.ntff")
+    synthetic_profile(10, seed=4).save(path)  # another profile under the old name
+    (tmp_path / "moved.ntff").unlink()
+    store.close()
+    reopened = Store(store.dir)
+    try:
+        with reopened.cursor("run") as cur:
+            assert cur.execute("SELECT count(*) FROM instructions").fetchone() == (p.instructions.num_rows,)
+            assert cur.execute("SELECT sum(bytes) FROM dma").fetchone() == (sum(p.dma["bytes"].to_pylist()),)
+    finally:
+        reopened.close()

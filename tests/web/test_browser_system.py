@@ -32,7 +32,8 @@ def sysview(tmp_path_factory: pytest.TempPathFactory):
     """(base URL, system profile id, device profile id of FW#1, get(path) -> JSON)."""
     tmp = tmp_path_factory.mktemp("sysview")
     prof = _system_profile()
-    meta = {**prof.info.meta, "system.device_profiles": json.dumps({f"{FW}#1": f"{FW}_exec1.ntff"})}
+    meta = {**prof.info.meta, "system.device_profiles": json.dumps({f"{FW}#1": f"{FW}_exec1.ntff"}),
+            "incomplete": "the script exited with status 3: this profile holds what ran before it stopped"}  # fmt: skip
     replace(prof, info=replace(prof.info, meta=meta)).save(tmp / "run.ntff")
     (tmp / "run.ntff.devices").mkdir()
     tiny = tiny_profile()
@@ -124,3 +125,26 @@ def test_links_both_ways(page, sysview):
     page.goto(f"{base}/profile/{sys_id}?ev={other['id']}")
     page.wait_for_selector("span#device-link")
     assert "no device profile" in page.inner_text("span#device-link")
+
+
+def test_track_groups_hide_and_show_with_the_url(page, sysview):
+    base, sys_id, _dev, _get = sysview
+    page.goto(f"{base}/profile/{sys_id}")
+    wait_idle(page)
+    keys = lambda: page.evaluate("() => window.__nprof.timeline.layout.rows.map(r => r.key)")  # noqa: E731
+    before = keys()
+    assert any(k.startswith("cpu:") for k in before) and any(k.startswith("nc:") for k in before)
+    groups = page.eval_on_selector_all("#track-picker input", "els => els.map(e => e.dataset.group)")
+    assert "host" in groups and "device" in groups
+    assert "incomplete: the script exited with status 3" in page.locator("#incomplete-note").inner_text()
+    page.uncheck("#track-picker input[data-group=host]")
+    wait_idle(page)
+    after = keys()
+    assert after == [k for k in before if not k.startswith("cpu:")]
+    assert url_params(page)["hide"] == ["host"]
+    page.reload()
+    wait_idle(page)
+    assert keys() == after and not page.is_checked("#track-picker input[data-group=host]")
+    page.check("#track-picker input[data-group=host]")
+    wait_idle(page)
+    assert keys() == before and "hide" not in url_params(page)

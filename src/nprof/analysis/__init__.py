@@ -6,7 +6,9 @@ Contract (others depend on it):
 * `PASSES`: pass name -> function; `run_all(profile, thresholds=...) -> dict[name, Table]` runs
   every pass in registry order. Passes: summary, engines, opcodes, layers, dma_queues, counters,
   warnings, findings, system_steps (each documented in its module). `Thresholds` sets when
-  findings are reported (defaults documented in `nprof.analysis.thresholds`).
+  findings and warnings are reported, which DMA transfers are small and when the summary's `bound`
+  says "latency" (defaults documented in `nprof.analysis.thresholds`); `TUNED` names the passes
+  that take it.
 * Passes are vectorised (numpy / pyarrow.compute) and share derived arrays
   through `nprof.analysis.facts`, so running all of them reads each column once.
 * `describe(name)` gives the (group, unit, description) of a summary field.
@@ -15,7 +17,7 @@ Contract (others depend on it):
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -45,11 +47,20 @@ PASSES: dict[str, Callable[[Profile], pa.Table]] = {
 }
 
 
+class TunedPass(Protocol):
+    """A pass that also takes the thresholds."""
+
+    def __call__(self, profile: Profile, *, thresholds: Thresholds = ...) -> pa.Table: ...
+
+
+TUNED: dict[str, TunedPass] = {"summary": summary, "dma_queues": dma_queues, "warnings": warnings, "findings": findings}
+
+
 def run_all(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, pa.Table]:
-    """Run every registered pass on `profile`; returns pass name -> table, in registry order. The findings
-    and warnings passes report by the rules of `thresholds` (defaults documented in `nprof.analysis.thresholds`)."""
-    tuned = {name: partial(fn, thresholds=thresholds) for name, fn in PASSES.items() if fn in (findings, warnings)}
-    return {name: tuned.get(name, fn)(profile) for name, fn in PASSES.items()}
+    """Run every registered pass on `profile`; returns pass name -> table, in registry order. The passes of
+    `TUNED` follow `thresholds` (defaults documented in `nprof.analysis.thresholds`)."""
+    return {name: TUNED[name](profile, thresholds=thresholds) if name in TUNED else fn(profile)
+            for name, fn in PASSES.items()}  # fmt: skip
 
 
 __all__ = ["DEFAULT_THRESHOLDS", "PASSES", "Thresholds", "describe", "run_all", "summary_metrics"]

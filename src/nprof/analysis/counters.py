@@ -20,9 +20,11 @@ Series appear only when their source exists (no DMA -> no DMA series).
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -161,29 +163,60 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
     elif not iv.is_sorted(ends):
         ends = np.sort(ends, kind="stable")
     bounds = [int(t) for t in starts[::step]] + [int(ends[-1]) + 1]
+    steps = window_function(starts.size)
     previous = None
     for t_lo, t_hi in itertools.pairwise(bounds):
         if t_hi <= t_lo:
             continue
         s_lo, s_hi = np.searchsorted(starts, [t_lo, t_hi], side="left")
         e_lo, e_hi = np.searchsorted(ends, [t_lo, t_hi], side="left")
-        times = np.concatenate([starts[s_lo:s_hi], ends[e_lo:e_hi]])
-        if times.size == 0:
+        if s_hi == s_lo and e_hi == e_lo:
             continue
-        steps = np.concatenate([np.ones(s_hi - s_lo, np.int64), np.full(e_hi - e_lo, -1, np.int64)])
-        order = np.argsort(times, kind="stable")  # timsort merges the two sorted runs in linear time
-        times = times[order]
-        count = np.cumsum(steps[order]) + (s_lo - e_lo)
-        last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
-        last[-1] = True
-        np.not_equal(times[1:], times[:-1], out=last[:-1])
-        ts, value = times[last], count[last].astype(np.float64)
-        keep = np.empty(ts.size, dtype=bool)
-        keep[0] = previous is None or value[0] != previous
-        np.not_equal(value[1:], value[:-1], out=keep[1:])
-        if keep.any():
+        ts, value = steps(starts[s_lo:s_hi], ends[e_lo:e_hi], int(s_lo - e_lo), previous)
+        if ts.size:
             previous = float(value[-1])
-            yield ts[keep], value[keep]
+            yield ts, value
+
+
+def window_steps(
+    starts: np.ndarray, ends: np.ndarray, base: int, previous: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """One window of `pending_dma_chunks` by numpy (the readable reference of `pending_core.window_steps`):
+    the instants where the count in flight changes, with the count after the last change there, without
+    instants repeating the value before them (`previous`: the last value emitted, None at the start)."""
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones(starts.size, np.int64), np.full(ends.size, -1, np.int64)])
+    order = np.argsort(times, kind="stable")  # timsort merges the two sorted runs in linear time
+    times = times[order]
+    count = np.cumsum(steps[order]) + base
+    last = np.empty(times.size, dtype=bool)  # the count after the last change at each instant
+    last[-1] = True
+    np.not_equal(times[1:], times[:-1], out=last[:-1])
+    ts, value = times[last], count[last].astype(np.float64)
+    keep = np.empty(ts.size, dtype=bool)
+    keep[0] = previous is None or value[0] != previous
+    np.not_equal(value[1:], value[:-1], out=keep[1:])
+    return ts[keep], value[keep]
+
+
+# Transfers from which the pending-DMA windows run compiled (`pending_core`): loading numba costs ~0.5 s CPU
+# once per process (shared with the store's LOD core); the numpy window costs ~0.1 us per transfer.
+COMPILED_FROM = 200_000
+
+
+def window_function(n: int) -> Callable[[np.ndarray, np.ndarray, int, float | None], tuple[np.ndarray, np.ndarray]]:
+    """The compiled window for `n` transfers when worth loading (or already loaded), else the numpy one."""
+    if "nprof.analysis.pending_core" not in sys.modules and n < COMPILED_FROM:
+        return window_steps
+    if importlib.util.find_spec("numba") is None:
+        return window_steps
+    from nprof.analysis.pending_core import window_steps as compiled
+
+    def run(starts: np.ndarray, ends: np.ndarray, base: int, previous: float | None) -> tuple[np.ndarray, np.ndarray]:
+        prev = 0.0 if previous is None else previous
+        return compiled(starts.astype(np.int64), ends.astype(np.int64), base, prev, previous is not None)
+
+    return run
 
 
 def pending_dma(profile: Profile) -> tuple[np.ndarray, np.ndarray]:

@@ -3,8 +3,8 @@
 Contract: columns queue, transfers, bytes, active_time_ns (union of the
 queue's transfer intervals), active_time_percent (of the profile window),
 avg_bytes, throughput_gbps (bytes / active time = GB/s, 0 when never active),
-small_transfers (transfers below the efficient size, see `warnings`); queues
-in natural order (q2 before q10).
+small_transfers (transfers below the efficient size: `Thresholds.small_dma_partition_bytes` per
+partition or `small_dma_bytes` in all); queues in natural order (q2 before q10).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import facts
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -31,29 +32,29 @@ SCHEMA = pa.schema(
     ]
 )
 
-SMALL_PER_PARTITION = 2048  # bytes per partition below which a transfer is inefficient (docs/hardware.md)
-SMALL_TOTAL = 32 * 1024  # bytes per transfer below which a transfer is inefficient (docs/hardware.md)
-
 
 def natural_key(name: str) -> list[object]:
     """Sort key that orders embedded numbers numerically: q2 < q10."""
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def small_mask(profile: Profile) -> np.ndarray:
-    """DMA transfers smaller than 2 KiB per partition or 32 KiB in total."""
+def small_mask(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> np.ndarray:
+    """The DMA transfers (a bool per row) smaller than `thresholds.small_dma_partition_bytes` per partition
+    or `thresholds.small_dma_bytes` in all (2 KiB and 32 KiB by default)."""
     f = facts(profile)
-    return (f.d_bytes < SMALL_PER_PARTITION * f.d_partitions) | (f.d_bytes < SMALL_TOTAL)
+    per_partition, total = thresholds.small_dma_partition_bytes, thresholds.small_dma_bytes
+    return (f.d_bytes < per_partition * f.d_partitions) | (f.d_bytes < total)
 
 
-def dma_queues(profile: Profile) -> pa.Table:
-    """Per-queue DMA transfers, bytes, activity and throughput (see module doc)."""
+def dma_queues(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
+    """Per-queue DMA transfers, bytes, activity and throughput; small transfers by `thresholds`
+    (see module doc)."""
     if profile.dma.num_rows == 0:
         return SCHEMA.empty_table()
     f = facts(profile)
     codes, names = f.queue
     total = f.total_ns
-    small = small_mask(profile)
+    small = small_mask(profile, thresholds)
     counts = np.bincount(codes, minlength=len(names))
     byte_sums = np.bincount(codes, weights=f.d_bytes, minlength=len(names))
     small_counts = np.bincount(codes[small], minlength=len(names))

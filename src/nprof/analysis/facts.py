@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.profile import Profile
+from nprof.profile.codes import recall
 
 # engines whose instructions count as "compute" for overlap findings (sync and cc only coordinate)
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "other")
@@ -301,9 +302,10 @@ class Facts:
         """A column of `table` as numpy (numeric) or (codes, dictionary) for strings; cached."""
         key = f"_col_{table}_{name}"
         if key not in self.__dict__:
-            col = (self.instructions if table == "instructions" else self.dma)[name]
+            t = self.instructions if table == "instructions" else self.dma
+            col = t[name]
             if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-                self.__dict__[key] = encode_arrow(col)
+                self.__dict__[key] = recall(t, name) or encode_arrow(col)  # codes read from the file, if any
             else:
                 self.__dict__[key] = to_numpy(col, bool if pa.types.is_boolean(col.type) else np.int64)
         return self.__dict__[key]

@@ -1,4 +1,4 @@
-"""The `findings` pass (SPEC A3, first cut): performance problems in plain words, with evidence.
+"""The `findings` pass: performance problems in plain words, with evidence.
 
 Contract: columns severity ("warning" or "info"), kind, title, message (plain
 words with the evidence numbers), ts/end (ns: the region it is about),
@@ -214,7 +214,7 @@ def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
 
 def _small_dma(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
-    small = np.flatnonzero(small_mask(profile))
+    small = np.flatnonzero(small_mask(profile, th))
     if small.size == 0:
         return []
     busy = iv.union_length(f.d_ts[small], f.d_end[small])
@@ -223,8 +223,9 @@ def _small_dma(profile: Profile, th: Thresholds) -> list[dict]:
     severity = "warning" if share >= 0.25 or small.size >= 0.5 * f.d_ts.size else "info"
     text = (f"{small.size} of {f.d_ts.size} DMA transfers are small (average "
             f"{human_bytes(f.d_bytes[small].mean())}) and keep the queues busy {human_ns(busy)} "
-            f"({100 * share:.0f}% of DMA active time); transfers of >= 2 KiB per partition and >= 32 KiB "
-            "in total amortise the fixed per-transfer cost")  # fmt: skip
+            f"({100 * share:.0f}% of DMA active time); transfers of >= {human_bytes(th.small_dma_partition_bytes)} "
+            f"per partition and >= {human_bytes(th.small_dma_bytes)} in total amortise the fixed per-transfer "
+            "cost")  # fmt: skip
     return [finding_row(severity, "small_dma", "Small DMA transfers", text, int(f.d_ts[small].min()),
                  int(f.d_end[small].max()), busy, f.d_id[small], top_sources(profile.dma, small))]  # fmt: skip
 
@@ -273,11 +274,11 @@ def _semaphore_waits(profile: Profile, th: Thresholds) -> list[dict]:
 
 def findings(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
     """All findings of `profile` (see module doc), reported by the rules of `thresholds`."""
-    metrics = summary_metrics(profile)
+    metrics = summary_metrics(profile, thresholds=thresholds)
     rows = _bound(profile, metrics)
     for fn in (_serial_engines, _exposed_dma, _idle_gaps, _small_dma, _reloads, _semaphore_waits):
         rows.extend(fn(profile, thresholds))
-    rows.extend(latency_findings(profile))
+    rows.extend(latency_findings(profile, thresholds.latency_share))
     rows.extend(system_findings(profile, thresholds=thresholds))
     rows.sort(key=lambda r: (r["severity"] != "warning", -r["impact_ns"]))
     return pa.Table.from_pylist(rows, schema=SCHEMA)

@@ -11,10 +11,11 @@ Contract:
   (`dma_latency_ns`: semaphore to transfer start) — time the run is longer only because a DMA waited out its
   fixed cost. Returns (total ns, DMA rows paying it, ns per row); zeros when the profile's device preset is
   unknown (real hardware).
-* `latency_share(profile)`: that total as a fraction of the run (None when unknown); `LATENCY_SHARE` (0.5)
-  and above is the "latency" verdict of the summary's `bound` field.
-* `latency_findings(profile)`: the `latency_bound` finding (a warning) naming the share, the number of
-  DMAs, and the layers and source lines whose DMAs waited longest, with what to do.
+* `latency_share(profile)`: that total as a fraction of the run (None when unknown); at and above
+  `Thresholds.latency_share` (0.5 by default) the summary's `bound` field says "latency".
+* `latency_findings(profile, at_share)`: the `latency_bound` finding (a warning) when the share reaches
+  `at_share`, naming the share, the number of DMAs, and the layers and source lines whose DMAs waited
+  longest, with what to do.
 """
 
 from __future__ import annotations
@@ -27,20 +28,19 @@ from nprof.analysis import intervals as iv
 from nprof.analysis.facts import facts, to_numpy
 from nprof.profile import Profile
 
-LATENCY_SHARE = 0.5
 MAX_LAYERS = 3
 
 
 def engine_wait_ns(profile: Profile, engine: str) -> int:
     """Union of the engine's head-of-track waits minus the time it was busy (see module doc)."""
     f = facts(profile)
-    m = f.engine_mask(engine)
-    if not m.any():
+    wait_all = f.i_col("wait_ns")
+    waited = f.memo("waited_rows", lambda: np.flatnonzero(wait_all > 0))  # few rows: no per-engine full scans
+    rows = waited[f.engine_mask(engine)[waited]]
+    if rows.size == 0:
         return 0
-    wait = f.i_col("wait_ns")[m]
-    ts = f.i_ts[m]
-    has = wait > 0
-    waits = iv.merge(ts[has] - wait[has], ts[has])
+    wait, ts = wait_all[rows], f.i_ts[rows]
+    waits = iv.merge(ts - wait, ts)
     length = int((waits[1] - waits[0]).sum())
     return max(0, length - iv.intersection_length(waits, f.engine_merged(engine)))
 
@@ -132,15 +132,16 @@ def latency_share(profile: Profile) -> float | None:
     return idle / total if total > 0 and idle >= 0 else None
 
 
-def latency_findings(profile: Profile) -> list[dict]:
-    """The `latency_bound` finding rows (zero or one), in the findings table's row format."""
+def latency_findings(profile: Profile, at_share: float) -> list[dict]:
+    """The `latency_bound` finding rows (zero, or one when the latency share is at least `at_share`), in the
+    findings table's row format."""
     from nprof.analysis.findings import finding_row
     from nprof.analysis.sources import human_ns, top_sources
 
     f = facts(profile)
     idle, rows, ns = latency_idle(profile)
     share = latency_share(profile)
-    if share is None or share < LATENCY_SHARE:
+    if share is None or share < at_share:
         return []
     layer_codes, layer_names = f.strings("dma", "layer")
     codes = layer_codes[rows]

@@ -1,4 +1,4 @@
-"""Summary metrics of a profile (SPEC A1): `summary_metrics(profile) -> dict`, ordered.
+"""Summary metrics of a profile: `summary_metrics(profile) -> dict`, ordered.
 
 Contract:
 * Keys are the real profiler's summary field names (docs/hardware.md) plus `bound`;
@@ -17,10 +17,13 @@ Contract:
 from __future__ import annotations
 
 import numpy as np
+import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
-from nprof.analysis.latency import LATENCY_SHARE, latency_share
+from nprof.analysis.latency import latency_share
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from nprof.capture.host_collectives import ALGORITHM as HOST_ALGORITHM
 from nprof.profile import ENGINES, Profile
 
 Metric = int | float | str
@@ -49,7 +52,8 @@ FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "bound": (
         "FLOPs",
         "",
-        "latency when fixed DMA latencies on the critical path are >= 50% of the run, else memory when "
+        "latency when fixed DMA latencies on the critical path take >= the latency_share threshold of the "
+        "run (50% by default), else memory when "
         "mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute",
     ),
     "dma_latency_path_percent": (
@@ -67,7 +71,16 @@ FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "spill_reload_bytes": ("Memory", "B", "Bytes of spilled intermediates reloaded from HBM to SBUF"),
     "cc_op_time": ("Collectives", "s", "Time this worker spent in collective operations (union of their intervals)"),
     "cc_op_count": ("Collectives", "", "Number of collective operations this worker took part in"),
-    "cc_wait_time": ("Collectives", "s", "Part of cc_op_time spent waiting for other workers to arrive"),
+    "cc_wait_time": (
+        "Collectives",
+        "s",
+        "Part of cc_op_time spent waiting for other workers to arrive (device collectives; simulated when virtual)",
+    ),
+    "cc_host_wait_time": (
+        "Collectives",
+        "s",
+        "Time the host waited for other workers in gloo collectives (measured; torchrun system profiles)",
+    ),
 }
 _MEMORIES = ("hbm", "sbuf", "psum")
 _ENGINE_FIELDS = {
@@ -115,12 +128,14 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * float(part) / float(whole) if whole else 0.0
 
 
-def summary_metrics(profile: Profile) -> dict[str, Metric]:
-    """The summary fields that apply to `profile`, in the real profiler's order (see module doc)."""
-    return dict(facts(profile).memo("summary_metrics", lambda: _summary_metrics(profile)))
+def summary_metrics(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Metric]:
+    """The summary fields that apply to `profile`, in the real profiler's order (see module doc); the `bound`
+    verdict says "latency" from `thresholds.latency_share` on."""
+    key = f"summary_metrics:{thresholds.latency_share!r}"
+    return dict(facts(profile).memo(key, lambda: _summary_metrics(profile, thresholds.latency_share)))
 
 
-def _summary_metrics(profile: Profile) -> dict[str, Metric]:
+def _summary_metrics(profile: Profile, latency_at: float) -> dict[str, Metric]:
     """The summary fields in order: run, FLOPs and the verdict, engines, DMA, memory, spills, collectives."""
     info = profile.info
     out: dict[str, Metric] = {
@@ -130,7 +145,7 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
         "nd_idx": int(info.nd_idx),
     }
     memory = _memory_bytes(profile)
-    _flops_and_bound(profile, memory, out)
+    _flops_and_bound(profile, memory, out, latency_at)
     _engine_metrics(profile, out)
     _dma_metrics(profile, out)
     out.update(memory)
@@ -139,9 +154,9 @@ def _summary_metrics(profile: Profile) -> dict[str, Metric]:
     return out
 
 
-def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Metric]) -> None:
+def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Metric], latency_at: float) -> None:
     """Add the FLOP counts, MFU/HFU/MBU, arithmetic intensity, the peak ratio and the bound verdict
-    (memory/compute by the roofline; latency when DMA latency paths take LATENCY_SHARE of the run)."""
+    (memory/compute by the roofline; latency when DMA latency paths take `latency_at` of the run or more)."""
     f = facts(profile)
     info = profile.info
     total_ns = f.total_ns
@@ -163,17 +178,18 @@ def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Me
         out["hfu_estimated_percent"] = _pct(hw_flops, peak * total_s)
     if bw and total_ns > 0 and "hbm_read_bytes" in memory:
         out["mbu_estimated_percent"] = _pct(hbm_bytes / total_s, bw)
-    if has_flops and hbm_bytes > 0 and hw_flops - transpose > 0:
-        out["mm_arithmetic_intensity"] = (hw_flops - transpose) / hbm_bytes
-    if peak and bw:
-        out["peak_flops_bandwidth_ratio"] = peak / bw
-    if "mm_arithmetic_intensity" in out and "peak_flops_bandwidth_ratio" in out:
-        memory_bound = out["mm_arithmetic_intensity"] < out["peak_flops_bandwidth_ratio"]  # type: ignore[operator]
-        out["bound"] = "memory" if memory_bound else "compute"
+    intensity = (hw_flops - transpose) / hbm_bytes if has_flops and hbm_bytes > 0 and hw_flops - transpose > 0 else None
+    ratio = peak / bw if peak and bw else None
+    if intensity is not None:
+        out["mm_arithmetic_intensity"] = intensity
+    if ratio is not None:
+        out["peak_flops_bandwidth_ratio"] = ratio
+    if intensity is not None and ratio is not None:
+        out["bound"] = "memory" if intensity < ratio else "compute"
     share = latency_share(profile) if virtual else None
     if share is not None:
         out["dma_latency_path_percent"] = 100.0 * share
-        if share >= LATENCY_SHARE:
+        if share >= latency_at:
             out["bound"] = "latency"
 
 
@@ -225,7 +241,8 @@ def _spill_metrics(profile: Profile, out: dict[str, Metric]) -> None:
 
 
 def _collective_metrics(profile: Profile, out: dict[str, Metric]) -> None:
-    """Add this rank's collective-op time (union), distinct op count and wait time, when it has collectives."""
+    """Add this rank's collective-op time (union), distinct op count and wait time, when it has collectives; the
+    waits of host collectives (gloo, measured) are kept apart from the device's (`cc_host_wait_time`)."""
     info = profile.info
     cc = profile.collectives
     if cc.num_rows:
@@ -234,7 +251,11 @@ def _collective_metrics(profile: Profile, out: dict[str, Metric]) -> None:
         ts, dur = to_numpy(cc["ts"])[mine], to_numpy(cc["duration"])[mine]
         out["cc_op_time"] = _seconds(iv.union_length(ts, ts + dur))
         out["cc_op_count"] = int(np.unique(to_numpy(cc["id"])[mine]).size)
-        out["cc_wait_time"] = _seconds(int(to_numpy(cc["wait_ns"])[mine].sum()))
+        host = np.asarray(pc.fill_null(pc.equal(cc["algorithm"], HOST_ALGORITHM), False))  # measured, not the device's
+        waits = to_numpy(cc["wait_ns"])
+        out["cc_wait_time"] = _seconds(int(waits[mine & ~host].sum()))
+        if (mine & host).any():
+            out["cc_host_wait_time"] = _seconds(int(waits[mine & host].sum()))
 
 
 def _memory_bytes(profile: Profile) -> dict[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from nprof.analysis.metrics import Metric, describe, summary_metrics
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -45,6 +46,6 @@ def summary_table(metrics: dict[str, Metric]) -> pa.Table:
     return pa.table(rows, schema=SCHEMA)
 
 
-def summary(profile: Profile) -> pa.Table:
-    """Summary metrics of `profile` as a table."""
-    return summary_table(summary_metrics(profile))
+def summary(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
+    """Summary metrics of `profile` as a table (the `bound` verdict by `thresholds.latency_share`)."""
+    return summary_table(summary_metrics(profile, thresholds=thresholds))

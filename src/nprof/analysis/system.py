@@ -8,7 +8,11 @@ Contract (only for system profiles — manifest meta `system` == "1" — else an
   compile-cache loads), `launch_ns` (the host's wall time in graph calls: on the
   virtual device this is the *simulator's* time, not what hardware would take), `copy_ns` and
   `copy_bytes` (host<->device copies), `host_ops_ns` (union of torch op rows on host threads outside
-  launches: Python, loss, optimizer, data), and `host_gap_ns` (step wall not covered by any host row).
+  launches: Python, loss, optimizer, data), `host_gap_ns` (step wall not covered by any host row), and
+  two phases that overlap the others (not parts of the wall): `optimizer_ns` (union of the host rows of
+  torch's `Optimizer.*` annotations: step, zero_grad) and `collectives_ns` / `collective_wait_ns` (union of
+  the host collective rows — gloo `cc:gloo`, nprof's exchange `nprof.exchange` — and the sum of their
+  measured waits for other ranks).
 * `system_findings(profile) -> list[dict]` rows for the findings table (`nprof.analysis.findings`):
   `recompile` (a graph compiled after the first step), `host_bound` (a step whose host work —
   compiles, copies and torch ops, excluding the simulator's launch time — exceeds the device's busy
@@ -33,8 +37,11 @@ from nprof.profile import Profile
 
 STEP_COLUMNS = (
     "step", "start", "end", "wall_ns", "forward_device_ns", "backward_device_ns", "device_busy_ns", "compile_ns",
-    "launch_ns", "copy_ns", "copy_bytes", "host_ops_ns", "host_gap_ns",
+    "launch_ns", "copy_ns", "copy_bytes", "host_ops_ns", "host_gap_ns", "optimizer_ns", "collectives_ns",
+    "collective_wait_ns",
 )  # fmt: skip
+OPTIMIZER = "Optimizer."  # torch.optim's profiler annotations: Optimizer.step#SGD.step, Optimizer.zero_grad#...
+HOST_COLLECTIVE_TRACKS = ("cc:gloo", "nprof.exchange")  # capture.host_collectives.TRACK, capture.system
 
 
 def is_system(profile: Profile) -> bool:
@@ -80,7 +87,17 @@ def _step_row(profile: Profile, step: int, parts: dict[str, pa.Table]) -> dict[s
         "copy_bytes": int(pc.sum(copies["bytes"]).as_py() or 0) if copies is not None else 0,
         "host_ops_ns": int(ops_outside),
         "host_gap_ns": (end - start) - iv.union_length(starts, ends),
+        "optimizer_ns": iv.union_length(*_spans(parts["optimizer"], step)),
+        "collectives_ns": iv.union_length(*_spans(parts["collectives"], step)),
+        "collective_wait_ns": _step_sum(parts["collectives"], step, "wait_ns"),
     }  # fmt: skip
+
+
+def _step_sum(table: pa.Table, step: int, column: str) -> int:
+    """Sum of `column` over the rows of `step`."""
+    if not table.num_rows:
+        return 0
+    return int(pc.sum(table.filter(pc.equal(table["iteration"], step))[column]).as_py() or 0)
 
 
 def _parts(profile: Profile) -> dict[str, pa.Table]:
@@ -88,7 +105,12 @@ def _parts(profile: Profile) -> dict[str, pa.Table]:
     copies = dma.filter(pc.or_(pc.equal(dma["queue"], "h2d:nc0"), pc.equal(dma["queue"], "d2h:nc0")))
     cpu = _track_rows(profile, "cpu:")
     tracing = pc.fill_null(pc.starts_with(cpu["hlo_name"], "dynamo"), False)  # torch.compile's own tracing
+    ins = profile.instructions
+    collective = pc.is_in(ins["track"], pa.array(HOST_COLLECTIVE_TRACKS))
+    optimizer = pc.fill_null(pc.starts_with(cpu["opcode"], OPTIMIZER), False)
     return {
+        "optimizer": cpu.filter(optimizer),
+        "collectives": ins.filter(collective),
         "cpu": cpu.filter(pc.invert(tracing)),
         "compile": pa.concat_tables([_track_rows(profile, "nprof.compile"), cpu.filter(tracing)]),
         "launch": _track_rows(profile, "nprof.launch"),

@@ -1,15 +1,14 @@
-"""The thresholds of the findings and warnings passes, as one parameter with documented defaults.
+"""The thresholds of the analysis passes, as one parameter with documented defaults.
 
 Contract: `Thresholds` is a frozen dataclass; `DEFAULT_THRESHOLDS` holds the defaults every
 profile is analysed with unless a caller passes its own (`run_all(profile, thresholds=...)`,
-`findings(profile, thresholds=...)`, `warnings(profile, thresholds=...)`). Shares are
-fractions of the run (0..1); a value out of range raises NprofError naming the field.
+`findings(profile, thresholds=...)`, `warnings(profile, thresholds=...)`, and for the small-DMA
+size and the latency share also `dma_queues(...)`, `summary(...)` and `summary_metrics(...)`).
+Shares are fractions of the run (0..1); a value out of range raises NprofError naming the field.
 `parse_thresholds(["NAME=VALUE", ...])` reads `nprof view --threshold NAME=VALUE` (an
 unknown name is refused with the list of valid ones); `Thresholds.changed()` gives the
 fields that differ from the defaults (docs/profile-format.md lists every field with its
-default). The DMA-size rule (`dma_queues.SMALL_PER_PARTITION`, `SMALL_TOTAL`: a hardware
-fact, docs/hardware.md) and the latency share of the summary's `bound` (`latency.LATENCY_SHARE`)
-stay module constants: the DMA-queue and summary tables use them too.
+default); `SUMMARY_THRESHOLDS` names the fields the summary's `bound` verdict depends on.
 """
 
 from __future__ import annotations
@@ -41,6 +40,14 @@ class Thresholds:
     host_bound_ratio: float = 1.0
     # `tensor_reload` (warning and finding): a tensor loaded from HBM more than this many times
     reload_limit: int = 2
+    # `small_dma` (warning and finding; `dma_queues.small_transfers`): a transfer of fewer bytes per
+    # partition than this is small (2 KiB: the DMA engines' efficient size, docs/hardware.md) ...
+    small_dma_partition_bytes: int = 2048
+    # ... or of fewer bytes in all than this (32 KiB, docs/hardware.md)
+    small_dma_bytes: int = 32 * 1024
+    # summary `bound` = "latency" and the `latency_bound` finding: fixed DMA latencies on the critical path
+    # take at least this share of the run
+    latency_share: float = 0.5
 
     def __post_init__(self) -> None:
         """Refuse values no rule can use: shares outside 0..1, negative counts, times or ratios."""
@@ -57,6 +64,7 @@ class Thresholds:
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+SUMMARY_THRESHOLDS = frozenset({"latency_share"})  # what the summary's `bound` verdict depends on
 
 
 def parse_thresholds(pairs: Sequence[str], base: Thresholds = DEFAULT_THRESHOLDS) -> Thresholds:

@@ -1,12 +1,13 @@
-"""The `warnings` pass: timeline warning annotations (SPEC U8).
+"""The `warnings` pass: timeline warning annotations.
 
 Contract: columns kind, message, ts, end (ns: the box to draw), event_ids
 (list<int64>: the events inside the box to highlight), tensor, source (most
 frequent source locations, comma-separated), count, bytes. Kinds:
 * `tensor_reload`: a tensor loaded from HBM more than `Thresholds.reload_limit` times (twice by
   default; one row per tensor, box around all its loads);
-* `small_dma`: DMA transfers below 2 KiB per partition or 32 KiB in total
-  (one row per tensor; transfers without a tensor name form one row);
+* `small_dma`: DMA transfers below `Thresholds.small_dma_partition_bytes` per partition or
+  `small_dma_bytes` in total (2 KiB and 32 KiB by default; one row per tensor; transfers without a
+  tensor name form one row);
 * `throttling`: each region where a profile counter whose name contains
   "throttl" is above zero (one row per region; no event ids).
 Rows are ordered by kind, then tensor.
@@ -21,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
-from nprof.analysis.dma_queues import SMALL_PER_PARTITION, SMALL_TOTAL, small_mask
+from nprof.analysis.dma_queues import small_mask
 from nprof.analysis.facts import facts, to_numpy
 from nprof.analysis.sources import group_rows, human_bytes, human_ns, top_per_group
 from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -106,8 +107,9 @@ def _tensor_reloads(profile: Profile, limit: int) -> pa.Table:
     return _grouped_warnings(profile, "tensor_reload", loads, codes, message)
 
 
-def small_dmas(profile: Profile) -> pa.Table:
-    small = np.flatnonzero(small_mask(profile))
+def small_dmas(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
+    """The `small_dma` rows: transfers under the sizes of `thresholds`, one row per tensor (see module doc)."""
+    small = np.flatnonzero(small_mask(profile, thresholds))
     if small.size == 0:
         return SCHEMA.empty_table()
     codes = facts(profile).tensor[0][small]
@@ -120,8 +122,8 @@ def small_dmas(profile: Profile) -> pa.Table:
         return (
             f"{count} small DMA transfer{plural} {what}{where}: average {human_bytes(nbytes / count)} "
             f"over {partitions:.0f} partition{'s' if round(partitions) != 1 else ''} "
-            f"(efficient: >= {human_bytes(SMALL_PER_PARTITION)} per partition "
-            f"and >= {human_bytes(SMALL_TOTAL)} per transfer); each pays a fixed per-transfer overhead, "
+            f"(efficient: >= {human_bytes(thresholds.small_dma_partition_bytes)} per partition "
+            f"and >= {human_bytes(thresholds.small_dma_bytes)} per transfer); each pays a fixed per-transfer overhead, "
             "so merge them into larger ones"
         )
 
@@ -167,9 +169,10 @@ def tensor_reloads(profile: Profile, limit: int = RELOAD_LIMIT) -> pa.Table:
 
 
 def warnings(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:
-    """All warning annotations of `profile` (see module doc); `thresholds.reload_limit` sets `tensor_reload`."""
+    """All warning annotations of `profile` (see module doc); `thresholds` sets `tensor_reload` (reload_limit)
+    and `small_dma` (the small_dma_* sizes)."""
     reloads = tensor_reloads(profile, thresholds.reload_limit)
-    parts = [t for t in (reloads, small_dmas(profile), throttling(profile)) if t.num_rows]
+    parts = [t for t in (reloads, small_dmas(profile, thresholds), throttling(profile)) if t.num_rows]
     if not parts:
         return SCHEMA.empty_table()
     return pa.concat_tables(parts)

@@ -53,6 +53,12 @@ Choices where the table is silent (documented here, tested by hand):
   "MIN_II_DYNAMIC is roughly 600 engine cycles"). GATHER (nl.gather_flattened,
   run on GpSimdE like nisa.nc_n_gather) has no published cost: it is charged
   like iota, 150 + N cycles.
+* DMA transposes (attrs `transpose`, `nisa.dma_transpose` of an SBUF tile):
+  stated assumption, AWS publishes no figure: every element is its own chunk,
+  as for `nl.load_transpose2d`'s transposing HBM pattern (whose element
+  stride makes every run one element long). AWS's NKI performance guide
+  (Opt #10, "Minimize use of DMA transposes") says only that DMA transposes
+  "can degrade DMA bandwidth significantly"; one chunk per element is that.
 * DMA triggers (FITTED `dma_issue_gap_ns`): DMAs are triggered by instructions
   in an engine's in-order stream, so consecutive DMAs of the program (any
   queue) start at least `dma_issue_gap_ns` apart. Calibration set: the NKI
@@ -173,9 +179,12 @@ def is_contiguous(acc: Access) -> bool:
     return contiguous_run(acc) >= acc.free_elements
 
 
-def dma_chunks(src: Access, dst: Access) -> int:
-    """Number of contiguous chunks a DMA from `src` to `dst` moves."""
+def dma_chunks(src: Access, dst: Access, transpose: bool = False) -> int:
+    """Number of contiguous chunks a DMA from `src` to `dst` moves (`transpose`: a DMA transpose, one element
+    per chunk, the same as a transposing HBM access pattern)."""
     elements = max(src.elements, 1)
+    if transpose:
+        return elements
     run = max(1, min(contiguous_run(src), contiguous_run(dst), elements))
     return math.ceil(elements / run)
 
@@ -278,7 +287,10 @@ def instruction_ns(ins: Instruction, preset: Preset) -> float:
     if ins.opcode is Opcode.DMA_DIRECT2D:
         src, dst = ins.ins[0], ins.outs[0]
         return preset.dma_latency_ns + dma_transfer_ns(
-            dst.nbytes, dma_chunks(src, dst), preset, partitions=dma_partitions(src, dst)
+            dst.nbytes,
+            dma_chunks(src, dst, bool(ins.attr("transpose"))),
+            preset,
+            partitions=dma_partitions(src, dst),
         )
     if ins.opcode in COLLECTIVES:
         acc = ins.ins[0] if ins.ins else None

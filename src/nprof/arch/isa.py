@@ -19,7 +19,9 @@ Semantics per opcode (ins/outs are Access tuples, attrs are named scalars;
 "P" is the partition count, shapes are logical Access shapes):
 
 * DMA_DIRECT2D (a DMA queue): outs[0] = ins[0] (same element count, dtype
-  converted). attrs: spill (bool: saving an intermediate to HBM), reload (bool).
+  converted). attrs: spill (bool: saving an intermediate to HBM), reload (bool),
+  transpose (bool: ins[0] [P, F] on chip, outs[0] [F, P] = ins[0].T; moved
+  element by element, so every element is its own chunk in the cost model).
 * LDWEIGHTS (TensorE, LoadStationary): loads ins[0] (the stationary [K, M])
   into the array; no output. Emitted before each MATMUL whose stationary
   operand differs from the previous MATMUL's.

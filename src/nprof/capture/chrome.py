@@ -122,12 +122,6 @@ def trace_events(data: Any, path: Path) -> tuple[list[Any], dict[str, Any]]:
     return events, meta
 
 
-def read_trace(path: str | os.PathLike[str]) -> tuple[list[Any], dict[str, Any]]:
-    """Read and parse a Chrome trace; return (events, top-level metadata without traceEvents)."""
-    p = Path(path)
-    return trace_events(load_json(p), p)
-
-
 def _salvage_array(raw: bytes) -> list[Any] | None:
     """Chrome's JSON Array Format may omit the closing bracket; accept that form."""
     text = raw.rstrip()
@@ -180,7 +174,7 @@ def _num(value: Any) -> float:
     return float(value)
 
 
-class _Slices:
+class SliceColumns:
     """Column lists of duration slices (X events and matched B/E pairs), built column-wise."""
 
     def __init__(self, xs: list[dict[str, Any]]) -> None:
@@ -245,7 +239,7 @@ def _parse_events(events: list[Any]) -> _Parsed:
 
 def _other_events(
     others: list[dict[str, Any]],
-    phases: list[str],
+    phases: list[str | None],
     xs: list[dict[str, Any]],
     counters: list[tuple[Any, str, Any]],
     names: dict[str, str],
@@ -281,7 +275,9 @@ def _other_events(
     return open_b
 
 
-def _time_arrays(slices: _Slices, parsed: _Parsed, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _time_arrays(
+    slices: SliceColumns, parsed: _Parsed, path: Path
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
@@ -300,7 +296,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
     events = check_events(events, path)
     try:
         parsed = _parse_events(events)
-        slices = _Slices(parsed.xs)
+        slices = SliceColumns(parsed.xs)
         check_slices(slices, path)
         check_flows(parsed.flows, path)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:

@@ -3,7 +3,7 @@
 Contract (every failure is a one-line `NprofError` naming the file, the field and the fix):
 * `check_events(events, path)`: every event is a JSON object. A list of event lists (traces
   concatenated into one array) is flattened one level; anything else that is not an object is refused.
-* `check_slices(sl, path)`: on the column lists of `chrome._Slices`: `pid`/`tid` are numbers,
+* `check_slices(sl, path)`: on the column lists of `chrome.SliceColumns`: `pid`/`tid` are numbers,
   strings or null; the args fields the importer reads have their Kineto types —
   `device`, `stream`, `correlation`, `External id`, `Sequence number`: number/string/null;
   `bytes`: a number >= 0; `Input Dims`: a list whose shapes are lists (or, for a TensorList,
@@ -23,16 +23,19 @@ from functools import partial
 from itertools import chain, repeat
 from operator import is_not
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nprof.errors import NprofError
 
+if TYPE_CHECKING:
+    from nprof.capture.chrome import SliceColumns  # chrome imports this module
+
 MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
 MAX_DIM = 1 << 31
-_SCALARS = frozenset({int, float, str, type(None)})
-_NUMBERS = frozenset({int, float, type(None)})
+_SCALARS: frozenset[type] = frozenset({int, float, str, type(None)})
+_NUMBERS: frozenset[type] = frozenset({int, float, type(None)})
 _SCALAR_ARGS = (
     "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
 )  # fmt: skip
@@ -92,7 +95,7 @@ def _check_dims(values: list[Any], path: Path) -> None:
         raise _fail(path, f"args 'Input Dims' has a size outside [0, {MAX_DIM})")
 
 
-def check_slices(sl: Any, path: Path) -> None:
+def check_slices(sl: SliceColumns, path: Path) -> None:
     """Check the column lists of the slices (see module doc)."""
     _check_scalar_column(sl.pid, "a slice's pid", _SCALARS, path)
     _check_scalar_column(sl.tid, "a slice's tid", _SCALARS, path)

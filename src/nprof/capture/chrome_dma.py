@@ -10,12 +10,13 @@ op path / dependency of the host row that launched it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-_DIRECTIONS = (("HtoD", "host->device"), ("DtoH", "device->host"), ("DtoD", "device->device"))
-_DIRECTIONS += (("PtoP", "device->device"), ("HtoH", "host->host"))
+_DIRECTIONS: tuple[tuple[str, str], ...] = (("HtoD", "host->device"), ("DtoH", "device->host"))
+_DIRECTIONS += (("DtoD", "device->device"), ("PtoP", "device->device"), ("HtoH", "host->host"))
 
 
 def dma_columns(
@@ -30,7 +31,7 @@ def dma_columns(
     dur: np.ndarray,
     t0: int,
     info_of: dict[int, tuple[str | None, str | None, int]],
-    chain: Any,
+    chain: Callable[[int, bool], str | None],
     deps: list[list[int]],
     n_i: int,
 ) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -30,6 +30,9 @@ from nprof.capture.chrome_host import (
 from nprof.capture.chrome_tree import TRACK_SHIFT, Context, flow_deps, select_work
 from nprof.capture.opclass import engine_of
 from nprof.errors import NprofError
+
+if TYPE_CHECKING:
+    from nprof.capture.chrome import SliceColumns  # chrome imports this module
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names
@@ -80,13 +83,11 @@ _KERNEL_KEYS = ("grid", "block", "registers per thread", "shared memory", "bytes
 def _operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str | None]:
     """`_operands` for many slices, cached on their serialised `keys` fields (training loops repeat shapes)."""
     memo: dict[bytes, str | None] = {}
-    out = []
+    out: list[str | None] = []
     k0, k1, k2, k3 = keys[0], keys[1], keys[2], keys[3]
     for a in all_args:
         key = orjson.dumps((a.get(k0), a.get(k1), a.get(k2), a.get(k3), a.get("bytes")))
-        got = memo.get(key, memo)
-        if got is memo:
-            got = memo[key] = _operands(a)
+        got = memo[key] if key in memo else memo.setdefault(key, _operands(a))  # bytes cache their hash
         out.append(got)
     return out
 
@@ -148,7 +149,7 @@ def _to_ns(
     return base_us, start, dur, c_ns, f_ns
 
 
-def _tracks(sl: Any, kind: np.ndarray) -> tuple[list[str], np.ndarray, dict[tuple[Any, Any], int]]:
+def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, dict[tuple[Any, Any], int]]:
     """(sorted track names, track code per slice, track code per (pid, tid)): device slices by (device,
     stream) from their args; others by (pid, tid), taking the device track of that (pid, tid) when it has
     one (gpu_user_annotation), else "cpu:<tid>" ("cpu:<pid>.<tid>" when host ops come from several pids)."""
@@ -156,7 +157,7 @@ def _tracks(sl: Any, kind: np.ndarray) -> tuple[list[str], np.ndarray, dict[tupl
     kind_l = kind.tolist()
     pids, tids, args = sl.pid, sl.tid, sl.args
     multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
-    dev_labels: list[str | None] = [None] * n
+    dev_labels = [""] * n  # set for the device slices (kind >= 3), the only ones read
     thread_label: dict[tuple[Any, Any], str] = {}
     dev_label: dict[tuple[Any, ...], str] = {}
     for i in [i for i, k in enumerate(kind_l) if k >= 3]:
@@ -266,8 +267,8 @@ def _ids_and_deps(
     flows: list,
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
-    """(i_order, _, d_order, d_id, deps): instruction ids in (start, track) order, dma ids after them
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
+    """(i_order, d_order, d_id, deps): instruction ids in (start, track) order, dma ids after them
     in start order; each kernel and dma depends on its owner's row, plus the trace's flow events."""
     i_order = np.lexsort((ins.track, ins.start))
     n_i = len(i_order)
@@ -332,7 +333,8 @@ def _instruction_columns(
 
 
 def build_profile(
-    sl: Any, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list, f_ts: np.ndarray
+    sl: SliceColumns, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list,
+    f_ts: np.ndarray,
 ) -> Rows:
     """The Rows of a parsed trace (`sl`: the slices' name/cat/pid/tid/args columns; times in µs): tracks,
     host nesting and work level, FLOPs and bytes, context, device links, then ids, deps and columns with

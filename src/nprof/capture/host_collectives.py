@@ -135,7 +135,7 @@ def host_collective_tables(
             "opcode": op.name, "operands": f"{what} on gloo, op {first_op + row.id}{others}",
             "iteration": op.step, "wait_ns": row.wait_ns, "hlo_name": f"{op.kind}#{first_op + row.id}",
         })  # fmt: skip
-    collectives = {
+    collectives: dict[str, list[Any]] = {
         "id": [first_op + r.id for r in rows],
         "kind": [r.op.kind for r in rows],
         "bytes": [r.op.nbytes for r in rows],

@@ -3,12 +3,14 @@
 Contract:
 * `capture_workers(program_path, out_dir, *, workers_per_node, worker_count=None, start_id=0,
   profile_id="all", inputs=None, rank_inputs=None, preset=None, profile_nth=1, ignore_exec_errors=False,
-  timing_only=False) -> list[Path]` simulates the whole `worker_count`-rank job (default: one node,
+  timing_only=False, rank_delays=None) -> list[Path]` simulates the whole `worker_count`-rank job (default: one node,
   `start_id + workers_per_node` ranks) with `device.workers.simulate_workers` — nodes are
   `workers_per_node` consecutive ranks, collectives crossing nodes use EFA — and writes
   `out_dir/profile_rank_<i>.ntff` for this node's ranks `start_id .. start_id + workers_per_node - 1`
   (or only `profile_id`), creating `out_dir`. The job is deterministic, so one command per node with the
   same program and inputs writes files that line up across nodes.
+* `rank_delays`: `--collectives-rank-delay RANK:US` values (`parse_rank_delays`): those ranks start late (a
+  simulated straggler), the others wait for them at the collectives.
 * Inputs: `inputs` (name -> .npy) go to every rank; `rank_inputs` (rank -> name -> .npy, from `-m FILE`)
   override them per rank. `parse_multi_input(path)` reads `-m`: one `RANK NAME FILE.npy` per line
   (`#` comments, blank lines; relative paths from the file's directory).
@@ -16,16 +18,15 @@ Contract:
   another job size (instruction attr `traced_world`), one line saying how it scales (the ring model's time of
   its collectives at both sizes), kept in each profile's meta `scaling` and printed; a collective whose
   output shape the traced group fixed (all-gather/reduce-scatter) refuses another size.
-* `capture_multi_worker_from_args(args) -> int`: the CLI branch; `-s` names the output directory (a
+* `capture_multi_worker_from_args(args) -> Outcome`: the CLI branch; `-s` names the output directory (a
   `.ntff` path means its directory, as `neuron-profile` accepts `-s output/profile.ntff`; default `.`).
-  Prints warnings on stderr and one summary on stdout.
+  Its notes are the warnings (merged across ranks), its text the summary `job_report` writes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from pathlib import Path
 from nprof.capture.sim import load_npy
 from nprof.device.workers import JobResult, simulate_workers
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 from nprof.program.file import load_program
 from nprof.program.model import Program
 from nprof.progress import progress
@@ -73,6 +75,24 @@ def parse_multi_input(path: str | os.PathLike[str]) -> dict[int, dict[str, str]]
         if name in out.setdefault(rank, {}):
             raise NprofError(f"{p}:{n}: input {name!r} of rank {rank} is given twice")
         out[rank][name] = str(target)
+    return out
+
+
+def parse_rank_delays(items: list[str], world: int) -> dict[int, float]:
+    """rank -> start delay in ns from `--collectives-rank-delay RANK:US` values; NprofError naming a bad one."""
+    out: dict[int, float] = {}
+    for item in items:
+        rank, _, us = item.partition(":")
+        try:
+            r, delay = int(rank), float(us)
+        except ValueError:
+            r, delay = -1, -1.0
+        if not (0 <= r < world and 0 <= delay < 1e12):
+            raise NprofError(
+                f"--collectives-rank-delay {item!r}: expected RANK:US with RANK in 0..{world - 1} and US >= 0 "
+                "(microseconds), e.g. 17:250"
+            )
+        out[r] = delay * 1000.0
     return out
 
 
@@ -222,6 +242,7 @@ def capture_workers(
     profile_nth: int = 1,
     ignore_exec_errors: bool = False,
     timing_only: bool = False,
+    rank_delays: list[str] | None = None,
 ) -> tuple[list[Path], JobResult]:
     """Simulate the job and write this node's rank profiles (see module doc); returns (paths, job)."""
     world, local = _local_ranks(workers_per_node, worker_count, start_id)
@@ -238,6 +259,7 @@ def capture_workers(
         profile_ranks=wanted,
         executions=profile_nth,
         ignore_exec_errors=ignore_exec_errors,
+        start_delay_ns=parse_rank_delays(list(rank_delays or []), world),
     )
     return _write_rank_profiles(job, wanted, out_dir, program_path, note), job
 
@@ -267,8 +289,8 @@ def _merged_warnings(per_rank: Mapping[int, tuple[str, ...]]) -> list[str]:
     return [f"{_ranks_text(ranks)}: {text}" for text, ranks in merged.items()]
 
 
-def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
-    """`nprof capture -n PROGRAM -r N ...` (see module doc); returns the exit code."""
+def capture_multi_worker_from_args(args: argparse.Namespace) -> Outcome:
+    """`nprof capture -n PROGRAM -r N ...` (see module doc): the summary (`job_report`) and warnings."""
     from nprof.capture.sim import parse_pairs
 
     per_node = args.collectives_workers_per_node
@@ -290,19 +312,25 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         profile_nth=args.profile_nth_exec,
         ignore_exec_errors=args.ignore_exec_errors,
         timing_only=args.timing_only,
+        rank_delays=args.collectives_rank_delay,
     )
     lines = _merged_warnings({r: res.warnings for r, res in job.results.items()})
-    scaling = next(iter(job.results.values())).profile.info.meta.get("scaling")
-    for text in lines[:8]:
-        sys.stderr.write(f"nprof capture: warning: {text}\n")
+    notes = [f"nprof capture: warning: {text}" for text in lines[:8]]
     if len(lines) > 8:
-        sys.stderr.write(f"nprof capture: {len(lines) - 8} more warnings (kept in each profile's meta)\n")
+        notes.append(f"nprof capture: {len(lines) - 8} more warnings (kept in each profile's meta)")
+    return Outcome(job_report(job, per_node, paths, out_dir), tuple(notes))
+
+
+def job_report(job: JobResult, per_node: int, paths: list[Path], out_dir: Path) -> str:
+    """The summary of a multi-worker capture: the slowest rank's device time, the collectives and their
+    longest wait, the scaling note (when the graph was traced for another size) and the files written."""
+    scaling = next(iter(job.results.values())).profile.info.meta.get("scaling")
     world = job.topology.world_size
     totals = {r: res.profile.total_time_ns for r, res in job.results.items()}
     slow = max(totals, key=lambda r: (totals[r], -r))
     waits = [max(op.start - a for a in op.arrival.values()) for op in job.ops]
     nodes = -(-world // per_node)
-    sys.stdout.write(
+    return (
         f"ran {job.results[slow].profile.info.name} on {world} virtual "
         f"{job.results[slow].profile.info.preset} NeuronCores ({nodes} node{'s' if nodes > 1 else ''} x "
         f"{per_node} workers): device time {totals[slow] / 1000:.3f} us (slowest rank {slow}); "
@@ -312,4 +340,3 @@ def capture_multi_worker_from_args(args: argparse.Namespace) -> int:
         f"({paths[0].name}{' .. ' + paths[-1].name if len(paths) > 1 else ''}); view them with: "
         f"nprof view -d {out_dir}\n"
     )
-    return 0

@@ -137,14 +137,15 @@ def _multi_worker_requested(args: argparse.Namespace) -> bool:
         or getattr(args, "multi_input", None)
         or getattr(args, "collectives_profile_id", "all") not in (None, "all")
         or getattr(args, "collectives_worker_start_id", 0)
+        or getattr(args, "collectives_rank_delay", None)
     )
 
 
 def _capture_multi_worker(args: argparse.Namespace) -> Outcome:
-    """Multi-worker capture (-r, --collectives-*, -m): `nprof.capture.multiworker` (which prints its report)."""
+    """Multi-worker capture (-r, --collectives-*, -m): `nprof.capture.multiworker`."""
     from nprof.capture.multiworker import capture_multi_worker_from_args
 
-    return Outcome.of(capture_multi_worker_from_args(args))
+    return capture_multi_worker_from_args(args)
 
 
 def _input_list(program_path: str) -> str:

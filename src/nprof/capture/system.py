@@ -12,7 +12,9 @@ Contract of `attach_system(profile, work_dir, out) -> SystemProfile`:
   multi-process job) adds one row per simulated collective on `cc:nc0` (engine cc, its bytes, algorithm
   and simulated wait), at the execution's start plus the collective's simulated time, and one `collectives`
   row each (`device_collectives`: op k = the k-th simulated collective of the process, algorithm marked
-  `(simulated)`), so the aggregated multi-rank view lists them;
+  `(simulated)`), so the aggregated multi-rank view lists them; and, when the run timed it, the host's data
+  exchange of each such collective on `nprof.exchange` (opcode `nprof::exchange`, `hlo_name` = `<kind>#<op>`,
+  the measured span; its measured wait for the other ranks is set by `rendezvous.match_waits`);
 * the clocks: torch.profiler's trace time plus the trace's `baseTimeNanoseconds` is Unix time, which
   the backend's events are stamped in, so host rows land exactly where they happened. A device row
   starts where its launch started and lasts the *simulated* device time; the host did not wait for
@@ -42,6 +44,7 @@ from nprof.profile.model import make_table
 
 DEVICE_TRACK = "nc:0"
 DEVICE_CC_TRACK = "cc:nc0"  # simulated collectives of an execution (multi-process jobs)
+EXCHANGE_TRACK = "nprof.exchange"  # the host's measured data exchange of each simulated collective
 CLOCK_NOTE = (
     "host rows: torch.profiler and the backend's events on one Unix clock; device rows (nc_exec_running) "
     "start at their launch and last the simulated device time"
@@ -101,6 +104,21 @@ def _device_cc_rows(ev: dict[str, Any], device: dict[str, Any]) -> list[dict[str
     return out
 
 
+def _exchange_rows(ev: dict[str, Any], origin: int, first_op: int) -> list[dict[str, Any]]:
+    """One host row per simulated collective of an execution whose data exchange the run timed, on
+    `nprof.exchange`: the measured span this process spent in it (its wait: `rendezvous.match_waits`)."""
+    out = []
+    for k, c in enumerate(ev.get("collectives") or []):
+        if "host_start_ns" not in c:
+            continue
+        text = f"host exchange of {c['kind']} op {first_op + k} ({c['bytes']} B): measured on the host clock"
+        out.append({"ts": int(c["host_start_ns"]) - origin, "duration": max(0, c["host_end_ns"] - c["host_start_ns"]),
+                    "engine": "other", "track": EXCHANGE_TRACK, "opcode": "nprof::exchange", "layer": ev["module"],
+                    "hlo_name": f"{c['kind']}#{first_op + k}", "iteration": ev["step"], "operands": text,
+                    "wait_ns": 0})  # fmt: skip
+    return out
+
+
 def device_collectives(rows: list[dict[str, Any]], info: Any) -> dict[str, list[Any]]:
     """`collectives` columns for the simulated collectives among `rows` (track `cc:nc0`), in order: the k-th
     is op k of the job (every rank runs the same graphs, so op k is the same collective on every rank);
@@ -122,7 +140,9 @@ def device_collectives(rows: list[dict[str, Any]], info: Any) -> dict[str, list[
 
 def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(instruction rows, dma rows) of the backend's events (see module doc)."""
-    rows, dma = [], []
+    rows: list[dict[str, Any]] = []
+    dma: list[dict[str, Any]] = []
+    ops = 0  # simulated collectives so far: op ids of the process
     for ev in events:
         kind = ev["kind"]
         if kind in _HOST_TRACK:
@@ -137,6 +157,8 @@ def _event_rows(events: list[dict[str, Any]], origin: int) -> tuple[list[dict[st
             device["duration"] = int(ev["device_ns"])
             rows.append(device)
             rows.extend(_device_cc_rows(ev, device))
+            rows.extend(_exchange_rows(ev, origin, ops))
+            ops += len(ev.get("collectives") or [])
         elif kind in _COPY:
             queue, direction = _COPY[kind]
             row = {k: v for k, v in _row(ev, origin, queue, "copy").items() if k in _DMA_KEYS}
@@ -184,6 +206,24 @@ def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
     info = replace(profile.info, meta=meta)
     tables = {"instructions": instructions, "dma": dma_table, "collectives": collectives}
     return SystemProfile(replace(profile, info=info, **tables), files)
+
+
+def shift_profile(profile: Profile, delta_ns: int) -> Profile:
+    """`profile` with every timestamp `delta_ns` later and its trace origin moved to match."""
+    if delta_ns == 0:
+        return profile
+
+    def later(t: pa.Table) -> pa.Table:
+        if not t.num_rows:
+            return t
+        return t.set_column(t.schema.get_field_index("ts"), "ts", pc.add(t["ts"], pa.scalar(delta_ns, pa.int64())))
+
+    meta = dict(profile.info.meta)
+    meta["trace.origin_ns"] = str(int(meta["trace.origin_ns"]) - delta_ns)
+    total = None if profile.info.total_time_ns is None else profile.info.total_time_ns + delta_ns
+    info = replace(profile.info, meta=meta, total_time_ns=total)
+    return replace(profile, info=info, instructions=later(profile.instructions), dma=later(profile.dma),
+                   collectives=later(profile.collectives), counters=later(profile.counters))  # fmt: skip
 
 
 def max_id(table: pa.Table) -> int:

@@ -6,7 +6,8 @@ Contract:
   execution after warm-up — the second when a graph ran at least twice, else its only one.
 * `SystemRecorder(policy)` is a `nprof.compiler.runtime.OBSERVERS` callable: it keeps every
   `RuntimeEvent` (compile, cache_hit, fallback, h2d, launch, d2h) with the training step it happened
-  in (a launch whose program has collectives also keeps their rows: `collectives`), and the device
+  in (a launch whose program has collectives also keeps their rows: `collectives`, each with the host's
+  measured `host_start_ns`/`host_end_ns` of its data exchange when the run recorded them), and the device
   Profiles the policy selects. `install()` / `uninstall()` add and remove it.
 * `write(directory)` writes `directory/execs.json` (a list of event records, each with `step` and
   `device_profile`: the file name of its device profile or null) and the selected device profiles as
@@ -60,6 +61,19 @@ class DevicePolicy:
         return {1} if 1 in indices else set(indices[:1])
 
 
+def _collective_records(profile: Any) -> list[dict[str, Any]]:
+    """An execution's simulated collectives (for the system view's CC rows), each with the host's measured
+    exchange span (`host_start_ns`, `host_end_ns`, Unix ns) when the device profile recorded it."""
+    from nprof.device.process_group import EXCHANGE_META
+
+    rows = profile.collectives.select(["id", "kind", "bytes", "ts", "duration", "wait_ns", "algorithm"]).to_pylist()
+    spans = orjson.loads(profile.info.meta.get(EXCHANGE_META) or "[]")
+    for row in rows:  # op id k of the execution = its k-th collective in program order = its k-th exchange
+        if 0 <= int(row["id"]) < len(spans):
+            row["host_start_ns"], row["host_end_ns"] = (int(t) for t in spans[int(row["id"])])
+    return rows
+
+
 class SystemRecorder:
     """Collects backend events and selected device profiles during a capture (see module doc)."""
 
@@ -75,9 +89,7 @@ class SystemRecorder:
         record = {k: v for k, v in asdict(event).items() if k != "profile"}
         record["step"] = session.step_num if session is not None else 0
         if event.kind == "launch" and event.profile is not None and event.profile.collectives.num_rows:
-            record["collectives"] = event.profile.collectives.select(
-                ["id", "kind", "bytes", "ts", "duration", "wait_ns", "algorithm"]
-            ).to_pylist()  # the execution's simulated collectives, for the system view's CC rows
+            record["collectives"] = _collective_records(event.profile)
         self.events.append(record)
         if event.kind == "launch" and event.profile is not None and self.policy.keeps(event.exec_index):
             self._profiles[(event.module, event.exec_index)] = event.profile

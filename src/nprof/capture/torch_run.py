@@ -100,7 +100,7 @@ def capture_command(
             raise NprofError(
                 f"{name} exited with status {rc} before anything was recorded; no profile written", exit_code=rc or 1
             )
-        meta = {"command": shlex.join(command), "exit_code": str(rc)}
+        meta = {"command": shlex.join(command), "exit_code": str(rc), **incomplete_note(rc)}
         from nprof.capture.torch_session import build_torch_profile
 
         used = str(status.get("device") or device or "cpu")
@@ -118,6 +118,13 @@ def capture_command(
         raise NprofError(
             f"{name} exited with status {rc}; the profile of what ran before the failure is in {out}", exit_code=rc
         )
+
+
+def incomplete_note(rc: object) -> dict[str, str]:
+    """The manifest's `incomplete` note for a script that exited with status `rc` ({} when it succeeded)."""
+    if str(rc) in ("0", "", "None"):
+        return {}
+    return {"incomplete": f"the script exited with status {rc}: this profile holds what ran before it stopped"}
 
 
 def read_status(path: Path) -> dict[str, object]:

@@ -36,6 +36,7 @@ import sysconfig
 import threading
 import weakref
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from nprof.errors import NprofError
@@ -111,7 +112,7 @@ class _Annotator:
                 fname = getattr(func, "__name__", "")
                 if fname in skip or "record_function" in fname:
                     return func(*args, **kwargs)
-                frame = sys._getframe(1)
+                frame: FrameType | None = sys._getframe(1)
                 while frame is not None and not user(frame.f_code.co_filename):
                     frame = frame.f_back
                 if frame is None:

@@ -10,9 +10,11 @@ Contract:
   bootstrap; each writes its trace, status and backend log into `<tmp>/rank<RANK>/`. Each rank's trace then
   becomes a system profile `DIR/profile_rank_<r>.ntff` (`system.attach_system`; its device profiles in
   `profile_rank_<r>.ntff.devices/`) with rank and world size in the manifest, gloo's host collectives added
-  as CC work (`host_collectives`), and its rows moved onto the job's clock: ts = 0 is the earliest trace
-  start of all ranks (Unix ns, manifest `system.job_origin_unix_ns`), so the ranks line up in
-  `nprof view -d DIR`. `out` is the directory (`DIR/name.ntff` means DIR; created when missing).
+  as CC work (`host_collectives`), and its rows moved onto the job's clock by `rendezvous.align_ranks`: ts = 0
+  is the earliest trace start of all ranks (Unix ns, manifest `system.job_origin_unix_ns`; ranks on several
+  hosts: each host's clock offset estimated from the collectives' rendezvous and removed), so the ranks line
+  up in `nprof view -d DIR`; the host rendezvous waits are measured across all ranks. `out` is the directory
+  (`DIR/name.ntff` means DIR; created when missing).
 * Exit: a job that fails (torchrun's status non-zero) still writes the ranks that recorded something (each
   manifest has torchrun's `exit_code` and its own script's `rank.exit_code`; ranks torchrun stopped exit
   143), then raises NprofError with torchrun's status; no rank recorded anything -> NprofError, nothing written.
@@ -27,9 +29,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from nprof.capture.host_collectives import host_collective_tables, match_ranks, read_host_collectives
+from nprof.capture.rendezvous import align_ranks
 from nprof.capture.system import (
     SystemProfile,
     append_rows,
@@ -40,10 +42,9 @@ from nprof.capture.system import (
     save_system,
 )
 from nprof.capture.system_recorder import DevicePolicy
-from nprof.capture.torch_run import read_status
+from nprof.capture.torch_run import incomplete_note, read_status
 from nprof.commandline import is_python, with_own_python
 from nprof.errors import NprofError
-from nprof.profile import Profile
 from nprof.profile.model import make_table
 from nprof.progress import progress
 
@@ -86,24 +87,6 @@ def _out_dir(out: str) -> Path:
     except OSError as exc:
         raise NprofError(f"cannot create the output directory {d} ({exc.strerror}); choose another -s") from exc
     return d
-
-
-def shift_profile(profile: Profile, delta_ns: int) -> Profile:
-    """`profile` with every timestamp `delta_ns` later and its trace origin moved to match."""
-    if delta_ns == 0:
-        return profile
-
-    def later(t: pa.Table) -> pa.Table:
-        if not t.num_rows:
-            return t
-        return t.set_column(t.schema.get_field_index("ts"), "ts", pc.add(t["ts"], pa.scalar(delta_ns, pa.int64())))
-
-    meta = dict(profile.info.meta)
-    meta["trace.origin_ns"] = str(int(meta["trace.origin_ns"]) - delta_ns)
-    total = None if profile.info.total_time_ns is None else profile.info.total_time_ns + delta_ns
-    info = replace(profile.info, meta=meta, total_time_ns=total)
-    return replace(profile, info=info, instructions=later(profile.instructions), dma=later(profile.dma),
-                   collectives=later(profile.collectives), counters=later(profile.counters))  # fmt: skip
 
 
 def _rank_dirs(tmp: Path) -> dict[int, Path]:
@@ -152,7 +135,8 @@ def _rank_profiles(ranks: dict[int, Path], out_dir: Path, name: str, meta: dict[
     with progress(len(ranks), f"converting the traces of {len(ranks)} ranks") as bar:
         for r, d in ranks.items():
             used = str(statuses[r].get("device") or device or "cpu")
-            mine = {**meta, "rank.exit_code": str(statuses[r].get("exit_code", "unknown"))}  # its script's own
+            own = statuses[r].get("exit_code", "unknown")
+            mine = {**meta, "rank.exit_code": str(own), **incomplete_note(own)}  # its script's own status
             profile = build_torch_profile(d / "trace.json", used, f"{name} rank {r}", mine)
             profile = replace(profile, info=replace(profile.info, rank=r, world_size=world))
             results[r] = attach_system(profile, d, out_dir / rank_file_name(r))
@@ -160,16 +144,9 @@ def _rank_profiles(ranks: dict[int, Path], out_dir: Path, name: str, meta: dict[
             host[r] = read_host_collectives(d / "trace.json", launches)
             bar.advance(1)
     matched = match_ranks(host)
-    origins = {r: origin_unix_ns(res.profile) for r, res in results.items()}
-    job_origin = min(origins.values())
-    out = {}
-    for r, res in results.items():
-        res = _with_host_collectives(res, matched[r], r)
-        shifted = shift_profile(res.profile, origins[r] - job_origin)
-        info = shifted.info
-        extra = {"system.job_origin_unix_ns": str(job_origin), "system.ranks": str(len(results))}
-        out[r] = replace(res, profile=replace(shifted, info=replace(info, meta={**info.meta, **extra})))
-    return out
+    results = {r: _with_host_collectives(res, matched[r], r) for r, res in results.items()}
+    aligned = align_ranks({r: res.profile for r, res in results.items()})
+    return {r: replace(res, profile=aligned[r]) for r, res in results.items()}
 
 
 def rank_file_name(rank: int) -> str:

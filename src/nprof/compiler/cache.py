@@ -9,9 +9,9 @@ output specs with names/shapes/dtypes, instruction count, created time) and, aft
 renamed into it, so readers never see half a module and concurrent compilers of the same graph agree.
 
 `compile_command(command, cache_dir)` runs the command once with ``NPROF_COMPILE_ONLY=1`` (every nprof graph
-is compiled into the cache, then executed eagerly on the CPU for speed) and prints which modules the run
-compiled or found in the cache, with their kind and instruction count, and where they are. It returns the
-command's exit code.
+is compiled into the cache, then executed eagerly on the CPU for speed); its `Outcome` holds the listing
+`compile_report` writes (which modules the run compiled or found in the cache, with their kind and
+instruction count, and where they are) for the CLI to print, and the command's exit code.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 from nprof import __version__
 from nprof.commandline import with_own_python
 from nprof.errors import NprofError
+from nprof.outcome import Outcome
 
 ENV_CACHE = "NPROF_CACHE"
 ENV_COMPILE_ONLY = "NPROF_COMPILE_ONLY"
@@ -121,8 +121,9 @@ def log_event(module_dir: Path, kind: str, status: str, instructions: int, error
         f.write(line + "\n")
 
 
-def compile_command(command: list[str], cache_dir: str | None) -> int:
-    """`nprof compile -- <command>`: run it once, compiling every graph into the cache; print the modules."""
+def compile_command(command: list[str], cache_dir: str | None) -> Outcome:
+    """`nprof compile -- <command>`: run it once, compiling every graph into the cache; the listing of the
+    modules (`compile_report`) and the command's exit code."""
     root = cache_root(cache_dir)
     with tempfile.TemporaryDirectory(prefix="nprof-compile-") as tmp:
         log = Path(tmp) / "events.jsonl"
@@ -140,33 +141,33 @@ def compile_command(command: list[str], cache_dir: str | None) -> int:
             raise NprofError(f"cannot run {command[0]!r}: permission denied") from None
         seconds = time.perf_counter() - start
         events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    _print_report(events, root, seconds, code)
-    return code
+    return Outcome(compile_report(events, root, seconds, code), code=code)
 
 
-def _print_report(events: list[dict[str, Any]], root: Path, seconds: float, code: int) -> None:
-    """The CLI listing of `nprof compile` (the only printing in the compiler)."""
-    out = sys.stdout
+def compile_report(events: list[dict[str, Any]], root: Path, seconds: float, code: int) -> str:
+    """The listing `nprof compile` prints: the graphs the run compiled (or found cached, or failed on) from
+    its log `events`, the cache `root`, how to profile one, and the command's exit `code` when not 0."""
     seen: dict[str, dict[str, Any]] = {}
     for ev in events:
         seen.setdefault(ev["module"], ev)
     compiled = sum(1 for e in seen.values() if e["status"] == "compiled")
     cached = sum(1 for e in seen.values() if e["status"] == "cached")
     failed = [e for e in seen.values() if e["status"] == "failed"]
-    out.write(f"nprof compile: {len(seen)} graph(s) in {seconds:.1f} s: {compiled} compiled, {cached} already cached")
-    out.write(f", {len(failed)} failed\n" if failed else "\n")
+    out = [f"nprof compile: {len(seen)} graph(s) in {seconds:.1f} s: {compiled} compiled, {cached} already cached"]
+    out.append(f", {len(failed)} failed\n" if failed else "\n")
     if seen:
-        out.write(f"{'MODULE':<32} {'KIND':<10} {'STATUS':<9} {'INSTRUCTIONS':>12}\n")
+        out.append(f"{'MODULE':<32} {'KIND':<10} {'STATUS':<9} {'INSTRUCTIONS':>12}\n")
         for ev in seen.values():
             name = Path(ev["module"]).name
-            out.write(f"{name:<32} {ev['kind']:<10} {ev['status']:<9} {ev['instructions']:>12}\n")
+            out.append(f"{name:<32} {ev['kind']:<10} {ev['status']:<9} {ev['instructions']:>12}\n")
         for ev in failed:
-            out.write(f"  {Path(ev['module']).name}: {ev.get('error', 'failed')}\n")
-    out.write(f"cache: {root}\n")
+            out.append(f"  {Path(ev['module']).name}: {ev.get('error', 'failed')}\n")
+    out.append(f"cache: {root}\n")
     if seen:
         first = next(iter(seen.values()))
         module = Path(first["module"])
         args = f" $(cat {module / 'inputs.args'})" if (module / "inputs.args").is_file() else ""
-        out.write(f"profile one: nprof capture -n {module / PROGRAM_FILE} -s profile.ntff{args}\n")
+        out.append(f"profile one: nprof capture -n {module / PROGRAM_FILE} -s profile.ntff{args}\n")
     if code != 0:
-        out.write(f"nprof compile: the command exited with code {code}\n")
+        out.append(f"nprof compile: the command exited with code {code}\n")
+    return "".join(out)

@@ -10,6 +10,9 @@ keeps a bounded cache of on-chip tiles keyed by the exact HBM access pattern the
 * `lookup(access)`: a later load of exactly that pattern returns the kept tile: no DMA, no fixed DMA
   latency, the consumer depends on the producer's compute instruction directly (an elementwise chain, a
   matmul epilogue followed by its activation, a weight tile reused by the next image all stay in SBUF).
+  A load of a pattern that is a window of one kept tile (a slice, a half, consecutive partitions of it, the
+  same region seen with other size-1 strides) returns that window of the tile (`nprof.compiler.subtile`:
+  exact by construction), when it is contiguous within each partition.
 
 The cache is exact by construction: an entry is dropped as soon as any instruction writes its HBM tensor
 where the spans (least to greatest element offset) of the two patterns meet, so partial overlaps are
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Access, Opcode, Space
+from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
 from nprof.nki.tensor import NkiTensor, OnChip
 from nprof.nki.trace import ProgramBuilder
@@ -61,23 +65,71 @@ class FusingBuilder(ProgramBuilder):
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._covered: dict[tuple[str, int], bool] = {}
         self._dma_count = 0
+        self._copies = 0
+        self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
 
     # ----- the cache --------------------------------------------------------------------------------------------
-    def lookup(self, access: Access) -> NkiTensor | None:
-        """The kept tile holding exactly `access` (an HBM pattern), or None."""
-        tile = self._cache.get(access) if self.fusing else None
-        if tile is None:
+    def lookup(self, access: Access, contiguous: bool = True) -> NkiTensor | None:
+        """The kept tile holding exactly `access` (an HBM pattern), or a window of one (contiguous within each
+        partition unless not `contiguous`: a DMA source may be strided), or None."""
+        if not self.fusing:
             return None
-        self._cache.move_to_end(access)
+        tile = self._cache.get(access)
+        if tile is None:
+            tile = self._window_of_kept(access, contiguous=contiguous)
+            if tile is None:
+                return None
+        else:
+            self._cache.move_to_end(access)
         base = tile.base
         if self._calls and self._handed and id(base) not in self._handed[-1]:
             self._handed[-1].add(id(base))
             self._calls[-1].append(weakref.ref(base))  # freed with this call's tiles unless still kept
         return tile
 
-    def remember(self, access: Access, tile: NkiTensor, stored: bool = True) -> None:
+    max_window_candidates = 8
+
+    def holds(self, access: Access) -> bool:
+        """Would a load of `access` be served from SBUF (a kept tile or a window of one)? Changes nothing."""
+        if not self.fusing:
+            return False
+        return access in self._cache or self._window_of_kept(access, keep=False) is not None
+
+    def _window_of_kept(self, access: Access, keep: bool = True, contiguous: bool = True) -> NkiTensor | None:
+        """A window of a kept tile holding exactly `access` (contiguous within each partition, unless not
+        `contiguous`), kept under `access` too (when `keep` and contiguous); None when no kept tile of its
+        tensor holds it (see `nprof.compiler.subtile`)."""
+        keys = self._by_tensor.get(access.tensor)
+        if not keys or access.space is not Space.HBM:
+            return None
+        lo, hi = span(access)
+        tried = 0
+        for key, (k_lo, k_hi) in reversed(list(keys.items())):
+            if key.tensor != access.tensor or key.dtype != access.dtype or k_lo > lo or k_hi < hi:
+                continue
+            if key.elements < access.elements:
+                continue
+            tried += 1
+            if tried > self.max_window_candidates:
+                return None
+            kept = self._patterns.get(key)
+            if kept is None:
+                kept = self._patterns[key] = KeptPattern(key, self._cache[key])
+            view = kept.view(access)
+            flat = view is not None and view.flatten_free() is not None
+            if view is None or (contiguous and not flat):
+                continue
+            if keep and flat:
+                self._cache.move_to_end(key)
+                self.remember(access, view, stored=False, exact=True)
+            return view
+        return None
+
+    def remember(self, access: Access, tile: NkiTensor, stored: bool = True, exact: bool = False) -> None:
         """Keep `tile` (an SBUF tile of shape access.shape) as the content of the HBM pattern `access`
-        (`stored`: the kernel just stored it there, which also records the pattern in the tensor's tiling)."""
+        (`stored`: the kernel just stored it there, which also records the pattern in the tensor's tiling).
+        Only fp32 tiles of fp32 HBM patterns are kept, or fp32 tiles whose values every dtype holds exactly
+        (`exact`: 0/1 results of comparisons stored as bool), so a reload would give the same fp32 values."""
         if not self.fusing or access.space is not Space.HBM or not isinstance(tile, NkiTensor):
             return
         if stored:
@@ -85,7 +137,9 @@ class FusingBuilder(ProgramBuilder):
         base = tile.base
         if not isinstance(base, OnChip) or base.space is not Space.SBUF or tile.shape != access.shape:
             return
-        if tile.dtype_name != "float32" or access.dtype != "float32" or base.bytes_per_partition <= 0:
+        if tile.dtype_name != "float32" or (access.dtype != "float32" and not exact):
+            return
+        if base.bytes_per_partition <= 0:
             return
         self._drop(access)
         entry = self._kept.get(id(base))
@@ -106,6 +160,7 @@ class FusingBuilder(ProgramBuilder):
         tile = self._cache.pop(access, None)
         if tile is None:
             return
+        self._patterns.pop(access, None)
         base = tile.base
         for name in (access.tensor, base.name):
             keys = self._by_tensor.get(name)
@@ -176,6 +231,14 @@ class FusingBuilder(ProgramBuilder):
             self._dma_count += 1
         return index
 
+    def next_copy_engine(self) -> Any:
+        """The engine for the next balanced copy (`nprof.compiler.kernels.engines`): VectorE and ScalarE in
+        turn."""
+        from nprof.nki import isa as nisa
+
+        self._copies += 1
+        return nisa.vector_engine if self._copies % 2 else nisa.scalar_engine
+
     def _release(self, base: OnChip) -> None:
         if id(base) in self._kept:
             return  # kept for a later kernel: freed when its entries are dropped
@@ -235,28 +298,38 @@ def _exact_cover(accesses: list[Access], n: int) -> bool:
     return bool((seen == 1).all())
 
 
-def tiles_for(out: Any, views: list[Any]) -> list[Any] | None:
-    """TileSpecs for an elementwise kernel writing View `out` from `views` (all broadcast to out.shape) that
-    follow how the producer of one whole contiguous operand stored it, so its tiles are still in SBUF; None
-    when no operand's producer tiling is known or followable (the caller then uses `views.row_tiles`)."""
+def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> list[Any] | None:
+    """TileSpecs for an elementwise kernel writing View `out` from `views` (all broadcast to out.shape): among
+    the tilings with which the producers of whole contiguous operands stored them (so their tiles are still
+    in SBUF) and `fallback`, the one needing the fewest DMAs (operand loads not held in SBUF, plus stores of
+    a non-internal output), the earlier on ties; None when there is no candidate."""
     from nprof.compiler.views import retile
     from nprof.nki import trace
 
     builder = trace.current()
     if not isinstance(builder, FusingBuilder) or not builder.fusing:
-        return None
+        return fallback
     strides = [out.strides, *(v.strides for v in views)]
+    candidates = []
     for v in views:
         decl = builder.tensors().get(v.tensor)
         if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
             continue
         accesses = builder.tiling(v.tensor, tuple(v.shape))
-        if accesses is None:
-            continue
-        specs = retile(accesses, v.shape, strides)
+        specs = retile(accesses, v.shape, strides) if accesses is not None else None
         if specs is not None:
-            return specs
-    return None
+            candidates.append(specs)
+    if fallback is not None:
+        candidates.append(fallback)
+    if len(candidates) <= 1:
+        return candidates[0] if candidates else None
+    kept_out = builder.tensors()[out.tensor].kind == "internal"
+
+    def dmas(specs: list[Any]) -> int:
+        loads = sum(not builder.holds(spec.access(k, v)) for spec in specs for k, v in enumerate(views, 1))
+        return loads + (0 if kept_out else len(specs))
+
+    return min(candidates, key=dmas)
 
 
 def dead_stores(program: Program) -> Program:

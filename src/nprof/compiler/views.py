@@ -179,9 +179,12 @@ class TileSpec:
 
 
 def _simplify(
-    shape: Sequence[int], strides: Sequence[Sequence[int]], col_dims: Sequence[int]
+    shape: Sequence[int], strides: Sequence[Sequence[int]], col_dims: Sequence[int], keep_rows: bool = False
 ) -> tuple[list[int], list[list[int]], list[bool]]:
-    """Drop size-1 dims and merge adjacent dims that are contiguous for every operand (within rows/cols)."""
+    """Drop size-1 dims and merge adjacent dims that are contiguous for every operand (within rows/cols).
+    `keep_rows`: a dim of PMAX/2..PMAX rows is not merged with the dims around it when the merge would exceed
+    PMAX rows (it stays whole on the partitions: e.g. the channels of [N, C, H*W], as convolutions store
+    and batch-norm reductions load them)."""
     dims = [i for i, s in enumerate(shape) if s != 1]
     out_shape: list[int] = []
     out_strides: list[list[int]] = [[] for _ in strides]
@@ -191,6 +194,7 @@ def _simplify(
         if (
             out_shape
             and is_col[-1] == col
+            and not (keep_rows and _splits_rows(out_shape[-1], shape[d]))
             and all(st[-1] == s[d] * shape[d] for st, s in zip(out_strides, strides, strict=True))
         ):
             out_shape[-1] *= shape[d]
@@ -204,6 +208,13 @@ def _simplify(
     return out_shape, out_strides, is_col
 
 
+def _splits_rows(outer: int, inner: int) -> bool:
+    """Would merging `outer` x `inner` hide a dim of PMAX/2..PMAX rows inside more than PMAX rows?"""
+    if outer * inner <= PMAX:
+        return False
+    return PMAX // 2 <= inner <= PMAX or PMAX // 2 <= outer <= PMAX
+
+
 def row_tiles(
     shape: Sequence[int], strides: Sequence[Sequence[int]], col_dims: Sequence[int] = (), fold: bool = False
 ) -> Iterator[TileSpec]:
@@ -212,7 +223,7 @@ def row_tiles(
     dims also become free dims, innermost first, while a tile stays within `FREE_MAX` elements per
     partition: one DMA per operand moves many rows' worth of small strided tiles (a head-split copy)."""
     nops = len(strides)
-    sh, st, is_col = _simplify(shape, strides, col_dims)
+    sh, st, is_col = _simplify(shape, strides, col_dims, keep_rows=fold)
     if not sh:
         yield TileSpec((0,) * nops, (0,) * nops, 1, (((0,) * nops, 1),))
         return

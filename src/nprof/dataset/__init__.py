@@ -11,10 +11,10 @@ Contract:
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from nprof.dataset.engines import ENGINES, Result, run_queries
 from nprof.dataset.report import as_json, as_text
@@ -37,7 +37,7 @@ def analyze(
         return run_queries(dataset, engine, master, top)
 
 
-def analyze_from_args(args: Any) -> str | bytes:
+def analyze_from_args(args: argparse.Namespace) -> str | bytes:
     """`nprof analyze DIR [--engine E] [--master URL] [--top N] [--output-format text|json]`."""
     results = analyze(args.directory, args.engine, args.master, args.top)
     return as_json(results) if args.output_format == "json" else as_text(results)

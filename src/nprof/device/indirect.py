@@ -22,7 +22,13 @@ _FLOAT_READ = np.float64  # values are moved through float64: exact for every in
 
 
 class IndirectIndexError(IndexError):
-    """A runtime index is outside its axis (the message says which and how to fix it)."""
+    """A runtime index is outside its axis (the message says which and how to fix it). `nki_message` is the
+    line NKI's simulator gives for an HBM access (numpy's, on the flattened tensor: "index A is out of bounds
+    for axis 0 with size N", A the first element's flat address), or None."""
+
+    def __init__(self, message: str, nki_message: str | None = None) -> None:
+        super().__init__(message)
+        self.nki_message = nki_message
 
 
 def _indices(mem: Memory, acc: Access) -> np.ndarray:
@@ -30,8 +36,9 @@ def _indices(mem: Memory, acc: Access) -> np.ndarray:
     return np.rint(mem.read(acc).astype(np.float64).reshape(-1)).astype(np.int64)
 
 
-def _valid_rows(ins: Instruction, vals: np.ndarray) -> np.ndarray:
-    """Per index value: does the shifted pattern stay on its axis? IndirectIndexError unless oob is skip."""
+def _valid_rows(ins: Instruction, vals: np.ndarray, mem: Memory | None = None) -> np.ndarray:
+    """Per index value: does the shifted pattern stay on its axis? IndirectIndexError unless oob is skip
+    (with `mem`, its `nki_message` names the first bad element's flat address in the HBM side)."""
     size, lo, hi = int(ins.attr("dyn_size", 0)), int(ins.attr("dyn_lo", 0)), int(ins.attr("dyn_hi", 0))
     ok = (vals + lo >= 0) & (vals + hi < size)
     if not ok.all() and ins.attr("oob", "error") != "skip":
@@ -40,9 +47,21 @@ def _valid_rows(ins: Instruction, vals: np.ndarray) -> np.ndarray:
         where = f" (partition {k})" if vals.size > 1 else ""
         raise IndirectIndexError(
             f"index {bad}{where} is out of bounds for axis {ins.attr('dyn_axis', 0)} with size {size}; fix the "
-            "indices or let the DMA skip them (nisa.dma_copy(..., oob_mode=nisa.oob_mode.skip))"
+            "indices or let the DMA skip them (nisa.dma_copy(..., oob_mode=nisa.oob_mode.skip))",
+            _nki_message(ins, mem, vals, k) if mem is not None else None,
         )
     return ok
+
+
+def _nki_message(ins: Instruction, mem: Memory, vals: np.ndarray, k: int) -> str | None:
+    """NKI's simulator's line for a bad index `vals[k]` of an HBM gather/scatter (None on chip)."""
+    hbm = ins.ins[0] if ins.attr("indirect") == "src" else ins.outs[0]
+    flat = mem.hbm.get(hbm.tensor)
+    if hbm.space is not Space.HBM or flat is None:
+        return None
+    base = _addresses(hbm)
+    first = int((base[k] if vals.size > 1 else base).min()) + int(ins.attr("dyn_stride", 0)) * int(vals[k])
+    return f"index {first} is out of bounds for axis 0 with size {flat.size}"
 
 
 def _shift(acc: Access, elements: int) -> Access:
@@ -91,7 +110,7 @@ def _vector_rows(ins: Instruction, mem: Memory, vals: np.ndarray) -> None:
     hbm = src if ins.attr("indirect") == "src" else dst
     if vals.size != hbm.partitions:
         raise ValueError(f"{vals.size} indices for an access of {hbm.partitions} partitions")
-    rows = np.nonzero(_valid_rows(ins, vals))[0]
+    rows = np.nonzero(_valid_rows(ins, vals, mem))[0]
     stride = int(ins.attr("dyn_stride", 0))
     addr = _addresses(hbm) + (stride * vals).reshape((-1,) + (1,) * (len(hbm.shape) - 1))
     addr = addr[rows]
@@ -122,7 +141,7 @@ def indirect_copy(ins: Instruction, mem: Memory) -> None:
     if vals.size > 1:
         _vector_rows(ins, mem, vals)
         return
-    if not _valid_rows(ins, vals)[0]:
+    if not _valid_rows(ins, vals, mem)[0]:
         return  # oob skip: nothing moves
     src, dst = ins.ins[0], ins.outs[0]
     delta = int(ins.attr("dyn_stride", 0)) * int(vals[0])

@@ -246,6 +246,8 @@ def _copy(ins: Instruction, mem: Memory) -> None:
         return
     src, dst = ins.ins[0], ins.outs[0]
     v = mem.view(src)
+    if ins.attrs and ins.attr("transpose"):  # a DMA transpose: [P, F] -> [F, P]
+        v = v.reshape(src.partitions, -1).T
     if v.size != dst.elements:
         raise ValueError(f"copy of {v.size} elements into {dst.elements}")
     mem.write(dst, np.array(v).reshape(dst.shape))

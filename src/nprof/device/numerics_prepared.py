@@ -66,6 +66,7 @@ class PreparedNumerics:
                 ins.opcode in _COPIES
                 and len(ins.ins) == 1  # not runtime-addressed (nprof.device.indirect)
                 and ins.attr("rmw") is None
+                and not ins.attr("transpose")  # a DMA transpose permutes: its handler
                 and ins.ins[0].dtype == ins.outs[0].dtype
             ):
                 return _copy_step(self.mem, ins)

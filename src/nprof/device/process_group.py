@@ -19,7 +19,11 @@ Contract:
   durations are iterated to the fixed point; every rank decides from the same gathered arrivals, so all
   iterate equally often.
 * The profile is this rank's (instructions, DMA, one `collectives` row per operation with its bytes, wait and
-  algorithm), as `simulate_workers` writes for one rank, with the rank, world size, nd_idx and nc_idx.
+  algorithm), as `simulate_workers` writes for one rank, with the rank, world size, nd_idx and nc_idx. Its
+  manifest meta `host.exchange_unix_ns` is the host's measured side: per collective (in program order) the
+  Unix ns (`time.time_ns()`) when this process entered its data exchange and when it left it — a blocking
+  all-gather, so it leaves only after every rank entered (what the system view's host waits and the
+  multi-node clock alignment are measured from).
 * The compiler's runtime calls `run_in_job` for every execution of a program with collectives
   (`has_collectives`) inside a multi-process job (`current_job`). `run_in_job(..., gatherer=G)` exchanges
   through G instead (tests run ranks as threads). Schedules are
@@ -31,7 +35,9 @@ Contract:
 
 from __future__ import annotations
 
+import json
 import os
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -54,6 +60,7 @@ from nprof.errors import NprofError
 from nprof.program.model import Program
 
 ENV_TIMEOUT = "NPROF_COLLECTIVE_TIMEOUT"
+EXCHANGE_META = "host.exchange_unix_ns"  # manifest meta: [[entered, left], ...] per collective (module doc)
 DEFAULT_TIMEOUT_S = 300.0
 _KIND_CODE = {op: i + 1 for i, op in enumerate(sorted(COLLECTIVES, key=lambda o: o.value))}
 _TIMING = 99  # header kind of the arrival exchange
@@ -254,15 +261,18 @@ def _check_group(program: Program, i: int, job: Job) -> None:
         )
 
 
-def _collective(state: RankState, i: int, job: Job, ex: Gatherer) -> None:
-    """Exchange one collective's data and write this rank's result (see module doc)."""
+def _collective(state: RankState, i: int, job: Job, ex: Gatherer) -> tuple[int, int]:
+    """Exchange one collective's data and write this rank's result (see module doc); returns the Unix ns when
+    the exchange was entered and left."""
     program = state.program
     ins = program.instructions[i]
     _check_group(program, i, job)
     contribution = state.mem.read(ins.ins[0])
+    entered = time.time_ns()
     try:
         result = ex.collective(_header(program, i), ins.opcode, str(ins.attr("op", "add")), contribution,
                                _describe(program, i))  # fmt: skip
+        left = time.time_ns()
         if result.size != ins.outs[0].elements:
             raise ValueError(
                 f"{KIND[ins.opcode]} on {job.world_size} ranks produces {result.size} elements per rank but the "
@@ -270,22 +280,28 @@ def _collective(state: RankState, i: int, job: Job, ex: Gatherer) -> None:
             )
         state.mem.write(ins.outs[0], result.reshape(ins.outs[0].shape))
     except EXEC_ERRORS as exc:
+        left = time.time_ns()
         state.fail(i, exc, False)
+    return entered, left
 
 
-def _numerics(program: Program, checked: dict[str, np.ndarray], job: Job, ex: Gatherer) -> tuple[RankState, list[int]]:
-    """Run this rank's instructions with every collective exchanged; returns the state and collective indices."""
+def _numerics(
+    program: Program, checked: dict[str, np.ndarray], job: Job, ex: Gatherer
+) -> tuple[RankState, list[int], list[tuple[int, int]]]:
+    """Run this rank's instructions with every collective exchanged; returns the state, the collective indices
+    and each exchange's (entered, left) Unix ns."""
     pre = get_preset(program.preset)
     (state,) = rank_states([program], pre, [(checked, [])])
     state.members = [job.rank]  # errors name this process's rank
     stops = [i for i, ins in enumerate(program.instructions) if ins.opcode in COLLECTIVES]
+    host = []
     with np.errstate(all="ignore"), one_blas_thread():
         for i in stops:
             state.run_until(i, False)
-            _collective(state, i, job, ex)
+            host.append(_collective(state, i, job, ex))
             state.pos = i + 1
         state.run_until(len(program.instructions), False)
-    return state, stops
+    return state, stops, host
 
 
 _SCHEDULES: dict[int, tuple[weakref.ref[Program], dict[tuple[float, ...], tuple[Plan, Timing]]]] = {}
@@ -356,11 +372,13 @@ def run_in_job(
     ex = gatherer if gatherer is not None else exchange()
     checked, missing = prepare_inputs(program, inputs)
     warnings: list[str] = []
-    state, stops = _numerics(program, checked, job, ex)
+    state, stops, host = _numerics(program, checked, job, ex)
     warnings.extend(note.replace("{rank}", str(job.rank)) for note in state.notes)
     outputs = collect_outputs(program, state.mem, bool(missing) or allow_nonfinite, warnings)
     plan, timing, ops = _timing(program, stops, job, ex)
     topo = Topology(job.world_size, job.workers_per_node)
     profile = rank_profile(program, plan, timing, get_preset(program.preset), job.rank, topo, ops, True, 1)
+    meta = {**profile.info.meta, EXCHANGE_META: json.dumps([list(h) for h in host])}
+    profile = replace(profile, info=replace(profile.info, meta=meta))
     total = profile.info.total_time_ns or 0
     return SimResult(outputs, profile, (total,), tuple(warnings))

@@ -149,7 +149,9 @@ def _run_numerics(program: Program, mem: Memory, ignore_exec_errors: bool, warni
                 where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
                 if not ignore_exec_errors:
                     if isinstance(exc, IndirectIndexError):  # a runtime index: the message says how to fix it
-                        raise DeviceIndexError(f"{ins.source or where}: {exc}") from None
+                        err = DeviceIndexError(f"{ins.source or where}: {exc}")
+                        err.nki_message = exc.nki_message
+                        raise err from None
                     raise NprofError(
                         f"execution error in {where}: {exc}; fix the program or pass --ignore-exec-errors"
                     ) from exc

@@ -89,7 +89,7 @@ def template(program: Program, preset: Preset, i: int, ins: Instruction, ii: lis
         if len(ii) != (2 if ins.attr("indirect") else 1) or len(oo) != 1:  # indirect: + the offsets
             raise NprofError(f"program {name!r}: {where(i, ins)} needs one input and one output")
         src, dst = ins.ins[0], ins.outs[0]
-        chunks = cost.dma_chunks(src, dst)
+        chunks = cost.dma_chunks(src, dst, bool(ins.attr("transpose")))
         transfer = cost.dma_transfer_ns(oo[0].nbytes, chunks, preset, partitions=cost.dma_partitions(src, dst))
         direction = f"{src.space.value}->{dst.space.value}"
         lat = preset.dma_latency_ns

@@ -14,7 +14,9 @@ numerics=True, profile_ranks=None, executions=1, ignore_exec_errors=False) -> Jo
   arrives and lasts `ring_time_ns` (NeuronLink inside a node, EFA across nodes), so it ends at the same time
   on every participant: `duration_r = end - arrival_r`, `wait_r = max(arrival) - arrival_r`. Since arrivals
   only depend on earlier operations, the durations are fixed-point iterated (at most K+2 passes for K
-  operations); ranks with the same program and the same collective durations share one schedule.
+  operations); ranks with the same program, start delay and collective durations share one schedule (computed
+  once: a job of identical ranks schedules one rank). `start_delay_ns` (rank -> ns) starts a rank late (a
+  straggler: a slow host or input pipeline): its whole timeline is shifted, so the others wait for it.
 * Numerics (`numerics=True`): every rank's program runs in program order on its own `Memory` until its next
   collective; an operation executes (`collectives.combine`, in float64, written back in the output dtype)
   once every participant has reached it. Outputs per rank as in `simulate`.
@@ -30,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.arch.isa import COLLECTIVES, Instruction
 from nprof.arch.presets import Preset, get_preset
@@ -71,6 +74,18 @@ class JobResult:
     topology: Topology
 
 
+def _delays(start_delay_ns: Mapping[int, float] | None, world_size: int) -> list[float]:
+    """Each rank's start delay in ns (0.0 unless given); NprofError for a rank outside the job or a negative delay."""
+    out = [0.0] * world_size
+    for r, d in (start_delay_ns or {}).items():
+        if not 0 <= r < world_size:
+            raise NprofError(f"start delay given for rank {r}, outside the job's ranks 0..{world_size - 1}")
+        if not d >= 0:
+            raise NprofError(f"start delay of rank {r} must be >= 0 ns, got {d}")
+        out[r] = float(d)
+    return out
+
+
 def _programs(programs: Program | Sequence[Program], world_size: int) -> list[Program]:
     if isinstance(programs, Program):
         return [programs] * world_size
@@ -96,21 +111,31 @@ def _inputs(inputs: object, world_size: int) -> list[Mapping[str, object]]:
     return seq
 
 
-def collective_keys(program: Program, rank: int, world_size: int) -> list[tuple[int, OpKey]]:
-    """(instruction index, op key) of every collective of `program` when run as `rank`."""
+def collective_keys(
+    program: Program, rank: int, world_size: int, groups: list[tuple[int, tuple[int, ...]]] | None = None
+) -> list[tuple[int, OpKey]]:
+    """(instruction index, op key) of every collective of `program` when run as `rank`; `groups`: the
+    program's `collective_groups` when already known (ranks running one program share them)."""
     counters: dict[tuple[int, ...], int] = {}
     out: list[tuple[int, OpKey]] = []
-    everyone = tuple(range(world_size))
-    for i, ins in enumerate(program.instructions):
-        if ins.opcode not in COLLECTIVES:
-            continue
-        group = _group(ins, world_size, everyone, i)
+    for i, group in collective_groups(program, world_size) if groups is None else groups:
         if rank not in group:
+            ins = program.instructions[i]
             raise NprofError(f"instruction {i} ({ins.opcode.value}) on rank {rank} names group {group} without it")
         seq = counters.get(group, 0)
         counters[group] = seq + 1
         out.append((i, (group, seq)))
     return out
+
+
+def collective_groups(program: Program, world_size: int) -> list[tuple[int, tuple[int, ...]]]:
+    """(instruction index, checked participant group) of every collective of `program`."""
+    everyone = tuple(range(world_size))
+    return [
+        (i, _group(ins, world_size, everyone, i))
+        for i, ins in enumerate(program.instructions)
+        if ins.opcode in COLLECTIVES
+    ]
 
 
 def _group(ins: Instruction, world_size: int, everyone: tuple[int, ...], i: int) -> tuple[int, ...]:
@@ -125,7 +150,9 @@ def _group(ins: Instruction, world_size: int, everyone: tuple[int, ...], i: int)
 
 def match_ops(programs: list[Program], world_size: int) -> dict[OpKey, dict[int, int]]:
     """op key -> {rank: instruction index}; NprofError when a participant never reaches an op."""
-    per_rank = {r: collective_keys(p, r, world_size) for r, p in enumerate(programs)}
+    distinct = {id(p): p for p in programs}
+    groups = {key: collective_groups(p, world_size) for key, p in distinct.items()}
+    per_rank = {r: collective_keys(p, r, world_size, groups[id(p)]) for r, p in enumerate(programs)}
     ops: dict[OpKey, dict[int, int]] = {}
     for r, keys in per_rank.items():
         for i, key in keys:
@@ -156,10 +183,21 @@ def _fmt(group: tuple[int, ...]) -> str:
     return f"{group[0]}..{group[-1]}" if group == tuple(range(group[0], group[-1] + 1)) else str(group)
 
 
+def _shifted(timing: Timing, delay: float) -> Timing:
+    """`timing` moved `delay` ns later (a rank that starts late)."""
+    return Timing(timing.start + delay, timing.end + delay, timing.wait) if delay else timing
+
+
 def _schedule_ranks(
-    programs: list[Program], pre: Preset, ops: dict[OpKey, dict[int, int]], topo: Topology
+    programs: list[Program],
+    pre: Preset,
+    ops: dict[OpKey, dict[int, int]],
+    topo: Topology,
+    delays: Sequence[float],
 ) -> tuple[list[Plan], list[Timing], dict[OpKey, tuple[dict[int, float], float, float]]]:
-    """Fixed-point timing of every rank (see module doc); returns plans, timings and op (arrivals, start, end)."""
+    """Fixed-point timing of every rank (see module doc), rank r starting `delays[r]` ns late; returns plans,
+    timings and op (arrivals, start, end). Ranks with the same program, delay and collective durations share
+    one schedule (the same objects)."""
     world = len(programs)
     base = [plan_for(p, pre) for p in programs]
     ring: dict[OpKey, float] = {}
@@ -180,14 +218,14 @@ def _schedule_ranks(
         cache: dict[tuple, tuple[Plan, Timing]] = {}
         plans, timings = [], []
         for r in range(world):
-            sig = (id(programs[r]), tuple(sorted(cdur[r].items())))
+            sig = (id(programs[r]), delays[r], tuple(sorted(cdur[r].items())))
             hit = cache.get(sig)
             if hit is None:
                 dur = base[r].dur.copy()
                 for i, d in cdur[r].items():
                     dur[i] = d
                 plan = replace(base[r], dur=dur)
-                hit = cache[sig] = (plan, schedule(plan))
+                hit = cache[sig] = (plan, _shifted(schedule(plan), delays[r]))
             plans.append(hit[0])
             timings.append(hit[1])
         changed = False
@@ -217,6 +255,7 @@ def simulate_workers(
     profile_ranks: Sequence[int] | None = None,
     executions: int = 1,
     ignore_exec_errors: bool = False,
+    start_delay_ns: Mapping[int, float] | None = None,
 ) -> JobResult:
     """Run a `world_size`-worker job on virtual NeuronCores (see the module doc)."""
     if world_size < 1:
@@ -235,7 +274,7 @@ def simulate_workers(
     if bad:
         raise NprofError(f"rank {bad[0]} is outside the job's ranks 0..{world_size - 1}")
     ops = match_ops(progs, world_size)
-    plans, timings, op_times = _schedule_ranks(progs, pre, ops, topo)
+    plans, timings, op_times = _schedule_ranks(progs, pre, ops, topo, _delays(start_delay_ns, world_size))
     ordered = sorted(op_times, key=lambda k: (op_times[k][1], k))
     job_ops = []
     for n, key in enumerate(ordered):
@@ -270,9 +309,15 @@ def simulate_workers(
     if numerics:
         outputs = run_lockstep(progs, pre, checked, ops, ignore_exec_errors, warnings)
     results: dict[int, SimResult] = {}
+    shared: dict[tuple[int, int, int], tuple[pa.Table, pa.Table]] = {}  # ranks with one schedule share its tables
     with progress(len(wanted), "building worker profiles") as bar:
         for r in wanted:
-            profile = rank_profile(progs[r], plans[r], timings[r], pre, r, topo, job_ops, numerics, executions)
+            schedule_key = (id(progs[r]), id(plans[r]), id(timings[r]))
+            if schedule_key not in shared:
+                shared[schedule_key] = build_tables(progs[r], plans[r], timings[r], iteration=0)
+            profile = rank_profile(
+                progs[r], plans[r], timings[r], pre, r, topo, job_ops, numerics, executions, shared[schedule_key]
+            )
             total = profile.info.total_time_ns or 0
             results[r] = SimResult(outputs[r], profile, (total,) * executions, tuple(warnings[r]))
             bar.advance(1)
@@ -289,9 +334,11 @@ def rank_profile(
     job_ops: list[CollectiveOp],
     numerics: bool,
     executions: int,
+    tables: tuple[pa.Table, pa.Table] | None = None,
 ) -> Profile:
-    """Rank `rank`'s profile: its instruction/DMA tables and a `collectives` row per operation it joined."""
-    instructions, dma = build_tables(program, plan, timing, iteration=0)
+    """Rank `rank`'s profile: its instruction/DMA tables (`tables`, when already built from this program, plan
+    and timing) and a `collectives` row per operation it joined."""
+    instructions, dma = tables if tables is not None else build_tables(program, plan, timing, iteration=0)
     mine = [op for op in job_ops if rank in op.arrival]
     arrivals = [int(np.rint(op.arrival[rank])) for op in mine]
     ends = [int(np.rint(op.end)) for op in mine]

@@ -19,6 +19,7 @@ Unknown formats and unwritable paths raise `NprofError` with one line.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, SUMMARY_THRESHOLDS, Thresholds
 from nprof.atomic import atomic_dir, atomic_file
 from nprof.errors import NprofError
 from nprof.export import csv_export, json_export, parquet_export, perfetto_export, summary_json, summary_text
@@ -45,14 +46,17 @@ class Exporter:
     default_output: str | None  # None: standard output when no --output-file is given
     directory: bool = False
     description: str = ""
-    findings: bool = False  # reports the findings (so `--threshold` applies to it)
+    findings: bool = False  # reports the findings and analysis tables (so every `--threshold` applies to it)
+    summary: bool = False  # reports the summary's `bound` (so the SUMMARY_THRESHOLDS apply to it)
 
 
 EXPORTERS: dict[str, Exporter] = {
     "summary-text": Exporter(
         "summary-text", summary_text.write, None, description="summary metrics as a text table", findings=True
     ),
-    "summary-json": Exporter("summary-json", summary_json.write, None, description="summary metrics as JSON"),
+    "summary-json": Exporter(
+        "summary-json", summary_json.write, None, description="summary metrics as JSON", summary=True
+    ),
     "json": Exporter(
         "json", json_export.write, "ntff.json", description="summary and every event as JSON", findings=True
     ),
@@ -89,12 +93,13 @@ def export_profile(
     """Write `profile` in format `fmt` (see module doc); returns the path written, None for `stdout`."""
     exporter = get_exporter(fmt)
     options = options or ExportOptions()
-    if output is None and exporter.default_output is None:
+    name = output if output is not None else exporter.default_output
+    if name is None:
         if stdout is None:
             raise TypeError(f"export_profile: format {fmt} without output= needs stdout= (a text stream)")
         stdout.write(export_text(profile, fmt, options))
         return None
-    target = Path(output if output is not None else exporter.default_output)  # type: ignore[arg-type]
+    target = Path(name)
     if exporter.directory:
         with atomic_dir(target) as tmp:
             exporter.write(profile, tmp, options)
@@ -121,16 +126,21 @@ def _open(path: str) -> Profile:
 
 
 def check_thresholds(thresholds: Thresholds, fmt: str) -> None:
-    """Refuse tuned `--threshold`s with a format that reports no findings (they would be ignored)."""
-    if thresholds.changed() and not (fmt in EXPORTERS and EXPORTERS[fmt].findings):
+    """Refuse tuned `--threshold`s that format `fmt` would ignore: any with a format reporting neither
+    findings nor the summary, those other than SUMMARY_THRESHOLDS with one reporting only the summary."""
+    exporter = EXPORTERS.get(fmt)
+    applies = set(thresholds.changed()) if exporter and exporter.findings else set()
+    applies |= SUMMARY_THRESHOLDS if exporter and exporter.summary else set()
+    ignored = [name for name in thresholds.changed() if name not in applies]
+    if ignored:
         with_findings = ", ".join(name for name, e in EXPORTERS.items() if e.findings)
         raise NprofError(
-            f"--threshold sets when findings are reported, and --output-format {fmt} has none; "
-            f"use {with_findings} or the viewer"
+            f"--threshold {', '.join(ignored)} sets when findings are reported, and --output-format {fmt} "
+            f"has none; use {with_findings} or the viewer"
         )
 
 
-def export_from_args(args: Any) -> Outcome:
+def export_from_args(args: argparse.Namespace) -> Outcome:
     """`nprof view ... --output-format F`: open the profile, export it; the text for stdout (summary
     formats without --output-file) or the line naming the file written."""
     thresholds = getattr(args, "thresholds", None) or DEFAULT_THRESHOLDS

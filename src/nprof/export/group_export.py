@@ -5,12 +5,13 @@ Contract:
   `load_ranks(dir)` opens them in parallel threads (progress bar on a terminal).
 * `group_summary(profiles) -> GroupAnalysis` (`nprof.analysis.collectives`).
 * Formats: `summary-text` (a per-rank table — nd/nc, total_time, cc_op_time, cc_op_count, cc_wait_time,
-  caused_wait — then one line per collective operation with its straggler and waits, then the job's
-  straggler and slowest rank), `summary-json` (the same as JSON: {"ranks", "ops", "straggler",
-  "slowest_rank", "total_wait_ns"}), `perfetto` (one trace, one process per rank — pid rank+1 —, written by
+  caused_wait (device clock, simulated), host_wait (measured) — then one line per collective operation with its
+  clock, transfer, straggler and waits, then the job's straggler and slowest rank), `summary-json` (the same as
+  JSON: `GroupAnalysis.to_json()`), `perfetto` (one trace, one process per rank — pid rank+1 —, written by
   the single-profile exporter per rank and merged with track uuids, sequence ids and flow ids moved into a
   per-rank range, plus a "Collective wait | transfer" track per rank (lanes when operations overlap) with a
-  "wait for other ranks" slice and a `<kind> #<id>` transfer slice per operation — the single-profile
+  "wait for other ranks" slice (named with its clock: simulated, or measured for gloo) and a `<kind> #<id>`
+  transfer slice per operation — the single-profile
   "Collectives" track shows arrival to end in one slice; default file `ntff_group.pftrace`).
   `dataset` (every table of every rank as Hive-partitioned Parquet, written one rank at a time:
   `nprof.dataset.write`; default directory `ntff_dataset`). Other formats refuse `-d` with a one-line hint.
@@ -19,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +28,18 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
+import pyarrow.compute as pc
 
-from nprof.analysis.collectives import GroupAnalysis, RankFacts, analyze_group
+from nprof.analysis.collectives import (
+    EXCHANGE_TRACK,
+    HOST_ALGORITHM,
+    GroupAnalysis,
+    RankFacts,
+    analyze_group,
+    exchange_facts,
+)
 from nprof.atomic import atomic_file
+from nprof.capture.rendezvous import align_ranks, needs_alignment
 from nprof.dataset import write_dataset
 from nprof.dataset.ranks import rank_files
 from nprof.errors import NprofError
@@ -43,18 +54,34 @@ _CC_TRACK = 3 << 30  # offset of the per-rank "Collectives" tracks inside a rank
 
 
 def load_ranks(directory: str | os.PathLike[str]) -> dict[int, Profile]:
+    """Every rank's profile, on one clock (`capture.rendezvous.align_ranks` when the ranks come from several
+    captures, e.g. one per node)."""
     files = rank_files(directory)
     out: dict[int, Profile] = {}
     with progress(len(files), f"Loading {len(files)} worker profiles") as bar, ThreadPoolExecutor(2) as pool:
         for rank, prof in zip(files, pool.map(Profile.load, files.values()), strict=True):
             out[rank] = prof
             bar.advance(1)
+    if needs_alignment({r: p.info for r, p in out.items()}):
+        out = align_ranks(out)
     return out
+
+
+def _exchanges(p: Profile) -> dict[int, tuple[int, int]]:
+    """op id -> (host ts, measured wait) of the profile's host exchange rows."""
+    t = p.instructions
+    if not t.num_rows:
+        return {}
+    t = t.filter(pc.equal(t["track"], EXCHANGE_TRACK))
+    return exchange_facts(t["hlo_name"].to_pylist(), t["ts"].to_pylist(), t["wait_ns"].to_pylist())
 
 
 def group_summary(profiles: dict[int, Profile]) -> GroupAnalysis:
     return analyze_group(
-        {r: RankFacts(p.collectives, p.total_time_ns, p.info.nd_idx, p.info.nc_idx, None) for r, p in profiles.items()}
+        {
+            r: RankFacts(p.collectives, p.total_time_ns, p.info.nd_idx, p.info.nc_idx, None, _exchanges(p))
+            for r, p in profiles.items()
+        }
     )
 
 
@@ -64,25 +91,32 @@ def _s(ns: int) -> str:
 
 def summary_text(g: GroupAnalysis) -> str:
     lines = [f"{'rank':>5} {'nd_idx':>6} {'nc_idx':>6} {'total_time':>12} {'cc_op_time':>12} {'cc_op_count':>11} "
-             f"{'cc_wait_time':>12} {'caused_wait':>12}"]  # fmt: skip
+             f"{'cc_wait_time':>12} {'caused_wait':>12} {'host_wait':>12}"]  # fmt: skip
     for r in g.ranks:
         lines.append(
             f"{r.rank:>5} {r.nd_idx:>6} {r.nc_idx:>6} {_s(r.total_time_ns):>12} {_s(r.cc_op_time_ns):>12} "
-            f"{r.cc_op_count:>11} {_s(r.cc_wait_ns):>12} {_s(r.caused_wait_ns):>12}"
+            f"{r.cc_op_count:>11} {_s(r.cc_wait_ns):>12} {_s(r.caused_wait_ns):>12} {_s(r.host_wait_ns):>12}"
         )
+    lines.append("(cc_wait_time, caused_wait: the device's waits, simulated; host_wait: measured on the host clock)")
     lines.append("")
-    lines.append(f"collective operations: {len(g.ops)} (times in seconds; straggler = last rank to arrive)")
-    lines.append(f"{'id':>4} {'kind':<15} {'bytes':>10} {'start':>12} {'duration':>12} {'max_wait':>12} straggler")
+    lines.append(f"collective operations: {len(g.ops)} (times in seconds; straggler = last rank to arrive; "
+                 "each op's waits on its clock: device = simulated, host = measured)")  # fmt: skip
+    lines.append(f"{'id':>4} {'kind':<15} {'bytes':>10} {'clock':<6} {'start':>12} {'transfer':>12} {'max_wait':>12} "
+                 f"{'straggler':>9} {'host_max_wait':>13}")  # fmt: skip
     for op in g.ops:
+        host = "-" if op.host_max_wait_ns is None else _s(op.host_max_wait_ns)
         lines.append(
-            f"{op.id:>4} {op.kind:<15} {op.bytes:>10} {_s(op.start):>12} {_s(op.end - op.start):>12} "
-            f"{_s(op.max_wait_ns):>12} {op.straggler if op.max_wait_ns else '-'}"
+            f"{op.id:>4} {op.kind:<15} {op.bytes:>10} {op.clock:<6} {_s(op.start):>12} {_s(op.transfer_ns):>12} "
+            f"{_s(op.max_wait_ns):>12} {op.straggler if op.max_wait_ns else '-':>9} {host:>13}"
         )
     lines.append("")
     culprit = "none (no rank waited)" if g.straggler is None else f"rank {g.straggler}"
     lines.append(f"straggler     {culprit}")
     lines.append(f"slowest_rank  {g.slowest_rank}")
-    lines.append(f"total_wait    {_s(g.total_wait_ns)}")
+    lines.append(f"total_wait    {_s(g.total_wait_ns)} (device, simulated)")
+    if g.host_total_wait_ns or g.host_straggler is not None:
+        who = "none" if g.host_straggler is None else f"rank {g.host_straggler}"
+        lines.append(f"host_wait     {_s(g.host_total_wait_ns)} (host, measured; straggler {who})")
     return "\n".join(lines) + "\n"
 
 
@@ -160,7 +194,8 @@ def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
         lane_end[lane] = end
         seq = seq0 + lane + 1
         start = r["ts"] + r["wait_ns"]
-        spans = [(f"wait for other ranks (#{r['id']})", r["ts"], start)] if r["wait_ns"] > 0 else []
+        clock = "measured" if r.get("algorithm") == HOST_ALGORITHM else "simulated"
+        spans = [(f"wait for other ranks (#{r['id']}, {clock})", r["ts"], start)] if r["wait_ns"] > 0 else []
         spans.append((f"{r['kind']} #{r['id']}", start, end))
         for name, t0, t1 in spans:
             for ts, kind in ((t0, TrackEvent.TYPE_SLICE_BEGIN), (t1, TrackEvent.TYPE_SLICE_END)):
@@ -174,7 +209,7 @@ def _collective_lanes(prof: Profile, shift: int, seq0: int) -> list[list[Any]]:
     return lanes
 
 
-def export_group_from_args(args: Any) -> Outcome:
+def export_group_from_args(args: argparse.Namespace) -> Outcome:
     """`nprof view -d DIR --output-format F [--output-file PATH]` (see module doc)."""
     fmt = args.output_format
     if fmt not in GROUP_FORMATS:

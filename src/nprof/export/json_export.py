@@ -29,7 +29,7 @@ from nprof.analysis.warnings import warnings
 from nprof.export.labels import queue_label, track_label
 from nprof.export.options import ExportOptions
 from nprof.profile import Profile
-from nprof.progress import progress
+from nprof.progress import Progress, progress
 
 INSTRUCTION_FIELDS = (
     "timestamp", "duration", "label", "opcode", "operands", "hlo_name", "nki_source_location", "layer", "engine",
@@ -51,7 +51,9 @@ def _labelled(batch: pa.RecordBatch, source: str, label: Callable[[str], str], f
     return pa.table({name: cols[name] for name in fields})
 
 
-def _records(out: BinaryIO, table: pa.Table, convert: Callable[[pa.RecordBatch], pa.Table], chunk: int, bar) -> None:
+def _records(
+    out: BinaryIO, table: pa.Table, convert: Callable[[pa.RecordBatch], pa.Table], chunk: int, bar: Progress
+) -> None:
     """Write the rows of `table` as JSON objects separated by ",\n"; DuckDB's to_json renders each batch."""
     first = True
     con = duckdb.connect()
@@ -72,7 +74,7 @@ def _records(out: BinaryIO, table: pa.Table, convert: Callable[[pa.RecordBatch],
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
     """Stream `profile` as JSON to `out` (see module doc)."""
     chunk = options.chunk_rows
-    out.write(b'{"summary": [' + orjson.dumps(summary_metrics(profile)) + b"],\n")
+    out.write(b'{"summary": [' + orjson.dumps(summary_metrics(profile, thresholds=options.thresholds)) + b"],\n")
     with progress(profile.event_count, "Writing JSON") as bar:
         out.write(b'"instruction": [\n')
         _records(

@@ -13,4 +13,4 @@ class ExportOptions:
 
     show_flows: bool = False  # perfetto: draw dependency arrows between events
     chunk_rows: int = 65_536  # rows per streamed batch (memory stays flat in profile size)
-    thresholds: Thresholds = DEFAULT_THRESHOLDS  # when findings are reported (formats with FINDINGS_FORMATS)
+    thresholds: Thresholds = DEFAULT_THRESHOLDS  # the analysis thresholds (formats whose Exporter says so)

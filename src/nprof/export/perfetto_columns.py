@@ -26,10 +26,10 @@ class TableColumns:
         self.f, self.table = f, table
 
     def numeric(self, name: str, rows: np.ndarray) -> np.ndarray:
-        return self.f.column(self.table, name)[rows]  # type: ignore[index]
+        return self.f.column(self.table, name)[rows]
 
     def strings(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, pa.Array, list[str] | None]:
-        codes, dictionary = self.f.column(self.table, name)  # type: ignore[misc]
+        codes, dictionary = self.f.column(self.table, name)
         return codes[rows], dictionary, None
 
 
@@ -39,18 +39,19 @@ class BatchColumns:
     def __init__(self, table: pa.Table, start: int, stop: int) -> None:
         self.slice = table.slice(start, stop - start)
         self.start = start
-        self._cache: dict[str, object] = {}
+        self._numeric: dict[str, np.ndarray] = {}
+        self._strings: dict[str, tuple[np.ndarray, pa.Array, list[str] | None]] = {}
 
     def numeric(self, name: str, rows: np.ndarray) -> np.ndarray:
-        if name not in self._cache:
+        if name not in self._numeric:
             col = self.slice[name]
-            self._cache[name] = to_numpy(col, bool if pa.types.is_boolean(col.type) else np.int64)
-        return self._cache[name][rows - self.start]  # type: ignore[index]
+            self._numeric[name] = to_numpy(col, bool if pa.types.is_boolean(col.type) else np.int64)
+        return self._numeric[name][rows - self.start]
 
     def strings(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, pa.Array, list[str] | None]:
-        if name not in self._cache:
+        if name not in self._strings:
             codes, dictionary = encode_arrow(self.slice[name])
             values = dictionary.to_pylist() if len(dictionary) <= SMALL_DICTIONARY else None
-            self._cache[name] = (codes, dictionary, values)
-        codes, dictionary, values = self._cache[name]  # type: ignore[misc]
+            self._strings[name] = (codes, dictionary, values)
+        codes, dictionary, values = self._strings[name]
         return codes[rows - self.start], dictionary, values

@@ -73,7 +73,7 @@ from nprof.export.perfetto_layout import (
 )
 from nprof.export.protowire import Fixed, place
 from nprof.profile import Profile
-from nprof.progress import progress
+from nprof.progress import Progress, progress
 
 PROCESS_UUID = 1
 TRACK_UUID_BASE = 1000
@@ -172,7 +172,7 @@ class _Writer:
         d.child_ordering = TrackDescriptor.ChildTracksOrdering.EXPLICIT
         self.out.write(_one(p))
 
-    def lane(self, row: Row, rows: np.ndarray, uuid: int, bar) -> None:
+    def lane(self, row: Row, rows: np.ndarray, uuid: int, bar: Progress) -> None:
         """One lane of a row whose events are not sequential in table order (sorted or nested)."""
         ts_all, end_all = row_times(self.profile, row.table)
         ts, end = ts_all[rows], end_all[rows]
@@ -189,7 +189,7 @@ class _Writer:
             sl = slice(p0, p0 + chunk)
             self.chunk(row, rows, event[sl], kind[sl], time[sl], uuid, seq, bar, cols)
 
-    def stream(self, table: str, streams: dict[str, tuple[Row, int]], bar) -> None:
+    def stream(self, table: str, streams: dict[str, tuple[Row, int]], bar: Progress) -> None:
         """Rows whose events are sequential in table order, read batch by batch (memory bounded by the batch)."""
         if not streams:
             return
@@ -205,7 +205,7 @@ class _Writer:
                 self.chunk(row, b.start + pos, event, kind, time, uuid, seqs[name], bar, cols)
 
     def chunk(self, row: Row, rows: np.ndarray, ev: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
-              seq: Sequence, bar, cols: Columns) -> None:  # fmt: skip
+              seq: Sequence, bar: Progress, cols: Columns) -> None:  # fmt: skip
         """Write packets (event index into `rows`, kind, time) of one chunk, preceded by their interned strings."""
         seq.maybe_reset()
         starts = np.flatnonzero(kd != KIND_END)
@@ -220,9 +220,9 @@ class _Writer:
         self.out.write(seq.packet())
         alternating = len(groups) == 2 and starts.size == ends.size and np.array_equal(starts, np.arange(0, ev.size, 2))
         if alternating:  # the common case: begin, end, begin, end ... one matrix, no scatter
-            self.out.write(memoryview(np.hstack([groups[0][1], groups[1][1]]).reshape(-1)))
+            self.out.write(np.hstack([groups[0][1], groups[1][1]]).reshape(-1).data)
         else:
-            self.out.write(memoryview(place(groups, ev.size)))
+            self.out.write(place(groups, ev.size).data)
         bar.advance(starts.size)
 
     def begin_packets(self, row: Row, rows: np.ndarray, kd: np.ndarray, tm: np.ndarray, uuid: int,
@@ -299,7 +299,7 @@ class _Writer:
                     t, v = ts[c0 : c0 + self.options.chunk_rows], value[c0 : c0 + self.options.chunk_rows]
                     te = Fixed(t.size).const(_TE_TYPE, 4).const(_TE_TRACK, uuid).fixed64(_TE_DOUBLE, v)
                     msg = Fixed(t.size).varint(8, t).message(11, te).const(10, seq)
-                    self.out.write(memoryview(np.ascontiguousarray(msg.packets()).reshape(-1)))
+                    self.out.write(np.ascontiguousarray(msg.packets()).reshape(-1).data)
 
     def run(self) -> None:
         facts(self.profile).lean = True  # no per-event arrays unless a row needs sorting

@@ -72,7 +72,7 @@ class Sequence:
         used = np.unique(codes[valid]) if present is not None else np.unique(codes)
         if values is not None:
             table = self.maps.setdefault((kind, key), {})
-            lut = np.zeros(max(len(values), 1), np.uint64)
+            lut: np.ndarray = np.zeros(max(len(values), 1), np.uint64)
             new: list[int] = []
             for code in used.tolist():
                 iid = table.get(values[code])
@@ -86,9 +86,10 @@ class Sequence:
                 self.pending.append((kind, lut[idx], dictionary.take(pa.array(idx))))
             iids = lut[np.maximum(codes, 0)]
         elif len(dictionary) <= LOOKUP_MAX:
-            lut = self.luts.get((kind, key))
-            if lut is None or lut.size != len(dictionary):
-                lut = self.luts[(kind, key)] = np.zeros(len(dictionary), np.uint64)
+            cached = self.luts.get((kind, key))
+            if cached is None or cached.size != len(dictionary):
+                cached = self.luts[(kind, key)] = np.zeros(len(dictionary), np.uint64)
+            lut = cached
             fresh_codes = used[lut[used] == 0]
             if fresh_codes.size:
                 lut[fresh_codes] = self._fresh(kind, fresh_codes.size)

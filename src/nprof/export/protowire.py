@@ -12,7 +12,7 @@ concatenates messages as repeated field 1 of a parent (a Perfetto `Trace`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -64,11 +64,34 @@ def _write_varint(out: np.ndarray, pos: np.ndarray, values: np.ndarray, lens: np
 
 
 class _Part(NamedTuple):
+    """One field of a message, for every row; `data` depends on `kind` (read it through the property of
+    that kind)."""
+
     kind: str
     head: bytes  # tag bytes
     data: object
     present: np.ndarray | None
     lens: np.ndarray  # total bytes of this part per row (0 where absent)
+
+    @property
+    def array(self) -> np.ndarray:
+        """varint, fixed64: the value per row."""
+        return cast(np.ndarray, self.data)
+
+    @property
+    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """bytes: (all rows' bytes, start of each row's bytes, their size)."""
+        return cast(tuple[np.ndarray, np.ndarray, np.ndarray], self.data)
+
+    @property
+    def message(self) -> Msg:
+        """message: the nested message, one row per row."""
+        return cast(Msg, self.data)
+
+    @property
+    def repeated(self) -> tuple[np.ndarray, np.ndarray]:
+        """rfixed64: (all values, offsets: row i's values are values[offsets[i]:offsets[i + 1]])."""
+        return cast(tuple[np.ndarray, np.ndarray], self.data)
 
 
 class Msg:
@@ -155,15 +178,15 @@ class Msg:
                 out[at[:, None] + np.arange(len(head))] = head
             at = at + len(head)
             if p.kind == "varint":
-                v = p.data if rows is None else p.data[rows]  # type: ignore[index]
+                v = p.array if rows is None else p.array[rows]
                 _write_varint(out, at, v, varint_len(v))
             elif p.kind == "fixed64":
-                v = p.data if rows is None else p.data[rows]  # type: ignore[index]
+                v = p.array if rows is None else p.array[rows]
                 as_bytes = v.astype("<u8").view(np.uint8).reshape(-1, 8)
                 idx = at[:, None] + np.arange(8)
                 out[idx] = as_bytes
             elif p.kind == "bytes":
-                data, starts, size = p.data  # type: ignore[misc]
+                data, starts, size = p.spans
                 if rows is not None:
                     starts, size = starts[rows], size[rows]
                 _write_varint(out, at, size.astype(_U64), varint_len(size))
@@ -174,7 +197,7 @@ class Msg:
                     within = np.arange(total) - np.repeat(np.cumsum(size) - size, size)
                     out[at[row_of] + within] = data[starts[row_of] + within]
             elif p.kind == "message":
-                sub: Msg = p.data  # type: ignore[assignment]
+                sub = p.message
                 inner = sub.lengths() if rows is None else sub.lengths()[rows]
                 _write_varint(out, at, inner.astype(_U64), varint_len(inner))
                 at = at + varint_len(inner)
@@ -199,14 +222,14 @@ class Msg:
         for p in self.parts:
             present = p.present[rows] if p.present is not None else None
             if p.kind in ("varint", "fixed64"):
-                data: object = p.data[rows]  # type: ignore[index]
+                data: object = p.array[rows]
             elif p.kind == "bytes":
-                d, s, z = p.data  # type: ignore[misc]
+                d, s, z = p.spans
                 data = (d, s[rows], z[rows])
             elif p.kind == "message":
-                data = p.data.subset(rows)  # type: ignore[attr-defined]
+                data = p.message.subset(rows)
             elif p.kind == "rfixed64":
-                vals, offs = p.data  # type: ignore[misc]
+                vals, offs = p.repeated
                 count = offs[1:] - offs[:-1]
                 sel = count[rows]
                 new_offs = np.zeros(rows.size + 1, np.int64)
@@ -220,7 +243,7 @@ class Msg:
 
 
 def _write_rfixed64(out: np.ndarray, at: np.ndarray, p: _Part) -> None:
-    values, offsets = p.data  # type: ignore[misc]
+    values, offsets = p.repeated
     count = offsets[1:] - offsets[:-1]
     total = int(count.sum())
     if total == 0:

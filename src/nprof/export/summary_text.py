@@ -49,4 +49,5 @@ def render_findings(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLD
 
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
     """Write the summary table of `profile`, then its findings, to `out`."""
-    out.write((render(summary_metrics(profile)) + render_findings(profile, options.thresholds)).encode())
+    metrics = summary_metrics(profile, thresholds=options.thresholds)
+    out.write((render(metrics) + render_findings(profile, options.thresholds)).encode())

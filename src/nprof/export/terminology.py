@@ -18,7 +18,7 @@ _COUNTER_TERMS = {
 }
 WARNING_TERMS = {
     "tensor_reload": "a tensor loaded from HBM more than twice (--threshold reload_limit=N; box around its loads)",
-    "small_dma": "DMA transfers below 2 KiB per partition or 32 KiB in total",
+    "small_dma": "DMA transfers below 2 KiB per partition or 32 KiB in total (the small_dma_* thresholds)",
     "throttling": "a region where a throttle counter of the device is above zero",
 }
 FINDING_TERMS = {

@@ -252,8 +252,13 @@ def tensor_tensor(
     out: NkiTensor | None = None, engine: Engine = Engine.VECTOR,
 ) -> NkiTensor:  # fmt: skip
     a, b = tile(a), tile(b)
-    if a.shape != b.shape:
-        raise kernel_error(f"tensor_tensor operands differ in shape: {a.shape} vs {b.shape}")
+    if a.shape != b.shape:  # free axes of size 1 broadcast (NKI API reference, nisa.tensor_tensor: "if you need
+        # broadcasting capability in the free dimension ... consider tensor_scalar ... better performance")
+        same = a.ndim == b.ndim and a.shape[0] == b.shape[0]
+        if not same or any(x != y and 1 not in (x, y) for x, y in zip(a.shape[1:], b.shape[1:], strict=True)):
+            raise kernel_error(f"tensor_tensor operands differ in shape: {a.shape} vs {b.shape}")
+        shape = (a.shape[0], *(max(x, y) for x, y in zip(a.shape[1:], b.shape[1:], strict=True)))
+        a, b = a.expand(shape), b.expand(shape)
     dt = dname(dtype) if dtype is not None else promote(a.dtype_name, b.dtype_name)
     res = result_tile(out, a.shape, dt)
     o, x, y = apply_mask(mask, a.shape, res, a, b)

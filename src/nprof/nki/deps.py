@@ -18,7 +18,6 @@ cheap for long programs; a write that fully covers an entry replaces it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
 
@@ -26,13 +25,19 @@ Region = tuple[tuple[int, int], ...]  # half-open ranges; on chip: (partitions, 
 _NO_BOX = ((0, 0), (0, 0))  # placeholder bounds when a region is not a 2-D box (never compared with one)
 
 
-@dataclass(eq=False)
 class _Entry:
-    box: Region | None  # exact box (on chip: partitions x bytes; HBM: per axis) or None
-    span: tuple[int, int]  # HBM flat element span [lo, hi) (on chip: the byte range)
-    writer: int | None
-    readers: list[int] = field(default_factory=list)
-    buckets: tuple[int, ...] = ()
+    """A region and its last writer and readers since (compared by identity; a plain slots class: one is made
+    per write and per newly read region, a dataclass __init__ costs twice as much)."""
+
+    __slots__ = ("box", "buckets", "readers", "span", "writer")
+
+    def __init__(self, box: Region | None, span: tuple[int, int], writer: int | None, readers: list[int],
+                 buckets: tuple[int, ...]) -> None:  # fmt: skip
+        self.box = box  # exact box (on chip: partitions x bytes; HBM: per axis) or None
+        self.span = span  # HBM flat element span [lo, hi) (on chip: the byte range)
+        self.writer = writer
+        self.readers = readers
+        self.buckets = buckets
 
 
 def _overlap(a: Region, b: Region) -> bool:
@@ -156,13 +161,15 @@ class DepTracker:
         for e in self._candidates(space, buckets, copy=False):  # (entries are added after the loop)
             eb = e.box
             if eb is not None and box is not None:
-                if len(eb) == 2:  # on-chip regions and 2-D HBM boxes (`_overlap` inlined: the hot path)
+                if len(eb) == 2:  # on-chip regions and 2-D HBM boxes (`_overlap`, `_covers` inlined: the hot path)
                     (e0, e1), (e2, e3) = eb
                     if not (e0 < x1 and x0 < e1 and e2 < x3 and x2 < e3):
                         continue
+                    inside = x0 <= e0 and e1 <= x1 and x2 <= e2 and e3 <= x3
                 elif not _overlap(eb, box):
                     continue
-                inside = _covers(box, eb)
+                else:
+                    inside = _covers(box, eb)
             else:
                 es0, es1 = e.span
                 if not (es0 < s1 and s0 < es1):
@@ -189,13 +196,15 @@ class DepTracker:
         for e in self._candidates(space, buckets):
             eb = e.box
             if eb is not None and box is not None:
-                if len(eb) == 2:  # `_overlap` inlined (the hot path)
+                if len(eb) == 2:  # `_overlap`, `_covers` inlined (the hot path)
                     (e0, e1), (e2, e3) = eb
                     if not (e0 < x1 and x0 < e1 and e2 < x3 and x2 < e3):
                         continue
+                    covered = x0 <= e0 and e1 <= x1 and x2 <= e2 and e3 <= x3
                 elif not _overlap(eb, box):
                     continue
-                covered = _covers(box, eb)
+                else:
+                    covered = _covers(box, eb)
             else:
                 es0, es1 = e.span
                 if not (es0 < s1 and s0 < es1):

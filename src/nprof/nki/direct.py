@@ -140,8 +140,7 @@ def _check_place(base: OnChip, api: str, idx: tuple[int, ...], hit: tuple[int, i
     if byte < 0 or byte + nbytes > preset.sbuf_partition_bytes:
         raise kernel_error(
             f"{what} covers bytes {byte}..{byte + nbytes - 1} of each partition, outside the "
-            f"{preset.sbuf_partition_bytes}-byte SBUF partition; lower base_addr or use smaller tiles (an address "
-            "advanced inside an nl.affine_range body: NKI traces the body once, nprof runs it every iteration)"
+            f"{preset.sbuf_partition_bytes}-byte SBUF partition; lower base_addr or use smaller tiles"
         )
     if byte >= limit:  # the reference's byte_addr range; the memory exists, so simulate it and say so
         from nprof.nki.calls import NkiCompatWarning

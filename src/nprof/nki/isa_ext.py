@@ -194,8 +194,18 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, 
     return res
 
 
-def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None) -> NkiTensor:
-    """src.T of a 2-D HBM view into a new SBUF tile (or `dst`), one DMA with a transposing access pattern."""
+@beta2(("dst", "src", "axes", "priority", "dge_mode", "oob_mode", "name"), at=1)
+def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = None, dst: Any = None,
+                  priority: Any = None, dge_mode: Any = None, oob_mode: Any = None,
+                  name: Any = None) -> NkiTensor:  # fmt: skip
+    """src.T of a 2-D HBM view or SBUF tile into a new SBUF tile (or `dst`), one DMA: a transposing access
+    pattern from HBM, a DMA transpose (attrs `transpose`, one element per chunk) from SBUF. Also the beta-2
+    `dma_transpose(dst, src, axes)`. `priority` and a `dge_mode` other than unknown warn (not modelled);
+    `oob_mode` has nothing to act on (no runtime indices here: static ones are checked when traced)."""
+    from nprof.nki.calls import unmodelled_if
+
+    unknown = dge_mode is None or dge_mode == _isa_enums.dge_mode.unknown
+    unmodelled_if("nisa.dma_transpose", priority=(priority, None), dge_mode=(None if unknown else dge_mode, None))
     if axes not in (None, (1, 0), [1, 0]):
         raise kernel_error(f"dma_transpose supports 2-D transposes (axes=(1, 0)), got axes={axes}")
     if hasattr(src, "dyn_attrs"):
@@ -207,13 +217,35 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
         raise kernel_error("dma_transpose takes a 2-D tensor or tile")
     from nprof.nki.language import load
 
-    view = src.transpose2d() if src.is_hbm else None
-    if view is None:
-        raise kernel_error("dma_transpose of an on-chip tile is not supported by nprof; use nisa.nc_transpose")
-    res = load(view, mask=mask, dtype=dtype)
+    if src.is_hbm:
+        view = src.transpose2d()
+        if view is None:
+            raise kernel_error(f"dma_transpose: the view {src.shape} cannot be transposed by one access pattern")
+        res = load(view, mask=mask, dtype=dtype)
+    else:
+        res = _dma_transpose_sbuf(src, mask, dtype)
     if dst is not None:
         _c.assign(dst, res)
         return dst
+    return res
+
+
+def _dma_transpose_sbuf(src: NkiTensor, mask: Any, dtype: Any) -> NkiTensor:
+    """An SBUF tile [P, F] into a new SBUF tile [F, P] by one DMA transpose (`dtype` converts)."""
+    from nprof.nki import trace as _trace
+
+    if src.space is not Space.SBUF:
+        raise kernel_error("dma_transpose reads HBM or SBUF (NKI API reference); copy the PSUM tile to SBUF first")
+    if mask is not None:
+        raise kernel_error("dma_transpose of an SBUF tile takes no mask in nprof; transpose a slice of the tile")
+    builder = _trace.current()
+    parts, free = src.shape
+    if free > builder.preset.pmax:
+        raise kernel_error(f"dma_transpose of {src.shape}: the result would have {free} > {builder.preset.pmax} "
+                           "partitions; transpose at most that many columns at a time")  # fmt: skip
+    _c.consumed(src)
+    res = builder.alloc((free, parts), _c.dname(dtype) if dtype is not None else src.dtype_name, Space.SBUF)
+    builder.dma(res, src, transpose=True)
     return res
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Space
-from nprof.errors import NprofError
+from nprof.errors import DeviceIndexError, NprofError
 from nprof.nki import trace as _trace
 from nprof.nki.alloc import OverCapacity
 from nprof.nki.dtypes import NUMPY, dtype_name
@@ -246,6 +246,9 @@ class Kernel:
             if result.base.kind == "input":  # type: ignore[union-attr]
                 raise NprofError(f"kernel {self.func.__name__} returns its input {result.name!r}; return a new tensor")
             builder.mark_output(result)
+            shape, base = tuple(result.shape), tuple(result.base.shape)  # type: ignore[union-attr]
+            if shape != base and int(np.prod(shape)) == int(np.prod(base)):  # `t.reshape(...)` returned
+                return Reshaped(result.name, shape)
             return result.name
         if isinstance(result, tuple | list):
             return type(result)(self._outputs(builder, r) for r in result)
@@ -259,9 +262,11 @@ class Kernel:
         from nprof.device import simulate
 
         traced = self.trace(*args, **kwargs)
-        # NaN/inf in an output is a value, as in NKI's simulator (e.g. nc_match_replace8(imm=-inf), exp overflow)
-        result = simulate(traced.program, traced.inputs, executions=executions, profile_nth=profile_nth,
-                          allow_nonfinite=True)  # fmt: skip
+        try:  # NaN/inf in an output is a value, as in NKI's simulator (nc_match_replace8(imm=-inf), exp overflow)
+            result = simulate(traced.program, traced.inputs, executions=executions, profile_nth=profile_nth,
+                              allow_nonfinite=True)  # fmt: skip
+        except DeviceIndexError as err:
+            raise nki_index_error(err) from err
         return traced, result
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -288,6 +293,15 @@ class Kernel:
                 return builder.call_spmd(self.func, self.grid, *args, **kwargs)
             return builder.call(self.func, *args, **kwargs)
         return self.run(*args, **kwargs)
+
+
+def nki_index_error(err: DeviceIndexError) -> IndexError:
+    """What NKI's simulator raises for an out-of-bounds runtime index: a plain `IndexError` with its own line
+    (AWS's tests assert `type(exc) == IndexError` and that message). nprof's line (the kernel's `file:line`, the
+    fix) stays the cause and a note, so the traceback shows both; nprof's CLI still prints `err`, one line."""
+    exc = IndexError(err.nki_message or str(err))
+    exc.add_note(f"nprof: {err}")
+    return exc
 
 
 def _returning_hbm(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -348,11 +362,22 @@ def _device_prints(traced: Traced, outputs: dict[str, np.ndarray]) -> None:
             print(prefix, outputs[name])
 
 
+@dataclass(frozen=True)
+class Reshaped:
+    """An output returned as a reshaped view of an HBM tensor (`out.reshape(shape)`): handed back in that shape,
+    as NKI's simulator does."""
+
+    name: str
+    shape: tuple[int, ...]
+
+
 def unflatten(structure: Any, outputs: dict[str, np.ndarray]) -> Any:
     if structure is None:
         return None
     if isinstance(structure, str):
         return outputs[structure]
+    if isinstance(structure, Reshaped):
+        return outputs[structure.name].reshape(structure.shape)
     if isinstance(structure, tuple | list):
         return type(structure)(unflatten(s, outputs) for s in structure)
     return {k: unflatten(v, outputs) for k, v in structure.items()}

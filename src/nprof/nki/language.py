@@ -5,8 +5,10 @@ memory buffers (`nl.sbuf`, `nl.psum`, `nl.shared_hbm`, `nl.hbm`,
 `nl.private_hbm`, `nl.par_dim`), dtypes, tile creation (`ndarray`, `zeros`,
 `ones`, `full`, `empty`, `*_like`), index helpers (`arange`, `mgrid`),
 loops (`affine_range`, `sequential_range`, `static_range` — all unrolled at
-trace time; dependencies come from the data, so a sequential loop's carried
-values stay ordered and an affine loop's iterations overlap), `load`/`store`
+trace time, each affine/sequential iteration starting from the Python state
+before the loop as NKI traces their body once (`nprof.nki.scopes`);
+dependencies come from the data, so a sequential loop's carried values stay
+ordered and an affine loop's iterations overlap), `load`/`store`
 (DMA with affine indices and `mask=`), elementwise math (ScalarE activations,
 VectorE arithmetic), free-axis reductions, `matmul`, `transpose`,
 `softmax`, `copy`, `where`. Every function raises KernelError (with the
@@ -24,6 +26,7 @@ import numpy as np
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
+from nprof.nki.buffers import Buffer as _Buffer
 from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     bfloat16,
     bool_,
@@ -43,15 +46,6 @@ from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
 from nprof.nki.scopes import Loop as _Loop
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, mask_box
-
-
-class _Buffer:
-    def __init__(self, name: str, space: Space) -> None:
-        self.name, self.space = name, space
-
-    def __repr__(self) -> str:
-        return f"nl.{self.name}"
-
 
 sbuf = _Buffer("sbuf", Space.SBUF)
 psum = _Buffer("psum", Space.PSUM)

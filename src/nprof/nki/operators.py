@@ -20,15 +20,26 @@ def _dyn(tile: Any, expr: IndexExpr) -> Any:
     return DynIndex(tile, expr)
 
 
+def _compute() -> Any:
+    """`nprof.nki.compute` (imported on first use: it imports this module)."""
+    global _COMPUTE
+    if _COMPUTE is None:
+        from nprof.nki import compute
+
+        _COMPUTE = compute
+    return _COMPUTE
+
+
+_COMPUTE: Any = None
+
+
 class TileOperators:
     """Operator overloads of kernel tensors (see module doc)."""
 
     __slots__ = ()
 
     def _op(self, name: str, *args: Any) -> Any:
-        from nprof.nki import compute
-
-        return getattr(compute, name)(*args)
+        return getattr(_compute(), name)(*args)
 
     def __add__(self, o: Any) -> Any:
         if isinstance(o, IndexExpr):  # `offsets[0, i] + iy`: a runtime index (nprof.nki.indirect)

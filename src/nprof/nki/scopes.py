@@ -24,9 +24,13 @@ KernelError instead (`check_loops_completed`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import math
+import sys
+import warnings
 from collections.abc import Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from nprof.errors import KernelError
@@ -149,10 +153,51 @@ class Loop:
 
         builder = trace._ACTIVE[-1] if trace._ACTIVE else None
         last = len(self.range) - 1
+        frame = sys._getframe(1)  # the kernel's frame running the `for` (this generator starts on its first next())
+        before = python_values(frame) if builder is not None and last > 0 else None
         for n, i in enumerate(self.range):
+            if n and before is not None:
+                restore_python_values(frame, before)
             try:
                 yield i
             except GeneratorExit:  # the body returned or broke out of the loop
                 if n < last and builder is not None:
                     builder.abandoned_loops.append(self.where)
                 raise
+
+
+def python_values(frame: FrameType) -> dict[str, Any]:
+    """The kernel's local names and their values (without nprof's own loop-return flags)."""
+    return {name: value for name, value in frame.f_locals.items() if not name.startswith("_nprof_")}
+
+
+def restore_python_values(frame: FrameType, before: dict[str, Any]) -> None:
+    """Put the kernel's local names back as they were before the loop (NKI traces the body once).
+
+    NKI traces an `nl.affine_range` / `nl.sequential_range` body once for all iterations (the loop stays a loop in
+    the compiled kernel), so every iteration starts from the state before the loop: Python values the body changes
+    (an address counter advanced per direct allocation, an offset incremented) change once, a name the body rebinds
+    to a new tile refers to the tile from before the loop in every iteration, and names the body introduces are
+    unbound again (tiles made by an iteration are not visible to the next one, and are freed here when nothing else
+    refers to them). nprof runs the body for each iteration, so it restores this state before each iteration after
+    the first. Mutated objects (a list appended to) are not undone; names the body deleted stay deleted.
+    """
+    now = frame.f_locals
+    changed = {name: value for name, value in before.items() if now.get(name, value) is not value}
+    added = set(now).difference(before)  # (a set operation: this runs once per iteration of every loop)
+    if added:
+        added = {name for name in added if not name.startswith("_nprof_")}
+    if not changed and not added:
+        return
+    now.update(changed)  # Python >= 3.13: f_locals writes through to the frame
+    for name in added:
+        try:
+            del now[name]
+        except TypeError:  # Python >= 3.13 cannot unbind a local: None drops the reference all the same
+            now[name] = None
+    if sys.version_info < (3, 12):
+        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))  # 1: unbind the rest
+    elif sys.version_info < (3, 13):  # 3.12 rebinds the names to None instead, with a RuntimeWarning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(1))

@@ -104,7 +104,7 @@ class NkiTensor(ViewReshapes, TileOperators):
     # -- user-visible properties --------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(size for _, _, size in self._dims)
+        return tuple([d[2] for d in self._dims])  # (a list display: no generator on this hot path)
 
     @property
     def ndim(self) -> int:

@@ -52,7 +52,7 @@ from nprof.nki.blocks import Blocks
 from nprof.nki.deps import DepTracker
 from nprof.nki.direct import DirectState, make_blocks
 from nprof.nki.dtypes import dtype_name
-from nprof.nki.pending import PendingOps, _Pending
+from nprof.nki.pending import PendingOps
 from nprof.nki.scopes import LoopScopes, old_generation_paused
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip, block_stride_elems, psum_block_bytes
@@ -97,7 +97,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._psum = Allocator(p.psum_partition_bytes, bank=p.psum_bank_bytes)
         self._scopes: list[tuple[str | None, str | None, str | None]] = []
         self._dma_sites: dict[str | None, int] = {}  # DMA statement (source line) -> its queue
-        self._pending: _Pending | None = None
+        self._pending = None  # typed by PendingOps
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
         self.direct = DirectState(self)  # tiles placed by nki.compiler direct allocation

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from nprof import __version__
 from nprof.container import Container, open_container, write_container
 from nprof.errors import FormatError, NprofError
+from nprof.profile.codes import read_strings, remember
 from nprof.profile.schema import FORMAT, SCHEMA_VERSION, TABLES
 from nprof.profile.validate import check_manifest, check_tables
 
@@ -199,10 +200,11 @@ class Profile:
         box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
         try:
             info = _info_of(box)
-            tables = {}
+            tables, codes = {}, {}
             for name, schema in TABLES.items():
-                raw = box.read_table(name)
+                raw, codes[name] = read_strings(box, name, schema)
                 if not raw.schema.equals(schema, check_metadata=False):
+                    codes[name] = {}  # columns cast or reordered: the analysis encodes them itself
                     try:
                         raw = raw.select(schema.names).cast(schema)
                     except (KeyError, pa.ArrowException, ValueError) as exc:
@@ -211,6 +213,8 @@ class Profile:
                         ) from exc
                 tables[name] = raw
             checked(box.path, tables, info.world_size)
+            for name, table in tables.items():
+                remember(table, codes[name])
             return cls(info, **tables)
         finally:
             box.close()

@@ -71,21 +71,21 @@ class Program:
 
     def validate(self) -> None:
         """Raise NprofError naming the first instruction that breaks an invariant."""
-        by_name = {t.name: t for t in self.tensors}
+        elements = {t.name: t.elements for t in self.tensors}
         for i, ins in enumerate(self.instructions):
             for d in ins.deps:
                 if not 0 <= d < i:
                     raise NprofError(f"program {self.name!r}: instruction {i} depends on {d}, not an earlier one")
             for acc in (*ins.outs, *ins.ins):
                 if acc.space is Space.HBM:
-                    decl = by_name.get(acc.tensor)
-                    if decl is None:
+                    size = elements.get(acc.tensor)
+                    if size is None:
                         raise NprofError(
                             f"program {self.name!r}: instruction {i} uses undeclared tensor {acc.tensor!r}"
                         )
                     last = acc.offset + (acc.partitions - 1) * acc.partition_stride
                     last += sum((size - 1) * stride for stride, size in acc.free)
-                    if acc.offset < 0 or last >= decl.elements:
+                    if acc.offset < 0 or last >= size:
                         where = f" ({ins.source})" if ins.source else ""
                         raise NprofError(
                             f"program {self.name!r}: instruction {i}{where} reads/writes {acc.tensor!r} out of bounds"

@@ -1,4 +1,4 @@
-"""The embedded store (SPEC V1, V3): DuckDB files per profile, a JSON catalog, and the viewer's queries.
+"""The embedded store: DuckDB files per profile, a JSON catalog, and the viewer's queries.
 
 Public API: `Store` (ingest, list, rename, delete, read-only sessions), `NotFound`,
 `Annotations` (markers and marker sets), `check_id`, `derive_id`,

@@ -1,4 +1,4 @@
-"""Markers and named marker sets of a profile (SPEC U3), stored durably in the store.
+"""Markers and named marker sets of a profile, stored durably in the store.
 
 Contract: `Annotations(store)` keeps one JSON document per profile at
 `<store>/annotations/<id>.json`: {"next": n, "markers": [{id, ts, label}], "sets":

@@ -1,4 +1,4 @@
-"""Event details by id (SPEC U2): every column, grouped, with help text, plus dependencies.
+"""Event details by id: every column, grouped, with help text, plus dependencies.
 
 Contract: `event_details(cur, event_id)` finds the event in `instructions` or `dma`
 (both sorted by id, so the lookup prunes by zone maps), returns every column in

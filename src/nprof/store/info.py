@@ -137,7 +137,8 @@ def table_answer(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], name: str
         raise NotFound(f'no analysis table "{name}"; tables are {", ".join(meta["analysis_tables"]) or "none"}')
     if offset < 0 or not 1 <= limit <= 100_000:
         raise NprofError("offset must be >= 0 and limit between 1 and 100000")
-    total = cur.execute(f'SELECT count(*) FROM "analysis_{name}"').fetchone()[0]  # type: ignore[index]
+    counted = cur.execute(f'SELECT count(*) FROM "analysis_{name}"').fetchone()
+    total = counted[0] if counted else 0  # count(*) always gives one row
     res = cur.execute(f'SELECT * FROM "analysis_{name}" LIMIT ? OFFSET ?', [limit, offset])
     columns = [{"name": d[0], "type": str(d[1]).lower()} for d in res.description]
     return {

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from nprof.analysis.facts import Facts, facts
@@ -38,7 +39,7 @@ EVENT_DTYPES: dict[str, Any] = {
 }
 
 
-def codes(f: Facts, table: str, name: str, mapping: dict[str, int], dtype: Any = np.int64) -> np.ndarray:
+def codes(f: Facts, table: str, name: str, mapping: dict[str, int], dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     """Map a string column of `table` (instructions or dma) to codes through `mapping` (null, unmapped -> -1)."""
     c, dictionary = f.column(table, name)
     lut = np.array([mapping.get(v, -1) for v in dictionary.to_pylist()] + [-1], dtype=dtype)
@@ -53,7 +54,7 @@ def uniques(f: Facts, *columns: tuple[str, str]) -> list[str]:
     return sorted(seen)
 
 
-def np_col(col: pa.ChunkedArray, dtype: Any = np.int64) -> np.ndarray:
+def np_col(col: pa.ChunkedArray, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
 
 

@@ -11,7 +11,9 @@ Contract:
 * `row_pyramid(...)` builds every level from `base_level` up (bucket width
   2**level ns, level L+1 = pairs of level-L buckets summed, dominant opcode
   recomputed exactly from per-opcode sums) and yields the non-empty buckets of each
-  level. The store keeps them in its `lod` table, sorted by (level, row, bucket).
+  level. The store keeps them in its `lod` table, sorted by (level, row, bucket). A row of
+  COMPILED_FROM events or more gets its base level from the compiled loop of
+  `nprof.store.lod_core` (`compiled_base`: same busy, counts and dominant opcodes as `bucketize`).
 * `peaks(ts, dur, nbytes, origin, width, nb)` gives, per bucket, the most events in
   flight at any one instant and the highest summed transfer rate (nbytes/dur, bytes
   per ns = GB/s) at any instant: exact maxima, so a coarser bucket's peak is the max
@@ -20,6 +22,8 @@ Contract:
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -132,10 +136,7 @@ def _dominant(
     op = op.astype(np.int64)
     if op.size == 0:
         return np.zeros((nb, 1)), np.zeros(0, dtype=np.int64), np.full(nb, -1, dtype=np.int32)
-    lo = int(op.min())
-    present = np.bincount(op - lo) > 0  # opcodes are small dense codes: O(n) instead of np.unique's sort
-    codes = np.flatnonzero(present) + lo
-    local = (np.cumsum(present) - 1)[op - lo]
+    codes, local = _dense_codes(op)
     k = max(1, min(len(codes), MAX_CELLS // max(nb, 1)))
     if k < len(codes):  # keep the k busiest opcodes exactly, lump the rest
         weight = np.bincount(local, weights=dc.astype(np.float64) + 1.0, minlength=len(codes))
@@ -160,11 +161,56 @@ def _dominant(
     return mat, codes, dom
 
 
+def _dense_codes(op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct opcodes ascending, each event's index among them) of non-empty int64 `op`."""
+    lo = int(op.min())
+    present = np.bincount(op - lo) > 0  # opcodes are small dense codes: O(n) instead of np.unique's sort
+    return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[op - lo]
+
+
+# Events of one row from which its base level runs compiled (`nprof.store.lod_core`): loading numba and
+# the cached machine code costs ~0.5 s CPU once per process; the numpy passes cost ~0.3 us per event.
+COMPILED_FROM = 200_000
+
+
+def compiled_base(
+    ts: np.ndarray, dur: np.ndarray, op: np.ndarray, nbytes: np.ndarray, flops: np.ndarray, width: int, nb: int
+) -> Buckets | None:
+    """`bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)` by the compiled core (same
+    busy, count, per-op matrix and dominant opcode; nbytes/flops equal to within rounding), or None when
+    the numpy passes should run (small row before the core is loaded, no numba, no events, or more
+    opcodes than MAX_CELLS allows exactly)."""
+    if ts.size == 0 or ("nprof.store.lod_core" not in sys.modules and ts.size < COMPILED_FROM):
+        return None
+    if importlib.util.find_spec("numba") is None:
+        return None
+    total = nb * width
+    if int(ts.min()) < 0 or int(ts.max()) >= total:  # as bucketize: opcodes of the events it keeps only
+        e = ts + dur
+        keep = ((e > 0) & (ts < total)) | ((ts >= 0) & (ts < total))
+        ts, dur, op, nbytes, flops = ts[keep], dur[keep], op[keep], nbytes[keep], flops[keep]
+        if ts.size == 0:
+            return None
+    op = op.astype(np.int64)
+    codes, local = _dense_codes(op)
+    if len(codes) > MAX_CELLS // max(nb, 1):
+        return None
+    from nprof.store.lod_core import base_buckets
+
+    f64 = np.float64
+    busy, count, nbytes_out, flops_out, mat = base_buckets(
+        ts.astype(np.int64), dur.astype(np.int64), local, nbytes.astype(f64), flops.astype(f64), width, nb,
+        len(codes) + 1,
+    )  # fmt: skip
+    dom = _pick(mat, codes, None, None)  # the last ('rest') column is empty: no lumped opcodes here
+    return Buckets(busy, count, nbytes_out, flops_out, dom, per_op=mat, op_codes=codes)
+
+
 def _pick(mat: np.ndarray, codes: np.ndarray, op: np.ndarray | None, kb: np.ndarray | None) -> np.ndarray:
     """Dominant global opcode per bucket from a per-opcode matrix; the 'rest' column maps to a member op."""
     nb, cols = mat.shape
     best = np.argmax(mat, axis=1)
-    empty = mat.max(axis=1) <= 0
+    empty = mat[np.arange(nb), best] <= 0
     lookup = np.append(codes, -1).astype(np.int32)
     dom = lookup[best]
     rest = (best == cols - 1) & ~empty
@@ -229,17 +275,22 @@ def peaks(
     return peak, np.maximum(peak_rate, 0) / RATE_ONE
 
 
-def _halve_max(a: np.ndarray) -> np.ndarray:
+def _pairs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Even and odd entries along the first axis (a zero pads an odd length): slices, no reduction kernel."""
+    odd = a[1::2]
     if a.shape[0] % 2:
-        a = np.append(a, np.zeros(1, dtype=a.dtype))
-    return a.reshape(-1, 2).max(axis=1)
+        odd = np.concatenate([odd, np.zeros((1, *a.shape[1:]), dtype=a.dtype)])
+    return a[0::2], odd
+
+
+def _halve_max(a: np.ndarray) -> np.ndarray:
+    even, odd = _pairs(a)
+    return np.maximum(even, odd)
 
 
 def _halve(a: np.ndarray) -> np.ndarray:
-    if a.shape[0] % 2:
-        pad = np.zeros((1, *a.shape[1:]), dtype=a.dtype)
-        a = np.concatenate([a, pad])
-    return a.reshape(a.shape[0] // 2, 2, *a.shape[1:]).sum(axis=1)
+    even, odd = _pairs(a)
+    return even + odd
 
 
 def row_pyramid(
@@ -256,7 +307,9 @@ def row_pyramid(
     `with_peaks`: the Buckets carry `peak`/`peak_rate` too (a level's peaks are the max of its halves')."""
     width = 1 << base_level
     nb = max(1, -(-max(span, 1) // width))
-    b = bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)
+    b = compiled_base(ts, dur, op, nbytes, flops, width, nb)
+    if b is None:
+        b = bucketize(ts, dur, op, nbytes, flops, 0, width, nb, keep_per_op=True)
     level = base_level
     busy, count, nbytes_a, flops_a, mat = b.busy, b.count, b.nbytes, b.flops, b.per_op
     pk, pr = peaks(ts, dur, nbytes, 0, width, nb) if with_peaks else (None, None)

@@ -1,4 +1,4 @@
-"""Timeline rows: which rows a profile has, their display order and labels (SPEC U1).
+"""Timeline rows: which rows a profile has, their display order and labels.
 
 Contract: `order_rows(event_rows, has_counters...)` takes the row keys found in a
 profile (instruction `track` values and DMA `queue` values, tagged by kind) and

@@ -1,4 +1,4 @@
-"""Search (SPEC U4) and box-select aggregates (SPEC U5) over a stored profile.
+"""Search and box-select aggregates over a stored profile.
 
 Contract:
 * `search(cur, terms, t0, t1, limit)`: `terms` maps field -> value (fields in

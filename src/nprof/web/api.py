@@ -319,10 +319,12 @@ def _downloads_router(store: Store) -> APIRouter:
     def download(profile_id: str, format: str = Query(...)) -> Response:
         return download_response(store, profile_id, format)  # streamed from a temporary file
 
-    @r.get("/groups/{group_id}", summary="A multi-worker group: its ranks")
+    @r.get("/groups/{group_id}", summary="A multi-worker group: its ranks (each says whether it is ingested)")
     @_j
     def get_group(group_id: str) -> dict[str, Any]:
         check_id(group_id, "group id")
-        return store.group(group_id)
+        g = store.group(group_id)
+        stored = store.catalog.profiles()
+        return {**g, "ranks": [{**x, "ingested": x["profile_id"] in stored} for x in g["ranks"]]}
 
     return r

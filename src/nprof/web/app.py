@@ -178,7 +178,7 @@ def create_app(store: Store, *, hosts: Iterable[str] = (), source_root: str | No
     def group_page(request: Request, group_id: str) -> Response:
         return _page_if_found(request, store.group, group_id)
 
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
     _start_reaper(store)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")

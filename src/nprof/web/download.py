@@ -41,7 +41,7 @@ def load_profile(store: Store, profile_id: str) -> Profile:
         manifest = meta["manifest"]
         tables: dict[str, pa.Table] = {}
         for name, schema in TABLES.items():
-            t = cur.execute(f"SELECT * FROM {name}").to_arrow_table()
+            t = cur.sql(f"SELECT * FROM {name}").to_arrow_table()
             tables[name] = t.select(schema.names).cast(schema)
     info = ProfileInfo.from_json(orjson.loads(orjson.dumps(manifest)))
     return Profile(info, **tables)

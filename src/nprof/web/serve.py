@@ -8,7 +8,8 @@ runs the server until Ctrl-C (None with `--ingest-only`); nothing here prints:
   `View profile at http://localhost:<port>/profile/<id>`;
 * `-d DIR` ingests every `profile_rank_<i>.ntff` of a multi-worker capture (or of
   `nprof capture -s DIR -- torchrun ...`: one system profile per rank, with the device
-  profiles beside each) as the ranks of one group; the outcome gives the `/profile_cc/<group id>` link;
+  profiles beside each) as the ranks of one group — ranks of several captures (one per node) are first put
+  on one clock (`capture.rendezvous.aligned_files`) —; the outcome gives the `/profile_cc/<group id>` link;
 * neither: serves the list of stored profiles (`/`);
 * `--ingest-only`: the outcome says `Profile "<id>" is ready to view`;
 * the port is bound before anything is ingested or printed: a port in use is a
@@ -27,6 +28,7 @@ import errno
 import hashlib
 import re
 import socket
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,29 +73,40 @@ def ingest_directory(
         if group_id is not None or old.get("fingerprint") != hashlib.sha1(fp.encode()).hexdigest():
             raise NprofError(f'group "{gid}" is already in the store; use --force to replace it')
         return old
-    from nprof.store.group_ingest import ingest_ranks  # parallel ingest of the ranks (multi-worker)
+    from nprof.capture.rendezvous import aligned_files
+    from nprof.store.group_ingest import ingest_group  # index + parallel ingest of the ranks (multi-worker)
 
-    rank_files = [(int(RANK_FILE.search(p.name).group(1)), p) for p in files]  # type: ignore[union-attr]
-    with store.claim(f"{gid}.group"):
+    rank_files = [(int(m.group(1)), p) for p in files if (m := RANK_FILE.search(p.name))]
+    with store.claim(f"{gid}.group"), tempfile.TemporaryDirectory(prefix="nprof-align-") as work:
+        clocked = aligned_files(rank_files, Path(work))  # ranks of several captures (nodes): one clock
         ranks = _all_or_nothing(
             store,
             gid,
             [r for r, _ in rank_files],
-            lambda: ingest_ranks(store, rank_files, gid, name, thresholds=thresholds),
+            # aligned copies live in `work` only: their ranks are ingested now, not on first open
+            lambda: ingest_group(
+                store, clocked, gid, name, thresholds=thresholds, eager=True if clocked is not rank_files else None
+            ),
         )
         for (_rank, pid), (_, path) in zip(ranks, rank_files, strict=True):  # a system profile's executions
-            ingest_device_profiles(store, pid, path, force=force, thresholds=thresholds)
+            if store.catalog.get(pid) is not None:  # (a large group's ranks are ingested when first opened)
+                ingest_device_profiles(store, pid, path, force=force, thresholds=thresholds)
         group = store.register_group(gid, name, ranks, force=True)
 
         def stamp(data: dict[str, Any]) -> dict[str, Any]:
-            data["groups"][gid]["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
-            return data["groups"][gid]
+            g = data["groups"][gid]
+            g["fingerprint"] = hashlib.sha1(fp.encode()).hexdigest()
+            g["sources"] = {str(rank): str(path.resolve()) for rank, path in rank_files}
+            g["thresholds"] = thresholds.changed() if thresholds is not None else {}
+            return g
 
-        store.catalog.update(stamp)
+        group = store.catalog.update(stamp)
     return group
 
 
-def _all_or_nothing(store: Store, gid: str, ranks: list[int], ingest: Callable[[], list[tuple[int, str]]]) -> Any:
+def _all_or_nothing(
+    store: Store, gid: str, ranks: list[int], ingest: Callable[[], list[tuple[int, str]]]
+) -> list[tuple[int, str]]:
     """Run `ingest()`; if it fails, remove every rank profile it wrote (and, with --force, the group
     it replaced), so a failed `view -d` leaves no dangling catalog entry."""
     try:

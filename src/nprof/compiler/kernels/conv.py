@@ -19,6 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.conv_taps import shaped as _shaped
+from nprof.compiler.kernels.conv_taps import stacked_input
 from nprof.compiler.kernels.hbm import load, store, window
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
@@ -40,13 +43,6 @@ def fits(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[int, 
     chunks = -(-max(c, oc) // P)
     padded = n * (h + 2 * pad[0] + w_shape[2]) * (w + 2 * pad[1] + w_shape[3]) * 4 * chunks
     return padded + 3 * n * max(oh * ow, h * w) * 4 + 4 * c * w_shape[2] * w_shape[3] * chunks <= SBUF_SHARE
-
-
-def _shaped(t: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
-    """A contiguous tile seen with free dims `free` (same element count per partition)."""
-    f = t.flatten_free()
-    assert f is not None, "tiles allocated here are contiguous"
-    return f.unflatten_free(free)
 
 
 def _nchw(v: View, c0: int, cc: int) -> Access:
@@ -136,7 +132,7 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
                         k += 1
                 acc = acc.unflatten_free((rt, width))[:, :, :ow]
                 if col is None:
-                    res[:, img, r0 : r0 + rt, :] = nisa.tensor_copy(acc)
+                    res[:, img, r0 : r0 + rt, :] = engines.copy(acc)
                 else:
                     res[:, img, r0 : r0 + rt, :] = nisa.tensor_scalar(acc, "add", col)
         emit(o0, mt, res)
@@ -176,7 +172,7 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
         key = (ci, t, o0)
         if key not in wt:  # W[o0.., c0.., tap].T: [cc, mt], transposed on TensorE once
             c0, cc, nt = ci * P, min(P, c - ci * P), len(taps)
-            wt[key] = nisa.tensor_copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
+            wt[key] = engines.copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
         return wt[key]
 
     _conv_core(xps, stationary, oc, n, out.shape[2:], taps, stride, dilation, column if bias is not None else None,
@@ -225,7 +221,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     for img, r0, rt in blocks:
         gt = nl.ndarray((rt * ow, oc), dtype=nl.float32, buffer=nl.sbuf)
         for k, gk in enumerate(gs):
-            flat = _shaped(nisa.tensor_copy(gk[:, img, r0 : r0 + rt, :]), (rt * ow,))
+            flat = _shaped(engines.copy(gk[:, img, r0 : r0 + rt, :]), (rt * ow,))
             gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(flat)
         g_t.append(gt)
     dwn = [nl.ndarray((min(P, oc - o0), c * nt), dtype=nl.float32, buffer=nl.sbuf) for o0 in range(0, oc, P)]
@@ -234,8 +230,8 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
         for t, tap in enumerate(taps):
             accs = [nl.ndarray((d.shape[0], cc), dtype=nl.float32, buffer=nl.psum) for d in dwn]
             for b, (img, r0, rt) in enumerate(blocks):
-                win = _shaped(nisa.tensor_copy(_window(xp, img, r0, rt, ow, tap, stride, dilation)), (rt * ow,))
-                x_t = nisa.tensor_copy(nisa.nc_transpose(win))  # [pixels, cc]
+                win = _shaped(engines.copy(_window(xp, img, r0, rt, ow, tap, stride, dilation)), (rt * ow,))
+                x_t = engines.copy(nisa.nc_transpose(win))  # [pixels, cc]
                 for k, acc in enumerate(accs):
                     prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)  # [oc chunk, cc]
                     if b == 0:
@@ -243,7 +239,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
                     else:
                         acc += prod
             for d, acc in zip(dwn, accs, strict=True):
-                d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt] = nisa.tensor_copy(acc)
+                d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt] = engines.copy(acc)
     per = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
@@ -252,46 +248,14 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
 STACK_MAX_C = 32  # input channels up to which a convolution stacks kernel taps on the partitions
 
 
-def _tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tuple[int, int]:
-    """Output positions [lo, hi) of one axis whose input position o * stride + tap * dil - pad is in [0, size)."""
-    first = tap * dil - pad
-    lo = max(0, -(first // stride)) if first < 0 else 0
-    while lo * stride + first < 0:
-        lo += 1
-    hi = o
-    while hi > lo and (hi - 1) * stride + first >= size:
-        hi -= 1
-    return lo, max(lo, hi)
-
-
-def _stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
-                   padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
-    """SBUF tile [len(group) * C, N * OH * OW]: block j holds the input pixels kernel tap group[j] reads for every
-    output pixel (zero where it reads padding), DMA'd straight from HBM: im2col on the partitions, one DMA per
-    tap, so one matmul contracts over C * taps instead of C."""
-    n, c, h, w = x.shape
-    oh, ow = out_hw
-    tile = nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32)
-    for j, (i, k) in enumerate(group):
-        r0, r1 = _tap_rows(oh, i, stride[0], padding[0], dil[0], h)
-        q0, q1 = _tap_rows(ow, k, stride[1], padding[1], dil[1], w)
-        if r1 <= r0 or q1 <= q0:
-            continue
-        offset = x.offset + (r0 * stride[0] + i * dil[0] - padding[0]) * w + q0 * stride[1] + k * dil[1] - padding[1]
-        src = Access(Space.HBM, x.tensor, x.dtype, offset, c,
-                     ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
-        nisa.dma_copy(dst=tile[j * c : (j + 1) * c, :, r0:r1, q0:q1], src=window(src))
-    return _shaped(tile, (n * oh * ow,))
-
-
 def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiTensor:
     """[len(group) * C, mt] stationary: row j * C + ci = W[o, ci, tap group[j]] (natural rows gathered, then one
     TensorE transpose)."""
     mt = wn.shape[0]
     rows = nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.sbuf)
     for j, t in enumerate(group):
-        rows[:, j * c : (j + 1) * c] = nisa.tensor_copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
-    return nisa.tensor_copy(nisa.nc_transpose(rows))
+        rows[:, j * c : (j + 1) * c] = engines.copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
+    return engines.copy(nisa.nc_transpose(rows))
 
 
 def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: bool, column: Any,
@@ -305,7 +269,7 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     nt, per = len(taps), max(1, P // c)
     groups = [list(range(g, min(g + per, nt))) for g in range(0, nt, per)]
-    inputs = [_stacked_input(x, [taps[t] for t in g], (oh, ow), *geometry) for g in groups]
+    inputs = [stacked_input(x, [taps[t] for t in g], (oh, ow), *geometry) for g in groups]
     pixels = n * oh * ow
     for o0 in range(0, oc, P):
         mt = min(P, oc - o0)
@@ -321,7 +285,7 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
                     acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
                 else:
                     acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
-            res[:, p0 : p0 + pt] = nisa.tensor_copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
+            res[:, p0 : p0 + pt] = engines.copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
         store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
 
 
@@ -362,10 +326,10 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
         g_t.append(gt)
     dwn = [nl.ndarray((gk.shape[0], c * nt), dtype=nl.float32, buffer=nl.sbuf) for gk in gs]
     for group in groups:
-        stacked = _stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
+        stacked = stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
         accs = [nl.ndarray((d.shape[0], len(group) * c), dtype=nl.float32, buffer=nl.psum) for d in dwn]
         for b, (p0, pt) in enumerate(blocks):
-            x_t = nisa.tensor_copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
+            x_t = engines.copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
             for k, acc in enumerate(accs):
                 prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
                 if b == 0:
@@ -374,7 +338,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
                     acc += prod
         for d, acc in zip(dwn, accs, strict=True):
             for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
-                d[:, t : (c - 1) * nt + t + 1 : nt] = nisa.tensor_copy(acc[:, j * c : (j + 1) * c])
+                d[:, t : (c - 1) * nt + t + 1 : nt] = engines.copy(acc[:, j * c : (j + 1) * c])
     size = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)

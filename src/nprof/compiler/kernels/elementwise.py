@@ -38,13 +38,16 @@ BINARY = {
     "le": "is_le", "lt": "is_lt", "bitwise_and": "logical_and", "logical_and": "logical_and",
     "bitwise_or": "logical_or", "logical_or": "logical_or", "remainder": "mod", "fmod": "mod",
 }  # fmt: skip
+# ALU ops whose results are 0/1 (kept in SBUF even when stored as bool: `hbm.store(exact=True)`)
+BOOLEAN_ALU = frozenset({"is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt", "logical_and", "logical_or"})
 _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "is_equal", "not_equal", "logical_and", "logical_or"}
 _SWAPPED_CMP = {"is_ge": "is_le", "is_le": "is_ge", "is_gt": "is_lt", "is_lt": "is_gt"}
 
 
 def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
     views = [op for op in operands if isinstance(op, View)]
-    specs = fusion.tiles_for(out, views) or row_tiles(out.shape, [out.strides, *(v.strides for v in views)], fold=True)
+    default = list(row_tiles(out.shape, [out.strides, *(v.strides for v in views)], fold=True))
+    specs = fusion.tiles_for(out, views, default) or default
     for spec in specs:
         column = [all(strides[k] == 0 for strides, _ in spec.free) for k in range(1, len(views) + 1)]
         use_columns = getattr(body, "accepts_columns", False) and not all(column)
@@ -59,7 +62,8 @@ def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
                 k += 1
             else:
                 tiles.append(op)
-        store(spec.access(0, out), body(tiles, (spec.partitions, *spec.free_sizes)))
+        exact = getattr(body, "boolean", False)
+        store(spec.access(0, out), body(tiles, (spec.partitions, *spec.free_sizes)), exact=exact)
 
 
 def copy_body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
@@ -84,6 +88,7 @@ def scalar_body(op0: str, operand0: float, op1: str | None = None, operand1: flo
     def body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
         return nisa.tensor_scalar(ins[0], op0, operand0, op1=op1, operand1=operand1)
 
+    body.boolean = op1 is None and op0 in BOOLEAN_ALU  # type: ignore[attr-defined]
     return body
 
 
@@ -109,6 +114,7 @@ def binary_body(alu: str, alpha: float = 1.0) -> Body:
         return nisa.tensor_tensor(a, b, alu)
 
     body.accepts_columns = True  # type: ignore[attr-defined]
+    body.boolean = alu in BOOLEAN_ALU  # type: ignore[attr-defined]
     return body
 
 

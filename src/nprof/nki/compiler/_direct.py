@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from nprof.arch.isa import Space
-from nprof.nki.language import _Buffer
+from nprof.nki.buffers import Buffer
 from nprof.nki.source import kernel_error
 
 
-class DirectBuffer(_Buffer):
+class DirectBuffer(Buffer):
     """A `buffer=` placing each logical tile where `locate` says (see `nprof.nki.direct`)."""
 
     def __init__(self, api: str, space: Space, request: dict[str, Any]) -> None:

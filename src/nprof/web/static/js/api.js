@@ -99,4 +99,5 @@ export const api = {
   downloadUrl: (id, format) => `${P(id)}/download${qs({ format })}`,
   group: (gid) => call(`/api/groups/${enc(gid)}`),
   groupCollectives: (gid, bins = 16) => call(`/api/groups/${enc(gid)}/collectives${qs({ bins })}`),
+  ensureRank: (gid, rank) => call(`/api/groups/${enc(gid)}/ranks/${enc(rank)}`, { method: "POST" }),
 };

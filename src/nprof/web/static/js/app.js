@@ -35,6 +35,20 @@ async function mountProfile(root, st, profileId) {
   }
 }
 
+const MAX_RANK_TABS = 16; // more ranks: the open rank's tab and a picker over all of them
+
+function rankPicker(g, ranks) {
+  const go = (e) => {
+    if (e.target.value !== "") window.location.href = `/profile_cc/${encodeURIComponent(g.id)}?rank=${e.target.value}`;
+  };
+  return h(
+    "select",
+    { id: "rank-pick", class: "rank-pick", onchange: go, "aria-label": "open a rank" },
+    h("option", { value: "" }, `open a rank (${ranks.length})…`),
+    ranks.map((r) => h("option", { value: String(r.rank) }, `Rank ${r.rank}${r.ingested ? " ·" : ""}`)),
+  );
+}
+
 async function mountGroup(st) {
   main.replaceChildren(h("p", { class: "loading" }, "Loading workers…"));
   let g;
@@ -59,7 +73,7 @@ async function mountGroup(st) {
     { class: "rank-tabs", role: "tablist", "aria-label": "workers" },
     h("span", { class: "muted" }, `${g.display_name || g.id}: `),
     h("a", { class: `tab${agg ? " on" : ""}`, role: "tab", id: "tab-agg", href: `/profile_cc/${encodeURIComponent(g.id)}?agg=1` }, "CC Aggregated"),
-    ranks.map((r) =>
+    (ranks.length > MAX_RANK_TABS ? ranks.filter((r) => r.rank === rank && !agg) : ranks).map((r) =>
       h(
         "a",
         {
@@ -70,6 +84,7 @@ async function mountGroup(st) {
         `Rank ${r.rank}`,
       ),
     ),
+    ranks.length > MAX_RANK_TABS ? rankPicker(g, ranks) : null,
   );
   const holder = h("div");
   main.replaceChildren(tabs, holder);
@@ -87,6 +102,17 @@ async function mountGroup(st) {
     return;
   }
   current = { page: "group", group: st.group, rank };
+  if (entry.ingested === false) {
+    // a large group's ranks are ingested when first opened (nprof.store.group_ingest)
+    holder.replaceChildren(h("p", { class: "loading" }, `Ingesting rank ${rank} (first open)…`));
+    try {
+      await api.ensureRank(g.id, rank);
+    } catch (e) {
+      holder.replaceChildren(failure(e, `Rank ${rank}`));
+      window.__nprof = { error: e.message, idle: () => true, state: st };
+      return;
+    }
+  }
   await mountProfile(holder, st, entry.profile_id);
 }
 

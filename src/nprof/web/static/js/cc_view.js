@@ -1,27 +1,40 @@
 // cc_view.js — the multi-worker "CC Aggregated" view of /profile_cc/<group>?agg=1.
 // Contract: renderAggregate(root, group) fetches /api/groups/<id>/collectives and draws
-//  * a summary line (ranks, operations, total wait, the straggler and the slowest rank),
+//  * a summary line (ranks, operations, the slowest rank, and per clock its total wait and straggler),
 //  * a canvas with one row per rank on one shared time axis: the rank's compute activity
-//    (grey, darker = more engines busy), and for every collective operation its wait on that
-//    rank (orange, arrival -> last arrival) and its transfer (blue, last arrival -> end); every
-//    operation is boxed across all ranks with its id; the straggler's label is red.
+//    (grey, darker = more engines busy), and for every collective operation, at the rank's own row
+//    times: its wait (arrival -> arrival + wait_ns) and its transfer (-> arrival + duration). Two
+//    clocks, never mixed (docs/system.md): a device op's wait and transfer are simulated (orange,
+//    blue, lane "device (sim.)"); a host op's (gloo) and the host's exchange of a device op were
+//    measured (purple wait, teal transfer, lane "host"). The host lane exists only when the group has
+//    host data. Device ops are boxed across the ranks with their id; the straggler's label is red.
 //    Drag to zoom, double-click (or "Reset zoom") to reset, hover for details, click a rank label
 //    to open that rank's tab;
-//  * tables: collective operations (with straggler and waits), ranks (totals, waits, caused wait),
-//    and the wait matrix (ranks x operations).
+//  * tables: collective operations (clock, transfer, waits and straggler per clock), ranks (totals,
+//    waits and caused waits per clock), and the wait matrices (ranks x operations) per clock;
+//  * level of detail over ranks (cc_bands.js): the view asks for at most (canvas height / 8 px) rows
+//    (`?rows=R` in the page URL overrides); with more ranks the server answers in bands of ranks,
+//    drawn one band per row with min/median/max, the ranks table lists the stragglers only;
+//  * the wait distribution per collective and its last ranks to arrive (cc_waits.js).
 // Test hook: window.__nprof = {agg: {data, window, hit(x, y)}, idle(), state}.
 
 import { counters } from "./api.js";
-import { h, table } from "./dom.js";
+import { WAIT, HWAIT, MEAS, SIM, ccTables } from "./cc_tables.js";
+import { h } from "./dom.js";
 import { fmtBytes, fmtTick, fmtTime, niceStep } from "./fmt.js";
 import { hideTooltip, showTooltip } from "./tooltip.js";
+import { BAND_MIN_H, bandExtent, bandHit, bandRowH, drawBands } from "./cc_bands.js";
 
 const LABEL_W = 92;
 const AXIS_H = 32;
-const ROW_H = 18;
-const WAIT = "rgba(255,140,0,0.85)";
-const XFER = "rgba(30,110,220,0.85)";
-const MAX_MATRIX_OPS = 64;
+const XFER = "rgba(30,110,220,0.85)"; // device transfer (simulated)
+const HXFER = "rgba(0,137,123,0.85)"; // host collective (measured)
+const BAND_LABEL_W = 130;
+
+/** Pixel height the canvas may fill before ranks are banded. */
+function canvasAvail() {
+  return Math.max(240, window.innerHeight - 260);
+}
 
 async function fetchJSON(path) {
   counters.inflight += 1;
@@ -37,10 +50,18 @@ async function fetchJSON(path) {
 
 export async function renderAggregate(root, group, st) {
   root.replaceChildren(h("p", { class: "loading" }, "Loading the aggregated view…"));
-  const data = await fetchJSON(`/api/groups/${encodeURIComponent(group.id)}/collectives?bins=600`);
+  const asked = Number(new URLSearchParams(window.location.search).get("rows"));
+  const rows = asked > 0 ? asked : Math.floor(canvasAvail() / BAND_MIN_H);
+  const data = await fetchJSON(`/api/groups/${encodeURIComponent(group.id)}/collectives?bins=600&rows=${rows}`);
   const view = new AggregateView(root, data, group);
   window.__nprof = { agg: view, idle: () => counters.inflight === 0, state: st };
   return view;
+}
+
+/** "straggler: rank r (the others waited X for it)" or "straggler: none (no rank waited)". */
+function stragglerText(rank, caused) {
+  if (rank === null || rank === undefined) return "straggler: none (no rank waited)";
+  return `straggler: rank ${rank}${caused ? ` (the others waited ${fmtTime(caused)} for it)` : ""}`;
 }
 
 class AggregateView {
@@ -50,37 +71,59 @@ class AggregateView {
     this.group = group;
     this.window = [0, data.t_max];
     this.drag = null;
+    this.host = data.ops.some((o) => o.clock === "host" || o.host_max_wait_ns !== null);
+    this.device = data.ops.some((o) => o.clock !== "host");
+    this.rowH = data.lod ? bandRowH(data.lod.bands.length, canvasAvail()) : this.host && this.device ? 28 : 18;
+    this.labelW = data.lod ? BAND_LABEL_W : LABEL_W;
     this.build();
     this.draw();
   }
 
-  build() {
+  /** [y offset, height] of a lane ("host" or "device") inside a rank's row. */
+  lane(which) {
+    if (!(this.host && this.device)) return [3, 12];
+    return which === "host" ? [2, 11] : [15, 11];
+  }
+
+  summary() {
     const d = this.data;
-    const strag = d.straggler === null ? "none (no rank waited)" : `rank ${d.straggler}`;
-    const caused = d.straggler === null ? null : d.ranks.find((r) => r.rank === d.straggler).caused_wait_ns;
-    const summary = h(
-      "div",
-      { class: "cc-summary" },
-      h("b", {}, `${d.ranks.length} ranks · ${d.ops.length} collective operations`),
-      ` · total wait ${fmtTime(d.total_wait_ns)} · `,
-      h("span", { class: d.straggler === null ? "" : "cc-straggler", id: "cc-straggler" }, `straggler: ${strag}`),
-      caused ? ` (the others waited ${fmtTime(caused)} for it)` : "",
-      ` · slowest rank: ${d.slowest_rank} · `,
-      h("button", { class: "btn", onclick: () => this.setWindow(0, d.t_max) }, "Reset zoom"),
-    );
-    const legend = h(
-      "div",
-      { class: "muted small" },
-      h("span", { class: "cc-key", style: { background: "#888" } }),
-      " compute activity  ",
-      h("span", { class: "cc-key", style: { background: WAIT } }),
-      " waiting for other ranks  ",
-      h("span", { class: "cc-key", style: { background: XFER } }),
-      " collective transfer (ring)  · drag to zoom, double-click to reset, click a rank to open its timeline",
-    );
+    const caused = (r, key) => (r === null ? 0 : d.ranks.find((x) => x.rank === r)[key]);
+    const parts = [h("b", {}, `${d.ranks.length} ranks · ${d.ops.length} collective operations`)];
+    if (this.device) {
+      parts.push(` · device (${SIM}): total wait ${fmtTime(d.total_wait_ns)}, `);
+      parts.push(h("span", { class: d.straggler === null ? "" : "cc-straggler", id: "cc-straggler" },
+        stragglerText(d.straggler, caused(d.straggler, "caused_wait_ns"))));
+    }
+    if (this.host) {
+      parts.push(` · host (${MEAS}): total wait ${fmtTime(d.host_total_wait_ns)}, `);
+      parts.push(h("span", { class: d.host_straggler === null ? "" : "cc-straggler", id: "cc-host-straggler" },
+        stragglerText(d.host_straggler, caused(d.host_straggler, "caused_host_wait_ns"))));
+    }
+    parts.push(` · slowest rank: ${d.slowest_rank} · `);
+    parts.push(h("button", { class: "btn", onclick: () => this.setWindow(0, d.t_max) }, "Reset zoom"));
+    return h("div", { class: "cc-summary" }, ...parts);
+  }
+
+  legend() {
+    const key = (color, text) => [h("span", { class: "cc-key", style: { background: color } }), ` ${text}  `];
+    const items = [...key("#888", "compute activity")];
+    if (this.device) {
+      items.push(...key(WAIT, `device waiting for other ranks (${SIM})`), ...key(XFER, `collective transfer (${SIM})`));
+    }
+    if (this.host) {
+      items.push(...key(HWAIT, `host waiting for other ranks (${MEAS})`), ...key(HXFER, `host collective (gloo, ${MEAS})`));
+    }
+    const note = this.host && this.device
+      ? " · upper lane: host clock (measured); lower lane: device (simulated; each execution placed at its host launch, so ranks launched apart sit apart: dashed box)"
+      : "";
+    return h("div", { class: "muted small", id: "cc-legend" }, ...items, note,
+      " · drag to zoom, double-click to reset, click a rank to open its timeline");
+  }
+
+  build() {
     this.canvas = h("canvas", { class: "cc-canvas", id: "cc-canvas" });
     const holder = h("div", { class: "tl-scroll cc-holder" }, this.canvas);
-    this.root.replaceChildren(summary, legend, holder, this.tables());
+    this.root.replaceChildren(this.summary(), this.legend(), holder, this.tables());
     this.canvas.addEventListener("mousedown", (e) => this.down(e));
     this.canvas.addEventListener("mousemove", (e) => this.move(e));
     this.canvas.addEventListener("mouseleave", () => hideTooltip());
@@ -91,82 +134,34 @@ class AggregateView {
   }
 
   tables() {
-    const d = this.data;
-    const ops = table(
-      [
-        { label: "op", key: "id", cls: "num" },
-        { label: "kind", key: "kind" },
-        { label: "bytes/rank", key: "bytes", cls: "num", fmt: (v) => fmtBytes(v) },
-        { label: "algorithm", key: "algorithm" },
-        { label: "start", key: "start", cls: "num", fmt: (v) => fmtTime(v) },
-        { label: "transfer", key: "end", cls: "num", fmt: (v, r) => fmtTime(v - r.start) },
-        { label: "max wait", key: "max_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
-        { label: "total wait", key: "total_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
-        { label: "straggler", key: "straggler", fmt: (v, r) => (r.max_wait_ns > 0 ? `rank ${v}` : "–") },
-      ],
-      d.ops,
-      { cls: "cc-ops", rowAttrs: (r) => ({ class: "clickable", onclick: () => this.zoomOp(r) }) },
-    );
-    const ranks = table(
-      [
-        { label: "rank", key: "rank", cls: "num" },
-        { label: "nd/nc", key: "nd_idx", fmt: (v, r) => `${v}/${r.nc_idx}` },
-        { label: "total time", key: "total_time_ns", cls: "num", fmt: (v) => fmtTime(v) },
-        { label: "cc_op_time", key: "cc_op_time_ns", cls: "num", fmt: (v) => fmtTime(v) },
-        { label: "cc_op_count", key: "cc_op_count", cls: "num" },
-        { label: "waited", key: "cc_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
-        { label: "made others wait", key: "caused_wait_ns", cls: "num", fmt: (v) => fmtTime(v) },
-      ],
-      d.ranks,
-      {
-        cls: "cc-ranks clickable",
-        rowAttrs: (r) => ({ class: r.rank === d.straggler ? "cc-straggler-row" : "", onclick: () => this.openRank(r.rank) }),
-      },
-    );
-    const shown = d.ops.slice(0, MAX_MATRIX_OPS);
-    const maxWait = Math.max(1, ...shown.map((o) => o.max_wait_ns));
-    const waitOf = new Map();
-    for (const op of shown) for (const w of op.ranks) waitOf.set(`${w.rank}:${op.id}`, w.wait_ns);
-    const matrix = h(
-      "table",
-      { class: "data cc-matrix" },
-      h("thead", {}, h("tr", {}, h("th", {}, "rank"), shown.map((o) => h("th", { class: "num" }, `#${o.id}`)))),
-      h(
-        "tbody",
-        {},
-        d.ranks.map((r) =>
-          h(
-            "tr",
-            {},
-            h("td", { class: "num" }, String(r.rank)),
-            shown.map((o) => {
-              const w = waitOf.get(`${r.rank}:${o.id}`);
-              if (w === undefined) return h("td", { class: "num muted" }, "·");
-              const a = w > 0 ? 0.15 + 0.75 * (w / maxWait) : 0;
-              return h("td", { class: "num", style: { background: `rgba(255,140,0,${a})` } }, w > 0 ? fmtTime(w) : "0");
-            }),
-          ),
-        ),
-      ),
-    );
-    const more = d.ops.length > MAX_MATRIX_OPS ? h("p", { class: "muted" }, `first ${MAX_MATRIX_OPS} operations shown`) : null;
-    return h(
-      "div",
-      { class: "cols cc-tables" },
-      h("section", { class: "wide" }, h("h3", {}, "Collective operations"), ops),
-      h("section", {}, h("h3", {}, "Ranks"), ranks),
-      h("section", {}, h("h3", {}, "Wait per rank and operation"), matrix, more),
-    );
+    return ccTables(this);
   }
 
   openRank(rank) {
     window.location.href = `/profile_cc/${encodeURIComponent(this.group.id)}?rank=${rank}`;
   }
 
+  /** [first, last] ns of an operation on the shared axis (device rows and, when drawn, its host side). */
+  extent(op) {
+    if (!op.ranks) return bandExtent(this, op);
+    let a = Infinity;
+    let b = -Infinity;
+    for (const w of op.ranks) {
+      a = Math.min(a, w.arrival);
+      b = Math.max(b, w.arrival + w.duration);
+      if (this.host && w.host_arrival !== null && w.host_arrival !== undefined) {
+        a = Math.min(a, w.host_arrival);
+        b = Math.max(b, w.host_arrival + (op.clock === "host" ? w.duration : w.host_wait_ns));
+      }
+    }
+    return [a, b];
+  }
+
   zoomOp(op) {
-    const first = Math.min(...op.ranks.map((w) => w.arrival));
-    const pad = Math.max(1, (op.end - first) * 0.15);
-    this.setWindow(first - pad, op.end + pad);
+    if (this.waits) this.waits.show(op.id);
+    const [first, last] = this.extent(op);
+    const pad = Math.max(1, (last - first) * 0.15);
+    this.setWindow(first - pad, last + pad);
   }
 
   setWindow(t0, t1) {
@@ -180,31 +175,30 @@ class AggregateView {
 
   x(t) {
     const [t0, t1] = this.window;
-    return LABEL_W + ((t - t0) / (t1 - t0)) * (this.width - LABEL_W);
+    return this.labelW + ((t - t0) / (t1 - t0)) * (this.width - this.labelW);
   }
 
   t(x) {
     const [t0, t1] = this.window;
-    return t0 + ((x - LABEL_W) / (this.width - LABEL_W)) * (t1 - t0);
+    return t0 + ((x - this.labelW) / (this.width - this.labelW)) * (t1 - t0);
   }
 
-  draw() {
-    const d = this.data;
-    const c = this.canvas;
-    const dpr = window.devicePixelRatio || 1;
-    this.width = Math.max(400, c.parentElement ? c.parentElement.clientWidth - 2 : 900);
-    const height = AXIS_H + d.ranks.length * ROW_H + 4;
-    c.width = this.width * dpr;
-    c.height = height * dpr;
-    c.style.width = `${this.width}px`;
-    c.style.height = `${height}px`;
-    const g = c.getContext("2d");
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.clearRect(0, 0, this.width, height);
-    g.font = "11px system-ui, sans-serif";
+  /** The pieces an operation draws on one rank: [lane, t0, t1, color, what] (see the module doc). */
+  pieces(op, w) {
+    const out = [];
+    const lane = op.clock === "host" ? "host" : "device";
+    const [wc, xc] = op.clock === "host" ? [HWAIT, HXFER] : [WAIT, XFER];
+    if (w.wait_ns > 0) out.push([lane, w.arrival, w.arrival + w.wait_ns, wc, "wait"]);
+    out.push([lane, w.arrival + w.wait_ns, w.arrival + w.duration, xc, "transfer"]);
+    if (op.clock !== "host" && this.host && w.host_wait_ns > 0) {
+      out.push(["host", w.host_arrival, w.host_arrival + w.host_wait_ns, HWAIT, "host wait"]);
+    }
+    return out;
+  }
+
+  drawAxis(g, height) {
     const [t0, t1] = this.window;
-    // axis
-    const step = niceStep(t1 - t0, this.width - LABEL_W);
+    const step = niceStep(t1 - t0, this.width - this.labelW);
     g.fillStyle = "#6b7584";
     g.strokeStyle = "#e6e9ee";
     for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
@@ -215,57 +209,102 @@ class AggregateView {
       g.lineTo(x + 0.5, height);
       g.stroke();
     }
+  }
+
+  drawRanks(g) {
+    const d = this.data;
+    const [t0, t1] = this.window;
     const binNs = d.bin_ns;
     const maxBusy = Math.max(0.001, ...d.ranks.map((r) => Math.max(...r.busy)));
+    const two = this.host && this.device;
     d.ranks.forEach((r, i) => {
-      const y = AXIS_H + i * ROW_H;
+      const y = AXIS_H + i * this.rowH;
       g.fillStyle = r.rank === d.straggler ? "#c62828" : "#1f2630";
       g.font = r.rank === d.straggler ? "bold 11px system-ui, sans-serif" : "11px system-ui, sans-serif";
       g.fillText(`Rank ${r.rank}${r.rank === d.straggler ? " ⚑" : ""}`, 6, y + 13);
+      if (two) {
+        g.font = "9px system-ui, sans-serif";
+        g.fillStyle = "#6b7584";
+        g.fillText("host", 56, y + 10);
+        g.fillText("device (sim.)", 30, y + 24);
+      }
+      g.font = "11px system-ui, sans-serif";
       g.fillStyle = i % 2 ? "#fafbfc" : "#ffffff";
-      g.fillRect(LABEL_W, y, this.width - LABEL_W, ROW_H);
+      g.fillRect(this.labelW, y, this.width - this.labelW, this.rowH);
+      const [ly, lh] = this.lane("device");
       const b0 = Math.max(0, Math.floor(t0 / binNs));
       const b1 = Math.min(r.busy.length - 1, Math.ceil(t1 / binNs));
       for (let b = b0; b <= b1; b++) {
         const v = r.busy[b];
         if (!v) continue;
         const xa = this.x(b * binNs);
-        const xb = this.x((b + 1) * binNs);
         g.fillStyle = `rgba(90,98,110,${0.15 + 0.7 * (v / maxBusy)})`;
-        g.fillRect(xa, y + 4, Math.max(1, xb - xa), ROW_H - 8);
+        g.fillRect(xa, y + ly + 1, Math.max(1, this.x((b + 1) * binNs) - xa), lh - 2);
       }
     });
-    // collective operations: waits and transfers per rank, boxed across ranks
+  }
+
+  draw() {
+    const d = this.data;
+    const c = this.canvas;
+    const dpr = window.devicePixelRatio || 1;
+    this.width = Math.max(400, c.parentElement ? c.parentElement.clientWidth - 2 : 900);
+    const height = AXIS_H + (d.lod ? d.lod.bands.length : d.ranks.length) * this.rowH + 4;
+    c.width = this.width * dpr;
+    c.height = height * dpr;
+    c.style.width = `${this.width}px`;
+    c.style.height = `${height}px`;
+    const g = c.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, this.width, height);
+    g.font = "11px system-ui, sans-serif";
+    const [t0, t1] = this.window;
+    this.drawAxis(g, height);
+    if (d.lod) {
+      drawBands(this, g, AXIS_H);
+      this.drawDrag(g, height);
+      return;
+    }
+    this.drawRanks(g);
     const rowOf = new Map(d.ranks.map((r, i) => [r.rank, i]));
+    let labelEnd = -Infinity;
     for (const op of d.ops) {
-      if (op.end < t0 || Math.min(...op.ranks.map((w) => w.arrival)) > t1) continue;
+      const [first, last] = this.extent(op);
+      if (last < t0 || first > t1) continue;
       let top = Infinity;
       let bottom = -Infinity;
-      let left = Infinity;
       for (const w of op.ranks) {
         const i = rowOf.get(w.rank);
         if (i === undefined) continue;
-        const y = AXIS_H + i * ROW_H;
-        top = Math.min(top, y);
-        bottom = Math.max(bottom, y + ROW_H);
-        const xa = this.x(w.arrival);
-        const xs = this.x(op.start);
-        const xe = this.x(op.end);
-        left = Math.min(left, xa);
-        if (xs - xa > 0.3) {
-          g.fillStyle = WAIT;
-          g.fillRect(xa, y + 3, Math.max(1, xs - xa), ROW_H - 6);
+        const y = AXIS_H + i * this.rowH;
+        for (const [lane, a, b, color] of this.pieces(op, w)) {
+          const [ly, lh] = this.lane(lane);
+          g.fillStyle = color;
+          g.fillRect(this.x(a), y + ly, Math.max(1, this.x(b) - this.x(a)), lh);
         }
-        g.fillStyle = XFER;
-        g.fillRect(xs, y + 3, Math.max(1, xe - xs), ROW_H - 6);
+        top = Math.min(top, y);
+        bottom = Math.max(bottom, y + this.rowH);
       }
       if (top === Infinity) continue;
-      g.strokeStyle = "rgba(30,60,120,0.9)";
+      const left = this.x(Math.min(...op.ranks.map((w) => w.arrival)));
+      const right = this.x(Math.max(...op.ranks.map((w) => w.arrival + w.duration)));
+      g.strokeStyle = op.clock === "host" ? "rgba(0,100,90,0.9)" : "rgba(30,60,120,0.9)";
       g.lineWidth = 1;
-      g.strokeRect(left - 1.5, top + 0.5, this.x(op.end) - left + 3, bottom - top - 1);
-      g.fillStyle = "#1e3c78";
-      g.fillText(`#${op.id} ${op.kind}`, Math.max(LABEL_W, left), AXIS_H - 4);
+      g.setLineDash(op.launch_skew_ns > 0 && op.clock !== "host" ? [4, 3] : []); // ranks placed at their own launches
+      g.strokeRect(left - 1.5, top + 0.5, right - left + 3, bottom - top - 1);
+      g.setLineDash([]);
+      const label = `#${op.id} ${op.kind}`;
+      const lx = Math.max(this.labelW, left);
+      if (lx > labelEnd) {
+        g.fillStyle = "#1e3c78";
+        g.fillText(label, lx, AXIS_H - 4);
+        labelEnd = lx + g.measureText(label).width + 4;
+      }
     }
+    this.drawDrag(g, height);
+  }
+
+  drawDrag(g, height) {
     if (this.drag && this.drag.x1 !== undefined) {
       g.fillStyle = "rgba(30,110,220,0.15)";
       const a = Math.min(this.drag.x0, this.drag.x1);
@@ -273,24 +312,31 @@ class AggregateView {
     }
   }
 
-  /** What is under canvas point (x, y): {rank, op, wait} or {rank} or null. */
+  /** What is under canvas point (x, y): {rank, op, wait, piece} or {rank, label} or {rank, t} or null. */
   hit(x, y) {
-    const i = Math.floor((y - AXIS_H) / ROW_H);
+    if (this.data.lod) return bandHit(this, x, y, AXIS_H);
+    const i = Math.floor((y - AXIS_H) / this.rowH);
     const r = this.data.ranks[i];
     if (!r) return null;
-    if (x < LABEL_W) return { rank: r.rank, label: true };
+    if (x < this.labelW) return { rank: r.rank, label: true };
     const t = this.t(x);
-    const tol = ((this.window[1] - this.window[0]) / (this.width - LABEL_W)) * 2;
+    const dy = y - AXIS_H - i * this.rowH;
+    const tol = ((this.window[1] - this.window[0]) / (this.width - this.labelW)) * 2;
     for (const op of this.data.ops) {
       const w = op.ranks.find((q) => q.rank === r.rank);
-      if (w && t >= w.arrival - tol && t <= op.end + tol) return { rank: r.rank, op, wait: w };
+      if (!w) continue;
+      for (const piece of this.pieces(op, w)) {
+        const [ly, lh] = this.lane(piece[0]);
+        if (this.host && this.device && (dy < ly - 1 || dy > ly + lh + 1)) continue;
+        if (t >= piece[1] - tol && t <= piece[2] + tol) return { rank: r.rank, op, wait: w, piece: piece[4] };
+      }
     }
     return { rank: r.rank, t };
   }
 
   down(e) {
     const x = e.offsetX;
-    if (x < LABEL_W) {
+    if (x < this.labelW) {
       const hit = this.hit(x, e.offsetY);
       if (hit) this.openRank(hit.rank);
       return;
@@ -306,19 +352,29 @@ class AggregateView {
     }
     const hit = this.hit(e.offsetX, e.offsetY);
     if (!hit) return hideTooltip();
+    if (hit.lines) return showTooltip(hit.lines, e.clientX, e.clientY);
     if (hit.op) {
       const op = hit.op;
-      showTooltip(
-        [
-          `#${op.id} ${op.kind} · rank ${hit.rank}`,
-          `${fmtBytes(op.bytes)} per rank · ${op.algorithm || "ring"}`,
-          `arrived ${fmtTime(hit.wait.arrival)}, waited ${fmtTime(hit.wait.wait_ns)}`,
-          `transfer ${fmtTime(op.end - op.start)} (all ranks from ${fmtTime(op.start)})`,
-          op.max_wait_ns > 0 ? `straggler: rank ${op.straggler}` : "no rank waited",
-        ],
-        e.clientX,
-        e.clientY,
-      );
+      const w = hit.wait;
+      const clock = op.clock === "host" ? MEAS : SIM;
+      const onHost = op.clock === "host" || hit.piece === "host wait";
+      const lines = [`#${op.id} ${op.kind} · rank ${hit.rank} · ${onHost ? `host clock (${MEAS})` : `device clock (${SIM})`}`,
+        `${fmtBytes(op.bytes)} per rank · ${op.algorithm || "ring"}`];
+      if (hit.piece === "host wait") {
+        lines.push(`host: entered the exchange at ${fmtTime(w.host_arrival)}, waited ${fmtTime(w.host_wait_ns)} for the other ranks (${MEAS})`);
+        lines.push(op.host_max_wait_ns > 0 ? `host straggler: rank ${op.host_straggler}` : "no host waited");
+      } else {
+        lines.push(`arrived ${fmtTime(w.arrival)}, waited ${fmtTime(w.wait_ns)} (${clock})`);
+        lines.push(`transfer ${fmtTime(op.transfer_ns)} (${clock})`);
+        lines.push(op.max_wait_ns > 0 ? `straggler: rank ${op.straggler}` : "no rank waited");
+        if (op.clock !== "host" && w.host_wait_ns !== null && w.host_wait_ns !== undefined) {
+          lines.push(`its host waited ${fmtTime(w.host_wait_ns)} in the exchange (${MEAS})`);
+        }
+        if (op.clock !== "host" && op.launch_skew_ns > 0) {
+          lines.push(`placed at its host launch: the ranks' launches are ${fmtTime(op.launch_skew_ns)} apart (host clock)`);
+        }
+      }
+      showTooltip(lines, e.clientX, e.clientY);
     } else if (hit.label) {
       showTooltip([`Rank ${hit.rank}`, "click to open this rank's timeline"], e.clientX, e.clientY);
     } else {

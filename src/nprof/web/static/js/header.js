@@ -1,6 +1,7 @@
 // header.js — the profile page's title bar (name and key facts), the download menu
 // and the colour legend under the toolbar.
-// Contract: titleBar(info) and downloadMenu(id) return elements; renderLegend(el, vp,
+// Contract: titleBar(info) (name, key facts, and the manifest's notes: `incomplete` — the script failed —
+// and a system profile's `system` note, e.g. no device graph launched) and downloadMenu(id) return elements; renderLegend(el, vp,
 // style, rows, onSearch) fills `el` with one chip per colour of the current colour
 // mode (opcode, layer at the chosen depth, engine, DMA queue); clicking a chip runs
 // the matching search through onSearch(fields).
@@ -23,11 +24,17 @@ export function titleBar(info) {
     prog.flops ? ["FLOPs", fmtInt(prog.flops)] : null,
     p.world_size > 1 ? ["rank", `${p.rank} / ${p.world_size}`] : null,
   ].filter(Boolean);
+  const meta = (info.manifest && info.manifest.meta) || {};
+  const notes = [
+    meta.incomplete ? h("span", { class: "title-note warn", id: "incomplete-note", title: meta.incomplete }, `incomplete: ${meta.incomplete}`) : null,
+    meta.system && meta.system !== "1" ? h("span", { class: "title-note muted", id: "system-note" }, meta.system) : null,
+  ];
   return h(
     "div",
     { class: "titlebar" },
     h("h1", { id: "profile-title", title: p.id }, p.display_name || p.name || p.id),
     h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    notes,
   );
 }
 

@@ -11,18 +11,22 @@ import { showTooltip } from "./tooltip.js";
 /**
  * Op id -> {label, text} for the collective operations `rank` took part in, from the group's
  * collectives answer (GET /api/groups/{id}/collectives). "straggler" is only said when some rank
- * actually waited (max_wait_ns > 0): on identical ranks nobody is late.
+ * actually waited (max_wait_ns > 0): on identical ranks nobody is late. Every wait names its clock:
+ * a device op's waits are the model's (simulated), a host op's and the host exchange's were measured.
  */
 export function collectiveTexts(group, rank) {
   const out = new Map();
   for (const op of group.ops || []) {
     const mine = (op.ranks || []).find((r) => r.rank === rank);
     if (!mine) continue;
+    const clock = op.clock === "host" ? "measured on the host" : "simulated";
     const parts = [`${op.kind} #${op.id}`, `${fmtBytes(op.bytes)} per rank`, op.algorithm].filter(Boolean);
-    let text = `${parts.join(" · ")}; transfer ${fmtTime(op.end - op.start)}`;
-    if (mine.wait_ns > 0) text += `; this rank waited ${fmtTime(mine.wait_ns)} for rank ${op.straggler}`;
-    else if (op.straggler === rank && op.max_wait_ns > 0) text += `; this rank was the straggler (others waited up to ${fmtTime(op.max_wait_ns)})`;
-    else if (!(op.max_wait_ns > 0)) text += "; no rank waited";
+    const transfer = op.transfer_ns ?? op.end - op.start;
+    let text = `${parts.join(" · ")}; transfer ${fmtTime(transfer)} (${clock})`;
+    if (mine.wait_ns > 0) text += `; this rank waited ${fmtTime(mine.wait_ns)} for rank ${op.straggler} (${clock})`;
+    else if (op.straggler === rank && op.max_wait_ns > 0) text += `; this rank was the straggler (others waited up to ${fmtTime(op.max_wait_ns)}, ${clock})`;
+    else if (!(op.max_wait_ns > 0)) text += `; no rank waited (${clock})`;
+    if (op.clock !== "host" && mine.host_wait_ns != null) text += `; its host waited ${fmtTime(mine.host_wait_ns)} in the exchange (measured)`;
     out.set(op.id, { label: `${op.kind} #${op.id}`, text });
   }
   return out;

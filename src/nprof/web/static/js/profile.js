@@ -15,6 +15,7 @@ import { PanelSet } from "./panels.js";
 import { Timeline } from "./timeline.js";
 import { systemLink } from "./system.js";
 import { Toolbar } from "./toolbar.js";
+import { trackPicker, visibleRows } from "./tracks.js";
 import { hideTooltip } from "./tooltip.js";
 import { toSearch } from "./url.js";
 import { collectiveTexts, hoverCancel, hoverText, loadBoxes } from "./overlays.js";
@@ -60,7 +61,7 @@ export class ProfileView {
     }
     this._clampWindow();
     this.tl.setBounds(this.tmin, this.tmax);
-    this.tl.setRows(rows.rows, st.view);
+    this.tl.setRows(visibleRows(rows.rows, st.hide), st.view);
     this.tl.setWindow(st.t0, st.t1);
     this._syncStyle();
     this.panels.show(st.tab);
@@ -119,6 +120,8 @@ export class ProfileView {
       onDrawn: (info) => this._onDrawn(info),
       onResize: () => this._fetchViewport(),
     });
+    const picker = trackPicker(this.rowsResp.rows, this.st.hide, (hide) => this.update({ hide }, true));
+    if (picker) tbEl.append(picker); // a system profile's track groups (tracks.js)
     tbEl.append(h("div", { class: "tb-group" }, downloadMenu(this.id)));
     this.panels = new PanelSet(this);
     this.root.replaceChildren(
@@ -208,6 +211,7 @@ export class ProfileView {
     }
     if (st.color === "layer" && prev.color !== "layer") this._fetchViewport(); // loads the layer names
     if (patch.tab !== undefined) this.panels.show(st.tab);
+    if ("hide" in patch) this.tl.setRows(visibleRows(this.rowsResp.rows, st.hide), st.view);
     if ("ev" in patch && patch.ev !== prev.ev) this.selectEvent(st.ev, false);
     if ("sel" in patch) this.panels.selection.run(st.sel);
     this._commit(push);
@@ -227,6 +231,7 @@ export class ProfileView {
     this._clampWindow();
     if (window.__nprof) window.__nprof.state = this.st;
     this.tl.setMode(this.st.mode);
+    this.tl.setRows(visibleRows(this.rowsResp.rows, this.st.hide), this.st.view);
     this._syncStyle();
     this.tl.setWindow(this.st.t0, this.st.t1);
     if (windowChanged || next.t0 === null || (next.color === "layer" && prev.color !== "layer")) this._fetchViewport();

@@ -9,7 +9,8 @@
 // * SystemPanel: the System tab — one row per training step of the `system_steps` table,
 //   two stacked bars on one time scale: the host's wall time (compile, launch, copies, host
 //   ops, gaps) and, below it, the simulated device time (forward, backward; it overlaps the
-//   launches, so it is not stacked onto them), then the table and the host-side findings;
+//   launches, so it is not stacked onto them) and the phases overlapping those parts (optimizer,
+//   host collectives and their measured wait), then the table and the host-side findings;
 //   clicking a step zooms the timeline to it.
 
 import { api } from "./api.js";
@@ -99,6 +100,14 @@ function stepBar(step, longest, parts, cls) {
   return h("div", { class: `stepbar ${cls}`, dataset: { step: String(step.step) } }, segs);
 }
 
+/** The phases that overlap the bar's parts (optimizer, host collectives with their measured wait), or null. */
+function phases(s) {
+  const parts = [];
+  if (s.optimizer_ns > 0) parts.push(`optimizer ${fmtTime(s.optimizer_ns)}`);
+  if (s.collectives_ns > 0) parts.push(`collectives ${fmtTime(s.collectives_ns)} (waiting ${fmtTime(s.collective_wait_ns || 0)}, measured)`);
+  return parts.length ? h("span", { class: "muted steps-phases", title: "overlap the parts of the bar" }, parts.join(" · ")) : null;
+}
+
 export class SystemPanel {
   constructor(el, view) {
     this.el = el;
@@ -140,7 +149,7 @@ export class SystemPanel {
           { class: "steprow", title: "click to zoom the timeline to this step", onclick: () => this._zoom(s.start, s.end) },
           h("span", { class: "steplabel" }, `step ${s.step}`),
           h("div", { class: "stepbars2" }, stepBar(s, longest, HOST, "host"), stepBar(s, longest, DEVICE, "device")),
-          h("span", { class: "steptimes" }, h("span", {}, fmtTime(s.wall_ns)), h("span", { class: "muted" }, `device ${fmtTime(s.device_busy_ns)}`)),
+          h("span", { class: "steptimes" }, h("span", {}, fmtTime(s.wall_ns)), h("span", { class: "muted" }, `device ${fmtTime(s.device_busy_ns)}`), phases(s)),
         ),
       ),
     );

@@ -5,7 +5,8 @@
 // view (minimal|full), mode (zoom|select), sel (t0-t1), selrows (row keys, comma-
 // separated), rank (multi-worker tab), compare (other profile id), warn=0 (hide
 // warning boxes), osort / ofilter (Operators tab sort column and filter), tsort (Tensors tab
-// sort column), src (Source tab: the selected file:line). Defaults are omitted from the URL.
+// sort column), src (Source tab: the selected file:line), hide (system profiles: hidden track groups,
+// comma-separated ids of tracks.js). Defaults are omitted from the URL.
 
 export const TABS = ["details", "search", "selection", "summary", "operators", "tensors", "source", "memory", "annotations", "warnings", "compare", "system"];
 export const COLORS = ["opcode", "layer", "engine", "queue"];
@@ -41,6 +42,7 @@ export function parseLocation(loc) {
     ofilter: p.get("ofilter") || null,
     tsort: p.get("tsort") || null,
     src: p.get("src") || null,
+    hide: (p.get("hide") || "").split(",").filter(Boolean),
   };
   for (const [k, v] of p.entries()) {
     if (k.startsWith("q.") && k.length > 2) st.query.push([k.slice(2), v]);
@@ -85,6 +87,7 @@ export function toSearch(st) {
   if (st.compare) p.set("compare", st.compare);
   if (st.warn === false) p.set("warn", "0");
   for (const k of ["osort", "ofilter", "tsort", "src"]) if (st[k]) p.set(k, st[k]);
+  if (st.hide && st.hide.length) p.set("hide", st.hide.join(","));
   const s = p.toString();
   return s ? `?${s}` : "";
 }

@@ -1,0 +1,122 @@
+"""The stacked im2col input of small-channel convolutions: kernel taps on the partitions, DMA'd from HBM.
+
+Contract: `stacked_input(x, group, out_hw, stride, padding, dilation)` returns the SBUF tile
+[len(group) * C, N * OH * OW] whose block j holds, for every output pixel, the input pixel kernel tap group[j]
+reads (zero where it reads padding); `tap_rows` gives the output positions of one axis a tap reads inside
+the input. One DMA per tap. With stride 1 and OW == W (same-width convolutions), a tap's window of rows
+r0..r1 is moved as one contiguous run per (channel, image) — whole input rows shifted by the tap's column
+offset — and the few columns that run wraps into the neighbouring row (the padding columns) are zeroed after
+it on-chip: a transfer of N chunks per partition instead of one chunk per window row (the DMA cost model
+charges every contiguous chunk `dma_chunk_overhead_bytes`: 31-element rows cost more in overhead than in
+data). Other geometries move one window row per chunk.
+"""
+
+from __future__ import annotations
+
+from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.hbm import window
+from nprof.compiler.views import View
+from nprof.nki import isa as nisa
+from nprof.nki import language as nl
+from nprof.nki import trace
+from nprof.nki.tensor import NkiTensor
+
+
+def source(a: Access) -> NkiTensor:
+    """The DMA source for the HBM pattern `a`: a window of a tile the fusion cache keeps in SBUF (an on-chip
+    DMA that need not wait for the producer's store to reach HBM), else `a` itself."""
+    lookup = getattr(trace.current(), "lookup", None)
+    kept = lookup(a, contiguous=False) if lookup is not None and a.dtype == "float32" else None
+    return kept if kept is not None else window(a)
+
+
+def shaped(t: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
+    """A contiguous tile seen with free dims `free` (same element count per partition)."""
+    f = t.flatten_free()
+    assert f is not None, "tiles allocated here are contiguous"
+    return f.unflatten_free(free)
+
+
+def tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tuple[int, int]:
+    """Output positions [lo, hi) of one axis whose input position o * stride + tap * dil - pad is in [0, size)."""
+    first = tap * dil - pad
+    lo = max(0, -(first // stride)) if first < 0 else 0
+    while lo * stride + first < 0:
+        lo += 1
+    hi = o
+    while hi > lo and (hi - 1) * stride + first >= size:
+        hi -= 1
+    return lo, max(lo, hi)
+
+
+def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
+                  padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
+    """The stacked tile [len(group) * C, N * OH * OW] (see module doc)."""
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    runs = stride == (1, 1) and ow == w
+    tile = nl.ndarray((len(group) * c, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
+    staged = not runs and n * h * w * 4 <= STAGE_MAX_BYTES
+    stage = nl.ndarray((len(group) * c, n, h, w), dtype=nl.float32, buffer=nl.sbuf) if staged else None
+    if not runs:
+        nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32, dst=tile)
+    for j, (i, k) in enumerate(group):
+        block = tile[j * c : (j + 1) * c]
+        r0, r1 = tap_rows(oh, i, stride[0], padding[0], dil[0], h)
+        q0, q1 = tap_rows(ow, k, stride[1], padding[1], dil[1], w)
+        if runs:
+            _row_runs(x, block, (r0, r1), (q0, q1), i * dil[0] - padding[0], k * dil[1] - padding[1])
+            continue
+        if r1 <= r0 or q1 <= q0:
+            continue
+        row0, col0 = r0 * stride[0] + i * dil[0] - padding[0], q0 * stride[1] + k * dil[1] - padding[1]
+        if stage is not None:
+            _staged(x, block, stage[j * c : (j + 1) * c], (r0, r1, row0), (q0, q1, col0), stride)
+            continue
+        src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w + col0, c,
+                     ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
+        nisa.dma_copy(dst=block[:, :, r0:r1, q0:q1], src=source(src))
+    return shaped(tile, (n * oh * ow,))
+
+
+STAGE_MAX_BYTES = 32 * 1024  # SBUF bytes per partition a strided tap may stage its input rows in
+
+
+def _staged(x: View, block: NkiTensor, stage: NkiTensor, rows: tuple[int, int, int], cols: tuple[int, int, int],
+            stride: tuple[int, int]) -> None:  # fmt: skip
+    """A strided tap's window: the input rows it reads move as one contiguous run per (channel, image) into
+    `stage` (same partitions as `block`), then a strided on-chip copy picks the window: N chunks per partition
+    instead of one per element (stride 2 in the width would make every element its own DMA chunk)."""
+    n, c, h, w = x.shape
+    (r0, r1, row0), (q0, q1, col0) = rows, cols
+    span = (r1 - 1 - r0) * stride[0] + 1
+    src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w, c, ((c * h * w, n), (1, span * w)), 0, h * w)
+    nisa.dma_copy(dst=shaped(stage, (n, h * w))[:, :, : span * w], src=source(src))
+    picked = stage[:, :, 0 : span : stride[0], col0 : col0 + (q1 - q0 - 1) * stride[1] + 1 : stride[1]]
+    block[:, :, r0:r1, q0:q1] = engines.copy(picked)
+
+
+def _row_runs(x: View, block: NkiTensor, rows: tuple[int, int], cols: tuple[int, int], di: int, dk: int) -> None:
+    """Fill `block` [C, N, OH, W] for one stride-1 tap reading input (o + di, q + dk): rows r0..r1 as one run
+    per (channel, image) of the flattened input shifted by di * W + dk, then zeros where the tap reads
+    padding (rows outside r0..r1, columns outside q0..q1, which the run filled with neighbouring rows)."""
+    n, c, h, w = x.shape
+    _, _, oh, ow = block.shape
+    (r0, r1), (q0, q1) = rows, cols
+    if r1 <= r0 or q1 <= q0:
+        nisa.memset(block.shape, 0.0, nl.float32, dst=block)
+        return
+    start = (r0 + di) * w + dk  # input element of output (r0, 0), relative to its image
+    skip = max(0, -start)
+    end = min((r1 - r0) * w, h * w - start)  # the run may not reach past its image's last element
+    src = Access(Space.HBM, x.tensor, x.dtype, x.offset + start + skip, c, ((c * h * w, n), (1, end - skip)), 0,
+                 h * w)  # fmt: skip
+    flat = shaped(block, (n, oh * ow))
+    nisa.dma_copy(dst=flat[:, :, r0 * ow + skip : r0 * ow + end], src=source(src))
+    for lo, hi in ((0, r0), (r1, oh)):
+        if hi > lo:
+            nisa.memset((c, n, hi - lo, ow), 0.0, nl.float32, dst=block[:, :, lo:hi, :])
+    for lo, hi in ((0, q0), (q1, ow)):
+        if hi > lo:
+            nisa.memset((c, n, r1 - r0, hi - lo), 0.0, nl.float32, dst=block[:, :, r0:r1, lo:hi])

@@ -1,0 +1,83 @@
+"""String columns read dictionary-encoded from a Profile file, their codes kept for the analysis.
+
+Contract:
+* `read_strings(box, name, schema)` reads table `name` of an opened profile container with every
+  string column of `schema` decoded from its Parquet dictionary pages (no hash of each value):
+  returns the table with plain string columns (the dictionary values gathered by index, the same
+  values as a plain read) and, per such column, `(codes, dictionary)`: int32 codes (-1 for null)
+  into the Arrow string array `dictionary`, whose values are distinct and in order of first
+  appearance: exactly what `nprof.analysis.facts.encode_arrow` computes from the plain column.
+  A column whose dictionary repeats a value (a foreign writer) gets no codes.
+* `remember(table, codes)` / `recall(table, column)`: codes of a table object, kept while the
+  object lives (Arrow tables are immutable: the same object always holds the same values);
+  `recall` returns None for any other table, so a Profile rebuilt with other tables never
+  sees stale codes.
+"""
+
+from __future__ import annotations
+
+import weakref
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nprof.container import Container
+
+Codes = tuple[np.ndarray, pa.Array]
+_KEPT: dict[int, tuple[weakref.ref[pa.Table], dict[str, Codes]]] = {}
+
+
+def _indices(col: pa.ChunkedArray) -> np.ndarray:
+    """int32 indices of a dictionary column with a single dictionary per chunk set, -1 for nulls."""
+    parts = [c.indices.fill_null(-1) if c.null_count else c.indices for c in col.chunks]
+    arrays = [p.to_numpy(zero_copy_only=False) for p in parts]
+    if not arrays:
+        return np.empty(0, np.int32)
+    return (arrays[0] if len(arrays) == 1 else np.concatenate(arrays)).astype(np.int32, copy=False)
+
+
+def decoded(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, Codes | None]:
+    """A dictionary column as plain strings, plus its codes when its dictionary values are distinct."""
+    unified = col.unify_dictionaries()
+    dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], pa.string())
+    indices = pa.chunked_array([c.indices for c in unified.chunks], pa.int32())
+    plain = pc.take(dictionary, indices)
+    if pc.count_distinct(dictionary, mode="all").as_py() != len(dictionary):
+        return plain, None
+    return plain, (_indices(unified), dictionary)
+
+
+def read_strings(box: Container, name: str, schema: pa.Schema) -> tuple[pa.Table, dict[str, Codes]]:
+    """Table `name` of `box` with its string columns decoded from their dictionaries (see module doc)."""
+    wanted = [f.name for f in schema if pa.types.is_string(f.type)]
+    raw = box.read_table(name, dictionary=wanted)
+    codes: dict[str, Codes] = {}
+    for column in wanted:
+        i = raw.schema.get_field_index(column)
+        if i < 0 or not pa.types.is_dictionary(raw.schema.field(i).type):
+            continue
+        plain, got = decoded(raw.column(i))
+        raw = raw.set_column(i, raw.schema.field(i).with_type(pa.string()), plain)
+        if got is not None:
+            codes[column] = got
+    return raw, codes
+
+
+def _forget(key: int, _ref: object) -> None:
+    _KEPT.pop(key, None)
+
+
+def remember(table: pa.Table, codes: dict[str, Codes]) -> None:
+    """Keep `codes` (column -> (codes, dictionary)) for as long as `table` lives."""
+    if codes:
+        _KEPT[id(table)] = (weakref.ref(table, partial(_forget, id(table))), codes)
+
+
+def recall(table: pa.Table, column: str) -> Codes | None:
+    """The remembered codes of `column` of this very table object, else None."""
+    hit = _KEPT.get(id(table))
+    if hit is None or hit[0]() is not table:
+        return None
+    return hit[1].get(column)
