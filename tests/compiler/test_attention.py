@@ -36,6 +36,39 @@ def test_sdpa_boolean_and_additive_masks_and_scale() -> None:
     check_fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3), q, k, v, bias)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_grouped_query_heads(causal: bool) -> None:
+    """enable_gqa: 4 query heads over 2 key/value heads; outputs and q/k/v gradients as eager's."""
+    gen = torch.Generator().manual_seed(7)
+    q = torch.randn(2, 4, 20, 8, generator=gen, requires_grad=True)
+    k, v = (torch.randn(2, 2, 20, 8, generator=gen, requires_grad=True) for _ in range(2))
+    check_fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True), q, k, v)
+
+
+def test_sdpa_attention_dropout_draws_eagers_mask() -> None:
+    """dropout_p > 0 in training: eager CPU runs SDPA's math path (its flash kernel refuses dropout), and so does
+    the compiled graph, with the mask eager draws for the same seed: same outputs and gradients."""
+    torch._dynamo.reset()
+    q, k, v = _qkv(2, 2, 16, 8, seed=2)
+    qe, ke, ve = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.2, is_causal=True)
+
+    compiled = torch.compile(fn, backend="nprof")
+    torch.manual_seed(3)
+    got = compiled(q, k, v)
+    torch.manual_seed(3)
+    want = fn(qe, ke, ve)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(fn(qe, ke, ve), want)  # another mask gives another result: the masks agreed
+    weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(4))
+    (got * weights).sum().backward()
+    (want * weights).sum().backward()
+    for a, b in ((q, qe), (k, ke), (v, ve)):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_sdpa_lowered_to_flash_kernels() -> None:
     from nprof.compiler.ops import DECOMPOSE_SKIP, supported_ops
 

@@ -143,6 +143,8 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
             )(gm, inputs)
     except NprofError:
         raise
+    except torch._dynamo.exc.RestartAnalysis:  # Dynamo's signal to trace again (e.g. a float made a tensor)
+        raise
     except Exception as err:  # torch could not trace the graph for AOTAutograd (not an op nprof lacks)
         if opts.fallback != "eager":
             raise NprofError(_trace_failure(gm, err)) from err

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nprof.compiler import graphinfo
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
 from nprof.compiler.kernels.norm import layer_norm_kernel
@@ -209,8 +210,11 @@ def _nll_loss_backward(
 # ----- dropout (training mode) -----
 @register("native_dropout.default")
 def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
-    """Dropout with uniform random numbers drawn on the host for every execution: they enter the program as
-    the input ``rng.<node>`` (the virtual device has no RNG engine); mask = u >= p, out = x * mask / (1 - p)."""
+    """Training-mode dropout with eager PyTorch's mask: the virtual device has no RNG engine, so the keep mask
+    (0/1 in the input's dtype) enters the program as the input ``rng.<node>``, which the runtime draws on every
+    execution exactly as eager CPU dropout does (``torch.empty_like(x).bernoulli_(1 - p)`` from torch's
+    generator, in graph order: `runtime.draw_rng`); out = (x * mask) * (1 / (1 - p)), the scale divided in
+    float32 as eager's ``noise.div_(1 - p)`` does, so the output has eager's bits for the same seed."""
     src = view_of(lw, x)
     if not train or p == 0.0:
         return src, Const(1.0, src.shape, "bool")
@@ -218,10 +222,12 @@ def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
         return Const(0.0, src.shape, "float32"), Const(0.0, src.shape, "bool")
     name = f"rng.{lw.node.name}"
     lw.em.hbm_tensor(name, src.shape, "float32", "input")
-    u = View.whole(name, "float32", src.shape)
+    lw.rng_draws[name] = {"bernoulli": 1.0 - float(p), "dtype": graphinfo.torch_dtype_name(lw.meta(x).dtype)}
+    keep = View.whole(name, "float32", src.shape)
     mask, out = lw.new_tensor(index=1), lw.new_tensor(index=0)
-    lw.em.call(ew.map_kernel, mask, [u], ew.scalar_body("is_ge", float(p)))
-    lw.em.call(ew.map_kernel, out, [src, mask], ew.binary_body("multiply", 1.0 / (1.0 - float(p))))
+    scale = float(np.float32(1.0) / np.float32(1.0 - float(p)))
+    lw.em.call(ew.map_kernel, mask, [keep], ew.scalar_body("is_ge", 0.5))
+    lw.em.call(ew.map_kernel, out, [src, keep], ew.binary_body("multiply", scale))
     return out, mask
 
 

@@ -9,8 +9,8 @@ data with the other processes on every call (`device.process_group.run_in_job`) 
 output as a torch tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned
 as outputs are passed through; constant outputs are filled on the host). The first call saves its inputs as
 ``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
-be given real values. Program inputs named ``rng.*`` (training-mode dropout) get fresh uniform [0, 1)
-numbers from torch's generator on every call.
+be given real values. Program inputs named ``rng.*`` (training-mode dropout) are drawn from torch's generator on
+every call, in input order, as the program's meta says (`draw_rng`: eager dropout's masks for the same seed).
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
 `OBSERVERS`: callables that receive a `RuntimeEvent` for every compile, cache hit, fallback, host->device
 copy, launch and device->host copy of the backend (stamped with `time.time_ns()`, the Unix clock that
@@ -19,6 +19,7 @@ torch.profiler's traces use), so a capture can draw the system view; nothing is 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from nprof.compiler.lower import OutputSlot
+from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 
@@ -84,6 +85,19 @@ def notify(kind: str, module: str, start_ns: int, **fields: Any) -> None:
 RNG_PREFIX = "rng."  # program inputs the runtime fills with fresh random numbers on every call
 
 
+def draw_rng(shape: Sequence[int], how: dict[str, Any] | None) -> np.ndarray:
+    """One ``rng.*`` program input drawn from torch's default generator. ``{"bernoulli": q, "dtype": d}``
+    (`lower.RNG_DRAWS_META`): a 0/1 keep mask drawn as eager CPU dropout draws it,
+    ``torch.empty(shape, dtype=d).bernoulli_(q)`` (same generator state -> same mask as eager); None (programs
+    compiled before that rule): uniform [0, 1) numbers, ``torch.rand(shape)``, as those programs expect."""
+    import torch
+
+    if how is None:
+        return torch.rand(tuple(shape)).numpy()
+    keep = torch.empty(tuple(shape), dtype=getattr(torch, str(how["dtype"]))).bernoulli_(float(how["bernoulli"]))
+    return keep.float().numpy()
+
+
 def to_numpy(t: Any, program_dtype: str) -> np.ndarray:
     """A torch tensor as a numpy array in the program dtype's numpy type (bf16/fp16 go via float32)."""
     import torch
@@ -136,6 +150,7 @@ class DeviceGraph:
         self.calls = 0  # executions so far (the next one's index)
         self._timed: tuple[Any, int] | None = None  # (Profile, simulated ns) of every execution
         self._numerics: Any = None  # the PreparedNumerics of the program
+        self._rng_draws = json.loads(program.meta.get(RNG_DRAWS_META, "{}"))
 
     def __call__(self, args: list[Any]) -> list[Any]:
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -148,10 +163,8 @@ class DeviceGraph:
             if decl is not None and hasattr(value, "detach"):
                 inputs[name] = to_numpy(value, decl.dtype)
         for name, decl in self._decls.items():
-            if name.startswith(RNG_PREFIX):  # fresh uniform [0, 1) numbers per execution (e.g. dropout masks)
-                import torch
-
-                inputs[name] = torch.rand(decl.shape).numpy()
+            if name.startswith(RNG_PREFIX):  # fresh random numbers per execution (dropout masks), in input order
+                inputs[name] = draw_rng(decl.shape, self._rng_draws.get(name))
         if self.sample_dir is not None:
             save_samples(self.sample_dir, inputs)
             self.sample_dir = None

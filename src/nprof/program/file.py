@@ -35,6 +35,7 @@ from nprof.arch.isa import DTYPES, Access, Engine, Instruction, Opcode, Space, n
 from nprof.arch.presets import PRESETS
 from nprof.container import open_container, write_container
 from nprof.errors import FormatError, NprofError
+from nprof.program.columns import operand_column, operand_lists
 from nprof.program.model import Program, TensorDecl
 from nprof.program.npy import read_npy
 from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
@@ -75,19 +76,6 @@ TENSORS = pa.schema(
 CONSTANTS = pa.schema([("name", pa.string()), ("dtype", pa.string()), ("npy", pa.binary())])
 
 
-def _access_row(a: Access) -> dict[str, Any]:
-    return {
-        "space": a.space.value,
-        "tensor": a.tensor,
-        "dtype": a.dtype,
-        "offset": a.offset,
-        "partitions": a.partitions,
-        "free": [{"stride": s, "size": n} for s, n in a.free],
-        "partition_start": a.partition_start,
-        "partition_stride": a.partition_stride,
-    }
-
-
 def _npy_bytes(value: np.ndarray) -> bytes:
     arr = np.ascontiguousarray(value)
     if arr.dtype.kind == "V" or arr.dtype.name in ("bfloat16",) or arr.dtype.name.startswith("float8"):
@@ -99,14 +87,6 @@ def _npy_bytes(value: np.ndarray) -> bytes:
 
 def save_program(program: Program, path: str | os.PathLike[str]) -> Path:
     """Write `program` atomically to `path` and return the path."""
-    memo: dict[Access, dict[str, Any]] = {}
-
-    def row(a: Access) -> dict[str, Any]:
-        hit = memo.get(a)
-        if hit is None:
-            hit = memo[a] = _access_row(a)
-        return hit
-
     instrs = program.instructions
     table = pa.Table.from_pydict(
         {
@@ -118,8 +98,8 @@ def save_program(program: Program, path: str | os.PathLike[str]) -> Path:
             "layer": [i.layer for i in instrs],
             "hlo_name": [i.hlo_name for i in instrs],
             "attrs": [json.dumps([[k, v] for k, v in i.attrs]) if i.attrs else "" for i in instrs],
-            "ins": [[row(a) for a in i.ins] for i in instrs],
-            "outs": [[row(a) for a in i.outs] for i in instrs],
+            "ins": operand_column([i.ins for i in instrs], ACCESS),
+            "outs": operand_column([i.outs for i in instrs], ACCESS),
         },
         schema=INSTRUCTIONS,
     )
@@ -234,8 +214,20 @@ _ENGINES = {e.value: e for e in Engine}
 _OPCODES = {o.value: o for o in Opcode}
 
 
-def _instructions(rows: dict[str, list[Any]], acc: Any) -> tuple[Instruction, ...]:
-    """The Instructions of the table columns `rows` (operands through `acc`; identical attrs texts parsed
+def _operands(table: pa.Table, partitions: int, typed: bool) -> tuple[list[Any], list[Any]] | None:
+    """(ins, outs) Access tuples per instruction decoded by columns (`columns.operand_lists`) when the table has
+    the exact schema and no nulls; None otherwise (decode row by row)."""
+    if not typed:
+        return None
+    ins = operand_lists(table.column("ins"), partitions)
+    outs = operand_lists(table.column("outs"), partitions) if ins is not None else None
+    return None if ins is None or outs is None else (ins, outs)
+
+
+def _instructions(
+    rows: dict[str, list[Any]], ins_of: list[tuple[Access, ...]], outs_of: list[tuple[Access, ...]]
+) -> tuple[Instruction, ...]:
+    """The Instructions of the table columns `rows` and their decoded operands (identical attrs texts parsed
     once). Unknown engines/opcodes raise ValueError."""
     attrs_of: dict[str, tuple[tuple[str, Any], ...]] = {"": ()}
 
@@ -257,8 +249,8 @@ def _instructions(rows: dict[str, list[Any]], acc: Any) -> tuple[Instruction, ..
         Instruction(
             engine=enum(_ENGINES, engine, "engine"),
             opcode=enum(_OPCODES, opcode, "opcode"),
-            outs=tuple(acc(a) for a in outs),
-            ins=tuple(acc(a) for a in ins),
+            outs=outs,
+            ins=ins,
             attrs=attrs(attr_text),
             deps=tuple(deps),
             queue=queue,
@@ -267,7 +259,7 @@ def _instructions(rows: dict[str, list[Any]], acc: Any) -> tuple[Instruction, ..
             hlo_name=hlo_name,
         )
         for engine, opcode, outs, ins, attr_text, deps, queue, source, layer, hlo_name in zip(
-            rows["engine"], rows["opcode"], rows["outs"], rows["ins"], rows["attrs"], rows["deps"],
+            rows["engine"], rows["opcode"], outs_of, ins_of, rows["attrs"], rows["deps"],
             rows["queue"], rows["source"], rows["layer"], rows["hlo_name"], strict=True,
         )
     )
@@ -282,14 +274,18 @@ def load_program(path: str | os.PathLike[str]) -> Program:
             check_manifest(m)
             preset = PRESETS[m.get("preset", "trn1")]
             table = box.read_table("instructions")
-            rows = table.to_pydict()
+            typed = table.schema.equals(INSTRUCTIONS)
+            operands = _operands(table, preset.partitions, typed)
+            rows = table.drop_columns(["ins", "outs"]).to_pydict() if operands else table.to_pydict()
             tens = box.read_table("tensors").to_pylist()
             consts = box.read_table("constants").to_pylist()
             for t in tens:
                 check_tensor(t)
-            typed = table.schema.equals(INSTRUCTIONS)
             _check_rows(table, rows, preset.dma_queues, typed)
-            instructions = _instructions(rows, _access_reader(preset.partitions, typed))
+            if operands is None:
+                acc = _access_reader(preset.partitions, typed)
+                operands = tuple([tuple(acc(a) for a in ops) for ops in rows[key]] for key in ("ins", "outs"))
+            instructions = _instructions(rows, *operands)
             tensors = tuple(TensorDecl(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in tens)
             constants = {c["name"]: _load_constant(c["name"], c["dtype"], c["npy"]) for c in consts}
             program = Program(
