@@ -174,7 +174,7 @@ def _embedding_backward(
     g = view_of(lw, grad)
     g2d = g.reshape([flat.shape[0], g.shape[-1]]) or as_contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
     out = lw.new_tensor()
-    lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
+    lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))
     return out
 
 

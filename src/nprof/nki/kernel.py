@@ -246,7 +246,7 @@ class Kernel:
             if result.base.kind == "input":  # type: ignore[union-attr]
                 raise NprofError(f"kernel {self.func.__name__} returns its input {result.name!r}; return a new tensor")
             builder.mark_output(result)
-            shape, base = tuple(result.shape), tuple(result.base.shape)  # type: ignore[union-attr]
+            shape, base = tuple(result.shape), tuple(result.base.shape)
             if shape != base and int(np.prod(shape)) == int(np.prod(base)):  # `t.reshape(...)` returned
                 return Reshaped(result.name, shape)
             return result.name
