@@ -269,9 +269,9 @@ _squared_difference.accepts_columns = True  # type: ignore[attr-defined]
 def _max_dim(lw: Lowerer, x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
     src = view_of(lw, x)
     if dim is None:  # argmax over the flattened tensor
-        src = as_contiguous(lw, src).reshape([numel(src.shape)])
-        assert src is not None
-        dim = 0
+        flat = as_contiguous(lw, src).reshape([numel(src.shape)])
+        assert flat is not None
+        src, dim = flat, 0
     dim %= max(len(src.shape), 1)
 
     def kept(v: View) -> View:

@@ -99,7 +99,7 @@ class DepTracker:
             item = ITEMSIZE[acc.dtype]
             b0, b1 = acc.offset + lo * item, acc.offset + (hi + 1) * item
             p0 = acc.partition_start
-            box = ((p0, p0 + acc.partitions), (b0, b1))
+            box: Region | None = ((p0, p0 + acc.partitions), (b0, b1))
             gran = 1024 if acc.space is Space.SBUF else 512
             first, last = b0 // gran, (b1 - 1) // gran
             return str(acc.space), box, (b0, b1), ((first,) if first == last else tuple(range(first, last + 1)))

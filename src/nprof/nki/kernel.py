@@ -136,7 +136,7 @@ class Kernel:
         functools.update_wrapper(self, func)
         # like NKI's kernel objects, not a plain function to introspection: pytest must not collect a kernel
         # named test_* as a test (its parameters are no fixtures); the signature stays the kernel's
-        del self.__wrapped__
+        delattr(self, "__wrapped__")  # set by update_wrapper
         self.__signature__ = inspect.signature(func)
 
     # -- tracing ------------------------------------------------------------------------------
