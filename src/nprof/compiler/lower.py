@@ -314,7 +314,3 @@ def as_operand(lw: Lowerer, value: Any, shape: Sequence[int]) -> View | float:
 
 def lower_graph(gm: Any, plan: GraphPlan) -> tuple[Any, list[OutputSlot]]:
     return Lowerer(gm, plan).run()
-
-
-def count_elements(shape: Sequence[int]) -> int:
-    return numel(shape)

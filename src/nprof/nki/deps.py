@@ -48,13 +48,6 @@ def _overlap(a: Region, b: Region) -> bool:
     return all(alo < bhi and blo < ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
 
-def _inside(e: _Entry, box: Region | None, span: tuple[int, int]) -> bool:
-    """Is entry `e`'s region inside the region (box, span)?"""
-    if e.box is not None and box is not None:
-        return _covers(box, e.box)
-    return span[0] <= e.span[0] and e.span[1] <= span[1]
-
-
 def _covers(a: Region, b: Region) -> bool:
     if len(a) == 2:  # on-chip regions and 2-D HBM boxes: the hot path
         (a0, a1), (a2, a3) = a
