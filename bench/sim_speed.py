@@ -136,7 +136,23 @@ def main() -> None:
                 f"{count:>9} instructions  {mode}  {wall:8.3f} s wall {count / wall:>11,.0f} instr/s"
                 f"  ({cpu:.3f} s CPU, {count / cpu:,.0f} instr/s)"
             )
+            if not numerics:
+                plan_cpu = _plan_cpu(program)
+                share = 100 * plan_cpu / cpu
+                print(f"{'':>9}   of which plan building (device/plan.py) {plan_cpu:.3f} s CPU ({share:.0f}%)")
     _exp_example()
+
+
+def _plan_cpu(program: Program) -> float:
+    """CPU seconds of `build_plan` alone on a fresh copy of the program."""
+    from nprof.arch.presets import get_preset
+    from nprof.device.plan import build_plan
+
+    program = replace(program, instructions=tuple(program.instructions))
+    gc.collect()
+    c0 = time.process_time()
+    build_plan(program, get_preset(program.preset))
+    return time.process_time() - c0
 
 
 def _exp_example() -> None:

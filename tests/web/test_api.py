@@ -229,7 +229,8 @@ def test_multi_worker_group_routes(tmp_path: Path) -> None:
     assert again["id"] == group["id"]  # unchanged directory: reused, not re-ingested
     with TestClient(create_app(store), base_url="http://localhost") as c:
         g = c.get(f"/api/groups/{group['id']}").json()
-        assert g["display_name"] == "run" and g["ranks"][2] == {"rank": 10, "profile_id": f"{group['id']}.rank10"}
+        rank10 = {"rank": 10, "profile_id": f"{group['id']}.rank10", "ingested": True}
+        assert g["display_name"] == "run" and g["ranks"][2] == rank10
         assert c.get(f"/api/profiles/{group['id']}.rank1/rows").status_code == 200
         assert c.get(f"/profile_cc/{group['id']}").status_code == 200
         assert c.get("/profile_cc/nope").status_code == 404
