@@ -279,7 +279,7 @@ def main() -> None:
     os.environ.setdefault("NPROF_NO_PROGRESS", "1")
     import torch
 
-    import nprof.compiler.ops
+    import nprof.compiler.lowerings
     import nprof.device
     import nprof.program.file  # noqa: F401
 

@@ -70,7 +70,8 @@ def test_sdpa_attention_dropout_draws_eagers_mask() -> None:
 
 
 def test_sdpa_lowered_to_flash_kernels() -> None:
-    from nprof.compiler.ops import DECOMPOSE_SKIP, supported_ops
+    from nprof.compiler.lowerings import supported_ops
+    from nprof.compiler.ops import DECOMPOSE_SKIP
 
     assert "_scaled_dot_product_flash_attention_for_cpu" in DECOMPOSE_SKIP
     assert {"_scaled_dot_product_flash_attention_for_cpu.default",

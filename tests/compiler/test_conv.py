@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import nprof.compiler.ops  # noqa: E402, F401  (registers every lowering, ops_conv among them)
+import nprof.compiler.lowerings  # noqa: E402, F401  (registers every lowering, ops_conv among them)
 from nprof.compiler import STATS  # noqa: E402
 from nprof.compiler.kernels import conv as direct  # noqa: E402
 from nprof.compiler.kernels import conv_taps  # noqa: E402

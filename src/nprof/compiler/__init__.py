@@ -27,7 +27,7 @@ def nprof_backend(gm: Any, example_inputs: Any, options: dict[str, Any] | None =
 
 
 def supported_ops() -> list[str]:
-    from nprof.compiler.ops import supported_ops as ops
+    from nprof.compiler.lowerings import supported_ops as ops
 
     return ops()
 

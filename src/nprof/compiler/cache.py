@@ -96,7 +96,7 @@ class CompileCache:
         return final
 
     def modules(self) -> list[CachedModule]:
-        found = []
+        found: list[CachedModule] = []
         if not self.root.is_dir():
             return found
         for path in sorted(self.root.glob("MODULE_*")):

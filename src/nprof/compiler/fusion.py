@@ -33,7 +33,7 @@ import itertools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class FusingBuilder(ProgramBuilder):
                 return None
         else:
             self._cache.move_to_end(access)
-        base = tile.base
+        base = cast(OnChip, tile.base)  # cached tiles are on chip
         if self._calls and self._handed and id(base) not in self._handed[-1]:
             self._handed[-1].add(id(base))
             self._calls[-1].append(weakref.ref(base))  # freed with this call's tiles unless still kept
@@ -161,7 +161,7 @@ class FusingBuilder(ProgramBuilder):
         if tile is None:
             return
         self._patterns.pop(access, None)
-        base = tile.base
+        base = cast(OnChip, tile.base)
         for name in (access.tensor, base.name):
             keys = self._by_tensor.get(name)
             if keys is not None:

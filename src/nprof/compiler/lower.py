@@ -2,7 +2,7 @@
 
 Contract: `lower_graph(gm, plan)` walks the graph in order. Placeholders become HBM input tensors (named by
 `plan.input_names`), graph constants become weight tensors with their values. Each `call_function` node is
-lowered by its entry in `nprof.compiler.ops.LOWERINGS` inside an emitter scope carrying the node's
+lowered by its entry in `nprof.compiler.lowerings.LOWERINGS` inside an emitter scope carrying the node's
 ``layer``, ``hlo_name`` and user ``source``; view ops only change `View` metadata; every other op reads its
 operands from HBM and writes a new HBM tensor (kind "output" when the node is a graph output, else
 "internal" — DMAs to/from internal tensors are the spill saves/reloads). Nodes the registry does not know
@@ -172,7 +172,7 @@ class Lowerer:
 
     # ----- the walk -----
     def run(self) -> tuple[Any, list[OutputSlot]]:
-        from nprof.compiler.ops import LOWERINGS, lookup
+        from nprof.compiler.lowerings import LOWERINGS, lookup
 
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(self.plan.input_names):
@@ -347,7 +347,3 @@ def lower_graph(gm: Any, plan: GraphPlan) -> tuple[Any, list[OutputSlot]]:
     if error:
         raise error[0]
     return result[0]
-
-
-def count_elements(shape: Sequence[int]) -> int:
-    return numel(shape)

@@ -5,8 +5,9 @@ Contract: `LOWERINGS` maps an ATen overload name (``"aten.addmm.default"``) to a
 tuple of those (multi-output ops) or a Python scalar. `lookup(target)` finds the entry for an FX node target.
 `DECOMPOSE_SKIP` lists ops kept whole although core-ATen decompositions exist (they have a better kernel
 here). `supported_ops()` is the coverage table (sorted op names). Anything not here raises
-`UnsupportedOpError` (see `lower.py`). The compute-heavy lowerings live in `ops_nn` and the collectives in
-`collectives`; both register into the same table.
+`UnsupportedOpError` (see `lower.py`). The other lowerings live in `ops_nn`, `ops_conv`, `ops_pool`,
+`ops_index`, `ops_attn` and `collectives`, which register into the same table; `nprof.compiler.lowerings`
+imports them all (ask it, not this module, for a complete table).
 """
 
 from __future__ import annotations
@@ -363,10 +364,6 @@ def _register_collectives() -> None:
 
 
 _register_collectives()
-
-from nprof.compiler import ops_attn, ops_conv, ops_index, ops_nn, ops_pool  # noqa: E402  (register lowerings)
-
-assert all(m.LOWERINGS is LOWERINGS for m in (ops_attn, ops_conv, ops_index, ops_nn, ops_pool))
 
 
 @register("prims.broadcast_in_dim.default")

@@ -175,7 +175,7 @@ def _embedding_backward(
     g = view_of(lw, grad)
     g2d = g.reshape([flat.shape[0], g.shape[-1]]) or as_contiguous(lw, g).reshape([flat.shape[0], g.shape[-1]])
     out = lw.new_tensor()
-    lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))  # type: ignore[arg-type]
+    lw.em.call(embedding_backward_kernel, out, g2d, flat, int(padding_idx))
     return out
 
 
@@ -275,9 +275,9 @@ _squared_difference.accepts_columns = True  # type: ignore[attr-defined]
 def _max_dim(lw: Lowerer, x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
     src = view_of(lw, x)
     if dim is None:  # argmax over the flattened tensor
-        src = as_contiguous(lw, src).reshape([numel(src.shape)])
-        assert src is not None
-        dim = 0
+        flat = as_contiguous(lw, src).reshape([numel(src.shape)])
+        assert flat is not None
+        src, dim = flat, 0
     dim %= max(len(src.shape), 1)
 
     def kept(v: View) -> View:

@@ -86,6 +86,7 @@ def _forward_kernel(out: View, indices: View, padded: View, g: _Geometry) -> Non
             better = nisa.tensor_tensor(tap, best, "is_gt")
             idx = nl.where(better, where, idx)
             best = nisa.tensor_tensor(best, tap, "maximum")
+        assert best is not None and idx is not None  # a pooling window has at least one tap
         store(_box(out, r0, rt), best)
         store(_box(indices, r0, rt), idx)
 

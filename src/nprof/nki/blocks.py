@@ -14,7 +14,6 @@ all of them are dead).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from nprof.nki.dtypes import NUMPY
 from nprof.nki.source import kernel_error
 
 if TYPE_CHECKING:
-    from nprof.nki.tensor import NkiTensor, OnChip
+    from nprof.nki.tensor import NkiTensor
 
 
 @dataclass
@@ -104,8 +103,3 @@ def place(view: NkiTensor, blocks: Blocks, align: int | None, now: int = 0) -> t
         )
     itemsize = np.dtype(NUMPY[view.dtype_name]).itemsize
     return offsets[0] - b0 * blocks.stride * itemsize, span
-
-
-def block_layout(base: OnChip, stride_elems: int) -> tuple[int, int]:
-    """(blocks, bytes per block) of a tile whose blocks are `stride_elems` apart."""
-    return math.prod(base.shape[: base.partition_axis]), stride_elems * np.dtype(NUMPY[base.dtype]).itemsize

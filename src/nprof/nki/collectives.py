@@ -79,8 +79,8 @@ def _emit(opcode: Opcode, dst: Any, src: Any, op: str | None, replica_group: Any
         raise kernel_error(f"all_to_all needs dst and src of equal size, got {d.shape} and {s.shape}")
     builder = _trace.current()
     index = builder.emit(Engine.CC, opcode, (d.access(),), (s.access(),), attrs(op=op, group=group if group else None))
-    core = cc_core if cc_core is not None else getattr(builder, "_cc_next", 0)
-    builder._cc_next = core + 1  # round-robin over CC-cores, per traced program
+    core = cc_core if cc_core is not None else builder.cc_next
+    builder.cc_next = core + 1  # round-robin over CC-cores, per traced program
     _set_core(builder, index, core % builder.preset.cc_cores)
 
 

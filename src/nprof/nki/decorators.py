@@ -227,6 +227,8 @@ def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT
 
 
 class _Profiled(Kernel):
+    num_execs: int | None = None  # set by `profile(num_execs=...)`
+
     def __init__(self, func: Callable[..., Any], workdir: str, neff: str, ntff: str, overwrite: bool, nth: int) -> None:
         super().__init__(func)
         if nth < 1:

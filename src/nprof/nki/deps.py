@@ -48,13 +48,6 @@ def _overlap(a: Region, b: Region) -> bool:
     return all(alo < bhi and blo < ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
 
-def _inside(e: _Entry, box: Region | None, span: tuple[int, int]) -> bool:
-    """Is entry `e`'s region inside the region (box, span)?"""
-    if e.box is not None and box is not None:
-        return _covers(box, e.box)
-    return span[0] <= e.span[0] and e.span[1] <= span[1]
-
-
 def _covers(a: Region, b: Region) -> bool:
     if len(a) == 2:  # on-chip regions and 2-D HBM boxes: the hot path
         (a0, a1), (a2, a3) = a
@@ -99,7 +92,7 @@ class DepTracker:
             item = ITEMSIZE[acc.dtype]
             b0, b1 = acc.offset + lo * item, acc.offset + (hi + 1) * item
             p0 = acc.partition_start
-            box = ((p0, p0 + acc.partitions), (b0, b1))
+            box: Region | None = ((p0, p0 + acc.partitions), (b0, b1))
             gran = 1024 if acc.space is Space.SBUF else 512
             first, last = b0 // gran, (b1 - 1) // gran
             return str(acc.space), box, (b0, b1), ((first,) if first == last else tuple(range(first, last + 1)))

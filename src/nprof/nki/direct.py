@@ -104,7 +104,7 @@ class DirectBlocks:
         """See `free_block`."""
 
 
-class _Declared(dict):  # type: ignore[type-arg]
+class _Declared(dict):
     """`born` of every block: the declaration's instruction count (for `nprof.nki.blocks.placed_at`)."""
 
     def __init__(self, value: int) -> None:

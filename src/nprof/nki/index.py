@@ -135,16 +135,16 @@ class IndexExpr:
             return conjoin(Predicate(((self, op, int(other)),)))
         return NotImplemented
 
-    def __lt__(self, other: Any) -> Predicate:  # type: ignore[override]
+    def __lt__(self, other: Any) -> Predicate:
         return self._cmp(other, "lt")
 
-    def __le__(self, other: Any) -> Predicate:  # type: ignore[override]
+    def __le__(self, other: Any) -> Predicate:
         return self._cmp(other, "le")
 
-    def __gt__(self, other: Any) -> Predicate:  # type: ignore[override]
+    def __gt__(self, other: Any) -> Predicate:
         return self._cmp(other, "gt")
 
-    def __ge__(self, other: Any) -> Predicate:  # type: ignore[override]
+    def __ge__(self, other: Any) -> Predicate:
         return self._cmp(other, "ge")
 
     def __eq__(self, other: Any) -> Predicate:  # type: ignore[override]

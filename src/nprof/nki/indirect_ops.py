@@ -132,7 +132,12 @@ def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any 
     if math.prod(x.shape) != math.prod(dst.shape) or x.shape[0] != dst.shape[0]:
         raise kernel_error(f"tensor_copy_dynamic_dst: src {x.shape} and dst {dst.shape} must have the same "
                            "partitions and elements per partition")  # fmt: skip
-    x = x if x.shape == dst.shape else x.flatten_free().unflatten_free(dst.shape[1:])
+    if x.shape != dst.shape:
+        flat = x.flatten_free()
+        if flat is None:
+            raise kernel_error("tensor_copy_dynamic_dst: src must be contiguous along its free axes to take dst's "
+                               "shape")
+        x = flat.unflatten_free(dst.shape[1:])
     box = _box(mask, dst.shape)
     d = dst.restrict(box) if box else dst
     emit_dynamic_copy(d, x.restrict(box) if box else x, _copy_engine(engine, d, x))

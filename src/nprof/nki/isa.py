@@ -61,11 +61,6 @@ def _engine(value: Any, default: Engine, allowed: tuple[Engine, ...]) -> Engine:
     return Engine(eng)
 
 
-def _check_no_mask(mask: Any, what: str) -> None:
-    if mask is not None:
-        raise kernel_error(f"{what} does not take a mask here; slice its operands instead")
-
-
 def _dtype_for(dst: NkiTensor | None, dtype: Any, what: str) -> Any:
     """The result dtype: `dtype`, or dst's. The engine writes in the dst tile's format, so a `dtype` that differs
     from dst's is not applied: it warns by name (AWS's beta-2 matmul tutorial passes dtype=bfloat16 with an fp32

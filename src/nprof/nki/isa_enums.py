@@ -32,8 +32,8 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine = engine.tensor, engi
 unknown_engine = engine.unknown
 
 
-def device_engine(value: object) -> object:
-    """The device `Engine` an `nki.isa.engine` member names; any other value is returned unchanged."""
+def device_engine(value: object) -> Any:
+    """The device `Engine` an `nki.isa.engine` member names; any other value (the user's) is returned unchanged."""
     return _ENGINES.get(value, value) if isinstance(value, engine) else value
 
 

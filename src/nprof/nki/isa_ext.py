@@ -285,7 +285,8 @@ def unsupported(qualname: str, params: str, why: str) -> Any:
     """A function named `qualname` ("nisa.dropout") with parameters `params` ("data prob *mask") that raises a
     KernelError saying why nprof cannot run it (names from a `*`-prefixed one on are keyword-only; those and
     names ending in `?` default to None)."""
-    kind, fields = inspect.Parameter.POSITIONAL_OR_KEYWORD, []
+    kind: inspect._ParameterKind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    fields: list[inspect.Parameter] = []
     for p in params.split():
         if p.startswith("*"):
             kind, p = inspect.Parameter.KEYWORD_ONLY, p[1:]

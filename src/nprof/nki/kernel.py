@@ -136,7 +136,7 @@ class Kernel:
         functools.update_wrapper(self, func)
         # like NKI's kernel objects, not a plain function to introspection: pytest must not collect a kernel
         # named test_* as a test (its parameters are no fixtures); the signature stays the kernel's
-        del self.__wrapped__
+        delattr(self, "__wrapped__")  # set by update_wrapper
         self.__signature__ = inspect.signature(func)
 
     # -- tracing ------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ class Kernel:
             if result.base.kind == "input":  # type: ignore[union-attr]
                 raise NprofError(f"kernel {self.func.__name__} returns its input {result.name!r}; return a new tensor")
             builder.mark_output(result)
-            shape, base = tuple(result.shape), tuple(result.base.shape)  # type: ignore[union-attr]
+            shape, base = tuple(result.shape), tuple(result.base.shape)
             if shape != base and int(np.prod(shape)) == int(np.prod(base)):  # `t.reshape(...)` returned
                 return Reshaped(result.name, shape)
             return result.name

@@ -310,7 +310,7 @@ sum = _red("sum", "add")
 max = _red("max", "max")
 min = _red("min", "min")
 prod = _red("prod", "multiply")
-max._nki_alu, min._nki_alu = "maximum", "minimum"  # type: ignore[attr-defined]
+max._nki_alu, min._nki_alu = "maximum", "minimum"
 
 
 def mean(x: Any, axis: Any, *, dtype: Any = None, mask: Predicate | None = None,

@@ -51,7 +51,7 @@ def truth(mask: Any) -> bool:
     """The truth test of a mask (see module doc): True when it is the left side of `and`, else TypeError."""
     frame = user_frame()
     end = and_end(frame) if frame is not None else None
-    if end is None:
+    if frame is None or end is None:
         raise TypeError("a mask has no truth value; pass it as mask= (combine masks with & or and)")
     _PENDING.append((frame, end, mask))
     return True

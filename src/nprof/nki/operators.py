@@ -37,6 +37,7 @@ class TileOperators:
     """Operator overloads of kernel tensors (see module doc)."""
 
     __slots__ = ()
+    index: Any  # NkiTensor.index
 
     def _op(self, name: str, *args: Any) -> Any:
         return getattr(_compute(), name)(*args)

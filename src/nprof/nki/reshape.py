@@ -8,7 +8,7 @@ TensorE (see `nprof.nki.compute.broadcast_operand`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nprof.nki.index import Predicate
 from nprof.nki.source import kernel_error
@@ -47,7 +47,7 @@ class ViewReshapes:
     def masked(self, mask: Predicate | None, shape: tuple[int, ...] | None = None) -> NkiTensor:
         """This view narrowed by `mask` (interpreted over `shape`, default this view's shape)."""
         if mask is None:
-            return self
+            return cast("NkiTensor", self)  # a mixin of NkiTensor
         from nprof.nki.tensor import mask_box
 
         box = mask_box(mask, shape or self.shape)
@@ -69,7 +69,7 @@ class ViewReshapes:
     def pad_free(self, ndim: int) -> NkiTensor:
         """This view with trailing size-1 axes up to `ndim` axes (a [P] vector read as [P, 1])."""
         if self.ndim >= ndim:
-            return self
+            return cast("NkiTensor", self)
         n = ndim
         per_dim = [(0, tuple(1 if k == j else 0 for k in range(n))) for j in range(self.ndim)]
         return self._compose(per_dim, self.shape + (1,) * (n - self.ndim), [])
@@ -91,21 +91,21 @@ class ViewReshapes:
             return self.expand(shape)
         from nprof.nki import compute
 
-        return compute.broadcast_operand(self, shape)
+        return compute.broadcast_operand(cast("NkiTensor", self), shape)
 
     def flatten_free(self) -> NkiTensor | None:
         """A (P, prod(free)) view when the free axes are contiguous, else None (bounds checked now)."""
         self.check_bounds()
         dims = self._dims
         if len(dims) <= 2:
-            return self
+            return cast("NkiTensor", self)
         stride = 1
         for _, es, size in reversed(dims[1:]):
             if size != 1 and es != stride:
                 return None
             stride *= size
         n = stride
-        return type(self)(self._base, self._p0, self._e0, (dims[0], (0, 1, n)), ())
+        return cast("type[NkiTensor]", type(self))(self._base, self._p0, self._e0, (dims[0], (0, 1, n)), ())
 
     def unflatten_free(self, free: tuple[int, ...]) -> NkiTensor:
         """The inverse of `flatten_free` for a contiguous (P, n) view."""
@@ -115,4 +115,4 @@ class ViewReshapes:
         for size in reversed(free):
             dims.append((0, stride, size))
             stride *= size
-        return type(self)(self._base, self._p0, self._e0, (self._dims[0], *reversed(dims)), ())
+        return cast("type[NkiTensor]", type(self))(self._base, self._p0, self._e0, (self._dims[0], *reversed(dims)), ())

@@ -86,7 +86,7 @@ class LoopScopes:
         """An instruction being built reads or writes `view` (of an on-chip tile): count the use of its tile, or of
         each block it touches, and place blocks in per-block mode; returns the byte offset of the view's base.
         After its last use a tile (block) dies (see module doc)."""
-        base: OnChip = view._base  # type: ignore[assignment]
+        base: OnChip = view._base
         delta = base.byte_offset
         if base.blocks is not None:
             from nprof.nki.blocks import place
@@ -113,8 +113,8 @@ class LoopScopes:
         base: OnChip = view.base  # type: ignore[assignment]
         try:
             if hasattr(base.blocks, "place_view"):  # direct allocation: placed as the kernel says
-                return base.blocks.place_view(view, len(self._instructions))  # type: ignore[union-attr]
-            return place(view, base.blocks, base.blocks.align, len(self._instructions))  # type: ignore[union-attr]
+                return base.blocks.place_view(view, len(self._instructions))
+            return place(view, base.blocks, base.blocks.align, len(self._instructions))
         except OutOfMemory as err:
             raise self.over_capacity(base, err) from None
 

@@ -288,7 +288,7 @@ class NkiTensor(ViewReshapes, TileOperators):
                 try:
                     i = int(item)
                 except TypeError:
-                    return self._index_runtime(items, item)  # type: ignore[return-value]
+                    return self._index_runtime(items, item)
                 if i < 0:
                     i += size
                 if not 0 <= i < size:
@@ -330,7 +330,7 @@ class NkiTensor(ViewReshapes, TileOperators):
                 try:
                     item = IndexExpr(0, int(item), ())
                 except TypeError:
-                    return self._index_runtime(items, item)  # type: ignore[return-value]
+                    return self._index_runtime(items, item)
             coefs = [0] * n
             for dim, (coef, size) in item.term_map(n).items():
                 if sizes[dim] not in (1, size) and coef:

@@ -103,6 +103,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self.direct = DirectState(self)  # tiles placed by nki.compiler direct allocation
         self.plan_lifetimes()
         self._counter = 0
+        self.cc_next = 0  # the CC-core of the next collective (round-robin, nprof.nki.collectives)
         self.meta: dict[str, str] = {}
         self.allocations: list[list] = []  # [space, name, byte offset, bytes per partition, partitions, source]
         self.grid: tuple[int, ...] = ()  # SPMD launch grid of the running call (empty: not SPMD)

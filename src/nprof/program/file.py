@@ -284,7 +284,8 @@ def load_program(path: str | os.PathLike[str]) -> Program:
             _check_rows(table, rows, preset.dma_queues, typed)
             if operands is None:
                 acc = _access_reader(preset.partitions, typed)
-                operands = tuple([tuple(acc(a) for a in ops) for ops in rows[key]] for key in ("ins", "outs"))
+                ins, outs = ([tuple(acc(a) for a in ops) for ops in rows[key]] for key in ("ins", "outs"))
+                operands = (ins, outs)
             instructions = _instructions(rows, *operands)
             tensors = tuple(TensorDecl(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in tens)
             constants = {c["name"]: _load_constant(c["name"], c["dtype"], c["npy"]) for c in consts}

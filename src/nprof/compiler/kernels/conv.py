@@ -99,7 +99,7 @@ def _slack(kw: int, stride: tuple[int, int]) -> int:
     return 1 if stride == (1, 1) and kw > 1 else 0
 
 
-def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tuple[int, int],
+def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tuple[int, ...],
                taps: list[tuple[int, int]], stride: tuple[int, int], dil: tuple[int, int], bias: Any,
                emit: Any) -> None:  # fmt: skip
     """For each block of 128 output channels o0: res [mt, N, OH, OW] = sum over input chunks ci and taps t of

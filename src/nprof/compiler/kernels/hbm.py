@@ -29,14 +29,14 @@ def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
     """The SBUF tile of `a`: kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a new DMA;
     a non-fp32 `dtype` (bf16 matmul operands) is always a new DMA in that dtype."""
     builder = trace.current()
-    lookup = getattr(builder, "lookup", None)
-    if lookup is None or dtype != nl.float32:
+    lookup, remember = getattr(builder, "lookup", None), getattr(builder, "remember", None)
+    if lookup is None or remember is None or dtype != nl.float32:
         return nl.load(window(a), dtype=dtype)
     tile = lookup(a)
     if tile is None:
         tile = nl.load(window(a), dtype=nl.float32)
         builder.flush()  # commit the DMA into this tile before keeping it
-        builder.remember(a, tile, stored=False)
+        remember(a, tile, stored=False)
     return tile
 
 
