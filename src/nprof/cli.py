@@ -81,6 +81,8 @@ def _cmd_view(args: argparse.Namespace) -> int:
     from nprof.analysis.thresholds import parse_thresholds
 
     args.thresholds = parse_thresholds(args.threshold)
+    if args.profile and args.directory:
+        raise NprofError("give either -s PROFILE or -d DIR, not both")
     if args.display_name is not None:
         from nprof.store.catalog import check_display_name
 

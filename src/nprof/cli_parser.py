@@ -170,7 +170,10 @@ def _add_view_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "-d", "--directory", dest="directory", help="directory of a multi-worker capture (profile_rank_<i>.ntff)"
     )
     view.add_argument(
-        "--output-format", default="db", help="db (default), summary-text, summary-json, json, parquet, csv, perfetto"
+        "--output-format",
+        default="db",
+        help="db (default), summary-text, summary-json, json, parquet, csv, perfetto; "
+        "with -d: summary-text, summary-json, perfetto, dataset",
     )
     view.add_argument("--output-file", default=None, help="where to write the output")
     view.add_argument("--show-perfetto-flows", action="store_true", help="perfetto: draw dependency arrows")

@@ -105,3 +105,15 @@ def test_empty_profile() -> None:
     m = summary_metrics(Profile.build(ProfileInfo(device="virtual-neuroncore")))
     assert m["total_time"] == 0 and m["event_count"] == 0
     assert all(not isinstance(v, float) or math.isfinite(v) for v in m.values())
+
+
+def test_a_trace_that_records_no_writes_shows_no_write_bytes() -> None:
+    """A Chrome import estimates reads only: no `hbm_write_bytes: 0` presented as a figure."""
+    from pathlib import Path
+
+    from nprof.capture.chrome import import_chrome_trace
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "kineto_cuda_small.json"
+    m = summary_metrics(import_chrome_trace(fixture))
+    assert m["hbm_read_bytes"] > 0 and "hbm_write_bytes" not in m
+    assert "mbu_estimated_percent" in m

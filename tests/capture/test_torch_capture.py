@@ -127,6 +127,21 @@ def test_command_validation() -> None:
         capture_command(["python", __file__], "/no/such/dir/p.ntff", "cpu")
 
 
+def test_a_profile_or_the_script_itself_is_refused_before_running(tmp_path: Path) -> None:
+    """`-- python profile.ntff` names what was given; `-s script.py` would overwrite the script."""
+    from nprof.capture.torch_run import capture_command
+    from tests.conftest import tiny_profile
+
+    saved = tiny_profile().save(tmp_path / "p.ntff")
+    with pytest.raises(NprofError, match="not a Python script"):
+        capture_command(["python", str(saved)], str(tmp_path / "out.ntff"), "cpu")
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(NprofError, match="is the script being run"):
+        capture_command(["python", str(script)], str(script), "cpu")
+    assert script.read_text() == "print(1)\n"
+
+
 SCRIPT = """
     import sys
     import torch

@@ -42,7 +42,8 @@ def collective_ops(profiles: dict[int, Profile]) -> list[tuple]:
     out = []
     for op_id, rows in sorted(_arrivals(profiles).items()):
         last = max(r["ts"] for r in rows)
-        straggler = min(r["rank"] for r in rows if r["ts"] == last)
+        waited = sum(r["wait_ns"] for r in rows) > 0
+        straggler = min(r["rank"] for r in rows if r["ts"] == last) if waited else None
         out.append(
             (op_id, min(r["kind"] for r in rows), max(r["bytes"] for r in rows), len(rows),
              min(r["ts"] for r in rows), last, max(r["ts"] + r["duration"] for r in rows),

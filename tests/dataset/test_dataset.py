@@ -73,6 +73,13 @@ def test_straggler_agrees_with_the_group_analysis(job) -> None:
     assert group.straggler == rows[0][0] == 2
 
 
+def test_no_straggler_when_no_rank_waits(tmp_path: Path) -> None:
+    """Ranks that arrive together: no op names a straggler (rank 0 is not blamed for a tie at zero wait)."""
+    _capture(tmp_path / "cap", n=2, late=0, extra=0)
+    ops = analyze(tmp_path / "cap")["collective_ops"][1].rows
+    assert ops and all(row[-2] == 0 and row[-1] is None for row in ops)
+
+
 def _spark_missing() -> str | None:
     try:
         import pyspark  # noqa: F401

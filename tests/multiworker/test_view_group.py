@@ -31,6 +31,7 @@ def test_summary_text(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert lines[0].split() == ["rank", "nd_idx", "nc_idx", "total_time", "cc_op_time", "cc_op_count", "cc_wait_time",
                                 "caused_wait", "host_wait"]  # fmt: skip
     assert [ln.split()[0] for ln in lines[1:5]] == ["0", "1", "2", "3"]
+    assert all(ln.split()[-1] == "-" for ln in lines[1:5])  # host_wait: no host measured, not 0
     assert "straggler     rank 2" in out
     assert re.search(r"^\s+0 all-reduce\s+32768 device .* 2\s+-$", out, re.M)  # no host side: simulated job
 

@@ -176,7 +176,7 @@ def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Me
     if has_flops and peak and total_ns > 0:
         out["mfu_estimated_percent"] = _pct(model_flops, peak * total_s)
         out["hfu_estimated_percent"] = _pct(hw_flops, peak * total_s)
-    if bw and total_ns > 0 and "hbm_read_bytes" in memory:
+    if bw and total_ns > 0 and (virtual or hbm_bytes > 0):
         out["mbu_estimated_percent"] = _pct(hbm_bytes / total_s, bw)
     intensity = (hw_flops - transpose) / hbm_bytes if has_flops and hbm_bytes > 0 and hw_flops - transpose > 0 else None
     ratio = peak / bw if peak and bw else None
@@ -259,7 +259,7 @@ def _collective_metrics(profile: Profile, out: dict[str, Metric]) -> None:
 
 
 def _memory_bytes(profile: Profile) -> dict[str, int]:
-    """<mem>_read/write_bytes for the memories that apply (all three on the virtual device, else non-zero ones)."""
+    """<mem>_read/write_bytes for the memories that apply (all on the virtual device, else the non-zero ones)."""
     f = facts(profile)
     virtual = profile.info.device == "virtual-neuroncore"
     n_instr, n_dma = profile.instructions.num_rows, profile.dma.num_rows
@@ -270,7 +270,8 @@ def _memory_bytes(profile: Profile) -> dict[str, int]:
         if n_dma:
             read += int(f.d_bytes[f.direction_mask(src=mem)].sum())
             write += int(f.d_bytes[f.direction_mask(dst=mem)].sum())
-        if virtual or read or write:
+        if virtual or read:
             out[f"{mem}_read_bytes"] = read
+        if virtual or write:  # a trace that records no writes (Chrome imports: reads only) shows none, not 0
             out[f"{mem}_write_bytes"] = write
     return out

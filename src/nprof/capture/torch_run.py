@@ -19,8 +19,8 @@ Contract of `capture_command(command, profile_path, device)`:
   (128 + signal when killed); the profile of what ran before the failure is
   still written when at least one op was recorded (the message says so), else
   no file is written. A command that is not a Python script, a missing script
-  or output directory, or an unavailable device -> `NprofError` (exit 2) before
-  or instead of running.
+  or output directory, a profile or program given as the script, `-s` naming the script itself, or an
+  unavailable device -> `NprofError` (exit 2) before or instead of running.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import orjson
 from nprof.capture.system import attach_system, save_system
 from nprof.capture.system_recorder import DevicePolicy
 from nprof.commandline import is_python
+from nprof.container import is_zip, read_head
 from nprof.errors import NprofError
 from nprof.progress import progress
 
@@ -65,6 +66,11 @@ def _target(command: list[str]) -> tuple[list[str], str]:
         )
     if not script.is_file():
         raise NprofError(f"{args[0]}: no such script; check the path")
+    if is_zip(read_head(script, 4, "script")):
+        raise NprofError(
+            f"{args[0]}: an nprof profile or program, not a Python script; view a profile with "
+            "nprof view -s FILE, run a program with nprof capture -n FILE -s profile.ntff"
+        )
     return args, script.name
 
 
@@ -80,6 +86,8 @@ def capture_command(
         raise NprofError(f"{out}: directory {parent} does not exist; create it or pick another path")
     if out.is_dir():
         raise NprofError(f"{out}: is a directory; give a file name such as {out / 'profile.ntff'}")
+    if target[0] != "-m" and Path(target[0]).resolve() == out.resolve():
+        raise NprofError(f"-s {out} is the script being run; write the profile elsewhere")
     if device not in ("cpu", "cuda", None):
         raise NprofError(f"--device {device}: nprof capture -- COMMAND profiles cpu or cuda")
     with tempfile.TemporaryDirectory(prefix="nprof-capture-") as tmp:

@@ -9,7 +9,8 @@ Definitions (they match `nprof.analysis.collectives` for one job):
 * rank_totals: per rank its window, instruction and DMA counts, DMA bytes, collective count and the
   time it waited in collectives for other ranks.
 * collective_ops: per collective op id: kind, participants, first and last arrival, end, the largest
-  and total wait, and the straggler (the last to arrive; ties: the lowest rank).
+  and total wait, and the straggler (the last to arrive; ties: the lowest rank; null when no rank
+  waited).
 * stragglers: per rank the ops it was the only last arriver at and the wait it caused the others.
 * engine_utilisation: per rank and engine the summed instruction time and its share of the window.
 * top_ops: the `top` opcodes with the most instruction time over all ranks, with the slowest rank.
@@ -44,7 +45,7 @@ _COLLECTIVE_OPS = f"""
 SELECT id, MIN(kind) AS kind, MAX(bytes) AS bytes, COUNT(*) AS participants,
        MIN(ts) AS first_arrival, MAX(ts) AS last_arrival, MAX(finish) AS end_ns,
        MAX(wait_ns) AS max_wait_ns, CAST(SUM(wait_ns) AS BIGINT) AS total_wait_ns,
-       MIN(CASE WHEN lateness = 1 THEN rank END) AS straggler
+       MIN(CASE WHEN lateness = 1 AND op_wait > 0 THEN rank END) AS straggler
 FROM ({_ARRIVALS}) a
 GROUP BY id
 ORDER BY id

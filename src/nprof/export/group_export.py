@@ -92,12 +92,15 @@ def _s(ns: int) -> str:
 def summary_text(g: GroupAnalysis) -> str:
     lines = [f"{'rank':>5} {'nd_idx':>6} {'nc_idx':>6} {'total_time':>12} {'cc_op_time':>12} {'cc_op_count':>11} "
              f"{'cc_wait_time':>12} {'caused_wait':>12} {'host_wait':>12}"]  # fmt: skip
+    measured = any(op.host_max_wait_ns is not None for op in g.ops)  # else no host clock: host_wait is N/A
     for r in g.ranks:
+        host = _s(r.host_wait_ns) if measured else "-"
         lines.append(
             f"{r.rank:>5} {r.nd_idx:>6} {r.nc_idx:>6} {_s(r.total_time_ns):>12} {_s(r.cc_op_time_ns):>12} "
-            f"{r.cc_op_count:>11} {_s(r.cc_wait_ns):>12} {_s(r.caused_wait_ns):>12} {_s(r.host_wait_ns):>12}"
+            f"{r.cc_op_count:>11} {_s(r.cc_wait_ns):>12} {_s(r.caused_wait_ns):>12} {host:>12}"
         )
-    lines.append("(cc_wait_time, caused_wait: the device's waits, simulated; host_wait: measured on the host clock)")
+    lines.append("(cc_wait_time, caused_wait: the device's waits, simulated; host_wait: measured on the host clock, "
+                 "- when no host was measured)")  # fmt: skip
     lines.append("")
     lines.append(f"collective operations: {len(g.ops)} (times in seconds; straggler = last rank to arrive; "
                  "each op's waits on its clock: device = simulated, host = measured)")  # fmt: skip
