@@ -12,7 +12,8 @@ With --real DEPTHS (e.g. 8,32,96) it also records real torch.profiler traces (CP
 with_stack, profile_memory: cpu_ops, python_function frames, fwdbwd flows, [memory] instants) of an MLP
 training loop with that many Linear+ReLU layers, and --trace FILE times an existing trace. Each import
 runs in a fresh child process, which reports its wall time, CPU time and peak extra RSS (the peak
-resident size minus the size after importing the library, printed beside the file size; goal <= 2x).
+resident size minus the size after importing the libraries, whose import both times exclude), printed
+beside the file size (goal <= 2x).
 
 Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--real 8,32,96] [--trace FILE]
        [--keep DIR] [--skip-hta] [--skip-synthetic]
@@ -39,6 +40,8 @@ sys.path.insert(0, {bench!r})
 import chrome_import as b
 if {which!r} == "nprof":
     import nprof.capture
+    import pyarrow
+    pyarrow.array([0])  # pyarrow's first array imports pandas when installed: a library import, as hta's below
     fn = b.time_nprof
 else:
     import hta.trace_analysis
