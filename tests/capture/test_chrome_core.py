@@ -43,3 +43,27 @@ def test_import_is_the_same_with_the_compiled_passes(name: str, monkeypatch: pyt
     fast = open_profile(FIXTURES / name)
     for table in ("instructions", "dma", "counters"):
         assert getattr(fast, table).equals(getattr(plain, table)), table
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
+    from nprof.capture.chrome_rows import _HOST_KEYS, _KERNEL_KEYS, _operands, _operands_all
+
+    rng = np.random.default_rng(seed)
+    pools = {
+        "Input Dims": [[[2, 3], []], [[4]], [[]]],
+        "Input type": [["float", "Scalar"], ["c10::Half"], []],
+        "Concrete Inputs": [["", "1"], ["7"]],
+        "grid": [[1, 2, 1], [64, 1, 1]],
+        "block": [[128, 1, 1]],
+        "registers per thread": [32, 64],
+        "shared memory": [0, 4096],
+        "bytes": [16, 1 << 20],
+    }
+    for keys in (_HOST_KEYS, _KERNEL_KEYS):
+        names = sorted({*keys, "bytes"})
+        args = []
+        for _ in range(200):
+            a = {k: pools[k][int(rng.integers(len(pools[k])))] for k in names if rng.random() < 0.6}
+            args.append(a)
+        assert _operands_all(args, keys) == [_operands(a) for a in args]
