@@ -30,6 +30,8 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import repeat
+from operator import eq, itemgetter, ne
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -256,20 +258,25 @@ def flow_deps(
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
-    f_trk = np.asarray([by_thread.get((f.get("pid"), f.get("tid")), -1) for f in flows], dtype=np.int64)
+    def field(key: str) -> list[Any]:
+        return list(map(dict.get, flows, repeat(key)))
+
+    threads = zip(field("pid"), field("tid"), strict=True)
+    f_trk = np.fromiter(map(by_thread.get, threads, repeat(-1)), dtype=np.int64, count=len(flows))
     pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
     n = len(keys)
     p = np.clip(pos, 0, n - 1)
     q = np.clip(pos + 1, 0, n - 1)
     enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
-    next_ok = np.asarray([f["ph"] == "f" and f.get("bp") != "e" for f in flows]) & (pos + 1 < n)
+    is_f = np.asarray(list(map(eq, map(itemgetter("ph"), flows), repeat("f"))), dtype=bool)
+    next_ok = is_f & np.asarray(list(map(ne, field("bp"), repeat("e"))), dtype=bool) & (pos + 1 < n)
     next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
     chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
+    cats, ids_f, times, bound_l = field("cat"), field("id"), f_ns.tolist(), bound.tolist()
     for k in np.flatnonzero(bound >= 0).tolist():
-        f = flows[k]
-        chains[(f.get("cat"), f.get("id"))].append((int(f_ns[k]), int(bound[k])))
+        chains[(cats[k], ids_f[k])].append((times[k], bound_l[k]))
     for points in chains.values():
         points.sort()
         for (_, a), (_, b) in itertools.pairwise(points):
