@@ -8,7 +8,15 @@ then times `nprof.capture.open_profile` (parse + Profile tables) and HTA's
 ratio, in wall time and in CPU time (both run in this process on one thread, so
 the CPU ratio stays meaningful on a busy shared machine).
 
-Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--keep DIR] [--skip-hta]
+With --real DEPTHS (e.g. 8,32,96) it also records real torch.profiler traces (CPU, record_shapes,
+with_stack, profile_memory: cpu_ops, python_function frames, fwdbwd flows, [memory] instants) of an MLP
+training loop with that many Linear+ReLU layers, and --trace FILE times an existing trace. Each import
+runs in a fresh child process, which reports its wall time, CPU time and peak extra RSS (the peak
+resident size minus the size after importing the libraries, whose import both times exclude), printed
+beside the file size (goal <= 2x).
+
+Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--real 8,32,96] [--trace FILE]
+       [--keep DIR] [--skip-hta] [--skip-synthetic]
 """
 
 from __future__ import annotations
@@ -24,6 +32,34 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+_CHILD = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, {bench!r})
+import chrome_import as b
+if {which!r} == "nprof":
+    import nprof.capture
+    import pyarrow
+    pyarrow.array([0])  # pyarrow's first array imports pandas when installed: a library import, as hta's below
+    fn = b.time_nprof
+else:
+    import hta.trace_analysis
+    fn = b.time_hta
+base = b.rss_kb("VmRSS")
+w, c = fn(Path({path!r}))[:2]
+print(json.dumps([w, c, (b.rss_kb("VmHWM") - base) * 1024]))
+"""
+
+
+def rss_kb(field: str) -> int:
+    """A /proc/self/status memory field in kB (VmRSS: now, VmHWM: peak); 0 where /proc is missing."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in lines if line.startswith(field + ":")), 0)
+
 
 BASE_US = 3_500_000_000.0  # Kineto-style large timestamps (microseconds)
 PID, TID = 4242, 4242
@@ -182,6 +218,60 @@ def generate(path: Path, n_events: int) -> int:
     return count
 
 
+def record_mlp(path: Path, depth: int) -> None:
+    """Record a real torch.profiler trace of 6 SGD steps of a `depth`-layer MLP (Linear 256 + ReLU)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(depth) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 256)
+    acts = [ProfilerActivity.CPU]
+    with profile(activities=acts, record_shapes=True, with_stack=True, profile_memory=True) as prof:
+        for step in range(6):
+            with record_function(f"ProfilerStep#{step}"):
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+    prof.export_chrome_trace(str(path))
+
+
+def in_child(which: str, path: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS bytes) of `time_nprof` or `time_hta` run in a fresh Python process."""
+    import subprocess
+
+    code = _CHILD.format(bench=str(Path(__file__).parent), which=which, path=str(path))
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    w, c, rss = orjson.loads(out.stdout.strip().splitlines()[-1])
+    return w, c, rss
+
+
+def compare(path: Path, n: int, skip_hta: bool) -> int:
+    """Print nprof's and HTA's import figures for one trace file (each in a child process)."""
+    size = os.path.getsize(path)
+    print(f"trace: {n} events, {size / 1e6:.1f} MB ({path.name})")
+    t_nprof, c_nprof, rss = in_child("nprof", path)
+    print(
+        f"  nprof import: {t_nprof:.2f} s wall, {c_nprof:.2f} s CPU ({n / t_nprof:,.0f} events/s); "
+        f"peak extra RSS {rss / 1e6:.0f} MB = {rss / size:.1f}x the file (goal <= 2x)"
+    )
+    if skip_hta:
+        return 0
+    try:
+        t_hta, c_hta, _ = in_child("hta", path)
+    except Exception as exc:  # report why HTA could not load, do not hide it
+        print(f"  HTA: failed to load ({type(exc).__name__}: {exc})")
+        return 1
+    print(f"  HTA TraceAnalysis load: {t_hta:.2f} s wall, {c_hta:.2f} s CPU ({n / t_hta:,.0f} events/s)")
+    print(
+        f"  ratio: nprof is {t_hta / t_nprof:.1f}x faster than HTA (wall), {c_hta / c_nprof:.1f}x (CPU time); "
+        "goal >= 5x"
+    )
+    return 0
+
+
 def time_nprof(path: Path) -> tuple[float, float, int]:
     """(wall s, CPU s, profile events) of nprof's import; both run in this process, single-threaded."""
     from nprof.capture import open_profile
@@ -202,31 +292,35 @@ def time_hta(path: Path) -> tuple[float, float]:
     return time.perf_counter() - t, time.process_time() - c
 
 
+def _count(path: Path) -> int:
+    """Events in a trace file."""
+    data = orjson.loads(path.read_bytes())
+    return len(data["traceEvents"] if isinstance(data, dict) else data)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--keep", default=None, help="directory to keep the generated trace in")
+    parser.add_argument("--real", default="", help="comma-separated MLP depths to record real traces of")
+    parser.add_argument("--trace", action="append", default=[], help="an existing trace file to time")
+    parser.add_argument("--keep", default=None, help="directory to keep the generated traces in")
     parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--skip-synthetic", action="store_true")
     args = parser.parse_args()
+    status = 0
     with tempfile.TemporaryDirectory(prefix="nprof-bench-") as tmp:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "kineto_bench.json"
-        n = generate(path, args.events)
-        size = os.path.getsize(path) / 1e6
-        print(f"trace: {n} events, {size:.0f} MB ({path.name})")
-        t_nprof, c_nprof, rows = time_nprof(path)
-        print(f"nprof import: {t_nprof:.2f} s wall, {c_nprof:.2f} s CPU ({n / t_nprof:,.0f} events/s; {rows} rows)")
-        if args.skip_hta:
-            return 0
-        try:
-            t_hta, c_hta = time_hta(path)
-        except Exception as exc:  # report why HTA could not load, do not hide it
-            print(f"HTA: failed to load ({type(exc).__name__}: {exc})")
-            return 1
-        print(f"HTA TraceAnalysis load: {t_hta:.2f} s wall, {c_hta:.2f} s CPU ({n / t_hta:,.0f} events/s)")
-        print(f"ratio: nprof is {t_hta / t_nprof:.1f}x faster than HTA (wall), {c_hta / c_nprof:.1f}x (CPU time)")
-    return 0
+        files = [Path(t) for t in args.trace]
+        for depth in [int(d) for d in args.real.split(",") if d]:
+            files.append(folder / f"mlp{depth}.pt.trace.json")
+            record_mlp(files[-1], depth)
+        if not args.skip_synthetic:
+            files.append(folder / "kineto_bench.json")
+            generate(files[-1], args.events)
+        for path in files:
+            status |= compare(path, _count(path), args.skip_hta)
+    return status
 
 
 if __name__ == "__main__":

@@ -100,20 +100,24 @@ def check_slices(sl: SliceColumns, path: Path) -> None:
     _check_scalar_column(sl.pid, "a slice's pid", _SCALARS, path)
     _check_scalar_column(sl.tid, "a slice's tid", _SCALARS, path)
     args = sl.args
-    for key in _SCALAR_ARGS:
+    present = set(chain.from_iterable(map(dict.keys, args)))  # one pass; absent keys need no check
+    for key in filter(present.__contains__, _SCALAR_ARGS):
         _check_scalar_column(_arg_values(args, key), f"args {key!r}", _SCALARS, path)
-    nbytes = _arg_values(args, "bytes")
+    nbytes = _arg_values(args, "bytes") if "bytes" in present else []
     _check_scalar_column(nbytes, "args 'bytes'", _NUMBERS, path)
     numbers = list(filter(_not_none, nbytes))
     if numbers and min(numbers) < 0:
         raise _fail(path, "args 'bytes' is negative")
-    _check_dims(_arg_values(args, "Input Dims"), path)
+    if "Input Dims" in present:
+        _check_dims(_arg_values(args, "Input Dims"), path)
     for key, allowed in (
         ("Input type", {str, type(None)}),
         ("Concrete Inputs", _SCALARS),
         ("grid", _NUMBERS),
         ("block", _NUMBERS),
     ):
+        if key not in present:
+            continue
         values = _arg_values(args, key)
         items = chain.from_iterable(filter(_not_none, values))
         if not _types(values) <= {list, type(None)} or not _types(items) <= allowed:

@@ -24,12 +24,16 @@ time must mean something, so:
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import re
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import repeat
+from operator import eq, itemgetter, ne
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -49,10 +53,42 @@ _LIBRARIES = frozenset(sys.stdlib_module_names) | {
 }  # fmt: skip
 
 
-def nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (order, parent, clamped end): order sorts by (track, start, -duration), parents come first."""
+# Slices from which a process loads the compiled passes (`chrome_core`): loading numba costs ~0.5 s CPU once
+# per process, the Python loops ~1 us per slice. Both give identical results, so the switch changes nothing.
+COMPILED_FROM = 200_000
+
+
+def compiled_core(n: int) -> ModuleType | None:
+    """`chrome_core` for `n` slices, or None (small traces before it is loaded, or numba not installed)."""
+    if "nprof.capture.chrome_core" not in sys.modules and n < COMPILED_FROM:
+        return None
+    if importlib.util.find_spec("numba") is None:
+        return None
+    from nprof.capture import chrome_core
+
+    return chrome_core
+
+
+def nest(
+    track: np.ndarray, start: np.ndarray, end: np.ndarray, core: ModuleType | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (order, parent, clamped end): order sorts by (track, start, -duration), parents come first.
+    `core`: the compiled passes to use (default: `compiled_core(len(start))`)."""
     n = len(start)
     order = np.lexsort((start - end, start, track)) if n else np.zeros(0, dtype=np.int64)
+    core = core or compiled_core(n)
+    if core is not None:
+        args = (track, start, end)
+        parent, end_c = core.nest_pass(order.astype(np.int64), *(np.ascontiguousarray(a, np.int64) for a in args))
+        return order, parent, end_c
+    return order, *python_nest(order, track, start, end)
+
+
+def python_nest(
+    order: np.ndarray, track: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(parent, clamped end) of `nest` by a plain stack loop (the reference of `chrome_core.nest_pass`)."""
+    n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
     end_out = end.copy()
     trk_l, st_l, en_l = track.tolist(), start.tolist(), end_out.tolist()
@@ -73,7 +109,7 @@ def nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
             if en_l[i] > en_l[p]:
                 en_l[i] = en_l[p]
         stack.append(i)
-    return order, np.asarray(par_l, dtype=np.int64), np.asarray(en_l, dtype=np.int64)
+    return np.asarray(par_l, dtype=np.int64), np.asarray(en_l, dtype=np.int64)
 
 
 def select_work(
@@ -82,11 +118,13 @@ def select_work(
     duration: np.ndarray,
     force: np.ndarray | None = None,
     never: np.ndarray | None = None,
+    core: ModuleType | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (emitted mask, owner): owner[i] = the emitted ancestor-or-self of slice i, or -1.
 
     `force` marks slices that are rows whatever their timing (when no ancestor is one), `never`
-    those that are never rows (their children are visited), e.g. an op enclosing a FLOP op."""
+    those that are never rows (their children are visited), e.g. an op enclosing a FLOP op. `core`: the
+    compiled passes to use (default: `compiled_core(len(parent))`)."""
     n = len(parent)
     child_sum = np.zeros(n, dtype=np.int64)
     has_child = np.zeros(n, dtype=bool)
@@ -98,6 +136,15 @@ def select_work(
         candidate &= ~never
     if force is not None:
         candidate |= force
+    core = core or compiled_core(n)
+    if core is not None:
+        return core.work_pass(order.astype(np.int64), parent.astype(np.int64), candidate)
+    return python_work(order, parent, candidate)
+
+
+def python_work(order: np.ndarray, parent: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(emitted, owner) of `select_work` by a plain top-down loop (the reference of `chrome_core.work_pass`)."""
+    n = len(parent)
     cand_l = candidate.tolist()
     par_l = parent.tolist()
     owner = [-1] * n
@@ -211,20 +258,25 @@ def flow_deps(
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
-    f_trk = np.asarray([by_thread.get((f.get("pid"), f.get("tid")), -1) for f in flows], dtype=np.int64)
+    def field(key: str) -> list[Any]:
+        return list(map(dict.get, flows, repeat(key)))
+
+    threads = zip(field("pid"), field("tid"), strict=True)
+    f_trk = np.fromiter(map(by_thread.get, threads, repeat(-1)), dtype=np.int64, count=len(flows))
     pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
     n = len(keys)
     p = np.clip(pos, 0, n - 1)
     q = np.clip(pos + 1, 0, n - 1)
     enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
-    next_ok = np.asarray([f["ph"] == "f" and f.get("bp") != "e" for f in flows]) & (pos + 1 < n)
+    is_f = np.asarray(list(map(eq, map(itemgetter("ph"), flows), repeat("f"))), dtype=bool)
+    next_ok = is_f & np.asarray(list(map(ne, field("bp"), repeat("e"))), dtype=bool) & (pos + 1 < n)
     next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
     chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
+    cats, ids_f, times, bound_l = field("cat"), field("id"), f_ns.tolist(), bound.tolist()
     for k in np.flatnonzero(bound >= 0).tolist():
-        f = flows[k]
-        chains[(f.get("cat"), f.get("id"))].append((int(f_ns[k]), int(bound[k])))
+        chains[(cats[k], ids_f[k])].append((times[k], bound_l[k]))
     for points in chains.values():
         points.sort()
         for (_, a), (_, b) in itertools.pairwise(points):

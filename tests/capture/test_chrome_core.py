@@ -1,0 +1,69 @@
+"""The compiled nesting passes (`chrome_core`) against the plain Python loops of `chrome_tree`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nprof.capture import chrome_tree, open_profile
+
+core = pytest.importorskip("nprof.capture.chrome_core")
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+def _random_slices(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Slices on a few tracks with many nestings, ties, zero durations and overruns."""
+    track = rng.integers(0, 4, n).astype(np.int64)
+    start = rng.integers(0, 3 * n + 1, n).astype(np.int64)
+    end = start + rng.choice([0, 1, 2, 5, 40, 300], n)
+    return track, start, end
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_compiled_nesting_matches_the_python_loops(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    track, start, end = _random_slices(rng, int(rng.integers(0, 400)))
+    order, parent, end_c = chrome_tree.nest(track, start, end, core=core)
+    ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end)
+    np.testing.assert_array_equal(parent, ref_parent)
+    np.testing.assert_array_equal(end_c, ref_end)
+    candidate = rng.random(len(start)) < 0.5
+    emitted, owner = core.work_pass(order, parent, candidate)
+    ref_emitted, ref_owner = chrome_tree.python_work(order, parent, candidate)
+    np.testing.assert_array_equal(emitted, ref_emitted)
+    np.testing.assert_array_equal(owner, ref_owner)
+
+
+@pytest.mark.parametrize("name", ["kineto_sync_mtia.json", "kineto_cuda_small.json"])
+def test_import_is_the_same_with_the_compiled_passes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = open_profile(FIXTURES / name)
+    monkeypatch.setattr(chrome_tree, "COMPILED_FROM", 0)
+    fast = open_profile(FIXTURES / name)
+    for table in ("instructions", "dma", "counters"):
+        assert getattr(fast, table).equals(getattr(plain, table)), table
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
+    from nprof.capture.chrome_rows import _HOST_KEYS, _KERNEL_KEYS, _operands, _operands_all
+
+    rng = np.random.default_rng(seed)
+    pools = {
+        "Input Dims": [[[2, 3], []], [[4]], [[]]],
+        "Input type": [["float", "Scalar"], ["c10::Half"], []],
+        "Concrete Inputs": [["", "1"], ["7"]],
+        "grid": [[1, 2, 1], [64, 1, 1]],
+        "block": [[128, 1, 1]],
+        "registers per thread": [32, 64],
+        "shared memory": [0, 4096],
+        "bytes": [16, 1 << 20],
+    }
+    for keys in (_HOST_KEYS, _KERNEL_KEYS):
+        names = sorted({*keys, "bytes"})
+        args = []
+        for _ in range(200):
+            a = {k: pools[k][int(rng.integers(len(pools[k])))] for k in names if rng.random() < 0.6}
+            args.append(a)
+        assert _operands_all(args, keys) == [_operands(a) for a in args]
