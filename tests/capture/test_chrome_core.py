@@ -47,7 +47,7 @@ def test_import_is_the_same_with_the_compiled_passes(name: str, monkeypatch: pyt
 
 @pytest.mark.parametrize("seed", range(10))
 def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
-    from nprof.capture.chrome_rows import _HOST_KEYS, _KERNEL_KEYS, _operands, _operands_all
+    from nprof.capture.chrome_rows import HOST_KEYS, KERNEL_KEYS, operands, operands_all
 
     rng = np.random.default_rng(seed)
     pools = {
@@ -60,10 +60,10 @@ def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
         "shared memory": [0, 4096],
         "bytes": [16, 1 << 20],
     }
-    for keys in (_HOST_KEYS, _KERNEL_KEYS):
+    for keys in (HOST_KEYS, KERNEL_KEYS):
         names = sorted({*keys, "bytes"})
         args = []
         for _ in range(200):
             a = {k: pools[k][int(rng.integers(len(pools[k])))] for k in names if rng.random() < 0.6}
             args.append(a)
-        assert _operands_all(args, keys) == [_operands(a) for a in args]
+        assert operands_all(args, keys) == [operands(a) for a in args]

@@ -49,7 +49,7 @@ class Rows:
     origin_ns: int = 0  # trace time in ns (ts x 1000) that became ts = 0
 
 
-def _operands(args: dict[str, Any]) -> str | None:
+def operands(args: dict[str, Any]) -> str | None:
     dims = args.get("Input Dims")
     if isinstance(dims, list):
         types = args.get("Input type") or []
@@ -76,17 +76,17 @@ def _operands(args: dict[str, Any]) -> str | None:
     return None
 
 
-_HOST_KEYS = ("Input Dims", "Input type", "Concrete Inputs", "bytes")
-_KERNEL_KEYS = ("grid", "block", "registers per thread", "shared memory", "bytes")
+HOST_KEYS = ("Input Dims", "Input type", "Concrete Inputs", "bytes")
+KERNEL_KEYS = ("grid", "block", "registers per thread", "shared memory", "bytes")
 
 
-def _operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str | None]:
-    """`_operands` for many slices, computed once per distinct serialised `keys` fields + "bytes" (training
+def operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str | None]:
+    """`operands` for many slices, computed once per distinct serialised `keys` fields + "bytes" (training
     loops repeat shapes; the first slice of each key answers for all). Column-wise: C-level passes only."""
     cols = [list(map(dict.get, all_args, repeat(k))) for k in (*keys[:4], "bytes")]
     serial = list(map(orjson.dumps, zip(*cols, strict=True)))
     first = dict(zip(reversed(serial), reversed(all_args), strict=True))  # the earliest slice wins each key
-    memo = {key: _operands(a) for key, a in first.items()}
+    memo = {key: operands(a) for key, a in first.items()}
     return list(map(memo.__getitem__, serial))
 
 
@@ -231,8 +231,8 @@ def _instruction_rows(
     i_hlo = [paths.chain(r, False) for r in r_list] + [
         paths.chain(d.launch[j], False) if d.launch[j] >= 0 else None for j in d.kern
     ]
-    i_ops = _operands_all([h.args[r] for r in r_list], _HOST_KEYS) + _operands_all(
-        [s.args[i] for i in k_idx], _KERNEL_KEYS
+    i_ops = operands_all([h.args[r] for r in r_list], HOST_KEYS) + operands_all(
+        [s.args[i] for i in k_idx], KERNEL_KEYS
     )
     return _Instr(
         track=i_track,
