@@ -187,8 +187,10 @@ def test_ctrl_c_during_ingest_is_130_and_leaves_no_profile(tmp_path: Path) -> No
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err, err
     catalog = tmp_path / "store" / "catalog.json"
+    profiles = json.loads(catalog.read_text())["profiles"] if catalog.exists() else {}
     if proc.returncode == 0:  # finished before the signal: a whole profile
-        assert json.loads(catalog.read_text())["profiles"]["big"]["event_count"] == 150_000
+        assert profiles["big"]["event_count"] == 150_000
     else:
         assert proc.returncode == 130 and err.strip().endswith("interrupted"), err
-        assert not catalog.exists() or "big" not in json.loads(catalog.read_text())["profiles"]
+        # the signal may land after the catalog committed the profile: then it is whole, never half-written
+        assert "big" not in profiles or profiles["big"]["event_count"] == 150_000
