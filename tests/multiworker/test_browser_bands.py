@@ -64,6 +64,7 @@ def test_bands_waits_and_lazy_rank(server) -> None:
         first = page.locator(".cc-latest tbody tr").first.inner_text().split()
         assert first[0] == str(LATE)
         assert page.locator("#cc-hist .cc-hbar").count() == 20
+        assert page.locator("#cc-waits-clock").inner_text() == "waits on the device clock (simulated)"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "cc_bands.png"), full_page=True)
         # more ranks than tabs: a picker; opening a rank ingests it first

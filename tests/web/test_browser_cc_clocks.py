@@ -129,3 +129,10 @@ def test_hovering_the_host_wait_names_its_clock(page_and_data) -> None:
     assert "host clock (measured)" in tip.inner_text() and "simulated)" not in tip.inner_text().splitlines()[0]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "cc_aggregated_two_clocks.png"), full_page=True)
+
+
+def test_the_wait_distribution_names_its_clocks(page_and_data) -> None:
+    page, data = page_and_data
+    assert {op["clock"] for op in data["ops"]} == {"device", "host"}
+    note = page.locator("#cc-waits-clock").inner_text()
+    assert "own clock" in note, note

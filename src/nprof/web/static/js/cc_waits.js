@@ -2,7 +2,7 @@
 // Contract: waitsPanel(group, ops) returns a section with an operation picker ("all operations" or
 // one of `ops`), a bar chart of the waits in equal buckets (GET /api/groups/<id>/waits?op=&buckets=)
 // and the last ranks to arrive (the stragglers of that operation). `panel.show(opId)` selects an
-// operation (null: all); the chart is drawn as <div> bars (one per bucket, height by count, title
+// operation (null: all); a line under the title names the clock of the waits; the chart is drawn as <div> bars (one per bucket, height by count, title
 // with the bucket's range and count) so it needs no canvas.
 
 import { counters } from "./api.js";
@@ -52,6 +52,14 @@ function chart(w) {
   );
 }
 
+// The clock the waits are on (an operation's waits are on its own clock: "device" simulated, "host" measured).
+function clockNote(ops) {
+  const clocks = new Set(ops.map((o) => o.clock || "device"));
+  const named = { device: "device clock (simulated)", host: "host clock (measured)" };
+  const text = clocks.size === 1 ? `waits on the ${named[[...clocks][0]] || [...clocks][0]}` : "each operation's waits on its own clock (see the table's clock column)";
+  return h("p", { class: "muted small", id: "cc-waits-clock" }, text);
+}
+
 export function waitsPanel(group, ops) {
   const body = h("div", { class: "cc-waits-body" }, h("p", { class: "loading" }, "Loading…"));
   const pick = h(
@@ -60,7 +68,7 @@ export function waitsPanel(group, ops) {
     h("option", { value: "" }, "all operations"),
     ops.map((o) => h("option", { value: String(o.id) }, `#${o.id} ${o.kind}`)),
   );
-  const panel = h("section", { class: "cc-waits" }, h("h3", {}, "Wait distribution ", pick), body);
+  const panel = h("section", { class: "cc-waits" }, h("h3", {}, "Wait distribution ", pick), clockNote(ops), body);
   panel.show = async (op) => {
     pick.value = op === null ? "" : String(op);
     try {
