@@ -12,8 +12,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nprof"
 
-# Shared by every stage: errors, atomic writes, the ZIP container, progress bars, command lines, outcomes.
-BASE = {"errors", "atomic", "container", "progress", "commandline", "outcome", "__version__"}
+# Shared by every stage: errors, atomic writes, the ZIP container, progress bars, command lines, outcomes,
+# the choice of compiled cores.
+BASE = {"errors", "atomic", "container", "progress", "commandline", "outcome", "compiled", "__version__"}
 
 # Pipeline order (docs/architecture.md): a package may import only packages with a lower rank.
 LAYERS = {

@@ -20,10 +20,8 @@ Series appear only when their source exists (no DMA -> no DMA series).
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
-import sys
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -32,6 +30,7 @@ import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.analysis.facts import TENSOR_MATRIX_TRACK, facts, to_numpy
+from nprof.compiled import load_compiled
 from nprof.profile import Profile
 
 SCHEMA = pa.schema(
@@ -207,11 +206,10 @@ COMPILED_FROM = 2_000_000
 
 def window_function(n: int) -> Callable[[np.ndarray, np.ndarray, int, float | None], tuple[np.ndarray, np.ndarray]]:
     """The compiled window for `n` transfers when worth loading (or numba is loaded), else the numpy one."""
-    if "numba" not in sys.modules and n < COMPILED_FROM:  # once numba is loaded, a core costs ~0.1 s more
+    core = load_compiled("nprof.analysis.pending_core", n, COMPILED_FROM, loaded="numba")  # numba loaded: ~0.1 s more
+    if core is None:
         return window_steps
-    if importlib.util.find_spec("numba") is None:
-        return window_steps
-    from nprof.analysis.pending_core import window_steps as compiled
+    compiled = core.window_steps
 
     def run(starts: np.ndarray, ends: np.ndarray, base: int, previous: float | None) -> tuple[np.ndarray, np.ndarray]:
         prev = 0.0 if previous is None else previous

@@ -24,7 +24,6 @@ time must mean something, so:
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
 import sys
@@ -37,6 +36,8 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from nprof.compiled import load_compiled
 
 TRACK_SHIFT = 45  # key = track << TRACK_SHIFT | ts; ts < 2**45 ns (~9.7 hours)
 
@@ -60,13 +61,7 @@ COMPILED_FROM = 200_000
 
 def compiled_core(n: int) -> ModuleType | None:
     """`chrome_core` for `n` slices, or None (small traces before it is loaded, or numba not installed)."""
-    if "nprof.capture.chrome_core" not in sys.modules and n < COMPILED_FROM:
-        return None
-    if importlib.util.find_spec("numba") is None:
-        return None
-    from nprof.capture import chrome_core
-
-    return chrome_core
+    return load_compiled("nprof.capture.chrome_core", n, COMPILED_FROM)
 
 
 def nest(

@@ -58,14 +58,13 @@ bit-identical start/end; `schedule` runs the compiled core for large plans or on
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
 from nprof.arch import cost
+from nprof.compiled import load_compiled
 from nprof.device.events import event_schedule
 from nprof.device.plan import SLOT_LD, SLOT_MM, Plan
 from nprof.device.waits import stuck_error
@@ -194,13 +193,7 @@ COMPILED_FROM = 100_000
 def compiled_core(n: int) -> ModuleType | None:
     """`device.core` for a plan of `n` instructions (module doc), or None: the pure-Python passes then run
     (small plans before the core is loaded, or numba not installed)."""
-    if "nprof.device.core" not in sys.modules and n < COMPILED_FROM:
-        return None
-    if importlib.util.find_spec("numba") is None:
-        return None
-    from nprof.device import core
-
-    return core
+    return load_compiled("nprof.device.core", n, COMPILED_FROM)
 
 
 def _one_pass(plan: Plan) -> bool:

@@ -22,12 +22,12 @@ Contract:
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
+from nprof.compiled import load_compiled
 
 MAX_CELLS = 1 << 24  # per-row bucket x opcode cells held for exact dominant-opcode tracking
 
@@ -181,9 +181,8 @@ def compiled_base(
     Buckets, bit for bit: the switch never changes a stored value), or None when
     the numpy passes should run (small row before numba is loaded, no numba, no events, or more
     opcodes than MAX_CELLS allows exactly)."""
-    if ts.size == 0 or ("numba" not in sys.modules and ts.size < COMPILED_FROM):  # numba loaded: ~free
-        return None
-    if importlib.util.find_spec("numba") is None:
+    core = load_compiled("nprof.store.lod_core", ts.size, COMPILED_FROM, loaded="numba") if ts.size else None
+    if core is None:  # (numba loaded: the core is ~free)
         return None
     total = nb * width
     if int(ts.min()) < 0 or int(ts.max()) >= total:  # as bucketize: opcodes of the events it keeps only
@@ -196,10 +195,8 @@ def compiled_base(
     codes, local = _dense_codes(op)
     if len(codes) > MAX_CELLS // max(nb, 1):
         return None
-    from nprof.store.lod_core import base_buckets
-
     f64 = np.float64
-    busy, count, nbytes_out, flops_out, mat = base_buckets(
+    busy, count, nbytes_out, flops_out, mat = core.base_buckets(
         ts.astype(np.int64), dur.astype(np.int64), local, nbytes.astype(f64), flops.astype(f64), width, nb,
         len(codes) + 1,
     )  # fmt: skip
