@@ -159,3 +159,10 @@ def test_random_matmul_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(4):
         k, m, n = rng.choice([8, 9, 13]), rng.choice([1, 2]), rng.choice([1, 2])
         assert _both(mm_tiles, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m * n * (k - 5)
+
+
+def test_nested_loops_replay_whole_inner_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    loops = replay.STATS["loops"]
+    # m and n loops of 8: the m loop replays iterations 4-6 whole (their n and k loops included)
+    assert _both(mm_tiles, [(8 * T, 8 * T), (8 * T, 8 * 512)], monkeypatch) == 3 + 5 * (3 + 5 * 3)
+    assert replay.STATS["loops"] - loops == 1 + 5 + 25

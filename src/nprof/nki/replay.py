@@ -76,9 +76,28 @@ def _loop_node(frame: FrameType) -> ast.For | None:
 
 def _check_loop(frame: FrameType) -> bool:
     node = _loop_node(frame)
-    if node is None or node.orelse or not isinstance(node.target, ast.Name):
+    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame):
         return False
-    for stmt in node.body:
+    subscripted = {s.value.id for stmt in node.body for s in ast.walk(stmt)
+                   if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
+    bound = {t.id for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Name) and
+             isinstance(t.ctx, ast.Store)}  # fmt: skip
+    _SUBSCRIPTED[(frame.f_code, frame.f_lineno)] = frozenset(subscripted - bound)
+    return True
+
+
+def _pure(body: list[ast.stmt], frame: FrameType) -> bool:
+    """The statements of a pure body (see `pure_body`); inner nl loops are pure in turn (their range may be any
+    expression of nki calls: a range that varies changes the logged requests, which then do not replay)."""
+    for stmt in body:
+        if isinstance(stmt, ast.For):
+            if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
+                return False
+            if not all(_nki_call(c.func, frame) for c in ast.walk(stmt.iter) if isinstance(c, ast.Call)):
+                return False
+            if not _pure(stmt.body, frame):
+                return False
+            continue
         for sub in ast.walk(stmt):
             if not isinstance(sub, _NODES):
                 return False
@@ -92,11 +111,6 @@ def _check_loop(frame: FrameType) -> bool:
                 return False
             if isinstance(sub, ast.Subscript) and not isinstance(sub.value, ast.Name | ast.Attribute):
                 return False
-    subscripted = {s.value.id for stmt in node.body for s in ast.walk(stmt)
-                   if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
-    bound = {t.id for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Name) and
-             isinstance(t.ctx, ast.Store)}  # fmt: skip
-    _SUBSCRIPTED[(frame.f_code, frame.f_lineno)] = frozenset(subscripted - bound)
     return True
 
 
@@ -125,8 +139,9 @@ def _tiles_subscripted(frame: FrameType) -> bool:
 class Recorder:
     """Logs one iteration's builder requests as (skeleton, integers) events (see module doc)."""
 
-    def __init__(self, builder: ProgramBuilder) -> None:
+    def __init__(self, builder: ProgramBuilder, parent: Recorder | None = None) -> None:
         self.builder = builder
+        self.parent = parent  # the recorder of an enclosing loop: told every request too
         self.iteration = 0
         self.events: list[tuple[Any, ...]] = []
         self.ints: list[int] = []
@@ -139,9 +154,13 @@ class Recorder:
 
     def start(self, iteration: int) -> None:
         self.iteration, self.events, self.ints, self.count = iteration, [], [], 0
+        self.tiles = {k: v for k, v in self.tiles.items() if v[2]() is not None}  # forget dead tiles
+        self.by_name = {name: k for name, k in self.by_name.items() if k in self.tiles}
 
     def fail(self, why: str) -> None:
         self.failed = self.failed or why
+        if self.parent is not None:
+            self.parent.fail(why)
 
     def _tile(self, base: Any) -> tuple[int, int, OnChip] | None:
         """(iteration, index, base) of a body tile (None for other tiles)."""
@@ -157,6 +176,8 @@ class Recorder:
         return None if hit is None or base is None or base.name != name else (hit[0], hit[1], base)
 
     def alloc(self, base: OnChip, named: bool) -> None:
+        if self.parent is not None:
+            self.parent.alloc(base, named)
         if named:
             self.fail("a tile allocated in the body has a name")
         self.tiles[id(base)] = (self.iteration, self.count, weakref.ref(base))
@@ -165,6 +186,8 @@ class Recorder:
         self.events.append(("alloc", base.shape, base.dtype, base.space, base.partition_axis))
 
     def materialize(self, base: OnChip, source: str | None) -> None:
+        if self.parent is not None:
+            self.parent.materialize(base, source)
         hit = self._tile(base)
         if hit is None:
             self.fail("a tile from before the loop is placed in its body")
@@ -173,6 +196,8 @@ class Recorder:
         self.events.append(("mat", (self.iteration - hit[0], hit[1]), source))
 
     def freed(self, sbuf: bool, start: int) -> None:
+        if self.parent is not None:
+            self.parent.freed(sbuf, start)
         hit = self.at.pop((sbuf, start), None)
         if hit is None:
             self.fail("a tile from before the loop is freed in its body")
@@ -198,6 +223,8 @@ class Recorder:
                source: str | None, extra: bool) -> None:  # fmt: skip
         if self.in_matmul:
             return
+        if self.parent is not None:
+            self.parent.append(engine, opcode, outs, ins, attrs, source, extra)
         if extra:
             self.fail("an instruction with runtime-addressed regions")
         outs_k = tuple(self._access(a) for a in outs)
@@ -206,6 +233,8 @@ class Recorder:
 
     def matmul(self, stat: Access, mov: Access, out: Access, requested: bool, checked: bool, out_base: Any,
                source: str | None) -> None:  # fmt: skip
+        if self.parent is not None:
+            self.parent.matmul(stat, mov, out, requested, checked, out_base, source)
         keys = (self._access(stat), self._access(mov), self._access(out))
         hit = self._tile(out_base)
         if hit is not None:
@@ -268,7 +297,7 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
     for ev in events:
         kind = ev[0]
         if kind == "alloc":
-            tiles.append(builder.alloc(ev[1], ev[2], ev[3], "", ev[4], lazy=True).base)  # type: ignore[arg-type]
+            tiles.append(builder.new_tile(ev[1], ev[2], ev[3], "", ev[4], lazy=True))
         elif kind == "mat":
             builder.materialize(tiles[ev[1][1]], source=ev[2])  # type: ignore[arg-type]
         elif kind == "free":
@@ -307,9 +336,11 @@ class Plan:
 
     def __init__(self, builder: ProgramBuilder, length: int) -> None:
         self.builder, self.length = builder, length
-        self.rec = Recorder(builder)
+        self.outer = (builder._rec, builder._sbuf.listener, builder._psum.listener)  # an enclosing loop's
+        self.rec = Recorder(builder, builder._rec)
         self.logs: list[tuple[list[Any], list[int]]] = []
         self.prints: list[tuple[Any, ...]] = []
+        self.done = False
         builder._rec = self.rec
         builder._sbuf.listener = lambda start: self.rec.freed(True, start)
         builder._psum.listener = lambda start: self.rec.freed(False, start)
@@ -319,17 +350,18 @@ class Plan:
         """A Plan for a loop of `length` iterations run by `frame`, or None when it does not qualify."""
         from nprof.nki.trace import ProgramBuilder
 
-        if (not ENABLED or builder is None or length < MIN_ITERATIONS or builder._rec is not None
+        if (not ENABLED or builder is None or length < MIN_ITERATIONS
                 or type(builder) is not ProgramBuilder or not builder.replay_ok or builder.direct.tiles
                 or not pure_body(frame)):  # fmt: skip
             return None
         return Plan(builder, length)
 
     def detach(self) -> None:
+        """Stop logging: the enclosing loop's recorder (if any) is told the builder's requests again."""
         b = self.builder
+        self.done = True
         if b._rec is self.rec:
-            b._rec = None
-        b._sbuf.listener = b._psum.listener = None
+            b._rec, b._sbuf.listener, b._psum.listener = self.outer
 
     def boundary(self, n: int) -> int:
         """Iteration `n` is about to start (the Python names are restored): log, or replay up to the last

@@ -167,7 +167,7 @@ class Loop:
                     restore_python_values(frame, before)
                 if plan is not None:  # iterations replayed without the kernel's Python (nprof.nki.replay)
                     n = plan.boundary(n)
-                    if plan.builder._rec is not plan.rec:
+                    if plan.done:
                         plan = None
                 try:
                     yield values[n]

@@ -251,6 +251,11 @@ class ProgramBuilder(PendingOps, LoopScopes):
         """A new SBUF/PSUM tile; `lazy` defers reserving memory until `materialize` (a matmul result that
         may be accumulated into another tile instead never takes space); `direct`: an `nki.compiler`
         direct-allocation buffer placing its logical tiles (`nprof.nki.direct`)."""
+        return NkiTensor.root(self.new_tile(shape, dtype, space, name, partition_axis, lazy=lazy, direct=direct))
+
+    def new_tile(self, shape: tuple[int, ...], dtype: str, space: Space, name: str = "", partition_axis: int = 0, *,
+                 lazy: bool = False, direct: Any = None) -> OnChip:  # fmt: skip
+        """`alloc` without the view: the new tile's base."""
         self.flush()  # a pending load/matmul may hold the last reference to a tile: commit it so it can be freed
         base = OnChip(space, "", dtype, tuple(shape), partition_axis, -1, 0, self)
         self._counter += 1
@@ -266,7 +271,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
             self.materialize(base)
         if self._calls:
             self._calls[-1].append(weakref.ref(base))
-        return NkiTensor.root(base)
+        return base
 
     def _check_tile(self, base: OnChip) -> None:
         p = self.preset
@@ -319,7 +324,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
             source = source if source is not None else self.source()
             if record:
                 parts = shape[partition_axis] if shape else 1
-                self.allocations.append([base.space.value, base.name, offset, nbytes, parts, source])
+                self.allocations.append([str.__str__(base.space), base.name, offset, nbytes, parts, source])
             if self._rec is not None:
                 self._rec.materialize(base, source)
 
