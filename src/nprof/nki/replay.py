@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import os
 import textwrap
 import weakref
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from nprof.nki.tensor import OnChip
     from nprof.nki.trace import ProgramBuilder
 
-ENABLED = True  # tests switch replay off to compare with the plain trace
+ENABLED = os.environ.get("NPROF_TRACE_REPLAY", "1") != "0"  # tests switch it off to compare with the plain trace
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
 STATS = {"loops": 0, "iterations": 0}  # loops replayed and iterations replayed in this process (tests, benches)
