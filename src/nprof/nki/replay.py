@@ -83,7 +83,25 @@ def _check_loop(frame: FrameType) -> bool:
                    if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
     bound = {t.id for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Name) and
              isinstance(t.ctx, ast.Store)}  # fmt: skip
+    if not _tiles_by_call(node, subscripted & bound):
+        return False
     _SUBSCRIPTED[(frame.f_code, frame.f_lineno)] = frozenset(subscripted - bound)
+    return True
+
+
+def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
+    """Are the subscripted names the body binds bound only to results of calls (nl/nisa: tiles), never to
+    other values (a Python list aliased in the body and indexed by the loop variable would not replay)?"""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.For) and node is not loop and isinstance(node.target, ast.Name):
+            if node.target.id in names:
+                return False
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id in names:
+            return False
+        elif isinstance(node, ast.Assign):
+            stored = {t.id for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+            if stored & names and not isinstance(node.value, ast.Call):
+                return False
     return True
 
 
