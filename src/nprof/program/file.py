@@ -38,7 +38,7 @@ from nprof.errors import FormatError, NprofError
 from nprof.program.columns import operand_lists
 from nprof.program.model import Program, TensorDecl
 from nprof.program.npy import read_npy
-from nprof.program.table import ACCESS, INSTRUCTIONS, _instructions, instruction_table  # noqa: F401 (ACCESS: part of the schema)
+from nprof.program.table import ACCESS, INSTRUCTIONS, instruction_table, instructions_of  # noqa: F401 (ACCESS: part of the schema)
 from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
 
 FORMAT = "nprof-program"
@@ -194,7 +194,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
                 acc = _access_reader(preset.partitions, typed)
                 ins, outs = ([tuple(acc(a) for a in ops) for ops in rows[key]] for key in ("ins", "outs"))
                 operands = (ins, outs)
-            instructions = _instructions(rows, *operands)
+            instructions = instructions_of(rows, *operands)
             tensors = tuple(TensorDecl(t["name"], tuple(t["shape"]), t["dtype"], t["kind"]) for t in tens)
             constants = {c["name"]: _load_constant(c["name"], c["dtype"], c["npy"]) for c in consts}
             program = Program(

@@ -130,7 +130,7 @@ def decode_instructions(table: pa.Table, partitions: int) -> tuple[Instruction, 
     outs = operand_lists(table.column("outs"), partitions)
     if ins is None or outs is None:
         raise ValueError("an instruction table's operands must not be null")
-    return _instructions(table.drop_columns(["ins", "outs"]).to_pydict(), ins, outs)
+    return instructions_of(table.drop_columns(["ins", "outs"]).to_pydict(), ins, outs)
 
 
 def _restore(value: Any) -> Any:
@@ -143,7 +143,7 @@ _ENGINES = {e.value: e for e in Engine}
 _OPCODES = {o.value: o for o in Opcode}
 
 
-def _instructions(
+def instructions_of(
     rows: dict[str, list[Any]], ins_of: list[tuple[Access, ...]], outs_of: list[tuple[Access, ...]]
 ) -> tuple[Instruction, ...]:
     """The Instructions of the table columns `rows` and their decoded operands (identical attrs texts parsed
