@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,9 @@ torch = pytest.importorskip("torch")
 
 import nprof.compiler.cache as cache_mod  # noqa: E402
 from nprof.arch import presets  # noqa: E402
-from nprof.compiler import STATS, CompileCache  # noqa: E402
+from nprof.compiler import STATS, CompileCache, graphinfo  # noqa: E402
 from nprof.compiler.cache import PROGRAM_FILE, TimingCache, timing_fingerprint  # noqa: E402
+from nprof.compiler.graphinfo import compiler_fingerprint  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 from nprof.program.file import load_program  # noqa: E402
 
@@ -137,22 +139,32 @@ def test_the_timing_key_covers_program_preset_cost_model_and_version(
     assert TimingCache(module).load(preset) is None
 
 
-def test_the_fingerprint_covers_the_simulator_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("fingerprint", "edits"),
+    [
+        (timing_fingerprint, ("device/schedule.py", "arch/cost.py", "profile/model.py", "compiled.py", "container.py")),
+        (compiler_fingerprint, ("compiler/fusion.py", "nki/deps.py", "arch/presets.py", "program/model.py")),
+    ],
+)
+def test_the_fingerprints_cover_the_source_they_depend_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fingerprint: Any, edits: tuple[str, ...]
+) -> None:
     root = tmp_path / "nprof"
-    for package in ("device", "arch", "profile"):
-        shutil.copytree(SRC / package, root / package)
+    for package in ("device", "arch", "profile", "compiler", "nki", "program"):
+        shutil.copytree(SRC / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     for module in ("compiled.py", "container.py"):
         shutil.copy(SRC / module, root / module)
-    (root / "compiler").mkdir()
-    monkeypatch.setattr(cache_mod, "__file__", str(root / "compiler" / "cache.py"))
+    monkeypatch.setattr(graphinfo, "__file__", str(root / "compiler" / "graphinfo.py"))
     digests = []
-    for edit in (None, "device/schedule.py", "arch/cost.py", "profile/model.py", "compiled.py"):
-        if edit is not None:
-            path = root / edit
-            path.write_text(path.read_text() + "\n# changed\n")
-        timing_fingerprint.cache_clear()
-        digests.append(timing_fingerprint())
-    timing_fingerprint.cache_clear()
+    try:
+        for edit in (None, *edits):
+            if edit is not None:
+                path = root / edit
+                path.write_text(path.read_text() + "\n# changed\n")
+            fingerprint.cache_clear()
+            digests.append(fingerprint())
+    finally:
+        fingerprint.cache_clear()
     assert len(set(digests)) == len(digests)
 
 

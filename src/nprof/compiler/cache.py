@@ -122,13 +122,9 @@ class CompileCache:
 @functools.lru_cache(maxsize=1)
 def timing_fingerprint() -> str:
     """A digest of the source of everything that turns a Program into its simulated Profile (see module doc)."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    paths = [p for package in ("device", "arch", "profile") for p in sorted((root / package).rglob("*.py"))]
-    for path in (*paths, root / "compiled.py", root / "container.py"):
-        h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    from nprof.compiler.graphinfo import source_digest
+
+    return source_digest(("device", "arch", "profile", "compiled.py", "container.py"))
 
 
 class TimingCache:
