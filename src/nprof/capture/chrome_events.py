@@ -15,7 +15,8 @@ from itertools import compress, repeat
 from operator import eq, itemgetter
 from typing import Any
 
-from nprof.capture.chrome_fast import FLOW_PHASES, OTHER_PHASES
+FLOW_PHASES = frozenset({"s", "t", "f"})
+OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
 
 
 def _num(value: Any) -> float:
@@ -105,10 +106,11 @@ def fold_other_events(
     xs: list[dict[str, Any]],
     counters: list[tuple[Any, str, Any]],
     names: dict[str, str],
+    open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] | None = None,
 ) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
     """Fold the B/E/C/i/M events into `xs` (ended B/E pairs), `counters` and `names`; returns the B events
-    still open, per (pid, tid)."""
-    open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    still open, per (pid, tid) (`open_b`, when given: those open before these events, updated in place)."""
+    open_b = defaultdict(list) if open_b is None else open_b
     for ev, ph in zip(others, phases, strict=True):
         if ph == "B":
             open_b[(ev.get("pid"), ev.get("tid"))].append(ev)
