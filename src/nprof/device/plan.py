@@ -105,6 +105,7 @@ class Plan:
     source: pa.Array  # string per instruction (null: none): the kernel source line
     layer: pa.Array  # string per instruction: the module path (compiled graphs)
     hlo_name: pa.Array  # string per instruction: the graph node (compiled graphs)
+    matmul_dtype: str  # "float32", "float8" or "bfloat16": the peak the MATMULs run at (device.signatures)
 
     @property
     def n(self) -> int:
@@ -235,6 +236,7 @@ def _assemble(
         source=strings[0],
         layer=strings[1],
         hlo_name=strings[2],
+        matmul_dtype=sigs.matmul_dtype,
     )
 
 
