@@ -39,6 +39,8 @@ class Signatures(NamedTuple):
     reload: np.ndarray  # bool: DMA attr reload
     zero_fill: np.ndarray  # bool: a MEMSET of 0 into one PSUM region
     acc_matmul: np.ndarray  # bool: a MATMUL with attr accumulate
+    matmul_dtype: str  # the peak every MATMUL runs at: "float32" (all have an FP32 operand), "float8" (all are
+    # FP8 x FP8) or "bfloat16" (otherwise, or no MATMUL)
 
 
 def shape_codes(acc: AccessColumns) -> np.ndarray:
@@ -75,6 +77,20 @@ def _templates(cols: Columns, preset: Preset, name: str, reps: np.ndarray, keys:
         ii, oo = list(map(cache.get, ins.ins)), list(map(cache.get, ins.outs))
         out.append(template(name, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value))
     return out, codes
+
+
+def _matmul_dtype(acc: AccessColumns, ins: tuple, mm: np.ndarray) -> str:
+    """`Signatures.matmul_dtype` from the first two inputs of the MATMUL representatives `mm` (bool)."""
+    if not mm.any():
+        return "bfloat16"
+    names = acc.dtype_names
+    fp32 = np.asarray([d == "float32" for d in names], bool)
+    fp8 = np.asarray([d.startswith("float8") for d in names], bool)
+    at, values = ins[0][:-1][mm], ins[1]
+    dt = [acc.dtype[values[at]], acc.dtype[values[at + 1]]]  # a MATMUL has two inputs (device.template checks)
+    if (fp32[dt[0]] | fp32[dt[1]]).all():
+        return "float32"
+    return "float8" if (fp8[dt[0]] & fp8[dt[1]]).all() else "bfloat16"
 
 
 def _texts(cols: Columns, dma: np.ndarray, ins: tuple, outs: tuple, attr_text: list[str]) -> list[str]:
@@ -124,4 +140,5 @@ def signatures(cols: Columns, preset: Preset, name: str, reps: np.ndarray) -> Si
         reload=flag["reload"] & dma,
         zero_fill=fills & zero[attrs],
         acc_matmul=is_op[Opcode.MATMUL] & np.asarray([bool(attr(a, "accumulate", False)) for a in attr_of])[attrs],
+        matmul_dtype=_matmul_dtype(acc, ins, is_op[Opcode.MATMUL]),
     )
