@@ -40,6 +40,7 @@ from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.process_group import has_collectives
+from nprof.device.simulate import _gc_paused as gc_paused
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
@@ -133,8 +134,8 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
     def compiler(kind: str) -> Any:
         return lambda agm, ex: _compile(agm, kind, opts, shared)
 
-    try:
-        with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+    try:  # the cyclic GC paused: its full passes rescan every object AOT and the lowering build (measured)
+        with gc_paused(), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
             compiled = aot_autograd(
                 fw_compiler=compiler("fw"),
                 bw_compiler=compiler("bw"),
@@ -373,7 +374,9 @@ def _program(
         "graph": graphinfo.graph_text(gm),
         "code": gm.code,
     }
+    store_cpu = time.process_time()
     cache.store(ghash, program, manifest)
+    STATS.store_cpu_seconds.append((module_dir.name, time.process_time() - store_cpu))
     seconds = time.perf_counter() - start  # lowering + writing the module
     STATS.compiled += 1
     STATS.compile_seconds.append((module_dir.name, seconds))
