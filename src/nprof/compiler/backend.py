@@ -339,6 +339,7 @@ def _program(
     specs: list[graphinfo.InputSpec],
 ) -> tuple[Any, list[OutputSlot]]:
     module_dir = cache.module_dir(ghash)
+    load_cpu = time.process_time()
     program = cache.load(ghash)
     if program is not None:
         try:
@@ -348,6 +349,7 @@ def _program(
                 for s in manifest["outputs"]
             ]
             STATS.cache_hits += 1
+            STATS.load_cpu_seconds.append((module_dir.name, time.process_time() - load_cpu))
             notify("cache_hit", module_dir.name, time.time_ns())
             log_event(module_dir, kind, "cached", len(program.instructions))
             return program, slots
