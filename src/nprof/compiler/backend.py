@@ -38,6 +38,7 @@ from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, TimingCache, log_event
 from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
+from nprof.compiler.packing import pack_inputs
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.process_group import has_collectives
 from nprof.device.simulate import _gc_paused as gc_paused
@@ -318,7 +319,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
         def run_eager(*args: Any) -> Any:
             if not saved[0]:
                 arrays = {n: to_numpy(a, dtypes[n]) for n, a in zip(input_names, args, strict=True) if n in dtypes}
-                save_samples(sample_dir, arrays)
+                save_samples(sample_dir, pack_inputs(program, arrays))  # as the runtime saves them
                 saved[0] = True
             return gm.forward(*args)
 
