@@ -46,6 +46,8 @@ class Stats:
     fallbacks: int = 0  # graphs run eagerly because of unsupported ops
     compile_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, seconds) per lowering
     compile_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per lowering
+    store_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) writing the cache
+    load_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) reading a cached one
     device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
     wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
     cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per execution
