@@ -112,6 +112,15 @@ def listed_rows(x):
     return out
 
 
+def aliased_rows(x):
+    """The list aliased by a name the body binds, then indexed by the loop variable: must fall back."""
+    out = nl.ndarray((T, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(len(STARTS)):
+        starts = STARTS
+        nl.store(out[0:T, 0:8], value=nl.load(x[starts[r] * T : starts[r] * T + T, 0:8]))
+    return out
+
+
 def squared_rows(x):
     """Index arithmetic that is not affine (r * r): the four logged iterations show it, so it falls back."""
     out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
@@ -151,6 +160,7 @@ def test_impure_bodies_fall_back(kernel: Callable[..., Any], monkeypatch: pytest
 
 def test_lists_indexed_by_the_loop_and_non_affine_offsets_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _both(listed_rows, [(128 * 10, 8)], monkeypatch) == 0
+    assert _both(aliased_rows, [(128 * 10, 8)], monkeypatch) == 0
     assert _both(squared_rows, [(128, 96)], monkeypatch) == 0
 
 

@@ -1,15 +1,17 @@
 """Replaying iterations of an `nl.affine_range` / `nl.sequential_range` loop without running the kernel's Python.
 
-Tracing unrolls loops: every iteration runs the kernel's Python, the `nl`/`nisa` layer and the builder. For an
-innermost loop whose body is *pure* (see `pure_body`), every iteration after the first few makes the same builder
-requests with integer operands (HBM offsets, offsets within tiles) that are affine in the loop index. So
-`Loop.__iter__` (nprof.nki.scopes) runs iterations 0..3 of such a loop plainly while a `Recorder` logs the
-builder requests they make, and when the four logs have the same structure and their integers lie on one line,
-it *replays* iterations 4..N-2 from the log (`replay`) and runs iteration N-1 plainly again (so the kernel's
-Python names end as after a plain trace). Anything else falls back to the plain trace, which is unchanged.
+Tracing unrolls loops: every iteration runs the kernel's Python, the `nl`/`nisa` layer and the builder. For a
+loop whose body is *pure* (`nprof.nki.replay_pure`; inner nl loops allowed), every iteration after the first few
+makes the same builder requests with integer operands (HBM offsets, offsets within tiles) that are affine in the
+loop index. So `Loop.__iter__` (nprof.nki.scopes) runs iterations 0..3 of such a loop plainly while a `Recorder`
+logs the builder requests they make, and when the four logs have the same structure and their integers lie on
+one line, it *replays* iterations 4..N-2 from the log (`replay`) and runs iteration N-1 plainly again (so the
+kernel's Python names end as after a plain trace). Anything else falls back to the plain trace, unchanged.
+An inner loop replays inside an outer loop's logged iterations; its requests are told to every enclosing
+recorder, so the outer loop later replays whole inner loops.
 
 Replay is exact by construction where it matters: it does not predict instructions, dependencies or addresses.
-It calls the builder's own operations (`alloc`, `materialize`, `_append`, `_emit_matmul`) in the recorded
+It calls the builder's own operations (`new_tile`, `materialize`, `_append`, `_emit_matmul`) in the recorded
 order with the recorded operands shifted along their line, so allocation, dependency tracking, LDWEIGHTS and
 accumulate decisions, DMA queues and tile frees happen exactly as in the plain trace. What it skips is the
 kernel's Python, the `nl`/`nisa` argument handling and view arithmetic, which for a pure body depend only on
@@ -18,122 +20,26 @@ the loop index. Tests hold replayed Programs identical to plainly traced ones (`
 The log of iteration k runs from just before the body starts to just before iteration k+1 starts, so it ends
 with the frees of the tiles the body's names held (restored by `restore_python_values`).
 """
-
 from __future__ import annotations
 
-import ast
-import inspect
 import itertools
-import textwrap
+import os
 import weakref
 from collections.abc import Iterator
-from types import CodeType, FrameType, ModuleType
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Access, Space
+from nprof.nki.replay_pure import pure_body
 
 if TYPE_CHECKING:
     from nprof.nki.tensor import OnChip
     from nprof.nki.trace import ProgramBuilder
 
-ENABLED = True  # tests switch replay off to compare with the plain trace
+ENABLED = os.environ.get("NPROF_TRACE_REPLAY", "1") != "0"  # tests switch it off to compare with the plain trace
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
 STATS = {"loops": 0, "iterations": 0}  # loops replayed and iterations replayed in this process (tests, benches)
-
-_PURE: dict[tuple[CodeType, int], bool] = {}
-_OPS = (ast.Add, ast.Sub, ast.Mult, ast.USub, ast.UAdd)
-_NODES = (ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice,
-          ast.Tuple, ast.List, ast.Attribute, ast.Call, ast.keyword, ast.Assign, ast.AugAssign, ast.Expr, ast.Pass,
-          *_OPS)  # fmt: skip
-
-
-# -- which loops qualify ---------------------------------------------------------------------------------------
-def pure_body(frame: FrameType) -> bool:
-    """Is the loop at `frame`'s current line innermost with a body of only assignments and calls of `nprof.nki`
-    functions, arithmetic limited to + - *, and subscripts of tiles (names bound to tiles or made in the body)?
-    Such a body has no effects beyond the builder requests it makes and no control flow depending on values.
-    Cached per code position (the module names it calls are looked up once)."""
-    key = (frame.f_code, frame.f_lineno)
-    hit = _PURE.get(key)
-    if hit is None:
-        hit = _PURE[key] = _check_loop(frame)
-    return hit and _tiles_subscripted(frame)
-
-
-def _loop_node(frame: FrameType) -> ast.For | None:
-    code = frame.f_code
-    try:
-        lines, first = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-    ast.increment_lineno(tree, first - 1)
-    line = frame.f_lineno
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.For) and line in (n.lineno, n.iter.lineno)]
-    return found[0] if len(found) == 1 else None
-
-
-def _check_loop(frame: FrameType) -> bool:
-    node = _loop_node(frame)
-    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame):
-        return False
-    subscripted = {s.value.id for stmt in node.body for s in ast.walk(stmt)
-                   if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
-    bound = {t.id for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Name) and
-             isinstance(t.ctx, ast.Store)}  # fmt: skip
-    _SUBSCRIPTED[(frame.f_code, frame.f_lineno)] = frozenset(subscripted - bound)
-    return True
-
-
-def _pure(body: list[ast.stmt], frame: FrameType) -> bool:
-    """The statements of a pure body (see `pure_body`); inner nl loops are pure in turn (their range may be any
-    expression of nki calls: a range that varies changes the logged requests, which then do not replay)."""
-    for stmt in body:
-        if isinstance(stmt, ast.For):
-            if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
-                return False
-            if not all(_nki_call(c.func, frame) for c in ast.walk(stmt.iter) if isinstance(c, ast.Call)):
-                return False
-            if not _pure(stmt.body, frame):
-                return False
-            continue
-        for sub in ast.walk(stmt):
-            if not isinstance(sub, _NODES):
-                return False
-            if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
-                return False
-            if isinstance(sub, ast.Call) and not _nki_call(sub.func, frame):
-                return False
-            if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) and not isinstance(
-                sub.slice, ast.Constant
-            ):
-                return False
-            if isinstance(sub, ast.Subscript) and not isinstance(sub.value, ast.Name | ast.Attribute):
-                return False
-    return True
-
-
-_SUBSCRIPTED: dict[tuple[CodeType, int], frozenset[str]] = {}
-
-
-def _nki_call(func: ast.expr, frame: FrameType) -> bool:
-    """A call of a function of the `nprof.nki` package spelt `module.function` (e.g. `nl.load`)."""
-    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
-        return False
-    name = func.value.id
-    value = frame.f_locals.get(name, frame.f_globals.get(name))
-    return isinstance(value, ModuleType) and value.__name__.startswith("nprof.nki")
-
-
-def _tiles_subscripted(frame: FrameType) -> bool:
-    """Names the body subscripts without binding them hold tiles (not Python lists indexed by the loop)."""
-    from nprof.nki.tensor import NkiTensor
-
-    names = _SUBSCRIPTED.get((frame.f_code, frame.f_lineno), frozenset())
-    scope = frame.f_locals
-    return all(isinstance(scope.get(n, frame.f_globals.get(n)), NkiTensor) for n in names)
-
 
 # -- recording -------------------------------------------------------------------------------------------------
 class Recorder:
