@@ -12,6 +12,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.arch.isa import Instruction, Opcode, Space
 from nprof.arch.presets import Preset
@@ -107,7 +108,7 @@ def reference_plan(program: Program, preset: Preset) -> Plan:
     flat = np.asarray([d for ins in instrs for d in ins.deps], np.int64)
     n_sig = len(reps)
     sigs = Signatures(
-        templates, np.asarray(which, np.int64), operands, np.asarray(parts, np.int64), tensors,
+        templates, np.asarray(which, np.int64), pa.array(operands, pa.string()), np.asarray(parts, np.int64), tensors,
         np.asarray(spill, bool), np.asarray(reload, bool), np.zeros(n_sig, bool), np.zeros(n_sig, bool),
         _matmul_dtype(instrs),
     )  # fmt: skip

@@ -84,7 +84,7 @@ class Plan:
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
     code: np.ndarray  # int64: signature number of each instruction
     sig_opcode: list[str]  # per signature: opcode name
-    sig_operands: list[str]  # per signature: display text of the operands ("" for DMAs)
+    sig_operands: pa.Array  # string per signature: display text of the operands ("" for DMAs)
     sig_direction: list[str]  # per signature: DMA direction ("" otherwise)
     sig_partitions: np.ndarray  # int64 per signature: DMA partitions
     sig_tensor: list[str | None]  # per signature: the HBM tensor a DMA moves
@@ -119,7 +119,7 @@ class Plan:
     @property
     def operands(self) -> list[str]:
         """Display text of each instruction's operands ("" for DMAs)."""
-        return [self.sig_operands[c] for c in self.code.tolist()]
+        return self.sig_operands.take(pa.array(self.code)).to_pylist()
 
     @property
     def opcodes(self) -> list[str]:
