@@ -195,7 +195,8 @@ def _time_arrays(
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
-        dur_us = np.asarray([0 if d is None else d for d in slices.dur], dtype=np.float64)
+        dur = slices.dur  # an array from chrome_fast (nulls already 0)
+        dur_us = np.asarray(dur if isinstance(dur, np.ndarray) else [0 if d is None else d for d in dur], np.float64)
         c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
         f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
     except KeyError:

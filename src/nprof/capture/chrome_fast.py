@@ -19,12 +19,14 @@ orjson and go through the reference's own fold (`chrome_events.fold_other_events
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from itertools import compress, repeat
 from operator import attrgetter, contains, eq, setitem
 from typing import Any
 
+import numpy as np
 import orjson
 
 from nprof.capture.chrome_events import FLOW_PHASES, OTHER_PHASES, fold_other_events
@@ -43,6 +45,11 @@ ARG_KEYS = (
 )  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 _FLOW_FIELDS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # what chrome_tree.flow_deps reads
+
+
+def json_key(value: Any) -> bytes:
+    """A compact JSON text of `value`, to key memo tables by (orjson.dumps would hold ~4 KB per result)."""
+    return msgspec.json.encode(value) if msgspec is not None else bytes(orjson.dumps(value))
 
 
 @dataclass
@@ -153,10 +160,26 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         return None  # a malformed B/E/C/i/M event: the reference raises its own error
     if any(open_b.values()):
         return None  # unended B: the reference draws them to the trace's end
-    for e in xs:  # ended B/E pairs, after the X slices as in the reference
-        for key in _SLICE_FIELDS:
-            out.slices[key].append(e.get(key, "" if key == "name" else None))
+    cols = out.slices
+    for key in ("name", "cat", "pid", "tid", "args"):  # ended B/E pairs, after the X slices as in the reference
+        cols[key] += [e.get(key, "" if key == "name" else None) for e in xs]
+    times = [_floats(e["ts"] for e in xs), _floats((e["dur"] for e in xs), none=0)]
+    if times[0] is None or times[1] is None:
+        return None
+    cols["ts"] = np.concatenate([*cols["ts"], times[0]])
+    cols["dur"] = np.concatenate([*cols["dur"], times[1]])
     return out
+
+
+def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | None:
+    """`values` as a 1-d float64 array as the reference converts them (`none` replacing null), or None
+    when they do not convert (the reference then raises its error)."""
+    col = list(values) if none is None else [none if v is None else v for v in values]
+    try:
+        out = np.asarray(col, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out if out.ndim == 1 else None
 
 
 def _chunk(spans: list[Any], a: int, out: FastTrace) -> list[dict[str, Any]] | None:
@@ -174,11 +197,16 @@ def _chunk(spans: list[Any], a: int, out: FastTrace) -> list[dict[str, Any]] | N
     if UNSET in map(attrgetter("ts"), xs) or UNSET in map(attrgetter("ts"), flows):
         return None
     cols = out.slices
-    for key in _SLICE_FIELDS[:-1]:
+    for key in ("name", "cat", "pid", "tid"):
         col = list(map(attrgetter(key), xs))
-        if key in ("name", "cat", "pid", "tid") and set(map(type, col)) <= {str, int, type(None)}:
+        if set(map(type, col)) <= {str, int, type(None)}:
             col = list(map(out.interned.setdefault, col, col))  # one object per distinct value
         cols[key] += col
+    times = [_floats(map(attrgetter("ts"), xs)), _floats(map(attrgetter("dur"), xs), none=0)]
+    if times[0] is None or times[1] is None:
+        return None
+    cols["ts"].append(times[0])  # float arrays per chunk: no float object per slice
+    cols["dur"].append(times[1])
     cols["args"] += _args(list(map(attrgetter("args"), xs)), out.shapes)
     flow_cols = [list(map(attrgetter(k), flows)) for k in _FLOW_FIELDS]
     out.flows += map(dict, map(zip, repeat(_FLOW_FIELDS), zip(*flow_cols, strict=True)))
