@@ -132,7 +132,7 @@ def _top_level(raw: bytes) -> tuple[list[Any], dict[str, Any]] | None:
         return None
     top = _TOP.decode(raw)
     events = top.pop("traceEvents", None)
-    if events is None or bytes(events).lstrip()[:1] != b"[":
+    if events is None or bytes(memoryview(events)[:64]).lstrip()[:1] != b"[":  # (a value starts at once)
         return None
     return _RAWS.decode(events), {k: orjson.loads(bytes(v)) for k, v in top.items()}
 
