@@ -43,6 +43,9 @@ ARG_KEYS = (
     "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
     "bytes", "Input Dims", "Input type", "Concrete Inputs", "grid", "block",
 )  # fmt: skip
+# the top-level keys the importer reads (manifest `trace.<key>`; deviceProperties names the GPU)
+META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
+             "traceName")  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 _FLOW_FIELDS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # what chrome_tree.flow_deps reads
 
@@ -120,21 +123,41 @@ if msgspec is not None:
     _SHAPE_KEYS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("concrete", "Concrete Inputs"))
     _SHAPE_KEYS += (("grid", "grid"), ("block", "block"))
     _RAWS = msgspec.json.Decoder(list[Raw])
-    _TOP = msgspec.json.Decoder(dict[str, Raw])
+
+    class _Top(msgspec.Struct, gc=False):
+        """A trace object: its events as raw spans and the metadata keys the importer reads (META_KEYS)."""
+
+        traceEvents: list[Raw]
+        deviceProperties: Raw = _NO_RAW
+        schemaVersion: Raw = _NO_RAW
+        host_name: Raw = _NO_RAW
+        trace_id: Raw = _NO_RAW
+        displayTimeUnit: Raw = _NO_RAW
+        baseTimeNanoseconds: Raw = _NO_RAW
+        traceName: Raw = _NO_RAW
+
+    _TOP = msgspec.json.Decoder(_Top)
+
+
+def _first_byte(raw: bytes) -> bytes:
+    """The first byte of `raw` that is not whitespace (b"" if none), without copying the whole buffer."""
+    for start in range(0, len(raw), 4096):
+        head = raw[start : start + 4096].lstrip()
+        if head:
+            return head[:1]
+    return b""
 
 
 def _top_level(raw: bytes) -> tuple[list[Any], dict[str, Any]] | None:
     """(raw event spans, metadata) of a trace object or bare list; None for anything else."""
-    head = raw.lstrip()[:1]
+    head = _first_byte(raw)
     if head == b"[":
         return _RAWS.decode(raw), {}
     if head != b"{":
         return None
     top = _TOP.decode(raw)
-    events = top.pop("traceEvents", None)
-    if events is None or bytes(memoryview(events)[:64]).lstrip()[:1] != b"[":  # (a value starts at once)
-        return None
-    return _RAWS.decode(events), {k: orjson.loads(bytes(v)) for k, v in top.items()}
+    meta = {k: orjson.loads(bytes(v)) for k in META_KEYS if len(v := getattr(top, k))}
+    return top.traceEvents, meta
 
 
 def fast_parse(raw: bytes) -> FastTrace | None:
@@ -146,11 +169,12 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         if top is None:
             return None
         spans, meta = top
+        utf8 = not raw.isascii()  # ASCII (the usual trace) is valid UTF-8: no per-chunk check
         out = FastTrace({k: [] for k in _SLICE_FIELDS}, [], [], {}, len(spans), 0, meta)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
         for a in range(0, len(spans), CHUNK):
-            others = _chunk(spans, a, out)
+            others = _chunk(spans, a, out, utf8)
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
@@ -182,11 +206,12 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
     return out if out.ndim == 1 else None
 
 
-def _chunk(spans: list[Any], a: int, out: FastTrace) -> list[dict[str, Any]] | None:
+def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
     """Decode events spans[a:a + CHUNK] into `out` (slices, flows); returns the chunk's other events
-    (B/E/C/i/M, as dicts), None when not plain."""
+    (B/E/C/i/M, as dicts), None when not plain. `utf8`: check the text is valid UTF-8."""
     block = b"[" + b",".join(spans[a : a + CHUNK]) + b"]"
-    block.decode("utf-8")  # skipped fields are not validated by the typed decoder; the reference rejects these
+    if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
+        block.decode("utf-8")
     events = _EVENTS.decode(block)
     phases = list(map(attrgetter("ph"), events))
     if not set(map(type, phases)) <= {str, type(None)}:
