@@ -232,7 +232,8 @@ def _fingerprint(builder: ProgramBuilder) -> tuple[Any, ...]:
         len(builder._tensors), builder.cc_next, len(builder.meta), len(builder.direct.tiles),
         len(builder.abandoned_loops), len(builder._scopes), builder._shared_next, len(builder._shared),
         builder._pending is None, len(compute.MM_WRITTEN), sum(len(v) for v in compute.MM_WRITTEN.values()),
-        len(masks._MASKED), sum(len(v) for v in masks._MASKED.values()), len(range_select._REGISTER),
+        len(masks._MASKED), sum(len(v) for v in masks._MASKED.values()), len(masks._OPERAND),
+        len(range_select._REGISTER),
         len(language_ext._RNG),
     )  # fmt: skip
 
