@@ -10,12 +10,17 @@ only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
-Instructions equal in everything the plan reads (opcode, engine, attrs, queue and
-operand values) share a *signature*: the per-instruction work is a few C-level
-passes (attribute getters, one dict lookup per instruction); costs, operand text
-and DMA facts are computed once per signature (`device.template`) and spread
-with numpy indexing. Value columns that repeat (opcode, operand text, DMA
-direction/tensor) are stored per signature with a `code` per instruction.
+The plan is built from flat columns (`device.columns`): the program's Arrow
+instruction table (the program file's schema) when it carries one, else its
+Instruction objects. Instructions equal in everything the plan reads (opcode,
+engine, attrs, queue and operand values) share a *signature*, found for all
+instructions at once (`device.rowcodes`); the cost model runs once per distinct
+(opcode, engine, attrs, queue, operand shapes) key (`device.template`), operand
+text and DMA facts are array operations per signature (`device.signatures`,
+`device.optext`), and everything is spread with numpy indexing. Value columns
+that repeat (opcode, operand text, DMA direction/tensor) are stored per
+signature with a `code` per instruction. tests/device/reference_plan.py is the
+plain per-instruction builder this one is held to.
 
 Slots (timeline rows): 0 tensor.stationary (LDWEIGHTS), 1 tensor.moving
 (MATMUL, TRANSPOSE), 2 vector, 3 scalar, 4 gpsimd, 5 sync, then one per DMA
@@ -28,15 +33,16 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 from functools import cached_property, partial
-from itertools import chain, count, repeat
-from operator import attrgetter
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import VALUE_KEY
-from nprof.device.order import dep_lists, partners, track_order
-from nprof.device.psum import elided_memsets, is_zero_fill
+from nprof.device.columns import Columns, program_columns
+from nprof.device.order import by_slot, dep_lists, partners, track_order
+from nprof.device.psum import elided_fills
+from nprof.device.rowcodes import padded, row_codes
+from nprof.device.signatures import Signatures, first_items, signatures
 from nprof.device.template import (
     FIRST_DMA_SLOT,
     SLOT_GPSIMD,
@@ -45,8 +51,6 @@ from nprof.device.template import (
     SLOT_SCALAR,
     SLOT_SYNC,
     SLOT_VECTOR,
-    SigRow,
-    signature_rows,
 )
 from nprof.errors import NprofError
 from nprof.program.model import Program
@@ -65,10 +69,6 @@ __all__ = [
     "plan_for",
     "slot_names",
 ]
-
-ACC_KEY = VALUE_KEY  # every field of an Access, fetched in C (device.accinfo)
-_INS, _OUTS, _DEPS = attrgetter("ins"), attrgetter("outs"), attrgetter("deps")
-_OPCODE, _ENGINE, _ATTRS, _QUEUE = attrgetter("opcode"), attrgetter("engine"), attrgetter("attrs"), attrgetter("queue")
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Plan:
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
     code: np.ndarray  # int64: signature number of each instruction
     sig_opcode: list[str]  # per signature: opcode name
-    sig_operands: list[str]  # per signature: display text of the operands ("" for DMAs)
+    sig_operands: pa.Array  # string per signature: display text of the operands ("" for DMAs)
     sig_direction: list[str]  # per signature: DMA direction ("" otherwise)
     sig_partitions: np.ndarray  # int64 per signature: DMA partitions
     sig_tensor: list[str | None]  # per signature: the HBM tensor a DMA moves
@@ -107,6 +107,10 @@ class Plan:
     pl: np.ndarray  # int64: MATMUL/TRANSPOSE: the LDWEIGHTS/TRANSPOSE before it (n: none)
     order: np.ndarray  # int64: an order every wait respects (device.order): the in-order pass schedules in it
     elided: np.ndarray  # bool: PSUM accumulation-group zero-fills the hardware never runs (device.psum)
+    source: pa.Array  # string per instruction (null: none): the kernel source line
+    layer: pa.Array  # string per instruction: the module path (compiled graphs)
+    hlo_name: pa.Array  # string per instruction: the graph node (compiled graphs)
+    matmul_dtype: str  # "float32", "float8" or "bfloat16": the peak the MATMULs run at (device.signatures)
 
     @property
     def n(self) -> int:
@@ -120,7 +124,7 @@ class Plan:
     @property
     def operands(self) -> list[str]:
         """Display text of each instruction's operands ("" for DMAs)."""
-        return [self.sig_operands[c] for c in self.code.tolist()]
+        return self.sig_operands.take(pa.array(self.code)).to_pylist()
 
     @property
     def opcodes(self) -> list[str]:
@@ -140,71 +144,57 @@ def slot_names(preset: Preset) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def build_plan(program: Program, preset: Preset) -> Plan:
     """The plan of `program` on `preset` (see the module doc); NprofError names the first malformed instruction."""
-    instrs = program.instructions
-    n = len(instrs)
-    with progress(n, f"planning {program.name}") as bar:
-        in_keys = map(tuple, map(map, repeat(ACC_KEY, n), map(_INS, instrs)))
-        out_keys = map(tuple, map(map, repeat(ACC_KEY, n), map(_OUTS, instrs)))
-        cols = (map(_OPCODE, instrs), map(_ENGINE, instrs), map(_ATTRS, instrs), map(_QUEUE, instrs))
-        memo: dict[tuple, int] = {}
-        # first[i]: the first instruction with i's signature (setdefault stores i when the signature is new)
-        first = np.fromiter(map(memo.setdefault, zip(*cols, in_keys, out_keys, strict=True), count()), np.int64, n)
-        del memo
-        reps = np.flatnonzero(first == np.arange(n, dtype=np.int64))
+    return plan_from_columns(program_columns(program), preset, program.name)
+
+
+def plan_from_columns(cols: Columns, preset: Preset, name: str) -> Plan:
+    """The plan of the instruction columns `cols` of program `name` (see the module doc)."""
+    n = cols.n
+    with progress(n, f"planning {name}") as bar:
+        ins_key, outs_key = padded(cols.ins_offsets, cols.ins), padded(cols.outs_offsets, cols.outs)
+        code, reps = row_codes([cols.opcode, cols.engine, cols.attrs, cols.queue, *ins_key, *outs_key], n)
         bar.advance(n // 2)
-        rows = signature_rows(program, preset, reps.tolist())
+        sigs = signatures(cols, preset, name, reps)
         bar.advance(n - n // 2)
-    code = np.zeros(n, np.int64)
-    code[reps] = np.arange(len(reps), dtype=np.int64)
-    code = code[first]
-    offsets, flat = _check_deps(program)
-    zero_fills = [k for k, i in enumerate(reps.tolist()) if is_zero_fill(instrs[i])]
-    elided = elided_memsets(program, offsets, flat, np.flatnonzero(np.isin(code, zero_fills)))
-    return _assemble(preset, code, rows, offsets, flat, elided)
+    offsets, flat = _check_deps(cols, name)
+    out0 = first_items(cols.outs_offsets, cols.outs)
+    elided = elided_fills(sigs.zero_fill[code], sigs.acc_matmul[code], out0, offsets, flat)
+    return _assemble(preset, code, sigs, offsets, flat, elided, (cols.source, cols.layer, cols.hlo_name))
 
 
 def _assemble(
     preset: Preset,
     code: np.ndarray,
-    rows: list[SigRow],
+    sigs: Signatures,
     offsets: np.ndarray,
     flat: np.ndarray,
     elided: np.ndarray,
+    strings: tuple[pa.Array, pa.Array, pa.Array],
 ) -> Plan:
-    """Spread the per-signature rows over the instructions and derive the scheduler's fast-path columns.
+    """Spread the per-signature facts over the instructions and derive the scheduler's fast-path columns.
 
     `elided` instructions (PSUM accumulation-group zero-fills, `device.psum`) get no duration, no latency
     and no place on their track.
     """
-    n = len(code)
-    ts = [r.t for r in rows]
-    slot_s = np.asarray([t.slot for t in ts], np.int64)
-    lat_s = np.asarray([t.lat for t in ts], np.float64)
-    lat0_s = np.asarray([t.lat0 for t in ts], np.float64)
-    slot = slot_s[code]
-    lat, lat0 = np.where(elided, 0.0, lat_s[code]), np.where(elided, 0.0, lat0_s[code])
-    is_dma = np.asarray([t.is_dma for t in ts], bool)[code]
-    rw = np.asarray([t.rw for t in ts], np.int64).reshape(-1, 6)[code]
-    fl = np.asarray([(t.flops, t.hw_flops) for t in ts], np.int64).reshape(-1, 2)[code]
-    is_tr = np.asarray([t.is_transpose for t in ts], bool)[code]
-    # scheduler fast path: non-TensorE instructions with at most one dependency
-    lengths = np.diff(offsets)
-    dep1 = np.full(n, -1, np.int64)
-    one = lengths == 1
-    dep1[one] = flat[offsets[:-1][one]]
-    none = lengths == 0
-    dep1[none] = n
-    tensor = slot <= SLOT_MM
-    dep1[tensor] = -2
-    dep1[is_dma] = -3
-    lat1 = np.where(none, lat0, lat)
+    ts = sigs.templates
+    of = sigs.template.take(code)  # each instruction's template
+
+    def spread(field: str, dtype: type, zero_elided: bool = False) -> np.ndarray:
+        values = np.asarray([getattr(t, field) for t in ts], dtype).take(of, axis=0)
+        return np.where(elided, 0.0, values) if zero_elided and elided.any() else values
+
+    slot, is_dma, is_tr = spread("slot", np.int64), spread("is_dma", bool), spread("is_transpose", bool)
+    lat, lat0, dur = (spread(f, np.float64, True) for f in ("lat", "lat0", "dur"))
+    rw = np.asarray([t.rw for t in ts], np.int64).reshape(len(ts), 6).take(of, axis=0)
+    flops, hw_flops = spread("flops", np.int64), spread("hw_flops", np.int64)
+    dep1, lat1 = _fast_path(offsets, flat, slot, is_dma, lat, lat0)
     tracks, engines = slot_names(preset)
-    dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[code])
     pm, pl = partners(slot, is_tr)
     order, prev = track_order(
         slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur, lat, lat0,
         offsets, flat, preset.sched_window,
     )  # fmt: skip
+    sig_t = sigs.template.tolist()
     return Plan(
         preset=preset,
         slot=slot,
@@ -213,22 +203,22 @@ def _assemble(
         lat0=lat0,
         is_dma=is_dma,
         dma_index=np.flatnonzero(is_dma),
-        dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[code],
+        dma_rate=spread("dma_rate", np.float64),
         transposes=frozenset(np.flatnonzero(is_tr).tolist()),
         is_tr=is_tr,
         slot_tracks=tracks,
         slot_engines=engines,
         code=code,
-        sig_opcode=[t.opcode for t in ts],
-        sig_operands=[r.operands for r in rows],
-        sig_direction=[t.direction for t in ts],
-        sig_partitions=np.asarray([r.partitions for r in rows], np.int64),
-        sig_tensor=[r.tensor for r in rows],
-        sig_spill=np.asarray([r.spill for r in rows], bool),
-        sig_reload=np.asarray([r.reload for r in rows], bool),
+        sig_opcode=[ts[t].opcode for t in sig_t],
+        sig_operands=sigs.operands,
+        sig_direction=[ts[t].direction for t in sig_t],
+        sig_partitions=sigs.partitions,
+        sig_tensor=sigs.tensor,
+        sig_spill=sigs.spill,
+        sig_reload=sigs.reload,
         rw=rw,
-        flops=fl[:, 0].copy(),
-        hw_flops=fl[:, 1].copy(),
+        flops=flops,
+        hw_flops=hw_flops,
         deps_offsets=offsets,
         deps_flat=flat,
         dep1=dep1,
@@ -238,7 +228,28 @@ def _assemble(
         pl=pl,
         order=order,
         elided=elided,
+        source=strings[0],
+        layer=strings[1],
+        hlo_name=strings[2],
+        matmul_dtype=sigs.matmul_dtype,
     )
+
+
+def _fast_path(
+    offsets: np.ndarray, flat: np.ndarray, slot: np.ndarray, is_dma: np.ndarray, lat: np.ndarray, lat0: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The scheduler's fast-path columns `dep1` and `lat1` (see `Plan`): non-TensorE instructions with at most
+    one dependency point at it (n: none), the others are marked -1 (several), -2 (TensorE), -3 (a DMA)."""
+    n = len(slot)
+    lengths = np.diff(offsets)
+    dep1 = np.full(n, -1, np.int64)
+    one = lengths == 1
+    dep1[one] = flat[offsets[:-1][one]]
+    none = lengths == 0
+    dep1[none] = n
+    dep1[slot <= SLOT_MM] = -2
+    dep1[is_dma] = -3
+    return dep1, np.where(none, lat0, lat)
 
 
 def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> np.ndarray:
@@ -253,7 +264,7 @@ def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> n
     if n == 0:
         return prev
     kept = np.flatnonzero(~elided)
-    order = kept[np.argsort(slot[kept], kind="stable")]  # program order within each slot
+    order = kept[by_slot(slot[kept])]  # program order within each slot
     same = slot[order][1:] == slot[order][:-1]
     prev[order[1:][same]] = order[:-1][same]
     stationary = np.flatnonzero(((slot == SLOT_LD) | is_tr) & ~elided)
@@ -264,23 +275,18 @@ def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> n
     return prev
 
 
-def _check_deps(program: Program) -> tuple[np.ndarray, np.ndarray]:
+def _check_deps(cols: Columns, name: str) -> tuple[np.ndarray, np.ndarray]:
     """CSR arrays of the dependency lists; NprofError if one does not point at an earlier instruction
     (a wait for a later instruction is a cycle or a semaphore nobody has signalled yet)."""
-    instrs = program.instructions
-    n = len(instrs)
-    lengths = np.fromiter(map(len, map(_DEPS, instrs)), np.int64, n)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.fromiter(chain.from_iterable(map(_DEPS, instrs)), np.int64, int(offsets[-1]))
-    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    offsets, flat = cols.deps_offsets, cols.deps_flat
+    owner = np.repeat(np.arange(cols.n, dtype=np.int64), np.diff(offsets))
     bad = np.flatnonzero((flat < 0) | (flat >= owner))
     if len(bad):
         i, d = int(owner[bad[0]]), int(flat[bad[0]])
-        ins = program.instructions[i]
-        where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
+        op, source = cols.opcodes[int(cols.opcode[i])].value, cols.source[i].as_py()
+        where = f"instruction {i} ({op}{', ' + source if source else ''})"
         raise NprofError(
-            f"program {program.name!r}: {where} waits for instruction {d}, not an earlier one (a dependency "
+            f"program {name!r}: {where} waits for instruction {d}, not an earlier one (a dependency "
             "cycle or a semaphore that is never signalled before it); fix the program's dependencies"
         )
     return offsets, flat
