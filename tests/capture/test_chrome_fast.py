@@ -146,6 +146,7 @@ def test_a_real_torch_profiler_trace_equals_the_reference(tmp_path: Path, monkey
         b'{"instruction": []}',  # profile JSON, not a trace
         b'[{"ph": "X", "ts": 1, "dur": 2, "name": "\xff"}]',  # invalid UTF-8
         b'[{"ph": "X", "ts": 1, "dur": 2}',  # Chrome's unterminated array
+        b'{"traceEvents": [], "traceName": ' + b"[" * 5000 + b"]" * 5000 + b"}",  # nesting msgspec refuses
     ],
 )
 def test_traces_that_are_not_plain_take_the_reference_path(content: bytes) -> None:

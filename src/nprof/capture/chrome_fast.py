@@ -180,6 +180,8 @@ def fast_parse(raw: bytes) -> FastTrace | None:
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
     except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, UnicodeDecodeError):
         return None
+    except RecursionError:  # nesting deeper than msgspec decodes: the reference refuses it in one line
+        return None
     except (AttributeError, KeyError, TypeError, ValueError):
         return None  # a malformed B/E/C/i/M event: the reference raises its own error
     if any(open_b.values()):
