@@ -12,7 +12,8 @@ once, outside the timing) and on `Instruction` objects only (the simulator
 first turns them into columns). Also times the NKI exp example when
 `examples/` provides one.
 
-Usage: .venv/bin/python bench/sim_speed.py [--sizes 10000,100000,1000000] [--numeric-max 100000] [--repeat 3]
+Usage: .venv/bin/python bench/sim_speed.py [--sizes 10000,100000,1000000] [--numeric-max 100000]
+                                            [--repeat 3] [--rows 64]
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ def _fresh(a: Access) -> Access:
     return Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, a.free, a.partition_start, a.partition_stride)
 
 
-def synthetic(n: int) -> Program:
-    """About `n` instructions of a dependent tile pipeline (9 instructions per tile)."""
+def synthetic(n: int, rows: int = 64) -> Program:
+    """About `n` instructions of a dependent tile pipeline (9 instructions per tile) over `rows` distinct HBM
+    tiles (0: every tile its own, as a kernel walking a large tensor: nearly every DMA a distinct signature)."""
     tiles = max(1, n // 9)
-    rows = 64  # distinct HBM tiles
+    rows = rows or tiles
     a = TensorDecl("a", (rows * P, F), "bfloat16", "input")
     w = TensorDecl("w", (K, F), "bfloat16", "weight")
     out = TensorDecl("out", (rows * P, F), "bfloat16", "output")
@@ -142,6 +144,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--numeric-max", type=int, default=100000, help="largest size to run with numerics")
+    ap.add_argument("--rows", type=int, default=64, help="distinct HBM tiles (0: every tile its own)")
     ap.add_argument("--repeat", type=int, default=3, help="timing-only runs per size (the fastest is shown)")
     args = ap.parse_args()
     print(
@@ -155,7 +158,7 @@ def main() -> None:
     print(f"compiled scheduler core {state}: {time.process_time() - c0:.2f} s CPU once per process")
     print("goal: >= 1,000,000 instr/s timing-only, linear in size")
     for n in (int(s) for s in args.sizes.split(",")):
-        program = synthetic(n)
+        program = synthetic(n, args.rows)
         count = len(program.instructions)
         table = _instruction_table(program)
         runs = (("timing-only columnar    ", False, table), ("timing-only Instructions", False, None),

@@ -147,3 +147,9 @@ def test_the_matmul_peak_dtype_equals_the_reference_for_every_dtype_mix() -> Non
                 assert fast.matmul_dtype == reference_plan(program, get_preset("trn2")).matmul_dtype
                 seen.add(fast.matmul_dtype)
     assert seen == {"float32", "float8", "bfloat16"}
+
+
+def test_an_empty_program_has_an_empty_plan() -> None:
+    plan = build_plan(_program([]), get_preset("trn1"))
+    assert plan.n == 0 and plan.rw.shape == (0, 6) and plan.operands == [] and plan.matmul_dtype == "bfloat16"
+    assert simulate(_program([]), numerics=False).latencies_ns == (0,)

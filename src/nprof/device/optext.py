@@ -84,7 +84,9 @@ def operand_texts(acc: AccessColumns) -> pa.Array:
         rows = np.flatnonzero((kind * 1_000_000 + counts) == key)
         order.append(rows)
         pieces.append(_texts_of(acc, rows, key % 1_000_000, itemsize))
-    dims = pa.concat_arrays(pieces).take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+    where = np.empty(n, np.int64)
+    where[np.concatenate(order)] = np.arange(n)  # operand k's text is piece row where[k]
+    dims = pa.concat_arrays(pieces).take(pa.array(where))
     space = pa.array([s.value for s in SPACES]).take(pa.array(acc.space))
     dtype = pa.array([_SHORT.get(d, d) for d in acc.dtype_names]).take(pa.array(acc.dtype))
     tensor = pa.array(acc.tensor_names, pa.string()).take(pa.array(acc.tensor))

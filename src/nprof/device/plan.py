@@ -10,12 +10,17 @@ only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
-Instructions equal in everything the plan reads (opcode, engine, attrs, queue and
-operand values) share a *signature*: the per-instruction work is a few C-level
-passes (attribute getters, one dict lookup per instruction); costs, operand text
-and DMA facts are computed once per signature (`device.template`) and spread
-with numpy indexing. Value columns that repeat (opcode, operand text, DMA
-direction/tensor) are stored per signature with a `code` per instruction.
+The plan is built from flat columns (`device.columns`): the program's Arrow
+instruction table (the program file's schema) when it carries one, else its
+Instruction objects. Instructions equal in everything the plan reads (opcode,
+engine, attrs, queue and operand values) share a *signature*, found for all
+instructions at once (`device.rowcodes`); the cost model runs once per distinct
+(opcode, engine, attrs, queue, operand shapes) key (`device.template`), operand
+text and DMA facts are array operations per signature (`device.signatures`,
+`device.optext`), and everything is spread with numpy indexing. Value columns
+that repeat (opcode, operand text, DMA direction/tensor) are stored per
+signature with a `code` per instruction. tests/device/reference_plan.py is the
+plain per-instruction builder this one is held to.
 
 Slots (timeline rows): 0 tensor.stationary (LDWEIGHTS), 1 tensor.moving
 (MATMUL, TRANSPOSE), 2 vector, 3 scalar, 4 gpsimd, 5 sync, then one per DMA
@@ -171,7 +176,6 @@ def _assemble(
     `elided` instructions (PSUM accumulation-group zero-fills, `device.psum`) get no duration, no latency
     and no place on their track.
     """
-    n = len(code)
     ts = sigs.templates
     of = sigs.template.take(code)  # each instruction's template
 
@@ -181,19 +185,9 @@ def _assemble(
 
     slot, is_dma, is_tr = spread("slot", np.int64), spread("is_dma", bool), spread("is_transpose", bool)
     lat, lat0, dur = (spread(f, np.float64, True) for f in ("lat", "lat0", "dur"))
-    rw = spread("rw", np.int64)
+    rw = np.asarray([t.rw for t in ts], np.int64).reshape(len(ts), 6).take(of, axis=0)
     flops, hw_flops = spread("flops", np.int64), spread("hw_flops", np.int64)
-    # scheduler fast path: non-TensorE instructions with at most one dependency
-    lengths = np.diff(offsets)
-    dep1 = np.full(n, -1, np.int64)
-    one = lengths == 1
-    dep1[one] = flat[offsets[:-1][one]]
-    none = lengths == 0
-    dep1[none] = n
-    tensor = slot <= SLOT_MM
-    dep1[tensor] = -2
-    dep1[is_dma] = -3
-    lat1 = np.where(none, lat0, lat)
+    dep1, lat1 = _fast_path(offsets, flat, slot, is_dma, lat, lat0)
     tracks, engines = slot_names(preset)
     pm, pl = partners(slot, is_tr)
     order, prev = track_order(
@@ -239,6 +233,23 @@ def _assemble(
         hlo_name=strings[2],
         matmul_dtype=sigs.matmul_dtype,
     )
+
+
+def _fast_path(
+    offsets: np.ndarray, flat: np.ndarray, slot: np.ndarray, is_dma: np.ndarray, lat: np.ndarray, lat0: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The scheduler's fast-path columns `dep1` and `lat1` (see `Plan`): non-TensorE instructions with at most
+    one dependency point at it (n: none), the others are marked -1 (several), -2 (TensorE), -3 (a DMA)."""
+    n = len(slot)
+    lengths = np.diff(offsets)
+    dep1 = np.full(n, -1, np.int64)
+    one = lengths == 1
+    dep1[one] = flat[offsets[:-1][one]]
+    none = lengths == 0
+    dep1[none] = n
+    dep1[slot <= SLOT_MM] = -2
+    dep1[is_dma] = -3
+    return dep1, np.where(none, lat0, lat)
 
 
 def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> np.ndarray:

@@ -105,14 +105,14 @@ def signatures(cols: Columns, preset: Preset, name: str, reps: np.ndarray) -> Si
     templates, which = _templates(cols, preset, name, reps, keys)
     dma = np.asarray([t.is_dma for t in templates], bool)[which]
     a0, o0 = np.maximum(first_items(*ins), 0), np.maximum(first_items(*outs), 0)  # (only read where they exist)
-    if not acc.count:
-        acc = acc._replace(space=np.zeros(1, np.int64), tensor=np.zeros(1, np.int64), partitions=np.zeros(1, np.int64))
-    d_hbm = acc.space[o0] == _HBM
-    tensor_code = np.where((acc.space[a0] == _HBM) | ~d_hbm, acc.tensor[a0], acc.tensor[o0])
+    space, tensor, parts = (np.append(x, 0) for x in (acc.space, acc.tensor, acc.partitions))  # (none: index 0)
+    d_hbm = space[o0] == _HBM
+    tensor_code = np.where((space[a0] == _HBM) | ~d_hbm, tensor[a0], tensor[o0])
     attr_of = cols.attrs_values
-    flag = {k: np.asarray([bool(attr(a, k, False)) for a in attr_of], bool)[attrs] for k in ("spill", "reload")}
+    names = ("spill", "reload", "accumulate")
+    flag = {k: np.asarray([bool(attr(a, k, False)) for a in attr_of], bool)[attrs] for k in names}
     is_op = {o: np.asarray([x is o for x in cols.opcodes], bool)[op] for o in (Opcode.MEMSET, Opcode.MATMUL)}
-    fills = is_op[Opcode.MEMSET] & (np.diff(outs[0]) == 1) & (acc.space[o0] == _PSUM)
+    fills = is_op[Opcode.MEMSET] & (np.diff(outs[0]) == 1) & (space[o0] == _PSUM)
     zero = np.zeros(len(attr_of), bool)
     for a in np.unique(attrs[fills]).tolist():  # (the value of other instructions' attrs may be anything)
         zero[a] = is_zero_fill_attrs(attr_of[a])
@@ -121,11 +121,11 @@ def signatures(cols: Columns, preset: Preset, name: str, reps: np.ndarray) -> Si
         templates=templates,
         template=which,
         operands=signature_texts(operand_texts(acc), ins, outs, attr_text, dma),
-        partitions=np.where(dma, np.where(d_hbm, acc.partitions[a0], acc.partitions[o0]), 0),
+        partitions=np.where(dma, np.where(d_hbm, parts[a0], parts[o0]), 0),
         tensor=[acc.tensor_names[t] if d else None for t, d in zip(tensor_code.tolist(), dma.tolist(), strict=True)],
         spill=flag["spill"] & dma,
         reload=flag["reload"] & dma,
         zero_fill=fills & zero[attrs],
-        acc_matmul=is_op[Opcode.MATMUL] & np.asarray([bool(attr(a, "accumulate", False)) for a in attr_of])[attrs],
+        acc_matmul=is_op[Opcode.MATMUL] & flag["accumulate"],
         matmul_dtype=_matmul_dtype(acc, ins, is_op[Opcode.MATMUL]),
     )
