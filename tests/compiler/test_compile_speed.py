@@ -60,26 +60,26 @@ def test_device_outputs_become_tensors_that_own_their_memory_with_the_traced_str
     import numpy as np
 
     from nprof.compiler.lower import OutputSlot
-    from nprof.compiler.runtime import _to_torch
+    from nprof.compiler.runtime import to_torch
 
     rng = np.random.default_rng(0)
     buffer = rng.standard_normal(24).astype(np.float32)  # a device buffer the next execution overwrites
     expected = buffer[:12].reshape(3, 4).copy()
-    got = _to_torch(buffer[:12], OutputSlot("tensor", "y", (3, 4), "float32", (4, 1)))
+    got = to_torch(buffer[:12], OutputSlot("tensor", "y", (3, 4), "float32", (4, 1)))
     buffer[:] = 0.0
     assert got.shape == (3, 4) and got.stride() == (4, 1)
     np.testing.assert_array_equal(got.numpy(), expected)
     owned = rng.standard_normal(12).astype(np.float32)
-    wrapped = _to_torch(owned, OutputSlot("tensor", "y", (3, 4), "float32", (4, 1)))
+    wrapped = to_torch(owned, OutputSlot("tensor", "y", (3, 4), "float32", (4, 1)))
     assert wrapped.data_ptr() == owned.ctypes.data  # an owned contiguous output: no copy
-    transposed = _to_torch(owned.copy(), OutputSlot("tensor", "y", (3, 4), "float32", (1, 3)))
+    transposed = to_torch(owned.copy(), OutputSlot("tensor", "y", (3, 4), "float32", (1, 3)))
     assert transposed.stride() == (1, 3)
     np.testing.assert_array_equal(transposed.numpy(), owned.reshape(3, 4))
     ints = np.arange(6, dtype=np.int32)
-    as_long = _to_torch(ints[:6], OutputSlot("tensor", "i", (2, 3), "int64", (3, 1)))
+    as_long = to_torch(ints[:6], OutputSlot("tensor", "i", (2, 3), "int64", (3, 1)))
     ints[:] = -1
     assert as_long.dtype == torch.int64 and as_long.tolist() == [[0, 1, 2], [3, 4, 5]]
     same = np.arange(6, dtype=np.int32)
-    as_int = _to_torch(same[:6], OutputSlot("tensor", "i", (6,), "int32", (1,)))
+    as_int = to_torch(same[:6], OutputSlot("tensor", "i", (6,), "int32", (1,)))
     same[:] = -1
     assert as_int.tolist() == [0, 1, 2, 3, 4, 5]  # an int32 view is copied too

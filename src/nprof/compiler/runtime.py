@@ -121,7 +121,7 @@ def to_numpy(t: Any, program_dtype: str) -> np.ndarray:
     return arr
 
 
-def _to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
+def to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
     """Device output `arr` as a torch tensor of the slot's shape, dtype and strides, owning its memory (never a view
     of a buffer the device reuses): an array that owns its data (`collect_outputs` copies every output) is wrapped
     without another copy, anything else is copied first; a strided copy is made only when the traced strides are
@@ -199,7 +199,7 @@ class DeviceGraph:
         for slot in self.slots:
             if slot.kind == "tensor":
                 arr = outputs[slot.name]
-                outs.append(_to_torch(arr.copy() if slot.name in handed else arr, slot).to(device))
+                outs.append(to_torch(arr.copy() if slot.name in handed else arr, slot).to(device))
                 handed.add(slot.name)
             elif slot.kind == "input":
                 outs.append(args[int(slot.name)])
