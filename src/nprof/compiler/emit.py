@@ -6,7 +6,9 @@ node and runs the node's kernel — a function written in the NKI language (`npr
 `nprof.nki.isa`) — with `call(kernel, *args)`: the builder records its instructions with dependencies,
 SBUF/PSUM allocation and DMA queues, and every instruction carries the scope's layer, hlo_name and the user's
 source line. `build(meta)` returns the validated Program with every DMA that saves an intermediate (an
-"internal" HBM tensor) marked ``spill`` and every DMA reading one back marked ``reload``.
+"internal" HBM tensor) marked ``spill`` and every DMA reading one back marked ``reload``, and the small inputs
+packed into one HBM tensor (`nprof.compiler.packing`: planned when the first kernel runs, after the inputs
+are declared).
 `_emit(engine, opcode, outs, ins, attrs, queue)` appends a raw ISA instruction (used for CC-core collectives).
 """
 
@@ -21,6 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.fusion import FusingBuilder, dead_stores
+from nprof.compiler.packing import packed_program, plan_pack
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -33,6 +36,7 @@ class Emitter:
         self.preset = self.builder.preset
         self.tensors: dict[str, TensorDecl] = {}
         self.renames: dict[str, str] = {}  # promoted intermediates -> their output names (`promote`)
+        self._pack_planned = False
 
     def hbm_tensor(
         self, name: str, shape: Sequence[int], dtype: str, kind: TensorKind, value: np.ndarray | None = None
@@ -57,7 +61,18 @@ class Emitter:
             yield
 
     def call(self, kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not self._pack_planned:  # every graph input is declared before the first kernel runs
+            self._pack_planned = True
+            self._plan_pack()
         return self.builder.call(kernel, *args, **kwargs)
+
+    def _plan_pack(self) -> None:
+        """Pack the small inputs declared so far into one HBM tensor (`nprof.compiler.packing`; with fusion
+        only: the group tiles live in its cache)."""
+        pack = plan_pack(list(self.tensors.values())) if self.builder.fusing else None
+        if pack is not None:
+            self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
+            self.builder.pack = pack
 
     def _emit(
         self,
@@ -79,6 +94,8 @@ class Emitter:
         self.builder.meta.update(meta or {})
         program = _renamed(self.builder.build(), self.renames)
         program = dead_stores(program) if self.builder.fusing else program
+        if self.builder.pack is not None:
+            program = packed_program(program, self.builder.pack)
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

@@ -38,6 +38,7 @@ from typing import Any, cast
 import numpy as np
 
 from nprof.arch.isa import Access, Opcode, Space
+from nprof.compiler.packing import Pack, in_pack, load_member
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
 from nprof.nki.tensor import NkiTensor, OnChip
@@ -67,8 +68,16 @@ class FusingBuilder(ProgramBuilder):
         self._dma_count = 0
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
+        self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
 
     # ----- the cache --------------------------------------------------------------------------------------------
+    def packed_load(self, access: Access) -> NkiTensor | None:
+        """A load of `access` served from the group tile of a packed input (`nprof.compiler.packing`), or
+        None (not a member, not a group pattern, or fusion off)."""
+        if self.pack is None or not self.fusing or access.tensor not in self.pack.members:
+            return None
+        return load_member(self, self.pack, access)
+
     def lookup(self, access: Access, contiguous: bool = True) -> NkiTensor | None:
         """The kept tile holding exactly `access` (an HBM pattern), or a window of one (contiguous within each
         partition unless not `contiguous`: a DMA source may be strided), or None."""
@@ -217,6 +226,8 @@ class FusingBuilder(ProgramBuilder):
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
+                if self.pack is not None and out.space is Space.HBM and out.tensor in self.pack.members:
+                    self._invalidate(in_pack(self.pack, out))  # the member's elements in its group tiles
         if self.fusing:
             for out in outs:
                 entry = self._tiling.get(out.tensor)

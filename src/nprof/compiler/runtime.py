@@ -1,16 +1,17 @@
 """Run a compiled graph on the virtual device and hand torch tensors back.
 
-Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of
-graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
-bool -> uint8), runs the program on the virtual device — its timing simulated once by `nprof.device.simulate`
-(it does not depend on the data), its numerics on every call by `nprof.device.numerics_prepared` (the same
-bits as `simulate`'s); in a multi-process torch.distributed job, a program with collectives exchanges their
-data with the other processes on every call (`device.process_group.run_in_job`) — and rebuilds every graph
-output as a torch tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned
-as outputs are passed through; constant outputs are filled on the host). The first call saves its inputs as
-``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
-be given real values. Program inputs named ``rng.*`` (training-mode dropout) are drawn from torch's generator on
-every call, in input order, as the program's meta says (`draw_rng`: eager dropout's masks for the same seed).
+Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of graph
+inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32, bool -> uint8), runs
+the program on the virtual device — its timing simulated once by `nprof.device.simulate` (it does not depend on the
+data; with a `TimingCache` the Profile is read from the compile cache when a process simulated this program before,
+and written there when not), its numerics on every call by `nprof.device.numerics_prepared` (the same bits as
+`simulate`'s); in a multi-process torch.distributed job, a program with collectives exchanges their data with the
+other processes on every call (`device.process_group.run_in_job`) — and rebuilds every graph output as a torch tensor
+of the traced shape, dtype and strides, on the inputs' device (graph inputs returned as outputs are passed through;
+constant outputs are filled on the host). The first call saves its inputs as ``inputs/<name>.npy`` in the module's
+cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can be given real values. Program inputs named
+``rng.*`` (training-mode dropout) are drawn from torch's generator on every call, in input order, as the program's
+meta says (`draw_rng`: eager dropout's masks for the same seed).
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
 `OBSERVERS`: callables that receive a `RuntimeEvent` for every compile, cache hit, fallback, host->device
 copy, launch and device->host copy of the backend (stamped with `time.time_ns()`, the Unix clock that
@@ -29,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
+from nprof.compiler.packing import PACKED_META, pack_inputs
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 
@@ -43,9 +46,13 @@ class Stats:
     fallbacks: int = 0  # graphs run eagerly because of unsupported ops
     compile_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, seconds) per lowering
     compile_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per lowering
+    store_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) writing the cache
+    load_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) reading a cached one
     device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
     wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
     cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per execution
+    timing_hits: int = 0  # graphs whose simulated timing came from the cache (`TimingCache`)
+    timing_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) simulating/loading
     last_profile: dict[str, Any] = field(default_factory=dict)  # module -> Profile of its last execution
 
     def reset(self) -> None:
@@ -115,15 +122,19 @@ def to_numpy(t: Any, program_dtype: str) -> np.ndarray:
 
 
 def _to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
+    """Device output `arr` as a torch tensor of the slot's shape, dtype and strides, owning its memory (never a view
+    of a buffer the device reuses): an array that owns its data (`collect_outputs` copies every output) is wrapped
+    without another copy, anything else is copied first; a strided copy is made only when the traced strides are
+    not the contiguous ones."""
     import torch
 
     dtype = getattr(torch, slot.dtype)
-    arr = np.ascontiguousarray(arr)
     if arr.dtype.kind not in "iub":  # float32, and bfloat16/float8 (ml_dtypes) which torch cannot wrap
-        arr = arr.astype(np.float32)
-    value = torch.from_numpy(arr)
-    value = value.to(dtype).reshape(slot.shape)
-    if 0 in slot.stride:  # an expanded (broadcast) output: contiguous values are the faithful equivalent
+        arr = arr.astype(np.float32, copy=False)
+    if not (arr.flags.owndata and arr.flags.c_contiguous):
+        arr = np.array(arr, order="C")  # a copy the tensor owns
+    value = torch.from_numpy(arr).to(dtype).reshape(slot.shape)
+    if 0 in slot.stride or value.stride() == tuple(slot.stride):  # expanded outputs: contiguous values are faithful
         return value
     out = torch.empty_strided(slot.shape, slot.stride, dtype=dtype)
     out.copy_(value)
@@ -140,17 +151,20 @@ class DeviceGraph:
         slots: Sequence[OutputSlot],
         module: str,
         sample_dir: Path | None = None,
+        timing: TimingCache | None = None,
     ) -> None:
         self.program = program
         self.input_names = list(input_names)
         self.slots = list(slots)
         self.module = module
         self.sample_dir = sample_dir
+        self.timing = timing
         self._decls = {t.name: t for t in program.inputs}
         self.calls = 0  # executions so far (the next one's index)
         self._timed: tuple[Any, int] | None = None  # (Profile, simulated ns) of every execution
         self._numerics: Any = None  # the PreparedNumerics of the program
         self._rng_draws = json.loads(program.meta.get(RNG_DRAWS_META, "{}"))
+        self._packed = {m[0] for layout in json.loads(program.meta.get(PACKED_META, "{}")).values() for m in layout}
 
     def __call__(self, args: list[Any]) -> list[Any]:
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -162,6 +176,10 @@ class DeviceGraph:
             decl = self._decls.get(name)
             if decl is not None and hasattr(value, "detach"):
                 inputs[name] = to_numpy(value, decl.dtype)
+        for name, value in zip(self.input_names, args, strict=True):
+            if name in self._packed and hasattr(value, "detach"):
+                inputs[name] = to_numpy(value, "float32")
+        inputs = pack_inputs(self.program, inputs)  # small inputs share one HBM tensor (compiler.packing)
         for name, decl in self._decls.items():
             if name.startswith(RNG_PREFIX):  # fresh random numbers per execution (dropout masks), in input order
                 inputs[name] = draw_rng(decl.shape, self._rng_draws.get(name))
@@ -177,9 +195,12 @@ class DeviceGraph:
                graph=graph)  # fmt: skip
         copy_ns = time.time_ns()
         outs: list[Any] = []
+        handed: set[str] = set()  # program outputs already wrapped: a second slot of one gets its own copy
         for slot in self.slots:
             if slot.kind == "tensor":
-                outs.append(_to_torch(outputs[slot.name], slot).to(device))
+                arr = outputs[slot.name]
+                outs.append(_to_torch(arr.copy() if slot.name in handed else arr, slot).to(device))
+                handed.add(slot.name)
             elif slot.kind == "input":
                 outs.append(args[int(slot.name)])
             elif slot.kind == "input_view":
@@ -216,8 +237,16 @@ class DeviceGraph:
             result = run_in_job(self.program, inputs, job, allow_nonfinite=True)
             return result.outputs, result.profile, int(result.latencies_ns[-1])
         if self._timed is None:
-            result = simulate(self.program, inputs, numerics=False)
-            self._timed = (result.profile, int(result.latencies_ns[-1]))
+            start = time.process_time()
+            profile = self.timing.load(self.program.preset) if self.timing is not None else None
+            if profile is None:
+                profile = simulate(self.program, inputs, numerics=False).profile
+                if self.timing is not None:
+                    self.timing.store(self.program.preset, profile)
+            else:
+                STATS.timing_hits += 1
+            self._timed = (profile, int(profile.info.total_time_ns))  # simulate's latency of every execution
+            STATS.timing_cpu_seconds.append((self.module, time.process_time() - start))
             self._numerics = PreparedNumerics(self.program, get_preset(self.program.preset))
         assert self._numerics is not None
         return self._numerics.run(inputs, lenient=True), *self._timed

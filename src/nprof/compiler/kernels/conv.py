@@ -132,9 +132,9 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
                         k += 1
                 acc = acc.unflatten_free((rt, width))[:, :, :ow]
                 if col is None:
-                    res[:, img, r0 : r0 + rt, :] = engines.copy(acc)
+                    engines.copy(acc, dst=res[:, img, r0 : r0 + rt, :])
                 else:
-                    res[:, img, r0 : r0 + rt, :] = nisa.tensor_scalar(acc, "add", col)
+                    nisa.tensor_scalar(acc, "add", col, dst=res[:, img, r0 : r0 + rt, :])
         emit(o0, mt, res)
 
 
@@ -239,7 +239,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
                     else:
                         acc += prod
             for d, acc in zip(dwn, accs, strict=True):
-                d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt] = engines.copy(acc)
+                engines.copy(acc, dst=d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt])
     per = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
@@ -254,7 +254,7 @@ def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiT
     mt = wn.shape[0]
     rows = nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.sbuf)
     for j, t in enumerate(group):
-        rows[:, j * c : (j + 1) * c] = engines.copy(wn[:, t : (c - 1) * taps + t + 1 : taps])
+        engines.copy(wn[:, t : (c - 1) * taps + t + 1 : taps], dst=rows[:, j * c : (j + 1) * c])
     return engines.copy(nisa.nc_transpose(rows))
 
 
@@ -285,7 +285,10 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
                     acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
                 else:
                     acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
-            res[:, p0 : p0 + pt] = engines.copy(acc) if col is None else nisa.tensor_scalar(acc, "add", col)
+            if col is None:
+                engines.copy(acc, dst=res[:, p0 : p0 + pt])
+            else:
+                nisa.tensor_scalar(acc, "add", col, dst=res[:, p0 : p0 + pt])
         store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
 
 
@@ -338,7 +341,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
                     acc += prod
         for d, acc in zip(dwn, accs, strict=True):
             for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
-                d[:, t : (c - 1) * nt + t + 1 : nt] = engines.copy(acc[:, j * c : (j + 1) * c])
+                engines.copy(acc[:, j * c : (j + 1) * c], dst=d[:, t : (c - 1) * nt + t + 1 : nt])
     size = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)

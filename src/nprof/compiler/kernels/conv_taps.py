@@ -94,7 +94,7 @@ def _staged(x: View, block: NkiTensor, stage: NkiTensor, rows: tuple[int, int, i
     src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w, c, ((c * h * w, n), (1, span * w)), 0, h * w)
     nisa.dma_copy(dst=shaped(stage, (n, h * w))[:, :, : span * w], src=source(src))
     picked = stage[:, :, 0 : span : stride[0], col0 : col0 + (q1 - q0 - 1) * stride[1] + 1 : stride[1]]
-    block[:, :, r0:r1, q0:q1] = engines.copy(picked)
+    engines.copy(picked, dst=block[:, :, r0:r1, q0:q1])
 
 
 def _row_runs(x: View, block: NkiTensor, rows: tuple[int, int], cols: tuple[int, int], di: int, dk: int) -> None:

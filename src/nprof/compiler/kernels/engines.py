@@ -16,7 +16,9 @@ from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
 
 
-def copy(src: Any, dtype: Any = None) -> NkiTensor:
-    """`nisa.tensor_copy(src, dtype=dtype)` on the next copy engine (see module doc)."""
+def copy(src: Any, dtype: Any = None, dst: Any = None) -> NkiTensor:
+    """`nisa.tensor_copy(src, dtype=dtype, dst=dst)` on the next copy engine (see module doc). Give `dst` (a view
+    of an existing tile) rather than assigning the result (`t[...] = copy(x)` is two copies: into a new tile,
+    then into t)."""
     pick = getattr(trace.current(), "next_copy_engine", None)
-    return nisa.tensor_copy(src, dtype=dtype, engine=pick() if pick is not None else nisa.engine.unknown)
+    return nisa.tensor_copy(src, dtype=dtype, dst=dst, engine=pick() if pick is not None else nisa.engine.unknown)

@@ -33,6 +33,9 @@ def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
     if lookup is None or remember is None or dtype != nl.float32:
         return nl.load(window(a), dtype=dtype)
     tile = lookup(a)
+    packed = getattr(builder, "packed_load", None)
+    if tile is None and packed is not None:
+        tile = packed(a)  # a member of the packed small inputs: its group's tile (`nprof.compiler.packing`)
     if tile is None:
         tile = nl.load(window(a), dtype=nl.float32)
         builder.flush()  # commit the DMA into this tile before keeping it

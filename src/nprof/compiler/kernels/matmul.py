@@ -193,7 +193,7 @@ def _batched_bmm(out: View, a: View, b: View) -> None:
     moving = _batched(b)
     res = nl.ndarray((m, bsz, n), dtype=nl.float32, buffer=nl.sbuf)
     for i in range(bsz):
-        res[:, i, :] = engines.copy(nisa.nc_matmul(stationary[i], moving[i]))
+        engines.copy(nisa.nc_matmul(stationary[i], moving[i]), dst=res[:, i, :])
     so, ro, co = out.strides
     store(Access(Space.HBM, out.tensor, out.dtype, out.offset, m, ((so, bsz), (co, n)), 0, ro), res)
 

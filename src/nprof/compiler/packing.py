@@ -1,0 +1,165 @@
+"""Small graph inputs share one compiler-allocated HBM buffer and move in one DMA per group.
+
+Contract: the Neuron compiler, not the framework, chooses where a graph's tensors live in HBM. Here the
+small fp32 graph inputs (biases, norm weights, batch-norm statistics, saved per-row statistics: at most
+`MAX_MEMBER` elements each) are packed into one input tensor `PACK_NAME`, sorted by size so that members of
+equal size sit back to back (`plan_pack`). Every DMA costs a trigger slot (cost model v2: consecutive DMA
+triggers are `dma_issue_gap_ns` apart on any queue) and a fixed latency, so one DMA per small tensor
+dominates small graphs; with the pack, the first kernel loading a member (`load_member`) loads its whole
+group in one DMA and keeps the tile in SBUF (`nprof.compiler.fusion`), and later members of the group are
+windows of that tile:
+
+* a row broadcast (partition stride 0, the same row on every partition: a bias or norm weight added to
+  rows) loads the group as one tile ``[partitions asked, group elements]`` (stride-0 partitions; the group
+  is the whole pack when it has at most `ROW_GROUP_MAX` elements, else the members of the asked size);
+* a column (partition stride 1, one element per partition: a per-channel scale) loads all members of its
+  size L as one tile ``[L, members]``.
+
+`packed_program(program, pack)` then rewrites every access of a member into the pack (same elements, at the
+member's offset), drops the members' declarations and records the layout in the program's meta
+(`PACKED_META`: JSON ``{pack: [[member, offset, elements], ...]}``); `pack_inputs(program, arrays)` builds the
+pack's values from the members' (the runtime does it on every call): numerics are unchanged, bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nprof.arch.isa import Access, Instruction, Space
+from nprof.nki.tensor import NkiTensor
+from nprof.program.model import Program, TensorDecl
+
+ENABLED = True  # module switch for tests comparing packed with unpacked lowering
+PACK_NAME = "packed.inputs"
+PACKED_META = "packed_inputs"
+MAX_MEMBER = 512  # elements: graph inputs up to this size are packed
+ROW_GROUP_MAX = 4096  # elements per partition a row-broadcast group tile may take (16 KiB fp32)
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The layout of the packed inputs: member -> (offset, elements), and the groups of equal size."""
+
+    name: str
+    members: Mapping[str, tuple[int, int]]
+    total: int
+
+    def group(self, size: int) -> tuple[int, int]:
+        """(first offset, count) of the members of `size` elements (back to back by construction)."""
+        offsets = [off for off, n in self.members.values() if n == size]
+        return min(offsets), len(offsets)
+
+
+def plan_pack(decls: Sequence[TensorDecl]) -> Pack | None:
+    """The pack of the small fp32 inputs among `decls`, sorted by (size, declaration order); None for < 2."""
+    if not ENABLED:
+        return None
+    small = [d for d in decls if d.kind == "input" and d.dtype == "float32" and d.elements <= MAX_MEMBER]
+    if len(small) < 2:
+        return None
+    members: dict[str, tuple[int, int]] = {}
+    offset = 0
+    for d in sorted(small, key=lambda d: d.elements):  # stable: declaration order within a size
+        members[d.name] = (offset, d.elements)
+        offset += d.elements
+    return Pack(PACK_NAME, members, offset)
+
+
+def in_pack(pack: Pack, a: Access) -> Access:
+    """`a` (an access of a member) as the same elements of the pack."""
+    return dataclasses.replace(a, tensor=pack.name, offset=a.offset + pack.members[a.tensor][0])
+
+
+def _group_key(pack: Pack, a: Access, pmax: int) -> Access | None:
+    """The pattern of the group DMA that serves the member access `a`, or None when `a` is neither a row
+    broadcast nor a column of its member."""
+    size = pack.members[a.tensor][1]
+    first, count = pack.group(size)
+    if a.partition_stride == 0 and a.partitions > 1:  # as many partitions as asked: a later, wider ask reloads
+        if pack.total <= ROW_GROUP_MAX:
+            return Access(Space.HBM, pack.name, "float32", 0, a.partitions, ((1, pack.total),), 0, 0)
+        return Access(Space.HBM, pack.name, "float32", first, a.partitions, ((1, size * count),), 0, 0)
+    if a.partition_stride == 1 and a.free_elements == 1 and size <= pmax and count > 1:
+        return Access(Space.HBM, pack.name, "float32", first, size, ((size, count),), 0, 1)
+    return None
+
+
+def _row_window(tile: NkiTensor, key: Access, a: Access) -> NkiTensor | None:
+    """The view of the row-broadcast group tile `tile` (pattern `key`) holding the broadcast access `a` (in
+    pack coordinates): every partition of `a` reads the same elements, found in one row of the tile."""
+    from nprof.compiler.subtile import KeptPattern
+
+    if a.partitions > key.partitions:
+        return None
+    one = dataclasses.replace(a, partitions=1, partition_stride=0)
+    row = KeptPattern(dataclasses.replace(key, partitions=1), tile[0:1]).view(one)
+    if row is None:
+        return None
+    p0, e0, dims = row.access_key()
+    view = NkiTensor(row.base, p0, e0, ((1, 0, a.partitions), *dims[1:]), ())
+    return view if view.flatten_free() is not None else None  # kernels take loaded tiles as contiguous
+
+
+def load_member(builder: object, pack: Pack, a: Access) -> NkiTensor | None:
+    """The SBUF tile of the member access `a` served from its group tile (loaded by one DMA on first use and
+    kept by the fusion cache of `builder`), or None when `a` is not a group pattern (the caller loads it
+    alone, from the pack)."""
+    from nprof.nki import language as nl
+
+    key = _group_key(pack, a, builder.preset.pmax)  # type: ignore[attr-defined]
+    if key is None:
+        return None
+    tile = builder.lookup(key)  # type: ignore[attr-defined]
+    if tile is None:
+        from nprof.compiler.kernels.hbm import window
+
+        tile = nl.load(window(key), dtype=nl.float32)
+        builder.flush()  # type: ignore[attr-defined]
+        builder.remember(key, tile, stored=False)  # type: ignore[attr-defined]
+    packed = in_pack(pack, a)
+    if key.partition_stride == 0:
+        return _row_window(tile, key, packed)
+    return builder.lookup(packed)  # type: ignore[attr-defined]
+
+
+def packed_program(program: Program, pack: Pack) -> Program:
+    """`program` with every member access moved into the pack, the members' declarations replaced by the
+    pack's and the layout recorded in its meta (see module doc)."""
+
+    def acc(a: Access) -> Access:
+        return in_pack(pack, a) if a.space is Space.HBM and a.tensor in pack.members else a
+
+    def moved(ins: Instruction) -> Instruction:
+        if not any(a.tensor in pack.members for a in (*ins.outs, *ins.ins)):
+            return ins
+        return dataclasses.replace(ins, outs=tuple(map(acc, ins.outs)), ins=tuple(map(acc, ins.ins)))
+
+    layout = [[name, off, n] for name, (off, n) in pack.members.items()]
+    tensors = tuple(t for t in program.tensors if t.name not in pack.members)
+    if all(t.name != pack.name for t in tensors):  # declared by the emitter when its kernels load groups
+        tensors = (TensorDecl(pack.name, (pack.total,), "float32", "input"), *tensors)
+    meta = {**program.meta, PACKED_META: json.dumps({pack.name: layout})}
+    return dataclasses.replace(
+        program, tensors=tensors, instructions=tuple(map(moved, program.instructions)), meta=meta
+    )
+
+
+def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`arrays` (values by graph input name) with the members of every pack of `program` replaced by the
+    pack's value (each member's fp32 elements at its offset); unchanged for a program without packs."""
+    packs = json.loads(program.meta.get(PACKED_META, "{}"))
+    if not packs:
+        return dict(arrays)
+    out = dict(arrays)
+    for name, layout in packs.items():
+        total = sum(int(n) for _, _, n in layout)
+        value = np.zeros(total, np.float32)
+        for member, off, n in layout:
+            value[int(off) : int(off) + int(n)] = np.asarray(out.pop(member), np.float32).reshape(-1)
+        out[name] = value
+    return out
