@@ -18,7 +18,7 @@ from nprof.arch.isa import Instruction, Opcode, Space
 from nprof.arch.presets import Preset
 from nprof.device.accinfo import VALUE_KEY, AccessCache
 from nprof.device.columns import optional_strings
-from nprof.device.plan import Plan, _assemble
+from nprof.device.plan import Plan, assemble
 from nprof.device.signatures import Signatures
 from nprof.device.template import template
 from nprof.errors import NprofError
@@ -113,4 +113,4 @@ def reference_plan(program: Program, preset: Preset) -> Plan:
         _matmul_dtype(instrs),
     )  # fmt: skip
     strings = tuple(optional_strings(instrs, attrgetter(k)) for k in ("source", "layer", "hlo_name"))
-    return _assemble(preset, np.asarray(code, np.int64), sigs, offsets, flat, _elided(instrs), strings)
+    return assemble(preset, np.asarray(code, np.int64), sigs, offsets, flat, _elided(instrs), strings)

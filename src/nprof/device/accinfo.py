@@ -16,7 +16,7 @@ from typing import NamedTuple
 from nprof.arch.isa import ITEMSIZE, Access, Space
 
 SPACE_INDEX = {Space.HBM: 0, Space.SBUF: 1, Space.PSUM: 2}
-_SHORT = {
+SHORT_DTYPE = {
     "float32": "fp32",
     "bfloat16": "bf16",
     "float16": "fp16",
@@ -68,7 +68,7 @@ def access_text(acc: Access) -> str:
         extra = f" +{acc.offset % size}B" if acc.offset % size else ""
         p0 = acc.partition_start
         dims = f"{p0}:{p0 + acc.partitions}" + (f", {free}" if free else "") + extra
-    return f"{acc.space.value} {acc.tensor}[{dims}] {_SHORT.get(acc.dtype, acc.dtype)}"
+    return f"{acc.space.value} {acc.tensor}[{dims}] {SHORT_DTYPE.get(acc.dtype, acc.dtype)}"
 
 
 # Every field of an Access, fetched in C (Space is a StrEnum: it hashes and compares as its str value, in C).

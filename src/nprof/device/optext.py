@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nprof.arch.isa import ITEMSIZE
-from nprof.device.accinfo import _SHORT
+from nprof.device.accinfo import SHORT_DTYPE
 from nprof.device.columns import SPACES, AccessColumns
 
 _HBM = 0
@@ -88,7 +88,7 @@ def operand_texts(acc: AccessColumns) -> pa.Array:
     where[np.concatenate(order)] = np.arange(n)  # operand k's text is piece row where[k]
     dims = pa.concat_arrays(pieces).take(pa.array(where))
     space = pa.array([s.value for s in SPACES]).take(pa.array(acc.space))
-    dtype = pa.array([_SHORT.get(d, d) for d in acc.dtype_names]).take(pa.array(acc.dtype))
+    dtype = pa.array([SHORT_DTYPE.get(d, d) for d in acc.dtype_names]).take(pa.array(acc.dtype))
     tensor = pa.array(acc.tensor_names, pa.string()).take(pa.array(acc.tensor))
     return _join(space, " ", tensor, "[", dims, "] ", dtype)
 

@@ -159,10 +159,10 @@ def plan_from_columns(cols: Columns, preset: Preset, name: str) -> Plan:
     offsets, flat = _check_deps(cols, name)
     out0 = first_items(cols.outs_offsets, cols.outs)
     elided = elided_fills(sigs.zero_fill[code], sigs.acc_matmul[code], out0, offsets, flat)
-    return _assemble(preset, code, sigs, offsets, flat, elided, (cols.source, cols.layer, cols.hlo_name))
+    return assemble(preset, code, sigs, offsets, flat, elided, (cols.source, cols.layer, cols.hlo_name))
 
 
-def _assemble(
+def assemble(
     preset: Preset,
     code: np.ndarray,
     sigs: Signatures,
