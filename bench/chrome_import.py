@@ -12,8 +12,10 @@ With --real DEPTHS (e.g. 8,32,96) it also records real torch.profiler traces (CP
 with_stack, profile_memory: cpu_ops, python_function frames, fwdbwd flows, [memory] instants) of an MLP
 training loop with that many Linear+ReLU layers, and --trace FILE times an existing trace. Each import
 runs in a fresh child process, which reports its wall time, CPU time and peak extra RSS (the peak
-resident size minus the size after importing the libraries, whose import both times exclude), printed
-beside the file size (goal <= 2x).
+resident size minus the size after importing the libraries, whose import both times exclude: for nprof
+the importer's modules, for HTA `hta.trace_analysis`), printed beside the file size (goal <= 2x).
+It also prints the nprof import's CPU time per stage (parse into columns; checks, rows and tables),
+measured in this process, so a regression can be placed.
 
 Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--real 8,32,96] [--trace FILE]
        [--keep DIR] [--skip-hta] [--skip-synthetic]
@@ -39,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, {bench!r})
 import chrome_import as b
 if {which!r} == "nprof":
-    import nprof.capture
+    import nprof.capture.chrome  # the importer's modules (msgspec, numpy, the Profile model): library imports
     import pyarrow
     pyarrow.array([0])  # pyarrow's first array imports pandas when installed: a library import, as hta's below
     fn = b.time_nprof
@@ -257,6 +259,7 @@ def compare(path: Path, n: int, skip_hta: bool) -> int:
         f"  nprof import: {t_nprof:.2f} s wall, {c_nprof:.2f} s CPU ({n / t_nprof:,.0f} events/s); "
         f"peak extra RSS {rss / 1e6:.0f} MB = {rss / size:.1f}x the file (goal <= 2x)"
     )
+    stages(path)
     if skip_hta:
         return 0
     try:
@@ -270,6 +273,25 @@ def compare(path: Path, n: int, skip_hta: bool) -> int:
         "goal >= 5x"
     )
     return 0
+
+
+def stages(path: Path) -> None:
+    """Print the CPU time of the import's two stages (parse into columns, then checks, rows and tables)."""
+    from nprof.capture import chrome
+    from nprof.capture.chrome_fast import fast_parse
+
+    with tempfile.TemporaryDirectory() as tmp:  # warm up: lazy imports are not a stage
+        generate(Path(tmp) / "tiny.json", 100)
+        chrome.import_chrome_trace(Path(tmp) / "tiny.json")
+    c0 = time.process_time()
+    columns = fast_parse(chrome.read_bytes(path))
+    c1 = time.process_time()
+    if columns is None:
+        print("  nprof stages: the trace is not plain; it takes the reference path (orjson dicts)")
+        return
+    chrome.columns_to_profile(columns, path)
+    rest = time.process_time() - c1
+    print(f"  nprof stages (CPU): parse into columns {c1 - c0:.2f} s, checks + rows + tables {rest:.2f} s")
 
 
 def time_nprof(path: Path) -> tuple[float, float, int]:

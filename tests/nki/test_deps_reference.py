@@ -4,6 +4,7 @@ The reference keeps every entry of a memory in one flat list and checks each wit
 out plainly (overlap, containment), so only the tracker's indexing and fast paths are under test.
 """
 
+import functools
 import random
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
@@ -133,15 +134,25 @@ def _random_access(rng: random.Random) -> Access:
     return Access(space, "t", dtype, offset, parts, free, p0, 1)
 
 
+def _reused_or_new(rng: random.Random, made: list[Access]) -> Access:
+    """One of the recent accesses again (the same object) or a new random one."""
+    if made and rng.random() < 0.3:
+        return rng.choice(made[-24:])
+    made.append(_random_access(rng))
+    return made[-1]
+
+
 def test_tracker_matches_the_flat_reference_on_random_programs():
     for seed in range(8):
         rng = random.Random(seed)
         fast, ref = DepTracker(dict(SHAPES)), Reference()
+        made: list[Access] = []  # the same operand objects come back (the tracker remembers recent regions)
+        access = functools.partial(_reused_or_new, rng, made)
         for i in range(250):
-            reads = [_random_access(rng) for _ in range(rng.randint(0, 2))]
-            writes = [_random_access(rng) for _ in range(rng.randint(0, 1))]
+            reads = [access() for _ in range(rng.randint(0, 2))]
+            writes = [access() for _ in range(rng.randint(0, 1))]
             assert fast.record(i, tuple(reads), tuple(writes)) == ref.record(i, reads, writes), (seed, i)
-            probe = _random_access(rng)
+            probe = access()
             writers = [e[1] for e in ref.entries.get(_region(probe)[0], [])
                        if e[1] is not None and _meets(e[0], _region(probe))]  # fmt: skip
             assert fast.last_writer(probe) == (max(writers) if writers else None), (seed, i)

@@ -28,6 +28,10 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
   recorded input shapes (`opclass.op_flops`); ``hbm_read_bytes`` estimates memory
   reads as the bytes of an op's recorded inputs (caches ignored; on the op's
   first kernel in GPU traces, where host rows read none); other byte columns stay 0.
+
+Parsing: a plain trace is decoded chunk by chunk into columns (`chrome_fast`, msgspec); anything else
+(and every trace when msgspec is missing) goes through the reference path: orjson dicts per event
+(`parse_json`, `chrome_events.parse_events`). Both give the same Profile (tests/capture/test_chrome_fast.py).
 """
 
 from __future__ import annotations
@@ -35,12 +39,10 @@ from __future__ import annotations
 import gc
 import os
 import zlib
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from itertools import compress, repeat
-from operator import eq, itemgetter
+from dataclasses import replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,8 @@ import orjson
 
 from nprof import __version__
 from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
+from nprof.capture.chrome_events import SliceColumns, parse_events
+from nprof.capture.chrome_fast import FastTrace, fast_parse
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
 from nprof.profile import Profile, ProfileInfo
@@ -56,12 +60,15 @@ from nprof.profile.model import validated
 
 MAX_GZIP_RATIO = 100  # real Chrome/Kineto traces compress 5-30x
 GZIP_SLACK = 64 << 20  # ... plus this many bytes, for tiny files
-_OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
-_FLOW_PHASES = frozenset({"s", "t", "f"})
 
 
 def load_json(path: Path) -> Any:
     """Read and parse a JSON file (plain or gzip) with one-line errors naming the file."""
+    return parse_json(read_bytes(path), path)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a JSON file (gzip decompressed, a UTF-8 byte-order mark dropped); one-line errors."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -70,7 +77,11 @@ def load_json(path: Path) -> Any:
         raise NprofError(f"{path}: cannot read ({exc.strerror})") from exc
     if raw[:2] == b"\x1f\x8b":
         raw = gunzip_bounded(raw, path)
-    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    return raw.removeprefix(b"\xef\xbb\xbf")
+
+
+def parse_json(raw: bytes, path: Path) -> Any:
+    """Parse JSON bytes (Chrome's unterminated array form accepted); NprofError naming `path` if invalid."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -141,7 +152,15 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
     `nprof.capture.profile_json`."""
     p = Path(path)
     with _gc_paused():
-        data = load_json(p)
+        raw = read_bytes(p)
+        fast = fast_parse(raw)
+        if fast is not None:
+            del raw  # the columns hold what the import needs
+            profile = columns_to_profile(fast, p, info)
+            validated(profile, p)
+            return profile
+        data = parse_json(raw, p)
+        del raw
         if is_profile_json(data):
             from nprof.capture.profile_json import profile_from_json
 
@@ -170,120 +189,15 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _num(value: Any) -> float:
-    return float(value)
-
-
-class SliceColumns:
-    """Column lists of duration slices (X events and matched B/E pairs), built column-wise."""
-
-    def __init__(self, xs: list[dict[str, Any]]) -> None:
-        try:  # one C-level pass when every slice has every field (Kineto, torch.profiler)
-            cols = list(zip(*map(itemgetter("name", "cat", "pid", "tid", "ts", "dur", "args"), xs), strict=True))
-            name, cats, pid, tid, ts, dur, args = (list(c) for c in cols) if cols else ([], [], [], [], [], [], [])
-        except KeyError:
-            name = [e.get("name", "") for e in xs]
-            cats = [e.get("cat") for e in xs]
-            pid, tid = [e.get("pid") for e in xs], [e.get("tid") for e in xs]
-            ts, dur = [e["ts"] for e in xs], [e.get("dur", 0) for e in xs]
-            args = [e.get("args") for e in xs]
-        if not set(map(type, name)) <= {str}:
-            name = ["" if n is None else str(n) for n in name]
-        try:
-            lowered = {c: "" if c is None else str(c).lower() for c in set(cats)}
-        except TypeError:  # an unhashable "cat" (not a string): compare by text
-            cats = [None if c is None else str(c) for c in cats]
-            lowered = {c: "" if c is None else c.lower() for c in set(cats)}
-        if not set(map(type, args)) <= {dict}:
-            args = [a if a.__class__ is dict else {} for a in args]
-        self.name: list[str] = name
-        self.cat: list[str] = list(map(lowered.__getitem__, cats))
-        self.pid: list[Any] = pid
-        self.tid: list[Any] = tid
-        self.ts: list[Any] = ts
-        self.dur: list[Any] = dur
-        self.args: list[dict[str, Any]] = args
-
-
-@dataclass
-class _Parsed:
-    """The events of a trace sorted by phase: complete slices (B/E pairs and unended B included), flows,
-    counters, thread/process names, how many B were never ended and how many events had a phase."""
-
-    xs: list[dict[str, Any]]
-    flows: list[dict[str, Any]]
-    counters: list[tuple[Any, str, Any]]
-    names: dict[str, str]
-    unmatched: int
-    n_phased: int
-
-
-def _parse_events(events: list[Any]) -> _Parsed:
-    """Sort `events` by phase (malformed events raise AttributeError/KeyError/TypeError/ValueError)."""
-    phases = list(map(dict.get, events, repeat("ph")))
-    xs = list(compress(events, map(eq, phases, repeat("X"))))
-    flows = list(compress(events, map(_FLOW_PHASES.__contains__, phases)))  # the parsed dicts themselves
-    other_mask = list(map(_OTHER_PHASES.__contains__, phases))
-    others, other_phases = list(compress(events, other_mask)), list(compress(phases, other_mask))
-    counters: list[tuple[Any, str, Any]] = []
-    names: dict[str, str] = {}
-    open_b = _other_events(others, other_phases, xs, counters, names)
-    unmatched = sum(len(v) for v in open_b.values())
-    if unmatched:  # Chrome draws a slice never ended up to the end of the trace: so do we
-        timed = [e["ts"] for e in others + flows if e.get("ph") != "M" and e.get("ts") is not None]
-        last = max([_num(e["ts"]) + _num(e.get("dur") or 0) for e in xs] + list(map(_num, timed)))
-        for stack in open_b.values():
-            xs.extend({**b, "ph": "X", "dur": last - _num(b["ts"])} for b in stack)
-    return _Parsed(xs, flows, counters, names, unmatched, len(phases) - phases.count(None))
-
-
-def _other_events(
-    others: list[dict[str, Any]],
-    phases: list[str | None],
-    xs: list[dict[str, Any]],
-    counters: list[tuple[Any, str, Any]],
-    names: dict[str, str],
-) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
-    """Fold the B/E/C/i/M events into `xs` (ended B/E pairs), `counters` and `names`; returns the B events
-    still open, per (pid, tid)."""
-    open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
-    for ev, ph in zip(others, phases, strict=True):
-        if ph == "B":
-            open_b[(ev.get("pid"), ev.get("tid"))].append(ev)
-        elif ph == "E":
-            stack = open_b.get((ev.get("pid"), ev.get("tid")))
-            if stack:
-                b = stack.pop()
-                args = dict(b.get("args") or {})
-                args.update(ev.get("args") or {})
-                dur = _num(ev["ts"]) - _num(b["ts"])
-                xs.append({**b, "ph": "X", "dur": dur, "args": args})
-        elif ph == "C":
-            args = ev.get("args") or {}
-            base = str(ev.get("name", "counter"))
-            if ev.get("id") is not None:
-                base = f"{base}[{ev['id']}]"
-            for key, value in args.items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    counters.append((ev["ts"], base if len(args) == 1 else f"{base}.{key}", value))
-        elif ph in ("i", "I", "n") and ev.get("name") == "[memory]":
-            _memory_counters(ev, counters)
-        elif ph == "M" and ev.get("name") in ("thread_name", "process_name"):
-            label = (ev.get("args") or {}).get("name")
-            if label is not None:
-                names[f"{ev['name']}.{ev.get('pid')}.{ev.get('tid')}"] = str(label)
-    return open_b
-
-
 def _time_arrays(
-    slices: SliceColumns, parsed: _Parsed, path: Path
+    slices: SliceColumns, counters: list[tuple[Any, str, Any]], flows: list[dict[str, Any]], path: Path
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
         dur_us = np.asarray([0 if d is None else d for d in slices.dur], dtype=np.float64)
-        c_ts = np.asarray([c[0] for c in parsed.counters], dtype=np.float64)
-        f_ts = np.asarray(list(map(itemgetter("ts"), parsed.flows)), dtype=np.float64)
+        c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
+        f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
     except KeyError:
         raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')") from None
     except (TypeError, ValueError):
@@ -292,28 +206,50 @@ def _time_arrays(
 
 
 def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info: ProfileInfo | None = None) -> Profile:
-    """Turn parsed trace events into a Profile (see module doc)."""
+    """Turn parsed trace events into a Profile (see module doc): the reference path, over orjson dicts."""
     events = check_events(events, path)
     try:
-        parsed = _parse_events(events)
+        parsed = parse_events(events)
         slices = SliceColumns(parsed.xs)
-        check_slices(slices, path)
-        check_flows(parsed.flows, path)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
-    if parsed.n_phased == 0:
+    trace = FastTrace({}, parsed.flows, parsed.counters, parsed.names, len(events), parsed.n_phased, meta)
+    return _slices_to_profile(slices, trace, parsed.unmatched, path, info)
+
+
+def columns_to_profile(trace: FastTrace, path: Path, info: ProfileInfo | None = None) -> Profile:
+    """Turn the columns of `chrome_fast.fast_parse` into a Profile (the same as `events_to_profile`)."""
+    try:
+        slices = SliceColumns.from_columns(trace.slices)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
+    trace.slices = {}
+    return _slices_to_profile(slices, trace, 0, path, info)
+
+
+def _slices_to_profile(
+    slices: SliceColumns, trace: FastTrace, unmatched: int, path: Path, info: ProfileInfo | None
+) -> Profile:
+    """The Profile of checked slice columns, flows, counters and names (`trace.slices` is not read)."""
+    try:
+        check_slices(slices, path)
+        check_flows(trace.flows, path)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
+    if trace.n_phased == 0:
         raise NprofError(f"{path}: not a Chrome trace (no events with a 'ph' phase)")
-    if not slices.name and not parsed.counters:
+    if not slices.name and not trace.counters:
         raise NprofError(f"{path}: the trace has no timed events (slices or counters); nothing to import")
-    ts_us, dur_us, c_ts, f_ts = _time_arrays(slices, parsed, path)
+    ts_us, dur_us, c_ts, f_ts = _time_arrays(slices, trace.counters, trace.flows, path)
     check_times(ts_us, dur_us, c_ts, f_ts, path)
-    rows = build_profile(slices, ts_us, dur_us, parsed.counters, c_ts, parsed.flows, f_ts)
+    rows = build_profile(slices, ts_us, dur_us, trace.counters, c_ts, trace.flows, f_ts)
+    meta = trace.meta
     base_info = ProfileInfo(
         device="chrome-trace",
         name=path.name,
         producer=f"nprof {__version__} (chrome-trace import)",
         device_name=_device_name(meta),
-        meta={**_meta(meta, parsed.names, len(events), parsed.unmatched), "trace.origin_ns": str(rows.origin_ns)},
+        meta={**_meta(meta, trace.names, trace.n_events, unmatched), "trace.origin_ns": str(rows.origin_ns)},
     )
     if info is not None:
         merged = dict(base_info.meta)
@@ -326,16 +262,6 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         if peaks is not None:
             base_info = replace(base_info, peak_flops=peaks[0], hbm_bandwidth=peaks[1], peaks_source=peaks[2])
     return Profile.build(base_info, rows.instructions, rows.dma, None, rows.counters)
-
-
-def _memory_counters(ev: dict[str, Any], out: list[tuple[Any, str, Any]]) -> None:
-    args = ev.get("args") or {}
-    dev_type = args.get("Device Type", 0)
-    dev = "cpu" if dev_type in (0, None) else f"cuda{args.get('Device Id', 0)}"
-    if isinstance(args.get("Total Allocated"), int | float):
-        out.append((ev["ts"], f"{dev}_allocated_bytes", args["Total Allocated"]))
-    if dev != "cpu" and isinstance(args.get("Total Reserved"), int | float):
-        out.append((ev["ts"], f"{dev}_reserved_bytes", args["Total Reserved"]))
 
 
 def _describe(exc: BaseException) -> str:

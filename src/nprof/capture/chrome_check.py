@@ -30,7 +30,7 @@ import numpy as np
 from nprof.errors import NprofError
 
 if TYPE_CHECKING:
-    from nprof.capture.chrome import SliceColumns  # chrome imports this module
+    from nprof.capture.chrome_events import SliceColumns
 
 MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
 MAX_DIM = 1 << 31

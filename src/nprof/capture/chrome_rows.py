@@ -32,7 +32,7 @@ from nprof.capture.opclass import engine_of
 from nprof.errors import NprofError
 
 if TYPE_CHECKING:
-    from nprof.capture.chrome import SliceColumns  # chrome imports this module
+    from nprof.capture.chrome_events import SliceColumns
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names

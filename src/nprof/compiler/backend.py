@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nprof.compiler import graphinfo
-from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, log_event
+from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, TimingCache, log_event
 from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.packing import pack_inputs
@@ -323,7 +323,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
             return gm.forward(*args)
 
         return make_boxed_func(run_eager)
-    graph = DeviceGraph(program, input_names, slots, module, sample_dir)
+    graph = DeviceGraph(program, input_names, slots, module, sample_dir, TimingCache(module_dir))
     return make_boxed_func(lambda *args: graph(list(args)))
 
 

@@ -4,9 +4,17 @@ Layout: ``<cache>/nprof-<version>/MODULE_<graph-hash>/`` holding ``model.neff`` 
 `nprof.program.file.save_program`), ``manifest.json`` (module, kind fw/bw/inference, graph text, input and
 output specs with names/shapes/dtypes, instruction count, created time) and, after the first execution,
 ``inputs/<name>.npy`` (that call's input values) plus ``inputs.args`` (the ``NAME FILE.npy`` pairs to give
-``nprof capture``). The cache root is the backend option ``cache_dir``, else ``$NPROF_CACHE``, else
+``nprof capture``), and ``timing/<key>.ntff``: the simulated Profile of the program's execution (`TimingCache`).
+The cache root is the backend option ``cache_dir``, else ``$NPROF_CACHE``, else
 ``~/.cache/nprof/compile-cache``. A module is written to a temporary directory next to its final place and
 renamed into it, so readers never see half a module and concurrent compilers of the same graph agree.
+
+`TimingCache(module_dir)` keeps the simulated timing of a compiled program (its Profile: timing does not depend
+on the data, `nprof.device.simulate`) so a new process does not simulate it again. Its key is a digest of the
+program file's bytes, the preset's values, the cost-model version (`arch.cost.MODEL_VERSION`), the nprof
+version and the source of everything that produces a Profile from a Program (`timing_fingerprint`: the
+packages ``device``, ``arch``, ``profile`` and the modules ``compiled``, ``container``): any change to one of
+them is a miss. An unreadable entry is a miss and is simulated and written again.
 
 `compile_command(command, cache_dir)` runs the command once with ``NPROF_COMPILE_ONLY=1`` (every nprof graph
 is compiled into the cache, then executed eagerly on the CPU for speed); its `Outcome` holds the listing
@@ -16,6 +24,8 @@ instruction count, and where they are) for the CLI to print, and the command's e
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -36,6 +46,7 @@ ENV_COMPILE_ONLY = "NPROF_COMPILE_ONLY"
 ENV_COMPILE_LOG = "NPROF_COMPILE_LOG"
 PROGRAM_FILE = "model.neff"
 MANIFEST_FILE = "manifest.json"
+TIMING_DIR = "timing"
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -106,6 +117,56 @@ class CompileCache:
                 continue
             found.append(CachedModule(path, manifest))
         return found
+
+
+@functools.lru_cache(maxsize=1)
+def timing_fingerprint() -> str:
+    """A digest of the source of everything that turns a Program into its simulated Profile (see module doc)."""
+    from nprof.compiler.graphinfo import source_digest
+
+    return source_digest(("device", "arch", "profile", "compiled.py", "container.py"))
+
+
+class TimingCache:
+    """The simulated Profile of one cached program, on disk beside it (see module doc)."""
+
+    def __init__(self, module_dir: Path) -> None:
+        self.module_dir = module_dir
+        self._path: Path | None = None
+
+    def path(self, preset: str) -> Path:
+        """``timing/<key>.ntff`` of the program file as it is now, simulated on `preset` (a preset name)."""
+        if self._path is None:
+            from nprof.arch.cost import MODEL_VERSION
+            from nprof.arch.presets import get_preset
+
+            h = hashlib.sha256((self.module_dir / PROGRAM_FILE).read_bytes())
+            h.update(f"\n{get_preset(preset)!r}\ncost model {MODEL_VERSION}\nnprof {__version__}".encode())
+            h.update(f"\n{timing_fingerprint()}".encode())
+            self._path = self.module_dir / TIMING_DIR / f"{h.hexdigest()[:24]}.ntff"
+        return self._path
+
+    def load(self, preset: str) -> Any | None:
+        """The cached Profile, or None (not cached, unreadable, or no program file)."""
+        from nprof.profile import Profile
+
+        try:
+            path = self.path(preset)
+            if not path.is_file():
+                return None
+            profile = Profile.load(path)
+        except (OSError, NprofError):
+            return None
+        return profile if profile.info.total_time_ns is not None else None
+
+    def store(self, preset: str, profile: Any) -> None:
+        """Keep `profile` (atomically); a cache that cannot be written is only slower next time."""
+        try:
+            path = self.path(preset)
+            path.parent.mkdir(exist_ok=True)
+            profile.save(path)
+        except (OSError, NprofError):
+            return
 
 
 def log_event(module_dir: Path, kind: str, status: str, instructions: int, error: str | None = None) -> None:

@@ -187,16 +187,25 @@ def graph_text(gm: Any) -> str:
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=1)
-def compiler_fingerprint() -> str:
-    """A digest of the compiler's and the NKI tracer's source files: a changed lowering never reuses a
-    Program cached by the old code (the version number alone does not change between commits)."""
+def source_digest(parts: Sequence[str]) -> str:
+    """A digest of the source of the nprof packages and modules named in `parts` (``"device"``,
+    ``"compiled.py"``), each file's path inside nprof and bytes, in a stable order."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for package in ("compiler", "nki"):
-        for path in sorted((root / package).rglob("*.py")):
+    for part in parts:
+        paths = sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]
+        for path in paths:
+            h.update(path.relative_to(root).as_posix().encode())
             h.update(path.read_bytes())
-    return h.hexdigest()[:12]
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A digest of the source of everything that turns a graph into a Program (the compiler, the NKI tracer, the
+    ISA and presets, the Program model): a changed lowering never reuses a Program cached by the old code (the
+    version number alone does not change between commits)."""
+    return source_digest(("compiler", "nki", "arch", "program"))
 
 
 def graph_hash(

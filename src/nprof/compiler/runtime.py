@@ -1,16 +1,17 @@
 """Run a compiled graph on the virtual device and hand torch tensors back.
 
-Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of
-graph inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32,
-bool -> uint8), runs the program on the virtual device — its timing simulated once by `nprof.device.simulate`
-(it does not depend on the data), its numerics on every call by `nprof.device.numerics_prepared` (the same
-bits as `simulate`'s); in a multi-process torch.distributed job, a program with collectives exchanges their
-data with the other processes on every call (`device.process_group.run_in_job`) — and rebuilds every graph
-output as a torch tensor of the traced shape, dtype and strides, on the inputs' device (graph inputs returned
-as outputs are passed through; constant outputs are filled on the host). The first call saves its inputs as
-``inputs/<name>.npy`` in the module's cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can
-be given real values. Program inputs named ``rng.*`` (training-mode dropout) are drawn from torch's generator on
-every call, in input order, as the program's meta says (`draw_rng`: eager dropout's masks for the same seed).
+Contract: `DeviceGraph(program, input_names, slots)` is AOTAutograd-callable (boxed: it takes the list of graph
+inputs). Each call converts the torch inputs to numpy in the program's dtypes (int64 -> int32, bool -> uint8), runs
+the program on the virtual device — its timing simulated once by `nprof.device.simulate` (it does not depend on the
+data; with a `TimingCache` the Profile is read from the compile cache when a process simulated this program before,
+and written there when not), its numerics on every call by `nprof.device.numerics_prepared` (the same bits as
+`simulate`'s); in a multi-process torch.distributed job, a program with collectives exchanges their data with the
+other processes on every call (`device.process_group.run_in_job`) — and rebuilds every graph output as a torch tensor
+of the traced shape, dtype and strides, on the inputs' device (graph inputs returned as outputs are passed through;
+constant outputs are filled on the host). The first call saves its inputs as ``inputs/<name>.npy`` in the module's
+cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can be given real values. Program inputs named
+``rng.*`` (training-mode dropout) are drawn from torch's generator on every call, in input order, as the program's
+meta says (`draw_rng`: eager dropout's masks for the same seed).
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
 `OBSERVERS`: callables that receive a `RuntimeEvent` for every compile, cache hit, fallback, host->device
 copy, launch and device->host copy of the backend (stamped with `time.time_ns()`, the Unix clock that
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
 from nprof.compiler.packing import PACKED_META, pack_inputs
 
@@ -47,6 +49,8 @@ class Stats:
     device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
     wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
     cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per execution
+    timing_hits: int = 0  # graphs whose simulated timing came from the cache (`TimingCache`)
+    timing_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) simulating/loading
     last_profile: dict[str, Any] = field(default_factory=dict)  # module -> Profile of its last execution
 
     def reset(self) -> None:
@@ -141,12 +145,14 @@ class DeviceGraph:
         slots: Sequence[OutputSlot],
         module: str,
         sample_dir: Path | None = None,
+        timing: TimingCache | None = None,
     ) -> None:
         self.program = program
         self.input_names = list(input_names)
         self.slots = list(slots)
         self.module = module
         self.sample_dir = sample_dir
+        self.timing = timing
         self._decls = {t.name: t for t in program.inputs}
         self.calls = 0  # executions so far (the next one's index)
         self._timed: tuple[Any, int] | None = None  # (Profile, simulated ns) of every execution
@@ -222,8 +228,16 @@ class DeviceGraph:
             result = run_in_job(self.program, inputs, job, allow_nonfinite=True)
             return result.outputs, result.profile, int(result.latencies_ns[-1])
         if self._timed is None:
-            result = simulate(self.program, inputs, numerics=False)
-            self._timed = (result.profile, int(result.latencies_ns[-1]))
+            start = time.process_time()
+            profile = self.timing.load(self.program.preset) if self.timing is not None else None
+            if profile is None:
+                profile = simulate(self.program, inputs, numerics=False).profile
+                if self.timing is not None:
+                    self.timing.store(self.program.preset, profile)
+            else:
+                STATS.timing_hits += 1
+            self._timed = (profile, int(profile.info.total_time_ns))  # simulate's latency of every execution
+            STATS.timing_cpu_seconds.append((self.module, time.process_time() - start))
             self._numerics = PreparedNumerics(self.program, get_preset(self.program.preset))
         assert self._numerics is not None
         return self._numerics.run(inputs, lenient=True), *self._timed

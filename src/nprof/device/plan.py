@@ -28,15 +28,16 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 from functools import cached_property, partial
-from itertools import chain, count, repeat
-from operator import attrgetter
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import VALUE_KEY
+from nprof.device.columns import Columns, program_columns
 from nprof.device.order import dep_lists, partners, track_order
-from nprof.device.psum import elided_memsets, is_zero_fill
+from nprof.device.psum import elided_fills
+from nprof.device.rowcodes import padded, row_codes
+from nprof.device.signatures import Signatures, first_items, signatures
 from nprof.device.template import (
     FIRST_DMA_SLOT,
     SLOT_GPSIMD,
@@ -45,8 +46,6 @@ from nprof.device.template import (
     SLOT_SCALAR,
     SLOT_SYNC,
     SLOT_VECTOR,
-    SigRow,
-    signature_rows,
 )
 from nprof.errors import NprofError
 from nprof.program.model import Program
@@ -65,10 +64,6 @@ __all__ = [
     "plan_for",
     "slot_names",
 ]
-
-ACC_KEY = VALUE_KEY  # every field of an Access, fetched in C (device.accinfo)
-_INS, _OUTS, _DEPS = attrgetter("ins"), attrgetter("outs"), attrgetter("deps")
-_OPCODE, _ENGINE, _ATTRS, _QUEUE = attrgetter("opcode"), attrgetter("engine"), attrgetter("attrs"), attrgetter("queue")
 
 
 @dataclass(frozen=True)
@@ -107,6 +102,9 @@ class Plan:
     pl: np.ndarray  # int64: MATMUL/TRANSPOSE: the LDWEIGHTS/TRANSPOSE before it (n: none)
     order: np.ndarray  # int64: an order every wait respects (device.order): the in-order pass schedules in it
     elided: np.ndarray  # bool: PSUM accumulation-group zero-fills the hardware never runs (device.psum)
+    source: pa.Array  # string per instruction (null: none): the kernel source line
+    layer: pa.Array  # string per instruction: the module path (compiled graphs)
+    hlo_name: pa.Array  # string per instruction: the graph node (compiled graphs)
 
     @property
     def n(self) -> int:
@@ -140,53 +138,48 @@ def slot_names(preset: Preset) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def build_plan(program: Program, preset: Preset) -> Plan:
     """The plan of `program` on `preset` (see the module doc); NprofError names the first malformed instruction."""
-    instrs = program.instructions
-    n = len(instrs)
-    with progress(n, f"planning {program.name}") as bar:
-        in_keys = map(tuple, map(map, repeat(ACC_KEY, n), map(_INS, instrs)))
-        out_keys = map(tuple, map(map, repeat(ACC_KEY, n), map(_OUTS, instrs)))
-        cols = (map(_OPCODE, instrs), map(_ENGINE, instrs), map(_ATTRS, instrs), map(_QUEUE, instrs))
-        memo: dict[tuple, int] = {}
-        # first[i]: the first instruction with i's signature (setdefault stores i when the signature is new)
-        first = np.fromiter(map(memo.setdefault, zip(*cols, in_keys, out_keys, strict=True), count()), np.int64, n)
-        del memo
-        reps = np.flatnonzero(first == np.arange(n, dtype=np.int64))
+    return plan_from_columns(program_columns(program), preset, program.name)
+
+
+def plan_from_columns(cols: Columns, preset: Preset, name: str) -> Plan:
+    """The plan of the instruction columns `cols` of program `name` (see the module doc)."""
+    n = cols.n
+    with progress(n, f"planning {name}") as bar:
+        ins_key, outs_key = padded(cols.ins_offsets, cols.ins), padded(cols.outs_offsets, cols.outs)
+        code, reps = row_codes([cols.opcode, cols.engine, cols.attrs, cols.queue, *ins_key, *outs_key], n)
         bar.advance(n // 2)
-        rows = signature_rows(program, preset, reps.tolist())
+        sigs = signatures(cols, preset, name, reps)
         bar.advance(n - n // 2)
-    code = np.zeros(n, np.int64)
-    code[reps] = np.arange(len(reps), dtype=np.int64)
-    code = code[first]
-    offsets, flat = _check_deps(program)
-    zero_fills = [k for k, i in enumerate(reps.tolist()) if is_zero_fill(instrs[i])]
-    elided = elided_memsets(program, offsets, flat, np.flatnonzero(np.isin(code, zero_fills)))
-    return _assemble(preset, code, rows, offsets, flat, elided)
+    offsets, flat = _check_deps(cols, name)
+    out0 = first_items(cols.outs_offsets, cols.outs)
+    elided = elided_fills(sigs.zero_fill[code], sigs.acc_matmul[code], out0, offsets, flat)
+    return _assemble(preset, code, sigs, offsets, flat, elided, (cols.source, cols.layer, cols.hlo_name))
 
 
 def _assemble(
     preset: Preset,
     code: np.ndarray,
-    rows: list[SigRow],
+    sigs: Signatures,
     offsets: np.ndarray,
     flat: np.ndarray,
     elided: np.ndarray,
+    strings: tuple[pa.Array, pa.Array, pa.Array],
 ) -> Plan:
-    """Spread the per-signature rows over the instructions and derive the scheduler's fast-path columns.
+    """Spread the per-signature facts over the instructions and derive the scheduler's fast-path columns.
 
     `elided` instructions (PSUM accumulation-group zero-fills, `device.psum`) get no duration, no latency
     and no place on their track.
     """
     n = len(code)
-    ts = [r.t for r in rows]
-    slot_s = np.asarray([t.slot for t in ts], np.int64)
-    lat_s = np.asarray([t.lat for t in ts], np.float64)
-    lat0_s = np.asarray([t.lat0 for t in ts], np.float64)
-    slot = slot_s[code]
-    lat, lat0 = np.where(elided, 0.0, lat_s[code]), np.where(elided, 0.0, lat0_s[code])
-    is_dma = np.asarray([t.is_dma for t in ts], bool)[code]
-    rw = np.asarray([t.rw for t in ts], np.int64).reshape(-1, 6)[code]
-    fl = np.asarray([(t.flops, t.hw_flops) for t in ts], np.int64).reshape(-1, 2)[code]
-    is_tr = np.asarray([t.is_transpose for t in ts], bool)[code]
+    ts = sigs.templates
+    of = sigs.template[code]  # each instruction's template
+    slot = np.asarray([t.slot for t in ts], np.int64)[of]
+    lat = np.where(elided, 0.0, np.asarray([t.lat for t in ts], np.float64)[of])
+    lat0 = np.where(elided, 0.0, np.asarray([t.lat0 for t in ts], np.float64)[of])
+    is_dma = np.asarray([t.is_dma for t in ts], bool)[of]
+    rw = np.asarray([t.rw for t in ts], np.int64).reshape(-1, 6)[of]
+    fl = np.asarray([(t.flops, t.hw_flops) for t in ts], np.int64).reshape(-1, 2)[of]
+    is_tr = np.asarray([t.is_transpose for t in ts], bool)[of]
     # scheduler fast path: non-TensorE instructions with at most one dependency
     lengths = np.diff(offsets)
     dep1 = np.full(n, -1, np.int64)
@@ -199,12 +192,13 @@ def _assemble(
     dep1[is_dma] = -3
     lat1 = np.where(none, lat0, lat)
     tracks, engines = slot_names(preset)
-    dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[code])
+    dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[of])
     pm, pl = partners(slot, is_tr)
     order, prev = track_order(
         slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur, lat, lat0,
         offsets, flat, preset.sched_window,
     )  # fmt: skip
+    sig_t = sigs.template.tolist()
     return Plan(
         preset=preset,
         slot=slot,
@@ -213,19 +207,19 @@ def _assemble(
         lat0=lat0,
         is_dma=is_dma,
         dma_index=np.flatnonzero(is_dma),
-        dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[code],
+        dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[of],
         transposes=frozenset(np.flatnonzero(is_tr).tolist()),
         is_tr=is_tr,
         slot_tracks=tracks,
         slot_engines=engines,
         code=code,
-        sig_opcode=[t.opcode for t in ts],
-        sig_operands=[r.operands for r in rows],
-        sig_direction=[t.direction for t in ts],
-        sig_partitions=np.asarray([r.partitions for r in rows], np.int64),
-        sig_tensor=[r.tensor for r in rows],
-        sig_spill=np.asarray([r.spill for r in rows], bool),
-        sig_reload=np.asarray([r.reload for r in rows], bool),
+        sig_opcode=[ts[t].opcode for t in sig_t],
+        sig_operands=sigs.operands,
+        sig_direction=[ts[t].direction for t in sig_t],
+        sig_partitions=sigs.partitions,
+        sig_tensor=sigs.tensor,
+        sig_spill=sigs.spill,
+        sig_reload=sigs.reload,
         rw=rw,
         flops=fl[:, 0].copy(),
         hw_flops=fl[:, 1].copy(),
@@ -238,6 +232,9 @@ def _assemble(
         pl=pl,
         order=order,
         elided=elided,
+        source=strings[0],
+        layer=strings[1],
+        hlo_name=strings[2],
     )
 
 
@@ -264,23 +261,18 @@ def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> n
     return prev
 
 
-def _check_deps(program: Program) -> tuple[np.ndarray, np.ndarray]:
+def _check_deps(cols: Columns, name: str) -> tuple[np.ndarray, np.ndarray]:
     """CSR arrays of the dependency lists; NprofError if one does not point at an earlier instruction
     (a wait for a later instruction is a cycle or a semaphore nobody has signalled yet)."""
-    instrs = program.instructions
-    n = len(instrs)
-    lengths = np.fromiter(map(len, map(_DEPS, instrs)), np.int64, n)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.fromiter(chain.from_iterable(map(_DEPS, instrs)), np.int64, int(offsets[-1]))
-    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    offsets, flat = cols.deps_offsets, cols.deps_flat
+    owner = np.repeat(np.arange(cols.n, dtype=np.int64), np.diff(offsets))
     bad = np.flatnonzero((flat < 0) | (flat >= owner))
     if len(bad):
         i, d = int(owner[bad[0]]), int(flat[bad[0]])
-        ins = program.instructions[i]
-        where = f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
+        op, source = cols.opcodes[int(cols.opcode[i])].value, cols.source[i].as_py()
+        where = f"instruction {i} ({op}{', ' + source if source else ''})"
         raise NprofError(
-            f"program {program.name!r}: {where} waits for instruction {d}, not an earlier one (a dependency "
+            f"program {name!r}: {where} waits for instruction {d}, not an earlier one (a dependency "
             "cycle or a semaphore that is never signalled before it); fix the program's dependencies"
         )
     return offsets, flat

@@ -17,20 +17,14 @@ free size, N the moving free size); hardware FLOPs count the full
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from itertools import repeat
-from operator import attrgetter, is_not
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from nprof.arch.isa import Instruction
 from nprof.device.plan import Plan
 from nprof.device.schedule import Timing
 from nprof.program.model import Program
-
-_SOURCE, _LAYER, _HLO = attrgetter("source"), attrgetter("layer"), attrgetter("hlo_name")
 
 
 def _deps_column(plan: Plan, mask: np.ndarray) -> pa.ListArray:
@@ -48,13 +42,6 @@ def _names(names: pa.Array, codes: np.ndarray) -> pa.Array:
     return names.take(pa.array(codes))
 
 
-def _optional_strings(instrs: Sequence[Instruction], get: Callable[[Instruction], str | None]) -> pa.Array:
-    """String column of `get` over the instructions (all-null without building a list when none has one)."""
-    if not any(map(is_not, map(get, instrs), repeat(None))):  # C-level scan: a column of None costs little
-        return pa.nulls(len(instrs), pa.string())
-    return pa.array(list(map(get, instrs)), pa.string())
-
-
 def build_tables(
     program: Program, plan: Plan, timing: Timing, iteration: int = 0
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -67,8 +54,7 @@ def build_tables(
     is_ci = ~is_dma
     ci = np.flatnonzero(is_ci)
     di = np.flatnonzero(is_dma)
-    instrs = program.instructions
-    sources, layers, hlos = (_optional_strings(instrs, get) for get in (_SOURCE, _LAYER, _HLO))
+    sources, layers, hlos = plan.source, plan.layer, plan.hlo_name
     ci_mask, di_mask = pa.array(is_ci), pa.array(is_dma)
     slots = np.asarray(plan.slot, np.int32) if plan.n else np.zeros(0, np.int32)
     tracks = pa.array(list(plan.slot_tracks), pa.string())

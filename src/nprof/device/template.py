@@ -1,24 +1,19 @@
 """Per-signature facts of the plan: what one distinct instruction costs and shows, computed once.
 
-Contract: `signature_rows(program, preset, reps) -> list[SigRow]` gives, for each
-representative instruction index in `reps` (the first instruction of each distinct signature, in program
-order), its timeline slot, stand-alone duration, dependency latencies, bytes per memory, FLOPs, DMA facts and
-operand text. The checks run in `reps` order, so the first malformed instruction of the program raises
-`NprofError` naming it. Shape-dependent costs are memoised per operand-shape key (`AccessCache` signatures),
-so loops over tiles of one shape pay `arch.cost` once.
+Contract: `template(name, preset, i, ins, ii, oo) -> Template` checks instruction `i` and gives its timeline
+slot, stand-alone duration (`arch.cost`), dependency latencies, bytes per memory, FLOPs and DMA facts: all
+that depends only on its opcode, engine, attrs, queue and operand *shapes* (`AccessCache` signatures), so
+`device.plan` calls it once per distinct such key (loops over tiles of one shape pay `arch.cost` once).
 """
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import NamedTuple
 
 from nprof.arch import cost
 from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import VALUE_KEY, AccessCache, AccInfo
 from nprof.errors import NprofError
-from nprof.program.model import Program
 
 SLOT_LD, SLOT_MM, SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD, SLOT_SYNC = range(6)
 FIRST_DMA_SLOT = 6
@@ -50,17 +45,6 @@ class Template(NamedTuple):
     dma_rate: float = 0.0  # DMA: bytes/ns alone, counting chunk overhead as bytes
 
 
-class SigRow(NamedTuple):
-    """One distinct instruction: its template plus the value-dependent columns."""
-
-    t: Template
-    operands: str  # "" for DMAs
-    partitions: int  # DMA: partitions of the SBUF side (or of the source)
-    tensor: str | None  # DMA: the HBM tensor moved
-    spill: bool
-    reload: bool
-
-
 def where(i: int, ins: Instruction) -> str:
     return f"instruction {i} ({ins.opcode.value}{', ' + ins.source if ins.source else ''})"
 
@@ -70,9 +54,10 @@ def _attr_text(attrs: tuple) -> str:
     return " ; " + " ".join(items) if items else ""
 
 
-def template(program: Program, preset: Preset, i: int, ins: Instruction, ii: list, oo: list) -> Template:
-    """Check one instruction and compute its shape-dependent columns (NprofError when malformed)."""
-    op, eng, name = ins.opcode, ins.engine, program.name
+def template(name: str, preset: Preset, i: int, ins: Instruction, ii: list, oo: list) -> Template:
+    """Check instruction `i` of program `name` and compute its shape-dependent columns (NprofError when
+    malformed); `ii`/`oo` are the `AccInfo` of its operands."""
+    op, eng = ins.opcode, ins.engine
     rw = [0] * 6
     for x in ii:
         rw[x.mem] += x.nbytes
@@ -145,33 +130,3 @@ def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, prese
         problem = "its result must go to PSUM"
     if problem:
         raise NprofError(f"program {name!r}: {where(i, ins)}: {problem}; split the matmul into legal tiles")
-
-
-def signature_rows(program: Program, preset: Preset, reps: list[int]) -> list[SigRow]:
-    """One `SigRow` per representative instruction index (see module doc)."""
-    instrs = program.instructions
-    cache = AccessCache()
-    get, hit = cache.get, cache.by_value.get
-    memo: dict[tuple, Template] = {}
-    sig, text = itemgetter(0), itemgetter(3)
-    rows: list[SigRow] = []
-    for i in reps:
-        ins = instrs[i]
-        a_in, a_out = ins.ins, ins.outs
-        # the cache's fast path inline (an AccInfo is a non-empty tuple: true); `get` fills misses
-        ii: list[AccInfo] = [hit(VALUE_KEY(a)) or get(a) for a in a_in]
-        oo: list[AccInfo] = [hit(VALUE_KEY(a)) or get(a) for a in a_out]
-        # enum members are singletons: their ids are as good a key as they are
-        key = (id(ins.opcode), id(ins.engine), ins.attrs, ins.queue, *map(sig, ii), -1, *map(sig, oo))
-        t = memo.get(key)
-        if t is None:
-            t = memo[key] = template(program, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value)
-        if t.is_dma:
-            d_hbm = oo[0].mem == 0
-            tensor = a_in[0].tensor if ii[0].mem == 0 or not d_hbm else a_out[0].tensor
-            spill, reload = bool(ins.attr("spill", False)), bool(ins.attr("reload", False))
-            rows.append(SigRow(t, "", ii[0].partitions if d_hbm else oo[0].partitions, tensor, spill, reload))
-        else:
-            operands = ", ".join(map(text, oo)) + " <- " + ", ".join(map(text, ii)) + t.attr_text
-            rows.append(SigRow(t, operands, 0, None, False, False))
-    return rows

@@ -64,7 +64,7 @@ def stuck_error(plan: Plan, program: Program | None, count: Sequence[int] | np.n
     i = int(np.flatnonzero(np.asarray(count) > 0)[0])
     name = f"program {program.name!r}: " if program is not None else ""
     opcode = plan.sig_opcode[int(plan.code[i])]
-    src = program.instructions[i].source if program is not None else None
+    src = plan.source[i].as_py()
     where = f"instruction {i} ({opcode}{', ' + src if src else ''})"
     lo, hi = int(plan.deps_offsets[i]), int(plan.deps_offsets[i + 1])
     blockers = [int(d) for d in plan.deps_flat[lo:hi] if count[int(d)] > 0 or int(d) >= i]

@@ -23,7 +23,7 @@ from nprof.arch.isa import Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
-from nprof.nki.masks import mask_box, masked_box, note_mask
+from nprof.nki.masks import mask_box, masked_box, note_mask, operand_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip, partition_first
 
@@ -53,12 +53,18 @@ def consumed(t: NkiTensor) -> None:
         del MM_WRITTEN[t.base]
 
 
-def tile(x: Any, what: str = "operand") -> NkiTensor:
-    """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values."""
+def tile(x: Any, what: str = "operand", masked_ok: bool = False) -> NkiTensor:
+    """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values, and for an
+    operand-masked view (`tile[mask]`) unless `masked_ok` (matmul operands: the only ones NKI masks so)."""
     if isinstance(x, NkiTensor):
         if x.is_hbm:
             raise kernel_error(
                 f"{what} {x.name!r} is in HBM; compute engines read SBUF/PSUM — nl.load it into a tile first"
+            )
+        if not masked_ok and operand_box(x) is not None:
+            raise kernel_error(
+                f"{what}: operand masking (tile[mask]) applies to matmul operands only (NKI API Masking); "
+                "pass mask= to this instruction instead"
             )
         builder = trace.current()
         if builder.is_pending(x):
@@ -353,12 +359,19 @@ def inplace(op: str, target: NkiTensor, other: Any) -> NkiTensor:
     """`target <op>= other`: PSUM `+=` of a fresh matmul accumulates in place; else an op into target."""
     builder = trace.current()
     if op == "add" and builder.is_pending(other, "matmul") and not target.is_hbm:
-        builder.commit_matmul(target, accumulate=True)
+        builder.commit_matmul(matmul_target(target, other), accumulate=True)
         return target
     if target.is_hbm:
         raise kernel_error("cannot update an HBM tensor in place; compute in a tile and nl.store it")
     binary(op, target, other, out=target)
     return target
+
+
+def matmul_target(view: NkiTensor, result: NkiTensor) -> NkiTensor:
+    """Where a pending matmul's `result` lands in `view`: the box its masked operands computed (operand
+    masking leaves the rest of the destination as it was), else all of `view`."""
+    box = masked_box(result) if result.shape == view.shape else None
+    return view if box is None else view.restrict(box)
 
 
 def assign(view: NkiTensor, value: Any) -> None:
@@ -370,7 +383,7 @@ def assign(view: NkiTensor, value: Any) -> None:
     if isinstance(value, NkiTensor) and value.base is view.base and value.access_key() == view.access_key():
         return  # `t[...] += x` already updated t in place
     if builder.is_pending(value, "matmul") and not view.is_hbm:
-        builder.commit_matmul(view, accumulate=False)
+        builder.commit_matmul(matmul_target(view, value), accumulate=False)
         return
     if hasattr(value, "assign_into"):  # nl.loop_reduce: the destination is op's other input
         value.assign_into(view)

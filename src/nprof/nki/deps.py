@@ -21,6 +21,9 @@ import math
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
 
+_ONCHIP_KEY = {Space.SBUF: "sbuf", Space.PSUM: "psum"}  # memory key of on-chip accesses (str() of the enum is slow)
+_GRANULE = {Space.SBUF: 1024, Space.PSUM: 512}  # bucket width in bytes
+_RECENT = 16  # accesses whose regions are remembered (an instruction's operands are looked up 2-3 times)
 Region = tuple[tuple[int, int], ...]  # half-open ranges; on chip: (partitions, bytes); HBM box: one per axis
 _NO_BOX = ((0, 0), (0, 0))  # placeholder bounds when a region is not a 2-D box (never compared with one)
 
@@ -65,6 +68,7 @@ class DepTracker:
         self._written: set[str] = set()  # memories/tensors written so far (reads of others cannot conflict)
         self._unwritten: dict[str, list[tuple[int, Access]]] = {}  # reads of the others, registered at 1st write
         self._layouts: dict[str, tuple[tuple[int, ...], tuple[int, ...], int, int]] = {}  # HBM tensor -> layout
+        self._recent: dict[int, tuple[Access, tuple[str, Region | None, tuple[int, int], tuple[int, ...]]]] = {}
 
     def _layout(self, tensor: str) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
         """(shape, row-major strides, elements per row, bucket granularity in rows) of an HBM tensor."""
@@ -81,6 +85,21 @@ class DepTracker:
         return layout
 
     def _key_region(self, acc: Access) -> tuple[str, Region | None, tuple[int, int], tuple[int, ...]]:
+        """(memory key, box, span, buckets) of `acc`; the last few accesses' results are remembered (by identity:
+        the same operand is looked up by `last_writer` and `record` of one instruction)."""
+        hit = self._recent.get(id(acc))
+        if hit is not None and hit[0] is acc:
+            return hit[1]
+        found = self._region_of(acc)
+        if found[0] != "sbuf" and found[0] != "psum" and acc.tensor not in self._layouts:
+            return found  # an undeclared HBM tensor: its region may change once declared
+        recent = self._recent
+        if len(recent) >= _RECENT:
+            recent.clear()
+        recent[id(acc)] = (acc, found)
+        return found
+
+    def _region_of(self, acc: Access) -> tuple[str, Region | None, tuple[int, int], tuple[int, ...]]:
         lo = hi = 0
         for stride, size in acc.free:
             ext = stride * (size - 1)
@@ -88,14 +107,15 @@ class DepTracker:
                 lo += ext
             else:
                 hi += ext
-        if acc.space is not Space.HBM:
+        key = _ONCHIP_KEY.get(acc.space)
+        if key is not None:
             item = ITEMSIZE[acc.dtype]
             b0, b1 = acc.offset + lo * item, acc.offset + (hi + 1) * item
             p0 = acc.partition_start
             box: Region | None = ((p0, p0 + acc.partitions), (b0, b1))
-            gran = 1024 if acc.space is Space.SBUF else 512
+            gran = _GRANULE[acc.space]
             first, last = b0 // gran, (b1 - 1) // gran
-            return str(acc.space), box, (b0, b1), ((first,) if first == last else tuple(range(first, last + 1)))
+            return key, box, (b0, b1), ((first,) if first == last else tuple(range(first, last + 1)))
         pext = acc.partition_stride * (acc.partitions - 1)
         flo, fhi = acc.offset + lo + min(0, pext), acc.offset + hi + max(0, pext) + 1
         shape, strides, row, gran = self._layout(acc.tensor)
@@ -114,15 +134,20 @@ class DepTracker:
                 return (list(first) if copy else first) if first else []
             if not first:
                 return list(huge)
-        seen: dict[int, _Entry] = {}
-        for b in (*buckets, -1) if buckets != (-1,) else (-1,):
-            for entry in get((space, b), ()):
-                seen[id(entry)] = entry
-        if buckets == (-1,):  # a huge span: check every bucket of this space
-            for (sp, _), entries in self._buckets.items():
-                if sp == space:
-                    for entry in entries:
-                        seen[id(entry)] = entry
+        if buckets[0] != -1:  # a contiguous range of buckets: each entry taken from the first bucket it shares
+            low = buckets[0]  # with the range (entries' buckets are contiguous ranges too, or the huge bucket -1)
+            found = list(get((space, -1), ()))
+            for b in buckets:
+                for entry in get((space, b), ()):
+                    first = entry.buckets[0]
+                    if first == b or (b == low and first < low):
+                        found.append(entry)
+            return found
+        seen: dict[int, _Entry] = {}  # a huge span: every entry of this space
+        for (sp, _), entries in self._buckets.items():
+            if sp == space:
+                for entry in entries:
+                    seen[id(entry)] = entry
         return list(seen.values())
 
     @staticmethod
@@ -143,7 +168,7 @@ class DepTracker:
 
     def _read(self, index: int, acc: Access, deps: set[int]) -> None:
         """Register a read of `acc` by instruction `index`; add the writers it waits for to `deps`."""
-        space = "hbm:" + acc.tensor if acc.space is Space.HBM else str(acc.space)
+        space = _ONCHIP_KEY.get(acc.space) or "hbm:" + acc.tensor
         if space not in self._written:  # e.g. an input or weight: nothing to wait for; kept for a later write
             self._unwritten.setdefault(space, []).append((index, acc))
             return

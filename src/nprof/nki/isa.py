@@ -42,12 +42,13 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     oob_mode,
     reduce_cmd,
     reduce_name,
+    scalar_alu_name,
     scalar_engine,
     tensor_engine,
     unknown_engine,
     vector_engine,
 )
-from nprof.nki.masks import skipped_by
+from nprof.nki.masks import note_mask, operand_box, skipped_by
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -101,7 +102,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
                   is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
     builder = _trace.current()
     p = builder.preset
-    st, mv = _c.tile(stationary, "stationary"), _c.tile(moving, "moving")
+    st, mv = _c.tile(stationary, "stationary", masked_ok=True), _c.tile(moving, "moving", masked_ok=True)
+    out_box = _operand_out_box(st, mv)
     # TensorE reads SBUF only: a PSUM operand is first copied to SBUF (one VectorE copy, as the compiler inserts)
     st, mv = (_c.copy(t) if t.space is Space.PSUM else t for t in (st, mv))
     more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()
@@ -132,12 +134,36 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     if flat is None:
         flat = _c.copy(mv).flatten_free()
     assert flat is not None
+    if out_box is not None:  # operand masking: the full-shape result, computed in the operands' box only
+        full = (out_box[0][1], out_box[1][1])
+        box = [out_box[0][0], out_box[1][0]]
+        res = builder.alloc(full, "float32", Space.PSUM, lazy=True)
+        builder.set_pending(st, flat, res.restrict(box), skip=skip, more=more)
+        note_mask(res, box)
+        if dst is None:
+            return res
+        _commit_into(dst.restrict(box) if tuple(dst.shape) == full else dst, accumulate)
+        return dst
     res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
     builder.set_pending(st, flat, res, skip=skip, more=more)
     if dst is None:
         return res
     _commit_into(dst, accumulate)
     return dst
+
+
+def _operand_out_box(st: NkiTensor, mv: NkiTensor) -> tuple[tuple[tuple[int, int], int], ...] | None:
+    """For masked matmul operands (`lhsT[mask]`, NKI API Masking): per output axis, ((lo, hi), full size) —
+    rows from the stationary's free axis, columns from the moving's — or None when neither is masked. A mask
+    on the partition (contraction) axis narrows K only; both operands must then agree on K."""
+    st_m, mv_m = operand_box(st), operand_box(mv)
+    if st_m is None and mv_m is None:
+        return None
+    if st.ndim != 2 or mv.ndim != 2:
+        raise kernel_error("operand masking of nc_matmul takes 2-D operands [K, M] and [K, N]")
+    rows = (st_m[1][1], st_m[0][1]) if st_m else ((0, st.shape[1]), st.shape[1])
+    cols = (mv_m[1][1], mv_m[0][1]) if mv_m else ((0, mv.shape[1]), mv.shape[1])
+    return rows, cols
 
 
 def _double_row(st: NkiTensor, mv: NkiTensor) -> tuple[NkiTensor, NkiTensor, tuple[tuple[NkiTensor, NkiTensor], ...]]:
@@ -228,7 +254,8 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
                   dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """(data <op0> operand0) <op1> operand1 with scalar or [P, 1] operands (VectorE, ScalarE or GpSimdE)."""
     return _c.tensor_scalar(
-        data, alu_name(op0), operand0, reverse0, alu_name(op1) if op1 is not None else None, operand1, reverse1,
+        data, scalar_alu_name(op0, operand0), operand0, reverse0,
+        scalar_alu_name(op1, operand1) if op1 is not None else None, operand1, reverse1,
         dtype=_dtype_for(dst, dtype, "tensor_scalar"), mask=mask, engine=_engine(engine, Engine.VECTOR, _VSG), out=dst,
     )  # fmt: skip
 

@@ -113,6 +113,18 @@ def alu_name(op: Any) -> str:
     return name
 
 
+def scalar_alu_name(op: Any, operand: Any) -> str:
+    """`alu_name` for a tensor_scalar op with its scalar operand. NKI's operator table ("Supported Math
+    Operators for NKI ISA") lists Absolute (`nl.abs`) among the Vector/Scalar engine ALU operators; with a
+    0 operand (AWS's rmsnorm_quant: `op0=nl.abs, operand0=0.0`) it is nprof's abs_max, max(|x|, |0|) = |x|.
+    Another operand is refused: what the engine does with it is not documented."""
+    if (getattr(op, "_nki_act", None) or _NP_ACT.get(op)) == "abs":
+        if isinstance(operand, int | float | np.number) and float(operand) == 0.0:
+            return "abs_max"
+        raise kernel_error(f"nl.abs as an ALU operator is modelled with a 0 operand only (|x|), got {operand!r}")
+    return alu_name(op)
+
+
 def act_name(op: Any) -> str:
     name = getattr(op, "_nki_act", None) or _NP_ACT.get(op) or (op if isinstance(op, str) else None)
     if name is None and getattr(op, "__name__", None) == "copy":

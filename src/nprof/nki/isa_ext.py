@@ -98,7 +98,7 @@ def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, 
     if rr.shape[0] != x.shape[0] or _c._numel_free(rr) != 1:
         raise kernel_error(f"reduce_res must be a [{x.shape[0]}, 1] tile, got {rr.shape}")
     res = _c.result_tile(dst, x.shape, _dt(dst, dtype, x.dtype_name, "tensor_scalar_reduce"))
-    ins, kw = [x], {"op0": isa.alu_name(op0), "reverse0": bool(reverse0) or None,
+    ins, kw = [x], {"op0": isa.scalar_alu_name(op0, operand0), "reverse0": bool(reverse0) or None,
                     "reduce_op": isa.reduce_name(reduce_op)}  # fmt: skip
     if _c.is_scalar(operand0):
         kw["operand0"] = float(operand0)

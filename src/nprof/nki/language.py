@@ -43,6 +43,7 @@ from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     uint32,
 )
 from nprof.nki.index import IndexExpr, Predicate, arange, mgrid  # noqa: F401
+from nprof.nki.masks import mark_operand, operand_box
 from nprof.nki.scopes import Loop as _Loop
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, mask_box
@@ -331,8 +332,14 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Predicate | None 
     """x @ y into a PSUM tile (fp32). Without transpose_x, x [M, K] is first transposed on TensorE."""
     from nprof.nki import isa as _isa
 
-    x, y = _sbuf(_c.tile(x, "matmul x")), _sbuf(_c.tile(y, "matmul y"))
+    x, y = _c.tile(x, "matmul x", masked_ok=True), _c.tile(y, "matmul y", masked_ok=True)
+    x_mask, y_mask = operand_box(x), operand_box(y)
+    x, y = (_sbuf(t if m is None else t.restrict([(0, s) for s in t.shape])) for t, m in ((x, x_mask), (y, y_mask)))
     stationary = x if transpose_x else transpose(x)
+    for tile_, m, swap in ((stationary, x_mask, not transpose_x), (y, y_mask, False)):
+        if m is not None:  # a masked operand stays masked through the SBUF copy / transpose (NKI API Masking)
+            full, box = m
+            mark_operand(tile_, full[::-1] if swap else full, box[::-1] if swap else box)
     return _isa.nc_matmul(stationary, y, mask=mask)
 
 

@@ -7,6 +7,8 @@ bool is a condition on loop indices, which tracing has unrolled. `note_mask` /
 `masked_box` remember the box a fresh result was computed in, so
 `dst[...] = op(..., mask=m)` writes `dst` only there. `skipped_by` is the
 all-or-nothing form for instructions that take only loop conditions.
+`operand_masked` / `operand_box` are NKI's operand masking of matmul inputs
+(`nisa.nc_matmul(lhsT[i_f < 64], rhs[i_f < 256])`: the same docs section).
 """
 
 from __future__ import annotations
@@ -83,3 +85,38 @@ def skipped_by(mask: Any, what: str) -> bool:
     if isinstance(mask, bool | np.bool_):
         return not mask
     raise kernel_error(f"{what}: mask= takes a condition on loop indices here; slice the operands instead")
+
+
+_OPERAND: weakref.WeakKeyDictionary[NkiTensor, tuple[tuple[int, ...], list[tuple[int, int]]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Views made by operand masking (`tile[mask]`) -> (the shape before masking, the box the mask keeps)."""
+
+
+def operand_masked(view: NkiTensor, mask: Any) -> NkiTensor:
+    """`view[mask]`: NKI's operand masking (AWS NKI docs, "NKI API Masking": matmul operands take a mask of
+    their own, since stationary and moving free axes are indistinguishable in one `mask=`).
+
+    Returns `view` narrowed to the mask's box and remembers its shape before masking, so that nc_matmul
+    computes on the smaller operand and writes only the matching box of its full-shape result. A mask that
+    keeps the whole view returns `view` itself.
+    """
+    box = mask_box(mask, view.shape)
+    if all(b == (0, size) for b, size in zip(box, view.shape, strict=True)):
+        return view
+    sub = view.restrict(box)
+    _OPERAND[sub] = (view.shape, box)
+    return sub
+
+
+def operand_box(view: Any) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+    """(shape before masking, box) of a view made by operand masking, None for any other value."""
+    try:
+        return _OPERAND.get(view)
+    except TypeError:  # unhashable values are never masked operands
+        return None
+
+
+def mark_operand(view: NkiTensor, full: tuple[int, ...], box: list[tuple[int, int]]) -> None:
+    """Record `view` as a masked operand (a copy or transpose of one keeps the mask of its input)."""
+    _OPERAND[view] = (full, box)

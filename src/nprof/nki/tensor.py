@@ -24,7 +24,7 @@ import numpy as np
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
 from nprof.nki.dtypes import NUMPY
-from nprof.nki.index import IndexExpr
+from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.operators import TileOperators
 from nprof.nki.reshape import ViewReshapes
 from nprof.nki.source import kernel_error
@@ -183,6 +183,10 @@ class NkiTensor(ViewReshapes, TileOperators):
         return self.index(items)
 
     def index(self, items: Any) -> NkiTensor:
+        if isinstance(items, Predicate):  # `tile[mask]`: operand masking of a matmul input (nprof.nki.masks)
+            from nprof.nki.masks import operand_masked
+
+            return operand_masked(self, items)
         if not isinstance(items, tuple):
             items = (items,)
         plain = self._index_plain(items)

@@ -31,45 +31,19 @@ import numpy as np
 import pyarrow as pa
 
 from nprof import __version__
-from nprof.arch.isa import DTYPES, Access, Engine, Instruction, Opcode, Space, numpy_dtype
+from nprof.arch.isa import DTYPES, Access, Space, numpy_dtype
 from nprof.arch.presets import PRESETS
 from nprof.container import open_container, write_container
 from nprof.errors import FormatError, NprofError
-from nprof.program.columns import operand_column, operand_lists
+from nprof.program.columns import operand_lists
 from nprof.program.model import Program, TensorDecl
 from nprof.program.npy import read_npy
+from nprof.program.table import ACCESS, INSTRUCTIONS, _instructions, instruction_table  # noqa: F401 (ACCESS: part of the schema)
 from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
 
 FORMAT = "nprof-program"
 SCHEMA_VERSION = 1
 
-_FREE = pa.list_(pa.struct([("stride", pa.int64()), ("size", pa.int64())]))
-ACCESS = pa.struct(
-    [
-        ("space", pa.string()),
-        ("tensor", pa.string()),
-        ("dtype", pa.string()),
-        ("offset", pa.int64()),
-        ("partitions", pa.int32()),
-        ("free", _FREE),
-        ("partition_start", pa.int32()),
-        ("partition_stride", pa.int64()),
-    ]
-)
-INSTRUCTIONS = pa.schema(
-    [
-        ("engine", pa.string()),
-        ("opcode", pa.string()),
-        ("queue", pa.int32()),
-        ("deps", pa.list_(pa.int64())),
-        ("source", pa.string()),
-        ("layer", pa.string()),
-        ("hlo_name", pa.string()),
-        ("attrs", pa.string()),
-        ("ins", pa.list_(ACCESS)),
-        ("outs", pa.list_(ACCESS)),
-    ]
-)
 TENSORS = pa.schema(
     [("name", pa.string()), ("shape", pa.list_(pa.int64())), ("dtype", pa.string()), ("kind", pa.string())]
 )
@@ -87,22 +61,7 @@ def _npy_bytes(value: np.ndarray) -> bytes:
 
 def save_program(program: Program, path: str | os.PathLike[str]) -> Path:
     """Write `program` atomically to `path` and return the path."""
-    instrs = program.instructions
-    table = pa.Table.from_pydict(
-        {
-            "engine": [i.engine.value for i in instrs],
-            "opcode": [i.opcode.value for i in instrs],
-            "queue": [i.queue for i in instrs],
-            "deps": [list(i.deps) for i in instrs],
-            "source": [i.source for i in instrs],
-            "layer": [i.layer for i in instrs],
-            "hlo_name": [i.hlo_name for i in instrs],
-            "attrs": [json.dumps([[k, v] for k, v in i.attrs]) if i.attrs else "" for i in instrs],
-            "ins": operand_column([i.ins for i in instrs], ACCESS),
-            "outs": operand_column([i.outs for i in instrs], ACCESS),
-        },
-        schema=INSTRUCTIONS,
-    )
+    table = instruction_table(program)
     tensors = pa.Table.from_pydict(
         {
             "name": [t.name for t in program.tensors],
@@ -129,7 +88,7 @@ def save_program(program: Program, path: str | os.PathLike[str]) -> Path:
         "psum_bytes": program.psum_bytes,
         "meta": dict(program.meta),
         "producer": f"nprof {__version__}",
-        "instruction_count": len(instrs),
+        "instruction_count": table.num_rows,
     }
     tables = {"instructions": table, "tensors": tensors, "constants": constants}
     return write_container(path, FORMAT, SCHEMA_VERSION, manifest, tables)
@@ -139,12 +98,6 @@ def _describe_other(found: str) -> str | None:
     if found == "nprof-profile":
         return "this is an nprof profile, not a program; pass it with -s (e.g. nprof view -s FILE)"
     return None
-
-
-def _restore(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_restore(v) for v in value)
-    return value
 
 
 def _load_constant(name: str, dtype: str, blob: bytes) -> np.ndarray:
@@ -210,10 +163,6 @@ def _check_rows(table: pa.Table, rows: dict[str, list[Any]], queues: int, typed:
             check_row(rows, i, queues)  # raises, naming the instruction
 
 
-_ENGINES = {e.value: e for e in Engine}
-_OPCODES = {o.value: o for o in Opcode}
-
-
 def _operands(table: pa.Table, partitions: int, typed: bool) -> tuple[list[Any], list[Any]] | None:
     """(ins, outs) Access tuples per instruction decoded by columns (`columns.operand_lists`) when the table has
     the exact schema and no nulls; None otherwise (decode row by row)."""
@@ -222,47 +171,6 @@ def _operands(table: pa.Table, partitions: int, typed: bool) -> tuple[list[Any],
     ins = operand_lists(table.column("ins"), partitions)
     outs = operand_lists(table.column("outs"), partitions) if ins is not None else None
     return None if ins is None or outs is None else (ins, outs)
-
-
-def _instructions(
-    rows: dict[str, list[Any]], ins_of: list[tuple[Access, ...]], outs_of: list[tuple[Access, ...]]
-) -> tuple[Instruction, ...]:
-    """The Instructions of the table columns `rows` and their decoded operands (identical attrs texts parsed
-    once). Unknown engines/opcodes raise ValueError."""
-    attrs_of: dict[str, tuple[tuple[str, Any], ...]] = {"": ()}
-
-    def attrs(text: str | None) -> tuple[tuple[str, Any], ...]:
-        if not text:
-            return ()
-        hit = attrs_of.get(text)
-        if hit is None:
-            hit = attrs_of[text] = tuple((k, _restore(v)) for k, v in json.loads(text))
-        return hit
-
-    def enum(table: dict[str, Any], value: str, what: str) -> Any:
-        hit = table.get(value)
-        if hit is None:
-            raise ValueError(f"unknown {what} {value!r}")
-        return hit
-
-    return tuple(
-        Instruction(
-            engine=enum(_ENGINES, engine, "engine"),
-            opcode=enum(_OPCODES, opcode, "opcode"),
-            outs=outs,
-            ins=ins,
-            attrs=attrs(attr_text),
-            deps=tuple(deps),
-            queue=queue,
-            source=source,
-            layer=layer,
-            hlo_name=hlo_name,
-        )
-        for engine, opcode, outs, ins, attr_text, deps, queue, source, layer, hlo_name in zip(
-            rows["engine"], rows["opcode"], outs_of, ins_of, rows["attrs"], rows["deps"],
-            rows["queue"], rows["source"], rows["layer"], rows["hlo_name"], strict=True,
-        )
-    )
 
 
 def load_program(path: str | os.PathLike[str]) -> Program:

@@ -1,0 +1,152 @@
+"""A Program's instructions as one Arrow table (the program file's `instructions` schema).
+
+Contract: `instruction_table(program)` returns a `pa.Table` with exactly the schema `INSTRUCTIONS` (the one
+`nprof.program.file` writes), one row per instruction in program order:
+
+* engine, opcode: the enum values (strings); queue: int32 (-1 when not a DMA);
+* deps: list<int64> of earlier instruction indices (sorted, as the producer recorded them);
+* source, layer, hlo_name: strings or null;
+* attrs: JSON text of a list of [name, value] pairs ("" when none; tuples stored as lists);
+* ins, outs: list<struct ACCESS> (space, tensor, dtype, offset, partitions, free: list<struct{stride, size}>,
+  partition_start, partition_stride) — the `Access` fields.
+
+The table is built once per Program and cached on it (a Program is immutable), so consumers (the file writer,
+the simulator's plan) may call this freely. A producer that already holds the columns (a columnar trace)
+attaches them with `attach_table(program, table)`; `instruction_table` then returns them without touching
+`Program.instructions`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from nprof.arch.isa import Access, Engine, Instruction, Opcode
+from nprof.program.columns import operand_column, operand_lists
+
+if TYPE_CHECKING:
+    from nprof.program.model import Program
+
+_FREE = pa.list_(pa.struct([("stride", pa.int64()), ("size", pa.int64())]))
+ACCESS = pa.struct(
+    [
+        ("space", pa.string()),
+        ("tensor", pa.string()),
+        ("dtype", pa.string()),
+        ("offset", pa.int64()),
+        ("partitions", pa.int32()),
+        ("free", _FREE),
+        ("partition_start", pa.int32()),
+        ("partition_stride", pa.int64()),
+    ]
+)
+INSTRUCTIONS = pa.schema(
+    [
+        ("engine", pa.string()),
+        ("opcode", pa.string()),
+        ("queue", pa.int32()),
+        ("deps", pa.list_(pa.int64())),
+        ("source", pa.string()),
+        ("layer", pa.string()),
+        ("hlo_name", pa.string()),
+        ("attrs", pa.string()),
+        ("ins", pa.list_(ACCESS)),
+        ("outs", pa.list_(ACCESS)),
+    ]
+)
+_CACHE_ATTR = "_instruction_table"
+
+
+def instruction_table(program: Program) -> pa.Table:
+    """The instructions of `program` as a table in the `INSTRUCTIONS` schema (see module doc); cached."""
+    cached = program.__dict__.get(_CACHE_ATTR)
+    if cached is not None:
+        return cached
+    instrs = program.instructions
+    table = pa.Table.from_pydict(
+        {
+            "engine": [i.engine.value for i in instrs],
+            "opcode": [i.opcode.value for i in instrs],
+            "queue": [i.queue for i in instrs],
+            "deps": [list(i.deps) for i in instrs],
+            "source": [i.source for i in instrs],
+            "layer": [i.layer for i in instrs],
+            "hlo_name": [i.hlo_name for i in instrs],
+            "attrs": [json.dumps([[k, v] for k, v in i.attrs]) if i.attrs else "" for i in instrs],
+            "ins": operand_column([i.ins for i in instrs], ACCESS),
+            "outs": operand_column([i.outs for i in instrs], ACCESS),
+        },
+        schema=INSTRUCTIONS,
+    )
+    attach_table(program, table)
+    return table
+
+
+def attach_table(program: Program, table: pa.Table) -> None:
+    """Cache `table` (schema `INSTRUCTIONS`, one row per instruction of `program`) as its instruction table."""
+    if not table.schema.equals(INSTRUCTIONS):
+        raise ValueError("an instruction table must have the program file's INSTRUCTIONS schema")
+    object.__setattr__(program, _CACHE_ATTR, table)
+
+
+def decode_instructions(table: pa.Table, partitions: int) -> tuple[Instruction, ...]:
+    """The `Instruction`s of a table in the `INSTRUCTIONS` schema without nulls in its operands (the inverse of
+    `instruction_table`); ValueError on unknown engines/opcodes or nulls."""
+    ins = operand_lists(table.column("ins"), partitions)
+    outs = operand_lists(table.column("outs"), partitions)
+    if ins is None or outs is None:
+        raise ValueError("an instruction table's operands must not be null")
+    return _instructions(table.drop_columns(["ins", "outs"]).to_pydict(), ins, outs)
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_restore(v) for v in value)
+    return value
+
+
+_ENGINES = {e.value: e for e in Engine}
+_OPCODES = {o.value: o for o in Opcode}
+
+
+def _instructions(
+    rows: dict[str, list[Any]], ins_of: list[tuple[Access, ...]], outs_of: list[tuple[Access, ...]]
+) -> tuple[Instruction, ...]:
+    """The Instructions of the table columns `rows` and their decoded operands (identical attrs texts parsed
+    once). Unknown engines/opcodes raise ValueError."""
+    attrs_of: dict[str, tuple[tuple[str, Any], ...]] = {"": ()}
+
+    def attrs(text: str | None) -> tuple[tuple[str, Any], ...]:
+        if not text:
+            return ()
+        hit = attrs_of.get(text)
+        if hit is None:
+            hit = attrs_of[text] = tuple((k, _restore(v)) for k, v in json.loads(text))
+        return hit
+
+    def enum(table: dict[str, Any], value: str, what: str) -> Any:
+        hit = table.get(value)
+        if hit is None:
+            raise ValueError(f"unknown {what} {value!r}")
+        return hit
+
+    return tuple(
+        Instruction(
+            engine=enum(_ENGINES, engine, "engine"),
+            opcode=enum(_OPCODES, opcode, "opcode"),
+            outs=outs,
+            ins=ins,
+            attrs=attrs(attr_text),
+            deps=tuple(deps),
+            queue=queue,
+            source=source,
+            layer=layer,
+            hlo_name=hlo_name,
+        )
+        for engine, opcode, outs, ins, attr_text, deps, queue, source, layer, hlo_name in zip(
+            rows["engine"], rows["opcode"], outs_of, ins_of, rows["attrs"], rows["deps"],
+            rows["queue"], rows["source"], rows["layer"], rows["hlo_name"], strict=True,
+        )
+    )

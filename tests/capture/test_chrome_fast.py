@@ -1,0 +1,148 @@
+"""The chunked msgspec parse of Chrome traces (`chrome_fast`) against the reference orjson path.
+
+The reference is the importer run with `fast_parse` disabled (full orjson dicts per event): on random
+Kineto-shaped traces and on a real torch.profiler trace both must give the same Profile, and traces that
+are not plain must fall back to it."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from nprof.capture import chrome
+from nprof.capture.chrome_fast import fast_parse
+from nprof.profile import Profile
+
+
+def _reference(path: Path, monkeypatch: pytest.MonkeyPatch) -> Profile:
+    with monkeypatch.context() as m:
+        m.setattr(chrome, "fast_parse", lambda raw: None)
+        return chrome.import_chrome_trace(path)
+
+
+def _assert_same(a: Profile, b: Profile) -> None:
+    assert dataclasses.replace(a.info, created="") == dataclasses.replace(b.info, created="")
+    for table in ("instructions", "dma", "counters"):
+        assert getattr(a, table).equals(getattr(b, table)), table
+
+
+def _op(rng: random.Random, ts: float, dur: float, tid: int, ext: int) -> dict[str, Any]:
+    dims = rng.choice([[[8, 16], [16, 4]], [[4, 4], [4, 4], []], [[32]], [[2, 3], [3, 5], [5]]])
+    args: dict[str, Any] = {"External id": ext, "Input Dims": dims, "Input type": ["float"] * len(dims)}
+    args["Concrete Inputs"] = [""] * len(dims)
+    if rng.random() < 0.5:
+        args["Sequence number"] = rng.randrange(20)
+    name = rng.choice(["aten::mm", "aten::addmm", "aten::relu", "aten::copy_", "aten::linear", "aten::bmm"])
+    if rng.random() < 0.2:
+        name = "autograd::engine::evaluate_function: " + name
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _events(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    """About `n` random events: nested host ops on two threads, python frames, steps, kernels and memcpys
+    on two streams linked by correlation and ac2g flows, B/E pairs, [memory] instants, counters, names."""
+    out: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "main"}}]
+    t, corr, pairs = 1000.0, 0, []
+    while len(out) < n:
+        tid = rng.choice([7, 8])
+        out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{len(out)}", "pid": 1, "tid": tid,
+                    "ts": t, "dur": 400.0, "args": {}})  # fmt: skip
+        frame = rng.choice(["model.py(12): forward", "torch/nn/modules/linear.py(125): forward", "nn.Module: Lin_0"])
+        out.append({"ph": "X", "cat": "python_function", "name": frame, "pid": 1, "tid": tid, "ts": t + 1,
+                    "dur": 390.0, "args": {"Python id": len(out)}})  # fmt: skip
+        u = t + 2
+        for _ in range(rng.randrange(1, 6)):
+            d = rng.choice([20.0, 35.5, 50.25])
+            out.append(_op(rng, u, d, tid, len(out)))
+            if rng.random() < 0.5:
+                out.append(_op(rng, u + 1, d / 3, tid, len(out)))
+            corr += 1
+            out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid,
+                        "ts": u + d / 2, "dur": 2.0, "args": {"correlation": corr}})  # fmt: skip
+            stream = rng.choice([7, 13])
+            kind = rng.choice(["kernel", "kernel", "gpu_memcpy", "gpu_memset"])
+            kname = {"kernel": "sgemm_128x64", "gpu_memcpy": "Memcpy HtoD (Pageable -> Device)"}.get(kind, "Memset")
+            kargs = {"device": 0, "stream": stream, "correlation": corr, "grid": [4, 1, 1], "block": [128, 1, 1]}
+            if kind != "kernel":
+                kargs["bytes"] = rng.randrange(1, 1 << 20)
+            out.append({"ph": "X", "cat": kind, "name": kname, "pid": 0, "tid": stream, "ts": u + d, "dur": 5.0,
+                        "args": kargs})  # fmt: skip
+            out.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": tid, "ts": u + d / 2})
+            out.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": stream, "ts": u + d,
+                        "bp": "e"})  # fmt: skip
+            if rng.random() < 0.3:
+                out.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": tid, "ts": u + 3, "s": "t",
+                            "args": {"Total Allocated": rng.randrange(1 << 30), "Device Type": 1, "Device Id": 0,
+                                     "Total Reserved": 1 << 30}})  # fmt: skip
+            if rng.random() < 0.2:
+                pairs.append({"ph": "B", "name": "user_region", "pid": 1, "tid": 9, "ts": u, "args": {"k": 1}})
+                pairs.append({"ph": "E", "pid": 1, "tid": 9, "ts": u + 4.5})
+            if rng.random() < 0.2:
+                out.append({"ph": "C", "name": "queue", "pid": 1, "ts": u, "args": {"depth": rng.randrange(9)}})
+            u += d + 3
+        t += 420.0
+    rng.shuffle(out)  # any file order (B/E pairs stay in order, else they are unended)
+    return out + pairs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_traces_equal_the_reference(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    events = _events(rng, rng.choice([40, 300, 1500]))
+    data: Any = {"traceEvents": events, "schemaVersion": 1} if seed % 2 else events
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 if seed % 3 == 0 else 0))
+    assert fast_parse(path.read_bytes()) is not None  # the fast path is the one exercised
+    _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))
+
+
+def test_small_chunks_give_the_same_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events(random.Random(9), 500)
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    whole = chrome.import_chrome_trace(path)
+    monkeypatch.setattr("nprof.capture.chrome_fast.CHUNK", 7)
+    _assert_same(chrome.import_chrome_trace(path), whole)
+
+
+def test_a_real_torch_profiler_trace_equals_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, profile_memory=True) as p:
+        for step in range(2):
+            with record_function(f"ProfilerStep#{step}"):
+                opt.zero_grad()
+                model(torch.randn(8, 16)).sum().backward()
+                opt.step()
+    path = tmp_path / "real.pt.trace.json"
+    p.export_chrome_trace(str(path))
+    assert fast_parse(path.read_bytes()) is not None
+    fast = chrome.import_chrome_trace(path)
+    assert fast.event_count > 20
+    _assert_same(fast, _reference(path, monkeypatch))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'[[{"ph": "X", "ts": 1, "dur": 2}]]',  # a list of event lists
+        b'[{"ph": "B", "ts": 1, "name": "a"}, {"ph": "X", "ts": 1, "dur": 2}]',  # a B never ended
+        b'[{"ph": "X", "dur": 2}]',  # a slice without ts
+        b'[{"ph": "X", "ts": 1, "dur": 2, "args": [1]}]',  # args not an object
+        b'[{"ph": ["X"], "ts": 1}]',  # a phase that is not a string
+        b'{"instruction": []}',  # profile JSON, not a trace
+        b'[{"ph": "X", "ts": 1, "dur": 2, "name": "\xff"}]',  # invalid UTF-8
+        b'[{"ph": "X", "ts": 1, "dur": 2}',  # Chrome's unterminated array
+    ],
+)
+def test_traces_that_are_not_plain_take_the_reference_path(content: bytes) -> None:
+    assert fast_parse(content) is None
