@@ -13,7 +13,7 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from nprof.compiler.backend import decompositions  # noqa: E402
 from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
-from nprof.compiler.packing import pack_inputs  # noqa: E402
+from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 
 
@@ -59,8 +59,8 @@ def test_fused_batch_norm_matches_the_formulas(shape: tuple[int, ...], affine: b
     names = ["x", "w", "b", "rm", "rv"]
     program, slots = lower_graph(gm, GraphPlan("bn_test", "inference", names, [f"o{i}" for i in range(5)]))
     given = {n: a.numpy() for n, a in zip(names, args, strict=True) if a is not None}
-    result = simulate(program, pack_inputs(program, given), numerics=True)
-    got = [np.asarray(result.outputs[s.name]).reshape(s.shape) for s in slots]
+    outputs = unpack_outputs(program, simulate(program, pack_inputs(program, given), numerics=True).outputs)
+    got = [np.asarray(outputs[s.name]).reshape(s.shape) for s in slots]
     want = _reference(*(a.numpy() if a is not None else None for a in args), momentum, eps)  # type: ignore[arg-type]
     for g, r in zip(got, want, strict=True):
         np.testing.assert_allclose(g, r, rtol=2e-5, atol=2e-5)
