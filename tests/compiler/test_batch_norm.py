@@ -64,3 +64,55 @@ def test_fused_batch_norm_matches_the_formulas(shape: tuple[int, ...], affine: b
     want = _reference(*(a.numpy() if a is not None else None for a in args), momentum, eps)  # type: ignore[arg-type]
     for g, r in zip(got, want, strict=True):
         np.testing.assert_allclose(g, r, rtol=2e-5, atol=2e-5)
+
+
+def _reference_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray | None, mean: np.ndarray, rstd: np.ndarray,
+                        train: bool) -> list[np.ndarray]:  # fmt: skip
+    """The batch-norm gradients written out in float64 (x normalised with `mean` and `rstd` per channel)."""
+    axes = tuple(k for k in range(x.ndim) if k != 1)
+    shape = [1] * x.ndim
+    shape[1] = x.shape[1]
+    g64, x64 = g.astype(np.float64), x.astype(np.float64)
+    xhat = (x64 - mean.reshape(shape)) * rstd.reshape(shape)
+    scale = rstd * (w if w is not None else 1.0)
+    n = x.size / x.shape[1]
+    if train:  # d/dx of (x - mean(x)) * rstd(x) * w, the batch statistics depending on x
+        dxhat = g64 * scale.reshape(shape)
+        dx = dxhat - dxhat.mean(axis=axes, keepdims=True) - xhat * (dxhat * xhat).sum(axis=axes, keepdims=True) / n
+    else:  # the statistics are constants
+        dx = g64 * scale.reshape(shape)
+    return [dx, (g64 * xhat).sum(axis=axes), g64.sum(axis=axes)]
+
+
+@pytest.mark.parametrize(
+    ("shape", "affine", "train"),
+    [((4, 16, 8, 8), True, True), ((2, 130, 3, 5), True, True), ((1, 3, 96, 96), False, True),
+     ((6, 20), True, False), ((3, 5, 4, 4), False, False)],
+)  # fmt: skip
+def test_fused_batch_norm_backward_matches_the_gradients(shape: tuple[int, ...], affine: bool, train: bool) -> None:
+    gen = torch.Generator().manual_seed(sum(shape) + train)
+    c = shape[1]
+    x, g = torch.randn(shape, generator=gen) * 2 + 0.5, torch.randn(shape, generator=gen)
+    w = torch.randn(c, generator=gen) if affine else None
+    rm, rv = torch.randn(c, generator=gen), torch.rand(c, generator=gen) + 0.5
+    axes = [k for k in range(len(shape)) if k != 1]
+    mean = x.mean(dim=axes) if train else rm
+    rstd = 1 / torch.sqrt(x.var(dim=axes, unbiased=False) + 1e-5) if train else 1 / torch.sqrt(rv + 1e-5)
+    mask = [True, affine, affine]
+
+    def fn(g, x, w, rm, rv, sm, sr):  # type: ignore[no-untyped-def]
+        return torch.ops.aten.native_batch_norm_backward(g, x, w, rm, rv, sm, sr, train, 1e-5, mask)
+
+    args = [g, x, w, rm, rv, mean, rstd]
+    gm = make_fx(fn, decomposition_table=decompositions())(*args)
+    assert any("native_batch_norm_backward" in str(n.target) for n in gm.graph.nodes)
+    names = ["g", "x", "w", "rm", "rv", "sm", "sr"]
+    program, slots = lower_graph(gm, GraphPlan("bnb_test", "inference", names, ["o0", "o1", "o2"]))
+    given = {n: a.numpy() for n, a in zip(names, args, strict=True) if a is not None}
+    outputs = unpack_outputs(program, simulate(program, pack_inputs(program, given), numerics=True).outputs)
+    got = [np.asarray(outputs[s.name]).reshape(s.shape) if s.kind == "tensor" else None for s in slots]
+    want = _reference_backward(g.numpy(), x.numpy(), None if w is None else w.numpy(), mean.numpy(), rstd.numpy(),
+                               train)  # fmt: skip
+    for k, (got_k, want_k) in enumerate(zip(got, want, strict=True)):
+        if mask[k]:
+            np.testing.assert_allclose(got_k, want_k, rtol=1e-4, atol=1e-4)

@@ -11,6 +11,7 @@ decompositions.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels.hbm import flat, load, store
@@ -19,6 +20,7 @@ from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
 from nprof.nki.isa import BN_STATS_FMAX
+from nprof.nki.tensor import NkiTensor
 
 
 def _stat_view(v: View, shape: tuple[int, ...]) -> View:
@@ -119,3 +121,60 @@ def batch_norm_kernel(outs: tuple[View, View, View, View, View], x: View, weight
             store(_col(dst, c0, cc), nisa.tensor_tensor(nisa.tensor_scalar(stat, "multiply", momentum), kept, "add"))
         store(_col(save_mean, c0, cc), mean)
         store(_col(save_rstd, c0, cc), rstd)
+
+
+def _reduced(blocks: list[Access], per_block: Any) -> NkiTensor:
+    """Sum over `blocks` of the [cc, 1] columns `per_block(access)` returns."""
+    total = None
+    for a in blocks:
+        part = per_block(a)
+        total = part if total is None else nisa.tensor_tensor(total, part, "add")
+    assert total is not None
+    return total
+
+
+def batch_norm_backward_kernel(grads: tuple[View | None, ...], g: View, x: View, weight: View | None,
+                               stats: tuple[View, View], train: bool, eps: float) -> None:  # fmt: skip
+    """``aten.native_batch_norm_backward`` in one kernel per 128 channels, with its decomposition's formulas:
+    sum_g = sum(g), dot = sum(g * (x - mean)) (one pass over the blocks), then grad_input = ((g - (x - mean)
+    * dot / n * rstd^2) - sum_g / n) * rstd * weight in training, g * rstd * weight otherwise (a second pass,
+    blocks kept in SBUF); grad_weight = dot * rstd, grad_bias = sum_g. `stats` = (save_mean, save_invstd) in
+    training, (running_mean, running_var) otherwise; `grads` = (grad_input, grad_weight, grad_bias) Views or
+    None where not asked."""
+    dx, dw, db = grads
+    n = x.shape[0] * numel(x.shape[2:])
+    for c0 in range(0, x.shape[1], 128):
+        cc = min(128, x.shape[1] - c0)
+        gblocks, xblocks = _channel_blocks(g, c0, cc), _channel_blocks(x, c0, cc)
+        mean = flat(load(_col(stats[0], c0, cc)))
+        rstd = flat(load(_col(stats[1], c0, cc)))
+        if not train:
+            rstd = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(rstd, "add", eps))
+        pairs = list(zip(gblocks, xblocks, strict=True))
+        sum_g = _reduced(gblocks, lambda a: nisa.tensor_reduce("add", flat(load(a)), axis=1, keepdims=True))
+
+        def dot_of(pair: tuple[Access, Access], mean: NkiTensor = mean) -> NkiTensor:
+            centred = nisa.tensor_scalar(flat(load(pair[1])), "subtract", mean)
+            return nisa.tensor_reduce("add", nisa.tensor_tensor(flat(load(pair[0])), centred, "multiply"), axis=1,
+                                      keepdims=True)  # fmt: skip
+
+        dot = _reduced(pairs, dot_of)  # type: ignore[arg-type]
+        scale = rstd if weight is None else nisa.tensor_tensor(rstd, flat(load(_col(weight, c0, cc))), "multiply")
+        if dx is not None:
+            proj = nisa.tensor_tensor(nisa.tensor_scalar(dot, "multiply", 1.0 / n), nisa.tensor_tensor(rstd, rstd,
+                                      "multiply"), "multiply")  # fmt: skip
+            grad_mean = nisa.tensor_scalar(sum_g, "multiply", 1.0 / n)
+            for ga, xa in pairs:
+                gt = flat(load(ga))
+                if train:
+                    p = nisa.tensor_scalar(flat(load(xa)), "subtract", mean, op1="multiply", operand1=proj)
+                    res = nisa.tensor_scalar(nisa.tensor_tensor(gt, p, "subtract"), "subtract", grad_mean,
+                                             op1="multiply", operand1=scale)  # fmt: skip
+                else:
+                    res = nisa.tensor_scalar(gt, "multiply", scale)
+                dst = dataclasses.replace(ga, tensor=dx.tensor, offset=ga.offset - g.offset + dx.offset)
+                store(dst, res.unflatten_free(dst.shape[1:]))
+        if dw is not None:
+            store(_col(dw, c0, cc), nisa.tensor_tensor(dot, rstd, "multiply"))
+        if db is not None:
+            store(_col(db, c0, cc), sum_g)
