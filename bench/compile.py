@@ -4,20 +4,22 @@
     .venv/bin/python bench/compile.py --resnet18      # + resnet18 (torchvision's layout), batch 8, 32x32 (goal < 10 s)
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
 
-Per model it prints: the first step's wall and CPU time (goal < 10 s) with the CPU split into nprof's lowering,
-the first executions and what torch's Dynamo/AOTAutograd take; each graph's compile time on a cold cache
-(lowering + cache write; CPU seconds beside wall) and instruction count; the wall time of one compiled
-training step (median of 3) beside the eager
-step's; the simulated device time of one step beside the roofline bound of the same programs, i.e. the sum
-over graphs of max(model FLOPs / peak FLOP/s, compulsory HBM bytes / HBM bandwidth) where the compulsory
-bytes are the graph's inputs, weights and outputs read or written once (preset figures: `nprof.arch.presets`)
-— goal: within 2x; beside each graph's bound, the least time cost model v2 allows for one DMA per compulsory
-tensor (triggers `dma_issue_gap_ns` apart, then the fixed latency; and the fixed latency plus the bytes at the
-DMA pool's bandwidth: floors the bound does not include), summed over graphs as the least step; the DMA count
-of each graph with the trigger time it implies; the cost-model floor with all I/O packed (max of the bound,
-two DMA latencies, and the latency plus the compulsory bytes at the DMA pool's bandwidth), per graph and per
-step, with the simulated step's ratio to it and whether 2x the bound is reachable under the cost model; and
-the warm-cache compile count after a dynamo reset (must be 0).
+Per model it prints: the first step's wall and CPU time (goal < 10 s) with the CPU split into nprof's lowering, the
+program cache write (or read), the device timing (simulated, or read from the timing cache), the numerics and
+copies, and the rest: torch's Dynamo/AOTAutograd and the eager ops of the step; each graph's compile time on a cold
+cache (lowering + cache write; CPU seconds beside wall) and instruction count; the wall time of one compiled
+training step (median of 3) beside the eager step's; the simulated device time of one step beside the roofline bound
+of the same programs, i.e. the sum over graphs of max(model FLOPs / peak FLOP/s, compulsory HBM bytes / HBM
+bandwidth) where the compulsory bytes are the graph's inputs, weights and outputs read or written once (preset
+figures: `nprof.arch.presets`) — goal: within 2x; beside each graph's bound, the least time cost model v2 allows for
+one DMA per compulsory tensor (triggers `dma_issue_gap_ns` apart, then the fixed latency; and the fixed latency plus
+the bytes at the DMA pool's bandwidth: floors the bound does not include), summed over graphs as the least step; the
+DMA count of each graph with the trigger time it implies; the cost-model floor with all I/O packed (max of the bound,
+two DMA latencies, and the latency plus the compulsory bytes at the DMA pool's bandwidth), per graph and per step,
+with the simulated step's ratio to it and whether 2x the bound is reachable under the cost model; the
+warm-cache compile count after a dynamo reset (must be 0); and the first step in new processes: nprof on the warm
+cache (goal: "instant", i.e. torch's own compile overhead plus the numerics), beside torch's aot_eager backend
+(Dynamo + AOTAutograd, no nprof) and eager.
 """
 
 from __future__ import annotations
@@ -223,12 +225,9 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
     torch._dynamo.reset()
     first_wall, first_cpu = _timed(step(compiled))
     kinds = {m.path.name: (m.manifest["kind"], m.manifest["instructions"]) for m in CompileCache().modules()}
-    lower_cpu = sum(c for _, c in STATS.compile_cpu_seconds)
-    exec_cpu = sum(c for _, c in STATS.cpu_seconds)
     print(f"== {label}")
-    print(f"first step (compiles every graph): {first_wall:.2f} s wall, {first_cpu:.2f} s CPU (goal < 10 s); CPU: "
-          f"lowering {lower_cpu:.2f} s, first executions {exec_cpu:.2f} s (timing simulated once + numerics), "
-          f"Dynamo/AOTAutograd/eager parts {first_cpu - lower_cpu - exec_cpu:.2f} s (torch's, not nprof's)")
+    print(f"first step (compiles every graph): {first_wall:.2f} s wall, {first_cpu:.2f} s CPU (goal < 10 s); "
+          f"CPU: {_breakdown(first_cpu)}")  # fmt: skip
     cpu_of = dict(STATS.compile_cpu_seconds)
     for module, seconds in STATS.compile_seconds:
         kind, n = kinds.get(module, ("?", 0))
@@ -273,20 +272,73 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
     STATS.reset()
     torch._dynamo.reset()  # forget the in-process compiled code: the backend runs again, on a warm cache
     warm_wall, warm_cpu = _timed(step(torch.compile(model, backend="nprof")))
-    exec_cpu = sum(c for _, c in STATS.cpu_seconds)
     print(f"warm cache after a dynamo reset: {STATS.compiled} graphs compiled (goal 0), {STATS.cache_hits} loaded; "
-          f"first step {warm_wall:.2f} s wall, {warm_cpu:.2f} s CPU, of which {exec_cpu:.2f} s CPU the first "
-          "executions (timing simulated once per graph + numerics)")  # fmt: skip
+          f"first step {warm_wall:.2f} s wall, {warm_cpu:.2f} s CPU: {_breakdown(warm_cpu)}")  # fmt: skip
+
+
+def _breakdown(step_cpu: float) -> str:
+    """Where the CPU of a first step went, from `STATS` (measured by the backend with process_time)."""
+    from nprof.compiler import STATS
+
+    lower = sum(c for _, c in STATS.compile_cpu_seconds)
+    store = sum(c for _, c in STATS.store_cpu_seconds)
+    timing = sum(c for _, c in STATS.timing_cpu_seconds)
+    load = sum(c for _, c in STATS.load_cpu_seconds)
+    execs = sum(c for _, c in STATS.cpu_seconds)
+    graphs = len(STATS.timing_cpu_seconds)
+    torch_cpu = step_cpu - lower - load - execs
+    return (f"nprof lowering {lower - store:.2f} s + program cache write {store:.2f} s + read {load:.2f} s; device "
+            f"timing {timing:.2f} s ({graphs - STATS.timing_hits} graph(s) simulated, {STATS.timing_hits} read from "
+            f"the cache); numerics and copies {execs - timing:.2f} s; torch's Dynamo/AOTAutograd/eager ops "
+            f"{torch_cpu:.2f} s")  # fmt: skip
+
+
+def first_step(name: str, backend: str) -> None:
+    """One first training step of model `name` in this (fresh) process: torch.compile with `backend` ("none":
+    eager), printed as one line with its CPU breakdown (used by `fresh_processes`)."""
+    import torch
+
+    _, make_model, make_batch, loss_name = MODELS[name]()
+    torch.manual_seed(0)
+    model = make_model()
+    inputs, target = make_batch()
+    loss_fn = getattr(torch.nn.functional, loss_name)
+    run = model if backend == "none" else torch.compile(model, backend=backend)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(run(inputs), target).backward()
+        opt.step()
+
+    wall, cpu = _timed(step)
+    extra = f": {_breakdown(cpu)}" if backend == "nprof" else ""
+    print(f"{wall:.2f} s wall, {cpu:.2f} s CPU{extra}")
+
+
+def fresh_processes(name: str) -> None:
+    """The first step of model `name` in new processes: nprof on the warm cache this run filled (goal: torch's
+    own overhead plus the numerics, nothing compiled or simulated again), beside torch's aot_eager (Dynamo and
+    AOTAutograd, no nprof) and eager on the same step."""
+    import subprocess
+
+    for backend, what in (("nprof", "nprof, warm cache"), ("aot_eager", "torch aot_eager (no nprof)"),
+                          ("none", "eager")):  # fmt: skip
+        cmd = [sys.executable, __file__, "--first-step", name, "--backend", backend]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
+        line = done.stdout.strip().splitlines()[-1] if done.returncode == 0 else done.stderr.strip()[-300:]
+        print(f"new process, first step, {what}: {line}")
 
 
 def scaling() -> None:
-    """Lowering time of resnet-shaped CNNs of 1, 2 and 4 blocks per stage (goal: time / instruction flat)."""
+    """Lowering time of CNNs of 2 to 32 conv-BN-ReLU blocks (after a 1-block warm-up that is not
+    printed: first-use imports), forward and backward (goal: CPU time per instruction flat)."""
     import torch
     import torch.nn as nn
 
     from nprof.compiler import STATS, CompileCache
 
-    for depth in (1, 2, 4):
+    for depth in (1, 2, 4, 8, 16, 32):
         torch.manual_seed(0)
         layers: list[nn.Module] = [nn.Conv2d(3, 16, 3, 1, 1)]
         for _ in range(depth):
@@ -300,6 +352,8 @@ def scaling() -> None:
         names = dict(STATS.compile_cpu_seconds)
         n = sum(m.manifest["instructions"] for m in CompileCache().modules() if m.path.name in names)
         seconds = sum(names.values())
+        if depth == 1:
+            continue  # the warm-up
         print(f"scaling: {depth} blocks: {n:6d} instructions in {seconds:6.2f} s CPU = "
               f"{seconds / max(n, 1) * 1e6:.0f} us each (goal: flat)")  # fmt: skip
 
@@ -309,7 +363,13 @@ def main() -> None:
     parser.add_argument("--resnet18", action="store_true", help="also the full resnet18 widths, batch 8")
     parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
     parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18")
+    parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
+    parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_step:
+        os.environ.setdefault("NPROF_NO_PROGRESS", "1")
+        first_step(args.first_step, args.backend)
+        return
     os.environ["NPROF_CACHE"] = tempfile.mkdtemp(prefix="nprof-bench-cache-")
     os.environ.setdefault("NPROF_NO_PROGRESS", "1")
     import torch
@@ -324,23 +384,40 @@ def main() -> None:
     chosen = set(args.only.split(",")) if args.only else {"mlp", "resnet", "gpt"}
     if args.resnet18:
         chosen.add("resnet18")
-    if "mlp" in chosen:
-        mlp = _example("mnist_mlp")
-        torch.manual_seed(0)
-        bench("MNIST MLP 784-128-64-10, batch 32 (seed 000)", mlp.MLP(), lambda: mlp.synthetic_mnist(32), "nll_loss")
-    if "resnet" in chosen:
-        torch.manual_seed(0)
-        batch_fn = lambda: (torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)))  # noqa: E731
-        bench("resnet18-shaped CNN, widths 16..128, batch 4, 32x32", _resnet(16), batch_fn, "cross_entropy")
-    if "resnet18" in chosen:
-        torch.manual_seed(0)
-        batch_fn = lambda: (torch.randn(8, 3, 32, 32), torch.randint(0, 1000, (8,)))  # noqa: E731
-        bench("resnet18 (torchvision's layout, 1000 classes), batch 8, 32x32", _resnet18(), batch_fn,
-              "cross_entropy")  # fmt: skip
-    if "gpt" in chosen:
-        torch.manual_seed(0)
-        batch_fn = lambda: (torch.randint(0, 64, (4, 32)), torch.randint(0, 64, (4 * 32,)))  # noqa: E731
-        bench("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt(), batch_fn, "cross_entropy")
+    for name in MODELS:
+        if name in chosen:
+            label, make_model, make_batch, loss_name = MODELS[name]()
+            torch.manual_seed(0)
+            bench(label, make_model(), make_batch, loss_name)
+            fresh_processes(name)
+
+
+def _mlp() -> tuple[str, Callable[[], object], Callable[[], tuple[object, object]], str]:
+    mlp = _example("mnist_mlp")
+    return "MNIST MLP 784-128-64-10, batch 32 (seed 000)", mlp.MLP, lambda: mlp.synthetic_mnist(32), "nll_loss"
+
+
+def _images(batch: int, classes: int) -> Callable[[], tuple[object, object]]:
+    import torch
+
+    return lambda: (torch.randn(batch, 3, 32, 32), torch.randint(0, classes, (batch,)))
+
+
+MODELS: dict[str, Callable[[], tuple[str, Callable[[], object], Callable[[], tuple[object, object]], str]]] = {
+    "mlp": _mlp,
+    "resnet": lambda: ("resnet18-shaped CNN, widths 16..128, batch 4, 32x32", lambda: _resnet(16), _images(4, 10),
+                       "cross_entropy"),
+    "resnet18": lambda: ("resnet18 (torchvision's layout, 1000 classes), batch 8, 32x32", _resnet18,
+                         _images(8, 1000), "cross_entropy"),
+    "gpt": lambda: ("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt, _tokens,
+                    "cross_entropy"),
+}  # fmt: skip
+
+
+def _tokens() -> tuple[object, object]:
+    import torch
+
+    return torch.randint(0, 64, (4, 32)), torch.randint(0, 64, (4 * 32,))
 
 
 if __name__ == "__main__":

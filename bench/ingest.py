@@ -1,6 +1,7 @@
 """Ingest throughput: synthetic profiles of 10^6 and 10^7 events into the store, analysis included.
 
 Usage: .venv/bin/python bench/ingest.py [--sizes 1e6,1e7] [--repeat 1] [--modes file,memory]
+                                        [--orders overlap,writer-first,analysis-first]
 
 Two modes: `file` times `Store.ingest_file(x.ntff)` (loading the Profile file included; its
 Parquet members are copied into the store, not re-encoded), `memory` times
@@ -10,7 +11,9 @@ the catalog update, into a fresh temporary store, each with a fresh Profile (col
 wall and CPU seconds (user + system, all threads), the peak resident memory above the level
 before the ingest (sampled every 5 ms; each ingest runs in a fresh process), the analysis alone
 (CPU) for reference, the store's size on disk, the machine load, and the wall and thread-CPU
-seconds of each build step (`BuildResult.steps`).
+seconds of each build step (`BuildResult.steps`). `--orders`: how the analysis and the writer share the
+two cores (`nprof.store.ingest.build_profile_db`: overlapped, the default, or one after the other
+with the raw tables written before / after the analysis).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class PeakRss:
         self.peak = max(self.peak, self._rss())
 
 
-def _child(size: int, mode: str) -> None:
+def _child(size: int, mode: str, order: str) -> None:
     """Measure one ingest in this (fresh) process and print it as one JSON line."""
     import ctypes
     import gc
@@ -72,7 +75,7 @@ def _child(size: int, mode: str) -> None:
     build = store_mod.build_profile_db
 
     def capture(*a: object, **k: object) -> object:  # keep each BuildResult for its step breakdown
-        results.append(build(*a, **k))
+        results.append(build(*a, **k, order=order))
         return results[-1]
 
     store_mod.build_profile_db = capture
@@ -107,7 +110,7 @@ def _child(size: int, mode: str) -> None:
     print(json.dumps(out))
 
 
-def _run(size: int, mode: str) -> dict:
+def _run(size: int, mode: str, order: str) -> dict:
     import json
     import subprocess
     import sys
@@ -119,7 +122,7 @@ def _run(size: int, mode: str) -> dict:
         if mode == "file":
             synthetic_profile(size, seed=1).save(root / "bench.ntff")
         env = {**os.environ, "NPROF_BENCH_DIR": str(root)}
-        cmd = [sys.executable, __file__, "--child", f"{size}:{mode}"]
+        cmd = [sys.executable, __file__, "--child", f"{size}:{mode}:{order}"]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         return json.loads(res.stdout.strip().splitlines()[-1])
     finally:
@@ -136,11 +139,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="1e6,1e7")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--modes", default="file,memory", help="file: ingest_file(.ntff); memory: ingest(Profile)")
+    ap.add_argument("--orders", default="overlap", help="overlap, writer-first, analysis-first (comma-separated)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        size, mode = args.child.split(":")
-        _child(int(size), mode)
+        size, mode, order = args.child.split(":")
+        _child(int(size), mode, order)
         return
     from nprof.analysis import run_all
     from nprof.store.synthetic import synthetic_profile
@@ -153,11 +157,12 @@ def main() -> None:
         run_all(profile)
         analysis_cpu = time.process_time() - c
         del profile
-        for mode in args.modes.split(","):
-            r = min((_run(size, mode) for _ in range(args.repeat)), key=lambda r: r["wall"])
+        for mode, order in ((m, o) for m in args.modes.split(",") for o in args.orders.split(",")):
+            r = min((_run(size, mode, order) for _ in range(args.repeat)), key=lambda r: r["wall"])
             wall, cpu, extra = r["wall"], r["cpu"], r["extra"]
             print(
-                f"{size:>11,} events, {mode:<6}: ingest {wall:6.2f} s = {size / wall / 1e6:5.2f} M events/s wall, "
+                f"{size:>11,} events, {mode:<6} {order}: ingest {wall:6.2f} s = "
+                f"{size / wall / 1e6:5.2f} M events/s wall, "
                 f"CPU {cpu:6.2f} s = {size / cpu / 1e6:5.2f} M events/CPU-s (goal {GOAL_RATE}); "
                 f"peak extra RSS {extra / 1e6:,.0f} MB = {extra / size:,.0f} B/event (goal {GOAL_BYTES}); "
                 f"analysis alone CPU {analysis_cpu:5.2f} s; store {r['mb']:,.0f} MB; load {os.getloadavg()[0]:.1f}"

@@ -12,7 +12,9 @@ shared machine; wall time is printed beside it. `--before DIR` measures the same
 `tiled_builder`: the tiled kernel's instructions made by calling the ProgramBuilder directly (the builder
 operations nl.load / nisa.nc_matmul / `+=` perform, with views built by hand), no kernel Python and no nl/nisa
 layer: the speed a record-and-replay of loop bodies that re-runs the builder (allocation, dependencies,
-instruction objects) could reach at best.
+instruction objects) could reach at best. Loops whose body is pure are replayed (`nprof.nki.replay`: iterations
+after the fourth made from a log through the builder's own operations, exact); `--plain` adds, per variant, the
+rate with replay switched off (the plain trace) in the `plain` column.
 
 Usage: .venv/bin/python bench/nki_trace.py [--scale 1.0] [--variants tiled,...,flash_attn_bwd] [--before DIR]
   --scale s  M = 4096 * s (the fully blocked variant needs M >= 2048).
@@ -119,8 +121,15 @@ def _tiled_builder(m: int) -> Callable[[], Any]:
     return run
 
 
-def measure(name: str, scale: float) -> dict[str, float]:
-    """Trace and simulate one variant: instructions and (cpu, wall) seconds of each stage."""
+def measure(name: str, scale: float, replayed: bool = True) -> dict[str, float]:
+    """Trace and simulate one variant: instructions and (cpu, wall) seconds of each stage (`replayed`: loops
+    replayed where they qualify, else the plain trace)."""
+    try:
+        from nprof.nki import replay
+    except ImportError:  # (an older checkout measured with --before: no replay there)
+        replay = None
+    if replay is not None:
+        replay.ENABLED = replayed
     if name == ATTENTION:
         run = _flash_attn_bwd(scale)
     elif name == "tiled_builder":
@@ -152,6 +161,7 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join([*VARIANTS, ATTENTION]), help="comma-separated subset")
     ap.add_argument("--before", default="", help="another checkout to measure beside this one (e.g. main)")
     ap.add_argument("--floor", action="store_true", help="add the tiled kernel made by builder calls only")
+    ap.add_argument("--plain", action="store_true", help="also measure each variant with loop replay off")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = args.variants.split(",") + (["tiled_builder"] if args.floor else [])
@@ -161,17 +171,19 @@ def main() -> None:
     m = int(4096 * args.scale)
     print(f"load average {os.getloadavg()[0]:.1f}; matmul lhsT [8192, {m}] . rhs [8192, 8192] bf16; "
           f"goals: trace >= {TRACE_GOAL:,} instr/s (CPU), trace + simulate < {TOTAL_GOAL:.0f} s")  # fmt: skip
-    print(f"{'variant':14} {'instrs':>8} {'trace cpu':>9} {'instr/s':>9} {'before':>9} {'goal':>8}  "
+    print(f"{'variant':14} {'instrs':>8} {'trace cpu':>9} {'instr/s':>9} {'before':>9} {'plain':>9} {'goal':>8}  "
           f"{'sim cpu':>8} {'total cpu':>9} {'total wall':>10} {'goal':>6}")  # fmt: skip
     for name in names:
         r = measure(name, args.scale)
         rate = r["n"] / r["trace_cpu"]
         old = measure_before(args.before, name, args.scale) if args.before else None
         before = f"{old['n'] / old['trace_cpu']:>9,.0f}" if old else f"{'-':>9}"
+        flat = measure(name, args.scale, replayed=False) if args.plain and name != "tiled_builder" else None
+        plain = f"{flat['n'] / flat['trace_cpu']:>9,.0f}" if flat else f"{'-':>9}"
         total_cpu, total_wall = r["trace_cpu"] + r["sim_cpu"], r["trace_wall"] + r["sim_wall"]
         ok_rate = "ok" if rate >= TRACE_GOAL else "MISSED"
         ok_total = "ok" if total_cpu < TOTAL_GOAL * args.scale else "MISSED"
-        print(f"{name:14} {r['n']:>8,} {r['trace_cpu']:>8.2f}s {rate:>9,.0f} {before} {ok_rate:>8}  "
+        print(f"{name:14} {r['n']:>8,} {r['trace_cpu']:>8.2f}s {rate:>9,.0f} {before} {plain} {ok_rate:>8}  "
               f"{r['sim_cpu']:>7.2f}s {total_cpu:>8.2f}s {total_wall:>9.2f}s {ok_total:>6}", flush=True)  # fmt: skip
 
 

@@ -5,10 +5,15 @@ matmul + activation + elementwise pipeline: DMA loads on 16 queues, LDWEIGHTS/
 MATMUL into PSUM, ACTIVATE, TENSOR_TENSOR, DMA stores, each depending on its
 producers) and times `nprof.device.simulate` in timing-only and numeric modes.
 Prints one line per (size, mode); the goal is >= 1,000,000 instructions/s
-timing-only, growing linearly. Also times the NKI exp example when
+timing-only, growing linearly. Timing-only runs twice: on a program that
+carries its instructions as the program file's Arrow table ("columnar": a
+program loaded from a file or made by a columnar producer; the table is made
+once, outside the timing) and on `Instruction` objects only (the simulator
+first turns them into columns). Also times the NKI exp example when
 `examples/` provides one.
 
 Usage: .venv/bin/python bench/sim_speed.py [--sizes 10000,100000,1000000] [--numeric-max 100000]
+                                            [--repeat 3] [--rows 64]
 """
 
 from __future__ import annotations
@@ -41,10 +46,11 @@ def _fresh(a: Access) -> Access:
     return Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, a.free, a.partition_start, a.partition_stride)
 
 
-def synthetic(n: int) -> Program:
-    """About `n` instructions of a dependent tile pipeline (9 instructions per tile)."""
+def synthetic(n: int, rows: int = 64) -> Program:
+    """About `n` instructions of a dependent tile pipeline (9 instructions per tile) over `rows` distinct HBM
+    tiles (0: every tile its own, as a kernel walking a large tensor: nearly every DMA a distinct signature)."""
     tiles = max(1, n // 9)
-    rows = 64  # distinct HBM tiles
+    rows = rows or tiles
     a = TensorDecl("a", (rows * P, F), "bfloat16", "input")
     w = TensorDecl("w", (K, F), "bfloat16", "weight")
     out = TensorDecl("out", (rows * P, F), "bfloat16", "output")
@@ -100,9 +106,34 @@ def synthetic(n: int) -> Program:
     return Program("synthetic", "trn1", (a, w, out), tuple(instrs), constants=weights)
 
 
-def _time(program: Program, numerics: bool) -> tuple[float, float]:
-    """(wall, CPU) seconds of one simulate call on a fresh copy of the program (no cached plan)."""
+def _instruction_table(program: Program) -> object:
+    """The program file's Arrow instruction table of `program` (what a loaded or columnar program carries)."""
+    try:
+        from nprof.program.table import instruction_table  # type: ignore[import-not-found]
+    except ImportError:  # older trees: the table the program file stores
+        from nprof.container import open_container
+        from nprof.program.file import save_program
+
+        with tempfile.TemporaryDirectory() as tmp:
+            box = open_container(save_program(program, Path(tmp) / "p.neff"), "nprof-program", 1, "program", str)
+            try:
+                return box.read_table("instructions")
+            finally:
+                box.close()
+    return instruction_table(replace(program))
+
+
+def _copy(program: Program, table: object | None) -> Program:
+    """A fresh copy of `program` (no cached plan), carrying `table` as its instruction table when given."""
     program = replace(program, instructions=tuple(program.instructions))
+    if table is not None:
+        object.__setattr__(program, "_instruction_table", table)  # as nprof.program.table.attach_table does
+    return program
+
+
+def _time(program: Program, numerics: bool, table: object | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of one simulate call on a fresh copy of the program (no cached plan)."""
+    program = _copy(program, table)
     gc.collect()
     w0, c0 = time.perf_counter(), time.process_time()
     simulate(program, numerics=numerics)
@@ -113,6 +144,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--numeric-max", type=int, default=100000, help="largest size to run with numerics")
+    ap.add_argument("--rows", type=int, default=64, help="distinct HBM tiles (0: every tile its own)")
+    ap.add_argument("--repeat", type=int, default=3, help="timing-only runs per size (the fastest is shown)")
     args = ap.parse_args()
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall figures suffer when the machine is busy)"
@@ -123,32 +156,35 @@ def main() -> None:
     simulate(synthetic(100), numerics=False)
     state = "loaded" if core is not None else "not available (numba missing): pure-Python passes"
     print(f"compiled scheduler core {state}: {time.process_time() - c0:.2f} s CPU once per process")
+    print("goal: >= 1,000,000 instr/s timing-only, linear in size")
     for n in (int(s) for s in args.sizes.split(",")):
-        program = synthetic(n)
+        program = synthetic(n, args.rows)
         count = len(program.instructions)
-        for numerics in (False, True):
+        table = _instruction_table(program)
+        runs = (("timing-only columnar    ", False, table), ("timing-only Instructions", False, None),
+                ("numeric                 ", True, None))  # fmt: skip
+        for mode, numerics, carried in runs:
             if numerics and count > args.numeric_max:
-                print(f"{count:>9} instructions  numeric      skipped (--numeric-max {args.numeric_max})")
+                print(f"{count:>9} instructions  {mode}  skipped (--numeric-max {args.numeric_max})")
                 continue
-            wall, cpu = _time(program, numerics)
-            mode = "numeric    " if numerics else "timing-only"
+            wall, cpu = min(_time(program, numerics, carried) for _ in range(1 if numerics else args.repeat))
             print(
                 f"{count:>9} instructions  {mode}  {wall:8.3f} s wall {count / wall:>11,.0f} instr/s"
                 f"  ({cpu:.3f} s CPU, {count / cpu:,.0f} instr/s)"
             )
             if not numerics:
-                plan_cpu = _plan_cpu(program)
+                plan_cpu = _plan_cpu(program, carried)
                 share = 100 * plan_cpu / cpu
                 print(f"{'':>9}   of which plan building (device/plan.py) {plan_cpu:.3f} s CPU ({share:.0f}%)")
     _exp_example()
 
 
-def _plan_cpu(program: Program) -> float:
+def _plan_cpu(program: Program, table: object | None) -> float:
     """CPU seconds of `build_plan` alone on a fresh copy of the program."""
     from nprof.arch.presets import get_preset
     from nprof.device.plan import build_plan
 
-    program = replace(program, instructions=tuple(program.instructions))
+    program = _copy(program, table)
     gc.collect()
     c0 = time.process_time()
     build_plan(program, get_preset(program.preset))

@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 # torch is pinned first so the optional extra resolves to the local CPU build.
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e ".[torch,test,spark,zoo,compat]" 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c "import nprof, torch, duckdb, perfetto, playwright, numba" # fail loudly if install failed
+.venv/bin/python -c "import nprof, torch, duckdb, perfetto, playwright, numba, msgspec" # fail loudly if install failed
 # Debian packages the tests need: chromium (browser tests) and a Java runtime (the Spark engine of
 # `nprof analyze`); the Spark test is skipped, saying why, only when Java cannot be installed.
 apt_install() {

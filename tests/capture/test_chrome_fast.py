@@ -43,6 +43,9 @@ def _op(rng: random.Random, ts: float, dur: float, tid: int, ext: int) -> dict[s
     return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
+_FRAMES = ["model.py(12): forward", "modèle.py(3): étape", "torch/nn/modules/linear.py(125): forward", "nn.Module: L"]
+
+
 def _events(rng: random.Random, n: int) -> list[dict[str, Any]]:
     """About `n` random events: nested host ops on two threads, python frames, steps, kernels and memcpys
     on two streams linked by correlation and ac2g flows, B/E pairs, [memory] instants, counters, names."""
@@ -52,7 +55,7 @@ def _events(rng: random.Random, n: int) -> list[dict[str, Any]]:
         tid = rng.choice([7, 8])
         out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{len(out)}", "pid": 1, "tid": tid,
                     "ts": t, "dur": 400.0, "args": {}})  # fmt: skip
-        frame = rng.choice(["model.py(12): forward", "torch/nn/modules/linear.py(125): forward", "nn.Module: Lin_0"])
+        frame = rng.choice(_FRAMES)
         out.append({"ph": "X", "cat": "python_function", "name": frame, "pid": 1, "tid": tid, "ts": t + 1,
                     "dur": 390.0, "args": {"Python id": len(out)}})  # fmt: skip
         u = t + 2
@@ -96,7 +99,8 @@ def test_random_traces_equal_the_reference(seed: int, tmp_path: Path, monkeypatc
     events = _events(rng, rng.choice([40, 300, 1500]))
     data: Any = {"traceEvents": events, "schemaVersion": 1} if seed % 2 else events
     path = tmp_path / "t.json"
-    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 if seed % 3 == 0 else 0))
+    content = orjson.dumps(data, option=orjson.OPT_INDENT_2 if seed % 3 == 0 else 0)
+    path.write_bytes(b" \n" * 3000 + content if seed == 4 else content)  # leading whitespace past 4 KB
     assert fast_parse(path.read_bytes()) is not None  # the fast path is the one exercised
     _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.arch.isa import Instruction, Opcode, Space
 from nprof.arch.presets import Preset
@@ -78,6 +79,15 @@ def _signature(program: Program, preset: Preset, reps: list[int], memo: dict) ->
     return templates, which, operands, parts, tensors, spill, reload
 
 
+def _matmul_dtype(instrs: tuple[Instruction, ...]) -> str:
+    mm = [ins for ins in instrs if ins.opcode is Opcode.MATMUL]
+    if mm and all(any(a.dtype == "float32" for a in ins.ins[:2]) for ins in mm):
+        return "float32"
+    if mm and all(all(a.dtype.startswith("float8") for a in ins.ins[:2]) for ins in mm):
+        return "float8"
+    return "bfloat16"
+
+
 def reference_plan(program: Program, preset: Preset) -> Plan:
     """The plan of `program` built instruction by instruction (see module doc)."""
     instrs = program.instructions
@@ -98,8 +108,9 @@ def reference_plan(program: Program, preset: Preset) -> Plan:
     flat = np.asarray([d for ins in instrs for d in ins.deps], np.int64)
     n_sig = len(reps)
     sigs = Signatures(
-        templates, np.asarray(which, np.int64), operands, np.asarray(parts, np.int64), tensors,
+        templates, np.asarray(which, np.int64), pa.array(operands, pa.string()), np.asarray(parts, np.int64), tensors,
         np.asarray(spill, bool), np.asarray(reload, bool), np.zeros(n_sig, bool), np.zeros(n_sig, bool),
+        _matmul_dtype(instrs),
     )  # fmt: skip
     strings = tuple(optional_strings(instrs, attrgetter(k)) for k in ("source", "layer", "hlo_name"))
     return _assemble(preset, np.asarray(code, np.int64), sigs, offsets, flat, _elided(instrs), strings)

@@ -128,3 +128,28 @@ def test_row_codes_are_exact_even_when_every_hash_collides() -> None:
     expected = [seen.setdefault((int(a), int(b)), len(seen)) for a, b in zip(*cols, strict=True)]
     assert fast[0].tolist() == expected
     assert fast[1].tolist() == [expected.index(k) for k in range(len(seen))]
+
+
+def test_the_matmul_peak_dtype_equals_the_reference_for_every_dtype_mix() -> None:
+    def mm(a: str, b: str) -> Instruction:
+        st = Access(Space.SBUF, "w", a, 0, 128, ((1, 128),))
+        mv = Access(Space.SBUF, "x", b, 4096, 128, ((1, 128),))
+        ps = Access(Space.PSUM, "p", "float32", 0, 128, ((1, 128),))
+        return Instruction(Engine.TENSOR, Opcode.MATMUL, (ps,), (st, mv))
+
+    kinds = ("float32", "bfloat16", "float8_e4m3", "float8_e5m2")
+    seen = set()
+    for a in kinds:
+        for b in kinds:
+            for c in ("float32", "float8_e4m3"):
+                program = _program([mm(a, b), mm(c, c)])
+                fast = build_plan(program, get_preset("trn2"))
+                assert fast.matmul_dtype == reference_plan(program, get_preset("trn2")).matmul_dtype
+                seen.add(fast.matmul_dtype)
+    assert seen == {"float32", "float8", "bfloat16"}
+
+
+def test_an_empty_program_has_an_empty_plan() -> None:
+    plan = build_plan(_program([]), get_preset("trn1"))
+    assert plan.n == 0 and plan.rw.shape == (0, 6) and plan.operands == [] and plan.matmul_dtype == "bfloat16"
+    assert simulate(_program([]), numerics=False).latencies_ns == (0,)

@@ -88,6 +88,13 @@ def test_operand_mask_outside_a_matmul_is_refused():
     with pytest.raises(KernelError, match="pass mask= to this instruction"):
         run_tiles(kernel, rand((8, 16), 5))
 
+    def hbm_kernel(x_hbm):
+        i_p, i_f = nl.mgrid[0:8, 0:16]
+        return nl.load(x_hbm[i_p, i_f][i_f < 4])
+
+    with pytest.raises(KernelError, match="pass mask= to nl"):
+        nki.simulate_kernel(hbm_kernel, rand((8, 16), 5))
+
 
 def test_abs_as_tensor_scalar_operator_is_absolute_value():
     """`tensor_scalar(op0=nl.abs, operand0=0.0)` is |x| (NKI's operator table lists Absolute as an ALU op);

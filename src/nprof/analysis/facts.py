@@ -345,9 +345,13 @@ def facts(profile: Profile) -> Facts:
     return f
 
 
-def release(profile: Profile) -> None:
+def release(profile: Profile, keep_strings: bool = False) -> None:
     """Drop the cached Facts of `profile` now (a caller done with the analysis frees its per-event arrays;
-    a later `facts(profile)` recomputes them)."""
+    a later `facts(profile)` recomputes them). `keep_strings`: the string columns' codes (`Facts.column`)
+    stay cached in a fresh Facts (4 bytes per row each, dear to recompute for a Profile not read from a file)."""
     hit = _CACHE.get(id(profile))
     if hit is not None and hit[0]() is profile:
         del _CACHE[id(profile)]
+        if keep_strings:
+            kept = {k: v for k, v in hit[1].__dict__.items() if k.startswith("_col_") and isinstance(v, tuple)}
+            facts(profile).__dict__.update(kept)

@@ -63,19 +63,24 @@ def group_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group row positions by integer code (codes < 0 ignored).
 
     Returns (group_codes, offsets, rows): rows[offsets[i]:offsets[i+1]] are the
-    positions (ascending) of the rows whose code is group_codes[i].
+    positions (ascending) of the rows whose code is group_codes[i]. One stable radix sort on the
+    narrowest key type (int8 for under 128 codes: one pass) plus one count per code; no gather of the
+    sorted codes, and no filtering pass when no code is negative.
     """
-    valid = np.flatnonzero(codes >= 0)
-    keys = codes[valid]
-    if keys.size and int(keys.max()) < np.iinfo(np.int16).max:
-        keys = keys.astype(np.int16)  # numpy sorts 16-bit keys with a radix sort
-    order = valid[np.argsort(keys, kind="stable")]
-    sorted_codes = codes[order]
-    if sorted_codes.size == 0:
+    if codes.size == 0 or int(codes.max()) < 0:
         return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], sorted_codes[1:] != sorted_codes[:-1]]))
-    offsets = np.append(starts, sorted_codes.size).astype(np.int64)
-    return sorted_codes[starts].astype(np.int64), offsets, order.astype(np.int64)
+    valid = np.flatnonzero(codes >= 0) if int(codes.min()) < 0 else None
+    keys = codes if valid is None else codes[valid]
+    top = int(keys.max())
+    narrow = np.int8 if top < 128 else np.int16 if top < 32768 else None
+    order = np.argsort(keys if narrow is None else keys.astype(narrow), kind="stable")
+    if valid is not None:
+        order = valid[order]
+    counts = np.bincount(keys, minlength=top + 1)
+    group_codes = np.flatnonzero(counts)
+    offsets = np.zeros(group_codes.size + 1, np.int64)
+    np.cumsum(counts[group_codes], out=offsets[1:])
+    return group_codes.astype(np.int64), offsets, order.astype(np.int64, copy=False)
 
 
 def human_bytes(n: float) -> str:

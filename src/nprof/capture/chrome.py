@@ -52,7 +52,7 @@ import orjson
 from nprof import __version__
 from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_events import SliceColumns, parse_events
-from nprof.capture.chrome_fast import FastTrace, fast_parse
+from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
 from nprof.profile import Profile, ProfileInfo
@@ -195,7 +195,8 @@ def _time_arrays(
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
         ts_us = np.asarray(slices.ts, dtype=np.float64)
-        dur_us = np.asarray([0 if d is None else d for d in slices.dur], dtype=np.float64)
+        dur = slices.dur  # an array from chrome_fast (nulls already 0)
+        dur_us = np.asarray(dur if isinstance(dur, np.ndarray) else [0 if d is None else d for d in dur], np.float64)
         c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
         f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
     except KeyError:
@@ -282,7 +283,7 @@ def _device_name(meta: dict[str, Any]) -> str | None:
 
 def _meta(meta: dict[str, Any], names: dict[str, str], n_events: int, unmatched: int) -> dict[str, str]:
     out = {"source_events": str(n_events)}
-    for key in ("schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds", "traceName"):
+    for key in META_KEYS[1:]:
         if key in meta:
             out[f"trace.{key}"] = str(meta[key])
     if unmatched:

@@ -15,6 +15,8 @@ from itertools import compress, repeat
 from operator import eq, itemgetter
 from typing import Any
 
+import numpy as np
+
 FLOW_PHASES = frozenset({"s", "t", "f"})
 OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
 
@@ -63,8 +65,8 @@ class SliceColumns:
         self.cat: list[str] = list(map(lowered.__getitem__, cats))
         self.pid: list[Any] = pid
         self.tid: list[Any] = tid
-        self.ts: list[Any] = ts
-        self.dur: list[Any] = dur
+        self.ts: list[Any] | np.ndarray = ts  # float arrays when chrome_fast built the columns
+        self.dur: list[Any] | np.ndarray = dur
         self.args: list[dict[str, Any]] = args
 
 

@@ -19,12 +19,14 @@ orjson and go through the reference's own fold (`chrome_events.fold_other_events
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from itertools import compress, repeat
 from operator import attrgetter, contains, eq, setitem
 from typing import Any
 
+import numpy as np
 import orjson
 
 from nprof.capture.chrome_events import FLOW_PHASES, OTHER_PHASES, fold_other_events
@@ -41,8 +43,16 @@ ARG_KEYS = (
     "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
     "bytes", "Input Dims", "Input type", "Concrete Inputs", "grid", "block",
 )  # fmt: skip
+# the top-level keys the importer reads (manifest `trace.<key>`; deviceProperties names the GPU)
+META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
+             "traceName")  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 _FLOW_FIELDS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # what chrome_tree.flow_deps reads
+
+
+def json_key(value: Any) -> bytes:
+    """A compact JSON text of `value`, to key memo tables by (orjson.dumps would hold ~4 KB per result)."""
+    return msgspec.json.encode(value) if msgspec is not None else bytes(orjson.dumps(value))
 
 
 @dataclass
@@ -113,21 +123,41 @@ if msgspec is not None:
     _SHAPE_KEYS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("concrete", "Concrete Inputs"))
     _SHAPE_KEYS += (("grid", "grid"), ("block", "block"))
     _RAWS = msgspec.json.Decoder(list[Raw])
-    _TOP = msgspec.json.Decoder(dict[str, Raw])
+
+    class _Top(msgspec.Struct, gc=False):
+        """A trace object: its events as raw spans and the metadata keys the importer reads (META_KEYS)."""
+
+        traceEvents: list[Raw]
+        deviceProperties: Raw = _NO_RAW
+        schemaVersion: Raw = _NO_RAW
+        host_name: Raw = _NO_RAW
+        trace_id: Raw = _NO_RAW
+        displayTimeUnit: Raw = _NO_RAW
+        baseTimeNanoseconds: Raw = _NO_RAW
+        traceName: Raw = _NO_RAW
+
+    _TOP = msgspec.json.Decoder(_Top)
+
+
+def _first_byte(raw: bytes) -> bytes:
+    """The first byte of `raw` that is not whitespace (b"" if none), without copying the whole buffer."""
+    for start in range(0, len(raw), 4096):
+        head = raw[start : start + 4096].lstrip()
+        if head:
+            return head[:1]
+    return b""
 
 
 def _top_level(raw: bytes) -> tuple[list[Any], dict[str, Any]] | None:
     """(raw event spans, metadata) of a trace object or bare list; None for anything else."""
-    head = raw.lstrip()[:1]
+    head = _first_byte(raw)
     if head == b"[":
         return _RAWS.decode(raw), {}
     if head != b"{":
         return None
     top = _TOP.decode(raw)
-    events = top.pop("traceEvents", None)
-    if events is None or bytes(events).lstrip()[:1] != b"[":
-        return None
-    return _RAWS.decode(events), {k: orjson.loads(bytes(v)) for k, v in top.items()}
+    meta = {k: orjson.loads(bytes(v)) for k in META_KEYS if len(v := getattr(top, k))}
+    return top.traceEvents, meta
 
 
 def fast_parse(raw: bytes) -> FastTrace | None:
@@ -139,11 +169,12 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         if top is None:
             return None
         spans, meta = top
+        utf8 = not raw.isascii()  # ASCII (the usual trace) is valid UTF-8: no per-chunk check
         out = FastTrace({k: [] for k in _SLICE_FIELDS}, [], [], {}, len(spans), 0, meta)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
         for a in range(0, len(spans), CHUNK):
-            others = _chunk(spans, a, out)
+            others = _chunk(spans, a, out, utf8)
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
@@ -153,17 +184,34 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         return None  # a malformed B/E/C/i/M event: the reference raises its own error
     if any(open_b.values()):
         return None  # unended B: the reference draws them to the trace's end
-    for e in xs:  # ended B/E pairs, after the X slices as in the reference
-        for key in _SLICE_FIELDS:
-            out.slices[key].append(e.get(key, "" if key == "name" else None))
+    cols = out.slices
+    for key in ("name", "cat", "pid", "tid", "args"):  # ended B/E pairs, after the X slices as in the reference
+        cols[key] += [e.get(key, "" if key == "name" else None) for e in xs]
+    times = [_floats(e["ts"] for e in xs), _floats((e["dur"] for e in xs), none=0)]
+    if times[0] is None or times[1] is None:
+        return None
+    cols["ts"] = np.concatenate([*cols["ts"], times[0]])
+    cols["dur"] = np.concatenate([*cols["dur"], times[1]])
     return out
 
 
-def _chunk(spans: list[Any], a: int, out: FastTrace) -> list[dict[str, Any]] | None:
+def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | None:
+    """`values` as a 1-d float64 array as the reference converts them (`none` replacing null), or None
+    when they do not convert (the reference then raises its error)."""
+    col = list(values) if none is None else [none if v is None else v for v in values]
+    try:
+        out = np.asarray(col, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out if out.ndim == 1 else None
+
+
+def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
     """Decode events spans[a:a + CHUNK] into `out` (slices, flows); returns the chunk's other events
-    (B/E/C/i/M, as dicts), None when not plain."""
+    (B/E/C/i/M, as dicts), None when not plain. `utf8`: check the text is valid UTF-8."""
     block = b"[" + b",".join(spans[a : a + CHUNK]) + b"]"
-    block.decode("utf-8")  # skipped fields are not validated by the typed decoder; the reference rejects these
+    if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
+        block.decode("utf-8")
     events = _EVENTS.decode(block)
     phases = list(map(attrgetter("ph"), events))
     if not set(map(type, phases)) <= {str, type(None)}:
@@ -174,11 +222,16 @@ def _chunk(spans: list[Any], a: int, out: FastTrace) -> list[dict[str, Any]] | N
     if UNSET in map(attrgetter("ts"), xs) or UNSET in map(attrgetter("ts"), flows):
         return None
     cols = out.slices
-    for key in _SLICE_FIELDS[:-1]:
+    for key in ("name", "cat", "pid", "tid"):
         col = list(map(attrgetter(key), xs))
-        if key in ("name", "cat", "pid", "tid") and set(map(type, col)) <= {str, int, type(None)}:
+        if set(map(type, col)) <= {str, int, type(None)}:
             col = list(map(out.interned.setdefault, col, col))  # one object per distinct value
         cols[key] += col
+    times = [_floats(map(attrgetter("ts"), xs)), _floats(map(attrgetter("dur"), xs), none=0)]
+    if times[0] is None or times[1] is None:
+        return None
+    cols["ts"].append(times[0])  # float arrays per chunk: no float object per slice
+    cols["dur"].append(times[1])
     cols["args"] += _args(list(map(attrgetter("args"), xs)), out.shapes)
     flow_cols = [list(map(attrgetter(k), flows)) for k in _FLOW_FIELDS]
     out.flows += map(dict, map(zip, repeat(_FLOW_FIELDS), zip(*flow_cols, strict=True)))

@@ -15,8 +15,8 @@ from itertools import repeat
 from typing import Any
 
 import numpy as np
-import orjson
 
+from nprof.capture.chrome_fast import json_key
 from nprof.capture.chrome_tree import Context, nest
 from nprof.capture.opclass import engine_of, input_bytes, op_flops
 
@@ -80,7 +80,7 @@ def own_flops(h: Host) -> tuple[list[int], list[bool]]:
     tensor_names = {nm for nm in set(h.names) if engine_of(nm) == "tensor"}
     for i in [i for i, nm in enumerate(h.names) if nm in tensor_names and "Input Dims" in h.args[i]]:
         nm, a = h.names[i], h.args[i]
-        key = orjson.dumps([nm, a["Input Dims"], a.get("Concrete Inputs")])
+        key = json_key([nm, a["Input Dims"], a.get("Concrete Inputs")])
         got = flops_memo.get(key)
         if got is None:
             got = flops_memo[key] = op_flops(nm, a["Input Dims"], a.get("Concrete Inputs"))
@@ -187,7 +187,7 @@ def host_read_bytes(h_args: list[dict[str, Any]], par_l: list[int], emitted: lis
             continue
         taken.add(src)
         a = h_args[src]
-        key = orjson.dumps((a["Input Dims"], a.get("Input type")))
+        key = json_key((a["Input Dims"], a.get("Input type")))
         got = memo.get(key)
         if got is None:
             got = memo[key] = input_bytes(a)

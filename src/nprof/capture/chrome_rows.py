@@ -14,9 +14,9 @@ from operator import eq
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 
 from nprof.capture.chrome_dma import dma_columns
+from nprof.capture.chrome_fast import json_key
 from nprof.capture.chrome_host import (
     Host,
     Paths,
@@ -84,7 +84,7 @@ def operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[
     """`operands` for many slices, computed once per distinct serialised `keys` fields + "bytes" (training
     loops repeat shapes; the first slice of each key answers for all). Column-wise: C-level passes only."""
     cols = [list(map(dict.get, all_args, repeat(k))) for k in (*keys[:4], "bytes")]
-    serial = list(map(orjson.dumps, zip(*cols, strict=True)))
+    serial = list(map(json_key, zip(*cols, strict=True)))
     first = dict(zip(reversed(serial), reversed(all_args), strict=True))  # the earliest slice wins each key
     memo = {key: operands(a) for key, a in first.items()}
     return list(map(memo.__getitem__, serial))

@@ -24,6 +24,7 @@ time must mean something, so:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import sys
@@ -155,6 +156,7 @@ def python_work(order: np.ndarray, parent: np.ndarray, candidate: np.ndarray) ->
     return np.asarray(emitted, dtype=bool), np.asarray(owner, dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=65536)  # a trace repeats its frames every step
 def user_frame(name: str) -> str | None:
     """`file.py:line` for a python_function slice name `file.py(line): func` in user code, else None."""
     m = _PY_FRAME.match(name)

@@ -41,6 +41,7 @@ from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_gra
 from nprof.compiler.packing import pack_inputs
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.process_group import has_collectives
+from nprof.device.simulate import _gc_paused as gc_paused
 from nprof.errors import NprofError, UnsupportedOpError
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
@@ -134,8 +135,8 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
     def compiler(kind: str) -> Any:
         return lambda agm, ex: _compile(agm, kind, opts, shared)
 
-    try:
-        with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+    try:  # the cyclic GC paused: its full passes rescan every object AOT and the lowering build (measured)
+        with gc_paused(), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
             compiled = aot_autograd(
                 fw_compiler=compiler("fw"),
                 bw_compiler=compiler("bw"),
@@ -339,6 +340,7 @@ def _program(
     specs: list[graphinfo.InputSpec],
 ) -> tuple[Any, list[OutputSlot]]:
     module_dir = cache.module_dir(ghash)
+    load_cpu = time.process_time()
     program = cache.load(ghash)
     if program is not None:
         try:
@@ -348,6 +350,7 @@ def _program(
                 for s in manifest["outputs"]
             ]
             STATS.cache_hits += 1
+            STATS.load_cpu_seconds.append((module_dir.name, time.process_time() - load_cpu))
             notify("cache_hit", module_dir.name, time.time_ns())
             log_event(module_dir, kind, "cached", len(program.instructions))
             return program, slots
@@ -374,7 +377,9 @@ def _program(
         "graph": graphinfo.graph_text(gm),
         "code": gm.code,
     }
+    store_cpu = time.process_time()
     cache.store(ghash, program, manifest)
+    STATS.store_cpu_seconds.append((module_dir.name, time.process_time() - store_cpu))
     seconds = time.perf_counter() - start  # lowering + writing the module
     STATS.compiled += 1
     STATS.compile_seconds.append((module_dir.name, seconds))

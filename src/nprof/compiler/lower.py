@@ -246,6 +246,15 @@ class Lowerer:
         self.em.hbm_tensor(name, tuple(arr.shape), pdtype, "weight", to_numpy(arr, pdtype))
         self.env[node.name] = View.whole(name, pdtype, tuple(arr.shape))
 
+    def release(self) -> None:
+        """Drop the state of a finished lowering (the built Program does not share it). The NKI builder's HBM
+        tensors point back at the builder, a reference cycle that only the cyclic GC would free, with full passes
+        over the whole heap (measured on resnet18: ~200k objects, ~1 s of GC in the first step); cleared here,
+        reference counting frees it all at once."""
+        self.em.builder.__dict__.clear()
+        self.em.__dict__.clear()
+        self.__dict__.clear()
+
     def _outputs(self) -> list[OutputSlot]:
         from nprof.compiler.kernels.matmul import copy_kernel
 
@@ -337,7 +346,9 @@ def lower_graph(gm: Any, plan: GraphPlan) -> tuple[Any, list[OutputSlot]]:
 
     def work() -> None:
         try:
-            result.append(Lowerer(gm, plan).run())
+            lowerer = Lowerer(gm, plan)
+            result.append(lowerer.run())
+            lowerer.release()
         except BaseException as exc:  # re-raised in the caller's thread
             error.append(exc)
 

@@ -46,6 +46,8 @@ class Stats:
     fallbacks: int = 0  # graphs run eagerly because of unsupported ops
     compile_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, seconds) per lowering
     compile_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per lowering
+    store_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) writing the cache
+    load_cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) reading a cached one
     device_ns: list[tuple[str, int]] = field(default_factory=list)  # (module, simulated ns) per execution
     wall_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, wall s) per execution
     cpu_seconds: list[tuple[str, float]] = field(default_factory=list)  # (module, CPU s) per execution
@@ -120,15 +122,19 @@ def to_numpy(t: Any, program_dtype: str) -> np.ndarray:
 
 
 def _to_torch(arr: np.ndarray, slot: OutputSlot) -> Any:
+    """Device output `arr` as a torch tensor of the slot's shape, dtype and strides, owning its memory (never a view
+    of a buffer the device reuses): an array that owns its data (`collect_outputs` copies every output) is wrapped
+    without another copy, anything else is copied first; a strided copy is made only when the traced strides are
+    not the contiguous ones."""
     import torch
 
     dtype = getattr(torch, slot.dtype)
-    arr = np.ascontiguousarray(arr)
     if arr.dtype.kind not in "iub":  # float32, and bfloat16/float8 (ml_dtypes) which torch cannot wrap
-        arr = arr.astype(np.float32)
-    value = torch.from_numpy(arr)
-    value = value.to(dtype).reshape(slot.shape)
-    if 0 in slot.stride:  # an expanded (broadcast) output: contiguous values are the faithful equivalent
+        arr = arr.astype(np.float32, copy=False)
+    if not (arr.flags.owndata and arr.flags.c_contiguous):
+        arr = np.array(arr, order="C")  # a copy the tensor owns
+    value = torch.from_numpy(arr).to(dtype).reshape(slot.shape)
+    if 0 in slot.stride or value.stride() == tuple(slot.stride):  # expanded outputs: contiguous values are faithful
         return value
     out = torch.empty_strided(slot.shape, slot.stride, dtype=dtype)
     out.copy_(value)
@@ -190,9 +196,12 @@ class DeviceGraph:
                graph=graph)  # fmt: skip
         copy_ns = time.time_ns()
         outs: list[Any] = []
+        handed: set[str] = set()  # program outputs already wrapped: a second slot of one gets its own copy
         for slot in self.slots:
             if slot.kind == "tensor":
-                outs.append(_to_torch(outputs[slot.name], slot).to(device))
+                arr = outputs[slot.name]
+                outs.append(_to_torch(arr.copy() if slot.name in handed else arr, slot).to(device))
+                handed.add(slot.name)
             elif slot.kind == "input":
                 outs.append(args[int(slot.name)])
             elif slot.kind == "input_view":

@@ -118,11 +118,16 @@ def _codes(values: Iterable[Any], n: int) -> tuple[np.ndarray, list[Any]]:
     return codes, list(intern)
 
 
-def _csr(lists: Sequence[Sequence[Any]]) -> tuple[np.ndarray, list[Any]]:
-    """(offsets [len + 1], the flattened items) of a sequence of sequences."""
+def _offsets(lists: Sequence[Sequence[Any]]) -> np.ndarray:
+    """CSR offsets [len + 1] of a sequence of sequences."""
     offsets = np.zeros(len(lists) + 1, np.int64)
     np.cumsum(np.fromiter(map(len, lists), np.int64, len(lists)), out=offsets[1:])
-    return offsets, list(chain.from_iterable(lists))
+    return offsets
+
+
+def _csr(lists: Sequence[Sequence[Any]]) -> tuple[np.ndarray, list[Any]]:
+    """(offsets [len + 1], the flattened items) of a sequence of sequences."""
+    return _offsets(lists), list(chain.from_iterable(lists))
 
 
 def optional_strings(items: Sequence[Any], get: Callable[[Any], str | None]) -> pa.Array:
@@ -154,7 +159,9 @@ def instruction_columns(instrs: Sequence[Instruction]) -> Columns:
     eng = np.fromiter(map(_ENGINES.__getitem__, map(_ENGINE, instrs)), np.int64, n)
     attr_codes, attr_values = _codes(map(_ATTRS, instrs), n)
     queue = np.fromiter(map(_QUEUE, instrs), np.int64, n)
-    deps_off, deps = _csr(list(map(_DEPS, instrs)))
+    deps_lists = list(map(_DEPS, instrs))
+    deps_off = _offsets(deps_lists)
+    deps = np.fromiter(chain.from_iterable(deps_lists), np.int64, int(deps_off[-1]))
     ins_off, ins = _csr(list(map(_INS, instrs)))
     outs_off, outs = _csr(list(map(_OUTS, instrs)))
     intern = _Intern()
@@ -163,7 +170,7 @@ def instruction_columns(instrs: Sequence[Instruction]) -> Columns:
     out_codes = np.fromiter(map(get, map(VALUE_KEY, outs)), np.int64, len(outs))
     return Columns(
         op, list(Opcode), eng, list(Engine), attr_codes, attr_values, queue, deps_off,
-        np.asarray(deps, np.int64), ins_off, in_codes, outs_off, out_codes, _access_columns(list(intern)),
+        deps, ins_off, in_codes, outs_off, out_codes, _access_columns(list(intern)),
         *(optional_strings(instrs, get) for get in (_SOURCE, _LAYER, _HLO)),
     )  # fmt: skip
 

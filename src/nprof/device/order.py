@@ -34,6 +34,12 @@ def dep_lists(offsets: np.ndarray, flat: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(values[a:b]) for a, b in pairwise(bounds)]
 
 
+def by_slot(slot: np.ndarray) -> np.ndarray:
+    """Indices sorted by slot, program order within a slot (a stable radix sort: slots are small ints)."""
+    small = len(slot) == 0 or int(slot.max()) < 2**15
+    return np.argsort(slot.astype(np.int16) if small else slot, kind="stable")
+
+
 def partners(slot: np.ndarray, is_tr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """TensorE couplings (n where none): pm, for an LDWEIGHTS the MATMUL/TRANSPOSE before it (it waits for
     its start); pl, for a MATMUL/TRANSPOSE the LDWEIGHTS/TRANSPOSE before it (it waits for its end)."""
@@ -100,8 +106,8 @@ def track_order(slot: np.ndarray, elided: np.ndarray, prev: np.ndarray, partner:
     new_prev = prev.copy()
     movable = np.isin(slot, REORDERABLE) & ~elided
     on = order[movable[order]]  # reorderable instructions in (est, index) order
-    by_slot = on[np.argsort(slot[on], kind="stable")]
-    same = slot[by_slot][1:] == slot[by_slot][:-1]
+    grouped = on[by_slot(slot[on])]
+    same = slot[grouped][1:] == slot[grouped][:-1]
     new_prev[movable] = n
-    new_prev[by_slot[1:][same]] = by_slot[:-1][same]
+    new_prev[grouped[1:][same]] = grouped[:-1][same]
     return order, new_prev

@@ -10,12 +10,17 @@ only reschedule. `plan_for` caches plans per live Program.
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
-Instructions equal in everything the plan reads (opcode, engine, attrs, queue and
-operand values) share a *signature*: the per-instruction work is a few C-level
-passes (attribute getters, one dict lookup per instruction); costs, operand text
-and DMA facts are computed once per signature (`device.template`) and spread
-with numpy indexing. Value columns that repeat (opcode, operand text, DMA
-direction/tensor) are stored per signature with a `code` per instruction.
+The plan is built from flat columns (`device.columns`): the program's Arrow
+instruction table (the program file's schema) when it carries one, else its
+Instruction objects. Instructions equal in everything the plan reads (opcode,
+engine, attrs, queue and operand values) share a *signature*, found for all
+instructions at once (`device.rowcodes`); the cost model runs once per distinct
+(opcode, engine, attrs, queue, operand shapes) key (`device.template`), operand
+text and DMA facts are array operations per signature (`device.signatures`,
+`device.optext`), and everything is spread with numpy indexing. Value columns
+that repeat (opcode, operand text, DMA direction/tensor) are stored per
+signature with a `code` per instruction. tests/device/reference_plan.py is the
+plain per-instruction builder this one is held to.
 
 Slots (timeline rows): 0 tensor.stationary (LDWEIGHTS), 1 tensor.moving
 (MATMUL, TRANSPOSE), 2 vector, 3 scalar, 4 gpsimd, 5 sync, then one per DMA
@@ -34,7 +39,7 @@ import pyarrow as pa
 
 from nprof.arch.presets import Preset
 from nprof.device.columns import Columns, program_columns
-from nprof.device.order import dep_lists, partners, track_order
+from nprof.device.order import by_slot, dep_lists, partners, track_order
 from nprof.device.psum import elided_fills
 from nprof.device.rowcodes import padded, row_codes
 from nprof.device.signatures import Signatures, first_items, signatures
@@ -84,7 +89,7 @@ class Plan:
     slot_engines: tuple[str, ...]  # Profile engine name per slot ("dma" for queues)
     code: np.ndarray  # int64: signature number of each instruction
     sig_opcode: list[str]  # per signature: opcode name
-    sig_operands: list[str]  # per signature: display text of the operands ("" for DMAs)
+    sig_operands: pa.Array  # string per signature: display text of the operands ("" for DMAs)
     sig_direction: list[str]  # per signature: DMA direction ("" otherwise)
     sig_partitions: np.ndarray  # int64 per signature: DMA partitions
     sig_tensor: list[str | None]  # per signature: the HBM tensor a DMA moves
@@ -105,6 +110,7 @@ class Plan:
     source: pa.Array  # string per instruction (null: none): the kernel source line
     layer: pa.Array  # string per instruction: the module path (compiled graphs)
     hlo_name: pa.Array  # string per instruction: the graph node (compiled graphs)
+    matmul_dtype: str  # "float32", "float8" or "bfloat16": the peak the MATMULs run at (device.signatures)
 
     @property
     def n(self) -> int:
@@ -118,7 +124,7 @@ class Plan:
     @property
     def operands(self) -> list[str]:
         """Display text of each instruction's operands ("" for DMAs)."""
-        return [self.sig_operands[c] for c in self.code.tolist()]
+        return self.sig_operands.take(pa.array(self.code)).to_pylist()
 
     @property
     def opcodes(self) -> list[str]:
@@ -170,29 +176,19 @@ def _assemble(
     `elided` instructions (PSUM accumulation-group zero-fills, `device.psum`) get no duration, no latency
     and no place on their track.
     """
-    n = len(code)
     ts = sigs.templates
-    of = sigs.template[code]  # each instruction's template
-    slot = np.asarray([t.slot for t in ts], np.int64)[of]
-    lat = np.where(elided, 0.0, np.asarray([t.lat for t in ts], np.float64)[of])
-    lat0 = np.where(elided, 0.0, np.asarray([t.lat0 for t in ts], np.float64)[of])
-    is_dma = np.asarray([t.is_dma for t in ts], bool)[of]
-    rw = np.asarray([t.rw for t in ts], np.int64).reshape(-1, 6)[of]
-    fl = np.asarray([(t.flops, t.hw_flops) for t in ts], np.int64).reshape(-1, 2)[of]
-    is_tr = np.asarray([t.is_transpose for t in ts], bool)[of]
-    # scheduler fast path: non-TensorE instructions with at most one dependency
-    lengths = np.diff(offsets)
-    dep1 = np.full(n, -1, np.int64)
-    one = lengths == 1
-    dep1[one] = flat[offsets[:-1][one]]
-    none = lengths == 0
-    dep1[none] = n
-    tensor = slot <= SLOT_MM
-    dep1[tensor] = -2
-    dep1[is_dma] = -3
-    lat1 = np.where(none, lat0, lat)
+    of = sigs.template.take(code)  # each instruction's template
+
+    def spread(field: str, dtype: type, zero_elided: bool = False) -> np.ndarray:
+        values = np.asarray([getattr(t, field) for t in ts], dtype).take(of, axis=0)
+        return np.where(elided, 0.0, values) if zero_elided and elided.any() else values
+
+    slot, is_dma, is_tr = spread("slot", np.int64), spread("is_dma", bool), spread("is_transpose", bool)
+    lat, lat0, dur = (spread(f, np.float64, True) for f in ("lat", "lat0", "dur"))
+    rw = np.asarray([t.rw for t in ts], np.int64).reshape(len(ts), 6).take(of, axis=0)
+    flops, hw_flops = spread("flops", np.int64), spread("hw_flops", np.int64)
+    dep1, lat1 = _fast_path(offsets, flat, slot, is_dma, lat, lat0)
     tracks, engines = slot_names(preset)
-    dur = np.where(elided, 0.0, np.asarray([t.dur for t in ts], np.float64)[of])
     pm, pl = partners(slot, is_tr)
     order, prev = track_order(
         slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur, lat, lat0,
@@ -207,7 +203,7 @@ def _assemble(
         lat0=lat0,
         is_dma=is_dma,
         dma_index=np.flatnonzero(is_dma),
-        dma_rate=np.asarray([t.dma_rate for t in ts], np.float64)[of],
+        dma_rate=spread("dma_rate", np.float64),
         transposes=frozenset(np.flatnonzero(is_tr).tolist()),
         is_tr=is_tr,
         slot_tracks=tracks,
@@ -221,8 +217,8 @@ def _assemble(
         sig_spill=sigs.spill,
         sig_reload=sigs.reload,
         rw=rw,
-        flops=fl[:, 0].copy(),
-        hw_flops=fl[:, 1].copy(),
+        flops=flops,
+        hw_flops=hw_flops,
         deps_offsets=offsets,
         deps_flat=flat,
         dep1=dep1,
@@ -235,7 +231,25 @@ def _assemble(
         source=strings[0],
         layer=strings[1],
         hlo_name=strings[2],
+        matmul_dtype=sigs.matmul_dtype,
     )
+
+
+def _fast_path(
+    offsets: np.ndarray, flat: np.ndarray, slot: np.ndarray, is_dma: np.ndarray, lat: np.ndarray, lat0: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The scheduler's fast-path columns `dep1` and `lat1` (see `Plan`): non-TensorE instructions with at most
+    one dependency point at it (n: none), the others are marked -1 (several), -2 (TensorE), -3 (a DMA)."""
+    n = len(slot)
+    lengths = np.diff(offsets)
+    dep1 = np.full(n, -1, np.int64)
+    one = lengths == 1
+    dep1[one] = flat[offsets[:-1][one]]
+    none = lengths == 0
+    dep1[none] = n
+    dep1[slot <= SLOT_MM] = -2
+    dep1[is_dma] = -3
+    return dep1, np.where(none, lat0, lat)
 
 
 def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> np.ndarray:
@@ -250,7 +264,7 @@ def _prev_on_track(slot: np.ndarray, is_tr: np.ndarray, elided: np.ndarray) -> n
     if n == 0:
         return prev
     kept = np.flatnonzero(~elided)
-    order = kept[np.argsort(slot[kept], kind="stable")]  # program order within each slot
+    order = kept[by_slot(slot[kept])]  # program order within each slot
     same = slot[order][1:] == slot[order][:-1]
     prev[order[1:][same]] = order[:-1][same]
     stationary = np.flatnonzero(((slot == SLOT_LD) | is_tr) & ~elided)

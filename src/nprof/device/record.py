@@ -70,7 +70,7 @@ def build_tables(
         "engine": _names(engines, slots[ci]),
         "track": _names(tracks, slots[ci]),
         "opcode": _names(pa.array(plan.sig_opcode, pa.string()), c_code),
-        "operands": _names(pa.array(plan.sig_operands, pa.string()), c_code),
+        "operands": _names(plan.sig_operands, c_code),
         "layer": layers.filter(ci_mask),
         "hlo_name": hlos.filter(ci_mask),
         "nki_source_location": sources.filter(ci_mask),

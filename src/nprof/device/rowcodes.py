@@ -2,10 +2,11 @@
 
 Contract: `row_codes(columns) -> (codes, first)`: for equal-length int64 arrays `columns` (the row `i` is
 `tuple(c[i] for c in columns)`), `codes[i]` numbers row i's value in order of first occurrence (0, 1, ...)
-and `first[k]` is the index of the first row with code k (ascending). Exact: rows are hashed into one 64-bit
-key per row (a splitmix64 mix of every column), hashed keys are dictionary-encoded by Arrow (first-occurrence
-order), and every column is then checked against its code's first row; if two different rows share a key
-(astronomically unlikely), the codes are recomputed by sorting the rows themselves.
+and `first[k]` is the index of the first row with code k (ascending). Exact: the columns are first packed
+losslessly into as few 63-bit words as their value ranges allow (`pack`); one word is dictionary-encoded by
+Arrow as it is (first-occurrence order). Several words are hashed into one 64-bit key per row (a splitmix64
+mix), the keys dictionary-encoded, and every word then checked against its code's first row; if two
+different rows share a key (astronomically unlikely), the codes are recomputed by sorting the rows.
 """
 
 from __future__ import annotations
@@ -59,19 +60,55 @@ def _exact(columns: Sequence[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarra
     return rank[inverse.reshape(-1)], first[order]
 
 
+def pack(columns: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Int64 words holding the columns losslessly (equal rows, equal words, and conversely): each column
+    shifted to start at 0 takes the bits of its range, and consecutive columns share a word up to 63 bits."""
+    words: list[np.ndarray] = []
+    word: np.ndarray | None = None
+    used = 0
+    for c in columns:
+        c = np.asarray(c, np.int64)
+        lo, hi = int(c.min()), int(c.max())
+        if lo == hi:
+            continue  # a constant column tells no rows apart
+        bits = (hi - lo).bit_length()
+        if bits > 62:  # a full-range column is its own word
+            words.append(c)
+            continue
+        if word is None or used + bits > 63:
+            if word is not None:
+                words.append(word)
+            word, used = c - lo, bits
+        else:
+            word = (word << bits) | (c - lo)
+            used += bits
+    if word is not None:
+        words.append(word)
+    return words
+
+
+def _encode(keys: np.ndarray) -> np.ndarray:
+    """First-occurrence codes of one key per row (Arrow's hash table)."""
+    return pc.dictionary_encode(pa.array(keys)).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def row_codes(columns: Sequence[np.ndarray], n: int | None = None, hasher=row_hash) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first) of the rows of `columns` (see module doc); `n` rows when there are no columns."""
     n = len(columns[0]) if columns else int(n or 0)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    keys = hasher(columns, n)
-    codes = pc.dictionary_encode(pa.array(keys)).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    words = pack(columns)
+    if not words:  # every row equal
+        return np.zeros(n, np.int64), np.zeros(1, np.int64)
+    if len(words) == 1 and hasher is row_hash:
+        codes = _encode(words[0])
+        return codes, _first_occurrence(codes)
+    codes = _encode(hasher(words, n))
     first = _first_occurrence(codes)
     rep = first[codes]
-    for c in columns:
-        c = np.asarray(c)
-        if not np.array_equal(c, c[rep]):
-            return _exact(columns, n)
+    for w in words:
+        if not np.array_equal(w, w[rep]):
+            return _exact(words, n)
     return codes, first
 
 

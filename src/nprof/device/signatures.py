@@ -6,8 +6,7 @@ checks, `device.template`), its operand text, its DMA facts (partitions, HBM ten
 whether it is a PSUM zero-fill or an accumulating MATMUL (`device.psum`). Templates are computed once per
 distinct (opcode, engine, attrs, queue, operand shapes) key, in program order, so the first malformed
 instruction of the program raises `NprofError` naming it; every other fact is an array operation over the
-representatives, except the operand text, which is formatted once per distinct operand and joined per
-representative.
+representatives, the operand text included (`device.optext`).
 """
 
 from __future__ import annotations
@@ -15,11 +14,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.arch.isa import ITEMSIZE, Opcode
 from nprof.arch.presets import Preset
-from nprof.device.accinfo import AccessCache, access_text
+from nprof.device.accinfo import AccessCache
 from nprof.device.columns import AccessColumns, Columns
+from nprof.device.optext import operand_texts, signature_texts
 from nprof.device.psum import attr, is_zero_fill_attrs
 from nprof.device.rowcodes import padded, row_codes
 from nprof.device.template import Template, template
@@ -32,13 +33,15 @@ class Signatures(NamedTuple):
 
     templates: list[Template]  # the distinct templates
     template: np.ndarray  # int64: index into `templates`
-    operands: list[str]  # display text ("" for DMAs)
+    operands: pa.Array  # string: display text ("" for DMAs)
     partitions: np.ndarray  # int64: DMA partitions (0 otherwise)
     tensor: list[str | None]  # DMA: the HBM tensor moved
     spill: np.ndarray  # bool: DMA attr spill
     reload: np.ndarray  # bool: DMA attr reload
     zero_fill: np.ndarray  # bool: a MEMSET of 0 into one PSUM region
     acc_matmul: np.ndarray  # bool: a MATMUL with attr accumulate
+    matmul_dtype: str  # the peak every MATMUL runs at: "float32" (all have an FP32 operand), "float8" (all are
+    # FP8 x FP8) or "bfloat16" (otherwise, or no MATMUL)
 
 
 def shape_codes(acc: AccessColumns) -> np.ndarray:
@@ -77,18 +80,18 @@ def _templates(cols: Columns, preset: Preset, name: str, reps: np.ndarray, keys:
     return out, codes
 
 
-def _texts(cols: Columns, dma: np.ndarray, ins: tuple, outs: tuple, attr_text: list[str]) -> list[str]:
-    """Operand text per representative: outputs <- inputs, then the attrs ("" for DMAs)."""
-    used = np.unique(np.concatenate([ins[1], outs[1]]))
-    text = dict(zip(used.tolist(), (access_text(cols.acc.access(k)) for k in used.tolist()), strict=True))
-    get = text.__getitem__
-    in_at, in_v = ins[0].tolist(), ins[1].tolist()
-    out_at, out_v = outs[0].tolist(), outs[1].tolist()
-    return [
-        "" if d else ", ".join(map(get, out_v[out_at[j] : out_at[j + 1]])) + " <- "
-        + ", ".join(map(get, in_v[in_at[j] : in_at[j + 1]])) + attr_text[j]
-        for j, d in enumerate(dma.tolist())
-    ]  # fmt: skip
+def _matmul_dtype(acc: AccessColumns, ins: tuple, mm: np.ndarray) -> str:
+    """`Signatures.matmul_dtype` from the first two inputs of the MATMUL representatives `mm` (bool)."""
+    if not mm.any():
+        return "bfloat16"
+    names = acc.dtype_names
+    fp32 = np.asarray([d == "float32" for d in names], bool)
+    fp8 = np.asarray([d.startswith("float8") for d in names], bool)
+    at, values = ins[0][:-1][mm], ins[1]
+    dt = [acc.dtype[values[at]], acc.dtype[values[at + 1]]]  # a MATMUL has two inputs (device.template checks)
+    if (fp32[dt[0]] | fp32[dt[1]]).all():
+        return "float32"
+    return "float8" if (fp8[dt[0]] & fp8[dt[1]]).all() else "bfloat16"
 
 
 def signatures(cols: Columns, preset: Preset, name: str, reps: np.ndarray) -> Signatures:
@@ -102,26 +105,27 @@ def signatures(cols: Columns, preset: Preset, name: str, reps: np.ndarray) -> Si
     templates, which = _templates(cols, preset, name, reps, keys)
     dma = np.asarray([t.is_dma for t in templates], bool)[which]
     a0, o0 = np.maximum(first_items(*ins), 0), np.maximum(first_items(*outs), 0)  # (only read where they exist)
-    if not acc.count:
-        acc = acc._replace(space=np.zeros(1, np.int64), tensor=np.zeros(1, np.int64), partitions=np.zeros(1, np.int64))
-    d_hbm = acc.space[o0] == _HBM
-    tensor_code = np.where((acc.space[a0] == _HBM) | ~d_hbm, acc.tensor[a0], acc.tensor[o0])
+    space, tensor, parts = (np.append(x, 0) for x in (acc.space, acc.tensor, acc.partitions))  # (none: index 0)
+    d_hbm = space[o0] == _HBM
+    tensor_code = np.where((space[a0] == _HBM) | ~d_hbm, tensor[a0], tensor[o0])
     attr_of = cols.attrs_values
-    flag = {k: np.asarray([bool(attr(a, k, False)) for a in attr_of], bool)[attrs] for k in ("spill", "reload")}
+    names = ("spill", "reload", "accumulate")
+    flag = {k: np.asarray([bool(attr(a, k, False)) for a in attr_of], bool)[attrs] for k in names}
     is_op = {o: np.asarray([x is o for x in cols.opcodes], bool)[op] for o in (Opcode.MEMSET, Opcode.MATMUL)}
-    fills = is_op[Opcode.MEMSET] & (np.diff(outs[0]) == 1) & (acc.space[o0] == _PSUM)
+    fills = is_op[Opcode.MEMSET] & (np.diff(outs[0]) == 1) & (space[o0] == _PSUM)
     zero = np.zeros(len(attr_of), bool)
     for a in np.unique(attrs[fills]).tolist():  # (the value of other instructions' attrs may be anything)
         zero[a] = is_zero_fill_attrs(attr_of[a])
-    attr_text = [templates[t].attr_text for t in which.tolist()]
+    attr_text = pa.array([t.attr_text for t in templates], pa.string()).take(pa.array(which))
     return Signatures(
         templates=templates,
         template=which,
-        operands=_texts(cols, dma, ins, outs, attr_text),
-        partitions=np.where(dma, np.where(d_hbm, acc.partitions[a0], acc.partitions[o0]), 0),
+        operands=signature_texts(operand_texts(acc), ins, outs, attr_text, dma),
+        partitions=np.where(dma, np.where(d_hbm, parts[a0], parts[o0]), 0),
         tensor=[acc.tensor_names[t] if d else None for t, d in zip(tensor_code.tolist(), dma.tolist(), strict=True)],
         spill=flag["spill"] & dma,
         reload=flag["reload"] & dma,
         zero_fill=fills & zero[attrs],
-        acc_matmul=is_op[Opcode.MATMUL] & np.asarray([bool(attr(a, "accumulate", False)) for a in attr_of])[attrs],
+        acc_matmul=is_op[Opcode.MATMUL] & flag["accumulate"],
+        matmul_dtype=_matmul_dtype(acc, ins, is_op[Opcode.MATMUL]),
     )

@@ -37,13 +37,10 @@ import gc
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_
 
 import numpy as np
 
 from nprof.arch import cost
-from nprof.arch.isa import Opcode
 from nprof.arch.presets import Preset, get_preset
 from nprof.device import numerics as num
 from nprof.device.indirect import IndirectIndexError
@@ -57,7 +54,6 @@ from nprof.program.model import Program, TensorDecl
 from nprof.progress import progress
 
 ZERO_INPUTS_WARNING = "results may be inf/NaN"
-_OPCODE = attrgetter("opcode")
 
 
 @dataclass(frozen=True)
@@ -127,13 +123,9 @@ def prepare_inputs(program: Program, inputs: Mapping[str, object] | None) -> tup
 
 
 def _peak(program: Program, preset: Preset) -> tuple[float, str]:
-    instrs = program.instructions
-    mm = list(compress(instrs, map(is_, map(_OPCODE, instrs), repeat(Opcode.MATMUL))))  # C-level filter
-    if mm and all(any(a.dtype == "float32" for a in ins.ins[:2]) for ins in mm):
-        return preset.peak("float32"), "float32"
-    if mm and all(all(a.dtype.startswith("float8") for a in ins.ins[:2]) for ins in mm):
-        return preset.peak("float8_e4m3"), "float8"
-    return preset.peak("bfloat16"), "bfloat16"
+    """The preset's peak for the program's MATMULs (`Plan.matmul_dtype`) and that dtype's name."""
+    kind = plan_for(program, preset).matmul_dtype
+    return preset.peak("float8_e4m3" if kind == "float8" else kind), kind
 
 
 def _run_numerics(program: Program, mem: Memory, ignore_exec_errors: bool, warnings: list[str]) -> None:

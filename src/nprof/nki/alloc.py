@@ -12,7 +12,7 @@ its maximum (what the Program records as sbuf_bytes/psum_bytes).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from nprof.errors import KernelError
 
@@ -44,6 +44,7 @@ class Allocator:
         self.high_water = 0
         self._pinned: list[tuple[int, int]] = []  # sorted disjoint [start, end): direct allocations (never freed)
         self.pinned_bytes = 0
+        self.listener: Callable[[int], None] | None = None  # told the start of each freed range (nki.replay)
 
     def _fits(self, start: int, size: int, align: int) -> int | None:
         """First aligned start >= `start` where [s, s+size) is free and bank-legal, before the next live range."""
@@ -124,3 +125,5 @@ class Allocator:
         del self._starts[i]
         del self._end_list[i]
         self.used -= end - start
+        if self.listener is not None:
+            self.listener(start)

@@ -101,6 +101,9 @@ def operand_masked(view: NkiTensor, mask: Any) -> NkiTensor:
     computes on the smaller operand and writes only the matching box of its full-shape result. A mask that
     keeps the whole view returns `view` itself.
     """
+    if view.is_hbm:
+        raise kernel_error(f"{view.name!r}[mask]: operand masking applies to on-chip matmul operands; pass mask= "
+                           "to nl.load / nl.store to mask a DMA")  # fmt: skip
     box = mask_box(mask, view.shape)
     if all(b == (0, size) for b, size in zip(box, view.shape, strict=True)):
         return view

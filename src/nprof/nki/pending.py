@@ -42,6 +42,7 @@ class PendingOps:
 
     _pending: _Pending | None
     _stationary: Any
+    _rec: Any
     _deps: Any
     source: Any
     _append: Any
@@ -98,19 +99,31 @@ class PendingOps:
             raise kernel_error(f"matmul result {pend.result.shape} does not match its destination {out_view.shape}")
         if out.space is not Space.PSUM:
             raise kernel_error("matmul results accumulate in PSUM; the destination must be a PSUM tile")
+        requested = accumulate
         if accumulate and self._fresh(out_view, out):
             accumulate = False  # `psum += matmul` into a region this tile never wrote starts a new sum
-        self._emit_matmul(stat, mov, out, accumulate, pend.source)
+        self._emit_matmul(stat, mov, out, accumulate, pend.source, (requested, True, out_view.base))
         for a, b in pend.more:
-            self._emit_matmul(a.access(), b.access(), out_view.access(), True, pend.source)
+            more = (True, False, out_view.base)
+            self._emit_matmul(a.access(), b.access(), out_view.access(), True, pend.source, more)
 
-    def _emit_matmul(self, stat: Access, mov: Access, out: Access, accumulate: bool, source: str | None) -> None:
-        """LDWEIGHTS (when the stationary operand or its content changed) then MATMUL."""
-        writer = self._deps.last_writer(stat)
-        if self._stationary != (stat, writer):
-            self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), source)
-            self._stationary = (stat, writer)
-        self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), source)
+    def _emit_matmul(self, stat: Access, mov: Access, out: Access, accumulate: bool, source: str | None,
+                     logged: tuple[bool, bool, Any] | None = None) -> None:  # fmt: skip
+        """LDWEIGHTS (when the stationary operand or its content changed) then MATMUL. `logged`: (accumulate as
+        asked, whether a fresh region turned it off, the result tile) for a loop being logged (nprof.nki.replay)."""
+        rec = self._rec
+        if rec is not None and logged is not None:
+            rec.matmul(stat, mov, out, *logged, source)
+            rec.in_matmul = True
+        try:
+            writer = self._deps.last_writer(stat)
+            if self._stationary != (stat, writer):
+                self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), source)
+                self._stationary = (stat, writer)
+            self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), source)
+        finally:
+            if rec is not None:
+                rec.in_matmul = False
 
     def _fresh(self, view: NkiTensor, out: Access) -> bool:
         """True when no instruction wrote `out`'s region since its tile (block) was placed there: the compiler

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from nprof.errors import KernelError
 from nprof.nki.alloc import OutOfMemory
+from nprof.nki.replay import Plan
 from nprof.nki.source import user_location
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class LoopScopes:
     """Mixin of `ProgramBuilder`: lifetime planning (uses per tile) and loops left early."""
 
     abandoned_loops: list[str]  # loops left before their last iteration (checked when the kernel returns)
+    replay_ok: bool
     use_counts: dict[tuple[int, int], int]  # (tile, block or -1) -> uses so far
     _uses_total: dict[tuple[int, int], int] | None
     _dying: list[tuple[OnChip, int]]
@@ -79,6 +81,7 @@ class LoopScopes:
         """`virtual`: unbounded SBUF/PSUM (a probe trace); `uses_total`: tile -> uses, each tile freed after
         its last one (from a probe of the same kernel and arguments)."""
         self.use_counts, self._uses_total, self._dying, self.abandoned_loops = {}, uses_total, [], []
+        self.replay_ok = not virtual and uses_total is None  # loops replayed only in plain traces (nprof.nki.replay)
         if virtual:
             self._sbuf.capacity = self._psum.capacity = 1 << 40
 
@@ -152,18 +155,30 @@ class Loop:
         from nprof.nki import trace
 
         builder = trace._ACTIVE[-1] if trace._ACTIVE else None
-        last = len(self.range) - 1
+        values = self.range
+        last = len(values) - 1
         frame = sys._getframe(1)  # the kernel's frame running the `for` (this generator starts on its first next())
         before = python_values(frame) if builder is not None and last > 0 else None
-        for n, i in enumerate(self.range):
-            if n and before is not None:
-                restore_python_values(frame, before)
-            try:
-                yield i
-            except GeneratorExit:  # the body returned or broke out of the loop
-                if n < last and builder is not None:
-                    builder.abandoned_loops.append(self.where)
-                raise
+        plan = Plan.start(builder, frame, len(values)) if before is not None else None
+        n = 0
+        try:
+            while n <= last:
+                if n and before is not None:
+                    restore_python_values(frame, before)
+                if plan is not None:  # iterations replayed without the kernel's Python (nprof.nki.replay)
+                    n = plan.boundary(n)
+                    if plan.done:
+                        plan = None
+                try:
+                    yield values[n]
+                except GeneratorExit:  # the body returned or broke out of the loop
+                    if n < last and builder is not None:
+                        builder.abandoned_loops.append(self.where)
+                    raise
+                n += 1
+        finally:
+            if plan is not None:
+                plan.detach()
 
 
 def python_values(frame: FrameType) -> dict[str, Any]:

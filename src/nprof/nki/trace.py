@@ -100,6 +100,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
         self._pending = None  # typed by PendingOps
         self._stationary: tuple[Access, int | None] | None = None
         self._calls: list[list[weakref.ref[OnChip]]] = []
+        self._rec: Any = None  # the loop iteration being logged for replay (nprof.nki.replay)
         self.direct = DirectState(self)  # tiles placed by nki.compiler direct allocation
         self.plan_lifetimes()
         self._counter = 0
@@ -144,6 +145,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         return NkiTensor.root(base)
 
     def unique_name(self, hint: str) -> str:
+        if self._rec is not None:
+            self._rec.fail("a name made in the loop body")
         if hint and hint not in self._tensors:
             return hint
         self._counter += 1
@@ -248,12 +251,19 @@ class ProgramBuilder(PendingOps, LoopScopes):
         """A new SBUF/PSUM tile; `lazy` defers reserving memory until `materialize` (a matmul result that
         may be accumulated into another tile instead never takes space); `direct`: an `nki.compiler`
         direct-allocation buffer placing its logical tiles (`nprof.nki.direct`)."""
+        return NkiTensor.root(self.new_tile(shape, dtype, space, name, partition_axis, lazy=lazy, direct=direct))
+
+    def new_tile(self, shape: tuple[int, ...], dtype: str, space: Space, name: str = "", partition_axis: int = 0, *,
+                 lazy: bool = False, direct: Any = None) -> OnChip:  # fmt: skip
+        """`alloc` without the view: the new tile's base."""
         self.flush()  # a pending load/matmul may hold the last reference to a tile: commit it so it can be freed
         base = OnChip(space, "", dtype, tuple(shape), partition_axis, -1, 0, self)
         self._counter += 1
         base.name = name or f"{'sbuf' if space is Space.SBUF else 'psum'}_{self._counter}"
         base.seq = self._counter
         self._check_tile(base)
+        if self._rec is not None:
+            self._rec.alloc(base, bool(name) or direct is not None)
         if direct is not None:
             base.blocks = make_blocks(base, direct, block_stride_elems(base), len(self._instructions))
             base.byte_offset, base.born = 0, len(self._instructions)
@@ -261,7 +271,7 @@ class ProgramBuilder(PendingOps, LoopScopes):
             self.materialize(base)
         if self._calls:
             self._calls[-1].append(weakref.ref(base))
-        return NkiTensor.root(base)
+        return base
 
     def _check_tile(self, base: OnChip) -> None:
         p = self.preset
@@ -280,8 +290,9 @@ class ProgramBuilder(PendingOps, LoopScopes):
                     f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax)"
                 )
 
-    def materialize(self, base: OnChip) -> None:
-        """Reserve memory for a (lazily allocated) tile; KernelError when the memory is full."""
+    def materialize(self, base: OnChip, source: str | None = None) -> None:
+        """Reserve memory for a (lazily allocated) tile; KernelError when the memory is full. `source`: the
+        kernel line it is recorded at (default: the running one)."""
         if base.byte_offset >= 0:
             return
         p = self.preset
@@ -298,6 +309,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
             base.blocks = Blocks(stride, stride * item, allocator, align)
             base.byte_offset, base.block_elems = 0, block_elems
             base.token = weakref.finalize(base, base.blocks.free_all)
+            if self._rec is not None:
+                self._rec.fail("a tile placed block by block")
             return
         try:
             offset = allocator.alloc(nbytes, align)
@@ -306,9 +319,14 @@ class ProgramBuilder(PendingOps, LoopScopes):
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
         base.born = len(self._instructions)
         base.token = weakref.finalize(base, allocator.free, offset)
-        if len(self.allocations) < MAX_ALLOC_RECORDS:  # for the viewer's SBUF/PSUM memory view
-            parts = shape[partition_axis] if shape else 1
-            self.allocations.append([base.space.value, base.name, offset, nbytes, parts, self.source()])
+        record = len(self.allocations) < MAX_ALLOC_RECORDS  # for the viewer's SBUF/PSUM memory view
+        if record or self._rec is not None:
+            source = source if source is not None else self.source()
+            if record:
+                parts = shape[partition_axis] if shape else 1
+                self.allocations.append([str.__str__(base.space), base.name, offset, nbytes, parts, source])
+            if self._rec is not None:
+                self._rec.materialize(base, source)
 
     def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
         """The error for a tile (or block) that does not fit, at the user's line."""
@@ -362,6 +380,8 @@ class ProgramBuilder(PendingOps, LoopScopes):
         extra_writes: tuple[Access, ...] = (),
     ) -> int:
         index = len(self._instructions)
+        if self._rec is not None:
+            self._rec.append(engine, opcode, outs, ins, attrs_, source, bool(extra_reads or extra_writes))
         if self.direct.tiles:  # lifetime conflicts between directly allocated tiles (nprof.nki.direct)
             self.direct.check(index, outs + extra_writes, ins + extra_reads, source)
         deps = self._deps.record(index, ins + extra_reads, outs + extra_writes)

@@ -9,6 +9,8 @@ is checked once with `validate.check_access` (identical operands share one `Acce
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,9 @@ from nprof.arch.isa import DTYPES, Access, Space
 from nprof.program.validate import check_access
 
 _FIELDS = ("space", "tensor", "dtype", "offset", "partitions", "partition_start", "partition_stride")
+_FIELDS_OF = operator.attrgetter(
+    "space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride"
+)
 
 
 def _has_nulls(lists: pa.ListArray, values: pa.StructArray, free: pa.ListArray) -> bool:
@@ -64,30 +69,37 @@ def operand_lists(column: pa.ChunkedArray, partitions: int) -> list[tuple[Access
 
 
 def operand_column(per_row: list[tuple[Access, ...]], access_type: pa.StructType) -> pa.Array:
-    """The list<struct> column of the operands `per_row` (one list per instruction), each distinct `Access`
+    """The list<struct> column of the operands `per_row` (one list per instruction), each `Access` object
     converted once (the inverse of `operand_lists`)."""
-    index: dict[Access, int] = {}
-    flat = [index.setdefault(a, len(index)) for ops in per_row for a in ops]
-    distinct = list(index)
-    free_at, strides, sizes = [0], [], []
-    for a in distinct:
-        for stride, size in a.free:
-            strides.append(stride)
-            sizes.append(size)
-        free_at.append(len(strides))
+    index: dict[int, int] = {}  # by identity: operand objects are shared (hashing a frozen Access is slow)
+    distinct: list[Access] = []
+    flat = []
+    for ops in per_row:
+        for a in ops:
+            at = index.get(id(a))
+            if at is None:
+                at = index[id(a)] = len(distinct)
+                distinct.append(a)
+            flat.append(at)
+    fields = list(zip(*map(_FIELDS_OF, distinct), strict=True)) or [()] * 8
+    space, tensor, dtype, offset, parts, free, start, pstride = fields
+    free_at = np.zeros(len(distinct) + 1, dtype=np.int32)
+    np.cumsum([len(f) for f in free], out=free_at[1:])
+    dims_of = list(itertools.chain.from_iterable(free))
+    strides, sizes = [d[0] for d in dims_of], [d[1] for d in dims_of]
     free_type = access_type.field("free").type
     dims = pa.StructArray.from_arrays(
         [pa.array(strides, pa.int64()), pa.array(sizes, pa.int64())], fields=list(free_type.value_type)
     )
     children = {
-        "space": pa.array([a.space.value for a in distinct], pa.string()),
-        "tensor": pa.array([a.tensor for a in distinct], pa.string()),
-        "dtype": pa.array([a.dtype for a in distinct], pa.string()),
-        "offset": pa.array([a.offset for a in distinct], pa.int64()),
-        "partitions": pa.array([a.partitions for a in distinct], pa.int32()),
-        "free": pa.ListArray.from_arrays(pa.array(free_at, pa.int32()), dims, type=free_type),
-        "partition_start": pa.array([a.partition_start for a in distinct], pa.int32()),
-        "partition_stride": pa.array([a.partition_stride for a in distinct], pa.int64()),
+        "space": pa.array([str.__str__(x) for x in space], pa.string()),
+        "tensor": pa.array(tensor, pa.string()),
+        "dtype": pa.array(dtype, pa.string()),
+        "offset": pa.array(offset, pa.int64()),
+        "partitions": pa.array(parts, pa.int32()),
+        "free": pa.ListArray.from_arrays(pa.array(free_at), dims, type=free_type),
+        "partition_start": pa.array(start, pa.int32()),
+        "partition_stride": pa.array(pstride, pa.int64()),
     }
     structs = pa.StructArray.from_arrays([children[f.name] for f in access_type], fields=list(access_type))
     offsets = np.zeros(len(per_row) + 1, dtype=np.int32)

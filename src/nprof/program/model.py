@@ -72,12 +72,14 @@ class Program:
     def validate(self) -> None:
         """Raise NprofError naming the first instruction that breaks an invariant."""
         elements = {t.name: t.elements for t in self.tensors}
+        hbm = Space.HBM
         for i, ins in enumerate(self.instructions):
-            for d in ins.deps:
-                if not 0 <= d < i:
-                    raise NprofError(f"program {self.name!r}: instruction {i} depends on {d}, not an earlier one")
+            deps = ins.deps
+            if deps and (min(deps) < 0 or max(deps) >= i):
+                d = next(d for d in deps if not 0 <= d < i)
+                raise NprofError(f"program {self.name!r}: instruction {i} depends on {d}, not an earlier one")
             for acc in (*ins.outs, *ins.ins):
-                if acc.space is Space.HBM:
+                if acc.space is hbm:
                     size = elements.get(acc.tensor)
                     if size is None:
                         raise NprofError(

@@ -18,9 +18,12 @@ attaches them with `attach_table(program, table)`; `instruction_table` then retu
 
 from __future__ import annotations
 
+import gc
+import itertools
 import json
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode
@@ -64,24 +67,53 @@ def instruction_table(program: Program) -> pa.Table:
     cached = program.__dict__.get(_CACHE_ATTR)
     if cached is not None:
         return cached
-    instrs = program.instructions
-    table = pa.Table.from_pydict(
+    enabled = gc.isenabled()
+    gc.disable()  # (millions of live objects: a full collection per batch of new lists would dominate)
+    try:
+        table = _build(program.instructions)
+    finally:
+        if enabled:
+            gc.enable()
+    attach_table(program, table)
+    return table
+
+
+def _build(instrs: tuple[Instruction, ...]) -> pa.Table:
+    """The table of `instrs` (identical enums and attrs converted once)."""
+    names: dict[Any, str] = {}
+    texts: dict[tuple[tuple[str, Any], ...], str] = {(): ""}
+
+    def name(value: Any) -> str:
+        hit = names.get(value)
+        if hit is None:
+            hit = names[value] = value.value
+        return hit
+
+    def text(attrs: tuple[tuple[str, Any], ...]) -> str:
+        hit = texts.get(attrs)
+        if hit is None:
+            hit = texts[attrs] = json.dumps([[k, v] for k, v in attrs])
+        return hit
+
+    deps = [i.deps for i in instrs]
+    offsets = np.zeros(len(instrs) + 1, dtype=np.int32)
+    np.cumsum([len(d) for d in deps], out=offsets[1:])
+    flat = np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64, count=int(offsets[-1]))
+    return pa.Table.from_pydict(
         {
-            "engine": [i.engine.value for i in instrs],
-            "opcode": [i.opcode.value for i in instrs],
+            "engine": [name(i.engine) for i in instrs],
+            "opcode": [name(i.opcode) for i in instrs],
             "queue": [i.queue for i in instrs],
-            "deps": [list(i.deps) for i in instrs],
+            "deps": pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)),
             "source": [i.source for i in instrs],
             "layer": [i.layer for i in instrs],
             "hlo_name": [i.hlo_name for i in instrs],
-            "attrs": [json.dumps([[k, v] for k, v in i.attrs]) if i.attrs else "" for i in instrs],
+            "attrs": [text(i.attrs) for i in instrs],
             "ins": operand_column([i.ins for i in instrs], ACCESS),
             "outs": operand_column([i.outs for i in instrs], ACCESS),
         },
         schema=INSTRUCTIONS,
     )
-    attach_table(program, table)
-    return table
 
 
 def attach_table(program: Program, table: pa.Table) -> None:

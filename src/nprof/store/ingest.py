@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -155,32 +155,41 @@ def build_profile_db(
     bar: Progress,
     parts: str | None = None,
     source: Path | None = None,
+    order: str = "overlap",
 ) -> BuildResult:
     """Write the profile database at `path` and the raw tables in the parts directory `parts` beside it
     (`source`: the Profile file `p` was loaded from, whose members are then copied; see
     `nprof.store.raw_parts`); `bar` advances 5 steps.
 
-    The raw tables are written on a second cursor from a worker thread while this thread runs
-    the analysis passes and builds the event columns and pyramids (numpy and Arrow): DuckDB
-    releases the GIL, so its writer and the numpy work share the two cores. They are written
-    with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency index, read by dep);
-    the database is then re-attached with ROW_GROUP_SIZE for the timeline tables, whose
+    `order` "overlap" (the default): the raw tables are written on a second cursor from a worker thread
+    while this thread runs the analysis passes, and the events and analysis tables while it builds the
+    pyramids (numpy and Arrow): DuckDB releases the GIL, so its writer and the numpy work share the two
+    cores. "writer-first" / "analysis-first": every step on this thread, the raw tables before / after
+    the analysis (the same database; for measuring what the overlap gains, bench/ingest.py --orders).
+    The raw tables are written with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency index,
+    read by dep); the database is then re-attached with ROW_GROUP_SIZE for the timeline tables, whose
     zone maps need small groups. `BuildResult.steps` holds each step's wall seconds.
     """
+    if order not in ORDERS:
+        raise ValueError(f"unknown ingest order {order!r}; use one of {', '.join(ORDERS)}")
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
     parts = parts or parts_name()
     steps: dict[str, float] = {}
-    pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest")
-    raw_job = pool.submit(
-        _timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p, path.parent / parts, source
-    )
+    pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest") if order == "overlap" else _Inline()
+
+    def raw() -> Future[None]:
+        return pool.submit(_timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p,
+                           path.parent / parts, source)  # fmt: skip
+
+    raw_job = None if order == "analysis-first" else raw()
     done = False
     jobs: list[Future[None]] = []
     try:
         analysis, summary = _timed(steps, "analysis passes", analyse, p)
+        written = raw_job = raw_job or raw()
 
         def write_events(events: pa.Table) -> None:  # in the background while the pyramids are built
-            _timed(steps, "wait for raw tables", raw_job.result)
+            _timed(steps, "wait for raw tables", written.result)
             _timed(steps, "re-attach", _reattach, con, path)
             jobs.append(
                 pool.submit(_timed, steps, "write events (background)", _on_cursor, con, put_table, "events", events)
@@ -209,13 +218,28 @@ def build_profile_db(
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
-        for job in (raw_job, *jobs):
+        for job in [j for j in (raw_job, *jobs) if j is not None]:
             job.cancel()
         pool.shutdown(wait=True)
         if not done:
             con.close()
     bar.advance(1)
     return BuildResult(p.event_count, p.total_time_ns, steps, parts)
+
+
+ORDERS = ("overlap", "writer-first", "analysis-first")
+
+
+class _Inline(Executor):
+    """An executor that runs each job at once on the calling thread (the orders without overlap)."""
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
+        job: Future[_T] = Future()
+        try:
+            job.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # raised where the job's result is awaited, as from a thread
+            job.set_exception(exc)
+        return job
 
 
 def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
@@ -249,8 +273,8 @@ def _timeline_of_profile(
     """Hands the events table of `p` to `write_events`, then returns the other timeline tables
     (lod, rows, opcodes, sources) and the stats for `meta`."""
     total_time = p.total_time_ns
+    release_facts(p, keep_strings=True)  # the analysis' per-event arrays are no longer needed: free them first
     rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
-    release_facts(p)  # the analysis' per-event arrays are no longer needed: free them before the pyramids
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
     write_events(events_table(cols))

@@ -1,0 +1,296 @@
+"""Replaying iterations of an `nl.affine_range` / `nl.sequential_range` loop without running the kernel's Python.
+
+Tracing unrolls loops: every iteration runs the kernel's Python, the `nl`/`nisa` layer and the builder. For a
+loop whose body is *pure* (`nprof.nki.replay_pure`; inner nl loops allowed), every iteration after the first few
+makes the same builder requests with integer operands (HBM offsets, offsets within tiles) that are affine in the
+loop index. So `Loop.__iter__` (nprof.nki.scopes) runs iterations 0..3 of such a loop plainly while a `Recorder`
+logs the builder requests they make, and when the four logs have the same structure and their integers lie on
+one line, it *replays* iterations 4..N-2 from the log (`replay`) and runs iteration N-1 plainly again (so the
+kernel's Python names end as after a plain trace). Anything else falls back to the plain trace, unchanged.
+An inner loop replays inside an outer loop's logged iterations; its requests are told to every enclosing
+recorder, so the outer loop later replays whole inner loops.
+
+Replay is exact by construction where it matters: it does not predict instructions, dependencies or addresses.
+It calls the builder's own operations (`new_tile`, `materialize`, `_append`, `_emit_matmul`) in the recorded
+order with the recorded operands shifted along their line, so allocation, dependency tracking, LDWEIGHTS and
+accumulate decisions, DMA queues and tile frees happen exactly as in the plain trace. What it skips is the
+kernel's Python, the `nl`/`nisa` argument handling and view arithmetic, which for a pure body depend only on
+the loop index. Tests hold replayed Programs identical to plainly traced ones (`tests/nki/test_replay.py`).
+
+The log of iteration k runs from just before the body starts to just before iteration k+1 starts, so it ends
+with the frees of the tiles the body's names held (restored by `restore_python_values`).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from nprof.arch.isa import Access, Space
+from nprof.nki.replay_pure import pure_body
+
+if TYPE_CHECKING:
+    from nprof.nki.tensor import OnChip
+    from nprof.nki.trace import ProgramBuilder
+
+ENABLED = os.environ.get("NPROF_TRACE_REPLAY", "1") != "0"  # tests switch it off to compare with the plain trace
+MIN_ITERATIONS = 8  # shorter loops are traced plainly
+RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
+STATS = {"loops": 0, "iterations": 0}  # loops replayed and iterations replayed in this process (tests, benches)
+
+# -- recording -------------------------------------------------------------------------------------------------
+class Recorder:
+    """Logs one iteration's builder requests as (skeleton, integers) events (see module doc)."""
+
+    def __init__(self, builder: ProgramBuilder, parent: Recorder | None = None) -> None:
+        self.builder = builder
+        self.parent = parent  # the recorder of an enclosing loop: told every request too
+        self.iteration = 0
+        self.events: list[tuple[Any, ...]] = []
+        self.ints: list[int] = []
+        self.tiles: dict[int, tuple[int, int, weakref.ref[OnChip]]] = {}  # id(base) -> (iteration, index, base)
+        self.by_name: dict[str, int] = {}  # body tile name -> id(base)
+        self.at: dict[tuple[bool, int], tuple[int, int, int]] = {}  # (is SBUF, offset) -> placed body tile
+        self.count = 0  # tiles allocated in this iteration
+        self.in_matmul = False
+        self.failed = ""
+
+    def start(self, iteration: int) -> None:
+        self.iteration, self.events, self.ints, self.count = iteration, [], [], 0
+        self.tiles = {k: v for k, v in self.tiles.items() if v[2]() is not None}  # forget dead tiles
+        self.by_name = {name: k for name, k in self.by_name.items() if k in self.tiles}
+
+    def fail(self, why: str) -> None:
+        self.failed = self.failed or why
+        if self.parent is not None:
+            self.parent.fail(why)
+
+    def _tile(self, base: Any) -> tuple[int, int, OnChip] | None:
+        """(iteration, index, base) of a body tile (None for other tiles)."""
+        hit = self.tiles.get(id(base))
+        if hit is None or hit[2]() is not base:
+            return None
+        return hit[0], hit[1], base
+
+    def _named(self, name: str) -> tuple[int, int, OnChip] | None:
+        key = self.by_name.get(name)
+        hit = self.tiles.get(key) if key is not None else None
+        base = hit[2]() if hit is not None else None
+        return None if hit is None or base is None or base.name != name else (hit[0], hit[1], base)
+
+    def alloc(self, base: OnChip, named: bool) -> None:
+        if self.parent is not None:
+            self.parent.alloc(base, named)
+        if named:
+            self.fail("a tile allocated in the body has a name")
+        self.tiles[id(base)] = (self.iteration, self.count, weakref.ref(base))
+        self.by_name[base.name] = id(base)
+        self.count += 1
+        self.events.append(("alloc", base.shape, base.dtype, base.space, base.partition_axis))
+
+    def materialize(self, base: OnChip, source: str | None) -> None:
+        if self.parent is not None:
+            self.parent.materialize(base, source)
+        hit = self._tile(base)
+        if hit is None:
+            self.fail("a tile from before the loop is placed in its body")
+            return
+        self.at[(base.space is Space.SBUF, base.byte_offset)] = (self.iteration - hit[0], hit[1], hit[0])
+        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source))
+
+    def freed(self, sbuf: bool, start: int) -> None:
+        if self.parent is not None:
+            self.parent.freed(sbuf, start)
+        hit = self.at.pop((sbuf, start), None)
+        if hit is None:
+            self.fail("a tile from before the loop is freed in its body")
+            return
+        self.events.append(("free", (self.iteration - hit[2], hit[1])))
+
+    def _access(self, acc: Access) -> tuple[Any, ...]:
+        ints = self.ints
+        if acc.space is Space.HBM:
+            ints.append(acc.offset)
+            ints.append(acc.partition_stride)
+            return ("H", acc.tensor, acc.dtype, acc.partitions, acc.free)
+        hit = self._named(acc.tensor)
+        if hit is None:  # a tile from before the loop: name and offset as they are
+            ints.append(acc.offset)
+            ints.append(acc.partition_start)
+            return ("P", acc.space, acc.tensor, acc.dtype, acc.partitions, acc.free)
+        ints.append(acc.offset - hit[2].byte_offset)
+        ints.append(acc.partition_start)
+        return ("T", acc.space, (self.iteration - hit[0], hit[1]), acc.dtype, acc.partitions, acc.free)
+
+    def append(self, engine: Any, opcode: Any, outs: tuple[Access, ...], ins: tuple[Access, ...], attrs: Any,
+               source: str | None, extra: bool) -> None:  # fmt: skip
+        if self.in_matmul:
+            return
+        if self.parent is not None:
+            self.parent.append(engine, opcode, outs, ins, attrs, source, extra)
+        if extra:
+            self.fail("an instruction with runtime-addressed regions")
+        outs_k = tuple(self._access(a) for a in outs)
+        ins_k = tuple(self._access(a) for a in ins)
+        self.events.append(("app", engine, opcode, outs_k, ins_k, attrs, source))
+
+    def matmul(self, stat: Access, mov: Access, out: Access, requested: bool, checked: bool, out_base: Any,
+               source: str | None) -> None:  # fmt: skip
+        if self.parent is not None:
+            self.parent.matmul(stat, mov, out, requested, checked, out_base, source)
+        keys = (self._access(stat), self._access(mov), self._access(out))
+        hit = self._tile(out_base)
+        if hit is not None:
+            placed: Any = ("T", self.iteration - hit[0], hit[1])
+        else:  # the result tile is from before the loop: when its memory was placed is fixed
+            placed = ("P", getattr(out_base, "born", 0))
+        self.events.append(("mm", *keys, requested, checked, placed, source))
+
+
+# -- the template and its replay -------------------------------------------------------------------------------
+def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[int], list[int]] | None:
+    """(events, integers of the last logged iteration, their step per iteration) when all logs have the same
+    events and their integers lie on lines; None otherwise."""
+    events = logs[0][0]
+    if any(e != events for e, _ in logs[1:]) or len({len(i) for _, i in logs}) != 1:
+        return None
+    step = [b - a for a, b in zip(logs[-2][1], logs[-1][1], strict=True)]
+    for (_, a), (_, b) in itertools.pairwise(logs):
+        if any(y - x != d for x, y, d in zip(a, b, step, strict=True)):
+            return None
+    frees = [e[1] for e in events if e[0] == "free"]
+    mats = [e[1] for e in events if e[0] == "mat"]
+    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not _own_tiles(events):
+        return None  # every tile placed in an iteration is freed within it, and no other
+    return events, list(logs[-1][1]), step
+
+
+def _own_tiles(events: list[Any]) -> bool:
+    """Do the events refer only to tiles allocated in the same iteration (or to tiles from before the loop)?"""
+    for e in events:
+        refs: list[Any] = []
+        if e[0] in ("mat", "free"):
+            refs.append(e[1])
+        elif e[0] == "app":
+            refs += [k[2] for k in (*e[3], *e[4]) if k[0] == "T"]
+        elif e[0] == "mm":
+            refs += [k[2] for k in e[1:4] if k[0] == "T"]
+            if e[6][0] == "T":
+                refs.append(e[6][1:])
+        if any(r[0] != 0 for r in refs):
+            return False
+    return True
+
+
+def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
+    """Make the builder requests of one iteration: `events` with integers `ints` (see module doc)."""
+    tiles: list[OnChip | None] = []
+    it: Iterator[int] = iter(ints)
+
+    def access(key: tuple[Any, ...]) -> Access:
+        a, b = next(it), next(it)
+        if key[0] == "H":
+            return Access(Space.HBM, key[1], key[2], a, key[3], key[4], 0, b)
+        if key[0] == "P":
+            return Access(key[1], key[2], key[3], a, key[4], key[5], b, 1)
+        base = tiles[key[2][1]]
+        assert base is not None
+        return Access(key[1], base.name, key[3], base.byte_offset + a, key[4], key[5], b, 1)
+
+    for ev in events:
+        kind = ev[0]
+        if kind == "alloc":
+            tiles.append(builder.new_tile(ev[1], ev[2], ev[3], "", ev[4], lazy=True))
+        elif kind == "mat":
+            builder.materialize(tiles[ev[1][1]], source=ev[2])  # type: ignore[arg-type]
+        elif kind == "free":
+            tiles[ev[1][1]] = None  # the last reference: the tile's finalizer frees its memory
+        elif kind == "app":
+            outs = tuple(access(k) for k in ev[3])
+            ins = tuple(access(k) for k in ev[4])
+            builder._append(ev[1], ev[2], outs, ins, ev[5], ev[6])
+        else:  # "mm"
+            stat, mov, out = access(ev[1]), access(ev[2]), access(ev[3])
+            accumulate, placed = ev[4], ev[6]
+            if accumulate and ev[5]:
+                born = placed[1] if placed[0] == "P" else tiles[placed[2]].born  # type: ignore[union-attr]
+                writer = builder._deps.last_writer(out)
+                accumulate = not (writer is None or writer < born)
+            builder._emit_matmul(stat, mov, out, accumulate, ev[7])
+    tiles.clear()
+
+
+# -- the loop driver -------------------------------------------------------------------------------------------
+def _fingerprint(builder: ProgramBuilder) -> tuple[Any, ...]:
+    """Builder and kernel-language state the log does not cover; it must not change from iteration to iteration."""
+    from nprof.nki import compute, language_ext, masks, range_select
+
+    return (
+        len(builder._tensors), builder.cc_next, len(builder.meta), len(builder.direct.tiles),
+        len(builder.abandoned_loops), len(builder._scopes), builder._shared_next, len(builder._shared),
+        builder._pending is None, len(compute.MM_WRITTEN), sum(len(v) for v in compute.MM_WRITTEN.values()),
+        len(masks._MASKED), sum(len(v) for v in masks._MASKED.values()), len(range_select._REGISTER),
+        len(language_ext._RNG),
+    )  # fmt: skip
+
+
+class Plan:
+    """Records the first `RECORDED` iterations of one loop and replays the rest but the last (see module doc)."""
+
+    def __init__(self, builder: ProgramBuilder, length: int) -> None:
+        self.builder, self.length = builder, length
+        self.outer = (builder._rec, builder._sbuf.listener, builder._psum.listener)  # an enclosing loop's
+        self.rec = Recorder(builder, builder._rec)
+        self.logs: list[tuple[list[Any], list[int]]] = []
+        self.prints: list[tuple[Any, ...]] = []
+        self.done = False
+        builder._rec = self.rec
+        builder._sbuf.listener = lambda start: self.rec.freed(True, start)
+        builder._psum.listener = lambda start: self.rec.freed(False, start)
+
+    @staticmethod
+    def start(builder: ProgramBuilder | None, frame: FrameType, length: int) -> Plan | None:
+        """A Plan for a loop of `length` iterations run by `frame`, or None when it does not qualify."""
+        from nprof.nki.trace import ProgramBuilder
+
+        if (not ENABLED or builder is None or length < MIN_ITERATIONS
+                or type(builder) is not ProgramBuilder or not builder.replay_ok or builder.direct.tiles
+                or not pure_body(frame)):  # fmt: skip
+            return None
+        return Plan(builder, length)
+
+    def detach(self) -> None:
+        """Stop logging: the enclosing loop's recorder (if any) is told the builder's requests again."""
+        b = self.builder
+        self.done = True
+        if b._rec is self.rec:
+            b._rec, b._sbuf.listener, b._psum.listener = self.outer
+
+    def boundary(self, n: int) -> int:
+        """Iteration `n` is about to start (the Python names are restored): log, or replay up to the last
+        iteration; returns the iteration to run plainly next. Returns `n` and detaches when done or failed."""
+        rec = self.rec
+        self.prints.append(_fingerprint(self.builder))
+        if n:
+            self.logs.append((rec.events, rec.ints))
+        if rec.failed or not self.prints[-1][8] or (n > 1 and self.prints[-1] != self.prints[1]):
+            self.detach()
+            return n
+        if n < RECORDED:
+            rec.start(n)
+            return n
+        self.detach()
+        made = template(self.logs)
+        if made is None:
+            return n
+        events, ints, step = made
+        last = self.length - 1
+        STATS["loops"] += 1
+        STATS["iterations"] += last - n
+        for k in range(n, last):
+            shift = k - (n - 1)
+            replay(self.builder, events, [a + shift * d for a, d in zip(ints, step, strict=True)])
+        return last
