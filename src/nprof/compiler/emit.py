@@ -23,7 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.fusion import FusingBuilder, dead_stores
-from nprof.compiler.packing import packed_program, plan_pack, staged_program
+from nprof.compiler.packing import finish_stage, packed_program, plan_pack, staged_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -93,7 +93,7 @@ class Emitter:
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
         stage = self.builder.stage
-        k = self.builder.call(stage.finish) if stage is not None else 0  # the staged small outputs: one DMA
+        k = self.builder.call(finish_stage, stage) if stage is not None else 0  # staged small outputs: one DMA
         program = _renamed(self.builder.build(), self.renames)
         program = dead_stores(program) if self.builder.fusing else program
         if self.builder.pack is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -180,7 +181,7 @@ class OutputStage:
     (it keeps its own tensor), and the fusion cache still holds the stored tile for later loads."""
 
     def __init__(self, builder: object) -> None:
-        self.builder = builder
+        self.builder = weakref.proxy(builder)  # no cycle: the builder is freed by reference counting alone
         self.tile: NkiTensor | None = None
         self.columns: dict[str, int] = {}  # staged output -> its column
         self.sizes: dict[str, int] = {}
@@ -258,6 +259,15 @@ class OutputStage:
         finally:
             self.busy = False
         return k
+
+
+def finish_stage(stage: OutputStage) -> int:
+    """`stage.finish()` as a kernel for `ProgramBuilder.call` (a plain function: the NKI tracer caches the
+    kernels it is given, and a bound method would keep the stage, its tile and so the builder alive)."""
+    try:
+        return stage.finish()
+    finally:
+        stage.tile = None
 
 
 def staged_program(program: Program, columns: Mapping[str, int], sizes: Mapping[str, int], k: int) -> Program:
