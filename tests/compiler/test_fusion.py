@@ -20,7 +20,7 @@ from nprof.arch.isa import Access, Space  # noqa: E402
 from nprof.compiler import fusion  # noqa: E402
 from nprof.compiler.backend import decompositions  # noqa: E402
 from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
-from nprof.compiler.packing import pack_inputs  # noqa: E402
+from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
 from nprof.compiler.views import View, retile, row_tiles  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 
@@ -68,7 +68,8 @@ def _run(gm: object, args: list[torch.Tensor], fused: bool) -> tuple[list[np.nda
         fusion.ENABLED = old
     inputs = pack_inputs(program, {n: a.numpy() for n, a in zip(names, args, strict=True)})  # small inputs: packed
     result = simulate(program, inputs, numerics=True)
-    return [np.asarray(result.outputs[s.name]).reshape(s.shape) for s in slots], int(result.latencies_ns[-1])
+    outputs = unpack_outputs(program, result.outputs)  # small outputs: staged into one tensor
+    return [np.asarray(outputs[s.name]).reshape(s.shape) for s in slots], int(result.latencies_ns[-1])
 
 
 @pytest.mark.parametrize("seed", range(8))

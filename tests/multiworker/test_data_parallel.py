@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
+from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
 from nprof.device.workers import simulate_workers  # noqa: E402
 from nprof.program.file import load_program  # noqa: E402
 
@@ -74,7 +75,7 @@ def test_two_workers_match_eager_data_parallel_sgd(compiled) -> None:
         feed = {f"flat.{k}": p.numpy() for k, p in enumerate(params)}
         feed["x"] = images[r * BATCH : (r + 1) * BATCH].numpy()
         feed["y"] = labels[r * BATCH : (r + 1) * BATCH].numpy().astype(np.int32)
-        inputs[r] = feed
+        inputs[r] = pack_inputs(program, feed)  # the compiler packs the small inputs (biases) into one tensor
     job = simulate_workers(program, inputs, world_size=2)
 
     def loss_fn(ps, x, y):
@@ -86,11 +87,12 @@ def test_two_workers_match_eager_data_parallel_sgd(compiled) -> None:
         grads.append(
             torch.func.grad(loss_fn)(ps, images[r * BATCH : (r + 1) * BATCH], labels[r * BATCH : (r + 1) * BATCH])
         )
-    outs = job.results[0].outputs
+    outs, outs1 = (unpack_outputs(program, job.results[r].outputs) for r in range(2))  # small outputs: packed
     for k, n in enumerate(names):
         want = params[k] - LR * (grads[0][n] + grads[1][n]) / 2
-        np.testing.assert_allclose(outs[f"output_{k + 1}"], want.numpy(), rtol=1e-4, atol=1e-5)
-        np.testing.assert_array_equal(job.results[1].outputs[f"output_{k + 1}"], outs[f"output_{k + 1}"])
+        got = outs[f"output_{k + 1}"].reshape(want.shape)
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(outs1[f"output_{k + 1}"], outs[f"output_{k + 1}"])
 
 
 def test_thirty_two_worker_capture(compiled, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.fusion import FusingBuilder, dead_stores
-from nprof.compiler.packing import packed_program, plan_pack
+from nprof.compiler.packing import finish_stage, packed_program, plan_pack, staged_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -92,10 +92,14 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
+        stage = self.builder.stage
+        k = self.builder.call(finish_stage, stage) if stage is not None else 0  # staged small outputs: one DMA
         program = _renamed(self.builder.build(), self.renames)
         program = dead_stores(program) if self.builder.fusing else program
         if self.builder.pack is not None:
             program = packed_program(program, self.builder.pack)
+        if k and stage is not None:
+            program = staged_program(program, stage.columns, stage.sizes, k)
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

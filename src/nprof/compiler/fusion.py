@@ -38,7 +38,8 @@ from typing import Any, cast
 import numpy as np
 
 from nprof.arch.isa import Access, Opcode, Space
-from nprof.compiler.packing import Pack, in_pack, load_member
+from nprof.compiler import packing
+from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
 from nprof.nki.tensor import NkiTensor, OnChip
@@ -69,6 +70,7 @@ class FusingBuilder(ProgramBuilder):
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
+        self.stage = OutputStage(self) if self.fusing and packing.ENABLED else None  # small outputs, one DMA
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
@@ -223,6 +225,9 @@ class FusingBuilder(ProgramBuilder):
     # ----- builder hooks ----------------------------------------------------------------------------------------
     def _append(self, engine: Any, opcode: Opcode, outs: tuple[Access, ...], *rest: Any, **kw: Any) -> int:
         """Every write (to HBM or into an SBUF tile) drops the cache entries it could make stale."""
+        if self.stage is not None:
+            reads = (*rest[0], *(rest[3] if len(rest) > 3 else kw.get("extra_reads", ())))
+            self.stage.before_append(outs, reads)
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
@@ -250,9 +255,13 @@ class FusingBuilder(ProgramBuilder):
         self._copies += 1
         return nisa.vector_engine if self._copies % 2 else nisa.scalar_engine
 
+    def stage_output(self, access: Access, tile: NkiTensor) -> bool:
+        """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
+        return self.stage is not None and self.stage.stage(access, tile)
+
     def _release(self, base: OnChip) -> None:
-        if id(base) in self._kept:
-            return  # kept for a later kernel: freed when its entries are dropped
+        if id(base) in self._kept or (self.stage is not None and self.stage.owns(base)):
+            return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)
 
     def materialize(self, base: OnChip) -> None:

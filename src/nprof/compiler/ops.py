@@ -33,8 +33,8 @@ LOWERINGS: dict[str, Lowering] = {}
 # ops outside the core-ATen set that torch knows how to decompose into ops lowered here
 EXTRA_DECOMPOSITIONS = (
     "var", "var_mean", "linalg_vector_norm", "leaky_relu", "elu", "hardtanh", "log1p", "expm1",
-    "_native_batch_norm_legit_functional", "_native_batch_norm_legit", "native_batch_norm",
-    "_native_batch_norm_legit_no_training", "native_batch_norm_backward", "_adaptive_avg_pool2d",
+    "_native_batch_norm_legit", "native_batch_norm",
+    "_native_batch_norm_legit_no_training", "_adaptive_avg_pool2d",
 )  # fmt: skip
 DECOMPOSE_SKIP = (
     "split",
@@ -45,6 +45,8 @@ DECOMPOSE_SKIP = (
     "select_scatter",
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_native_batch_norm_legit_functional",  # training batch norm: one fused kernel (ops_nn, kernels.norm)
+    "native_batch_norm_backward",  # and its backward
 )
 
 

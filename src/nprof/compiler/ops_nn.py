@@ -15,7 +15,7 @@ import numpy as np
 from nprof.compiler import graphinfo
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
-from nprof.compiler.kernels.norm import layer_norm_kernel
+from nprof.compiler.kernels.norm import batch_norm_backward_kernel, batch_norm_kernel, layer_norm_kernel
 from nprof.compiler.kernels.onehot import (
     embedding_backward_kernel,
     embedding_kernel,
@@ -145,6 +145,44 @@ def _layer_norm(lw: Lowerer, x: Any, normalized_shape: Sequence[int], weight: An
     b = view_of(lw, bias) if bias is not None else None
     lw.em.call(layer_norm_kernel, out, mean, rstd, src, len(normalized_shape), w, b, float(eps))
     return out, mean, rstd
+
+
+@register("_native_batch_norm_legit_functional.default")
+def _batch_norm(lw: Lowerer, x: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, training: bool,
+                momentum: float, eps: float) -> tuple:  # fmt: skip
+    """Training batch norm as one kernel (`kernels.norm.batch_norm_kernel`): (out, save_mean, save_rstd, new
+    running_mean, new running_var)."""
+    if not training:
+        raise UnsupportedOpError("_native_batch_norm_legit_functional with training=False")
+    src = view_of(lw, x)
+    if src.dtype != "float32" or len(src.shape) < 2:
+        raise UnsupportedOpError(f"batch norm of a {src.dtype} tensor of shape {list(src.shape)} (fp32, [N, C, ...])")
+    src = src if src.is_contiguous and src.offset == 0 else as_contiguous(lw, src)
+    outs = tuple(lw.new_tensor(index=k) for k in range(5))
+    w, b = (view_of(lw, v) if v is not None else None for v in (weight, bias))
+    running = (view_of(lw, running_mean), view_of(lw, running_var))
+    lw.em.call(batch_norm_kernel, outs, src, w, b, running, float(momentum), float(eps))
+    return outs
+
+
+@register("native_batch_norm_backward.default")
+def _batch_norm_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, running_mean: Any, running_var: Any,
+                         save_mean: Any, save_invstd: Any, train: bool, eps: float,
+                         mask: Sequence[bool]) -> tuple:  # fmt: skip
+    """Batch-norm backward as one kernel (`kernels.norm.batch_norm_backward_kernel`): (grad_input,
+    grad_weight, grad_bias), None where `mask` does not ask."""
+    src, g = view_of(lw, x), view_of(lw, grad)
+    if src.dtype != "float32" or g.dtype != "float32" or len(src.shape) < 2:
+        raise UnsupportedOpError(f"batch norm backward of a {src.dtype} tensor of shape {list(src.shape)}")
+    src, g = (v if v.is_contiguous and v.offset == 0 else as_contiguous(lw, v) for v in (src, g))
+    stats = (save_mean, save_invstd) if train else (running_mean, running_var)
+    if any(s is None for s in stats):
+        raise UnsupportedOpError("batch norm backward without its statistics")
+    grads = tuple(lw.new_tensor(index=k) if mask[k] else None for k in range(3))
+    w = view_of(lw, weight) if weight is not None else None
+    lw.em.call(batch_norm_backward_kernel, grads, g, src, w, tuple(view_of(lw, s) for s in stats), bool(train),
+               float(eps))  # fmt: skip
+    return grads
 
 
 # ----- index-driven ops -----

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -162,4 +163,145 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
         for member, off, n in layout:
             value[int(off) : int(off) + int(n)] = np.asarray(out.pop(member), np.float32).reshape(-1)
         out[name] = value
+    return out
+
+
+OUT_PACK_NAME = "packed.outputs"
+OUT_PACKED_META = "packed_outputs"
+STAGE_COLUMNS = 64  # small outputs one program stages (256 B per partition of SBUF)
+
+
+class OutputStage:
+    """Small fp32 graph outputs (at most `pmax` elements) written as one column — element p on partition p,
+    a batch-norm or layer-norm statistic — are copied into column j of one SBUF staging tile instead of
+    being stored by their own DMA; `finish` stores the whole tile with one DMA into `OUT_PACK_NAME`
+    ``[pmax, columns]`` row-major (member j's element e at e * columns + j: one contiguous run per
+    partition). Exact by construction: a read of a staged output from HBM before the end is preceded by a
+    store of its column (`before_append`), an output another instruction writes directly leaves the stage
+    (it keeps its own tensor), and the fusion cache still holds the stored tile for later loads."""
+
+    def __init__(self, builder: object) -> None:
+        self.builder = weakref.proxy(builder)  # no cycle: the builder is freed by reference counting alone
+        self.tile: NkiTensor | None = None
+        self.columns: dict[str, int] = {}  # staged output -> its column
+        self.sizes: dict[str, int] = {}
+        self.dirty: set[str] = set()  # staged since their last store to HBM
+        self.busy = False  # emitting a store of the stage: no interception
+
+    def owns(self, base: object) -> bool:
+        return self.tile is not None and base is self.tile.base
+
+    def stage(self, a: Access, tile: NkiTensor) -> bool:
+        """Stage the store of `tile` to `a` when `a` is all of a small fp32 output as one column; False: the
+        caller stores it with a DMA."""
+        from nprof.nki import isa as nisa
+        from nprof.nki import language as nl
+
+        decl = self.builder.tensors().get(a.tensor)  # type: ignore[attr-defined]
+        pmax = self.builder.preset.pmax  # type: ignore[attr-defined]
+        n = 1
+        for s in decl.shape if decl is not None else ():
+            n *= int(s)
+        if (decl is None or decl.kind != "output" or decl.dtype != "float32" or tile.dtype_name != "float32"
+                or a.offset != 0 or a.partitions != n or a.partition_stride != 1 or a.free_elements != 1
+                or n > pmax or tile.access_key()[0] != 0):  # fmt: skip
+            return False
+        if a.tensor not in self.columns:
+            if len(self.columns) >= STAGE_COLUMNS:
+                return False
+            if self.tile is None:
+                self.tile = nl.ndarray((pmax, STAGE_COLUMNS), dtype=nl.float32, buffer=nl.sbuf)
+            self.columns[a.tensor], self.sizes[a.tensor] = len(self.columns), n
+        j = self.columns[a.tensor]
+        flat = tile.flatten_free()
+        nisa.tensor_copy(flat if flat is not None else tile, dst=self.tile[0:n, j : j + 1])
+        self.dirty.add(a.tensor)
+        return True
+
+    def before_append(self, outs: Sequence[Access], reads: Sequence[Access]) -> None:
+        """Called before every instruction: store a staged output it reads; unstage one it writes."""
+        if self.busy or not self.columns:
+            return
+        for a in reads:
+            if a.space is Space.HBM and a.tensor in self.dirty:
+                self._store(a.tensor)
+        for a in outs:
+            if a.space is Space.HBM and a.tensor in self.columns:
+                self._store(a.tensor)  # what it does not overwrite must hold the staged value
+                del self.columns[a.tensor]
+
+    def _store(self, name: str) -> None:
+        from nprof.compiler.kernels.hbm import window
+
+        assert self.tile is not None
+        j, n = self.columns[name], self.sizes[name]
+        self.busy = True
+        try:
+            self.builder.dma(window(Access(Space.HBM, name, "float32", 0, n, ((1, 1),), 0, 1)),  # type: ignore[attr-defined]
+                             self.tile[0:n, j : j + 1])  # fmt: skip
+        finally:
+            self.busy = False
+        self.dirty.discard(name)
+
+    def finish(self) -> int:
+        """Store every staged output with one DMA (inside a kernel call); the pack's column count (0: none)."""
+        from nprof.compiler.kernels.hbm import window
+
+        if not self.columns or self.tile is None:
+            return 0
+        k = max(self.columns.values()) + 1
+        pmax = self.builder.preset.pmax  # type: ignore[attr-defined]
+        self.builder.hbm_tensor(OUT_PACK_NAME, (pmax * k,), "float32", "output", None)  # type: ignore[attr-defined]
+        self.busy = True
+        try:
+            self.builder.dma(window(Access(Space.HBM, OUT_PACK_NAME, "float32", 0, pmax, ((1, k),), 0, k)),  # type: ignore[attr-defined]
+                             self.tile[:, 0:k])  # fmt: skip
+        finally:
+            self.busy = False
+        return k
+
+
+def finish_stage(stage: OutputStage) -> int:
+    """`stage.finish()` as a kernel for `ProgramBuilder.call` (a plain function: the NKI tracer caches the
+    kernels it is given, and a bound method would keep the stage, its tile and so the builder alive)."""
+    try:
+        return stage.finish()
+    finally:
+        stage.tile = None
+
+
+def staged_program(program: Program, columns: Mapping[str, int], sizes: Mapping[str, int], k: int) -> Program:
+    """`program` with every access of a staged output moved into the output pack (element e of column j at
+    e * k + j: offsets and strides scaled by k), their declarations dropped, the layout in its meta
+    (`OUT_PACKED_META`: JSON ``{pack: [k, [[output, column, elements], ...]]}``)."""
+
+    def acc(a: Access) -> Access:
+        if a.space is not Space.HBM or a.tensor not in columns:
+            return a
+        return dataclasses.replace(a, tensor=OUT_PACK_NAME, offset=a.offset * k + columns[a.tensor],
+                                   partition_stride=a.partition_stride * k,
+                                   free=tuple((s * k, n) for s, n in a.free))  # fmt: skip
+
+    def moved(ins: Instruction) -> Instruction:
+        if not any(a.tensor in columns for a in (*ins.outs, *ins.ins)):
+            return ins
+        return dataclasses.replace(ins, outs=tuple(map(acc, ins.outs)), ins=tuple(map(acc, ins.ins)))
+
+    layout = [[name, j, sizes[name]] for name, j in columns.items()]
+    tensors = tuple(t for t in program.tensors if t.name not in columns)
+    meta = {**program.meta, OUT_PACKED_META: json.dumps({OUT_PACK_NAME: [k, layout]})}
+    return dataclasses.replace(
+        program, tensors=tensors, instructions=tuple(map(moved, program.instructions)), meta=meta
+    )
+
+
+def unpack_outputs(program: Program, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`outputs` (device results by program tensor) with every staged output cut from its pack (flat values:
+    the runtime reshapes them); unchanged for a program without an output pack."""
+    packs = json.loads(program.meta.get(OUT_PACKED_META, "{}"))
+    out = dict(outputs)
+    for name, (k, layout) in packs.items():
+        table = np.asarray(out.pop(name)).reshape(-1, int(k))
+        for member, j, n in layout:
+            out[member] = np.ascontiguousarray(table[: int(n), int(j)])
     return out

@@ -32,7 +32,7 @@ import numpy as np
 
 from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
-from nprof.compiler.packing import PACKED_META, pack_inputs
+from nprof.compiler.packing import PACKED_META, pack_inputs, unpack_outputs
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 
@@ -191,6 +191,7 @@ class DeviceGraph:
         notify("h2d", self.module, call_ns, nbytes=in_bytes, exec_index=index, graph=graph)
         launch_ns = time.time_ns()
         outputs, profile, device_ns = self._execute(inputs)
+        outputs = unpack_outputs(self.program, outputs)  # small outputs staged into one HBM tensor
         notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=profile,
                graph=graph)  # fmt: skip
         copy_ns = time.time_ns()

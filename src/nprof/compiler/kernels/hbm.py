@@ -46,7 +46,9 @@ def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
 def store(a: Access, tile: NkiTensor, exact: bool = False) -> None:
     """DMA `tile` to `a`; under the fusion cache keep it as `a`'s content (`exact`: its values are 0/1, which
     any dtype holds exactly, so a non-fp32 `a` may be kept too)."""
-    nl.store(window(a), value=tile)
+    stage = getattr(trace.current(), "stage_output", None)
+    if stage is None or not stage(a, tile):  # a small output may wait in SBUF for one DMA (compiler.packing)
+        nl.store(window(a), value=tile)
     remember = getattr(trace.current(), "remember", None)
     if remember is not None:
         remember(a, tile, exact=exact)
