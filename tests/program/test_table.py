@@ -25,3 +25,19 @@ def test_table_is_cached_and_attach_checks_schema() -> None:
     assert instruction_table(prog) is instruction_table(prog)
     with pytest.raises(ValueError, match="INSTRUCTIONS schema"):
         attach_table(prog, pa.table({"engine": ["dma"]}))
+
+
+def test_a_loaded_program_carries_the_table_it_was_read_from(tmp_path) -> None:
+    from nprof.device import simulate
+    from nprof.program.file import load_program, save_program
+    from nprof.program.table import attached_table
+
+    prog = sample()
+    assert attached_table(prog) is None  # built from Instructions: nothing attached until asked
+    loaded = load_program(save_program(prog, tmp_path / "p.neff"))
+    table = attached_table(loaded)
+    assert table is not None and table.equals(instruction_table(prog))
+    assert decode_instructions(table, 128) == loaded.instructions
+    fresh, from_file = (simulate(p, numerics=False).profile for p in (prog, loaded))
+    for name in ("instructions", "dma"):  # the columnar plan of the file equals the plan of its Instructions
+        assert getattr(from_file, name).equals(getattr(fresh, name))

@@ -36,11 +36,8 @@ Parsing: a plain trace is decoded chunk by chunk into columns (`chrome_fast`, ms
 
 from __future__ import annotations
 
-import gc
 import os
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
@@ -55,6 +52,7 @@ from nprof.capture.chrome_events import SliceColumns, parse_events
 from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
+from nprof.gcpause import gc_paused
 from nprof.profile import Profile, ProfileInfo
 from nprof.profile.model import validated
 
@@ -151,7 +149,7 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
     Profile JSON (neuron-profile / nprof `--output-format json`) is recognised too and imported by
     `nprof.capture.profile_json`."""
     p = Path(path)
-    with _gc_paused():
+    with gc_paused():
         raw = read_bytes(p)
         fast = fast_parse(raw)
         if fast is not None:
@@ -174,19 +172,6 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
         validated(profile, p)
         del data  # freed by refcount now, before the collector is back (else a full collection scans it)
     return profile
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC: parsing creates millions of acyclic dicts and lists, and the collector
-    would rescan them all again and again (4-5x slower parsing); they are freed by refcount anyway."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _time_arrays(

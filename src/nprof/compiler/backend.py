@@ -26,7 +26,6 @@ layer of the forward node with the same ``seq_nr``, else ``backward``.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import time
@@ -43,6 +42,7 @@ from nprof.compiler.packing import pack_inputs
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.process_group import has_collectives
 from nprof.errors import NprofError, UnsupportedOpError
+from nprof.gcpause import gc_paused
 
 _OPTIONS = ("cache_dir", "fallback", "preset", "compile_only")
 _NOTICES: set[str] = set()  # one-time notices already given in this process
@@ -135,10 +135,10 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
     def compiler(kind: str) -> Any:
         return lambda agm, ex: _compile(agm, kind, opts, shared)
 
-    gc_was_on = gc.isenabled()  # the cyclic GC paused: its full passes rescan every object AOT and the lowering
-    gc.disable()  # build (measured on resnet18: 1.95 s of GC in the first step -> 1.1 s with `Lowerer.release`)
+    # the cyclic GC paused: its full passes rescan every object AOT and the lowering build (measured on
+    # resnet18: 1.95 s of GC in the first step -> 1.1 s with `Lowerer.release`)
     try:
-        with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+        with gc_paused(), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
             compiled = aot_autograd(
                 fw_compiler=compiler("fw"),
                 bw_compiler=compiler("bw"),
@@ -153,9 +153,6 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
         if opts.fallback != "eager":
             raise NprofError(_trace_failure(gm, err)) from err
         shared["failed"] = _trace_failure(gm, err)
-    finally:
-        if gc_was_on:
-            gc.enable()
     if shared["failed"] is None:
         notice = None if shared.get("collectives") else ddp_notice()  # graphs without collectives of their own
         if notice is not None and not _NOTICES:

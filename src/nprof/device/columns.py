@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from nprof.arch.isa import ITEMSIZE, Access, Engine, Instruction, Opcode, Space
 from nprof.device.accinfo import VALUE_KEY
 from nprof.device.rowcodes import padded, row_codes
+from nprof.program.table import attached_table
 
 SPACES = (Space.HBM, Space.SBUF, Space.PSUM)  # space code = index (device.accinfo.SPACE_INDEX)
 _SPACE_CODE = {s.value: k for k, s in enumerate(SPACES)}
@@ -34,7 +35,6 @@ _OPCODES, _ENGINES = {o: k for k, o in enumerate(Opcode)}, {e: k for k, e in enu
 _INS, _OUTS, _DEPS = attrgetter("ins"), attrgetter("outs"), attrgetter("deps")
 _OPCODE, _ENGINE, _ATTRS, _QUEUE = attrgetter("opcode"), attrgetter("engine"), attrgetter("attrs"), attrgetter("queue")
 _SOURCE, _LAYER, _HLO = attrgetter("source"), attrgetter("layer"), attrgetter("hlo_name")
-_CACHE_ATTR = "_instruction_table"  # where `nprof.program.table` caches a program's Arrow table
 
 
 class AccessColumns(NamedTuple):
@@ -258,7 +258,7 @@ def table_columns(table: pa.Table) -> Columns:
 
 def program_columns(program: Any) -> Columns:
     """The columns of `program`: from its Arrow instruction table when it carries one, else its Instructions."""
-    table = program.__dict__.get(_CACHE_ATTR)
+    table = attached_table(program)
     if table is not None:
         return table_columns(table)
     return instruction_columns(program.instructions)

@@ -33,9 +33,8 @@ executions=1, profile_nth=None, rank=0, world_size=1, ignore_exec_errors=False)`
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +48,7 @@ from nprof.device.plan import plan_for
 from nprof.device.record import build_tables
 from nprof.device.schedule import schedule
 from nprof.errors import DeviceIndexError, NprofError
+from nprof.gcpause import gc_paused
 from nprof.profile import Profile, ProfileInfo, TensorInfo
 from nprof.program.model import Program, TensorDecl
 from nprof.progress import progress
@@ -64,18 +64,6 @@ class SimResult:
     profile: Profile  # the profiled execution
     latencies_ns: tuple[int, ...]  # device time of every execution, in ns
     warnings: tuple[str, ...]  # one line each: missing inputs, NaN/inf outputs, skipped instructions
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building millions of acyclic objects (it would rescan them repeatedly)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def one_blas_thread() -> AbstractContextManager[object]:
@@ -194,7 +182,7 @@ def simulate(
     elif missing:
         warnings.append(f"inputs {', '.join(missing)} not given: running on zeros for them; {ZERO_INPUTS_WARNING}")
 
-    with _gc_paused():
+    with gc_paused():
         plan = plan_for(program, pre)
         timing = schedule(plan, program)
     outputs: dict[str, np.ndarray] = {}
@@ -202,7 +190,7 @@ def simulate(
         outputs = _numerics(program, pre, checked, bool(missing) or allow_nonfinite, ignore_exec_errors, warnings)
 
     total = round(timing.makespan)
-    with _gc_paused():
+    with gc_paused():
         instructions, dma = build_tables(program, plan, timing, iteration=0)
     info = sim_profile_info(
         program,

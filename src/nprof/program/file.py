@@ -38,7 +38,7 @@ from nprof.errors import FormatError, NprofError
 from nprof.program.columns import operand_lists
 from nprof.program.model import Program, TensorDecl
 from nprof.program.npy import read_npy
-from nprof.program.table import ACCESS, INSTRUCTIONS, instruction_table, instructions_of  # noqa: F401 (ACCESS: part of the schema)
+from nprof.program.table import ACCESS, INSTRUCTIONS, attach_table, instruction_table, instructions_of  # noqa: F401 (ACCESS: part of the schema)
 from nprof.program.validate import check_access, check_manifest, check_row, check_tensor
 
 FORMAT = "nprof-program"
@@ -207,6 +207,8 @@ def load_program(path: str | os.PathLike[str]) -> Program:
                 psum_bytes=m.get("psum_bytes", 0),
                 meta={str(k): str(v) for k, v in dict(m.get("meta") or {}).items()},
             )
+            if typed and operands is not None:  # the columns as read: timing-only plans skip the Instructions
+                attach_table(program, table)
         except FormatError:
             raise
         except (KeyError, ValueError, TypeError, RecursionError, json.JSONDecodeError, pa.ArrowException) as exc:

@@ -18,7 +18,6 @@ attaches them with `attach_table(program, table)`; `instruction_table` then retu
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode
+from nprof.gcpause import gc_paused
 from nprof.program.columns import operand_column, operand_lists
 
 if TYPE_CHECKING:
@@ -64,16 +64,11 @@ _CACHE_ATTR = "_instruction_table"
 
 def instruction_table(program: Program) -> pa.Table:
     """The instructions of `program` as a table in the `INSTRUCTIONS` schema (see module doc); cached."""
-    cached = program.__dict__.get(_CACHE_ATTR)
+    cached = attached_table(program)
     if cached is not None:
         return cached
-    enabled = gc.isenabled()
-    gc.disable()  # (millions of live objects: a full collection per batch of new lists would dominate)
-    try:
+    with gc_paused():  # (millions of live objects: a full collection per batch of new lists would dominate)
         table = _build(program.instructions)
-    finally:
-        if enabled:
-            gc.enable()
     attach_table(program, table)
     return table
 
@@ -121,6 +116,13 @@ def attach_table(program: Program, table: pa.Table) -> None:
     if not table.schema.equals(INSTRUCTIONS):
         raise ValueError("an instruction table must have the program file's INSTRUCTIONS schema")
     object.__setattr__(program, _CACHE_ATTR, table)
+
+
+def attached_table(program: Program) -> pa.Table | None:
+    """The instruction table cached on `program` (by `attach_table`, `instruction_table` or `load_program`), or
+    None when none is: a consumer that only wants the columns if they are free asks this, not `instruction_table`."""
+    table: pa.Table | None = program.__dict__.get(_CACHE_ATTR)
+    return table
 
 
 def decode_instructions(table: pa.Table, partitions: int) -> tuple[Instruction, ...]:
