@@ -35,7 +35,7 @@ try:
     import msgspec
     from msgspec import UNSET, Raw, field
 except ImportError:  # pragma: no cover - msgspec is a core dependency; the reference path still works
-    msgspec = None
+    msgspec = None  # type: ignore[assignment]
 
 CHUNK = 2048  # events decoded at a time: bounds the transient structs to a few MB
 # every args key the importer reads or checks on a slice (chrome_check, chrome_rows, chrome_host, chrome_dma)
@@ -61,7 +61,7 @@ class FastTrace:
     file order), flow event dicts (their scalar fields only), counters, thread/process names, the number of
     events, of phased events, and the top-level metadata (every key but traceEvents)."""
 
-    slices: dict[str, list[Any]]
+    slices: dict[str, Any]  # column name -> list of values (ts/dur: float arrays once the chunks are joined)
     flows: list[dict[str, Any]]
     counters: list[tuple[Any, str, Any]]
     names: dict[str, str]
@@ -120,8 +120,8 @@ if msgspec is not None:
     _EVENTS = msgspec.json.Decoder(list[_Event])
     _ARGS = msgspec.json.Decoder(list[_Args | None])
     _SHAPES = msgspec.json.Decoder(list[_Shapes | None])
-    _SHAPE_KEYS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("concrete", "Concrete Inputs"))
-    _SHAPE_KEYS += (("grid", "grid"), ("block", "block"))
+    _SHAPE_KEYS: tuple[tuple[str, str], ...] = (("input_dims", "Input Dims"), ("input_type", "Input type"))
+    _SHAPE_KEYS += (("concrete", "Concrete Inputs"), ("grid", "grid"), ("block", "block"))
     _RAWS = msgspec.json.Decoder(list[Raw])
 
     class _Top(msgspec.Struct, gc=False):

@@ -197,8 +197,8 @@ class OutputStage:
         from nprof.nki import isa as nisa
         from nprof.nki import language as nl
 
-        decl = self.builder.tensors().get(a.tensor)  # type: ignore[attr-defined]
-        pmax = self.builder.preset.pmax  # type: ignore[attr-defined]
+        decl = self.builder.tensors().get(a.tensor)
+        pmax = self.builder.preset.pmax
         n = 1
         for s in decl.shape if decl is not None else ():
             n *= int(s)
@@ -213,6 +213,7 @@ class OutputStage:
                 self.tile = nl.ndarray((pmax, STAGE_COLUMNS), dtype=nl.float32, buffer=nl.sbuf)
             self.columns[a.tensor], self.sizes[a.tensor] = len(self.columns), n
         j = self.columns[a.tensor]
+        assert self.tile is not None  # made above with the first staged column
         flat = tile.flatten_free()
         nisa.tensor_copy(flat if flat is not None else tile, dst=self.tile[0:n, j : j + 1])
         self.dirty.add(a.tensor)
@@ -237,7 +238,7 @@ class OutputStage:
         j, n = self.columns[name], self.sizes[name]
         self.busy = True
         try:
-            self.builder.dma(window(Access(Space.HBM, name, "float32", 0, n, ((1, 1),), 0, 1)),  # type: ignore[attr-defined]
+            self.builder.dma(window(Access(Space.HBM, name, "float32", 0, n, ((1, 1),), 0, 1)),
                              self.tile[0:n, j : j + 1])  # fmt: skip
         finally:
             self.busy = False
@@ -250,11 +251,11 @@ class OutputStage:
         if not self.columns or self.tile is None:
             return 0
         k = max(self.columns.values()) + 1
-        pmax = self.builder.preset.pmax  # type: ignore[attr-defined]
-        self.builder.hbm_tensor(OUT_PACK_NAME, (pmax * k,), "float32", "output", None)  # type: ignore[attr-defined]
+        pmax = self.builder.preset.pmax
+        self.builder.hbm_tensor(OUT_PACK_NAME, (pmax * k,), "float32", "output", None)
         self.busy = True
         try:
-            self.builder.dma(window(Access(Space.HBM, OUT_PACK_NAME, "float32", 0, pmax, ((1, k),), 0, k)),  # type: ignore[attr-defined]
+            self.builder.dma(window(Access(Space.HBM, OUT_PACK_NAME, "float32", 0, pmax, ((1, k),), 0, k)),
                              self.tile[:, 0:k])  # fmt: skip
         finally:
             self.busy = False

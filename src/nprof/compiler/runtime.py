@@ -246,7 +246,9 @@ class DeviceGraph:
                     self.timing.store(self.program.preset, profile)
             else:
                 STATS.timing_hits += 1
-            self._timed = (profile, int(profile.info.total_time_ns))  # simulate's latency of every execution
+            total = profile.info.total_time_ns
+            assert total is not None  # a simulated profile always has its execution window
+            self._timed = (profile, int(total))  # simulate's latency of every execution
             STATS.timing_cpu_seconds.append((self.module, time.process_time() - start))
             self._numerics = PreparedNumerics(self.program, get_preset(self.program.preset))
         assert self._numerics is not None

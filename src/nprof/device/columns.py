@@ -54,7 +54,7 @@ class AccessColumns(NamedTuple):
     free_size: np.ndarray
 
     @property
-    def count(self) -> int:
+    def operands(self) -> int:
         return len(self.space)
 
     def access(self, k: int) -> Access:

@@ -73,7 +73,7 @@ def _texts_of(acc: AccessColumns, rows: np.ndarray, count: int, itemsize: np.nda
 
 def operand_texts(acc: AccessColumns) -> pa.Array:
     """`access_text` of every distinct operand of `acc` (see module doc)."""
-    n = acc.count
+    n = acc.operands
     if n == 0:
         return pa.array([], pa.string())
     itemsize = np.asarray([ITEMSIZE[d] for d in acc.dtype_names], np.int64)[acc.dtype]

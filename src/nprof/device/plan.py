@@ -180,7 +180,7 @@ def assemble(
     of = sigs.template.take(code)  # each instruction's template
 
     def spread(field: str, dtype: type, zero_elided: bool = False) -> np.ndarray:
-        values = np.asarray([getattr(t, field) for t in ts], dtype).take(of, axis=0)
+        values: np.ndarray = np.asarray([getattr(t, field) for t in ts], dtype).take(of, axis=0)
         return np.where(elided, 0.0, values) if zero_elided and elided.any() else values
 
     slot, is_dma, is_tr = spread("slot", np.int64), spread("is_dma", bool), spread("is_transpose", bool)

@@ -11,7 +11,7 @@ different rows share a key (astronomically unlikely), the codes are recomputed b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -92,7 +92,9 @@ def _encode(keys: np.ndarray) -> np.ndarray:
     return pc.dictionary_encode(pa.array(keys)).indices.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def row_codes(columns: Sequence[np.ndarray], n: int | None = None, hasher=row_hash) -> tuple[np.ndarray, np.ndarray]:
+def row_codes(
+    columns: Sequence[np.ndarray], n: int | None = None, hasher: Callable[..., np.ndarray] = row_hash
+) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first) of the rows of `columns` (see module doc); `n` rows when there are no columns."""
     n = len(columns[0]) if columns else int(n or 0)
     if n == 0:

@@ -49,7 +49,7 @@ def shape_codes(acc: AccessColumns) -> np.ndarray:
     partition stride) (`device.accinfo.AccessCache` signatures)."""
     itemsize = np.asarray([ITEMSIZE[d] for d in acc.dtype_names], np.int64)
     key = [acc.space, itemsize[acc.dtype], acc.dtype, acc.partitions, acc.partition_stride]
-    return row_codes([*key, *padded(acc.free_offsets, acc.free_stride, acc.free_size)], acc.count)[0]
+    return row_codes([*key, *padded(acc.free_offsets, acc.free_stride, acc.free_size)], acc.operands)[0]
 
 
 def _sub(offsets: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

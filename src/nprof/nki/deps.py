@@ -139,8 +139,8 @@ class DepTracker:
             found = list(get((space, -1), ()))
             for b in buckets:
                 for entry in get((space, b), ()):
-                    first = entry.buckets[0]
-                    if first == b or (b == low and first < low):
+                    start = entry.buckets[0]
+                    if start == b or (b == low and start < low):
                         found.append(entry)
             return found
         seen: dict[int, _Entry] = {}  # a huge span: every entry of this space

@@ -71,9 +71,10 @@ class Recorder:
     def _tile(self, base: Any) -> tuple[int, int, OnChip] | None:
         """(iteration, index, base) of a body tile (None for other tiles)."""
         hit = self.tiles.get(id(base))
-        if hit is None or hit[2]() is not base:
+        live = hit[2]() if hit is not None else None
+        if hit is None or live is None or live is not base:
             return None
-        return hit[0], hit[1], base
+        return hit[0], hit[1], live
 
     def _named(self, name: str) -> tuple[int, int, OnChip] | None:
         key = self.by_name.get(name)
@@ -205,7 +206,7 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
         if kind == "alloc":
             tiles.append(builder.new_tile(ev[1], ev[2], ev[3], "", ev[4], lazy=True))
         elif kind == "mat":
-            builder.materialize(tiles[ev[1][1]], source=ev[2])  # type: ignore[arg-type]
+            builder.materialize(tiles[ev[1][1]], source=ev[2])
         elif kind == "free":
             tiles[ev[1][1]] = None  # the last reference: the tile's finalizer frees its memory
         elif kind == "app":
@@ -216,7 +217,7 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
             stat, mov, out = access(ev[1]), access(ev[2]), access(ev[3])
             accumulate, placed = ev[4], ev[6]
             if accumulate and ev[5]:
-                born = placed[1] if placed[0] == "P" else tiles[placed[2]].born  # type: ignore[union-attr]
+                born = placed[1] if placed[0] == "P" else tiles[placed[2]].born
                 writer = builder._deps.last_writer(out)
                 accumulate = not (writer is None or writer < born)
             builder._emit_matmul(stat, mov, out, accumulate, ev[7])

@@ -113,8 +113,8 @@ def batch_norm_kernel(outs: tuple[View, View, View, View, View], x: View, weight
             shift = nisa.tensor_tensor(flat(load(_col(bias, c0, cc))), moved, "subtract")
         for a in blocks:
             y = nisa.activation(op="copy", data=flat(load(a)), scale=scale, bias=shift)
-            dst = dataclasses.replace(a, tensor=out.tensor, offset=a.offset - x.offset + out.offset)
-            store(dst, y.unflatten_free(dst.shape[1:]))  # in the pattern's shape: kept in SBUF for the consumer
+            into = dataclasses.replace(a, tensor=out.tensor, offset=a.offset - x.offset + out.offset)
+            store(into, y.unflatten_free(into.shape[1:]))  # in the pattern's shape: kept in SBUF for the consumer
         unbiased = nisa.tensor_scalar(var, "multiply", count / max(count - 1, 1))
         for dst, stat, run in ((new_mean, mean, running[0]), (new_var, unbiased, running[1])):
             kept = nisa.tensor_scalar(flat(load(_col(run, c0, cc))), "multiply", 1.0 - momentum)
