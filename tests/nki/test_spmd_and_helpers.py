@@ -92,3 +92,34 @@ def test_star_import_exports_only_the_language():
     ns: dict = {}
     exec("from nprof.nki.language import *", ns)
     assert "exp" in ns and "affine_range" in ns and "np" not in ns and "Engine" not in ns
+
+
+def test_a_zero_grid_is_refused_with_the_fix():
+    import pytest
+
+    from nprof.errors import NprofError
+
+    a = rand((128, 8), 6)
+    with pytest.raises(NprofError, match=r"launches no instance.*kernel\[1\]"):
+        add_kernel[0](a, a)
+
+
+@nki.jit
+def _doubled(tile):
+    twice = nl.ndarray(tile.shape, dtype=nl.float32, buffer=nl.sbuf)
+    twice[...] = nl.multiply(tile, 2.0)
+    return twice, [nl.add(tile, 1.0)]  # a tile and a list holding one: both handed to the caller
+
+
+def test_tiles_returned_by_a_nested_jit_helper_live_on_in_the_caller():
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        twice, (plus_one,) = _doubled(t)
+        clobber = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)  # must not reuse the helper's tiles
+        clobber[...] = nl.add(t, 100.0)
+        nl.store(out, value=nl.add(twice, plus_one))
+        return out
+
+    a = rand((128, 8), 7)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, a), 2 * a + (a + 1), rtol=1e-6, atol=1e-6)

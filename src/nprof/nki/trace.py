@@ -185,9 +185,12 @@ class ProgramBuilder(PendingOps, LoopScopes):
             _ACTIVE.pop()
 
     def call(self, kernel_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Trace one call of `kernel_fn`. The on-chip tiles it allocated are freed when it returns, except
+        the ones it returns to an enclosing call (a nested `nki.jit` helper): those live on in the caller."""
         fn = loop_returns.rewrite(getattr(kernel_fn, "__wrapped_kernel__", kernel_fn))
         self._calls.append([])
         _ACTIVE.append(self)
+        result = None
         try:
             with old_generation_paused():
                 result = fn(*args, **kwargs)
@@ -195,9 +198,12 @@ class ProgramBuilder(PendingOps, LoopScopes):
             self.flush()
         finally:
             _ACTIVE.pop()
+            returned = _returned_tiles(result) if self._calls[:-1] else set()
             for ref in self._calls.pop():
                 tile = ref()
-                if tile is not None:
+                if tile is not None and id(tile) in returned:
+                    self._calls[-1].append(ref)  # handed to the caller: freed when the caller returns
+                elif tile is not None:
                     self._release(tile)
         return result
 
@@ -208,7 +214,10 @@ class ProgramBuilder(PendingOps, LoopScopes):
         by the first instance are shared by all (the k-th allocation of every instance is the same tensor).
         """
         if not grid or any(int(g) < 1 for g in grid):
-            raise kernel_error(f"SPMD grid must be positive integers, got {grid}")
+            raise kernel_error(
+                f"SPMD grid must be positive integers, got {grid}: a zero-size grid launches no instance and "
+                "writes no output; launch kernel[1] (or call the kernel without a grid) for one instance"
+            )
         outer = (self.grid, self.program_id, self._shared, self._shared_next)
         self.grid, self._shared, result = tuple(int(g) for g in grid), [], None
         try:
@@ -441,3 +450,20 @@ class ProgramBuilder(PendingOps, LoopScopes):
         except NprofError as err:
             raise KernelError(str(err)) from None
         return program
+
+
+def _returned_tiles(result: Any) -> set[int]:
+    """ids of the on-chip tile bases in a call's result (a tile, or tuples/lists/dicts of them)."""
+    found: set[int] = set()
+    stack = [result]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, NkiTensor):
+            if isinstance(item.base, OnChip):
+                found.add(id(item.base))
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found
+
