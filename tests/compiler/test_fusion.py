@@ -149,3 +149,40 @@ def test_remap_deps_matches_a_plain_renumbering(seed: int) -> None:
     assert got == want
     for old, new, w in zip(deps, got, want, strict=True):
         assert (new is old) == (w == old)  # unchanged deps keep their tuple
+
+
+def test_exact_cover_matches_a_set_reference_on_random_patterns() -> None:
+    """`fusion._exact_cover` (one bincount) against the plain rule: every element addressed exactly once."""
+    import random
+
+    from nprof.arch.isa import Access, Space
+    from nprof.compiler import fusion
+
+    def addresses(a: Access) -> list[int]:
+        out = [a.offset + p * a.partition_stride for p in range(a.partitions)]
+        for stride, size in a.free:
+            out = [base + k * stride for base in out for k in range(size)]
+        return out
+
+    rng = random.Random(7)
+    verdicts = set()
+    for _ in range(400):
+        rows, cols = rng.randint(1, 8), rng.randint(1, 6)
+        n, accesses, r0 = rows * cols, [], 0
+        while r0 < rows:  # row blocks of a [rows, cols] tensor: an exact cover, then maybe disturbed
+            take = rng.randint(1, rows - r0)
+            accesses.append(Access(Space.HBM, "t", "float32", r0 * cols, take, ((1, cols),), 0, cols))
+            r0 += take
+        if rng.random() < 0.6:
+            k = rng.randrange(len(accesses))
+            a = accesses[k]
+            accesses[k] = rng.choice([
+                Access(a.space, a.tensor, a.dtype, a.offset + rng.choice([-1, 1]), a.partitions, a.free, 0, cols),
+                Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((2, (cols + 1) // 2),), 0, cols),
+                Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, a.free, 0, cols + 1),
+            ])
+        flat = [i for a in accesses for i in addresses(a)]
+        expected = len(flat) == n and sorted(flat) == list(range(n))
+        assert fusion._exact_cover(accesses, n) == expected
+        verdicts.add(expected)
+    assert verdicts == {True, False}  # both outcomes exercised

@@ -307,15 +307,18 @@ def _exact_cover(accesses: list[Access], n: int) -> bool:
     """Do the patterns address every element of a flat tensor of `n` elements exactly once?"""
     if sum(a.elements for a in accesses) != n:
         return False
-    seen = np.zeros(n, np.int32)
+    if not accesses:
+        return n == 0
+    parts = []
     for a in accesses:
         idx = np.array([a.offset], np.int64)
         for stride, size in ((a.partition_stride, a.partitions), *a.free):
             idx = (idx[:, None] + stride * np.arange(size, dtype=np.int64)[None, :]).ravel()
         if idx.min() < 0 or idx.max() >= n:
             return False
-        np.add.at(seen, idx, 1)
-    return bool((seen == 1).all())
+        parts.append(idx)
+    counts = np.bincount(np.concatenate(parts), minlength=n)  # one pass (np.add.at per access was ~10x slower)
+    return bool((counts == 1).all())
 
 
 def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> list[Any] | None:
