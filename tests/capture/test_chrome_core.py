@@ -47,6 +47,7 @@ def test_import_is_the_same_with_the_compiled_passes(name: str, monkeypatch: pyt
 
 @pytest.mark.parametrize("seed", range(10))
 def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
+    from nprof.capture.chrome_events import ArgColumns
     from nprof.capture.chrome_rows import HOST_KEYS, KERNEL_KEYS, operands, operands_all
 
     rng = np.random.default_rng(seed)
@@ -56,9 +57,9 @@ def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
         "Concrete Inputs": [["", "1"], ["7"]],
         "grid": [[1, 2, 1], [64, 1, 1]],
         "block": [[128, 1, 1]],
-        "registers per thread": [32, 64],
+        "registers per thread": [32, 64, None],
         "shared memory": [0, 4096],
-        "bytes": [16, 1 << 20],
+        "bytes": [16, 1 << 20, None],  # null, which is not the same as absent
     }
     for keys in (HOST_KEYS, KERNEL_KEYS):
         names = sorted({*keys, "bytes"})
@@ -66,4 +67,4 @@ def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
         for _ in range(200):
             a = {k: pools[k][int(rng.integers(len(pools[k])))] for k in names if rng.random() < 0.6}
             args.append(a)
-        assert operands_all(args, keys) == [operands(a) for a in args]
+        assert operands_all(ArgColumns.from_dicts(args), keys) == [operands(a) for a in args]
