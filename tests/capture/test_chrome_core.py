@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -68,3 +71,31 @@ def test_operands_all_matches_the_plain_per_slice_formatter(seed: int) -> None:
             a = {k: pools[k][int(rng.integers(len(pools[k])))] for k in names if rng.random() < 0.6}
             args.append(a)
         assert operands_all(ArgColumns.from_dicts(args), keys) == [operands(a) for a in args]
+
+
+def _chain_reference(keys: list[Any], times: list[int], rows: list[int], n: int) -> list[list[int]]:
+    """The plain loop `chrome_tree.chain_flows` vectorises: per (cat, id), sort (time, row), link pairs."""
+    chains: dict[Any, list[tuple[int, int]]] = defaultdict(list)
+    for key, t, r in zip(keys, times, rows, strict=True):
+        chains[key].append((t, r))
+    deps: list[list[int]] = [[] for _ in range(n)]
+    for points in chains.values():
+        points.sort()
+        for (_, a), (_, b) in itertools.pairwise(points):
+            if a != b:
+                deps[b].append(a)
+    return deps
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_flow_chains_match_the_plain_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(0, 300)), 50
+    pool = [("ac2g", 1), ("ac2g", 2), ("ac2g", 2.0), ("fwdbwd", 1), ("fwdbwd", "x"), (None, 3)]
+    keys = [pool[int(i)] for i in rng.integers(0, len(pool), m)]
+    times = rng.integers(0, 40, m)
+    rows = rng.integers(0, n, m)
+    deps: list[list[int]] = [[] for _ in range(n)]
+    chrome_tree.chain_flows(keys, times.astype(np.int64), rows.astype(np.int64), deps)
+    ref = _chain_reference(keys, times.tolist(), rows.tolist(), n)
+    assert [sorted(d) for d in deps] == [sorted(d) for d in ref]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import eq, itemgetter
 from typing import Any
 
@@ -46,15 +46,18 @@ class ArgColumns:
     (falsy) where its args lack the key (JSON null stays None); keys no slice has are not stored."""
 
     def __init__(self, n: int, cols: dict[str, list[Any]]) -> None:
+        """`cols`: lists of n values, each with a present value somewhere."""
         self.n = n
-        self.cols = {k: v for k, v in cols.items() if v.count(ABSENT) != n}
+        self.cols = cols
 
     @classmethod
     def from_dicts(cls, args: list[Any]) -> ArgColumns:
         """From args dicts (anything but a dict counts as no args)."""
         if not set(map(type, args)) <= {dict}:
             args = [a if a.__class__ is dict else {} for a in args]
-        return cls(len(args), {k: list(map(dict.get, args, repeat(k), repeat(ABSENT))) for k in ARG_KEYS})
+        present = set(chain.from_iterable(map(dict.keys, args)))
+        keys = [k for k in ARG_KEYS if k in present]
+        return cls(len(args), {k: list(map(dict.get, args, repeat(k), repeat(ABSENT))) for k in keys})
 
     @classmethod
     def concat(cls, parts: list[ArgColumns]) -> ArgColumns:

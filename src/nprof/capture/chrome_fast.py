@@ -132,6 +132,7 @@ if msgspec is not None:
     _NO_ARGS = _Args()
     _ARG_FIELDS = attrgetter(*_Args.__struct_fields__)  # ARG_KEYS in order: 8 scalars, then raw spans
     _X_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
+    _INTERNED = {str, int, type(None), type(UNSET)}  # equal values of these types are interchangeable
     _RAWS = msgspec.json.Decoder(list[Raw])
 
     class _Top(msgspec.Struct, gc=False):
@@ -241,7 +242,7 @@ def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[st
         return None
     cols = out.slices
     for key, col in zip(("name", "cat", "pid", "tid"), x_cols, strict=False):
-        if set(map(type, col)) <= {str, int, type(None)}:
+        if set(map(type, col)) <= _INTERNED:
             cols[key] += map(out.interned.setdefault, col, col)  # one object per distinct value
         else:
             cols[key] += col
@@ -277,6 +278,8 @@ def _args(found: tuple[Any, ...], out: FastTrace) -> None:
                 col = tuple(map(shapes.__getitem__, texts))
         elif col.count(ABSENT) == m:
             col = ()
+        elif k in (5, 6, 7) and set(map(type, col)) <= _INTERNED:  # registers, shared memory, bytes: memo keys
+            col = tuple(map(out.interned.setdefault, col, col))
         have = out.args.get(key)
         if col:
             if have is None:

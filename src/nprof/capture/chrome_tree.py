@@ -25,10 +25,8 @@ time must mean something, so:
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from itertools import repeat
 from operator import eq, itemgetter, ne
@@ -270,12 +268,21 @@ def flow_deps(
     next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
-    chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
-    cats, ids_f, times, bound_l = field("cat"), field("id"), f_ns.tolist(), bound.tolist()
-    for k in np.flatnonzero(bound >= 0).tolist():
-        chains[(cats[k], ids_f[k])].append((times[k], bound_l[k]))
-    for points in chains.values():
-        points.sort()
-        for (_, a), (_, b) in itertools.pairwise(points):
-            if a != b:
-                deps[b].append(a)
+    k = np.flatnonzero(bound >= 0)
+    cats, ids_f = field("cat"), field("id")
+    keys_k = list(zip(map(cats.__getitem__, k.tolist()), map(ids_f.__getitem__, k.tolist()), strict=True))
+    chain_flows(keys_k, f_ns[k], bound[k], deps)
+
+
+def chain_flows(keys: list[Any], times: np.ndarray, rows: np.ndarray, deps: list[list[int]]) -> None:
+    """Chain bound flow points: points with equal `keys` ((cat, id)), taken by (time, row), each depend
+    on the previous one's row (`deps[row]` gets it) unless it is the same row."""
+    if not keys:
+        return
+    codes = {c: i for i, c in enumerate(dict.fromkeys(keys))}  # (cat, id) -> chain code
+    chain = np.fromiter(map(codes.__getitem__, keys), dtype=np.int64, count=len(keys))
+    o = np.lexsort((rows, times, chain))  # each chain's points by (time, row)
+    a_row, b_row = rows[o[:-1]], rows[o[1:]]
+    link = (chain[o[:-1]] == chain[o[1:]]) & (a_row != b_row)
+    for src, dst in zip(a_row[link].tolist(), b_row[link].tolist(), strict=True):
+        deps[dst].append(src)
