@@ -99,3 +99,52 @@ def test_flow_chains_match_the_plain_loop(seed: int) -> None:
     chrome_tree.chain_flows(keys, times.astype(np.int64), rows.astype(np.int64), deps)
     ref = _chain_reference(keys, times.tolist(), rows.tolist(), n)
     assert [sorted(d) for d in deps] == [sorted(d) for d in ref]
+
+
+def _nested(rng: np.random.Generator, lo: int, hi: int, depth: int, track: int, out: list[tuple[int, ...]]) -> None:
+    """Properly nested slices inside [lo, hi]: siblings may touch, some are empty, some repeat their parent."""
+    cuts = np.sort(rng.integers(lo, hi + 1, 2 * int(rng.integers(0, 4))))
+    for a, b in zip(cuts[::2].tolist(), cuts[1::2].tolist(), strict=True):
+        out.append((track, a, b))
+        if rng.random() < 0.1:
+            out.append((track, a, b))  # the same span twice: the second nests in the first
+        if depth < 5 and b > a:
+            _nested(rng, a, b, depth + 1, track, out)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_vectorised_nesting_matches_the_python_loops(seed: int) -> None:
+    from nprof.capture import chrome_nest
+
+    rng = np.random.default_rng(seed)
+    spans: list[tuple[int, ...]] = []
+    for track in range(int(rng.integers(1, 4))):
+        _nested(rng, 0, int(rng.integers(0, 2000)), 0, track, spans)
+    perm = rng.permutation(len(spans))
+    track, start, end = (np.asarray([spans[k][c] for k in perm], dtype=np.int64).reshape(-1) for c in range(3))
+    order = np.lexsort((start - end, start, track)) if len(spans) else np.zeros(0, np.int64)
+    got = chrome_nest.vector_nest(order, track, start, end)
+    assert got is not None  # no overruns: the vectorised pass answers
+    ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end)
+    np.testing.assert_array_equal(got[0], ref_parent)
+    np.testing.assert_array_equal(got[1], ref_end)
+    marked = rng.random(len(spans)) < 0.3
+    nearest = [-1] * len(spans)
+    for i in order.tolist():  # the plain loop `nearest_marked` replaces
+        p = int(ref_parent[i])
+        nearest[i] = i if marked[i] else (nearest[p] if p >= 0 else -1)
+    np.testing.assert_array_equal(chrome_nest.nearest_marked(ref_parent, marked), nearest)
+    ref_emitted, ref_owner = chrome_tree.python_work(order, ref_parent, marked)  # what select_work vectorises
+    first = chrome_nest.first_marked(ref_parent, marked)
+    np.testing.assert_array_equal(first, ref_owner)
+    np.testing.assert_array_equal(first == np.arange(len(spans)), ref_emitted)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_nest_with_overruns_falls_back_to_the_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    track, start, end = _random_slices(rng, 300)
+    order, parent, end_c = chrome_tree.nest(track, start, end)  # overruns: the loop answers
+    ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end)
+    np.testing.assert_array_equal(parent, ref_parent)
+    np.testing.assert_array_equal(end_c, ref_end)

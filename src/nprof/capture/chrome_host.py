@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nprof.capture.chrome_events import ABSENT, ArgColumns
+from nprof.capture.chrome_nest import nearest_marked
 from nprof.capture.chrome_tree import Context, nest
 from nprof.capture.opclass import engine_of, input_bytes, op_flops
 
@@ -61,11 +62,7 @@ def host_slices(
     h_start = start[host]
     par_l = parent.tolist()
     is_bwd = list(map(str.startswith, h_names, repeat(_BWD)))
-    bwd_of = [-1] * len(host)
-    if any(is_bwd):
-        for i in order.tolist():
-            p = par_l[i]
-            bwd_of[i] = i if is_bwd[i] else (bwd_of[p] if p >= 0 else -1)
+    bwd_of = nearest_marked(parent, np.asarray(is_bwd, dtype=bool)).tolist() if any(is_bwd) else [-1] * len(host)
     return Host(
         host, h_names, h_args, order, parent, par_l, h_start, h_end, h_end - h_start, track[host], bwd_of, any(is_bwd)
     )

@@ -36,9 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from nprof.capture.chrome_nest import TRACK_SHIFT, first_marked, vector_nest
 from nprof.compiled import load_compiled
-
-TRACK_SHIFT = 45  # key = track << TRACK_SHIFT | ts; ts < 2**45 ns (~9.7 hours)
 
 _PY_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -54,8 +53,9 @@ _LIBRARIES = frozenset(sys.stdlib_module_names) | {
 
 
 # Slices from which a process loads the compiled passes (`chrome_core`): loading numba costs ~0.5 s CPU once
-# per process, the Python loops ~1 us per slice. Both give identical results, so the switch changes nothing.
-COMPILED_FROM = 200_000
+# per process, the vectorised passes (`chrome_nest`) ~0.3 us per slice. All give identical results, so the
+# switch changes nothing.
+COMPILED_FROM = 2_000_000
 
 
 def compiled_core(n: int) -> ModuleType | None:
@@ -67,7 +67,8 @@ def nest(
     track: np.ndarray, start: np.ndarray, end: np.ndarray, core: ModuleType | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (order, parent, clamped end): order sorts by (track, start, -duration), parents come first.
-    `core`: the compiled passes to use (default: `compiled_core(len(start))`)."""
+    `core`: the compiled passes to use (default: `compiled_core(len(start))`; without them the vectorised
+    `chrome_nest.vector_nest`, or the loop if its clamps do not settle)."""
     n = len(start)
     order = np.lexsort((start - end, start, track)) if n else np.zeros(0, dtype=np.int64)
     core = core or compiled_core(n)
@@ -75,7 +76,8 @@ def nest(
         args = (track, start, end)
         parent, end_c = core.nest_pass(order.astype(np.int64), *(np.ascontiguousarray(a, np.int64) for a in args))
         return order, parent, end_c
-    return order, *python_nest(order, track, start, end)
+    got = vector_nest(order, track, start, end)
+    return (order, *got) if got is not None else (order, *python_nest(order, track, start, end))
 
 
 def python_nest(
@@ -133,7 +135,8 @@ def select_work(
     core = core or compiled_core(n)
     if core is not None:
         return core.work_pass(order.astype(np.int64), parent.astype(np.int64), candidate)
-    return python_work(order, parent, candidate)
+    owner = first_marked(parent.astype(np.int64), candidate)  # = `python_work` (the reference loop)
+    return owner == np.arange(n), owner
 
 
 def python_work(order: np.ndarray, parent: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
