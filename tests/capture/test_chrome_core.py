@@ -148,3 +148,45 @@ def test_nest_with_overruns_falls_back_to_the_loop(seed: int) -> None:
     ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end)
     np.testing.assert_array_equal(parent, ref_parent)
     np.testing.assert_array_equal(end_c, ref_end)
+
+
+def _carriers_reference(par: list[int], start: list[int], own: list[int], emitted: list[int], own_l: list[int]) -> dict:
+    """The plain loop `chrome_host._carriers` vectorises."""
+    carrier: dict[int, int] = {}
+    for e in emitted:
+        a = par[e]
+        while a >= 0 and own[a] == 0:
+            a = par[a]
+        if a >= 0 and own_l[a] < 0 and (a not in carrier or start[e] < start[carrier[a]]):
+            carrier[a] = e
+    return carrier
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_flop_carriers_match_the_plain_loop(seed: int) -> None:
+    from types import SimpleNamespace
+
+    from nprof.capture.chrome_host import _carriers
+
+    rng = np.random.default_rng(seed)
+    spans: list[tuple[int, ...]] = []
+    _nested(rng, 0, int(rng.integers(0, 3000 if seed % 2 else 12)), 0, 0, spans)  # short spans: many ties
+    track, start, end = (np.asarray([sp[c] for sp in spans], dtype=np.int64).reshape(-1) for c in range(3))
+    order, parent, _ = chrome_tree.nest(track, start, end)
+    own = [int(f) for f in rng.choice([0, 0, 0, 5, 9], len(spans))]
+    emitted_mask, owner = chrome_tree.python_work(order, parent, rng.random(len(spans)) < 0.4)
+    emitted, own_l = np.flatnonzero(emitted_mask).tolist(), owner.tolist()
+    h = SimpleNamespace(parent=parent, start=start)
+    got = _carriers(h, own, emitted, own_l)  # type: ignore[arg-type]
+    assert got == _carriers_reference(parent.tolist(), start.tolist(), own, emitted, own_l)
+
+
+def test_flop_carrier_ties_go_to_the_first_emitted_row() -> None:
+    from types import SimpleNamespace
+
+    from nprof.capture.chrome_host import _carriers
+
+    parent, start = np.asarray([-1, 0, 0]), np.asarray([0, 2, 2])  # an op and two rows starting together
+    h = SimpleNamespace(parent=parent, start=start)
+    args = ([7, 0, 0], [1, 2], [-1, 1, 2])
+    assert _carriers(h, *args) == _carriers_reference(parent.tolist(), start.tolist(), *args) == {0: 1}  # type: ignore[arg-type]

@@ -99,14 +99,8 @@ def attribute_flops(
     FLOPs once, to the emitted row that owns it or, above the work level, to its first emitted descendant."""
     flops = np.zeros(len(h.names), dtype=np.int64)
     dtype_weight: Counter[str] = Counter()
-    carrier: dict[int, int] = {}  # counted op above the work level -> its first emitted descendant
     in_types = h.args.raw("Input type")
-    for e in emitted:
-        a = h.par[e]
-        while a >= 0 and own[a] == 0:
-            a = h.par[a]
-        if a >= 0 and own_l[a] < 0 and (a not in carrier or h.start[e] < h.start[carrier[a]]):
-            carrier[a] = e
+    carrier = _carriers(h, own, emitted, own_l)
     for i in [j for j, f in enumerate(own) if f > 0 and not has_inner[j]]:
         o = own_l[i] if own_l[i] >= 0 else carrier.get(i, -1)
         if o < 0:
@@ -116,6 +110,23 @@ def attribute_flops(
         if types:
             dtype_weight[str(types[0])] += own[i]
     return flops, dtype_weight
+
+
+def _carriers(h: Host, own: list[int], emitted: list[int], own_l: list[int]) -> dict[int, int]:
+    """Counted op above the work level (nearest FLOP-carrying strict ancestor of an emitted row, itself not
+    owned by a row) -> its first emitted descendant (earliest start, then lowest index)."""
+    em = np.asarray(emitted, dtype=np.int64)
+    if not len(em):
+        return {}
+    flop_anc = nearest_marked(h.parent, np.asarray(own) > 0)
+    p = h.parent[em]
+    a = np.where(p >= 0, flop_anc[np.maximum(p, 0)], -1)
+    keep = a >= 0
+    keep[keep] = np.asarray(own_l)[a[keep]] < 0
+    em, a = em[keep], a[keep]
+    o = np.lexsort((em, h.start[em], a))
+    first = np.concatenate([[True], a[o][1:] != a[o][:-1]]) if len(o) else np.zeros(0, bool)
+    return dict(zip(a[o][first].tolist(), em[o][first].tolist(), strict=True))
 
 
 def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | None, str | None, int]]:
