@@ -210,9 +210,19 @@ def fold_other_events(
 
 def _memory_counters(ev: dict[str, Any], out: list[tuple[Any, str, Any]]) -> None:
     args = ev.get("args") or {}
-    dev_type = args.get("Device Type", 0)
-    dev = "cpu" if dev_type in (0, None) else f"cuda{args.get('Device Id', 0)}"
-    if isinstance(args.get("Total Allocated"), int | float):
-        out.append((ev["ts"], f"{dev}_allocated_bytes", args["Total Allocated"]))
-    if dev != "cpu" and isinstance(args.get("Total Reserved"), int | float):
-        out.append((ev["ts"], f"{dev}_reserved_bytes", args["Total Reserved"]))
+    memory_counters(
+        ev["ts"], args.get("Device Type", 0), args.get("Device Id", 0), args.get("Total Allocated"),
+        args.get("Total Reserved"), out,
+    )  # fmt: skip
+
+
+def memory_counters(
+    ts: Any, dev_type: Any, dev_id: Any, allocated: Any, reserved: Any, out: list[tuple[Any, str, Any]]
+) -> None:
+    """Append the counters of one Kineto [memory] instant (its args values, absent ones already replaced
+    by the defaults: Device Type/Id 0, totals None)."""
+    dev = "cpu" if dev_type in (0, None) else f"cuda{dev_id}"
+    if isinstance(allocated, int | float):
+        out.append((ts, f"{dev}_allocated_bytes", allocated))
+    if dev != "cpu" and isinstance(reserved, int | float):
+        out.append((ts, f"{dev}_reserved_bytes", reserved))

@@ -30,7 +30,15 @@ from typing import Any
 import numpy as np
 import orjson
 
-from nprof.capture.chrome_events import ABSENT, ARG_KEYS, FLOW_PHASES, OTHER_PHASES, ArgColumns, fold_other_events
+from nprof.capture.chrome_events import (
+    ABSENT,
+    ARG_KEYS,
+    FLOW_PHASES,
+    OTHER_PHASES,
+    ArgColumns,
+    fold_other_events,
+    memory_counters,
+)
 
 try:
     import msgspec
@@ -111,6 +119,11 @@ if msgspec is not None:
         concrete: Raw = field(name="Concrete Inputs", default=_NO_RAW)
         grid: Raw = _NO_RAW
         block: Raw = _NO_RAW
+        # the keys of Kineto's [memory] instants (read by `_memory`, after the ARG_KEYS above)
+        total_allocated: Any = _arg("Total Allocated")
+        total_reserved: Any = _arg("Total Reserved")
+        device_type: Any = _arg("Device Type")
+        device_id: Any = _arg("Device Id")
 
     class _Event(msgspec.Struct, gc=False):
         """The top-level fields of an event the importer reads, with the reference's defaults for absent
@@ -130,9 +143,10 @@ if msgspec is not None:
 
     _EVENTS = msgspec.json.Decoder(list[_Event])
     _NO_ARGS = _Args()
-    _ARG_FIELDS = attrgetter(*_Args.__struct_fields__)  # ARG_KEYS in order: 8 scalars, then raw spans
+    _ARG_FIELDS = attrgetter(*_Args.__struct_fields__[: len(ARG_KEYS)])  # ARG_KEYS: 8 scalars, then raw spans
     _X_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
-    _INTERNED = {str, int, type(None), type(UNSET)}  # equal values of these types are interchangeable
+    _INTERNED = {str, int, type(None), type(UNSET)}
+    _INSTANTS = frozenset({"i", "I", "n"})  # equal values of these types are interchangeable
     _RAWS = msgspec.json.Decoder(list[Raw])
 
     class _Top(msgspec.Struct, gc=False):
@@ -184,8 +198,9 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         out = FastTrace({k: [] for k in _SLICE_FIELDS}, [], [], {}, len(spans), 0, meta)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+        blocks = _Blocks(raw, spans)
         for a in range(0, len(spans), CHUNK):
-            others = _chunk(spans, a, out, utf8)
+            others = _chunk(blocks, a, out, utf8)
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
@@ -223,10 +238,33 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
     return out if out.ndim == 1 else None
 
 
-def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
-    """Decode events spans[a:a + CHUNK] into `out` (slices, flows); returns the chunk's other events
-    (B/E/C/i/M, as dicts), None when not plain. `utf8`: check the text is valid UTF-8."""
-    block = b"[" + b",".join(spans[a : a + CHUNK]) + b"]"
+class _Blocks:
+    """JSON arrays of consecutive event spans of `raw`: one copy of the bytes from the first span to the last
+    (msgspec's Raw spans are views of the input, and only commas and blanks lie between them), else joined."""
+
+    def __init__(self, raw: bytes, spans: list[Any]) -> None:
+        self.spans, self.view, self.size, self.base = spans, memoryview(raw), len(raw), _address(raw)
+
+    def __call__(self, a: int, b: int) -> bytes:
+        """The events spans[a:b] as one JSON array."""
+        first, last = self.spans[a], self.spans[b - 1]
+        lo, hi = _address(first) - self.base, _address(last) - self.base + len(last)
+        if 0 <= lo <= hi <= self.size:
+            return b"".join((b"[", self.view[lo:hi], b"]"))
+        return b"[" + b",".join(self.spans[a:b]) + b"]"  # pragma: no cover - spans copied out of the input
+
+
+def _address(buffer: Any) -> int:
+    """The memory address of a buffer's first byte."""
+    return int(np.frombuffer(buffer, np.uint8).__array_interface__["data"][0])
+
+
+def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
+    """Decode events spans[a:a + CHUNK] into `out` (slices, flows, [memory] counters); returns the chunk's
+    other events (B/E/C/i/M, as dicts: none when all are instants), None when not plain. `utf8`: check the
+    text is valid UTF-8."""
+    spans = blocks.spans
+    block = blocks(a, min(a + CHUNK, len(spans)))
     if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
         block.decode("utf-8")
     events = _EVENTS.decode(block)
@@ -254,8 +292,25 @@ def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[st
     _args(x_cols[6], out)
     flow_cols = [list(map(attrgetter(k), flows)) for k in _FLOW_FIELDS]
     out.flows += map(dict, map(zip, repeat(_FLOW_FIELDS), zip(*flow_cols, strict=True)))
-    other = [spans[a + i] for i, ph in enumerate(phases) if ph in OTHER_PHASES]
-    return loads(b"[" + b",".join(other) + b"]") if other else []
+    other = [i for i, ph in enumerate(phases) if ph in OTHER_PHASES]
+    if all(phases[i] in _INSTANTS for i in other):  # instants only (Kineto's [memory]): typed, no dicts
+        _memory([events[i] for i in other], out.counters)
+        return []
+    return loads(b"[" + b",".join([spans[a + i] for i in other]) + b"]")
+
+
+def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
+    """Append the counters of Kineto [memory] instants (typed events), by the reference's rule
+    (`chrome_events.memory_counters`)."""
+    for ev in instants:
+        if ev.name != "[memory]":
+            continue
+        if ev.ts is UNSET:
+            raise KeyError("ts")
+        a = ev.args or _NO_ARGS
+        dev_type, dev_id = (0 if v is UNSET else v for v in (a.device_type, a.device_id))
+        allocated, reserved = (None if v is UNSET else v for v in (a.total_allocated, a.total_reserved))
+        memory_counters(ev.ts, dev_type, dev_id, allocated, reserved, counters)
 
 
 def _args(found: tuple[Any, ...], out: FastTrace) -> None:
