@@ -14,7 +14,8 @@ Contract (every failure is a one-line `NprofError` naming the file, the field an
   pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
 * `check_counters(values, path)`: counter values are finite doubles (a JSON number beyond the double range
   reads as inf: see `chrome_fast.loads`).
-* `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
+* `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events (columns: `chrome_events.flow_columns`)
+  are scalars.
 Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-level passes.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from itertools import chain, repeat
+from itertools import chain
 from operator import is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,7 +157,7 @@ def check_counters(values: list[Any], path: Path) -> np.ndarray:
     return out
 
 
-def check_flows(flows: list[dict[str, Any]], path: Path) -> None:
+def check_flows(flows: dict[str, Any], path: Path) -> None:
     """Flow events' pid, tid, cat and id are scalars (they key dictionaries)."""
     for key in ("pid", "tid", "cat", "id"):
-        _check_scalar_column(list(map(dict.get, flows, repeat(key))), f"a flow event's {key}", _SCALARS, path)
+        _check_scalar_column(flows[key], f"a flow event's {key}", _SCALARS, path)

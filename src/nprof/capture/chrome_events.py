@@ -41,6 +41,16 @@ def _num(value: Any) -> float:
     return float(value)
 
 
+FLOW_KEYS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # the flow event fields chrome_tree.flow_deps reads
+
+
+def flow_columns(flows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The FLOW_KEYS of flow event dicts as columns (`dict.get`: None where absent; ts: ABSENT)."""
+    cols: dict[str, Any] = {k: list(map(dict.get, flows, repeat(k))) for k in FLOW_KEYS}
+    cols["ts"] = list(map(dict.get, flows, repeat("ts"), repeat(ABSENT)))
+    return cols
+
+
 class ArgColumns:
     """The args of n slices as columns: `cols[key]` lists each slice's value of `key` (one of ARG_KEYS), ABSENT
     (falsy) where its args lack the key (JSON null stays None); keys no slice has are not stored."""

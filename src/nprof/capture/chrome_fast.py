@@ -33,6 +33,7 @@ import orjson
 from nprof.capture.chrome_events import (
     ABSENT,
     ARG_KEYS,
+    FLOW_KEYS,
     FLOW_PHASES,
     OTHER_PHASES,
     ArgColumns,
@@ -51,7 +52,6 @@ CHUNK = 2048  # events decoded at a time: bounds the transient structs to a few 
 META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
              "traceName")  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur")
-_FLOW_FIELDS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # what chrome_tree.flow_deps reads
 
 
 def _no_constant(name: str) -> Any:
@@ -82,7 +82,7 @@ class FastTrace:
 
     slices: dict[str, Any]  # column name -> list of values (ts/dur: float arrays once the chunks are joined;
     # args: ArgColumns once joined)
-    flows: list[dict[str, Any]]
+    flows: dict[str, Any]  # FLOW_KEYS columns (ts: float arrays per chunk, then one array)
     counters: list[tuple[Any, str, Any]]
     names: dict[str, str]
     n_events: int
@@ -145,6 +145,7 @@ if msgspec is not None:
     _NO_ARGS = _Args()
     _ARG_FIELDS = attrgetter(*_Args.__struct_fields__[: len(ARG_KEYS)])  # ARG_KEYS: 8 scalars, then raw spans
     _X_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
+    _FLOW_GET = attrgetter(*FLOW_KEYS)
     _INTERNED = {str, int, type(None), type(UNSET)}
     _INSTANTS = frozenset({"i", "I", "n"})  # equal values of these types are interchangeable
     _RAWS = msgspec.json.Decoder(list[Raw])
@@ -195,7 +196,8 @@ def fast_parse(raw: bytes) -> FastTrace | None:
             return None
         spans, meta = top
         utf8 = not raw.isascii()  # ASCII (the usual trace) is valid UTF-8: no per-chunk check
-        out = FastTrace({k: [] for k in _SLICE_FIELDS}, [], [], {}, len(spans), 0, meta)
+        flows: dict[str, Any] = {k: [] for k in FLOW_KEYS}
+        out = FastTrace({k: [] for k in _SLICE_FIELDS}, flows, [], {}, len(spans), 0, meta)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
         blocks = _Blocks(raw, spans)
@@ -223,6 +225,7 @@ def fast_parse(raw: bytes) -> FastTrace | None:
     if times[0] is None or times[1] is None:
         return None
     cols["ts"] = np.concatenate([*cols["ts"], times[0]])
+    out.flows["ts"] = np.concatenate([np.zeros(0), *out.flows["ts"]])
     cols["dur"] = np.concatenate([*cols["dur"], times[1]])
     return out
 
@@ -236,6 +239,20 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
     except (TypeError, ValueError, OverflowError):
         return None
     return out if out.ndim == 1 else None
+
+
+def _flows(flows: list[Any], out: FastTrace) -> None:
+    """Append a chunk's flow events to the columns `out.flows` (repeated values interned, ts as floats)."""
+    for key, col in zip(FLOW_KEYS, zip(*map(_FLOW_GET, flows), strict=True) if flows else [()] * 7, strict=True):
+        if key == "ts":
+            ts = _floats(col)
+            if ts is None:
+                raise ValueError("a flow event has a non-numeric ts")  # the reference refuses it
+            out.flows[key].append(ts)
+        elif key != "id" and set(map(type, col)) <= _INTERNED:
+            out.flows[key] += map(out.interned.setdefault, col, col)
+        else:
+            out.flows[key] += col
 
 
 class _Blocks:
@@ -290,8 +307,7 @@ def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str
     cols["ts"].append(times[0])  # float arrays per chunk: no float object per slice
     cols["dur"].append(times[1])
     _args(x_cols[6], out)
-    flow_cols = [list(map(attrgetter(k), flows)) for k in _FLOW_FIELDS]
-    out.flows += map(dict, map(zip, repeat(_FLOW_FIELDS), zip(*flow_cols, strict=True)))
+    _flows(flows, out)
     other = [i for i, ph in enumerate(phases) if ph in OTHER_PHASES]
     if all(phases[i] in _INSTANTS for i in other):  # instants only (Kineto's [memory]): typed, no dicts
         _memory([events[i] for i in other], out.counters)

@@ -265,7 +265,7 @@ def _ids_and_deps(
     r_list: list[int],
     d_idx: list[int],
     d_owner: list[int],
-    flows: list,
+    flows: dict[str, Any],
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
@@ -334,7 +334,7 @@ def _instruction_columns(
 
 
 def build_profile(
-    sl: SliceColumns, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list,
+    sl: SliceColumns, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: dict[str, Any],
     f_ts: np.ndarray,
 ) -> Rows:
     """The Rows of a parsed trace (`sl`: the slices' name/cat/pid/tid/args columns; times in µs): tracks,

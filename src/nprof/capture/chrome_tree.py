@@ -29,7 +29,7 @@ import re
 import sys
 from collections.abc import Sequence
 from itertools import repeat
-from operator import eq, itemgetter, ne
+from operator import eq, ne
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -241,7 +241,7 @@ class Context:
 
 
 def flow_deps(
-    flows: list,
+    flows: dict[str, Any],
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
     track: np.ndarray,
@@ -251,28 +251,25 @@ def flow_deps(
     deps: list[list[int]],
 ) -> None:
     """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
-    if not flows or not len(ids):
+    if not len(f_ns) or not len(ids):
         return
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
-    def field(key: str) -> list[Any]:
-        return list(map(dict.get, flows, repeat(key)))
-
-    threads = zip(field("pid"), field("tid"), strict=True)
-    f_trk = np.fromiter(map(by_thread.get, threads, repeat(-1)), dtype=np.int64, count=len(flows))
+    threads = zip(flows["pid"], flows["tid"], strict=True)
+    f_trk = np.fromiter(map(by_thread.get, threads, repeat(-1)), dtype=np.int64, count=len(f_ns))
     pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
     n = len(keys)
     p = np.clip(pos, 0, n - 1)
     q = np.clip(pos + 1, 0, n - 1)
     enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
-    is_f = np.asarray(list(map(eq, map(itemgetter("ph"), flows), repeat("f"))), dtype=bool)
-    next_ok = is_f & np.asarray(list(map(ne, field("bp"), repeat("e"))), dtype=bool) & (pos + 1 < n)
+    is_f = np.asarray(list(map(eq, flows["ph"], repeat("f"))), dtype=bool)
+    next_ok = is_f & np.asarray(list(map(ne, flows["bp"], repeat("e"))), dtype=bool) & (pos + 1 < n)
     next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
     k = np.flatnonzero(bound >= 0)
-    cats, ids_f = field("cat"), field("id")
+    cats, ids_f = flows["cat"], flows["id"]
     keys_k = list(zip(map(cats.__getitem__, k.tolist()), map(ids_f.__getitem__, k.tolist()), strict=True))
     chain_flows(keys_k, f_ns[k], bound[k], deps)
 
