@@ -28,10 +28,12 @@ def _random_slices(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.nda
 def test_compiled_nesting_matches_the_python_loops(seed: int) -> None:
     rng = np.random.default_rng(seed)
     track, start, end = _random_slices(rng, int(rng.integers(0, 400)))
+    for clamp in (True, False):
+        order, parent, end_c = chrome_tree.nest(track, start, end, core=core, clamp=clamp)
+        ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end, clamp)
+        np.testing.assert_array_equal(parent, ref_parent)
+        np.testing.assert_array_equal(end_c, ref_end)
     order, parent, end_c = chrome_tree.nest(track, start, end, core=core)
-    ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end)
-    np.testing.assert_array_equal(parent, ref_parent)
-    np.testing.assert_array_equal(end_c, ref_end)
     candidate = rng.random(len(start)) < 0.5
     emitted, owner = core.work_pass(order, parent, candidate)
     ref_emitted, ref_owner = chrome_tree.python_work(order, parent, candidate)
