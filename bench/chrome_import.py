@@ -258,23 +258,37 @@ _KERNELS = {
 def gpu_shaped(src: Path, dst: Path) -> int:
     """Write `src` (a real CPU torch.profiler trace) as a real-shaped CUDA trace to `dst`; return its events.
 
-    Each op of `_KERNELS` gets a nested ``cudaLaunchKernel`` runtime slice, a kernel on its stream (7 or 20;
-    queued behind the stream's previous kernel), an ``ac2g`` flow pair and correlation ids, each
+    Each op of `_KERNELS` gets a ``cudaLaunchKernel`` runtime slice after its last child op, a kernel on its
+    stream (7 or 20; queued behind the stream's previous kernel), an ``ac2g`` flow pair and correlation ids, each
     ProfilerStep a ``gpu_user_annotation`` over its kernels and a host-to-device memcpy; the host side (ops,
     Python frames, fwdbwd flows, [memory] instants) stays as recorded. This machine has no GPU: the device
     times follow this stated rule (kernel = half its op's host time, at least 2 us), not a measurement."""
     data = orjson.loads(src.read_bytes())
     events = data["traceEvents"]
-    ops = sorted((e for e in events if e.get("ph") == "X" and e.get("name") in _KERNELS), key=lambda e: e["ts"])
+    host = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    last: dict[int, float] = {}  # op -> end of its last descendant op (a stack of open ops per thread)
+    stacks: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for op in host:
+        stack = stacks.setdefault((op["pid"], op["tid"]), [])
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= op["ts"]:
+            stack.pop()
+        for above in stack:
+            last[id(above)] = max(last.get(id(above), 0.0), op["ts"] + op["dur"])
+        stack.append(op)
+    ops = []  # (op, launch time): after the op's last child op, inside the op
+    for op in host:
+        end = op["ts"] + op["dur"]
+        after = max(last.get(id(op), 0.0), op["ts"] + 0.5 * op["dur"])
+        if op["name"] in _KERNELS and end - after > 0.02:
+            ops.append((op, after + 0.25 * (end - after)))
     free = {7: 0.0, 20: 0.0}
     corr, out, step_kernels = 0, [], []
-    for op in ops:
+    for op, launch in ops:
         corr += 1
         stream, kernel = _KERNELS[op["name"]]
-        launch = op["ts"] + 0.4 * op["dur"]
         ext = op.get("args", {}).get("External id", 0)
         out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": op["pid"], "tid": op["tid"],
-                    "ts": launch, "dur": max(0.1, min(4.0, 0.3 * op["dur"])),
+                    "ts": launch, "dur": min(4.0, 0.5 * (op["ts"] + op["dur"] - launch)),
                     "args": {"cbid": 211, "correlation": corr, "External id": ext}})  # fmt: skip
         kts = max(launch + 5.0, free[stream])
         kdur = max(2.0, 0.5 * op["dur"])

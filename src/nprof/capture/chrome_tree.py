@@ -80,7 +80,7 @@ def nest(
         cols = (np.ascontiguousarray(a, np.int64) for a in args)
         parent, end_c = core.nest_pass(order.astype(np.int64), *cols, clamp)
         return order, parent, end_c
-    got = vector_nest(order, track, start, end)
+    got = vector_nest(order, track, start, end) if clamp else None  # context slices: overruns are the rule
     return (order, *got) if got is not None else (order, *python_nest(order, track, start, end, clamp))
 
 
