@@ -311,10 +311,25 @@ def gpu_shaped(src: Path, dst: Path) -> int:
         out.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 20,
                     "ts": step["ts"] + 1.0, "dur": 3.0, "args": {"device": 0, "stream": 20, "correlation": corr,
                     "bytes": 32 * 256 * 4}})  # fmt: skip
-    data["traceEvents"] = events + out
-    data["deviceProperties"] = [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}]
-    dst.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))  # Kineto writes indented JSON
-    return len(data["traceEvents"])
+    dst.write_bytes(_appended(src.read_bytes(), out))
+    return len(events) + len(out)
+
+
+def _appended(raw: bytes, extra: list[dict[str, Any]]) -> bytes:
+    """The Kineto trace text `raw` with `extra` events appended to traceEvents in Kineto's layout (one field
+    a line, args on one line) and an A100 as its device; the recorded text is kept byte for byte."""
+    close = raw.rfind(b"]")  # traceEvents closes last: Kineto writes only "traceName" (a string) after it
+    assert b"[" not in raw[close:] and raw[:close].rstrip().endswith(b"}"), "not a Kineto trace layout"
+
+    def event(e: dict[str, Any]) -> bytes:
+        fields = [b'    "%s": %s' % (k.encode(), orjson.dumps(v)) for k, v in e.items() if k != "args"]
+        if "args" in e:
+            fields.append(b'    "args": {\n      ' + orjson.dumps(e["args"])[1:-1] + b"\n    }")
+        return b"  {\n" + b",\n".join(fields) + b"\n  }"
+
+    body = raw[:close].rstrip() + b"".join(b",\n" + event(e) for e in extra) + b"\n  " + raw[close:]
+    gpu = b'"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}]'
+    return body.replace(b'"deviceProperties": []', gpu, 1)
 
 
 def in_child(which: str, path: Path) -> tuple[float, float, int]:
