@@ -192,3 +192,42 @@ def test_flop_carrier_ties_go_to_the_first_emitted_row() -> None:
     h = SimpleNamespace(parent=parent, start=start)
     args = ([7, 0, 0], [1, 2], [-1, 1, 2])
     assert _carriers(h, *args) == _carriers_reference(parent.tolist(), start.tolist(), *args) == {0: 1}  # type: ignore[arg-type]
+
+
+def python_read_bytes(args: Any, par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+    """The plain loop `chrome_host.host_read_bytes` vectorises."""
+    from nprof.capture.chrome_events import ABSENT
+    from nprof.capture.opclass import input_bytes
+
+    out = np.zeros(len(args), dtype=np.int64)
+    taken: set[int] = set()
+    dims = args.raw("Input Dims")
+    for e in emitted:
+        src = e
+        while src >= 0 and dims[src] is ABSENT:
+            src = par_l[src]
+        if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
+            continue
+        taken.add(src)
+        out[e] = input_bytes(args.row(src))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_read_bytes_match_the_plain_loop(seed: int) -> None:
+    from nprof.capture.chrome_events import ArgColumns
+    from nprof.capture.chrome_host import host_read_bytes
+
+    rng = np.random.default_rng(seed)
+    spans: list[tuple[int, ...]] = []
+    _nested(rng, 0, int(rng.integers(0, 3000)), 0, 0, spans)
+    track, start, end = (np.asarray([sp[c] for sp in spans], dtype=np.int64).reshape(-1) for c in range(3))
+    order, parent, _ = chrome_tree.nest(track, start, end)
+    shapes = [[[2, 3]], [[4, 4], [4]], [[8]]]
+    args = [{"Input Dims": shapes[int(rng.integers(3))], "Input type": ["float"] * 2} if rng.random() < 0.4 else {}
+            for _ in spans]  # fmt: skip
+    emitted_mask, owner = chrome_tree.python_work(order, parent, rng.random(len(spans)) < 0.4)
+    emitted, own_l = np.flatnonzero(emitted_mask).tolist(), owner.tolist()
+    cols = ArgColumns.from_dicts(args)
+    got = host_read_bytes(cols, parent, emitted, own_l)
+    np.testing.assert_array_equal(got, python_read_bytes(cols, parent.tolist(), emitted, own_l))

@@ -55,10 +55,12 @@ class ArgColumns:
     """The args of n slices as columns: `cols[key]` lists each slice's value of `key` (one of ARG_KEYS), ABSENT
     (falsy) where its args lack the key (JSON null stays None); keys no slice has are not stored."""
 
-    def __init__(self, n: int, cols: dict[str, list[Any]]) -> None:
-        """`cols`: lists of n values, each with a present value somewhere."""
+    def __init__(self, n: int, cols: dict[str, list[Any]], distinct: dict[str, list[Any]] | None = None) -> None:
+        """`cols`: lists of n values, each with a present value somewhere; `distinct` (optional): per
+        list-valued key, its present values, each object once (the fast parse shares equal texts' values)."""
         self.n = n
         self.cols = cols
+        self.distinct = distinct or {}
 
     @classmethod
     def from_dicts(cls, args: list[Any]) -> ArgColumns:
@@ -92,10 +94,15 @@ class ArgColumns:
 
     def take(self, idx: list[int]) -> ArgColumns:
         """The args of slices `idx`, in that order."""
-        out = ArgColumns.__new__(ArgColumns)
-        out.n = len(idx)
-        out.cols = {k: list(map(col.__getitem__, idx)) for k, col in self.cols.items()}
-        return out
+        return ArgColumns(len(idx), {k: list(map(col.__getitem__, idx)) for k, col in self.cols.items()})
+
+    def distinct_values(self, key: str) -> list[Any]:
+        """The present, non-null values of `key`, each object once."""
+        got = self.distinct.get(key)
+        if got is not None:
+            return [v for v in got if v is not None]
+        col = self.raw(key)
+        return [v for v in dict(zip(map(id, col), col, strict=True)).values() if v is not None and v is not ABSENT]
 
     def row(self, i: int) -> dict[str, Any]:
         """The args of slice i as a dict of its present keys (for per-slice formatters)."""

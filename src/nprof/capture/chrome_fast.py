@@ -89,7 +89,7 @@ class FastTrace:
     n_phased: int
     meta: dict[str, Any]
     interned: dict[Any, Any] = dc_field(default_factory=dict)  # name/cat/pid/tid values, one object each
-    shapes: dict[bytes, Any] = dc_field(default_factory=dict)  # decoded list-valued args by their text
+    shapes: dict[str, dict[bytes, Any]] = dc_field(default_factory=dict)  # per args key: list values by text
     args: dict[str, list[Any]] = dc_field(default_factory=dict)  # ArgColumns.cols of the X slices so far
     n_x: int = 0  # X slices so far
 
@@ -217,7 +217,8 @@ def fast_parse(raw: bytes) -> FastTrace | None:
     cols = out.slices
     for key in ("name", "cat", "pid", "tid"):  # ended B/E pairs, after the X slices as in the reference
         cols[key] += [e.get(key, "" if key == "name" else None) for e in xs]
-    cols["args"] = ArgColumns(out.n_x, out.args)
+    distinct = {k: [v for v in memo.values() if v is not ABSENT] for k, memo in out.shapes.items()}
+    cols["args"] = ArgColumns(out.n_x, out.args, distinct)
     if xs:
         cols["args"] = ArgColumns.concat([cols["args"], ArgColumns.from_dicts([e.get("args") for e in xs])])
     out.args = {}
@@ -336,7 +337,6 @@ def _args(found: tuple[Any, ...], out: FastTrace) -> None:
     m = len(found)
     if None in found:
         found = tuple(f or _NO_ARGS for f in found)
-    shapes = out.shapes
     arg_cols = list(zip(*map(_ARG_FIELDS, found), strict=True)) if m else [()] * len(ARG_KEYS)
     for k, (key, col) in enumerate(zip(ARG_KEYS, arg_cols, strict=True)):
         if k >= 8:  # raw spans
@@ -344,6 +344,7 @@ def _args(found: tuple[Any, ...], out: FastTrace) -> None:
                 col = ()
             else:
                 texts = list(map(bytes, col))
+                shapes = out.shapes.setdefault(key, {})
                 for text in set(texts) - shapes.keys():
                     shapes[text] = loads(text) if text else ABSENT
                 col = tuple(map(shapes.__getitem__, texts))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -183,24 +184,29 @@ class Paths:
         return self.path(self._par[r]) if self._par[r] >= 0 else None
 
 
-def host_read_bytes(h_args: ArgColumns, par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+def host_read_bytes(h_args: ArgColumns, parent: np.ndarray, emitted: list[int], own_l: list[int]) -> np.ndarray:
     """Estimated memory reads per host slice, on emitted rows only: a row's own input bytes, or, for a
     row without shapes (a runtime call), those of its nearest shaped ancestor above the work level
-    (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads."""
+    (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads.
+    (`python_read_bytes` in tests/capture/test_chrome_core.py is the plain loop this vectorises.)"""
     out = np.zeros(len(h_args), dtype=np.int64)
-    memo: dict[tuple[int, int], int] = {}
-    taken: set[int] = set()
     dims, types = h_args.raw("Input Dims"), h_args.raw("Input type")
-    for e in emitted:
-        src = e
-        while src >= 0 and dims[src] is ABSENT:
-            src = par_l[src]
-        if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
-            continue
-        taken.add(src)
-        key = (id(dims[src]), id(types[src]))
+    em = np.asarray(emitted, dtype=np.int64)
+    if not len(em) or "Input Dims" not in h_args.cols:
+        return out
+    shaped = np.fromiter(map(is_not, dims, repeat(ABSENT)), dtype=bool, count=len(dims))
+    src = nearest_marked(parent, shaped)[em]  # nearest shaped ancestor-or-self
+    own = np.asarray(own_l, dtype=np.int64)
+    inherited = (src >= 0) & (src != em)
+    inherited[inherited] = own[src[inherited]] < 0  # an ancestor above the work level
+    first = np.flatnonzero(inherited)
+    first = first[np.unique(src[first], return_index=True)[1]]  # its first emitted descendant takes it
+    take = np.flatnonzero((src >= 0) & (src == em))
+    memo: dict[tuple[int, int], int] = {}
+    for e, s in zip(em[take].tolist() + em[first].tolist(), src[take].tolist() + src[first].tolist(), strict=True):
+        key = (id(dims[s]), id(types[s]))  # the values outlive the memo; equal texts share one (chrome_fast)
         got = memo.get(key)
         if got is None:
-            got = memo[key] = input_bytes(h_args.row(src))
+            got = memo[key] = input_bytes(h_args.row(s))
         out[e] = got
     return out

@@ -359,7 +359,7 @@ def build_profile(
     own_l = owner.tolist()
     rows = np.flatnonzero(emitted)
     flops, dtype_weight = attribute_flops(h, own, has_inner, rows.tolist(), own_l)
-    read_bytes = host_read_bytes(h.args, h.par, rows.tolist(), own_l)
+    read_bytes = host_read_bytes(h.args, h.parent, rows.tolist(), own_l)
     info_of = row_info(h, ctx, rows)
     paths = Paths(h)
     d = _device_work(s, h, own_l, flops, read_bytes)
