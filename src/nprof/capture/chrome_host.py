@@ -192,7 +192,7 @@ def host_read_bytes(h_args: ArgColumns, parent: np.ndarray, emitted: list[int], 
     out = np.zeros(len(h_args), dtype=np.int64)
     dims, types = h_args.raw("Input Dims"), h_args.raw("Input type")
     em = np.asarray(emitted, dtype=np.int64)
-    if not len(em) or "Input Dims" not in h_args.cols:
+    if not len(em) or "Input Dims" not in h_args.present_keys():
         return out
     shaped = np.fromiter(map(is_not, dims, repeat(ABSENT)), dtype=bool, count=len(dims))
     src = nearest_marked(parent, shaped)[em]  # nearest shaped ancestor-or-self
