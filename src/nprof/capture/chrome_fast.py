@@ -6,13 +6,16 @@ columns (`chrome_events.SliceColumns`), flows, counters, thread names and counts
 It returns None whenever the trace is anything but plain (not a JSON object or list, no ``traceEvents``,
 an event that is not an object, a non-string phase, a slice or flow without ``ts``, args that are not an
 object, a ``B`` never ended, invalid UTF-8, ...): the caller then runs the reference path (`chrome.load_json`
-and `events_to_profile` over orjson dicts), which imports those traces or raises their one-line errors.
+and `events_to_profile` over dicts), which imports those traces or raises their one-line errors.
 
-How: msgspec splits the event list into raw (zero-copy) spans, then decodes chunks of `CHUNK` events into
-small typed structs holding only the fields the importer reads (the args keys of `ARG_KEYS`; unknown keys
-are skipped without building objects), so the peak holds the file, one chunk of structs and the columns,
-never a dict per event. Events of other phases (B/E/C/i/M: counters, names) are decoded one by one with
-orjson and go through the reference's own fold (`chrome_events.fold_other_events`). Without msgspec installed
+How: msgspec splits the event list into raw spans (views of the input), then decodes chunks of `CHUNK`
+events (one copy of their contiguous bytes each) into small typed structs holding only the fields the
+importer reads (the args keys of `ARG_KEYS`, list values as raw text decoded once per distinct text and
+shared; unknown keys are skipped without building objects), and transposes them into columns: slices
+(args as `chrome_events.ArgColumns`), flows (`chrome_events.FLOW_KEYS`), Kineto [memory] counters. The peak
+holds the file, one chunk of structs and the columns, never a dict per event. Events of other phases
+(B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own fold
+(`chrome_events.fold_other_events`). Numbers follow `loads`' rule in both paths. Without msgspec installed
 `fast_parse` returns None.
 """
 

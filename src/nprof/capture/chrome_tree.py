@@ -6,7 +6,8 @@ a sequence of non-overlapping rows, FLOPs must be counted once and engine busy
 time must mean something, so:
 
 * `nest` computes each slice's parent (the innermost slice of the same track
-  containing it; a child that overruns its parent is clamped to the parent's end);
+  containing it; a host op that overruns its parent is clamped to the parent's end, a
+  context slice that does is not its child: `clamp`); `chrome_nest` vectorises it;
 * `select_work` picks the *work level*: walking down from the top, a slice is
   emitted as one row when it is a leaf or when its own (self) time is at least
   half of its duration (its children are then absorbed into it: bookkeeping such
