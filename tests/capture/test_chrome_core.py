@@ -231,3 +231,41 @@ def test_read_bytes_match_the_plain_loop(seed: int) -> None:
     cols = ArgColumns.from_dicts(args)
     got = host_read_bytes(cols, parent, emitted, own_l)
     np.testing.assert_array_equal(got, python_read_bytes(cols, parent.tolist(), emitted, own_l))
+
+
+def _kernel_moves_reference(is_tensor: list[bool], start: list[int], owner: list[int], flops: list[int],
+                            read_bytes: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:  # fmt: skip
+    """The plain loops `chrome_rows.kernel_moves` vectorises."""
+    n = len(owner)
+    k_flops, k_bytes, flops, read_bytes = [0] * n, [0] * n, list(flops), list(read_bytes)
+    first: dict[int, int] = {}
+    for j in sorted(range(n), key=lambda j: (not is_tensor[j], start[j])):
+        o = owner[j]
+        if o >= 0 and flops[o] > 0 and o not in first:
+            first[o] = j
+    for o, j in first.items():
+        k_flops[j] = flops[o]
+        flops[o] = 0
+    if n:
+        earliest: dict[int, int] = {}
+        for j in sorted(range(n), key=lambda j: start[j]):
+            earliest.setdefault(owner[j], j)
+        for o, j in earliest.items():
+            if o >= 0:
+                k_bytes[j] = read_bytes[o]
+        read_bytes = [0] * len(read_bytes)
+    return k_flops, k_bytes, flops, read_bytes
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernel_moves_match_the_plain_loops(seed: int) -> None:
+    from nprof.capture.chrome_rows import kernel_moves
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 60)), 10
+    is_tensor, start = rng.random(n) < 0.5, rng.integers(0, 8, n)  # many ties
+    owner, flops, nbytes = rng.integers(-1, m, n), rng.choice([0, 0, 5, 7], m), rng.integers(0, 100, m)
+    f, b = flops.astype(np.int64), nbytes.astype(np.int64)
+    got = kernel_moves(is_tensor, start, owner.astype(np.int64), f, b)
+    ref = _kernel_moves_reference(is_tensor.tolist(), start.tolist(), owner.tolist(), flops.tolist(), nbytes.tolist())
+    assert (got[0].tolist(), got[1].tolist(), f.tolist(), b.tolist()) == ref
