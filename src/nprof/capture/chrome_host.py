@@ -134,19 +134,19 @@ def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | N
     """(layer, source, iteration) of each emitted host row from its innermost context; a backward row takes
     the layer and source of the forward op that created its autograd node (same sequence number)."""
     r_ctx = ctx.innermost(h.track[rows], h.start[rows], h.end[rows])
-    info_of: dict[int, tuple[str | None, str | None, int]] = {}
-    for r, c in zip(rows.tolist(), r_ctx, strict=True):
-        layer, source, iteration, _ = ctx.info(c)
-        info_of[r] = (layer, source, iteration)
+    per_ctx = {c: ctx.info(c)[:3] for c in set(r_ctx)}  # rows share their context slices
+    info_of: dict[int, tuple[str | None, str | None, int]] = dict(
+        zip(rows.tolist(), map(per_ctx.__getitem__, r_ctx), strict=True)
+    )
     if not h.any_bwd:
         return info_of
     fwd: dict[Any, tuple[str | None, str | None]] = {}  # forward ops that created autograd nodes
     seq = h.args.raw("Sequence number")
     seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and seq[i] is not ABSENT]
     seq_ctx = ctx.innermost(h.track[seq_idx], h.start[seq_idx], h.end[seq_idx])
+    seq_info = {c: ctx.info(c)[:2] for c in set(seq_ctx)}
     for i, c in zip(seq_idx, seq_ctx, strict=True):
-        layer, source, _, _ = ctx.info(c)
-        fwd.setdefault(seq[i], (layer, source))
+        fwd.setdefault(seq[i], seq_info[c])
     for r in rows.tolist():
         b = h.bwd_of[r]
         if b >= 0 and (f := fwd.get(None if seq[b] is ABSENT else seq[b])) is not None:
@@ -176,6 +176,12 @@ class Paths:
                 got = above if above.endswith(name) and above.rsplit(" > ", 1)[-1] == name else f"{above} > {name}"
             self._memo[r] = got
         return got
+
+    def parent_paths(self, slices: list[int]) -> list[str | None]:
+        """`chain(r, False)` for each host slice r of `slices` (None for -1), once per distinct parent."""
+        parents = [self._par[r] if r >= 0 else -1 for r in slices]
+        memo = {p: self.path(p) if p >= 0 else None for p in set(parents)}
+        return list(map(memo.__getitem__, parents))
 
     def chain(self, r: int, include_self: bool) -> str | None:
         """The op path of host slice r, or of its parent (None at a root) without include_self."""

@@ -247,9 +247,7 @@ def _instruction_rows(
     k_idx = [int(d.idx[j]) for j in d.kern]
     n_r, n_k = len(r_list), len(d.kern)
     i_track = np.concatenate([h.track[rows], s.track[k_idx]]) if n_r + n_k else np.zeros(0, np.int64)
-    i_hlo = [paths.chain(r, False) for r in r_list] + [
-        paths.chain(d.launch[j], False) if d.launch[j] >= 0 else None for j in d.kern
-    ]
+    i_hlo = paths.parent_paths(r_list + [d.launch[j] for j in d.kern])
     i_ops = operands_all(h.args.take(r_list), HOST_KEYS) + operands_all(s.args.take(k_idx), KERNEL_KEYS)
     return _Instr(
         track=i_track,
