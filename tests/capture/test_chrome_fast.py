@@ -266,3 +266,13 @@ def test_odd_args_are_read_alike(key: str, value: Any, tmp_path: Path, monkeypat
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({"traceEvents": events}))
     _assert_same_outcome(path, monkeypatch)
+
+
+@pytest.mark.parametrize("dur", [None, "nan", "5", True, [1], "x"])
+@pytest.mark.parametrize("field", ["dur", "ts"])
+def test_odd_times_are_read_alike(field: str, dur: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events(random.Random(4), 100)
+    [e for e in events if e.get("ph") == "X"][3][field] = dur
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    _assert_same_outcome(path, monkeypatch)

@@ -237,7 +237,9 @@ def fast_parse(raw: bytes) -> FastTrace | None:
 def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | None:
     """`values` as a 1-d float64 array as the reference converts them (`none` replacing null), or None
     when they do not convert (the reference then raises its error)."""
-    col = list(values) if none is None else [none if v is None else v for v in values]
+    col = values if isinstance(values, list | tuple) else list(values)
+    if none is not None and None in col:
+        col = [none if v is None else v for v in col]
     try:
         out = np.asarray(col, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
@@ -312,11 +314,12 @@ def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str
     cols["dur"].append(times[1])
     _args(x_cols[6], out)
     _flows(flows, out)
-    other = [i for i, ph in enumerate(phases) if ph in OTHER_PHASES]
-    if all(phases[i] in _INSTANTS for i in other):  # instants only (Kineto's [memory]): typed, no dicts
-        _memory([events[i] for i in other], out.counters)
+    is_other = list(map(OTHER_PHASES.__contains__, phases))
+    others = list(compress(events, is_other))
+    if set(compress(phases, is_other)) <= _INSTANTS:  # instants only (Kineto's [memory]): typed, no dicts
+        _memory(others, out.counters)
         return []
-    return loads(b"[" + b",".join([spans[a + i] for i in other]) + b"]")
+    return loads(b"[" + b",".join(compress(spans[a : a + len(phases)], is_other)) + b"]")
 
 
 def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
