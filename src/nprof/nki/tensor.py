@@ -153,6 +153,14 @@ class NkiTensor(ViewReshapes, TileOperators):
 
         return view_as(self, dtype)
 
+    def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
+           indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:  # fmt: skip
+        """An explicit [[stride, count], ...] access pattern over this tensor's storage (AWS `NkiTensor.ap`;
+        `nprof.nki.access_patterns`)."""
+        from nprof.nki.access_patterns import access_pattern
+
+        return access_pattern(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
     def reshape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
         """A new-shape view of a whole, contiguous HBM tensor (same element count)."""
         shape = tuple(int(s) for s in shape)
