@@ -20,6 +20,14 @@ from typing import Any
 
 import numpy as np
 from nki_compat_cases import Case, _bf16, _rand, _sym, softmax_rows
+from nki_compat_mx import (
+    mx_matmul_ref,
+    mx_offline_inputs,
+    mx_on_device_inputs,
+    mx_on_device_ref,
+    mx_strided_inputs,
+    mx_strided_ref,
+)  # fmt: skip
 
 STUBS = {
     "torch_xla/__init__.py": "",
@@ -121,38 +129,6 @@ def rmsnorm_quant_decode(out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out[..., :-4].astype(np.float64) * scale[..., None], scale
 
 
-def _mx_tile(r: np.random.Generator, k: int, f: int) -> tuple[np.ndarray, np.ndarray]:
-    """A random MXFP8 (e4m3fn) tile [k, f] of 4-value items as uint32 (value j in byte j) and its E8M0 scales
-    [k / 8, f] as uint8, one per 8 partitions x 1 item (scales contiguous, as the tutorial passes them)."""
-    import ml_dtypes
-
-    values = r.uniform(-4, 4, (k, 4 * f)).astype(ml_dtypes.float8_e4m3fn)
-    return values.view(np.uint8).view(np.uint32), r.integers(120, 131, (k // 8, f), dtype=np.uint8)
-
-
-def mx_offline_inputs(d: dict[str, int], r: np.random.Generator) -> tuple[Any, ...]:
-    """Stationary [128, 128] and moving [128, 512] MXFP8 tiles with their scales, and the x4 dtype."""
-    import nprof.nki.language as nl
-
-    st, st_scale = _mx_tile(r, 128, 128)
-    mv, mv_scale = _mx_tile(r, 128, 512)
-    return st, st_scale, mv, mv_scale, nl.float8_e4m3fn_x4
-
-
-def _mx_values(data: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """[k, f, 4] real values: each byte as float8_e4m3fn times 2**(scale of its 8-partition group - 127)."""
-    import ml_dtypes
-
-    k, f = data.shape
-    vals = np.ascontiguousarray(data).view(np.uint8).reshape(k, f, 4).view(ml_dtypes.float8_e4m3fn)
-    return vals.astype(np.float64) * np.exp2(np.repeat(scale.astype(np.float64), 8, axis=0) - 127)[:, :, None]
-
-
-def mx_matmul_ref(st: np.ndarray, st_scale: np.ndarray, mv: np.ndarray, mv_scale: np.ndarray, _: Any) -> np.ndarray:
-    """out[m, n] = sum over partitions p and item values j of stationary[p, m, j] * moving[p, n, j] (dequantized)."""
-    return np.einsum("pmj,pnj->mn", _mx_values(st, st_scale), _mx_values(mv, mv_scale))
-
-
 REF = "src/nki_samples/reference/"
 CONTRIB = "contributed/"
 EXTRA_CASES: list[Case] = [
@@ -193,6 +169,12 @@ EXTRA_CASES: list[Case] = [
     # trn3 (NeuronCore-v4) MX matmul of offline-quantized MXFP8 tiles (nprof.nki.isa_mx, nprof.device.mx)
     Case("mx_matmul_offline_quantized", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
          "kernel_offline_quantized_mx_matmul", mx_offline_inputs, mx_matmul_ref),
+    Case("mx_matmul_on_device_quantize", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_on_device_quantize_matmul_mx", mx_on_device_inputs, mx_on_device_ref),
+    Case("mx_matmul_strided_tensor_copy", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_copy_strided_quantize_matmul_mx", mx_strided_inputs, mx_strided_ref, {"copy": 1}),
+    Case("mx_matmul_strided_dma", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_copy_strided_quantize_matmul_mx", mx_strided_inputs, mx_strided_ref, {"copy": 0}),
 ]  # fmt: skip
 
 # public files whose module-level code is their own check: (row name, source, path)

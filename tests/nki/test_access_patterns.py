@@ -101,3 +101,22 @@ def test_ap_signature_and_unknown_keyword() -> None:
 
     with pytest.raises(TypeError, match="stride"):
         nki.simulate_kernel(kernel, rand((2, 4), 7))
+
+
+def test_tile_reshape_regroups_free_axes() -> None:
+    x = rand((8, 3, 4), 8)
+
+    def kernel(a):
+        t = nl.load(a)
+        flat = t.reshape((8, 12))
+        out = nl.ndarray((8, 2, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=flat.reshape((8, 2, 6)))
+        return out
+
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, x), x.reshape(8, 2, 6))
+
+    def across_partitions(a):
+        return nl.load(a).reshape((4, 24))
+
+    with pytest.raises(KernelError, match="partition axis first"):
+        nki.simulate_kernel(across_partitions, x)

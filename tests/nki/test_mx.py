@@ -165,3 +165,19 @@ def test_mx_signatures_and_dtypes() -> None:
     assert [sizeinbytes(d) for d in kinds] == [4, 4, 2, 1]
     assert len({np.dtype(d) for d in kinds} | {np.dtype(np.uint32)}) == 5  # all distinct from plain integers
     assert nisa.get_nc_version is not None
+
+
+def test_packed_mx_data_is_refused_where_values_are_computed() -> None:
+    def exp_of_packed(a):
+        t = nl.ndarray((4, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a.view(nl.float8_e4m3fn_x4))
+        return nl.exp(t)
+
+    def cast_packed(a):
+        t = nl.ndarray((4, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a.view(nl.float8_e4m3fn_x4))
+        return nisa.tensor_copy(t, dtype=nl.float32)
+
+    for kernel in (exp_of_packed, cast_packed):
+        with pytest.raises(KernelError, match="packed MX data \\(float8_e4m3fn_x4\\)"):
+            nki.jit(kernel, platform_target="trn3")(np.zeros((4, 4), np.uint32))

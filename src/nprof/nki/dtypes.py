@@ -68,6 +68,9 @@ _ALIASES = {
     "float4_e2m1fn_x4": "mxfp4_e2m1_x4",
 }
 
+PACKED_NKI_NAMES = {"mxfp8_e4m3_x4": "float8_e4m3fn_x4", "mxfp8_e5m2_x4": "float8_e5m2_x4",
+                    "mxfp4_e2m1_x4": "float4_e2m1fn_x4"}  # ISA name -> NKI's name (messages)  # fmt: skip
+
 
 def dtype_name(dtype: Any) -> str:
     """The ISA name of `dtype` (see module doc); ValueError if unsupported."""

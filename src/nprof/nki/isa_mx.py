@@ -97,7 +97,7 @@ def _v4(func: str) -> Any:
 
 
 def _data(x: Any, what: str) -> NkiTensor:
-    t = _c.tile(x, what)
+    t = _c.tile(x, what, packed_ok=True)
     if t.dtype_name not in PACKED_MX or t.space is not Space.SBUF:
         raise kernel_error(f"{what} must be an SBUF tile of float8_e5m2_x4, float8_e4m3fn_x4 or float4_e2m1fn_x4, "
                            f"got {t.dtype_name} in {t.space}")  # fmt: skip
