@@ -181,3 +181,20 @@ def test_view_of_a_pending_matmul_result_places_it_first() -> None:
         return out
 
     np.testing.assert_array_equal(nki.simulate_kernel(kernel, a, b), (a.T @ b).astype(np.float32).view(np.uint8))
+
+
+def test_a_helper_returning_a_view_keeps_its_tile() -> None:
+    x = rand((4, 2), 10)
+
+    @nki.jit(mode="trace")
+    def helper(a):
+        t = nl.load(a)
+        return t.view(nl.uint8)
+
+    def kernel(a):
+        v = helper(a)
+        out = nl.ndarray((4, 8), dtype=nl.uint8, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, x), x.view(np.uint8))

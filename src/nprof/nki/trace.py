@@ -50,6 +50,7 @@ from nprof.nki import loop_returns
 from nprof.nki.alloc import Allocator
 from nprof.nki.deps import DepTracker
 from nprof.nki.direct import DirectState
+from nprof.nki.dtype_views import original
 from nprof.nki.dtypes import dtype_name
 from nprof.nki.pending import PendingOps
 from nprof.nki.scopes import LoopScopes, old_generation_paused
@@ -346,7 +347,7 @@ def _returned_tiles(result: Any) -> set[int]:
         item = stack.pop()
         if isinstance(item, NkiTensor):
             if isinstance(item.base, OnChip):
-                found.add(id(item.base))
+                found.add(id(original(item.base)))  # a dtype view (nprof.nki.dtype_views) keeps its tile
         elif isinstance(item, (tuple, list)):
             stack.extend(item)
         elif isinstance(item, dict):
