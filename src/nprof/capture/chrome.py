@@ -30,8 +30,10 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
   first kernel in GPU traces, where host rows read none); other byte columns stay 0.
 
 Parsing: a plain trace is decoded chunk by chunk into columns (`chrome_fast`, msgspec); anything else
-(and every trace when msgspec is missing) goes through the reference path: orjson dicts per event
-(`parse_json`, `chrome_events.parse_events`). Both give the same Profile (tests/capture/test_chrome_fast.py).
+(and every trace when msgspec is missing) goes through the reference path: dicts per event
+(`parse_json`, `chrome_events.parse_events`). Both read numbers by one rule (`chrome_fast.loads`): integers
+exact at any size, a number beyond the double range as +-inf (refused where the importer reads it). Both
+give the same Profile (tests/capture/test_chrome_fast.py).
 """
 
 from __future__ import annotations
@@ -44,12 +46,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from nprof import __version__
-from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
+from nprof.capture.chrome_check import check_counters, check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_events import SliceColumns, parse_events
-from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse
+from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse, loads
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
 from nprof.gcpause import gc_paused
@@ -81,8 +82,10 @@ def read_bytes(path: Path) -> bytes:
 def parse_json(raw: bytes, path: Path) -> Any:
     """Parse JSON bytes (Chrome's unterminated array form accepted); NprofError naming `path` if invalid."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return loads(raw)
+    except RecursionError:
+        raise NprofError(f"{path}: not valid JSON (nested too deeply); is it a trace?") from None
+    except ValueError as exc:
         data = _salvage_array(raw)
         if data is None:
             raise NprofError(f"{path}: not valid JSON ({exc}); is the file complete?") from None
@@ -137,8 +140,8 @@ def _salvage_array(raw: bytes) -> list[Any] | None:
     if not text.startswith(b"["):
         return None
     try:
-        data = orjson.loads(text.rstrip(b",") + b"]")
-    except orjson.JSONDecodeError:
+        data = loads(text.rstrip(b",") + b"]")
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) else None
 
@@ -228,6 +231,7 @@ def _slices_to_profile(
         raise NprofError(f"{path}: the trace has no timed events (slices or counters); nothing to import")
     ts_us, dur_us, c_ts, f_ts = _time_arrays(slices, trace.counters, trace.flows, path)
     check_times(ts_us, dur_us, c_ts, f_ts, path)
+    check_counters([c[2] for c in trace.counters], path)
     rows = build_profile(slices, ts_us, dur_us, trace.counters, c_ts, trace.flows, f_ts)
     meta = trace.meta
     base_info = ProfileInfo(

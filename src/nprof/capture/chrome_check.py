@@ -6,12 +6,14 @@ Contract (every failure is a one-line `NprofError` naming the file, the field an
 * `check_slices(sl, path)`: on the column lists of `chrome.SliceColumns`: `pid`/`tid` are numbers,
   strings or null; the args fields the importer reads have their Kineto types —
   `device`, `stream`, `correlation`, `External id`, `Sequence number`: number/string/null;
-  `bytes`: a number >= 0; `Input Dims`: a list whose shapes are lists (or, for a TensorList,
+  `bytes`: a number in [0, 2^63); `Input Dims`: a list whose shapes are lists (or, for a TensorList,
   lists of lists) of whole numbers in [0, 2^31); `Input type` a list of strings/null;
   `Concrete Inputs` a list of scalars; `grid`/`block` lists of numbers; `registers per thread`,
   `shared memory` numbers or strings.
 * `check_times(ts_us, dur_us, c_ts, f_ts, path)`: numbers (not lists), finite, no negative `dur` (a reversed B/E
   pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
+* `check_counters(values, path)`: counter values are finite doubles (a JSON number beyond the double range
+  reads as inf: see `chrome_fast.loads`).
 * `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
 Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-level passes.
 """
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
 MAX_DIM = 1 << 31
+MAX_BYTES = 1 << 63  # the profile's int64 byte columns
 _SCALARS: frozenset[type] = frozenset({int, float, str, type(None)})
 _NUMBERS: frozenset[type] = frozenset({int, float, type(None)})
 _SCALAR_ARGS = (
@@ -108,6 +111,8 @@ def check_slices(sl: SliceColumns, path: Path) -> None:
     numbers = list(filter(_not_none, nbytes))
     if numbers and min(numbers) < 0:
         raise _fail(path, "args 'bytes' is negative")
+    if numbers and max(numbers) >= MAX_BYTES:  # inf included (a number beyond the double range)
+        raise _fail(path, f"args 'bytes' is {max(numbers):g}, more than 2^63")
     if "Input Dims" in present:
         _check_dims(_arg_values(args, "Input Dims"), path)
     for key, allowed in (
@@ -136,6 +141,17 @@ def check_times(ts_us: np.ndarray, dur_us: np.ndarray, c_ts: np.ndarray, f_ts: n
     ends = [a.max() for a in (ts_us + dur_us, c_ts, f_ts) if len(a)]
     if starts and (max(ends) - min(starts)) * 1000.0 >= MAX_SPAN_NS:
         raise _fail(path, f"the trace spans more than {MAX_SPAN_NS} ns (9.7 hours), the longest nprof imports")
+
+
+def check_counters(values: list[Any], path: Path) -> np.ndarray:
+    """The counter values as a float array; NprofError if one is beyond the double range (or infinite)."""
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        raise _fail(path, "a counter value is beyond the double range") from None
+    if not np.isfinite(out).all():
+        raise _fail(path, "a counter value is infinite")
+    return out
 
 
 def check_flows(flows: list[dict[str, Any]], path: Path) -> None:

@@ -18,6 +18,7 @@ orjson and go through the reference's own fold (`chrome_events.fold_other_events
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,6 +49,26 @@ META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "disp
              "traceName")  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 _FLOW_FIELDS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # what chrome_tree.flow_deps reads
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(raw: bytes | memoryview) -> Any:
+    """Decode JSON text as both import paths read it: msgspec's rules (integers exact at any size) and a
+    number beyond the double range read as +-inf (as JavaScript's JSON.parse does), not a refusal. The fast
+    path skips the numbers it does not read without a range check, so this keeps the two paths equal: an
+    unread 1e400 is accepted by both, a read one is refused by the checks (times, bytes, counters).
+    Invalid JSON raises ValueError (msgspec.DecodeError, json.JSONDecodeError) or RecursionError."""
+    if msgspec is None:
+        return orjson.loads(raw)
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        if not str(exc).startswith("Number out of range"):
+            raise
+    return json.loads(bytes(raw), parse_constant=_no_constant)  # Python's json: 1e400 -> inf, big ints exact
 
 
 def json_key(value: Any) -> bytes:
@@ -156,7 +177,7 @@ def _top_level(raw: bytes) -> tuple[list[Any], dict[str, Any]] | None:
     if head != b"{":
         return None
     top = _TOP.decode(raw)
-    meta = {k: orjson.loads(bytes(v)) for k in META_KEYS if len(v := getattr(top, k))}
+    meta = {k: loads(v) for k in META_KEYS if len(v := getattr(top, k))}
     return top.traceEvents, meta
 
 
@@ -178,7 +199,7 @@ def fast_parse(raw: bytes) -> FastTrace | None:
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
-    except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, msgspec.ValidationError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     except RecursionError:  # nesting deeper than msgspec decodes: the reference refuses it in one line
         return None
@@ -238,7 +259,7 @@ def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[st
     flow_cols = [list(map(attrgetter(k), flows)) for k in _FLOW_FIELDS]
     out.flows += map(dict, map(zip, repeat(_FLOW_FIELDS), zip(*flow_cols, strict=True)))
     other = [i for i, ph in enumerate(phases) if ph in OTHER_PHASES]
-    return [orjson.loads(memoryview(spans[a + i])) for i in other]
+    return [loads(spans[a + i]) for i in other]
 
 
 def _args(raws: list[Any], shapes: dict[bytes, Any]) -> list[Any]:
@@ -256,6 +277,6 @@ def _args(raws: list[Any], shapes: dict[bytes, Any]) -> list[Any]:
         if not any(texts):
             continue
         for text in set(texts) - shapes.keys() - {b""}:
-            shapes[text] = orjson.loads(text)
+            shapes[text] = loads(text)
         deque(map(setitem, compress(dicts, texts), repeat(key), map(shapes.__getitem__, filter(None, texts))), 0)
     return dicts

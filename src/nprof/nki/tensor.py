@@ -148,21 +148,10 @@ class NkiTensor(ViewReshapes, TileOperators):
         return self.shape[0] if self._dims else 1
 
     def view(self, dtype: Any) -> NkiTensor:
-        """This HBM tensor's bytes reinterpreted as `dtype`, of the same item size (no copy; AWS `tensor.view`)."""
-        from nprof.nki.dtypes import dtype_name
+        """This tensor's bytes reinterpreted as `dtype`, no copy (AWS `NkiTensor.view`; `nprof.nki.dtype_views`)."""
+        from nprof.nki.dtype_views import view_as
 
-        new = dtype_name(dtype)
-        base = self._base
-        if new == base.dtype:
-            return self
-        if not isinstance(base, HbmBase):
-            raise kernel_error(f"view(dtype) of the on-chip tile {base.name!r} is not supported by nprof; view the "
-                               "HBM tensor before loading it")  # fmt: skip
-        if ITEMSIZE[base.dtype] != ITEMSIZE[new]:
-            raise kernel_error(f"view({new}) of the {base.dtype} tensor {base.name!r}: nprof reinterprets dtypes of "
-                               "the same item size only")  # fmt: skip
-        alias = HbmBase(base.name, base.shape, new, base.kind, base.builder)
-        return NkiTensor(alias, self._p0, self._e0, self._dims, self._checks)
+        return view_as(self, dtype)
 
     def reshape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
         """A new-shape view of a whole, contiguous HBM tensor (same element count)."""
