@@ -93,13 +93,13 @@ def test_sliced_columns_and_empty_rows() -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_distinct_rows_is_numpy_unique(seed: int) -> None:
+def testdistinct_rows_is_numpy_unique(seed: int) -> None:
     import numpy as np
 
-    from nprof.program.columns import _distinct_rows
+    from nprof.program.columns import distinct_rows
 
     key = np.random.default_rng(seed).integers(-2, 3, size=(500, 5 + seed))
-    distinct, inverse = _distinct_rows(key)
+    distinct, inverse = distinct_rows(key)
     want, want_inverse = np.unique(key, axis=0, return_inverse=True)
     assert np.array_equal(distinct, want)
     assert np.array_equal(inverse, want_inverse.reshape(-1))

@@ -95,7 +95,7 @@ def _operand_keys(values: pa.StructArray, free: pa.ListArray) -> tuple[np.ndarra
     return np.column_stack([*columns, ndims, strides, sizes]), names
 
 
-def _distinct_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct rows, index of each row's distinct row): `np.unique(key, axis=0, return_inverse=True)` by one
     lexsort (several times faster than unique's sort of whole rows as bytes)."""
     order = np.lexsort(key.T[::-1])
@@ -144,7 +144,7 @@ def operand_lists(column: pa.ChunkedArray, partitions: int) -> list[tuple[Access
     key, names = _operand_keys(values, free)
     for i in _suspects(key, names, partitions).tolist():
         _check_one(key[i].tolist(), names, partitions)
-    distinct, inverse = _distinct_rows(key)
+    distinct, inverse = distinct_rows(key)
     shared = [_as_access(row, names) for row in distinct.tolist()]
     accesses = [shared[k] for k in inverse.tolist()]
     return [tuple(accesses[at[i] : at[i + 1]]) for i in range(len(lists))]
