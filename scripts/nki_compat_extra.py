@@ -20,6 +20,14 @@ from typing import Any
 
 import numpy as np
 from nki_compat_cases import Case, _bf16, _rand, _sym, softmax_rows
+from nki_compat_mx import (
+    mx_matmul_ref,
+    mx_offline_inputs,
+    mx_on_device_inputs,
+    mx_on_device_ref,
+    mx_strided_inputs,
+    mx_strided_ref,
+)  # fmt: skip
 
 STUBS = {
     "torch_xla/__init__.py": "",
@@ -158,10 +166,15 @@ EXTRA_CASES: list[Case] = [
     Case("ref_rmsnorm_quant", "samples-ref", REF + "rmsnorm_quant/rmsnorm_quant.py", "rmsnorm_quant_kernel",
          lambda d, r: (_sym(r, 2, d["S"], 512), _rand(r, 512)), rmsnorm_quant_ref, {"S": 100}, {"S": 1000},
          more=lambda m: (m.RmsNormQuantKernelArgs(lower_bound=RMSQ_BOUND),), decode=rmsnorm_quant_decode, tol=0.07),
-    # trn3 (NeuronCore-v4): nc_matmul_mx / quantize_mx are public (NKI API reference >= 2.28, the Trainium3
-    # architecture guide, the OCP MX spec) but nprof has no trn3 preset or MX dtypes: refused by name
+    # trn3 (NeuronCore-v4) MX matmul of offline-quantized MXFP8 tiles (nprof.nki.isa_mx, nprof.device.mx)
     Case("mx_matmul_offline_quantized", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
-         "kernel_offline_quantized_mx_matmul", lambda d, r: (), lambda *a: None),
+         "kernel_offline_quantized_mx_matmul", mx_offline_inputs, mx_matmul_ref),
+    Case("mx_matmul_on_device_quantize", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_on_device_quantize_matmul_mx", mx_on_device_inputs, mx_on_device_ref),
+    Case("mx_matmul_strided_tensor_copy", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_copy_strided_quantize_matmul_mx", mx_strided_inputs, mx_strided_ref, {"copy": 1}),
+    Case("mx_matmul_strided_dma", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_copy_strided_quantize_matmul_mx", mx_strided_inputs, mx_strided_ref, {"copy": 0}),
 ]  # fmt: skip
 
 # public files whose module-level code is their own check: (row name, source, path)

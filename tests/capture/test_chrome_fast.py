@@ -43,6 +43,19 @@ def _op(rng: random.Random, ts: float, dur: float, tid: int, ext: int) -> dict[s
     return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
+def _memory_args(rng: random.Random) -> dict[str, Any]:
+    """Args of a Kineto [memory] instant: CPU or GPU (types written several ways), totals present or not."""
+    args: dict[str, Any] = {"Total Allocated": rng.choice([rng.randrange(1 << 30), 2.5, True, "n/a"])}
+    args["Device Type"] = rng.choice([1, 0, None, 0.0, 1.0])
+    if rng.random() < 0.2:
+        del args["Device Type"]
+    if rng.random() < 0.8:
+        args["Device Id"] = rng.choice([0, 1])
+    if rng.random() < 0.8:
+        args["Total Reserved"] = 1 << 30
+    return args
+
+
 _FRAMES = ["model.py(12): forward", "modèle.py(3): étape", "torch/nn/modules/linear.py(125): forward", "nn.Module: L"]
 
 
@@ -80,8 +93,9 @@ def _events(rng: random.Random, n: int) -> list[dict[str, Any]]:
                         "bp": "e"})  # fmt: skip
             if rng.random() < 0.3:
                 out.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": tid, "ts": u + 3, "s": "t",
-                            "args": {"Total Allocated": rng.randrange(1 << 30), "Device Type": 1, "Device Id": 0,
-                                     "Total Reserved": 1 << 30}})  # fmt: skip
+                            "args": _memory_args(rng)})  # fmt: skip
+            if rng.random() < 0.05:
+                out.append({"ph": "i", "name": "marker", "pid": 1, "tid": tid, "ts": u + 3, "args": {"x": 1}})
             if rng.random() < 0.2:
                 pairs.append({"ph": "B", "name": "user_region", "pid": 1, "tid": 9, "ts": u, "args": {"k": 1}})
                 pairs.append({"ph": "E", "pid": 1, "tid": 9, "ts": u + 4.5})
@@ -102,6 +116,8 @@ def test_random_traces_equal_the_reference(seed: int, tmp_path: Path, monkeypatc
     content = orjson.dumps(data, option=orjson.OPT_INDENT_2 if seed % 3 == 0 else 0)
     path.write_bytes(b" \n" * 3000 + content if seed == 4 else content)  # leading whitespace past 4 KB
     assert fast_parse(path.read_bytes()) is not None  # the fast path is the one exercised
+    if seed % 2:  # small chunks: some hold only instants ([memory] counters decoded typed), some all phases
+        monkeypatch.setattr("nprof.capture.chrome_fast.CHUNK", rng.choice([3, 17]))
     _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))
 
 

@@ -153,3 +153,31 @@ def test_sizeinbytes_and_backend_names() -> None:
     assert seen == [(True, False, False)]
     with pytest.raises(TypeError, match="ndarray"):
         local_tile()
+
+
+def test_same_item_size_view_keeps_any_layout() -> None:
+    x = rand((4, 8), 9)
+
+    def kernel(a):
+        t = nl.load(a)
+        out = nl.ndarray((4, 4), dtype=nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t[:, 0:8:2].view(nl.int32))
+        return out
+
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, x), x[:, 0:8:2].view(np.int32))
+
+
+def test_view_of_a_pending_matmul_result_places_it_first() -> None:
+    """nc_matmul's PSUM result is placed lazily; viewing its bytes commits and places it."""
+    a = np.arange(16 * 8, dtype=np.float32).reshape(16, 8) % 5
+    b = np.arange(16 * 6, dtype=np.float32).reshape(16, 6) % 3
+
+    def kernel(x, y):
+        res = nisa.nc_matmul(nl.load(x), nl.load(y))
+        raw = nl.ndarray((8, 24), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=raw, src=res.view(nl.uint8))
+        out = nl.ndarray((8, 24), dtype=nl.uint8, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=raw)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, a, b), (a.T @ b).astype(np.float32).view(np.uint8))

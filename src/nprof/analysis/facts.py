@@ -213,11 +213,11 @@ class Facts:
     @cached_property
     def tensor_matrix_mask(self) -> np.ndarray:
         """Instructions drawn on the TensorMatrix row (the `tensor.moving` track, else every tensor instruction)."""
-        if "_str_instructions_track" in self.__dict__:  # already encoded (perfetto export): reuse it
+        encoded = "_str_instructions_track" in self.__dict__ or recall(self.instructions, "track") is not None
+        if encoded:  # codes already made (perfetto export) or read from the file: no string comparison
             codes, names = self.track
-            if TENSOR_MATRIX_TRACK in names:
-                return codes == names.index(TENSOR_MATRIX_TRACK)
-            return self.engine_mask("tensor")
+            on_track = codes == names.index(TENSOR_MATRIX_TRACK) if TENSOR_MATRIX_TRACK in names else None
+            return on_track if on_track is not None and on_track.any() else self.engine_mask("tensor")
         if self.instructions.num_rows == 0:
             return np.zeros(0, dtype=bool)
         # one string comparison is cheaper than dictionary-encoding the whole track column

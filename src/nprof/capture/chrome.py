@@ -41,7 +41,6 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import replace
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ import numpy as np
 
 from nprof import __version__
 from nprof.capture.chrome_check import check_counters, check_events, check_flows, check_slices, check_times
-from nprof.capture.chrome_events import SliceColumns, parse_events
+from nprof.capture.chrome_events import ABSENT, SliceColumns, flow_columns, parse_events
 from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse, loads
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
@@ -178,7 +177,7 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
 
 
 def _time_arrays(
-    slices: SliceColumns, counters: list[tuple[Any, str, Any]], flows: list[dict[str, Any]], path: Path
+    slices: SliceColumns, counters: list[tuple[Any, str, Any]], flows: dict[str, Any], path: Path
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
@@ -186,9 +185,9 @@ def _time_arrays(
         dur = slices.dur  # an array from chrome_fast (nulls already 0)
         dur_us = np.asarray(dur if isinstance(dur, np.ndarray) else [0 if d is None else d for d in dur], np.float64)
         c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
-        f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
-    except KeyError:
-        raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')") from None
+        if not isinstance(flows["ts"], np.ndarray) and ABSENT in flows["ts"]:
+            raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')")
+        f_ts = np.asarray(flows["ts"], dtype=np.float64)
     except (TypeError, ValueError):
         raise NprofError(f"{path}: not a Chrome trace (an event has a non-numeric 'ts' or 'dur')") from None
     return ts_us, dur_us, c_ts, f_ts
@@ -202,7 +201,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         slices = SliceColumns(parsed.xs)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
-    trace = FastTrace({}, parsed.flows, parsed.counters, parsed.names, len(events), parsed.n_phased, meta)
+    trace = FastTrace({}, flow_columns(parsed.flows), parsed.counters, parsed.names, len(events), parsed.n_phased, meta)
     return _slices_to_profile(slices, trace, parsed.unmatched, path, info)
 
 

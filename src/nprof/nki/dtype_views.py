@@ -74,15 +74,20 @@ def view_as(t: NkiTensor, dtype: Any) -> NkiTensor:
         alias = HbmBase(base.name, base.shape, new, base.kind, base.builder)
         return NkiTensor(alias, t._p0, t._e0, t._dims, t._checks)
     tile = original(base)
-    if ITEMSIZE[old] != ITEMSIZE[new] and (tile.blocks is not None or _blocks_first(tile)):
+    if tile.byte_offset < 0:  # a lazily placed result: placed now (the alias never allocates)
+        tile.builder.flush()
+        tile.builder.materialize(tile)
+    if ITEMSIZE[old] == ITEMSIZE[new]:  # the same elements, read as another type: any layout
+        same = tile if new == tile.dtype else DtypeAlias(tile, new, tile.shape)
+        return NkiTensor(same, t._p0, t._e0, t._dims, t._checks)
+    if tile.blocks is not None or _blocks_first(tile):
         raise kernel_error(f"view({new}) of the {old} tile {tile.name!r} changes the item size of a tile with "
                            "block axes or a direct allocation; view a plain [P, F...] tile instead")  # fmt: skip
     if t.ndim == 1:  # a [P] tile: its one free element is the last axis
         t = t.pad_free(2)
     e0, dims = _rescale(t, ITEMSIZE[old], ITEMSIZE[new])
-    root_shape = (*tile.shape[:-1], tile.shape[-1] * ITEMSIZE[tile.dtype] // ITEMSIZE[new])
-    if tile.shape[-1] * ITEMSIZE[tile.dtype] % ITEMSIZE[new]:
-        root_shape = tile.shape  # not whole elements of the new type: the root shape is not used for such tiles
+    row = tile.shape[-1] * ITEMSIZE[tile.dtype]
+    root_shape = (*tile.shape[:-1], row // ITEMSIZE[new]) if row % ITEMSIZE[new] == 0 else tile.shape  # cosmetic
     seen = tile if new == tile.dtype else DtypeAlias(tile, new, root_shape)
     return NkiTensor(seen, t._p0, e0, dims, ())
 

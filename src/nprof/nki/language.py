@@ -31,8 +31,13 @@ from nprof.nki.buffers import Buffer as _Buffer
 from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     bfloat16,
     bool_,
+    float4_e2m1fn_x4,
     float8_e4m3,
+    float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
     float16,
     float32,
     int8,

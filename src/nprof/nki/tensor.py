@@ -153,10 +153,26 @@ class NkiTensor(ViewReshapes, TileOperators):
 
         return view_as(self, dtype)
 
+    def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
+           indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:  # fmt: skip
+        """An explicit [[stride, count], ...] access pattern over this tensor's storage (AWS `NkiTensor.ap`;
+        `nprof.nki.access_patterns`)."""
+        from nprof.nki.access_patterns import access_pattern
+
+        return access_pattern(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
     def reshape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
-        """A new-shape view of a whole, contiguous HBM tensor (same element count)."""
+        """A new-shape view of a whole, contiguous HBM tensor (same element count); of an on-chip tile, its free
+        axes regrouped (the partition axis kept, free axes contiguous)."""
         shape = tuple(int(s) for s in shape)
-        if not self.is_hbm or self._p0 or self._e0 or self._checks or self.shape != self._base.shape:
+        if not self.is_hbm:
+            flat = self.flatten_free() if self.ndim >= 1 and self._dims[0][0] == 1 and shape[:1] == self.shape[:1] \
+                else None  # fmt: skip
+            if flat is None or math.prod(shape) != math.prod(self.shape):
+                raise kernel_error(f"cannot reshape tile {self.name!r} {self.shape} into {shape}: a tile keeps its "
+                                   "partition axis first and regroups contiguous free axes only")  # fmt: skip
+            return flat.unflatten_free(shape[1:]) if len(shape) > 1 else flat
+        if self._p0 or self._e0 or self._checks or self.shape != self._base.shape:
             raise kernel_error("reshape is supported on whole HBM tensors only")
         if math.prod(shape) != math.prod(self.shape):
             raise kernel_error(f"cannot reshape {self.shape} into {shape}: element counts differ")

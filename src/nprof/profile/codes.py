@@ -8,9 +8,10 @@ Contract:
   into the Arrow string array `dictionary`, whose values are distinct and in order of first
   appearance: exactly what `nprof.analysis.facts.encode_arrow` computes from the plain column.
   A column whose dictionary repeats a value (a foreign writer) gets no codes.
-  `encoded=True`: the string columns that get codes stay Arrow dictionary arrays (one unified
-  dictionary, the same values; no plain strings built) for a reader that goes through the codes
-  (the store's ingest: `Profile.load(path, encoded=True)`); `plain(col)` decodes one such column.
+  `encoded=True`: the string columns that get codes stay Arrow dictionary arrays (one chunk whose
+  indices are the codes' own memory, nulls masked; the same values; no plain strings built) for a
+  reader that goes through the codes (the store's ingest: `Profile.load(path, encoded=True)`);
+  `plain(col)` decodes one such column.
 * `remember(table, codes)` / `recall(table, column)`: codes of a table object, kept while the
   object lives (Arrow tables are immutable: the same object always holds the same values);
   `recall` returns None for any other table, so a Profile rebuilt with other tables never
@@ -49,7 +50,11 @@ def decoded(col: pa.ChunkedArray, encoded: bool = False) -> tuple[pa.ChunkedArra
     indices = pa.chunked_array([c.indices for c in unified.chunks], pa.int32())
     if pc.count_distinct(dictionary, mode="all").as_py() != len(dictionary):
         return pc.take(dictionary, indices), None
-    return (unified if encoded else pc.take(dictionary, indices)), (_indices(unified), dictionary)
+    codes = _indices(unified)
+    if not encoded:
+        return pc.take(dictionary, indices), (codes, dictionary)
+    shared = pa.array(codes, mask=codes < 0) if unified.null_count else pa.array(codes)  # the codes' own memory
+    return pa.chunked_array([pa.DictionaryArray.from_arrays(shared, dictionary)]), (codes, dictionary)
 
 
 def plain(col: pa.ChunkedArray) -> pa.ChunkedArray:
