@@ -43,6 +43,19 @@ def _op(rng: random.Random, ts: float, dur: float, tid: int, ext: int) -> dict[s
     return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
+def _memory_args(rng: random.Random) -> dict[str, Any]:
+    """Args of a Kineto [memory] instant: CPU or GPU (types written several ways), totals present or not."""
+    args: dict[str, Any] = {"Total Allocated": rng.choice([rng.randrange(1 << 30), 2.5, True, "n/a"])}
+    args["Device Type"] = rng.choice([1, 0, None, 0.0, 1.0])
+    if rng.random() < 0.2:
+        del args["Device Type"]
+    if rng.random() < 0.8:
+        args["Device Id"] = rng.choice([0, 1])
+    if rng.random() < 0.8:
+        args["Total Reserved"] = 1 << 30
+    return args
+
+
 _FRAMES = ["model.py(12): forward", "modèle.py(3): étape", "torch/nn/modules/linear.py(125): forward", "nn.Module: L"]
 
 
@@ -80,8 +93,9 @@ def _events(rng: random.Random, n: int) -> list[dict[str, Any]]:
                         "bp": "e"})  # fmt: skip
             if rng.random() < 0.3:
                 out.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": tid, "ts": u + 3, "s": "t",
-                            "args": {"Total Allocated": rng.randrange(1 << 30), "Device Type": 1, "Device Id": 0,
-                                     "Total Reserved": 1 << 30}})  # fmt: skip
+                            "args": _memory_args(rng)})  # fmt: skip
+            if rng.random() < 0.05:
+                out.append({"ph": "i", "name": "marker", "pid": 1, "tid": tid, "ts": u + 3, "args": {"x": 1}})
             if rng.random() < 0.2:
                 pairs.append({"ph": "B", "name": "user_region", "pid": 1, "tid": 9, "ts": u, "args": {"k": 1}})
                 pairs.append({"ph": "E", "pid": 1, "tid": 9, "ts": u + 4.5})
@@ -102,6 +116,8 @@ def test_random_traces_equal_the_reference(seed: int, tmp_path: Path, monkeypatc
     content = orjson.dumps(data, option=orjson.OPT_INDENT_2 if seed % 3 == 0 else 0)
     path.write_bytes(b" \n" * 3000 + content if seed == 4 else content)  # leading whitespace past 4 KB
     assert fast_parse(path.read_bytes()) is not None  # the fast path is the one exercised
+    if seed % 2:  # small chunks: some hold only instants ([memory] counters decoded typed), some all phases
+        monkeypatch.setattr("nprof.capture.chrome_fast.CHUNK", rng.choice([3, 17]))
     _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))
 
 
@@ -151,3 +167,83 @@ def test_a_real_torch_profiler_trace_equals_the_reference(tmp_path: Path, monkey
 )
 def test_traces_that_are_not_plain_take_the_reference_path(content: bytes) -> None:
     assert fast_parse(content) is None
+
+
+def _outcome(path: Path, monkeypatch: pytest.MonkeyPatch, reference: bool) -> Profile | str:
+    """The Profile of importing `path` (the reference path if `reference`), or the NprofError's text."""
+    from nprof.errors import NprofError
+
+    with monkeypatch.context() as m:
+        if reference:
+            m.setattr(chrome, "fast_parse", lambda raw: None)
+        try:
+            return chrome.import_chrome_trace(path)
+        except NprofError as exc:
+            return str(exc)
+
+
+_BIG = 10**30  # beyond 64 bits
+# (event index in the base trace, where: "args"/"top", key, JSON literal, the fast path must take the file)
+_NUMBERS = [
+    (1, "args", "Ev Idx", b"1e400", True),  # unread numbers: accepted by both
+    (1, "args", "Ev Idx", b"-1e999", True),
+    (1, "args", "Ev Idx", str(_BIG).encode(), True),
+    (1, "top", "zz", b"[1e400, " + b"9" * 400 + b"]", True),
+    (2, "args", "correlation", str(_BIG).encode(), True),  # read numbers beyond 64 bits: exact in both
+    (3, "args", "correlation", str(_BIG).encode(), True),
+    (1, "args", "External id", b"18446744073709551616", True),
+    (1, "top", "pid", str(_BIG).encode(), True),
+    (1, "top", "dur", str(_BIG).encode(), True),  # read and refused by both (span)
+    (3, "args", "bytes", b"1e400", False),  # read, beyond the double range: refused by both
+    (3, "args", "bytes", str(_BIG).encode(), True),
+    (1, "top", "ts", b"1e400", False),
+    (1, "args", "Input Dims", b"[[" + str(_BIG).encode() + b"]]", True),
+    (1, "args", "Input Dims", b"[[1e400]]", False),
+    (4, "args", "depth", b"1e400", False),  # counter values
+    (4, "args", "depth", b"9" * 400, False),
+    (5, "args", "Total Allocated", b"1e400", False),
+]
+
+
+@pytest.mark.parametrize(("at", "where", "key", "literal", "fast"), _NUMBERS)
+def test_numbers_beyond_64_bits_or_the_double_range_read_alike(
+    at: int, where: str, key: str, literal: bytes, fast: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both paths read numbers by one rule (`chrome_fast.loads`): a silent difference is a bug."""
+    x = {"ph": "X", "pid": 1, "tid": 7}
+    events: list[dict[str, Any]] = [
+        {**x, "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 100},
+        _op(random.Random(0), 1.0, 50.0, 7, 1),
+        {**x, "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": 5, "dur": 2, "args": {"correlation": 5}},
+        {
+            **x,
+            "cat": "gpu_memcpy",
+            "name": "Memcpy HtoD",
+            "pid": 0,
+            "ts": 8,
+            "dur": 3,
+            "args": {"device": 0, "stream": 7, "correlation": 5, "bytes": 64},
+        },
+        {"ph": "C", "name": "queue", "pid": 1, "ts": 9, "args": {"depth": 1}},
+        {
+            "ph": "i",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 7,
+            "ts": 9,
+            "s": "t",
+            "args": {"Total Allocated": 1, "Device Type": 1, "Device Id": 0},
+        },
+    ]
+    target = events[at]["args"] if where == "args" else events[at]
+    target[key] = "@NUMBER@"
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}).replace(b'"@NUMBER@"', literal))
+    if fast:  # the fast path is the one exercised (the others may fall back: then both are the reference)
+        assert fast_parse(path.read_bytes()) is not None
+    got, ref = _outcome(path, monkeypatch, False), _outcome(path, monkeypatch, True)
+    if isinstance(ref, str):
+        assert got == ref
+    else:
+        assert isinstance(got, Profile)
+        _assert_same(got, ref)

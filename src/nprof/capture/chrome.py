@@ -30,8 +30,10 @@ Contract of `import_chrome_trace(path, info=None) -> Profile`:
   first kernel in GPU traces, where host rows read none); other byte columns stay 0.
 
 Parsing: a plain trace is decoded chunk by chunk into columns (`chrome_fast`, msgspec); anything else
-(and every trace when msgspec is missing) goes through the reference path: orjson dicts per event
-(`parse_json`, `chrome_events.parse_events`). Both give the same Profile (tests/capture/test_chrome_fast.py).
+(and every trace when msgspec is missing) goes through the reference path: dicts per event
+(`parse_json`, `chrome_events.parse_events`). Both read numbers by one rule (`chrome_fast.loads`): integers
+exact at any size, a number beyond the double range as +-inf (refused where the importer reads it). Both
+give the same Profile (tests/capture/test_chrome_fast.py).
 """
 
 from __future__ import annotations
@@ -39,17 +41,15 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import replace
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from nprof import __version__
-from nprof.capture.chrome_check import check_events, check_flows, check_slices, check_times
-from nprof.capture.chrome_events import SliceColumns, parse_events
-from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse
+from nprof.capture.chrome_check import check_counters, check_events, check_flows, check_slices, check_times
+from nprof.capture.chrome_events import ABSENT, SliceColumns, flow_columns, parse_events
+from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse, loads
 from nprof.capture.chrome_rows import build_profile
 from nprof.errors import NprofError
 from nprof.gcpause import gc_paused
@@ -81,8 +81,10 @@ def read_bytes(path: Path) -> bytes:
 def parse_json(raw: bytes, path: Path) -> Any:
     """Parse JSON bytes (Chrome's unterminated array form accepted); NprofError naming `path` if invalid."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return loads(raw)
+    except RecursionError:
+        raise NprofError(f"{path}: not valid JSON (nested too deeply); is it a trace?") from None
+    except ValueError as exc:
         data = _salvage_array(raw)
         if data is None:
             raise NprofError(f"{path}: not valid JSON ({exc}); is the file complete?") from None
@@ -137,8 +139,8 @@ def _salvage_array(raw: bytes) -> list[Any] | None:
     if not text.startswith(b"["):
         return None
     try:
-        data = orjson.loads(text.rstrip(b",") + b"]")
-    except orjson.JSONDecodeError:
+        data = loads(text.rstrip(b",") + b"]")
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) else None
 
@@ -175,7 +177,7 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
 
 
 def _time_arrays(
-    slices: SliceColumns, counters: list[tuple[Any, str, Any]], flows: list[dict[str, Any]], path: Path
+    slices: SliceColumns, counters: list[tuple[Any, str, Any]], flows: dict[str, Any], path: Path
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(slice ts, slice dur, counter ts, flow ts) in µs as float arrays; non-numeric times raise NprofError."""
     try:
@@ -183,9 +185,9 @@ def _time_arrays(
         dur = slices.dur  # an array from chrome_fast (nulls already 0)
         dur_us = np.asarray(dur if isinstance(dur, np.ndarray) else [0 if d is None else d for d in dur], np.float64)
         c_ts = np.asarray([c[0] for c in counters], dtype=np.float64)
-        f_ts = np.asarray(list(map(itemgetter("ts"), flows)), dtype=np.float64)
-    except KeyError:
-        raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')") from None
+        if not isinstance(flows["ts"], np.ndarray) and ABSENT in flows["ts"]:
+            raise NprofError(f"{path}: not a Chrome trace (a flow event has no 'ts')")
+        f_ts = np.asarray(flows["ts"], dtype=np.float64)
     except (TypeError, ValueError):
         raise NprofError(f"{path}: not a Chrome trace (an event has a non-numeric 'ts' or 'dur')") from None
     return ts_us, dur_us, c_ts, f_ts
@@ -199,7 +201,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
         slices = SliceColumns(parsed.xs)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
-    trace = FastTrace({}, parsed.flows, parsed.counters, parsed.names, len(events), parsed.n_phased, meta)
+    trace = FastTrace({}, flow_columns(parsed.flows), parsed.counters, parsed.names, len(events), parsed.n_phased, meta)
     return _slices_to_profile(slices, trace, parsed.unmatched, path, info)
 
 
@@ -228,6 +230,7 @@ def _slices_to_profile(
         raise NprofError(f"{path}: the trace has no timed events (slices or counters); nothing to import")
     ts_us, dur_us, c_ts, f_ts = _time_arrays(slices, trace.counters, trace.flows, path)
     check_times(ts_us, dur_us, c_ts, f_ts, path)
+    check_counters([c[2] for c in trace.counters], path)
     rows = build_profile(slices, ts_us, dur_us, trace.counters, c_ts, trace.flows, f_ts)
     meta = trace.meta
     base_info = ProfileInfo(

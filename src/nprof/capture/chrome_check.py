@@ -3,16 +3,19 @@
 Contract (every failure is a one-line `NprofError` naming the file, the field and the fix):
 * `check_events(events, path)`: every event is a JSON object. A list of event lists (traces
   concatenated into one array) is flattened one level; anything else that is not an object is refused.
-* `check_slices(sl, path)`: on the column lists of `chrome.SliceColumns`: `pid`/`tid` are numbers,
-  strings or null; the args fields the importer reads have their Kineto types —
+* `check_slices(sl, path)`: on the columns of `chrome_events.SliceColumns` (args: `ArgColumns`):
+  `pid`/`tid` are numbers, strings or null; the args fields the importer reads have their Kineto types —
   `device`, `stream`, `correlation`, `External id`, `Sequence number`: number/string/null;
-  `bytes`: a number >= 0; `Input Dims`: a list whose shapes are lists (or, for a TensorList,
+  `bytes`: a number in [0, 2^63); `Input Dims`: a list whose shapes are lists (or, for a TensorList,
   lists of lists) of whole numbers in [0, 2^31); `Input type` a list of strings/null;
   `Concrete Inputs` a list of scalars; `grid`/`block` lists of numbers; `registers per thread`,
   `shared memory` numbers or strings.
 * `check_times(ts_us, dur_us, c_ts, f_ts, path)`: numbers (not lists), finite, no negative `dur` (a reversed B/E
   pair included), and a span that fits the importer's 2^45 ns tracks (refused before the ns cast).
-* `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events are scalars.
+* `check_counters(values, path)`: counter values are finite doubles (a JSON number beyond the double range
+  reads as inf: see `chrome_fast.loads`).
+* `check_flows(flows, path)`: `pid`/`tid`/`cat`/`id` of flow events (columns: `chrome_events.flow_columns`)
+  are scalars.
 Checks run column-wise (`set(map(type, ...))`): the clean path costs a few C-level passes.
 """
 
@@ -20,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from itertools import chain, repeat
+from itertools import chain
 from operator import is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nprof.capture.chrome_events import ABSENT
 from nprof.errors import NprofError
 
 if TYPE_CHECKING:
@@ -34,12 +38,15 @@ if TYPE_CHECKING:
 
 MAX_SPAN_NS = 1 << 45  # chrome_tree.TRACK_SHIFT: ns inside one track code
 MAX_DIM = 1 << 31
+MAX_BYTES = 1 << 63  # the profile's int64 byte columns
 _SCALARS: frozenset[type] = frozenset({int, float, str, type(None)})
 _NUMBERS: frozenset[type] = frozenset({int, float, type(None)})
 _SCALAR_ARGS = (
     "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
 )  # fmt: skip
 _not_none = partial(is_not, None)
+_ARG_SCALARS = _SCALARS | {type(ABSENT)}  # an args column: ABSENT where a slice lacks the key
+_ARG_NUMBERS = _NUMBERS | {type(ABSENT)}
 
 
 def _fail(path: Path, what: str) -> NprofError:
@@ -71,15 +78,16 @@ def _check_scalar_column(values: list[Any], what: str, allowed: frozenset[type],
     raise _fail(path, f"{what} is a {type(bad).__name__}{shown}, expected a number or string")
 
 
-def _arg_values(args: list[dict[str, Any]], key: str) -> list[Any]:
-    """The value of `key` in every args dict, None where absent (one C-level pass; null is always allowed)."""
-    return list(map(dict.get, args, repeat(key)))
+def _distinct(values: list[Any]) -> list[Any]:
+    """`values` without ABSENT/None and with each object once (the fast parse shares repeated list values)."""
+    return [v for v in dict(zip(map(id, values), values, strict=True)).values() if v is not None and v is not ABSENT]
 
 
 def _check_dims(values: list[Any], path: Path) -> None:
-    if not _types(values) <= {list, type(None)}:
+    """Check the present 'Input Dims' values (see module doc)."""
+    if not _types(values) <= {list}:
         raise _fail(path, "args 'Input Dims' is not a list")
-    items = list(chain.from_iterable(filter(None, values)))
+    items = list(chain.from_iterable(values))
     kinds = _types(items)
     if not kinds <= {list, int, float, str, type(None)}:
         raise _fail(path, "args 'Input Dims' holds an object")
@@ -96,31 +104,31 @@ def _check_dims(values: list[Any], path: Path) -> None:
 
 
 def check_slices(sl: SliceColumns, path: Path) -> None:
-    """Check the column lists of the slices (see module doc)."""
+    """Check the columns of the slices (see module doc)."""
     _check_scalar_column(sl.pid, "a slice's pid", _SCALARS, path)
     _check_scalar_column(sl.tid, "a slice's tid", _SCALARS, path)
-    args = sl.args
-    present = set(chain.from_iterable(map(dict.keys, args)))  # one pass; absent keys need no check
-    for key in filter(present.__contains__, _SCALAR_ARGS):
-        _check_scalar_column(_arg_values(args, key), f"args {key!r}", _SCALARS, path)
-    nbytes = _arg_values(args, "bytes") if "bytes" in present else []
-    _check_scalar_column(nbytes, "args 'bytes'", _NUMBERS, path)
-    numbers = list(filter(_not_none, nbytes))
+    cols = sl.args.cols  # absent keys need no check
+    for key in filter(cols.__contains__, _SCALAR_ARGS):
+        _check_scalar_column(cols[key], f"args {key!r}", _ARG_SCALARS, path)
+    nbytes = cols.get("bytes", [])
+    _check_scalar_column(nbytes, "args 'bytes'", _ARG_NUMBERS, path)
+    numbers = [v for v in nbytes if v is not None and v is not ABSENT]
     if numbers and min(numbers) < 0:
         raise _fail(path, "args 'bytes' is negative")
-    if "Input Dims" in present:
-        _check_dims(_arg_values(args, "Input Dims"), path)
+    if numbers and max(numbers) >= MAX_BYTES:  # inf included (a number beyond the double range)
+        raise _fail(path, f"args 'bytes' is {max(numbers):g}, more than 2^63")
+    if "Input Dims" in cols:
+        _check_dims(_distinct(cols["Input Dims"]), path)
     for key, allowed in (
         ("Input type", {str, type(None)}),
         ("Concrete Inputs", _SCALARS),
         ("grid", _NUMBERS),
         ("block", _NUMBERS),
     ):
-        if key not in present:
+        if key not in cols:
             continue
-        values = _arg_values(args, key)
-        items = chain.from_iterable(filter(_not_none, values))
-        if not _types(values) <= {list, type(None)} or not _types(items) <= allowed:
+        values = _distinct(cols[key])
+        if not _types(values) <= {list} or not _types(chain.from_iterable(values)) <= allowed:
             raise _fail(path, f"args {key!r} is not a list of strings or numbers")
 
 
@@ -138,7 +146,18 @@ def check_times(ts_us: np.ndarray, dur_us: np.ndarray, c_ts: np.ndarray, f_ts: n
         raise _fail(path, f"the trace spans more than {MAX_SPAN_NS} ns (9.7 hours), the longest nprof imports")
 
 
-def check_flows(flows: list[dict[str, Any]], path: Path) -> None:
+def check_counters(values: list[Any], path: Path) -> np.ndarray:
+    """The counter values as a float array; NprofError if one is beyond the double range (or infinite)."""
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        raise _fail(path, "a counter value is beyond the double range") from None
+    if not np.isfinite(out).all():
+        raise _fail(path, "a counter value is infinite")
+    return out
+
+
+def check_flows(flows: dict[str, Any], path: Path) -> None:
     """Flow events' pid, tid, cat and id are scalars (they key dictionaries)."""
     for key in ("pid", "tid", "cat", "id"):
-        _check_scalar_column(list(map(dict.get, flows, repeat(key))), f"a flow event's {key}", _SCALARS, path)
+        _check_scalar_column(flows[key], f"a flow event's {key}", _SCALARS, path)

@@ -11,9 +11,14 @@ op path / dependency of the host row that launched it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from nprof.capture.chrome_events import ABSENT
+
+if TYPE_CHECKING:
+    from nprof.capture.chrome_events import ArgColumns
 
 _DIRECTIONS: tuple[tuple[str, str], ...] = (("HtoD", "host->device"), ("DtoH", "device->host"))
 _DIRECTIONS += (("DtoD", "device->device"), ("PtoP", "device->device"), ("HtoH", "host->host"))
@@ -26,7 +31,7 @@ def dma_columns(
     d_order: np.ndarray,
     d_id: np.ndarray,
     names: list[str],
-    args: list[dict[str, Any]],
+    args: ArgColumns,
     start: np.ndarray,
     dur: np.ndarray,
     t0: int,
@@ -36,14 +41,14 @@ def dma_columns(
     n_i: int,
 ) -> dict[str, Any]:
     o = d_order.tolist()
+    devices, streams, byte_col = args.raw("device"), args.raw("stream"), args.raw("bytes")
     queue, direction, nbytes, layer, src, hlo, it = [], [], [], [], [], [], []
     for j in o:
         i = d_idx[j]
-        a = args[i]
         memset = "memset" in names[i].lower()
-        queue.append(f"{'memset' if memset else 'memcpy'}:{a.get('device', 0)}:{a.get('stream', 0)}")
+        queue.append(f"{'memset' if memset else 'memcpy'}:{_or0(devices[i])}:{_or0(streams[i])}")
         direction.append("memset" if memset else _direction(names[i]))
-        b = a.get("bytes", 0)
+        b = _or0(byte_col[i])
         nbytes.append(int(b) if isinstance(b, int | float) else 0)
         owner = d_owner[j]
         info = info_of.get(owner, (None, None, 0))
@@ -66,6 +71,11 @@ def dma_columns(
         "deps": [sorted(set(deps[n_i + k])) for k in range(len(o))],
         "iteration": np.asarray(it, dtype=np.int32),
     }
+
+
+def _or0(value: Any) -> Any:
+    """An args value, 0 where absent (`dict.get(key, 0)`)."""
+    return 0 if value is ABSENT else value
 
 
 def _direction(name: str) -> str:

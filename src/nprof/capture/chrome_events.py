@@ -1,28 +1,105 @@
 """The per-event parse of Chrome-trace import: parsed event dicts sorted by phase into slice columns.
 
-Contract: `parse_events(events)` sorts the orjson-parsed event dicts of a trace by phase (the reference
+Contract: `parse_events(events)` sorts the parsed event dicts of a trace by phase (the reference
 path of `chrome.import_chrome_trace`; malformed events raise AttributeError/KeyError/TypeError/ValueError,
 which the caller turns into one-line errors); `fold_other_events` folds the B/E/C/i/M events into slices,
 counters and names (shared with `chrome_fast`); `SliceColumns` holds the slices column-wise, normalised
-(names as text, categories lower-cased, args a dict) the same way whichever parse built them.
+(names as text, categories lower-cased) the same way whichever parse built them, and their args as
+`ArgColumns`: one list per args key the importer reads (`ARG_KEYS`), ABSENT where a slice lacks the key.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import eq, itemgetter
 from typing import Any
 
 import numpy as np
 
+try:
+    from msgspec import UNSET as ABSENT  # the typed decoder's "field absent": chrome_fast's columns need no rewrite
+except ImportError:  # pragma: no cover - msgspec is a core dependency
+
+    class _Absent:
+        def __bool__(self) -> bool:
+            return False
+
+    ABSENT = _Absent()  # type: ignore[assignment,misc]
+
 FLOW_PHASES = frozenset({"s", "t", "f"})
+# every args key the importer reads or checks on a slice (chrome_check, chrome_rows, chrome_host, chrome_dma)
+ARG_KEYS = (
+    "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
+    "bytes", "Input Dims", "Input type", "Concrete Inputs", "grid", "block",
+)  # fmt: skip
 OTHER_PHASES = frozenset({"B", "E", "C", "i", "I", "n", "M"})
 
 
 def _num(value: Any) -> float:
     return float(value)
+
+
+FLOW_KEYS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # the flow event fields chrome_tree.flow_deps reads
+
+
+def flow_columns(flows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The FLOW_KEYS of flow event dicts as columns (`dict.get`: None where absent; ts: ABSENT)."""
+    cols: dict[str, Any] = {k: list(map(dict.get, flows, repeat(k))) for k in FLOW_KEYS}
+    cols["ts"] = list(map(dict.get, flows, repeat("ts"), repeat(ABSENT)))
+    return cols
+
+
+class ArgColumns:
+    """The args of n slices as columns: `cols[key]` lists each slice's value of `key` (one of ARG_KEYS), ABSENT
+    (falsy) where its args lack the key (JSON null stays None); keys no slice has are not stored."""
+
+    def __init__(self, n: int, cols: dict[str, list[Any]]) -> None:
+        """`cols`: lists of n values, each with a present value somewhere."""
+        self.n = n
+        self.cols = cols
+
+    @classmethod
+    def from_dicts(cls, args: list[Any]) -> ArgColumns:
+        """From args dicts (anything but a dict counts as no args)."""
+        if not set(map(type, args)) <= {dict}:
+            args = [a if a.__class__ is dict else {} for a in args]
+        present = set(chain.from_iterable(map(dict.keys, args)))
+        keys = [k for k in ARG_KEYS if k in present]
+        return cls(len(args), {k: list(map(dict.get, args, repeat(k), repeat(ABSENT))) for k in keys})
+
+    @classmethod
+    def concat(cls, parts: list[ArgColumns]) -> ArgColumns:
+        """The slices of `parts`, one after the other."""
+        keys = {k for p in parts for k in p.cols}
+        return cls(sum(p.n for p in parts), {k: [v for p in parts for v in p.raw(k)] for k in keys})
+
+    def __len__(self) -> int:
+        return self.n
+
+    def raw(self, key: str) -> list[Any]:
+        """The column of `key`, ABSENT where a slice lacks it."""
+        col = self.cols.get(key)
+        return [ABSENT] * self.n if col is None else col
+
+    def get(self, key: str, default: Any = None) -> list[Any]:
+        """`dict.get(key, default)` per slice."""
+        col = self.cols.get(key)
+        if col is None:
+            return [default] * self.n
+        return [default if v is ABSENT else v for v in col] if ABSENT in col else col
+
+    def take(self, idx: list[int]) -> ArgColumns:
+        """The args of slices `idx`, in that order."""
+        out = ArgColumns.__new__(ArgColumns)
+        out.n = len(idx)
+        out.cols = {k: list(map(col.__getitem__, idx)) for k, col in self.cols.items()}
+        return out
+
+    def row(self, i: int) -> dict[str, Any]:
+        """The args of slice i as a dict of its present keys (for per-slice formatters)."""
+        return {k: col[i] for k, col in self.cols.items() if col[i] is not ABSENT}
 
 
 class SliceColumns:
@@ -41,17 +118,19 @@ class SliceColumns:
         self.set_columns(name, cats, pid, tid, ts, dur, args)
 
     @classmethod
-    def from_columns(cls, cols: dict[str, list[Any]]) -> SliceColumns:
-        """From raw column lists (name, cat, pid, tid, ts, dur, args: the event fields, `dict.get` defaults)."""
+    def from_columns(cls, cols: dict[str, Any]) -> SliceColumns:
+        """From raw column lists (name, cat, pid, tid, ts, dur: the event fields, `dict.get` defaults; args:
+        dicts or ArgColumns)."""
         self = cls.__new__(cls)
         self.set_columns(*(cols[k] for k in ("name", "cat", "pid", "tid", "ts", "dur", "args")))
         return self
 
     def set_columns(
         self, name: list[Any], cats: list[Any], pid: list[Any], tid: list[Any], ts: list[Any], dur: list[Any],
-        args: list[Any],
+        args: list[Any] | ArgColumns,
     ) -> None:
-        """Normalise and store the columns: names as text, categories lower-cased, args a dict ({} if not)."""
+        """Normalise and store the columns: names as text, categories lower-cased, args as ArgColumns (from
+        dicts: anything but a dict counts as no args)."""
         if not set(map(type, name)) <= {str}:
             name = ["" if n is None else str(n) for n in name]
         try:
@@ -59,15 +138,13 @@ class SliceColumns:
         except TypeError:  # an unhashable "cat" (not a string): compare by text
             cats = [None if c is None else str(c) for c in cats]
             lowered = {c: "" if c is None else c.lower() for c in set(cats)}
-        if not set(map(type, args)) <= {dict}:
-            args = [a if a.__class__ is dict else {} for a in args]
         self.name: list[str] = name
         self.cat: list[str] = list(map(lowered.__getitem__, cats))
         self.pid: list[Any] = pid
         self.tid: list[Any] = tid
         self.ts: list[Any] | np.ndarray = ts  # float arrays when chrome_fast built the columns
         self.dur: list[Any] | np.ndarray = dur
-        self.args: list[dict[str, Any]] = args
+        self.args: ArgColumns = args if isinstance(args, ArgColumns) else ArgColumns.from_dicts(args)
 
 
 @dataclass
@@ -143,9 +220,19 @@ def fold_other_events(
 
 def _memory_counters(ev: dict[str, Any], out: list[tuple[Any, str, Any]]) -> None:
     args = ev.get("args") or {}
-    dev_type = args.get("Device Type", 0)
-    dev = "cpu" if dev_type in (0, None) else f"cuda{args.get('Device Id', 0)}"
-    if isinstance(args.get("Total Allocated"), int | float):
-        out.append((ev["ts"], f"{dev}_allocated_bytes", args["Total Allocated"]))
-    if dev != "cpu" and isinstance(args.get("Total Reserved"), int | float):
-        out.append((ev["ts"], f"{dev}_reserved_bytes", args["Total Reserved"]))
+    memory_counters(
+        ev["ts"], args.get("Device Type", 0), args.get("Device Id", 0), args.get("Total Allocated"),
+        args.get("Total Reserved"), out,
+    )  # fmt: skip
+
+
+def memory_counters(
+    ts: Any, dev_type: Any, dev_id: Any, allocated: Any, reserved: Any, out: list[tuple[Any, str, Any]]
+) -> None:
+    """Append the counters of one Kineto [memory] instant (its args values, absent ones already replaced
+    by the defaults: Device Type/Id 0, totals None)."""
+    dev = "cpu" if dev_type in (0, None) else f"cuda{dev_id}"
+    if isinstance(allocated, int | float):
+        out.append((ts, f"{dev}_allocated_bytes", allocated))
+    if dev != "cpu" and isinstance(reserved, int | float):
+        out.append((ts, f"{dev}_reserved_bytes", reserved))

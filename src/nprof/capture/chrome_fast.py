@@ -18,18 +18,28 @@ orjson and go through the reference's own fold (`chrome_events.fold_other_events
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+import json
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from itertools import compress, repeat
-from operator import attrgetter, contains, eq, setitem
+from operator import attrgetter, contains, eq
 from typing import Any
 
 import numpy as np
 import orjson
 
-from nprof.capture.chrome_events import FLOW_PHASES, OTHER_PHASES, fold_other_events
+from nprof.capture.chrome_events import (
+    ABSENT,
+    ARG_KEYS,
+    FLOW_KEYS,
+    FLOW_PHASES,
+    OTHER_PHASES,
+    ArgColumns,
+    fold_other_events,
+    memory_counters,
+)
 
 try:
     import msgspec
@@ -38,21 +48,30 @@ except ImportError:  # pragma: no cover - msgspec is a core dependency; the refe
     msgspec = None  # type: ignore[assignment]
 
 CHUNK = 2048  # events decoded at a time: bounds the transient structs to a few MB
-# every args key the importer reads or checks on a slice (chrome_check, chrome_rows, chrome_host, chrome_dma)
-ARG_KEYS = (
-    "device", "stream", "correlation", "External id", "Sequence number", "registers per thread", "shared memory",
-    "bytes", "Input Dims", "Input type", "Concrete Inputs", "grid", "block",
-)  # fmt: skip
 # the top-level keys the importer reads (manifest `trace.<key>`; deviceProperties names the GPU)
 META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
              "traceName")  # fmt: skip
-_SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
-_FLOW_FIELDS = ("ph", "cat", "pid", "tid", "ts", "id", "bp")  # what chrome_tree.flow_deps reads
+_SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur")
 
 
-def json_key(value: Any) -> bytes:
-    """A compact JSON text of `value`, to key memo tables by (orjson.dumps would hold ~4 KB per result)."""
-    return msgspec.json.encode(value) if msgspec is not None else bytes(orjson.dumps(value))
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(raw: bytes | memoryview) -> Any:
+    """Decode JSON text as both import paths read it: msgspec's rules (integers exact at any size) and a
+    number beyond the double range read as +-inf (as JavaScript's JSON.parse does), not a refusal. The fast
+    path skips the numbers it does not read without a range check, so this keeps the two paths equal: an
+    unread 1e400 is accepted by both, a read one is refused by the checks (times, bytes, counters).
+    Invalid JSON raises ValueError (msgspec.DecodeError, json.JSONDecodeError) or RecursionError."""
+    if msgspec is None:
+        return orjson.loads(raw)
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        if not str(exc).startswith("Number out of range"):
+            raise
+    return json.loads(bytes(raw), parse_constant=_no_constant)  # Python's json: 1e400 -> inf, big ints exact
 
 
 @dataclass
@@ -61,8 +80,9 @@ class FastTrace:
     file order), flow event dicts (their scalar fields only), counters, thread/process names, the number of
     events, of phased events, and the top-level metadata (every key but traceEvents)."""
 
-    slices: dict[str, Any]  # column name -> list of values (ts/dur: float arrays once the chunks are joined)
-    flows: list[dict[str, Any]]
+    slices: dict[str, Any]  # column name -> list of values (ts/dur: float arrays once the chunks are joined;
+    # args: ArgColumns once joined)
+    flows: dict[str, Any]  # FLOW_KEYS columns (ts: float arrays per chunk, then one array)
     counters: list[tuple[Any, str, Any]]
     names: dict[str, str]
     n_events: int
@@ -70,18 +90,21 @@ class FastTrace:
     meta: dict[str, Any]
     interned: dict[Any, Any] = dc_field(default_factory=dict)  # name/cat/pid/tid values, one object each
     shapes: dict[bytes, Any] = dc_field(default_factory=dict)  # decoded list-valued args by their text
+    args: dict[str, list[Any]] = dc_field(default_factory=dict)  # ArgColumns.cols of the X slices so far
+    n_x: int = 0  # X slices so far
 
 
 if msgspec is not None:
 
     _NO_RAW = Raw(b"")
-    _NULL = Raw(b"null")
 
     def _arg(name: str) -> Any:
         return field(name=name, default=UNSET)
 
     class _Args(msgspec.Struct, gc=False):
-        """The scalar args keys the importer reads (see ARG_KEYS); others are skipped by the decoder."""
+        """The args keys the importer reads (ARG_KEYS; others are skipped by the decoder): scalars as values
+        (UNSET = ABSENT where absent), list values as raw spans: a training loop repeats them, so each
+        distinct text is decoded once and its value shared by the slices that carry it."""
 
         device: Any = UNSET
         stream: Any = UNSET
@@ -91,20 +114,21 @@ if msgspec is not None:
         registers: Any = _arg("registers per thread")
         shared: Any = _arg("shared memory")
         bytes: Any = UNSET
-
-    class _Shapes(msgspec.Struct, gc=False):
-        """The list-valued args keys as raw spans: a training loop repeats them, so each distinct text is
-        decoded once and its value shared by the slices that carry it."""
-
         input_dims: Raw = field(name="Input Dims", default=_NO_RAW)
         input_type: Raw = field(name="Input type", default=_NO_RAW)
         concrete: Raw = field(name="Concrete Inputs", default=_NO_RAW)
         grid: Raw = _NO_RAW
         block: Raw = _NO_RAW
+        # the keys of Kineto's [memory] instants (read by `_memory`, after the ARG_KEYS above)
+        total_allocated: Any = _arg("Total Allocated")
+        total_reserved: Any = _arg("Total Reserved")
+        device_type: Any = _arg("Device Type")
+        device_id: Any = _arg("Device Id")
 
     class _Event(msgspec.Struct, gc=False):
         """The top-level fields of an event the importer reads, with the reference's defaults for absent
-        ones (`dict.get`), except `ts` (UNSET: the reference requires it on slices and flows)."""
+        ones (`dict.get`), except `ts` (UNSET: the reference requires it on slices and flows). Args that
+        are not an object (or null) fail the decode: the reference path then takes the trace."""
 
         ph: Any = None
         name: Any = ""
@@ -115,13 +139,15 @@ if msgspec is not None:
         dur: Any = None
         id: Any = None
         bp: Any = None
-        args: Raw = _NULL
+        args: _Args | None = None
 
     _EVENTS = msgspec.json.Decoder(list[_Event])
-    _ARGS = msgspec.json.Decoder(list[_Args | None])
-    _SHAPES = msgspec.json.Decoder(list[_Shapes | None])
-    _SHAPE_KEYS: tuple[tuple[str, str], ...] = (("input_dims", "Input Dims"), ("input_type", "Input type"))
-    _SHAPE_KEYS += (("concrete", "Concrete Inputs"), ("grid", "grid"), ("block", "block"))
+    _NO_ARGS = _Args()
+    _ARG_FIELDS = attrgetter(*_Args.__struct_fields__[: len(ARG_KEYS)])  # ARG_KEYS: 8 scalars, then raw spans
+    _X_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
+    _FLOW_GET = attrgetter(*FLOW_KEYS)
+    _INTERNED = {str, int, type(None), type(UNSET)}
+    _INSTANTS = frozenset({"i", "I", "n"})  # equal values of these types are interchangeable
     _RAWS = msgspec.json.Decoder(list[Raw])
 
     class _Top(msgspec.Struct, gc=False):
@@ -156,7 +182,7 @@ def _top_level(raw: bytes) -> tuple[list[Any], dict[str, Any]] | None:
     if head != b"{":
         return None
     top = _TOP.decode(raw)
-    meta = {k: orjson.loads(bytes(v)) for k in META_KEYS if len(v := getattr(top, k))}
+    meta = {k: loads(v) for k in META_KEYS if len(v := getattr(top, k))}
     return top.traceEvents, meta
 
 
@@ -170,15 +196,17 @@ def fast_parse(raw: bytes) -> FastTrace | None:
             return None
         spans, meta = top
         utf8 = not raw.isascii()  # ASCII (the usual trace) is valid UTF-8: no per-chunk check
-        out = FastTrace({k: [] for k in _SLICE_FIELDS}, [], [], {}, len(spans), 0, meta)
+        flows: dict[str, Any] = {k: [] for k in FLOW_KEYS}
+        out = FastTrace({k: [] for k in _SLICE_FIELDS}, flows, [], {}, len(spans), 0, meta)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+        blocks = _Blocks(raw, spans)
         for a in range(0, len(spans), CHUNK):
-            others = _chunk(spans, a, out, utf8)
+            others = _chunk(blocks, a, out, utf8)
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
-    except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, msgspec.ValidationError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     except RecursionError:  # nesting deeper than msgspec decodes: the reference refuses it in one line
         return None
@@ -187,12 +215,17 @@ def fast_parse(raw: bytes) -> FastTrace | None:
     if any(open_b.values()):
         return None  # unended B: the reference draws them to the trace's end
     cols = out.slices
-    for key in ("name", "cat", "pid", "tid", "args"):  # ended B/E pairs, after the X slices as in the reference
+    for key in ("name", "cat", "pid", "tid"):  # ended B/E pairs, after the X slices as in the reference
         cols[key] += [e.get(key, "" if key == "name" else None) for e in xs]
+    cols["args"] = ArgColumns(out.n_x, out.args)
+    if xs:
+        cols["args"] = ArgColumns.concat([cols["args"], ArgColumns.from_dicts([e.get("args") for e in xs])])
+    out.args = {}
     times = [_floats(e["ts"] for e in xs), _floats((e["dur"] for e in xs), none=0)]
     if times[0] is None or times[1] is None:
         return None
     cols["ts"] = np.concatenate([*cols["ts"], times[0]])
+    out.flows["ts"] = np.concatenate([np.zeros(0), *out.flows["ts"]])
     cols["dur"] = np.concatenate([*cols["dur"], times[1]])
     return out
 
@@ -208,10 +241,47 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
     return out if out.ndim == 1 else None
 
 
-def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
-    """Decode events spans[a:a + CHUNK] into `out` (slices, flows); returns the chunk's other events
-    (B/E/C/i/M, as dicts), None when not plain. `utf8`: check the text is valid UTF-8."""
-    block = b"[" + b",".join(spans[a : a + CHUNK]) + b"]"
+def _flows(flows: list[Any], out: FastTrace) -> None:
+    """Append a chunk's flow events to the columns `out.flows` (repeated values interned, ts as floats)."""
+    for key, col in zip(FLOW_KEYS, zip(*map(_FLOW_GET, flows), strict=True) if flows else [()] * 7, strict=True):
+        if key == "ts":
+            ts = _floats(col)
+            if ts is None:
+                raise ValueError("a flow event has a non-numeric ts")  # the reference refuses it
+            out.flows[key].append(ts)
+        elif key != "id" and set(map(type, col)) <= _INTERNED:
+            out.flows[key] += map(out.interned.setdefault, col, col)
+        else:
+            out.flows[key] += col
+
+
+class _Blocks:
+    """JSON arrays of consecutive event spans of `raw`: one copy of the bytes from the first span to the last
+    (msgspec's Raw spans are views of the input, and only commas and blanks lie between them), else joined."""
+
+    def __init__(self, raw: bytes, spans: list[Any]) -> None:
+        self.spans, self.view, self.size, self.base = spans, memoryview(raw), len(raw), _address(raw)
+
+    def __call__(self, a: int, b: int) -> bytes:
+        """The events spans[a:b] as one JSON array."""
+        first, last = self.spans[a], self.spans[b - 1]
+        lo, hi = _address(first) - self.base, _address(last) - self.base + len(last)
+        if 0 <= lo <= hi <= self.size:
+            return b"".join((b"[", self.view[lo:hi], b"]"))
+        return b"[" + b",".join(self.spans[a:b]) + b"]"  # pragma: no cover - spans copied out of the input
+
+
+def _address(buffer: Any) -> int:
+    """The memory address of a buffer's first byte."""
+    return int(np.frombuffer(buffer, np.uint8).__array_interface__["data"][0])
+
+
+def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
+    """Decode events spans[a:a + CHUNK] into `out` (slices, flows, [memory] counters); returns the chunk's
+    other events (B/E/C/i/M, as dicts: none when all are instants), None when not plain. `utf8`: check the
+    text is valid UTF-8."""
+    spans = blocks.spans
+    block = blocks(a, min(a + CHUNK, len(spans)))
     if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
         block.decode("utf-8")
     events = _EVENTS.decode(block)
@@ -221,41 +291,71 @@ def _chunk(spans: list[Any], a: int, out: FastTrace, utf8: bool) -> list[dict[st
     out.n_phased += len(phases) - phases.count(None)
     xs = list(compress(events, map(eq, phases, repeat("X"))))
     flows = list(compress(events, map(contains, repeat(FLOW_PHASES), phases)))
-    if UNSET in map(attrgetter("ts"), xs) or UNSET in map(attrgetter("ts"), flows):
+    # one C-level transposition of the X slices' fields into columns
+    x_cols = list(zip(*map(_X_FIELDS, xs), strict=True)) if xs else [()] * 7
+    if UNSET in x_cols[4] or UNSET in map(attrgetter("ts"), flows):
         return None
     cols = out.slices
-    for key in ("name", "cat", "pid", "tid"):
-        col = list(map(attrgetter(key), xs))
-        if set(map(type, col)) <= {str, int, type(None)}:
-            col = list(map(out.interned.setdefault, col, col))  # one object per distinct value
-        cols[key] += col
-    times = [_floats(map(attrgetter("ts"), xs)), _floats(map(attrgetter("dur"), xs), none=0)]
+    for key, col in zip(("name", "cat", "pid", "tid"), x_cols, strict=False):
+        if set(map(type, col)) <= _INTERNED:
+            cols[key] += map(out.interned.setdefault, col, col)  # one object per distinct value
+        else:
+            cols[key] += col
+    times = [_floats(x_cols[4]), _floats(x_cols[5], none=0)]
     if times[0] is None or times[1] is None:
         return None
     cols["ts"].append(times[0])  # float arrays per chunk: no float object per slice
     cols["dur"].append(times[1])
-    cols["args"] += _args(list(map(attrgetter("args"), xs)), out.shapes)
-    flow_cols = [list(map(attrgetter(k), flows)) for k in _FLOW_FIELDS]
-    out.flows += map(dict, map(zip, repeat(_FLOW_FIELDS), zip(*flow_cols, strict=True)))
+    _args(x_cols[6], out)
+    _flows(flows, out)
     other = [i for i, ph in enumerate(phases) if ph in OTHER_PHASES]
-    return [orjson.loads(memoryview(spans[a + i])) for i in other]
+    if all(phases[i] in _INSTANTS for i in other):  # instants only (Kineto's [memory]): typed, no dicts
+        _memory([events[i] for i in other], out.counters)
+        return []
+    return loads(b"[" + b",".join([spans[a + i] for i in other]) + b"]")
 
 
-def _args(raws: list[Any], shapes: dict[bytes, Any]) -> list[Any]:
-    """The args of slices as dicts of the keys the importer reads (None where args is null or absent); the
-    list values are decoded once per distinct text (orjson, as the reference) and shared."""
-    block = b"[" + b",".join(raws) + b"]"
-    dicts = msgspec.to_builtins(_ARGS.decode(block))
-    found = _SHAPES.decode(block)
-    if not any(found):
-        return dicts
-    empty = _Shapes()
-    found = [f or empty for f in found]
-    for attr, key in _SHAPE_KEYS:
-        texts = list(map(bytes, map(attrgetter(attr), found)))
-        if not any(texts):
+def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
+    """Append the counters of Kineto [memory] instants (typed events), by the reference's rule
+    (`chrome_events.memory_counters`)."""
+    for ev in instants:
+        if ev.name != "[memory]":
             continue
-        for text in set(texts) - shapes.keys() - {b""}:
-            shapes[text] = orjson.loads(text)
-        deque(map(setitem, compress(dicts, texts), repeat(key), map(shapes.__getitem__, filter(None, texts))), 0)
-    return dicts
+        if ev.ts is UNSET:
+            raise KeyError("ts")
+        a = ev.args or _NO_ARGS
+        dev_type, dev_id = (0 if v is UNSET else v for v in (a.device_type, a.device_id))
+        allocated, reserved = (None if v is UNSET else v for v in (a.total_allocated, a.total_reserved))
+        memory_counters(ev.ts, dev_type, dev_id, allocated, reserved, counters)
+
+
+def _args(found: tuple[Any, ...], out: FastTrace) -> None:
+    """Append the args structs of a chunk's X slices (None where args is null or absent) to the columns
+    `out.args` (ARG_KEYS; a key enters when a slice first has it); list values are decoded once per distinct
+    text (`loads`, as the reference) and shared."""
+    m = len(found)
+    if None in found:
+        found = tuple(f or _NO_ARGS for f in found)
+    shapes = out.shapes
+    arg_cols = list(zip(*map(_ARG_FIELDS, found), strict=True)) if m else [()] * len(ARG_KEYS)
+    for k, (key, col) in enumerate(zip(ARG_KEYS, arg_cols, strict=True)):
+        if k >= 8:  # raw spans
+            if col.count(_NO_RAW) == m:
+                col = ()
+            else:
+                texts = list(map(bytes, col))
+                for text in set(texts) - shapes.keys():
+                    shapes[text] = loads(text) if text else ABSENT
+                col = tuple(map(shapes.__getitem__, texts))
+        elif col.count(ABSENT) == m:
+            col = ()
+        elif k in (5, 6, 7) and set(map(type, col)) <= _INTERNED:  # registers, shared memory, bytes: memo keys
+            col = tuple(map(out.interned.setdefault, col, col))
+        have = out.args.get(key)
+        if col:
+            if have is None:
+                out.args[key] = have = [ABSENT] * out.n_x
+            have += col
+        elif have is not None:
+            have += repeat(ABSENT, m)
+    out.n_x += m

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from nprof.capture.chrome_fast import json_key
+from nprof.capture.chrome_events import ABSENT, ArgColumns
+from nprof.capture.chrome_nest import nearest_marked
 from nprof.capture.chrome_tree import Context, nest
 from nprof.capture.opclass import engine_of, input_bytes, op_flops
 
@@ -33,7 +34,7 @@ class Host:
 
     idx: np.ndarray
     names: list[str]
-    args: list[dict[str, Any]]
+    args: ArgColumns
     order: np.ndarray
     parent: np.ndarray
     par: list[int]
@@ -47,7 +48,7 @@ class Host:
 
 def host_slices(
     names: list[str],
-    args: list[dict[str, Any]],
+    args: ArgColumns,
     host: np.ndarray,
     track: np.ndarray,
     start: np.ndarray,
@@ -56,16 +57,12 @@ def host_slices(
     """The host slices (trace indices `host`; per-slice columns of the whole trace) nested per track, each
     with its nearest backward (evaluate_function) node."""
     h_names = list(map(names.__getitem__, host.tolist()))
-    h_args = list(map(args.__getitem__, host.tolist()))
+    h_args = args.take(host.tolist())
     order, parent, h_end = nest(track[host], start[host], end[host])
     h_start = start[host]
     par_l = parent.tolist()
     is_bwd = list(map(str.startswith, h_names, repeat(_BWD)))
-    bwd_of = [-1] * len(host)
-    if any(is_bwd):
-        for i in order.tolist():
-            p = par_l[i]
-            bwd_of[i] = i if is_bwd[i] else (bwd_of[p] if p >= 0 else -1)
+    bwd_of = nearest_marked(parent, np.asarray(is_bwd, dtype=bool)).tolist() if any(is_bwd) else [-1] * len(host)
     return Host(
         host, h_names, h_args, order, parent, par_l, h_start, h_end, h_end - h_start, track[host], bwd_of, any(is_bwd)
     )
@@ -76,14 +73,15 @@ def own_flops(h: Host) -> tuple[list[int], list[bool]]:
     shapes), and whether an op with a formula lies inside it (then the inner op counts: innermost wins,
     aten::linear > aten::addmm -> addmm)."""
     own = [0] * len(h.names)
-    flops_memo: dict[bytes, int] = {}
+    flops_memo: dict[tuple[str, int, int], int] = {}
     tensor_names = {nm for nm in set(h.names) if engine_of(nm) == "tensor"}
-    for i in [i for i, nm in enumerate(h.names) if nm in tensor_names and "Input Dims" in h.args[i]]:
-        nm, a = h.names[i], h.args[i]
-        key = json_key([nm, a["Input Dims"], a.get("Concrete Inputs")])
+    dims, conc = h.args.raw("Input Dims"), h.args.raw("Concrete Inputs")
+    for i in [i for i, nm in enumerate(h.names) if nm in tensor_names and dims[i] is not ABSENT]:
+        nm, c = h.names[i], None if conc[i] is ABSENT else conc[i]
+        key = (nm, id(dims[i]), id(c))  # the values outlive the memo; equal texts share one (chrome_fast)
         got = flops_memo.get(key)
         if got is None:
-            got = flops_memo[key] = op_flops(nm, a["Input Dims"], a.get("Concrete Inputs"))
+            got = flops_memo[key] = op_flops(nm, dims[i], c)
         own[i] = got
     has_inner = [False] * len(h.names)
     for i in [j for j, f in enumerate(own) if f > 0]:
@@ -101,22 +99,34 @@ def attribute_flops(
     FLOPs once, to the emitted row that owns it or, above the work level, to its first emitted descendant."""
     flops = np.zeros(len(h.names), dtype=np.int64)
     dtype_weight: Counter[str] = Counter()
-    carrier: dict[int, int] = {}  # counted op above the work level -> its first emitted descendant
-    for e in emitted:
-        a = h.par[e]
-        while a >= 0 and own[a] == 0:
-            a = h.par[a]
-        if a >= 0 and own_l[a] < 0 and (a not in carrier or h.start[e] < h.start[carrier[a]]):
-            carrier[a] = e
+    in_types = h.args.raw("Input type")
+    carrier = flop_carriers(h, own, emitted, own_l)
     for i in [j for j, f in enumerate(own) if f > 0 and not has_inner[j]]:
         o = own_l[i] if own_l[i] >= 0 else carrier.get(i, -1)
         if o < 0:
             continue
         flops[o] += own[i]
-        types = [t for t in (h.args[i].get("Input type") or []) if t and t != "Scalar"]
+        types = [t for t in (in_types[i] or []) if t and t != "Scalar"]
         if types:
             dtype_weight[str(types[0])] += own[i]
     return flops, dtype_weight
+
+
+def flop_carriers(h: Host, own: list[int], emitted: list[int], own_l: list[int]) -> dict[int, int]:
+    """Counted op above the work level (nearest FLOP-carrying strict ancestor of an emitted row, itself not
+    owned by a row) -> its first emitted descendant (earliest start, then lowest index)."""
+    em = np.asarray(emitted, dtype=np.int64)
+    if not len(em):
+        return {}
+    flop_anc = nearest_marked(h.parent, np.asarray(own) > 0)
+    p = h.parent[em]
+    a = np.where(p >= 0, flop_anc[np.maximum(p, 0)], -1)
+    keep = a >= 0
+    keep[keep] = np.asarray(own_l)[a[keep]] < 0
+    em, a = em[keep], a[keep]
+    o = np.lexsort((em, h.start[em], a))
+    first = np.concatenate([[True], a[o][1:] != a[o][:-1]]) if len(o) else np.zeros(0, bool)
+    return dict(zip(a[o][first].tolist(), em[o][first].tolist(), strict=True))
 
 
 def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | None, str | None, int]]:
@@ -130,14 +140,15 @@ def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | N
     if not h.any_bwd:
         return info_of
     fwd: dict[Any, tuple[str | None, str | None]] = {}  # forward ops that created autograd nodes
-    seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and "Sequence number" in h.args[i]]
+    seq = h.args.raw("Sequence number")
+    seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and seq[i] is not ABSENT]
     seq_ctx = ctx.innermost(h.track[seq_idx], h.start[seq_idx], h.end[seq_idx])
     for i, c in zip(seq_idx, seq_ctx, strict=True):
         layer, source, _, _ = ctx.info(c)
-        fwd.setdefault(h.args[i]["Sequence number"], (layer, source))
+        fwd.setdefault(seq[i], (layer, source))
     for r in rows.tolist():
         b = h.bwd_of[r]
-        if b >= 0 and (f := fwd.get(h.args[b].get("Sequence number"))) is not None:
+        if b >= 0 and (f := fwd.get(None if seq[b] is ABSENT else seq[b])) is not None:
             layer, source, iteration = info_of[r]
             info_of[r] = (f[0] or layer, f[1] or source, iteration)
     return info_of
@@ -172,24 +183,24 @@ class Paths:
         return self.path(self._par[r]) if self._par[r] >= 0 else None
 
 
-def host_read_bytes(h_args: list[dict[str, Any]], par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+def host_read_bytes(h_args: ArgColumns, par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
     """Estimated memory reads per host slice, on emitted rows only: a row's own input bytes, or, for a
     row without shapes (a runtime call), those of its nearest shaped ancestor above the work level
     (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads."""
     out = np.zeros(len(h_args), dtype=np.int64)
-    memo: dict[bytes, int] = {}
+    memo: dict[tuple[int, int], int] = {}
     taken: set[int] = set()
+    dims, types = h_args.raw("Input Dims"), h_args.raw("Input type")
     for e in emitted:
         src = e
-        while src >= 0 and "Input Dims" not in h_args[src]:
+        while src >= 0 and dims[src] is ABSENT:
             src = par_l[src]
         if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
             continue
         taken.add(src)
-        a = h_args[src]
-        key = json_key((a["Input Dims"], a.get("Input type")))
+        key = (id(dims[src]), id(types[src]))
         got = memo.get(key)
         if got is None:
-            got = memo[key] = input_bytes(a)
+            got = memo[key] = input_bytes(h_args.row(src))
         out[e] = got
     return out

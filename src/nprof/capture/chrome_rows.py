@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nprof.capture.chrome_dma import dma_columns
-from nprof.capture.chrome_fast import json_key
+from nprof.capture.chrome_events import ABSENT
 from nprof.capture.chrome_host import (
     Host,
     Paths,
@@ -32,7 +32,7 @@ from nprof.capture.opclass import engine_of
 from nprof.errors import NprofError
 
 if TYPE_CHECKING:
-    from nprof.capture.chrome_events import SliceColumns
+    from nprof.capture.chrome_events import ArgColumns, SliceColumns
 
 _KIND = {"trace": 0, "python_function": 1, "user_annotation": 1, "gpu_user_annotation": 1}
 _KIND.update({"kernel": 3, "gpu_memcpy": 4, "gpu_memset": 5, "memcpy": 4, "memset": 5})  # + older torch names
@@ -80,13 +80,14 @@ HOST_KEYS = ("Input Dims", "Input type", "Concrete Inputs", "bytes")
 KERNEL_KEYS = ("grid", "block", "registers per thread", "shared memory", "bytes")
 
 
-def operands_all(all_args: list[dict[str, Any]], keys: tuple[str, ...]) -> list[str | None]:
-    """`operands` for many slices, computed once per distinct serialised `keys` fields + "bytes" (training
-    loops repeat shapes; the first slice of each key answers for all). Column-wise: C-level passes only."""
-    cols = [list(map(dict.get, all_args, repeat(k))) for k in (*keys[:4], "bytes")]
-    serial = list(map(json_key, zip(*cols, strict=True)))
-    first = dict(zip(reversed(serial), reversed(all_args), strict=True))  # the earliest slice wins each key
-    memo = {key: operands(a) for key, a in first.items()}
+def operands_all(args: ArgColumns, keys: tuple[str, ...]) -> list[str | None]:
+    """`operands` for many slices, computed once per distinct `keys` field objects + "bytes" (training loops
+    repeat shapes, and the fast parse shares the value of each distinct text; the first slice of each key
+    answers for all: `operands` depends on the values only). Column-wise: C-level passes only."""
+    cols = [args.raw(k) for k in (*keys[:4], "bytes")]
+    serial = list(zip(*(map(id, c) for c in cols), strict=True))  # the values outlive the memo
+    first = dict(zip(reversed(serial), range(len(serial) - 1, -1, -1), strict=True))  # the earliest slice wins
+    memo: dict[tuple[int, ...], str | None] = {key: operands(args.row(i)) for key, i in first.items()}
     return list(map(memo.__getitem__, serial))
 
 
@@ -95,7 +96,7 @@ class _Slices:
     """Every slice of the trace: name, args, kind (`_KIND`, 2 = host op), times in ns and track code."""
 
     names: list[str]
-    args: list[dict[str, Any]]
+    args: ArgColumns
     kind: np.ndarray
     start: np.ndarray
     dur: np.ndarray
@@ -158,9 +159,10 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     dev_labels = [""] * n  # set for the device slices (kind >= 3), the only ones read
     thread_label: dict[tuple[Any, Any], str] = {}
     dev_label: dict[tuple[Any, ...], str] = {}
+    devices, streams = args.raw("device"), args.raw("stream")
     for i in [i for i, k in enumerate(kind_l) if k >= 3]:
-        a, key = args[i], (pids[i], tids[i])
-        ds = (a.get("device", key[0]), a.get("stream", key[1]))
+        key = (pids[i], tids[i])
+        ds = (key[0] if devices[i] is ABSENT else devices[i], key[1] if streams[i] is ABSENT else streams[i])
         prefix = "mtia" if sl.cat[i].startswith("mtia") else "cuda"
         label = dev_label.get((prefix, *ds)) or dev_label.setdefault((prefix, *ds), f"{prefix}:{ds[0]}:{ds[1]}")
         dev_labels[i] = label
@@ -182,11 +184,14 @@ def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_
     """The device slices linked to their launching host rows. On a GPU run an op's FLOPs move from its host
     row to its first kernel (tensor-engine kernels first) and its input bytes to its earliest kernel (reads
     of device memory; host rows then read none): `flops` and `read_bytes` are zeroed where moved."""
-    corr = {a["correlation"]: i for i, a in enumerate(h.args) if "correlation" in a}
+    h_corr = h.args.raw("correlation")
+    corr = {c: i for i, c in enumerate(h_corr) if c is not ABSENT}
     dev = np.flatnonzero(s.kind >= 3)
     dev_owner, dev_host = [], []
+    s_corr = s.args.raw("correlation")
     for i in dev.tolist():
-        hi = corr.get(s.args[i].get("correlation"), -1)
+        c = s_corr[i]
+        hi = corr.get(None if c is ABSENT else c, -1)
         dev_owner.append(own_l[hi] if hi >= 0 else -1)
         dev_host.append(hi)
     kern = [j for j, i in enumerate(dev.tolist()) if s.kind[i] == 3]
@@ -231,9 +236,7 @@ def _instruction_rows(
     i_hlo = [paths.chain(r, False) for r in r_list] + [
         paths.chain(d.launch[j], False) if d.launch[j] >= 0 else None for j in d.kern
     ]
-    i_ops = operands_all([h.args[r] for r in r_list], HOST_KEYS) + operands_all(
-        [s.args[i] for i in k_idx], KERNEL_KEYS
-    )
+    i_ops = operands_all(h.args.take(r_list), HOST_KEYS) + operands_all(s.args.take(k_idx), KERNEL_KEYS)
     return _Instr(
         track=i_track,
         start=np.concatenate([h.start[rows], s.start[k_idx]]).astype(np.int64),
@@ -262,7 +265,7 @@ def _ids_and_deps(
     r_list: list[int],
     d_idx: list[int],
     d_owner: list[int],
-    flows: list,
+    flows: dict[str, Any],
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
@@ -331,7 +334,7 @@ def _instruction_columns(
 
 
 def build_profile(
-    sl: SliceColumns, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: list,
+    sl: SliceColumns, ts_us: np.ndarray, dur_us: np.ndarray, counters: list, c_ts: np.ndarray, flows: dict[str, Any],
     f_ts: np.ndarray,
 ) -> Rows:
     """The Rows of a parsed trace (`sl`: the slices' name/cat/pid/tid/args columns; times in µs): tracks,

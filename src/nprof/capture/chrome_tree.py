@@ -25,22 +25,19 @@ time must mean something, so:
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from itertools import repeat
-from operator import eq, itemgetter, ne
+from operator import eq, ne
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from nprof.capture.chrome_nest import TRACK_SHIFT, first_marked, vector_nest
 from nprof.compiled import load_compiled
-
-TRACK_SHIFT = 45  # key = track << TRACK_SHIFT | ts; ts < 2**45 ns (~9.7 hours)
 
 _PY_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -56,8 +53,9 @@ _LIBRARIES = frozenset(sys.stdlib_module_names) | {
 
 
 # Slices from which a process loads the compiled passes (`chrome_core`): loading numba costs ~0.5 s CPU once
-# per process, the Python loops ~1 us per slice. Both give identical results, so the switch changes nothing.
-COMPILED_FROM = 200_000
+# per process, the vectorised passes (`chrome_nest`) ~0.3 us per slice. All give identical results, so the
+# switch changes nothing.
+COMPILED_FROM = 2_000_000
 
 
 def compiled_core(n: int) -> ModuleType | None:
@@ -69,7 +67,8 @@ def nest(
     track: np.ndarray, start: np.ndarray, end: np.ndarray, core: ModuleType | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (order, parent, clamped end): order sorts by (track, start, -duration), parents come first.
-    `core`: the compiled passes to use (default: `compiled_core(len(start))`)."""
+    `core`: the compiled passes to use (default: `compiled_core(len(start))`; without them the vectorised
+    `chrome_nest.vector_nest`, or the loop if its clamps do not settle)."""
     n = len(start)
     order = np.lexsort((start - end, start, track)) if n else np.zeros(0, dtype=np.int64)
     core = core or compiled_core(n)
@@ -77,7 +76,8 @@ def nest(
         args = (track, start, end)
         parent, end_c = core.nest_pass(order.astype(np.int64), *(np.ascontiguousarray(a, np.int64) for a in args))
         return order, parent, end_c
-    return order, *python_nest(order, track, start, end)
+    got = vector_nest(order, track, start, end)
+    return (order, *got) if got is not None else (order, *python_nest(order, track, start, end))
 
 
 def python_nest(
@@ -135,7 +135,8 @@ def select_work(
     core = core or compiled_core(n)
     if core is not None:
         return core.work_pass(order.astype(np.int64), parent.astype(np.int64), candidate)
-    return python_work(order, parent, candidate)
+    owner = first_marked(parent.astype(np.int64), candidate)  # = `python_work` (the reference loop)
+    return owner == np.arange(n), owner
 
 
 def python_work(order: np.ndarray, parent: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -240,7 +241,7 @@ class Context:
 
 
 def flow_deps(
-    flows: list,
+    flows: dict[str, Any],
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
     track: np.ndarray,
@@ -250,32 +251,38 @@ def flow_deps(
     deps: list[list[int]],
 ) -> None:
     """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
-    if not flows or not len(ids):
+    if not len(f_ns) or not len(ids):
         return
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
-    def field(key: str) -> list[Any]:
-        return list(map(dict.get, flows, repeat(key)))
-
-    threads = zip(field("pid"), field("tid"), strict=True)
-    f_trk = np.fromiter(map(by_thread.get, threads, repeat(-1)), dtype=np.int64, count=len(flows))
+    threads = zip(flows["pid"], flows["tid"], strict=True)
+    f_trk = np.fromiter(map(by_thread.get, threads, repeat(-1)), dtype=np.int64, count=len(f_ns))
     pos = np.searchsorted(keys, (np.maximum(f_trk, 0) << TRACK_SHIFT) | f_ns, side="right") - 1
     n = len(keys)
     p = np.clip(pos, 0, n - 1)
     q = np.clip(pos + 1, 0, n - 1)
     enclosing = (pos >= 0) & (t_sorted[p] == f_trk) & (e_sorted[p] >= f_ns)
-    is_f = np.asarray(list(map(eq, map(itemgetter("ph"), flows), repeat("f"))), dtype=bool)
-    next_ok = is_f & np.asarray(list(map(ne, field("bp"), repeat("e"))), dtype=bool) & (pos + 1 < n)
+    is_f = np.asarray(list(map(eq, flows["ph"], repeat("f"))), dtype=bool)
+    next_ok = is_f & np.asarray(list(map(ne, flows["bp"], repeat("e"))), dtype=bool) & (pos + 1 < n)
     next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
-    chains: dict[tuple[Any, Any], list[tuple[int, int]]] = defaultdict(list)
-    cats, ids_f, times, bound_l = field("cat"), field("id"), f_ns.tolist(), bound.tolist()
-    for k in np.flatnonzero(bound >= 0).tolist():
-        chains[(cats[k], ids_f[k])].append((times[k], bound_l[k]))
-    for points in chains.values():
-        points.sort()
-        for (_, a), (_, b) in itertools.pairwise(points):
-            if a != b:
-                deps[b].append(a)
+    k = np.flatnonzero(bound >= 0)
+    cats, ids_f = flows["cat"], flows["id"]
+    keys_k = list(zip(map(cats.__getitem__, k.tolist()), map(ids_f.__getitem__, k.tolist()), strict=True))
+    chain_flows(keys_k, f_ns[k], bound[k], deps)
+
+
+def chain_flows(keys: list[Any], times: np.ndarray, rows: np.ndarray, deps: list[list[int]]) -> None:
+    """Chain bound flow points: points with equal `keys` ((cat, id)), taken by (time, row), each depend
+    on the previous one's row (`deps[row]` gets it) unless it is the same row."""
+    if not keys:
+        return
+    codes = {c: i for i, c in enumerate(dict.fromkeys(keys))}  # (cat, id) -> chain code
+    chain = np.fromiter(map(codes.__getitem__, keys), dtype=np.int64, count=len(keys))
+    o = np.lexsort((rows, times, chain))  # each chain's points by (time, row)
+    a_row, b_row = rows[o[:-1]], rows[o[1:]]
+    link = (chain[o[:-1]] == chain[o[1:]]) & (a_row != b_row)
+    for src, dst in zip(a_row[link].tolist(), b_row[link].tolist(), strict=True):
+        deps[dst].append(src)
