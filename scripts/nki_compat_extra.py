@@ -166,6 +166,10 @@ EXTRA_CASES: list[Case] = [
     Case("ref_rmsnorm_quant", "samples-ref", REF + "rmsnorm_quant/rmsnorm_quant.py", "rmsnorm_quant_kernel",
          lambda d, r: (_sym(r, 2, d["S"], 512), _rand(r, 512)), rmsnorm_quant_ref, {"S": 100}, {"S": 1000},
          more=lambda m: (m.RmsNormQuantKernelArgs(lower_bound=RMSQ_BOUND),), decode=rmsnorm_quant_decode, tol=0.07),
+    Case("ref_rmsnorm_quant_spmd", "samples-ref", REF + "rmsnorm_quant/rmsnorm_quant.py", "rmsnorm_quant_kernel",
+         lambda d, r: (_sym(r, 2, d["S"], 512), _rand(r, 512)), rmsnorm_quant_ref, {"S": 100}, {"S": 1000},
+         grid=(2,), more=lambda m: (m.RmsNormQuantKernelArgs(lower_bound=0.0),), decode=rmsnorm_quant_decode,
+         tol=0.07),
     # trn3 (NeuronCore-v4) MX matmul of offline-quantized MXFP8 tiles (nprof.nki.isa_mx, nprof.device.mx)
     Case("mx_matmul_offline_quantized", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
          "kernel_offline_quantized_mx_matmul", mx_offline_inputs, mx_matmul_ref),
