@@ -33,6 +33,7 @@ import numpy as np
 from nprof.arch.isa import ITEMSIZE, Access, Space
 from nprof.errors import NprofError
 from nprof.nki import depcore as core
+from nprof.nki import depregions as lay
 
 _ONCHIP = {Space.SBUF: 0, Space.PSUM: 1}  # memory index of the on-chip memories (HBM tensors follow)
 
@@ -44,11 +45,11 @@ class DepTracker:
         self._shapes = hbm_shapes if hbm_shapes is not None else {}
         self._hbm: dict[str, int] = {}  # HBM tensor -> memory index
         self._undeclared: dict[str, int] = {}  # HBM tensors accessed before their shape was known
-        self._e = np.zeros((capacity, core.EW), np.int64)
-        self._p = np.zeros((4 * capacity, core.PW), np.int64)
-        self._h = np.zeros((0, core.HW), np.int64)
-        self._m = np.zeros(core.MW, np.int64)
-        self._m[[core.E_FREE, core.P_FREE]] = -1
+        self._e = np.zeros((capacity, lay.EW), np.int64)
+        self._p = np.zeros((4 * capacity, lay.PW), np.int64)
+        self._h = np.zeros((0, lay.HW), np.int64)
+        self._m = np.zeros(lay.MW, np.int64)
+        self._m[[lay.E_FREE, lay.P_FREE]] = -1
         self._t = np.full(64, -1, np.int64)  # deferred regions by hash (depcore._defer)
         self._io = np.zeros(256, np.int64)
         self._memory(0, ())
@@ -57,37 +58,37 @@ class DepTracker:
     @property
     def scanned(self) -> int:
         """Entries examined so far (plus one per lookup): the tracker's work, for scaling tests."""
-        return int(self._m[core.SCANNED])
+        return int(self._m[lay.SCANNED])
 
     def _memory(self, kind: int, shape: tuple[int, ...]) -> int:
         """Add a memory (kind 0 SBUF, 1 PSUM, 2 an HBM tensor of `shape`, () when unknown); its index."""
         sid = self._h.shape[0]
-        row = np.full((1, core.HW), -1, np.int64)
-        row[0, core.WRITTEN], row[0, core.DCOST], row[0, core.NLIVE], row[0, core.KIND] = 0, 0, 0, kind
+        row = np.full((1, lay.HW), -1, np.int64)
+        row[0, lay.WRITTEN], row[0, lay.DCOST], row[0, lay.NLIVE], row[0, lay.KIND] = 0, 0, 0, kind
         self._h = np.concatenate([self._h, row])
         self._layout(sid, shape)
         return sid
 
     def _layout(self, sid: int, shape: tuple[int, ...]) -> None:
         """Record an HBM tensor's layout: rank, elements per row, rows per bucket, shape, row-major strides."""
-        if len(shape) > core.MAXR:
-            raise NprofError(f"HBM tensors have at most {core.MAXR} axes here; got shape {shape}: reshape it")
+        if len(shape) > lay.MAXR:
+            raise NprofError(f"HBM tensors have at most {lay.MAXR} axes here; got shape {shape}: reshape it")
         h = self._h[sid]
         strides = [1] * len(shape)
         for d in range(len(shape) - 2, -1, -1):
             strides[d] = strides[d + 1] * shape[d + 1]
-        h[core.HRANK] = len(shape)
-        h[core.ROW] = math.prod(shape[1:]) if len(shape) > 1 else 1
-        h[core.GRAN] = max(1, (shape[0] if shape else 1) // 32)
-        h[core.SHAPE:core.SHAPE + len(shape)] = shape
-        h[core.STRIDE:core.STRIDE + len(shape)] = strides
+        h[lay.HRANK] = len(shape)
+        h[lay.ROW] = math.prod(shape[1:]) if len(shape) > 1 else 1
+        h[lay.GRAN] = max(1, (shape[0] if shape else 1) // 32)
+        h[lay.SHAPE:lay.SHAPE + len(shape)] = shape
+        h[lay.STRIDE:lay.STRIDE + len(shape)] = strides
 
     def _hbm_memory(self, tensor: str) -> int:
         """The memory index of HBM tensor `tensor` (its layout updated once its shape is declared)."""
         sid = self._hbm.get(tensor)
         if sid is None:
             shape = self._shapes.get(tensor) or ()
-            sid = self._hbm[tensor] = self._memory(core.HBM, shape)
+            sid = self._hbm[tensor] = self._memory(lay.HBM, shape)
             if not shape:
                 self._undeclared[tensor] = sid
         elif self._undeclared and tensor in self._undeclared and self._shapes.get(tensor):
@@ -130,21 +131,21 @@ class DepTracker:
         """Make room for what `core.record` asked for (M[NEED_E] rows and deferred regions, M[NEED_P] nodes),
         doubling."""
         m = self._m
-        if 2 * (m[core.T_USED] + m[core.NEED_E]) > self._t.shape[0]:  # (T_USED counts removed slots too)
+        if 2 * (m[lay.T_USED] + m[lay.NEED_E]) > self._t.shape[0]:  # (T_USED counts removed slots too)
             size = self._t.shape[0]
-            while 2 * (int((self._t >= 0).sum()) + m[core.NEED_E]) > size:
+            while 2 * (int((self._t >= 0).sum()) + m[lay.NEED_E]) > size:
                 size *= 2
             self._t = core.rehash(self._e, self._t, size)
-            m[core.T_USED] = int((self._t >= 0).sum())
+            m[lay.T_USED] = int((self._t >= 0).sum())
         rows, nodes = self._e.shape[0], self._p.shape[0]
-        while rows - m[core.E_USED] + m[core.E_NFREE] < m[core.NEED_E]:
+        while rows - m[lay.E_USED] + m[lay.E_NFREE] < m[lay.NEED_E]:
             rows *= 2
-        while nodes - m[core.P_USED] + m[core.P_NFREE] < m[core.NEED_P]:
+        while nodes - m[lay.P_USED] + m[lay.P_NFREE] < m[lay.NEED_P]:
             nodes *= 2
         if rows > self._e.shape[0]:
-            self._e = np.concatenate([self._e, np.zeros((rows - self._e.shape[0], core.EW), np.int64)])
+            self._e = np.concatenate([self._e, np.zeros((rows - self._e.shape[0], lay.EW), np.int64)])
         if nodes > self._p.shape[0]:
-            self._p = np.concatenate([self._p, np.zeros((nodes - self._p.shape[0], core.PW), np.int64)])
+            self._p = np.concatenate([self._p, np.zeros((nodes - self._p.shape[0], lay.PW), np.int64)])
 
     def wrote(self, space: str) -> bool:
         """Has any write to memory `space` ("sbuf", "psum", or "hbm:" + tensor name) been recorded?"""
@@ -152,7 +153,7 @@ class DepTracker:
             sid: int | None = 0 if space == "sbuf" else 1
         else:
             sid = self._hbm.get(space[4:]) if space.startswith("hbm:") else None
-        return sid is not None and bool(self._h[sid, core.WRITTEN])
+        return sid is not None and bool(self._h[sid, lay.WRITTEN])
 
     def last_writer(self, acc: Access) -> int | None:
         """The latest instruction that wrote any part of `acc` (None if none)."""
