@@ -160,7 +160,7 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
         return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
                            bias.strides[0]))  # fmt: skip
 
-    if _stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
+    if stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
         _stacked_conv(out, x, (kh, kw), lambda o0, mt: _weights(w, o0, mt), False,
                       column if bias is not None else None, (stride, padding, dilation))  # fmt: skip
         return
@@ -186,7 +186,7 @@ def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], 
     (dh, dw), (ph, pw) = dilation, padding
     lo = (dh * (kh - 1) - ph, dw * (kw - 1) - pw)
     size = (h + dh * (kh - 1), wd + dw * (kw - 1))
-    if stride == (1, 1) and _stacks(oc, kh * kw, n * h * wd):  # the stride-1 convolution of G padded by lo
+    if stride == (1, 1) and stacks(oc, kh * kw, n * h * wd):  # the stride-1 convolution of G padded by lo
         _stacked_conv(dx, g, (kh, kw), lambda c0, mt: _shaped(_transposed_rows(w, c0, mt), (oc * kh * kw,)),
                       True, None, ((1, 1), lo, dilation))  # fmt: skip
         return
@@ -210,7 +210,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     _, _, oh, ow = g.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     nt = len(taps)
-    if _stacks(c, nt, n * oh * ow):
+    if stacks(c, nt, n * oh * ow):
         _stacked_weight_grad(dw, g, x, stride, padding, dilation)
         return
     xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
@@ -300,7 +300,7 @@ def _transposed_rows(w: View, c0: int, mt: int) -> NkiTensor:
     return load(Access(Space.HBM, w.tensor, w.dtype, w.offset + c0 * taps, mt, ((c * taps, oc), (1, taps)), 0, taps))
 
 
-def _stacks(c: int, taps: int, pixels: int) -> bool:
+def stacks(c: int, taps: int, pixels: int) -> bool:
     """Does a convolution with `c` input channels stack its taps (`_stacked_input`), and do the stacked
     tiles (one per tap group) and the result fit `SBUF_SHARE`?"""
     groups = -(-taps // max(1, P // c))
