@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,6 +26,8 @@ GEOMETRIES = [
     (130, 140, 3, 1, 1, 1, False, 4),  # more than 128 channels in and out: chunked over partitions
     (40, 6, 3, 2, 1, 1, True, 7),  # more than STACK_MAX_C channels: one matmul per tap, strided windows
     (36, 4, 3, 1, 2, 2, False, 6),  # ... stride 1, dilated: windows read as whole padded rows
+    (40, 36, 3, 1, 1, 1, True, 1),  # 1x1 images: eight of nine taps read only padding (skipped, zero gradient)
+    (48, 40, 3, 2, 1, 1, False, 3),  # strided, several images per pixel block of the weight gradient
 ]
 
 
@@ -80,6 +84,22 @@ def test_direct_conv_moves_each_operand_in_few_dmas(cin: int, dmas: int) -> None
         torch.compile(conv, backend="nprof")(torch.randn(2, cin, 12, 12))
     profile = next(iter(STATS.last_profile.values()))
     assert profile.dma.num_rows == dmas
+
+
+def test_live_taps_matches_a_brute_force_scan() -> None:
+    """The taps whose window reads data, against a plain scan of every output position of a zero-padded
+    image (a tap is live when some output reads an element inside the image)."""
+    for stride, pad, dil, size, k in itertools.product((1, 2), (0, 1, 2), (1, 2), (1, 2, 3), (1, 3)):
+        out = (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        if out <= 0:
+            continue
+        taps = [(i, j) for i in range(k) for j in range(k)]
+        data = (range(pad, pad + size), range(pad, pad + size))
+        got = conv_taps.live_taps(taps, (out, out), (stride, stride), (dil, dil), data)
+        want = [(t, (i, j)) for t, (i, j) in enumerate(taps)
+                if any(0 <= r * stride + i * dil - pad < size and 0 <= q * stride + j * dil - pad < size
+                       for r in range(out) for q in range(out))]  # fmt: skip
+        assert got == (want or list(enumerate(taps))), (stride, pad, dil, size, k)
 
 
 def test_fits_refuses_what_sbuf_cannot_hold() -> None:
