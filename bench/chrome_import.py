@@ -10,14 +10,16 @@ the CPU ratio stays meaningful on a busy shared machine).
 
 With --real DEPTHS (e.g. 8,32,96) it also records real torch.profiler traces (CPU, record_shapes,
 with_stack, profile_memory: cpu_ops, python_function frames, fwdbwd flows, [memory] instants) of an MLP
-training loop with that many Linear+ReLU layers, and --trace FILE times an existing trace. Each import
+training loop with that many Linear+ReLU layers; --gpu adds each made CUDA-shaped (`gpu_shaped`: the
+recorded host side plus launches, kernels on two streams, ac2g flows, GPU ProfilerStep annotations and
+memcpys, at stated times: this machine has no GPU), and --trace FILE times an existing trace. Each import
 runs in a fresh child process, which reports its wall time, CPU time and peak extra RSS (the peak
 resident size minus the size after importing the libraries, whose import both times exclude: for nprof
 the importer's modules, for HTA `hta.trace_analysis`), printed beside the file size (goal <= 2x).
 It also prints the nprof import's CPU time per stage (parse into columns; checks, rows and tables),
 measured in this process, so a regression can be placed.
 
-Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--real 8,32,96] [--trace FILE]
+Usage: .venv/bin/python bench/chrome_import.py [--events 1000000] [--real 8,32,96] [--gpu] [--trace FILE]
        [--keep DIR] [--skip-hta] [--skip-synthetic]
 """
 
@@ -239,6 +241,97 @@ def record_mlp(path: Path, depth: int) -> None:
     prof.export_chrome_trace(str(path))
 
 
+# ops that launch a CUDA kernel on a GPU run, and the stream they take (optimizer/elementwise updates on a
+# second stream, as with a side stream for weight updates); everything else stays host-only (views, autograd)
+_KERNELS = {
+    "aten::mm": (7, "ampere_sgemm_64x32_sliced1x4_nn"), "aten::addmm": (7, "ampere_sgemm_128x64_tn"),
+    "aten::relu": (7, "void at::native::vectorized_elementwise_kernel<4, clamp_min>"),
+    "aten::clamp_min": (7, "void at::native::vectorized_elementwise_kernel<4, clamp_min>"),
+    "aten::threshold_backward": (7, "void at::native::vectorized_elementwise_kernel<4, threshold>"),
+    "aten::sum": (7, "void at::native::reduce_kernel<512, 1, ReduceOp<float, sum>>"),
+    "aten::copy_": (7, "void at::native::unrolled_elementwise_kernel<copy>"),
+    "aten::add_": (20, "void at::native::vectorized_elementwise_kernel<4, AddFunctor>"),
+    "aten::fill_": (20, "void at::native::vectorized_elementwise_kernel<4, FillFunctor>"),
+}  # fmt: skip
+
+
+def gpu_shaped(src: Path, dst: Path) -> int:
+    """Write `src` (a real CPU torch.profiler trace) as a real-shaped CUDA trace to `dst`; return its events.
+
+    Each op of `_KERNELS` gets a ``cudaLaunchKernel`` runtime slice after its last child op, a kernel on its
+    stream (7 or 20; queued behind the stream's previous kernel), an ``ac2g`` flow pair and correlation ids, each
+    ProfilerStep a ``gpu_user_annotation`` over its kernels and a host-to-device memcpy; the host side (ops,
+    Python frames, fwdbwd flows, [memory] instants) stays as recorded. This machine has no GPU: the device
+    times follow this stated rule (kernel = half its op's host time, at least 2 us), not a measurement."""
+    data = orjson.loads(src.read_bytes())
+    events = data["traceEvents"]
+    host = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    last: dict[int, float] = {}  # op -> end of its last descendant op (a stack of open ops per thread)
+    stacks: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for op in host:
+        stack = stacks.setdefault((op["pid"], op["tid"]), [])
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= op["ts"]:
+            stack.pop()
+        for above in stack:
+            last[id(above)] = max(last.get(id(above), 0.0), op["ts"] + op["dur"])
+        stack.append(op)
+    ops = []  # (op, launch time): after the op's last child op, inside the op
+    for op in host:
+        end = op["ts"] + op["dur"]
+        after = max(last.get(id(op), 0.0), op["ts"] + 0.5 * op["dur"])
+        if op["name"] in _KERNELS and end - after > 0.02:
+            ops.append((op, after + 0.25 * (end - after)))
+    free = {7: 0.0, 20: 0.0}
+    corr, out, step_kernels = 0, [], []
+    for op, launch in ops:
+        corr += 1
+        stream, kernel = _KERNELS[op["name"]]
+        ext = op.get("args", {}).get("External id", 0)
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": op["pid"], "tid": op["tid"],
+                    "ts": launch, "dur": min(4.0, 0.5 * (op["ts"] + op["dur"] - launch)),
+                    "args": {"cbid": 211, "correlation": corr, "External id": ext}})  # fmt: skip
+        kts = max(launch + 5.0, free[stream])
+        kdur = max(2.0, 0.5 * op["dur"])
+        free[stream] = kts + kdur
+        out.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": kts, "dur": kdur,
+                    "args": {"queued": 0, "device": 0, "context": 1, "stream": stream, "correlation": corr,
+                             "registers per thread": 64 if stream == 7 else 32, "shared memory": 16384,
+                             "grid": [64, 4, 1], "block": [128, 1, 1], "External id": ext}})  # fmt: skip
+        out.append({"ph": "s", "id": corr, "pid": op["pid"], "tid": op["tid"], "ts": launch, "cat": "ac2g",
+                    "name": "ac2g"})  # fmt: skip
+        out.append({"ph": "f", "id": corr, "pid": 0, "tid": stream, "ts": kts, "cat": "ac2g", "name": "ac2g",
+                    "bp": "e"})  # fmt: skip
+        step_kernels.append((op["ts"], kts, kdur))
+    for step in (e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")):
+        inside = [(k, d) for t, k, d in step_kernels if step["ts"] <= t < step["ts"] + step["dur"]]
+        if inside:
+            first, last = min(k for k, _ in inside), max(k + d for k, d in inside)
+            out.append({**step, "cat": "gpu_user_annotation", "pid": 0, "tid": 7, "ts": first, "dur": last - first})
+        corr += 1
+        out.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 20,
+                    "ts": step["ts"] + 1.0, "dur": 3.0, "args": {"device": 0, "stream": 20, "correlation": corr,
+                    "bytes": 32 * 256 * 4}})  # fmt: skip
+    dst.write_bytes(_appended(src.read_bytes(), out))
+    return len(events) + len(out)
+
+
+def _appended(raw: bytes, extra: list[dict[str, Any]]) -> bytes:
+    """The Kineto trace text `raw` with `extra` events appended to traceEvents in Kineto's layout (one field
+    a line, args on one line) and an A100 as its device; the recorded text is kept byte for byte."""
+    close = raw.rfind(b"]")  # traceEvents closes last: Kineto writes only "traceName" (a string) after it
+    assert b"[" not in raw[close:] and raw[:close].rstrip().endswith(b"}"), "not a Kineto trace layout"
+
+    def event(e: dict[str, Any]) -> bytes:
+        fields = [b'    "%s": %s' % (k.encode(), orjson.dumps(v)) for k, v in e.items() if k != "args"]
+        if "args" in e:
+            fields.append(b'    "args": {\n      ' + orjson.dumps(e["args"])[1:-1] + b"\n    }")
+        return b"  {\n" + b",\n".join(fields) + b"\n  }"
+
+    body = raw[:close].rstrip() + b"".join(b",\n" + event(e) for e in extra) + b"\n  " + raw[close:]
+    gpu = b'"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}]'
+    return body.replace(b'"deviceProperties": []', gpu, 1)
+
+
 def in_child(which: str, path: Path) -> tuple[float, float, int]:
     """(wall s, CPU s, peak RSS bytes) of `time_nprof` or `time_hta` run in a fresh Python process."""
     import subprocess
@@ -326,6 +419,7 @@ def main() -> int:
     parser.add_argument("--real", default="", help="comma-separated MLP depths to record real traces of")
     parser.add_argument("--trace", action="append", default=[], help="an existing trace file to time")
     parser.add_argument("--keep", default=None, help="directory to keep the generated traces in")
+    parser.add_argument("--gpu", action="store_true", help="also time each --real trace made CUDA-shaped")
     parser.add_argument("--skip-hta", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
     args = parser.parse_args()
@@ -337,6 +431,9 @@ def main() -> int:
         for depth in [int(d) for d in args.real.split(",") if d]:
             files.append(folder / f"mlp{depth}.pt.trace.json")
             record_mlp(files[-1], depth)
+            if args.gpu:
+                gpu_shaped(files[-1], folder / f"mlp{depth}.cuda.pt.trace.json")
+                files.append(folder / f"mlp{depth}.cuda.pt.trace.json")
         if not args.skip_synthetic:
             files.append(folder / "kineto_bench.json")
             generate(files[-1], args.events)

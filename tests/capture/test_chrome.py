@@ -306,3 +306,22 @@ def test_odd_but_harmless_fields_are_tolerated(tmp_path: Path) -> None:
     path.write_bytes(b'[{"ph": "X", "name": 7, "ts": "1.5", "dur": null, "args": 5, "cat": ["a"], "pid": 1, "tid": 1}]')
     ins = rows(open_profile(path).instructions)
     assert [(r["opcode"], r["ts"], r["duration"], r["engine"]) for r in ins] == [("7", 0, 0, "other")]
+
+
+def test_a_step_annotation_opened_inside_a_short_python_frame_still_holds_its_ops(tmp_path: Path) -> None:
+    """torch.profiler with with_stack: ProfilerStep#N starts inside the `_record_function_enter_new` frame and
+    outlives it; it is not that frame's child (clamped to it), so the ops of the step take its iteration."""
+    frame = {"ph": "X", "cat": "python_function", "pid": 1, "tid": 1}
+    mm = {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}
+    events = [
+        {**frame, "name": "train.py(10): <module>", "ts": 0, "dur": 1000},
+        {**frame, "name": "<built-in method _record_function_enter_new>", "ts": 100, "dur": 10},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 105, "dur": 795},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 200, "dur": 100, "args": mm},
+    ]
+    path = tmp_path / "step.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    rows = import_chrome_trace(path).instructions
+    assert rows.column("opcode").to_pylist() == ["aten::mm"]
+    assert rows.column("iteration").to_pylist() == [3]
+    assert rows.column("nki_source_location").to_pylist() == ["train.py:10"]

@@ -28,10 +28,12 @@ def _random_slices(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.nda
 def test_compiled_nesting_matches_the_python_loops(seed: int) -> None:
     rng = np.random.default_rng(seed)
     track, start, end = _random_slices(rng, int(rng.integers(0, 400)))
+    for clamp in (True, False):
+        order, parent, end_c = chrome_tree.nest(track, start, end, core=core, clamp=clamp)
+        ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end, clamp)
+        np.testing.assert_array_equal(parent, ref_parent)
+        np.testing.assert_array_equal(end_c, ref_end)
     order, parent, end_c = chrome_tree.nest(track, start, end, core=core)
-    ref_parent, ref_end = chrome_tree.python_nest(order, track, start, end)
-    np.testing.assert_array_equal(parent, ref_parent)
-    np.testing.assert_array_equal(end_c, ref_end)
     candidate = rng.random(len(start)) < 0.5
     emitted, owner = core.work_pass(order, parent, candidate)
     ref_emitted, ref_owner = chrome_tree.python_work(order, parent, candidate)
@@ -190,3 +192,80 @@ def test_flop_carrier_ties_go_to_the_first_emitted_row() -> None:
     h = SimpleNamespace(parent=parent, start=start)
     args = ([7, 0, 0], [1, 2], [-1, 1, 2])
     assert flop_carriers(h, *args) == _carriers_reference(parent.tolist(), start.tolist(), *args) == {0: 1}  # type: ignore[arg-type]
+
+
+def python_read_bytes(args: Any, par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+    """The plain loop `chrome_host.host_read_bytes` vectorises."""
+    from nprof.capture.chrome_events import ABSENT
+    from nprof.capture.opclass import input_bytes
+
+    out = np.zeros(len(args), dtype=np.int64)
+    taken: set[int] = set()
+    dims = args.raw("Input Dims")
+    for e in emitted:
+        src = e
+        while src >= 0 and dims[src] is ABSENT:
+            src = par_l[src]
+        if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
+            continue
+        taken.add(src)
+        out[e] = input_bytes(args.row(src))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_read_bytes_match_the_plain_loop(seed: int) -> None:
+    from nprof.capture.chrome_events import ArgColumns
+    from nprof.capture.chrome_host import host_read_bytes
+
+    rng = np.random.default_rng(seed)
+    spans: list[tuple[int, ...]] = []
+    _nested(rng, 0, int(rng.integers(0, 3000)), 0, 0, spans)
+    track, start, end = (np.asarray([sp[c] for sp in spans], dtype=np.int64).reshape(-1) for c in range(3))
+    order, parent, _ = chrome_tree.nest(track, start, end)
+    shapes = [[[2, 3]], [[4, 4], [4]], [[8]]]
+    args = [{"Input Dims": shapes[int(rng.integers(3))], "Input type": ["float"] * 2} if rng.random() < 0.4 else {}
+            for _ in spans]  # fmt: skip
+    emitted_mask, owner = chrome_tree.python_work(order, parent, rng.random(len(spans)) < 0.4)
+    emitted, own_l = np.flatnonzero(emitted_mask).tolist(), owner.tolist()
+    cols = ArgColumns.from_dicts(args)
+    got = host_read_bytes(cols, parent, emitted, own_l)
+    np.testing.assert_array_equal(got, python_read_bytes(cols, parent.tolist(), emitted, own_l))
+
+
+def _kernel_moves_reference(is_tensor: list[bool], start: list[int], owner: list[int], flops: list[int],
+                            read_bytes: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:  # fmt: skip
+    """The plain loops `chrome_rows.kernel_moves` vectorises."""
+    n = len(owner)
+    k_flops, k_bytes, flops, read_bytes = [0] * n, [0] * n, list(flops), list(read_bytes)
+    first: dict[int, int] = {}
+    for j in sorted(range(n), key=lambda j: (not is_tensor[j], start[j])):
+        o = owner[j]
+        if o >= 0 and flops[o] > 0 and o not in first:
+            first[o] = j
+    for o, j in first.items():
+        k_flops[j] = flops[o]
+        flops[o] = 0
+    if n:
+        earliest: dict[int, int] = {}
+        for j in sorted(range(n), key=lambda j: start[j]):
+            earliest.setdefault(owner[j], j)
+        for o, j in earliest.items():
+            if o >= 0:
+                k_bytes[j] = read_bytes[o]
+        read_bytes = [0] * len(read_bytes)
+    return k_flops, k_bytes, flops, read_bytes
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernel_moves_match_the_plain_loops(seed: int) -> None:
+    from nprof.capture.chrome_rows import kernel_moves
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 60)), 10
+    is_tensor, start = rng.random(n) < 0.5, rng.integers(0, 8, n)  # many ties
+    owner, flops, nbytes = rng.integers(-1, m, n), rng.choice([0, 0, 5, 7], m), rng.integers(0, 100, m)
+    f, b = flops.astype(np.int64), nbytes.astype(np.int64)
+    got = kernel_moves(is_tensor, start, owner.astype(np.int64), f, b)
+    ref = _kernel_moves_reference(is_tensor.tolist(), start.tolist(), owner.tolist(), flops.tolist(), nbytes.tolist())
+    assert (got[0].tolist(), got[1].tolist(), f.tolist(), b.tolist()) == ref

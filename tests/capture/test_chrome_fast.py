@@ -241,9 +241,28 @@ def test_numbers_beyond_64_bits_or_the_double_range_read_alike(
     path.write_bytes(orjson.dumps({"traceEvents": events}).replace(b'"@NUMBER@"', literal))
     if fast:  # the fast path is the one exercised (the others may fall back: then both are the reference)
         assert fast_parse(path.read_bytes()) is not None
+    _assert_same_outcome(path, monkeypatch)
+
+
+def _assert_same_outcome(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths refuse `path` with the same message, or give the same Profile."""
     got, ref = _outcome(path, monkeypatch, False), _outcome(path, monkeypatch, True)
     if isinstance(ref, str):
         assert got == ref
     else:
         assert isinstance(got, Profile)
         _assert_same(got, ref)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("Input Dims", [["a"]]), ("Input Dims", [[-1]]), ("Input Dims", 5), ("Input type", [1]), ("grid", ["x"]),
+     ("Concrete Inputs", [[1]]), ("bytes", -5), ("correlation", [1]), ("Input Dims", [[2], None])],
+)  # fmt: skip
+def test_odd_args_are_read_alike(key: str, value: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events(random.Random(3), 200)
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    ops[len(ops) // 2]["args"][key] = value
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    _assert_same_outcome(path, monkeypatch)

@@ -78,11 +78,6 @@ def _check_scalar_column(values: list[Any], what: str, allowed: frozenset[type],
     raise _fail(path, f"{what} is a {type(bad).__name__}{shown}, expected a number or string")
 
 
-def _distinct(values: list[Any]) -> list[Any]:
-    """`values` without ABSENT/None and with each object once (the fast parse shares repeated list values)."""
-    return [v for v in dict(zip(map(id, values), values, strict=True)).values() if v is not None and v is not ABSENT]
-
-
 def _check_dims(values: list[Any], path: Path) -> None:
     """Check the present 'Input Dims' values (see module doc)."""
     if not _types(values) <= {list}:
@@ -118,7 +113,7 @@ def check_slices(sl: SliceColumns, path: Path) -> None:
     if numbers and max(numbers) >= MAX_BYTES:  # inf included (a number beyond the double range)
         raise _fail(path, f"args 'bytes' is {max(numbers):g}, more than 2^63")
     if "Input Dims" in cols:
-        _check_dims(_distinct(cols["Input Dims"]), path)
+        _check_dims(sl.args.distinct_values("Input Dims"), path)
     for key, allowed in (
         ("Input type", {str, type(None)}),
         ("Concrete Inputs", _SCALARS),
@@ -127,7 +122,7 @@ def check_slices(sl: SliceColumns, path: Path) -> None:
     ):
         if key not in cols:
             continue
-        values = _distinct(cols[key])
+        values = sl.args.distinct_values(key)
         if not _types(values) <= {list} or not _types(chain.from_iterable(values)) <= allowed:
             raise _fail(path, f"args {key!r} is not a list of strings or numbers")
 

@@ -1,6 +1,6 @@
 """The compiled nesting passes of Chrome-trace import: `chrome_tree.nest` and `select_work` as numba loops.
 
-Contract: `nest_pass(order, track, start, end)` returns (parent, clamped end) and `work_pass(order, parent,
+Contract: `nest_pass(order, track, start, end, clamp)` returns (parent, clamped end) and `work_pass(order, parent,
 candidate)` returns (emitted, owner) exactly as the pure-Python loops of `chrome_tree` compute them (the
 readable references; tests/capture/test_chrome_core.py holds the two to each other on random nestings).
 Inputs are int64 / bool numpy arrays. `chrome_tree` loads this module only for large traces (see
@@ -15,8 +15,9 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def nest_pass(order: np.ndarray, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
-    """(parent, clamped end) of slices visited in `order` (by track, start, -duration): a stack per track."""
+def nest_pass(order: np.ndarray, track: np.ndarray, start: np.ndarray, end: np.ndarray, clamp: bool) -> tuple:
+    """(parent, clamped end) of slices visited in `order` (by track, start, -duration): a stack per track
+    (`clamp`: see `chrome_tree.nest`)."""
     n = len(order)
     parent = np.full(len(start), -1, dtype=np.int64)
     end_out = end.copy()
@@ -32,7 +33,7 @@ def nest_pass(order: np.ndarray, track: np.ndarray, start: np.ndarray, end: np.n
             top = 0
             prev = t
             first = False
-        while top > 0 and end_out[stack[top - 1]] <= s:
+        while top > 0 and (end_out[stack[top - 1]] <= s or (not clamp and end_out[stack[top - 1]] < end_out[i])):
             top -= 1
         if top > 0:
             p = stack[top - 1]

@@ -11,6 +11,7 @@ counters and names (shared with `chrome_fast`); `SliceColumns` holds the slices 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import eq, itemgetter
@@ -55,10 +56,21 @@ class ArgColumns:
     """The args of n slices as columns: `cols[key]` lists each slice's value of `key` (one of ARG_KEYS), ABSENT
     (falsy) where its args lack the key (JSON null stays None); keys no slice has are not stored."""
 
-    def __init__(self, n: int, cols: dict[str, list[Any]]) -> None:
-        """`cols`: lists of n values, each with a present value somewhere."""
+    def __init__(
+        self, n: int, cols: dict[str, list[Any]], distinct: dict[str, list[Any]] | None = None,
+        source: tuple[ArgColumns, list[int]] | None = None,
+    ) -> None:  # fmt: skip
+        """`cols`: lists of n values, each with a present value somewhere; `distinct` (optional): per
+        list-valued key, its present values, each object once (the fast parse shares equal texts' values);
+        `source`: (columns, indices) whose columns this one gathers on first use (`take`)."""
         self.n = n
         self.cols = cols
+        self.distinct = distinct or {}
+        self._source = source
+
+    def present_keys(self) -> Iterable[str]:
+        """The keys some slice has."""
+        return self._source[0].present_keys() if self._source is not None else self.cols.keys()
 
     @classmethod
     def from_dicts(cls, args: list[Any]) -> ArgColumns:
@@ -72,7 +84,7 @@ class ArgColumns:
     @classmethod
     def concat(cls, parts: list[ArgColumns]) -> ArgColumns:
         """The slices of `parts`, one after the other."""
-        keys = {k for p in parts for k in p.cols}
+        keys = {k for p in parts for k in p.present_keys()}
         return cls(sum(p.n for p in parts), {k: [v for p in parts for v in p.raw(k)] for k in keys})
 
     def __len__(self) -> int:
@@ -81,24 +93,32 @@ class ArgColumns:
     def raw(self, key: str) -> list[Any]:
         """The column of `key`, ABSENT where a slice lacks it."""
         col = self.cols.get(key)
+        if col is None and self._source is not None and key in self._source[0].present_keys():
+            src, idx = self._source
+            col = self.cols[key] = list(map(src.raw(key).__getitem__, idx))
         return [ABSENT] * self.n if col is None else col
 
     def get(self, key: str, default: Any = None) -> list[Any]:
         """`dict.get(key, default)` per slice."""
-        col = self.cols.get(key)
-        if col is None:
-            return [default] * self.n
+        col = self.raw(key)
         return [default if v is ABSENT else v for v in col] if ABSENT in col else col
 
     def take(self, idx: list[int]) -> ArgColumns:
-        """The args of slices `idx`, in that order."""
-        out = ArgColumns.__new__(ArgColumns)
-        out.n = len(idx)
-        out.cols = {k: list(map(col.__getitem__, idx)) for k, col in self.cols.items()}
-        return out
+        """The args of slices `idx`, in that order (each column gathered when first read)."""
+        return ArgColumns(len(idx), {}, None, (self, idx))
+
+    def distinct_values(self, key: str) -> list[Any]:
+        """The present, non-null values of `key`, each object once."""
+        got = self.distinct.get(key)
+        if got is not None:
+            return [v for v in got if v is not None]
+        col = self.raw(key)
+        return [v for v in dict(zip(map(id, col), col, strict=True)).values() if v is not None and v is not ABSENT]
 
     def row(self, i: int) -> dict[str, Any]:
         """The args of slice i as a dict of its present keys (for per-slice formatters)."""
+        if self._source is not None:
+            return self._source[0].row(self._source[1][i])
         return {k: col[i] for k, col in self.cols.items() if col[i] is not ABSENT}
 
 

@@ -6,13 +6,16 @@ columns (`chrome_events.SliceColumns`), flows, counters, thread names and counts
 It returns None whenever the trace is anything but plain (not a JSON object or list, no ``traceEvents``,
 an event that is not an object, a non-string phase, a slice or flow without ``ts``, args that are not an
 object, a ``B`` never ended, invalid UTF-8, ...): the caller then runs the reference path (`chrome.load_json`
-and `events_to_profile` over orjson dicts), which imports those traces or raises their one-line errors.
+and `events_to_profile` over dicts), which imports those traces or raises their one-line errors.
 
-How: msgspec splits the event list into raw (zero-copy) spans, then decodes chunks of `CHUNK` events into
-small typed structs holding only the fields the importer reads (the args keys of `ARG_KEYS`; unknown keys
-are skipped without building objects), so the peak holds the file, one chunk of structs and the columns,
-never a dict per event. Events of other phases (B/E/C/i/M: counters, names) are decoded one by one with
-orjson and go through the reference's own fold (`chrome_events.fold_other_events`). Without msgspec installed
+How: msgspec splits the event list into raw spans (views of the input), then decodes chunks of `CHUNK`
+events (one copy of their contiguous bytes each) into small typed structs holding only the fields the
+importer reads (the args keys of `ARG_KEYS`, list values as raw text decoded once per distinct text and
+shared; unknown keys are skipped without building objects), and transposes them into columns: slices
+(args as `chrome_events.ArgColumns`), flows (`chrome_events.FLOW_KEYS`), Kineto [memory] counters. The peak
+holds the file, one chunk of structs and the columns, never a dict per event. Events of other phases
+(B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own fold
+(`chrome_events.fold_other_events`). Numbers follow `loads`' rule in both paths. Without msgspec installed
 `fast_parse` returns None.
 """
 
@@ -89,7 +92,7 @@ class FastTrace:
     n_phased: int
     meta: dict[str, Any]
     interned: dict[Any, Any] = dc_field(default_factory=dict)  # name/cat/pid/tid values, one object each
-    shapes: dict[bytes, Any] = dc_field(default_factory=dict)  # decoded list-valued args by their text
+    shapes: dict[str, dict[bytes, Any]] = dc_field(default_factory=dict)  # per args key: list values by text
     args: dict[str, list[Any]] = dc_field(default_factory=dict)  # ArgColumns.cols of the X slices so far
     n_x: int = 0  # X slices so far
 
@@ -217,7 +220,8 @@ def fast_parse(raw: bytes) -> FastTrace | None:
     cols = out.slices
     for key in ("name", "cat", "pid", "tid"):  # ended B/E pairs, after the X slices as in the reference
         cols[key] += [e.get(key, "" if key == "name" else None) for e in xs]
-    cols["args"] = ArgColumns(out.n_x, out.args)
+    distinct = {k: [v for v in memo.values() if v is not ABSENT] for k, memo in out.shapes.items()}
+    cols["args"] = ArgColumns(out.n_x, out.args, distinct)
     if xs:
         cols["args"] = ArgColumns.concat([cols["args"], ArgColumns.from_dicts([e.get("args") for e in xs])])
     out.args = {}
@@ -336,7 +340,6 @@ def _args(found: tuple[Any, ...], out: FastTrace) -> None:
     m = len(found)
     if None in found:
         found = tuple(f or _NO_ARGS for f in found)
-    shapes = out.shapes
     arg_cols = list(zip(*map(_ARG_FIELDS, found), strict=True)) if m else [()] * len(ARG_KEYS)
     for k, (key, col) in enumerate(zip(ARG_KEYS, arg_cols, strict=True)):
         if k >= 8:  # raw spans
@@ -344,6 +347,7 @@ def _args(found: tuple[Any, ...], out: FastTrace) -> None:
                 col = ()
             else:
                 texts = list(map(bytes, col))
+                shapes = out.shapes.setdefault(key, {})
                 for text in set(texts) - shapes.keys():
                     shapes[text] = loads(text) if text else ABSENT
                 col = tuple(map(shapes.__getitem__, texts))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -133,19 +134,19 @@ def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | N
     """(layer, source, iteration) of each emitted host row from its innermost context; a backward row takes
     the layer and source of the forward op that created its autograd node (same sequence number)."""
     r_ctx = ctx.innermost(h.track[rows], h.start[rows], h.end[rows])
-    info_of: dict[int, tuple[str | None, str | None, int]] = {}
-    for r, c in zip(rows.tolist(), r_ctx, strict=True):
-        layer, source, iteration, _ = ctx.info(c)
-        info_of[r] = (layer, source, iteration)
+    per_ctx = {c: ctx.info(c)[:3] for c in set(r_ctx)}  # rows share their context slices
+    info_of: dict[int, tuple[str | None, str | None, int]] = dict(
+        zip(rows.tolist(), map(per_ctx.__getitem__, r_ctx), strict=True)
+    )
     if not h.any_bwd:
         return info_of
     fwd: dict[Any, tuple[str | None, str | None]] = {}  # forward ops that created autograd nodes
     seq = h.args.raw("Sequence number")
     seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and seq[i] is not ABSENT]
     seq_ctx = ctx.innermost(h.track[seq_idx], h.start[seq_idx], h.end[seq_idx])
+    seq_info = {c: ctx.info(c)[:2] for c in set(seq_ctx)}
     for i, c in zip(seq_idx, seq_ctx, strict=True):
-        layer, source, _, _ = ctx.info(c)
-        fwd.setdefault(seq[i], (layer, source))
+        fwd.setdefault(seq[i], seq_info[c])
     for r in rows.tolist():
         b = h.bwd_of[r]
         if b >= 0 and (f := fwd.get(None if seq[b] is ABSENT else seq[b])) is not None:
@@ -176,6 +177,12 @@ class Paths:
             self._memo[r] = got
         return got
 
+    def parent_paths(self, slices: list[int]) -> list[str | None]:
+        """`chain(r, False)` for each host slice r of `slices` (None for -1), once per distinct parent."""
+        parents = [self._par[r] if r >= 0 else -1 for r in slices]
+        memo = {p: self.path(p) if p >= 0 else None for p in set(parents)}
+        return list(map(memo.__getitem__, parents))
+
     def chain(self, r: int, include_self: bool) -> str | None:
         """The op path of host slice r, or of its parent (None at a root) without include_self."""
         if include_self:
@@ -183,24 +190,29 @@ class Paths:
         return self.path(self._par[r]) if self._par[r] >= 0 else None
 
 
-def host_read_bytes(h_args: ArgColumns, par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:
+def host_read_bytes(h_args: ArgColumns, parent: np.ndarray, emitted: list[int], own_l: list[int]) -> np.ndarray:
     """Estimated memory reads per host slice, on emitted rows only: a row's own input bytes, or, for a
     row without shapes (a runtime call), those of its nearest shaped ancestor above the work level
-    (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads."""
+    (given once, to its first emitted descendant). Caches are ignored: an upper bound of DRAM reads.
+    (`python_read_bytes` in tests/capture/test_chrome_core.py is the plain loop this vectorises.)"""
     out = np.zeros(len(h_args), dtype=np.int64)
-    memo: dict[tuple[int, int], int] = {}
-    taken: set[int] = set()
     dims, types = h_args.raw("Input Dims"), h_args.raw("Input type")
-    for e in emitted:
-        src = e
-        while src >= 0 and dims[src] is ABSENT:
-            src = par_l[src]
-        if src < 0 or (src != e and (own_l[src] >= 0 or src in taken)):
-            continue
-        taken.add(src)
-        key = (id(dims[src]), id(types[src]))
+    em = np.asarray(emitted, dtype=np.int64)
+    if not len(em) or "Input Dims" not in h_args.present_keys():
+        return out
+    shaped = np.fromiter(map(is_not, dims, repeat(ABSENT)), dtype=bool, count=len(dims))
+    src = nearest_marked(parent, shaped)[em]  # nearest shaped ancestor-or-self
+    own = np.asarray(own_l, dtype=np.int64)
+    inherited = (src >= 0) & (src != em)
+    inherited[inherited] = own[src[inherited]] < 0  # an ancestor above the work level
+    first = np.flatnonzero(inherited)
+    first = first[np.unique(src[first], return_index=True)[1]]  # its first emitted descendant takes it
+    take = np.flatnonzero((src >= 0) & (src == em))
+    memo: dict[tuple[int, int], int] = {}
+    for e, s in zip(em[take].tolist() + em[first].tolist(), src[take].tolist() + src[first].tolist(), strict=True):
+        key = (id(dims[s]), id(types[s]))  # the values outlive the memo; equal texts share one (chrome_fast)
         got = memo.get(key)
         if got is None:
-            got = memo[key] = input_bytes(h_args.row(src))
+            got = memo[key] = input_bytes(h_args.row(s))
         out[e] = got
     return out

@@ -194,27 +194,41 @@ def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_
         hi = corr.get(None if c is ABSENT else c, -1)
         dev_owner.append(own_l[hi] if hi >= 0 else -1)
         dev_host.append(hi)
-    kern = [j for j, i in enumerate(dev.tolist()) if s.kind[i] == 3]
-    k_flops = np.zeros(len(kern), dtype=np.int64)
-    first: dict[int, int] = {}
-    for j in sorted(kern, key=lambda j: (engine_of(s.names[dev[j]]) != "tensor", s.start[dev[j]])):
-        o = dev_owner[j]
-        if o >= 0 and flops[o] > 0 and o not in first:
-            first[o] = j
-    kern_pos = {j: k for k, j in enumerate(kern)}
-    for o, j in first.items():
-        k_flops[kern_pos[j]] = flops[o]
-        flops[o] = 0
-    k_bytes = np.zeros(len(kern), dtype=np.int64)
-    if kern:
-        earliest: dict[int, int] = {}
-        for j in sorted(kern, key=lambda j: s.start[dev[j]]):
-            earliest.setdefault(dev_owner[j], j)
-        for o, j in earliest.items():
-            if o >= 0:
-                k_bytes[kern_pos[j]] = read_bytes[o]
-        read_bytes[:] = 0
+    kern_a = np.flatnonzero(s.kind[dev] == 3)
+    k_idx = dev[kern_a]
+    engines = {nm: engine_of(nm) == "tensor" for nm in {s.names[i] for i in k_idx.tolist()}}
+    is_tensor = np.fromiter(map(engines.__getitem__, map(s.names.__getitem__, k_idx.tolist())), bool, len(k_idx))
+    owner_k = np.asarray(dev_owner, dtype=np.int64)[kern_a] if len(kern_a) else np.zeros(0, np.int64)
+    k_flops, k_bytes = kernel_moves(is_tensor, s.start[k_idx], owner_k, flops, read_bytes)
+    kern = kern_a.tolist()
     return _Device(dev, dev_owner, dev_host, kern, k_flops, k_bytes)
+
+
+def kernel_moves(
+    is_tensor: np.ndarray, k_start: np.ndarray, owner: np.ndarray, flops: np.ndarray, read_bytes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(FLOPs, bytes read) per kernel, moved from the host rows that own them (`owner`, -1 if none): an
+    owner's FLOPs go to its first kernel by (tensor-engine first, start, position), its input bytes to its
+    earliest kernel by (start, position); `flops` is zeroed where moved, `read_bytes` wholly when there are
+    kernels (host rows then read none)."""
+    n = len(owner)
+    k_flops, k_bytes = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    if not n:
+        return k_flops, k_bytes
+    pos = np.arange(n)
+    order = np.lexsort((pos, k_start, ~is_tensor))
+    o = owner[order]
+    ok = o >= 0
+    ok[ok] = flops[o[ok]] > 0
+    owners, first = np.unique(o[ok], return_index=True)
+    k_flops[order[ok][first]] = flops[owners]
+    flops[owners] = 0
+    order = np.lexsort((pos, k_start))
+    o = owner[order]
+    owners, first = np.unique(o[o >= 0], return_index=True)
+    k_bytes[order[o >= 0][first]] = read_bytes[owners]
+    read_bytes[:] = 0
+    return k_flops, k_bytes
 
 
 def _instruction_rows(
@@ -233,9 +247,7 @@ def _instruction_rows(
     k_idx = [int(d.idx[j]) for j in d.kern]
     n_r, n_k = len(r_list), len(d.kern)
     i_track = np.concatenate([h.track[rows], s.track[k_idx]]) if n_r + n_k else np.zeros(0, np.int64)
-    i_hlo = [paths.chain(r, False) for r in r_list] + [
-        paths.chain(d.launch[j], False) if d.launch[j] >= 0 else None for j in d.kern
-    ]
+    i_hlo = paths.parent_paths(r_list + [d.launch[j] for j in d.kern])
     i_ops = operands_all(h.args.take(r_list), HOST_KEYS) + operands_all(s.args.take(k_idx), KERNEL_KEYS)
     return _Instr(
         track=i_track,
@@ -305,7 +317,8 @@ def _instruction_columns(
 ) -> dict[str, Any]:
     """The instructions table's columns in id order; with device work present, host rows are engine "host"
     (so engine totals are device-only)."""
-    engines = [engine_of(nm) for nm in ins.name]
+    distinct = set(ins.name)
+    engines = list(map({nm: engine_of(nm) for nm in distinct}.__getitem__, ins.name))
     engines = ["tensor" if f > 0 and e == "other" else e for e, f in zip(engines, ins.flops.tolist(), strict=True)]
     if ins.n_k:
         engines[: ins.n_r] = ["host"] * ins.n_r
@@ -320,7 +333,7 @@ def _instruction_columns(
         "duration": ins.dur[i_order],
         "engine": perm(engines),
         "track": [track_names[t] for t in ins.track[i_order].tolist()],
-        "opcode": perm([opcode(nm) for nm in ins.name]),
+        "opcode": perm(list(map({nm: opcode(nm) for nm in distinct}.__getitem__, ins.name))),
         "operands": perm(ins.ops),
         "layer": perm([x[0] for x in ins.info]),
         "hlo_name": perm(ins.hlo),
@@ -359,7 +372,7 @@ def build_profile(
     own_l = owner.tolist()
     rows = np.flatnonzero(emitted)
     flops, dtype_weight = attribute_flops(h, own, has_inner, rows.tolist(), own_l)
-    read_bytes = host_read_bytes(h.args, h.par, rows.tolist(), own_l)
+    read_bytes = host_read_bytes(h.args, h.parent, rows.tolist(), own_l)
     info_of = row_info(h, ctx, rows)
     paths = Paths(h)
     d = _device_work(s, h, own_l, flops, read_bytes)

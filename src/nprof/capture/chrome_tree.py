@@ -6,7 +6,8 @@ a sequence of non-overlapping rows, FLOPs must be counted once and engine busy
 time must mean something, so:
 
 * `nest` computes each slice's parent (the innermost slice of the same track
-  containing it; a child that overruns its parent is clamped to the parent's end);
+  containing it; a host op that overruns its parent is clamped to the parent's end, a
+  context slice that does is not its child: `clamp`); `chrome_nest` vectorises it;
 * `select_work` picks the *work level*: walking down from the top, a slice is
   emitted as one row when it is a leaf or when its own (self) time is at least
   half of its duration (its children are then absorbed into it: bookkeeping such
@@ -64,24 +65,28 @@ def compiled_core(n: int) -> ModuleType | None:
 
 
 def nest(
-    track: np.ndarray, start: np.ndarray, end: np.ndarray, core: ModuleType | None = None
+    track: np.ndarray, start: np.ndarray, end: np.ndarray, core: ModuleType | None = None, clamp: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (order, parent, clamped end): order sorts by (track, start, -duration), parents come first.
-    `core`: the compiled passes to use (default: `compiled_core(len(start))`; without them the vectorised
-    `chrome_nest.vector_nest`, or the loop if its clamps do not settle)."""
+    A slice ending after its innermost open slice is clamped to that slice's end (`clamp`, host ops: rows
+    never overlap), or (`clamp=False`, context slices: a ProfilerStep annotation opened inside a short Python
+    frame) is not its child: it nests in the innermost open slice containing it. `core`: the compiled
+    passes to use (default: `compiled_core(len(start))`; without them the vectorised
+    `chrome_nest.vector_nest`, or the loop when a slice overruns)."""
     n = len(start)
     order = np.lexsort((start - end, start, track)) if n else np.zeros(0, dtype=np.int64)
     core = core or compiled_core(n)
     if core is not None:
         args = (track, start, end)
-        parent, end_c = core.nest_pass(order.astype(np.int64), *(np.ascontiguousarray(a, np.int64) for a in args))
+        cols = (np.ascontiguousarray(a, np.int64) for a in args)
+        parent, end_c = core.nest_pass(order.astype(np.int64), *cols, clamp)
         return order, parent, end_c
-    got = vector_nest(order, track, start, end)
-    return (order, *got) if got is not None else (order, *python_nest(order, track, start, end))
+    got = vector_nest(order, track, start, end) if clamp else None  # context slices: overruns are the rule
+    return (order, *got) if got is not None else (order, *python_nest(order, track, start, end, clamp))
 
 
 def python_nest(
-    order: np.ndarray, track: np.ndarray, start: np.ndarray, end: np.ndarray
+    order: np.ndarray, track: np.ndarray, start: np.ndarray, end: np.ndarray, clamp: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """(parent, clamped end) of `nest` by a plain stack loop (the reference of `chrome_core.nest_pass`)."""
     n = len(start)
@@ -97,12 +102,12 @@ def python_nest(
         if t != prev:
             stack.clear()
             prev = t
-        while stack and en_l[stack[-1]] <= s:
+        while stack and (en_l[stack[-1]] <= s or (not clamp and en_l[stack[-1]] < en_l[i])):
             stack.pop()
         if stack:
             p = stack[-1]
             par_l[i] = p
-            if en_l[i] > en_l[p]:
+            if en_l[i] > en_l[p]:  # only when clamping
                 en_l[i] = en_l[p]
         stack.append(i)
     return np.asarray(par_l, dtype=np.int64), np.asarray(en_l, dtype=np.int64)
@@ -178,7 +183,7 @@ class Context:
 
     def __init__(self, names: Sequence[str], track: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         self.names = list(names)
-        order, parent, end_c = nest(track, start, end)
+        order, parent, end_c = nest(track, start, end, clamp=False)
         self.order = order
         self.parent = parent.tolist()
         self.track = track[order]
