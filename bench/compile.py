@@ -10,7 +10,9 @@ copies, and the rest: torch's Dynamo/AOTAutograd and the eager ops of the step; 
 cache (lowering + cache write; CPU seconds beside wall) and instruction count; the wall time of one compiled
 training step (median of 3) beside the eager step's; the simulated device time of one step beside the roofline bound
 of the same programs, i.e. the sum over graphs of max(model FLOPs / peak FLOP/s, compulsory HBM bytes / HBM
-bandwidth) where the compulsory bytes are the graph's inputs, weights and outputs read or written once (preset
+bandwidth) where the model FLOPs are torch's FLOP counter's on an eager step (forward and backward apart; the
+FLOPs the programs' matmuls issue, which include padding columns a lowering adds, are printed beside them)
+and the compulsory bytes are the graph's inputs, weights and outputs read or written once (preset
 figures: `nprof.arch.presets`) — goal: within 2x; beside each graph's bound, the least time cost model v2 allows for
 one DMA per compulsory tensor (triggers `dma_issue_gap_ns` apart, then the fixed latency; and the fixed latency plus
 the bytes at the DMA pool's bandwidth: floors the bound does not include), summed over graphs as the least step; the
@@ -178,8 +180,10 @@ def _dma_count(module: str) -> tuple[int, float]:
     return sum(i.opcode is Opcode.DMA_DIRECT2D for i in program.instructions), preset.dma_issue_gap_ns
 
 
-def _roofline_ns(module: str) -> tuple[float, int, int]:
-    """(bound ns, model FLOPs, compulsory HBM bytes) of one compiled module's program (its last execution)."""
+def _roofline_ns(module: str, flops: int) -> tuple[float, int, int, int]:
+    """(bound ns, model FLOPs, compulsory HBM bytes, FLOPs of the program's matmul instructions) of one compiled
+    module's program (its last execution): `flops` are the model's (torch's FLOP counter on the eager graph),
+    not the program's, whose matmuls may also multiply padding columns the lowering adds and drops."""
     import numpy as np
 
     from nprof.compiler import STATS, CompileCache
@@ -188,12 +192,27 @@ def _roofline_ns(module: str) -> tuple[float, int, int]:
     entry = next(m for m in CompileCache().modules() if module.startswith(m.path.name))
     program = load_program(entry.program_path)
     profile = STATS.last_profile[module]
-    flops = int(np.asarray(profile.instructions["flops"]).sum())
+    issued = int(np.asarray(profile.instructions["flops"]).sum())
     itemsize = {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1}
     compulsory = sum(int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in program.tensors if t.kind != "internal")
     info = profile.info
     bound = max(flops / info.peak_flops, compulsory / info.hbm_bandwidth) * 1e9
-    return bound, flops, compulsory
+    return bound, flops, compulsory, issued
+
+
+def _model_flops(model: object, inputs: object, target: object, loss_fn: Callable[..., object]) -> dict[str, int]:
+    """FLOPs of one eager training step of a copy of `model` by torch's FLOP counter (matmuls, convolutions,
+    attention: the roofline's compute), as {"fw": forward incl. the loss, "bw": backward}."""
+    import copy
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    twin = copy.deepcopy(model)
+    with FlopCounterMode(display=False) as fw:
+        loss = loss_fn(twin(inputs), target)  # type: ignore[operator]
+    with FlopCounterMode(display=False) as bw:
+        loss.backward()  # type: ignore[attr-defined]
+    return {"fw": fw.get_total_flops(), "bw": bw.get_total_flops()}
 
 
 def _timed(fn: Callable[[], None]) -> tuple[float, float]:
@@ -221,6 +240,7 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
 
         return run
 
+    model_flops = _model_flops(model, inputs, target, loss_fn)
     STATS.reset()
     torch._dynamo.reset()
     first_wall, first_cpu = _timed(step(compiled))
@@ -245,22 +265,25 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
     print(f"later steps: compiled {wall:.3f} s wall ({cpu:.3f} s CPU), eager {eager:.4f} s wall ({eager_cpu:.4f} s "
           f"CPU): {wall / eager:.1f}x eager in wall, {cpu / eager_cpu:.1f}x in CPU (issue 11: 44-84x)")  # fmt: skip
     device = sum(ns for _, ns in STATS.device_ns)
-    bounds = [(_roofline_ns(m), ns, m) for m, ns in STATS.device_ns]
+    kind_of = {name: kind for name, (kind, _) in kinds.items()}
+    bounds = [(_roofline_ns(m, model_flops[next(k for n, k in kind_of.items() if m.startswith(n))]), ns, m)
+              for m, ns in STATS.device_ns]  # fmt: skip
     bound = sum(b[0][0] for b in bounds)
     print(
         f"simulated step: {device / 1e3:.1f} us; roofline bound {bound / 1e3:.1f} us: {device / bound:.1f}x the bound"
         " (goal <= 2x)"
     )
     least = floor = 0.0
-    for (b, flops, hbm), ns, m in bounds:
+    for (b, flops, hbm, issued), ns, m in bounds:
         triggers, transfer = _trigger_floor_ns(m, hbm)
         least += max(b, triggers, transfer)
         packed = _packed_floor_ns(m, b, transfer)
         floor += packed
         dmas, gap = _dma_count(m)
         print(f"  {m[-3:]}: {ns / 1e3:9.1f} us vs bound {b / 1e3:8.2f} us "
-              f"({flops / 1e6:.1f} MFLOP, {hbm / 1e3:.0f} kB) = {ns / b:.1f}x, vs cost-model floor "
-              f"{packed / 1e3:.2f} us = {ns / packed:.1f}x; {dmas} DMAs ({dmas * gap / 1e3:.1f} us of triggers); one "
+              f"({flops / 1e6:.1f} model MFLOP, {issued / 1e6:.1f} issued by matmuls; {hbm / 1e3:.0f} kB) = "
+              f"{ns / b:.1f}x, vs cost-model floor {packed / 1e3:.2f} us = {ns / packed:.1f}x; {dmas} DMAs "
+              f"({dmas * gap / 1e3:.1f} us of triggers); one "
               f"DMA per compulsory tensor takes >= {triggers / 1e3:.2f} us of DMA triggers, its bytes >= "
               f"{transfer / 1e3:.2f} us through the DMA pool")  # fmt: skip
     print(f"least step cost model v2 allows with one DMA per compulsory tensor: {least / 1e3:.1f} us = "

@@ -11,9 +11,10 @@ the catalog update, into a fresh temporary store, each with a fresh Profile (col
 wall and CPU seconds (user + system, all threads), the peak resident memory above the level
 before the ingest (sampled every 5 ms; each ingest runs in a fresh process), the analysis alone
 (CPU) for reference, the store's size on disk, the machine load, and the wall and thread-CPU
-seconds of each build step (`BuildResult.steps`). `--orders`: how the analysis and the writer share the
-two cores (`nprof.store.ingest.build_profile_db`: overlapped, the default, or one after the other
-with the raw tables written before / after the analysis).
+seconds of each build step (`BuildResult.steps`). The system part of the CPU time (page faults, mostly)
+is printed apart: on a loaded machine it swings by seconds between identical runs. `--orders`: how the
+analysis and the writer share the two cores (`nprof.store.ingest.build_profile_db`: overlapped, the
+default, or one after the other with the raw tables written before / after the analysis).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def _child(size: int, mode: str, order: str) -> None:
     out = {
         "wall": wall,
         "cpu": (c2.user - c.user) + (c2.system - c.system),
+        "sys": c2.system - c.system,
         "extra": mem.peak - mem.base,
         "steps": results[-1].steps,
         "mb": sum(f.stat().st_size for f in files) / 1e6,
@@ -163,7 +165,7 @@ def main() -> None:
             print(
                 f"{size:>11,} events, {mode:<6} {order}: ingest {wall:6.2f} s = "
                 f"{size / wall / 1e6:5.2f} M events/s wall, "
-                f"CPU {cpu:6.2f} s = {size / cpu / 1e6:5.2f} M events/CPU-s (goal {GOAL_RATE}); "
+                f"CPU {cpu:6.2f} s (sys {r['sys']:5.2f}) = {size / cpu / 1e6:5.2f} M events/CPU-s (goal {GOAL_RATE}); "
                 f"peak extra RSS {extra / 1e6:,.0f} MB = {extra / size:,.0f} B/event (goal {GOAL_BYTES}); "
                 f"analysis alone CPU {analysis_cpu:5.2f} s; store {r['mb']:,.0f} MB; load {os.getloadavg()[0]:.1f}"
             )

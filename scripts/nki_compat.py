@@ -131,6 +131,8 @@ def run_case(case: cases_mod.Case, tree: Path, full: bool) -> dict[str, Any]:
     try:
         module = _load(tree / case.source / case.path)
         kernel = getattr(module, case.func)
+        if case.more is not None:
+            args = (*args, *case.more(module))
         if case.jit:
             from nprof import nki
 
@@ -146,7 +148,7 @@ def run_case(case: cases_mod.Case, tree: Path, full: bool) -> dict[str, Any]:
         return {"runs": "no", "err": None, "why": _why(err)}
     if case.expect:
         return {"runs": "yes", "err": None, "why": "ran, but NKI rejects this kernel", "cpu": cpu}
-    err = _error(out, case.ref(*args))
+    err = _error(case.decode(out) if case.decode else out, case.ref(*args))
     why = "" if err <= case.tol else f"numerics differ (tolerance {case.tol})"
     return {"runs": "yes" if not why else "wrong", "err": err, "why": why, "cpu": cpu}
 

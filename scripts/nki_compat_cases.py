@@ -41,6 +41,8 @@ class Case:
     expect: str = ""  # a fragment of the error real NKI gives (the kernel is invalid)
     jit: bool = False  # the public function is undecorated (its driver wraps it): run it through nki.jit
     tol: float = 2e-2  # max |out - ref| / max |ref|
+    more: Callable[[Any], tuple[Any, ...]] | None = None  # more arguments, made from the loaded public module
+    decode: Callable[[Any], Any] | None = None  # the output as the reference gives it (e.g. packed bytes decoded)
 
 
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -20,6 +20,14 @@ from typing import Any
 
 import numpy as np
 from nki_compat_cases import Case, _bf16, _rand, _sym, softmax_rows
+from nki_compat_mx import (
+    mx_matmul_ref,
+    mx_offline_inputs,
+    mx_on_device_inputs,
+    mx_on_device_ref,
+    mx_strided_inputs,
+    mx_strided_ref,
+)  # fmt: skip
 
 STUBS = {
     "torch_xla/__init__.py": "",
@@ -96,6 +104,31 @@ def double_row_ref(lhs: np.ndarray, paired: np.ndarray, scale: np.ndarray, *_: i
     return lhs.astype(np.float64) @ rhs
 
 
+RMSQ_BOUND = 1.0  # the rmsnorm_quant row's clipping bound (kargs.lower_bound)
+FP8_E4M3_RANGE = 240.0  # the largest value rmsnorm_quant scales rows to
+
+
+def rmsnorm_quant_ref(x: np.ndarray, gamma: np.ndarray, kargs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(rows normalised by their RMS, times gamma, clipped to +-lower_bound; each row's dequantization scale:
+    its clipped absolute maximum / 240, at least 1e-6). The fp8 rounding of the quantized values (3 mantissa
+    bits: up to 1/16 relative) is what the row's tolerance (0.07) allows."""
+    x = x.astype(np.float64)
+    y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + kargs.eps) * gamma
+    bound = kargs.lower_bound
+    if bound > 0:
+        y = np.clip(y, -bound, bound)
+    scale = np.maximum(np.abs(y).max(axis=-1) / FP8_E4M3_RANGE, 1e-6)
+    return y, scale
+
+
+def rmsnorm_quant_decode(out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """rmsnorm_quant's output [..., H + 4] fp8 decoded: (the H quantized values times their row's scale, the
+    scale), the scale being the row's last 4 bytes read as one little-endian fp32."""
+    out = np.asarray(out)
+    scale = np.ascontiguousarray(out[..., -4:]).view(np.uint8).view("<f4")[..., 0].astype(np.float64)
+    return out[..., :-4].astype(np.float64) * scale[..., None], scale
+
+
 REF = "src/nki_samples/reference/"
 CONTRIB = "contributed/"
 EXTRA_CASES: list[Case] = [
@@ -127,17 +160,25 @@ EXTRA_CASES: list[Case] = [
          lambda x: upsample2x(x, (2, 3, 4)), {"S": 8}, {"S": 23}),
     Case("prof_kernel_benchmark", "sdk", "examples/prof-kernel-benchmark.py", "tensor_exp_kernel_",
          lambda d, r: (_rand(r, 250, 512),), np.exp),
-    # imports three neuronxcc internals outside the NKI API (compiler.backends.neuron.tensor.local_tile: never
-    # used; compiler.backends.neuron.indexing.TileIndex: type hints only; language.constants.sizeinbytes: an
-    # item size). Past them (tried with shims, not committed) it needs nested nki.jit(mode='trace') helpers that
-    # return tiles (nprof frees a nested kernel's tiles at its return) and an on-chip tile.view(fp32 -> fp8,
-    # 4 bytes as 4 elements), which needs byte-level SBUF in the device model. The row shows the import error.
+    # imports two neuronxcc internals without an API page (nprof.nki.compiler.backends) and
+    # language.constants.sizeinbytes; stores each row's fp32 dequantization scale as 4 fp8 bytes through an on-chip
+    # tile.view(fp8) (nprof.nki.dtype_views). Compared after decoding: the dequantized rows and the scales.
     Case("ref_rmsnorm_quant", "samples-ref", REF + "rmsnorm_quant/rmsnorm_quant.py", "rmsnorm_quant_kernel",
-         lambda d, r: (_sym(r, 2, 100, 512), _rand(r, 512)), lambda *a: None),
-    # trn3 (NeuronCore-v4): nc_matmul_mx / quantize_mx are public (NKI API reference >= 2.28, the Trainium3
-    # architecture guide, the OCP MX spec) but nprof has no trn3 preset or MX dtypes: refused by name
+         lambda d, r: (_sym(r, 2, d["S"], 512), _rand(r, 512)), rmsnorm_quant_ref, {"S": 100}, {"S": 1000},
+         more=lambda m: (m.RmsNormQuantKernelArgs(lower_bound=RMSQ_BOUND),), decode=rmsnorm_quant_decode, tol=0.07),
+    Case("ref_rmsnorm_quant_spmd", "samples-ref", REF + "rmsnorm_quant/rmsnorm_quant.py", "rmsnorm_quant_kernel",
+         lambda d, r: (_sym(r, 2, d["S"], 512), _rand(r, 512)), rmsnorm_quant_ref, {"S": 100}, {"S": 1000},
+         grid=(2,), more=lambda m: (m.RmsNormQuantKernelArgs(lower_bound=0.0),), decode=rmsnorm_quant_decode,
+         tol=0.07),
+    # trn3 (NeuronCore-v4) MX matmul of offline-quantized MXFP8 tiles (nprof.nki.isa_mx, nprof.device.mx)
     Case("mx_matmul_offline_quantized", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
-         "kernel_offline_quantized_mx_matmul", lambda d, r: (), lambda *a: None),
+         "kernel_offline_quantized_mx_matmul", mx_offline_inputs, mx_matmul_ref),
+    Case("mx_matmul_on_device_quantize", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_on_device_quantize_matmul_mx", mx_on_device_inputs, mx_on_device_ref),
+    Case("mx_matmul_strided_tensor_copy", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_copy_strided_quantize_matmul_mx", mx_strided_inputs, mx_strided_ref, {"copy": 1}),
+    Case("mx_matmul_strided_dma", "samples", "src/nki_samples/tutorials/mxfp-matmul/mx_kernels.py",
+         "kernel_copy_strided_quantize_matmul_mx", mx_strided_inputs, mx_strided_ref, {"copy": 0}),
 ]  # fmt: skip
 
 # public files whose module-level code is their own check: (row name, source, path)

@@ -84,7 +84,8 @@ def _add_capture_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="sim = virtual NeuronCore (default with -n); cpu/cuda profile a real run",
     )
     cap.add_argument(
-        "--device-preset", choices=("trn1", "trn2"), default=None, help="virtual device preset (default: the program's)"
+        "--device-preset", choices=("trn1", "trn2", "trn3"), default=None,
+        help="virtual device preset (default: the program's)",
     )
     cap.add_argument(
         "--ignore-exec-errors",

@@ -10,14 +10,30 @@ from nprof.arch.presets import PRESETS, Preset, get_preset
 from nprof.errors import NprofError
 
 
-def test_both_generations_exist() -> None:
-    assert set(PRESETS) == {"trn1", "trn2"}
+def test_three_generations_exist() -> None:
+    assert set(PRESETS) == {"trn1", "trn2", "trn3"}
     assert get_preset("trn1").core == "NeuronCore-v2"
     assert get_preset("trn2").core == "NeuronCore-v3"
+    assert get_preset("trn3").core == "NeuronCore-v4"
+
+
+def test_trn3_published_figures_and_stated_assumptions() -> None:
+    """NKI Trainium3 guide / NeuronCore-v4 page: 79 BF16, 315 MX, 20 FP32 TFLOPS per core, SBUF 32 MiB, PSUM
+    2 MiB, 8 cores; what is not published is listed in `assumptions` and recorded in every profile."""
+    from nprof.arch.cost import model_meta
+
+    p = get_preset("trn3")
+    assert p.peak("bfloat16") == pytest.approx(79e12, rel=0.01)
+    assert p.peak("mxfp8_e4m3_x4") == pytest.approx(315e12, rel=0.01)
+    assert p.peak("float32") == pytest.approx(20e12, rel=0.02)
+    assert (p.sbuf_bytes, p.psum_bytes, p.cores_per_chip) == (32 * 1024 * 1024, 2 * 1024 * 1024, 8)
+    assert "ASSUMED" in p.assumptions and "DMA fixed latency" in p.assumptions
+    assert model_meta(p)["preset_assumptions"] == p.assumptions
+    assert "preset_assumptions" not in model_meta(get_preset("trn2"))
 
 
 def test_unknown_name_lists_valid_presets() -> None:
-    with pytest.raises(NprofError, match="unknown device preset 'inf9'; valid presets: trn1, trn2"):
+    with pytest.raises(NprofError, match="unknown device preset 'inf9'; valid presets: trn1, trn2, trn3"):
         get_preset("inf9")
 
 

@@ -153,7 +153,7 @@ def test_nest_with_overruns_falls_back_to_the_loop(seed: int) -> None:
 
 
 def _carriers_reference(par: list[int], start: list[int], own: list[int], emitted: list[int], own_l: list[int]) -> dict:
-    """The plain loop `chrome_host._carriers` vectorises."""
+    """The plain loop `chrome_host.flop_carriers` vectorises."""
     carrier: dict[int, int] = {}
     for e in emitted:
         a = par[e]
@@ -168,7 +168,7 @@ def _carriers_reference(par: list[int], start: list[int], own: list[int], emitte
 def test_flop_carriers_match_the_plain_loop(seed: int) -> None:
     from types import SimpleNamespace
 
-    from nprof.capture.chrome_host import _carriers
+    from nprof.capture.chrome_host import flop_carriers
 
     rng = np.random.default_rng(seed)
     spans: list[tuple[int, ...]] = []
@@ -179,19 +179,19 @@ def test_flop_carriers_match_the_plain_loop(seed: int) -> None:
     emitted_mask, owner = chrome_tree.python_work(order, parent, rng.random(len(spans)) < 0.4)
     emitted, own_l = np.flatnonzero(emitted_mask).tolist(), owner.tolist()
     h = SimpleNamespace(parent=parent, start=start)
-    got = _carriers(h, own, emitted, own_l)  # type: ignore[arg-type]
+    got = flop_carriers(h, own, emitted, own_l)  # type: ignore[arg-type]
     assert got == _carriers_reference(parent.tolist(), start.tolist(), own, emitted, own_l)
 
 
 def test_flop_carrier_ties_go_to_the_first_emitted_row() -> None:
     from types import SimpleNamespace
 
-    from nprof.capture.chrome_host import _carriers
+    from nprof.capture.chrome_host import flop_carriers
 
     parent, start = np.asarray([-1, 0, 0]), np.asarray([0, 2, 2])  # an op and two rows starting together
     h = SimpleNamespace(parent=parent, start=start)
     args = ([7, 0, 0], [1, 2], [-1, 1, 2])
-    assert _carriers(h, *args) == _carriers_reference(parent.tolist(), start.tolist(), *args) == {0: 1}  # type: ignore[arg-type]
+    assert flop_carriers(h, *args) == _carriers_reference(parent.tolist(), start.tolist(), *args) == {0: 1}  # type: ignore[arg-type]
 
 
 def python_read_bytes(args: Any, par_l: list[int], emitted: list[int], own_l: list[int]) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,6 +26,8 @@ GEOMETRIES = [
     (130, 140, 3, 1, 1, 1, False, 4),  # more than 128 channels in and out: chunked over partitions
     (40, 6, 3, 2, 1, 1, True, 7),  # more than STACK_MAX_C channels: one matmul per tap, strided windows
     (36, 4, 3, 1, 2, 2, False, 6),  # ... stride 1, dilated: windows read as whole padded rows
+    (40, 36, 3, 1, 1, 1, True, 1),  # 1x1 images: eight of nine taps read only padding (skipped, zero gradient)
+    (48, 40, 3, 2, 1, 1, False, 3),  # strided, several images per pixel block of the weight gradient
 ]
 
 
@@ -43,6 +47,32 @@ def test_direct_conv_matches_eager(geometry: tuple) -> None:
     check_module(make, x)
 
 
+def test_stem_conv_too_big_to_pad_in_sbuf_stacks_its_taps() -> None:
+    """A resnet stem (3 channels, 7x7, stride 2, padding 3) whose padded input does not fit the SBUF share:
+    forward and weight gradient run the stacked kernels (taps on the partitions), not the im2col through HBM;
+    outputs and weight gradients equal eager's (each weight gradient sums 2048 products: fp32 summation order
+    differs, so the tolerance is relative to the largest gradient)."""
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(4))
+    x_v, w_v = View.whole("x", "float32", (2, 3, 64, 64)), View.whole("w", "float32", (8, 3, 7, 7))
+    assert not direct.fits((2, 3, 64, 64), (8, 3, 7, 7), (32, 32), (3, 3))
+    assert direct_supported(x_v, w_v, (2, 2), (3, 3), (1, 1), ("forward", "weight"))
+    assert not direct_supported(x_v, w_v, (2, 2), (3, 3), (1, 1), ("input",))  # strided: not stacked
+    torch._dynamo.reset()
+    STATS.reset()
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 7, 2, 3, bias=False)
+    out_e = conv(x)
+    w = torch.randn(out_e.shape, generator=torch.Generator().manual_seed(2))
+    (out_e * w).sum().backward()
+    grad_e, conv.weight.grad = conv.weight.grad, None
+    out_d = torch.compile(conv, backend="nprof")(x)
+    (out_d * w).sum().backward()
+    torch.testing.assert_close(out_d.detach(), out_e.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(conv.weight.grad, grad_e, rtol=1e-4, atol=1e-5 * grad_e.abs().max().item())
+    tensors = {name for p in STATS.last_profile.values() for name in p.dma["tensor"].to_pylist()}
+    assert len(STATS.last_profile) == 2 and not any("tmp" in name for name in tensors)  # no im2col temporaries
+
+
 @pytest.mark.parametrize(("cin", "dmas"), [(40, 4), (8, 9 + 3)])
 def test_direct_conv_moves_each_operand_in_few_dmas(cin: int, dmas: int) -> None:
     """A 3x3 convolution's forward program: input, weights, bias and output each cross HBM in one DMA; with
@@ -54,6 +84,22 @@ def test_direct_conv_moves_each_operand_in_few_dmas(cin: int, dmas: int) -> None
         torch.compile(conv, backend="nprof")(torch.randn(2, cin, 12, 12))
     profile = next(iter(STATS.last_profile.values()))
     assert profile.dma.num_rows == dmas
+
+
+def test_live_taps_matches_a_brute_force_scan() -> None:
+    """The taps whose window reads data, against a plain scan of every output position of a zero-padded
+    image (a tap is live when some output reads an element inside the image)."""
+    for stride, pad, dil, size, k in itertools.product((1, 2), (0, 1, 2), (1, 2), (1, 2, 3), (1, 3)):
+        out = (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        if out <= 0:
+            continue
+        taps = [(i, j) for i in range(k) for j in range(k)]
+        data = (range(pad, pad + size), range(pad, pad + size))
+        got = conv_taps.live_taps(taps, (out, out), (stride, stride), (dil, dil), data)
+        want = [(t, (i, j)) for t, (i, j) in enumerate(taps)
+                if any(0 <= r * stride + i * dil - pad < size and 0 <= q * stride + j * dil - pad < size
+                       for r in range(out) for q in range(out))]  # fmt: skip
+        assert got == (want or list(enumerate(taps))), (stride, pad, dil, size, k)
 
 
 def test_fits_refuses_what_sbuf_cannot_hold() -> None:

@@ -21,12 +21,12 @@ def _work_per_instruction(depth: int, monkeypatch: pytest.MonkeyPatch, cache: Pa
     from nprof.nki.deps import DepTracker
 
     counts = {"calls": 0, "scanned": 0, "instructions": 0}
-    candidates = DepTracker._candidates
+    trackers: list[DepTracker] = []
+    init = DepTracker.__init__
 
-    def counted(self: DepTracker, space: str, buckets: tuple[int, ...], copy: bool = True) -> list[Any]:
-        found = candidates(self, space, buckets, copy)
-        counts["scanned"] += len(found) + 1
-        return found
+    def counted(self: DepTracker, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        trackers.append(self)
 
     def profiler(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
@@ -44,7 +44,7 @@ def _work_per_instruction(depth: int, monkeypatch: pytest.MonkeyPatch, cache: Pa
         return program, slots
 
     monkeypatch.setenv("NPROF_CACHE", str(cache))
-    monkeypatch.setattr(DepTracker, "_candidates", counted)
+    monkeypatch.setattr(DepTracker, "__init__", counted)
     monkeypatch.setattr(backend, "lower_graph", lower_counted)
     torch.manual_seed(0)
     layers: list[nn.Module] = [nn.Conv2d(3, 8, 3, 1, 1)]
@@ -54,6 +54,7 @@ def _work_per_instruction(depth: int, monkeypatch: pytest.MonkeyPatch, cache: Pa
     torch._dynamo.reset()
     torch.compile(model, backend="nprof")(torch.randn(2, 3, 8, 8)).sum().backward()
     monkeypatch.undo()
+    counts["scanned"] = sum(t.scanned for t in trackers)
     n = counts["instructions"]
     assert n > 0
     return counts["calls"] / n, counts["scanned"] / n

@@ -218,3 +218,14 @@ def test_max_pool2d(kw: dict) -> None:
     x = r(2, 3, 7, 7, seed=7)
     check_fn(lambda t: F.max_pool2d(t, **kw) * 2.0, x)
     check_fn(lambda t: F.max_pool2d_with_indices(t, **kw)[1].float(), x.detach(), grad=False)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 3, "stride": 2, "padding": 1}, {"kernel_size": 2, "dilation": 2},
+                                {"kernel_size": 1}])  # fmt: skip
+def test_max_pool2d_rows_and_ties(kw: dict) -> None:
+    """More (image, channel) rows than partitions (two row blocks), the input a tile an earlier op keeps in
+    SBUF (relu), and ties (integer values: the first maximum wins, as in eager) in values, indices and the
+    gradient (overlapping windows add into the same input element)."""
+    x = (r(3, 50, 6, 6, seed=8) * 2.0).round()
+    check_fn(lambda t: F.max_pool2d(F.relu(t), **kw) * 2.0, x)
+    check_fn(lambda t: F.max_pool2d_with_indices(F.relu(t), **kw)[1].float(), x.detach(), grad=False)

@@ -242,3 +242,22 @@ def test_loop_reduce_accumulates_into_the_assigned_tile() -> None:
         return acc
 
     np.testing.assert_allclose(run_tiles(fn, x), x[:, 0:4] + x[:, 4:8] + x[:, 8:12], rtol=1e-6)
+
+
+def test_compiler_decorators_keep_spmd_launches() -> None:
+    """`@ncc.enable_stack_allocator` over `@nki.jit`: the kernel still launches over a grid (`kernel[2]`) and the
+    unmodelled decorator warns."""
+
+    @ncc.enable_stack_allocator(log_level=20)
+    @nki.jit
+    def add_rows(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        nl.store(out[i * 4 : i * 4 + 4, :], value=nl.add(nl.load(x[i * 4 : i * 4 + 4, :]), 1.0))
+        return out
+
+    x = rand((8, 6), 11)
+    with pytest.warns(NkiCompatWarning, match="enable_stack_allocator"):
+        got = add_rows[2](x)
+    np.testing.assert_allclose(got, x + 1.0)
+    assert add_rows.__name__ == "add_rows"

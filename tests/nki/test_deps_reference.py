@@ -143,12 +143,32 @@ def _reused_or_new(rng: random.Random, made: list[Access]) -> Access:
 
 
 def test_tracker_matches_the_flat_reference_on_random_programs():
-    for seed in range(8):
+    _compare(range(8), steps=250, capacity=1024)
+
+
+def test_tracker_grows_its_arrays_without_changing_anything():
+    """From one entry row of room: every array (entries, list nodes, the deferred-read table) is regrown many
+    times mid-program; dependencies stay the reference's."""
+    _compare(range(8, 11), steps=600, capacity=1)
+
+
+def test_tensors_of_more_axes_than_a_box_holds_are_refused_by_name():
+    import pytest
+
+    from nprof.errors import NprofError
+
+    tracker = DepTracker({"big": (2,) * 9})
+    with pytest.raises(NprofError, match="at most 8 axes"):
+        tracker.record(0, (Access(Space.HBM, "big", "float32", 0, 2, ((1, 2),), 0, 2),), ())
+
+
+def _compare(seeds: range, steps: int, capacity: int) -> None:
+    for seed in seeds:
         rng = random.Random(seed)
-        fast, ref = DepTracker(dict(SHAPES)), Reference()
+        fast, ref = DepTracker(dict(SHAPES), capacity=capacity), Reference()
         made: list[Access] = []  # the same operand objects come back (the tracker remembers recent regions)
         access = functools.partial(_reused_or_new, rng, made)
-        for i in range(250):
+        for i in range(steps):
             reads = [access() for _ in range(rng.randint(0, 2))]
             writes = [access() for _ in range(rng.randint(0, 1))]
             assert fast.record(i, tuple(reads), tuple(writes)) == ref.record(i, reads, writes), (seed, i)

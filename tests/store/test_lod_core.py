@@ -63,3 +63,20 @@ def test_no_events_and_too_many_opcodes_use_the_numpy_passes() -> None:
     assert compiled_base(empty, empty, empty, empty, empty, 8, 4) is None
     ts = np.arange(10, dtype=np.int64)
     assert compiled_base(ts, ts, ts, ts, ts, 1, lod.MAX_CELLS) is None  # 10 opcodes x 2^24 buckets: lumped
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_compiled_peaks_match_the_numpy_steps(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ties (starts and ends at one instant, bucket edges), zero-length events, events before the origin and
+    after the last bucket: the merge gives the numpy steps' integers exactly."""
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(1, 500))
+    ts = rng.integers(-100, 300 if seed % 2 else 3000, n)  # a narrow range: many equal instants
+    dur = rng.integers(0, 50, n) * (rng.random(n) < 0.8)
+    nbytes = rng.integers(0, 1 << 24, n)
+    width, nb, origin = int(rng.choice([1, 3, 16, 100])), int(rng.integers(1, 80)), int(rng.integers(-50, 50))
+    got = lod.peaks(ts, dur, nbytes, origin, width, nb)
+    monkeypatch.setattr(lod, "load_compiled", lambda *a, **k: None)
+    want = lod.peaks(ts, dur, nbytes, origin, width, nb)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

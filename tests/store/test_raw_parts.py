@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from nprof.container import open_container
@@ -52,6 +53,18 @@ def test_in_memory_profiles_get_written_parts_sorted_by_id(store: Store) -> None
     with store.cursor("mem") as cur:
         ids = [i for (i,) in cur.execute("SELECT id FROM instructions").fetchall()]
     assert ids == sorted(ids) and len(ids) == p.instructions.num_rows
+
+
+def test_a_file_whose_members_cannot_be_copied_gets_plain_string_parts(store: Store, tmp_path: Path) -> None:
+    """ingest_file keeps the strings encoded in memory; a member it must rewrite (ids out of order) is written
+    with the profile schema's plain strings, sorted by id, holding the same values."""
+    p = synthetic_profile(2000, seed=5)
+    shuffled = p.instructions.take(list(range(p.instructions.num_rows))[::-1])
+    path = type(p)(p.info, shuffled, p.dma, p.collectives, p.counters).save(tmp_path / "shuffled.ntff")
+    store.ingest_file(path, profile_id="shuf")
+    written = pq.read_table(_parts(store, "shuf") / "instructions.parquet")
+    assert written.schema.equals(TABLES["instructions"], check_metadata=False)
+    assert written.equals(p.instructions)  # the synthetic table is in id order: sorting restores it
 
 
 def test_parts_are_replaced_and_deleted_with_the_profile(store: Store) -> None:

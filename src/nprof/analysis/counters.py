@@ -213,7 +213,8 @@ def window_function(n: int) -> Callable[[np.ndarray, np.ndarray, int, float | No
 
     def run(starts: np.ndarray, ends: np.ndarray, base: int, previous: float | None) -> tuple[np.ndarray, np.ndarray]:
         prev = 0.0 if previous is None else previous
-        return compiled(starts.astype(np.int64), ends.astype(np.int64), base, prev, previous is not None)
+        return compiled(starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False), base, prev,
+                        previous is not None)  # fmt: skip
 
     return run
 

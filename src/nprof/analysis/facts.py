@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
 from nprof.profile import Profile
-from nprof.profile.codes import recall
+from nprof.profile.codes import plain, recall
 
 # engines whose instructions count as "compute" for overlap findings (sync and cc only coordinate)
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "other")
@@ -213,11 +213,11 @@ class Facts:
     @cached_property
     def tensor_matrix_mask(self) -> np.ndarray:
         """Instructions drawn on the TensorMatrix row (the `tensor.moving` track, else every tensor instruction)."""
-        if "_str_instructions_track" in self.__dict__:  # already encoded (perfetto export): reuse it
+        encoded = "_str_instructions_track" in self.__dict__ or recall(self.instructions, "track") is not None
+        if encoded:  # codes already made (perfetto export) or read from the file: no string comparison
             codes, names = self.track
-            if TENSOR_MATRIX_TRACK in names:
-                return codes == names.index(TENSOR_MATRIX_TRACK)
-            return self.engine_mask("tensor")
+            on_track = codes == names.index(TENSOR_MATRIX_TRACK) if TENSOR_MATRIX_TRACK in names else None
+            return on_track if on_track is not None and on_track.any() else self.engine_mask("tensor")
         if self.instructions.num_rows == 0:
             return np.zeros(0, dtype=bool)
         # one string comparison is cheaper than dictionary-encoding the whole track column
@@ -295,6 +295,7 @@ class Facts:
                 if not cols:
                     self.__dict__[key] = (np.full(t.num_rows, -1, np.int32), [])
                 else:
+                    cols = [plain(c) for c in cols]
                     self.__dict__[key] = encode(pc.coalesce(*cols) if len(cols) > 1 else cols[0])
         return self.__dict__[key]
 
@@ -304,7 +305,9 @@ class Facts:
         if key not in self.__dict__:
             t = self.instructions if table == "instructions" else self.dma
             col = t[name]
-            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            if pa.types.is_dictionary(col.type):  # Profile.load(encoded=True): codes read from the file
+                self.__dict__[key] = recall(t, name) or encode_arrow(plain(col))
+            elif pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
                 self.__dict__[key] = recall(t, name) or encode_arrow(col)  # codes read from the file, if any
             else:
                 self.__dict__[key] = to_numpy(col, bool if pa.types.is_boolean(col.type) else np.int64)

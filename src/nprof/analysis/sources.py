@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nprof.profile.codes import plain
+
 SOURCE_COLUMNS = ("nki_source_location", "hlo_name", "layer")
 
 
@@ -21,7 +23,7 @@ def row_sources(table: pa.Table, rows: np.ndarray) -> list[str | None]:
     if rows.size == 0:
         return []
     picked = table.select(list(SOURCE_COLUMNS)).take(pa.array(rows))
-    merged = pc.coalesce(*[picked[c] for c in SOURCE_COLUMNS])
+    merged = pc.coalesce(*[plain(picked[c]) for c in SOURCE_COLUMNS])
     return merged.to_pylist()
 
 

@@ -34,6 +34,7 @@ from nprof.analysis import intervals as iv
 from nprof.analysis.sources import human_bytes, human_ns
 from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from nprof.profile import Profile
+from nprof.profile.codes import plain_table
 
 STEP_COLUMNS = (
     "step", "start", "end", "wall_ns", "forward_device_ns", "backward_device_ns", "device_busy_ns", "compile_ns",
@@ -50,7 +51,7 @@ def is_system(profile: Profile) -> bool:
 
 
 def _track_rows(profile: Profile, prefix: str) -> pa.Table:
-    t = profile.instructions
+    t = plain_table(profile.instructions)
     return t.filter(pc.starts_with(t["track"], prefix))
 
 
@@ -101,11 +102,11 @@ def _step_sum(table: pa.Table, step: int, column: str) -> int:
 
 
 def _parts(profile: Profile) -> dict[str, pa.Table]:
-    dma = profile.dma
+    dma = plain_table(profile.dma)
     copies = dma.filter(pc.or_(pc.equal(dma["queue"], "h2d:nc0"), pc.equal(dma["queue"], "d2h:nc0")))
     cpu = _track_rows(profile, "cpu:")
     tracing = pc.fill_null(pc.starts_with(cpu["hlo_name"], "dynamo"), False)  # torch.compile's own tracing
-    ins = profile.instructions
+    ins = plain_table(profile.instructions)
     collective = pc.is_in(ins["track"], pa.array(HOST_COLLECTIVE_TRACKS))
     optimizer = pc.fill_null(pc.starts_with(cpu["opcode"], OPTIMIZER), False)
     return {

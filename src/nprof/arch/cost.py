@@ -82,7 +82,10 @@ def model_meta(preset: Preset) -> dict[str, str]:
     """What a profile records about the model that produced it: cost-model version and the fitted constants."""
     fitted = ";".join(f"{k}={v:g}" for k, v in sorted(preset.fitted().items()))
     assumed = ";".join(f"{k}={v:g}" for k, v in sorted(preset.assumed().items()))
-    return {"cost_model": MODEL_VERSION, "cost_model_fitted": fitted or "none", "cost_model_assumed": assumed or "none"}
+    meta = {"cost_model": MODEL_VERSION, "cost_model_fitted": fitted or "none", "cost_model_assumed": assumed or "none"}
+    if preset.assumptions:  # a preset with unpublished figures (trn3) says which, in every profile
+        meta["preset_assumptions"] = preset.assumptions
+    return meta
 
 
 def matmul_cycles(stationary_free: int, moving_free: int, dtype: str, preset: Preset, moving_dtype: str = "") -> float:
@@ -266,6 +269,8 @@ def instruction_cycles(ins: Instruction, preset: Preset) -> float:
         return float(max(preset.min_ii, math.ceil(_n(o) / 2)))
     if op is Opcode.EVENT_SEMAPHORE:
         return float(preset.min_ii)
+    if op is Opcode.QUANTIZE_MX:  # NKI Trainium3 guide: four input elements per partition per cycle
+        return elementwise_cycles(math.ceil(_n(a) / 4), preset)
     return elementwise_cycles(n, preset)
 
 

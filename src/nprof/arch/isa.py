@@ -179,6 +179,7 @@ class Opcode(StrEnum):
     STREAM_SHUFFLE = "STREAM_SHUFFLE"
     SEQUENCE_BOUNDS = "SEQUENCE_BOUNDS"
     RANGE_SELECT = "RANGE_SELECT"
+    QUANTIZE_MX = "QUANTIZE_MX"  # VectorE (NeuronCore-v4): bf16/fp16 -> MXFP8 data and scales (nprof.device.mx)
 
 
 COLLECTIVES = frozenset({Opcode.ALL_REDUCE, Opcode.ALL_GATHER, Opcode.REDUCE_SCATTER, Opcode.ALL_TO_ALL})
@@ -208,11 +209,18 @@ DTYPES = (
     "uint8",
     "uint16",
     "uint32",
+    # MX (OCP Microscaling v1.0) types of NeuronCore-v4 (NKI API reference: nki.language dtypes; nprof.nki.mx):
+    "mxfp8_e4m3_x4",  # nl.float8_e4m3fn_x4: four float8_e4m3fn in 32 bits (element j in byte j)
+    "mxfp8_e5m2_x4",  # nl.float8_e5m2_x4: four float8_e5m2 in 32 bits
+    "mxfp4_e2m1_x4",  # nl.float4_e2m1fn_x4: four float4_e2m1fn in 16 bits (element j in bits 4j..4j+3)
+    "float8_e8m0fnu",  # the MX shared scale: 2**(byte - 127), 255 = NaN
 )
+PACKED_MX = frozenset({"mxfp8_e4m3_x4", "mxfp8_e5m2_x4", "mxfp4_e2m1_x4"})  # 4 values per item: MX instructions only
 
 ITEMSIZE = {
     "float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3": 1, "float8_e5m2": 1,
     "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "uint32": 4,
+    "mxfp8_e4m3_x4": 4, "mxfp8_e5m2_x4": 4, "mxfp4_e2m1_x4": 2, "float8_e8m0fnu": 1,
 }  # fmt: skip
 
 
@@ -225,9 +233,12 @@ def numpy_dtype(name: str) -> Any:
         "bfloat16": ml_dtypes.bfloat16,
         "float8_e4m3": ml_dtypes.float8_e4m3fn,
         "float8_e5m2": ml_dtypes.float8_e5m2,
+        "float8_e8m0fnu": ml_dtypes.float8_e8m0fnu,
     }
     if name not in ITEMSIZE:
         raise KeyError(name)
+    if name in PACKED_MX:  # raw packed bits, a distinct numpy type per MX type (a one-field record)
+        return np.dtype([(name, f"<u{ITEMSIZE[name]}")])
     return np.dtype(special.get(name, name))
 
 

@@ -1,7 +1,8 @@
 """Device presets of the virtual NeuronCore: every hardware figure the simulator uses.
 
-Contract: `PRESETS` maps "trn1" (NeuronCore-v2, Trn1/Inf2) and "trn2"
-(NeuronCore-v3, Trn2) to a frozen `Preset`; `get_preset(name)` returns one or
+Contract: `PRESETS` maps "trn1" (NeuronCore-v2, Trn1/Inf2), "trn2"
+(NeuronCore-v3, Trn2) and "trn3" (NeuronCore-v4, Trn3; several figures
+unpublished and stated in its `assumptions`) to a frozen `Preset`; `get_preset(name)` returns one or
 raises `NprofError` listing the valid names. Every figure is a named field whose
 comment cites the public source (AWS Neuron / NKI documentation, as summarised in
 docs/hardware.md). Where sources disagree the comment names the choice. Figures that
@@ -85,6 +86,9 @@ class Preset:
     # docs/hardware.md), and ordering by the model's own estimates slows the exp kernel by 25%, a
     # list-scheduling anomaly we cannot check against hardware.
     sched_window: int = 1  # ASSUMED: the compiler's reordering window per engine queue (see the comment above)
+    # Figures of this preset that no public document gives and that were not fitted (copied from an older
+    # generation or derived by a stated rule): recorded in every profile simulated on it (arch.cost.model_meta).
+    assumptions: str = ""  # one line listing the ASSUMED / DERIVED figures ("" = all published or fitted)
 
     def fitted(self) -> dict[str, float]:
         """The FITTED constants of this preset by name (recorded in every simulated profile's manifest)."""
@@ -116,7 +120,7 @@ class Preset:
         """Peak matmul FLOP/s for a matmul input dtype name (float32, bfloat16, float8_e4m3, ...)."""
         if dtype == "float32":
             return self.peak_flops["float32"]
-        if dtype.startswith("float8"):
+        if dtype.startswith("float8") or dtype.startswith("mxfp"):  # MX packed types: the MX peak
             return self.peak_flops["float8"]
         return self.peak_flops["bfloat16"]
 
@@ -228,7 +232,68 @@ TRN2 = Preset(
     dma_issue_gap_ns=781.0,  # FITTED on trn1's calibration set; no trn2 case to fit: assumed equal
 )
 
-PRESETS: dict[str, Preset] = {"trn1": TRN1, "trn2": TRN2}
+# NeuronCore-v4 (Trn3). Sources: NKI "Trainium3 Architecture Guide for NKI"
+# (awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/trainium3_arch.html), Neuron docs
+# "NeuronCore-v4 Architecture" and "Trainium3 Architecture" (about-neuron/arch/neuron-hardware/), the NKI API
+# reference of nisa.nc_matmul_mx. Unpublished figures are listed in `assumptions` (and docs/hardware.md).
+_TRN3_ASSUMED = (
+    "ASSUMED for trn3 (not published for NeuronCore-v4; as trn2): DMA fixed latency 1.3 us and chunk costs, "
+    "MIN_II 64, SBUF access 60 cycles, weight-load rate, sync/profiler clocks 1.2 GHz, link/EFA latencies, "
+    "EFA 400 GB/s, the fitted DMA issue gap; VectorE/ScalarE modelled with trn2's per-element rules at the v4 "
+    "clocks (the guide's wider v4 data paths, 512/256 elements per cycle, are not modelled); DERIVED: 16 DMA "
+    "engines per core (128 per device / 8 cores), 38.3 GB/s per engine (4.9 TB/s / 128), plain FP8 nc_matmul at "
+    "the BF16 rate (guide: non-MX dense input 2x128 elements/cycle, as BF16)"
+)
+TRN3 = Preset(
+    name="trn3",
+    core="NeuronCore-v4",
+    tensor_clock_hz=2.4e9,  # NKI Trainium3 guide: TensorE 2.4 GHz; 2*128*128*2.4e9 = 78.6 TFLOPS (79 BF16 quoted)
+    vector_clock_hz=1.2e9,  # NKI Trainium3 guide: VectorE 1.2 GHz
+    scalar_clock_hz=1.2e9,  # NKI Trainium3 guide: ScalarE 1.2 GHz
+    gpsimd_clock_hz=1.2e9,  # NKI Trainium3 guide: GpSimdE 1.2 GHz
+    sync_clock_hz=1.2e9,  # ASSUMED: as trn2
+    profiler_clock_hz=1.2e9,  # ASSUMED: as trn2
+    partitions=128,
+    sbuf_partition_bytes=256 * _KIB,  # NKI Trainium3 guide: SBUF 32 MiB (up from 28 MiB) = 128 x 256 KiB
+    psum_partition_bytes=16 * _KIB,  # NKI Trainium3 guide: PSUM "remains the same at 2 MiB"
+    psum_banks=8,  # nc_matmul_mx API: moving up to 4096 fp32 = "8x PSUM banks (the entire PSUM)"
+    psum_bank_bytes=2 * _KIB,
+    pmax=128,  # nl.tile_size (the MX tutorial: pmax 128, gemm_stationary_fmax 128, gemm_moving_fmax 512)
+    gemm_stationary_fmax=128,
+    gemm_moving_fmax=512,
+    psum_fmax=512,
+    dma_queues=16,  # DERIVED: the guide's 128 DMA engines per device / 8 NeuronCores
+    dma_queue_bandwidth=4.9e12 / 128,  # DERIVED: "Trainium3 Architecture": 4.9 TB/s DMA bandwidth / 128 engines
+    # Sources disagree: 4.9 TB/s ("Trainium3 Architecture", 12/2025) vs 4.7 TB/s (NKI Trainium3 guide, 03/2026):
+    # we take the newer NKI guide's 4.7 TB/s, shared by 8 cores -> 587.5 GB/s per core.
+    hbm_bandwidth=4.7e12 / 8,
+    dma_latency_ns=1300.0,  # ASSUMED: as trn2 / trn1 (no v4 figure published)
+    dma_chunk_overhead_bytes=256,  # ASSUMED: as trn2
+    dma_efficient_chunk_bytes=2 * _KIB,  # ASSUMED: as trn2
+    min_ii=64,  # ASSUMED: as trn2
+    static_access_cycles=60,  # ASSUMED: as trn2
+    ldweights_rows_per_cycle=4,  # ASSUMED: as trn2
+    # DERIVED: the guide gives TensorE 2x128 input elements/cycle for non-MX dense input (as BF16) and 8x128 for
+    # MXFP8: a plain FP8 nc_matmul runs at the BF16 rate; MX matmuls (4 values per PE) reach 315 TFLOPS.
+    fp8_matmul_speedup=1,
+    fp32_matmul_slowdown=4,  # NeuronCore-v4 page: 20 FP32 TFLOPS ~ 79 / 4
+    peak_flops=MappingProxyType(  # "float8": the MX peak (315 MXFP8/MXFP4 TFLOPS per core, NeuronCore-v4 page)
+        {"bfloat16": _array_flops(2.4e9), "float8": 4 * _array_flops(2.4e9), "float32": _array_flops(2.4e9) / 4}
+    ),
+    peaks_source="trn3 preset: NeuronCore-v4 TensorE 128x128 at 2.4 GHz effective (AWS docs: 79 TFLOPS BF16, "
+    "315 MXFP8/MXFP4, 20 FP32 per core); HBM 4.7 TB/s per chip / 8 cores; some figures ASSUMED (see assumptions)",
+    # Sources disagree: 16 CC-Cores ("Trainium3 Architecture") vs 20 (NKI Trainium3 guide): the newer guide's 20.
+    cc_cores=20,
+    cores_per_chip=8,  # "Trainium3 Architecture": eight NeuronCore-v4 per chip
+    link_bandwidth=1280 * _GB,  # "Trainium3 Architecture": NeuronLink-v4 2.56 TB/s per device -> one direction
+    link_latency_ns=2000.0,  # ASSUMED: as trn1
+    efa_bandwidth=3.2e12 / 8,  # ASSUMED: as trn2 (no trn3 instance EFA figure in the Neuron docs)
+    efa_latency_ns=15000.0,  # ASSUMED: as trn1
+    dma_issue_gap_ns=781.0,  # FITTED on trn1's calibration set; ASSUMED equal
+    assumptions=_TRN3_ASSUMED,
+)
+
+PRESETS: dict[str, Preset] = {"trn1": TRN1, "trn2": TRN2, "trn3": TRN3}
 
 
 def get_preset(name: str | Preset) -> Preset:

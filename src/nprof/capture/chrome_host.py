@@ -101,7 +101,7 @@ def attribute_flops(
     flops = np.zeros(len(h.names), dtype=np.int64)
     dtype_weight: Counter[str] = Counter()
     in_types = h.args.raw("Input type")
-    carrier = _carriers(h, own, emitted, own_l)
+    carrier = flop_carriers(h, own, emitted, own_l)
     for i in [j for j, f in enumerate(own) if f > 0 and not has_inner[j]]:
         o = own_l[i] if own_l[i] >= 0 else carrier.get(i, -1)
         if o < 0:
@@ -113,7 +113,7 @@ def attribute_flops(
     return flops, dtype_weight
 
 
-def _carriers(h: Host, own: list[int], emitted: list[int], own_l: list[int]) -> dict[int, int]:
+def flop_carriers(h: Host, own: list[int], emitted: list[int], own_l: list[int]) -> dict[int, int]:
     """Counted op above the work level (nearest FLOP-carrying strict ancestor of an emitted row, itself not
     owned by a row) -> its first emitted descendant (earliest start, then lowest index)."""
     em = np.asarray(emitted, dtype=np.int64)

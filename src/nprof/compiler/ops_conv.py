@@ -73,18 +73,26 @@ def _pairs(*args: Any) -> tuple[tuple[int, int], ...]:
     return tuple((int(a[0]), int(a[1])) for a in args)
 
 
-def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> bool:
-    """Can `nprof.compiler.kernels.conv` run this convolution (fp32, resident tiles fit, forward and
-    backward geometry supported)?"""
+def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                     parts: tuple[str, ...] = ("forward", "input", "weight")) -> bool:  # fmt: skip
+    """Can `nprof.compiler.kernels.conv` run these `parts` of this convolution ("forward", "input": the input
+    gradient, "weight": the weight gradient): fp32, geometry supported, and each part's resident tiles fit
+    (the stacked small-channel kernels, or the padded-input ones)?"""
     if xv.dtype != "float32" or wv.dtype != "float32" or len(padding) != 2 or len(dilation) != 2:
         return False
     (sh, sw), (ph, pw), (dh, dw) = _pairs(stride, padding, dilation)
-    _, _, kh, kw = wv.shape
+    n, c, h, w = xv.shape
+    oc, _, kh, kw = wv.shape
     if ph > dh * (kh - 1) or pw > dw * (kw - 1):  # the input gradient's zero-dilated padding would be negative
         return False
-    oh = (xv.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (xv.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    return oh > 0 and ow > 0 and direct.fits(tuple(xv.shape), tuple(wv.shape), (oh, ow), (ph, pw))
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        return False
+    fits = direct.fits(tuple(xv.shape), tuple(wv.shape), (oh, ow), (ph, pw))
+    stacked = {"forward": direct.stacks(c, kh * kw, n * oh * ow), "weight": direct.stacks(c, kh * kw, n * oh * ow),
+               "input": (sh, sw) == (1, 1) and direct.stacks(oc, kh * kw, n * h * w)}  # fmt: skip
+    return all(fits or stacked[part] for part in parts)
 
 
 @register("convolution.default")
@@ -92,7 +100,7 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
     xv, wv = view_of(lw, x), view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
-    if direct_supported(xv, wv, stride, padding, dilation):
+    if direct_supported(xv, wv, stride, padding, dilation, ("forward",)):
         out = lw.new_tensor()
         bias_v = view_of(lw, bias) if bias is not None else None
         lw.em.call(direct.conv_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v,
@@ -120,7 +128,8 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
                           output_mask: Any) -> tuple:  # fmt: skip
     g, xv, wv = view_of(lw, grad), view_of(lw, x), view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
-    if direct_supported(xv, wv, stride, padding, dilation):
+    parts = tuple(part for part, wanted in zip(("input", "weight"), output_mask[:2], strict=True) if wanted)
+    if direct_supported(xv, wv, stride, padding, dilation, parts):
         return _direct_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
     n, c, _, _ = xv.shape
     oc, _, kh, kw = wv.shape

@@ -1,21 +1,23 @@
-"""Lowering of 2-D max pooling (forward with indices, and backward) as tap-by-tap VectorE passes.
+"""Lowering of 2-D max pooling (forward with indices, and backward) as tap-by-tap VectorE passes in SBUF.
 
 Contract: importing registers ``aten.max_pool2d_with_indices`` and ``aten.max_pool2d_with_indices_backward``
 (2-D, any kernel/stride/padding/dilation, ``ceil_mode=False``) in `nprof.compiler.ops.LOWERINGS`. Rows are
-the (image, channel) pairs on partitions, the output plane the free dims. Forward: for every kernel tap a
-strided window of the (-inf padded) input is DMA'd in; the running max and the argmax (flat ``h * W + w``
-index into the unpadded input, from a GpSimdE iota; the first maximum wins, as in PyTorch) update on VectorE.
-Backward: for every tap, ``grad * (indices == tap index)`` is added into that tap's window of a zero-padded
-input gradient (read-add-write in HBM), which is then cropped.
+the (image, channel) pairs on partitions, the output plane the free dims. Forward: per block of 128 rows the
+input crosses HBM once, into an SBUF tile padded with -inf (one DMA, or none when an earlier kernel keeps it
+in SBUF); every kernel tap is a strided window of that tile read by VectorE (no strided DMA: a stride-2
+window is one DMA chunk per element); the running max and the argmax (flat ``h * W + w`` index into the
+unpadded input, from a GpSimdE iota; the first maximum wins, as in PyTorch) update on VectorE. Backward: per
+block of rows, ``grad * (indices == tap index)`` is added into that tap's window of a zero-padded SBUF tile,
+in tap order (the same fp32 additions as eager's scatter-add order), whose interior is stored once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nprof.compiler.kernels import elementwise as ew
+from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.conv_taps import source
 from nprof.compiler.kernels.hbm import load, store
-from nprof.compiler.kernels.matmul import copy_kernel
 from nprof.compiler.lower import Lowerer
 from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import FREE_MAX, PMAX, View, view_access
@@ -73,12 +75,29 @@ def _box(v: View, r0: int, rt: int) -> Any:
     return view_access(v, 0, (r0, 0, 0), (rt, v.shape[1], v.shape[2]), (1, 2))
 
 
-def _forward_kernel(out: View, indices: View, padded: View, g: _Geometry) -> None:
+def _input_tile(x: View, g: _Geometry, r0: int, rt: int, fill: float) -> NkiTensor:
+    """SBUF tile [rt, Hp, Wp]: rows r0.. of `x` ([N*C, H, W], contiguous) inside a border of `fill`."""
+    a = _box(x, r0, rt)
+    if g.ph == g.pw == 0:
+        return load(a)
+    tile = nisa.memset((rt, g.hp, g.wp), fill, nl.float32)
+    nisa.dma_copy(dst=tile[:, g.ph : g.ph + g.h, g.pw : g.pw + g.w], src=source(a))
+    return tile
+
+
+def _tap_window(t: NkiTensor, g: _Geometry, i: int, j: int) -> NkiTensor:
+    """The strided view [rt, OH, OW] of a padded tile `t` [rt, Hp, Wp] that tap (i, j) reads."""
+    h0, w0 = i * g.dh, j * g.dw
+    return t[:, h0 : h0 + g.sh * (g.oh - 1) + 1 : g.sh, w0 : w0 + g.sw * (g.ow - 1) + 1 : g.sw]
+
+
+def _forward_kernel(out: View, indices: View, x: View, g: _Geometry) -> None:
     for r0 in _rows(g):
         rt = min(PMAX, g.rows - r0)
+        xp = _input_tile(x, g, r0, rt, float("-inf"))
         best = idx = None
         for i, j in g.taps():
-            tap = load(_box(g.window(padded, i, j), r0, rt))
+            tap = _tap_window(xp, g, i, j)
             where = g.tap_index(rt, i, j)
             if best is None:
                 best, idx = tap, where
@@ -87,33 +106,27 @@ def _forward_kernel(out: View, indices: View, padded: View, g: _Geometry) -> Non
             idx = nl.where(better, where, idx)
             best = nisa.tensor_tensor(best, tap, "maximum")
         assert best is not None and idx is not None  # a pooling window has at least one tap
-        store(_box(out, r0, rt), best)
+        store(_box(out, r0, rt), engines.copy(best) if best.base is xp.base else best)
         store(_box(indices, r0, rt), idx)
 
 
-def _backward_kernel(acc: View, grad: View, indices: View, g: _Geometry) -> None:
+def _backward_kernel(out: View, grad: View, indices: View, g: _Geometry) -> None:
     for r0 in _rows(g):
         rt = min(PMAX, g.rows - r0)
         gt = load(_box(grad, r0, rt))
         it = load(_box(indices, r0, rt))
+        acc = nisa.memset((rt, g.hp, g.wp), 0.0, nl.float32)
         for i, j in g.taps():
             hit = nisa.tensor_tensor(it, g.tap_index(rt, i, j), "is_equal")
-            win = g.window(acc, i, j)
-            total = nisa.tensor_tensor(load(_box(win, r0, rt)), nisa.tensor_tensor(gt, hit, "multiply"), "add")
-            store(_box(win, r0, rt), total)
+            win = _tap_window(acc, g, i, j)
+            nisa.tensor_tensor(win, nisa.tensor_tensor(gt, hit, "multiply"), "add", dst=win)
+        inner = acc[:, g.ph : g.ph + g.h, g.pw : g.pw + g.w]
+        store(_box(out, r0, rt), inner if g.ph == g.pw == 0 else engines.copy(inner))
 
 
 def _check(lw: Lowerer, x: View, g: _Geometry, ceil_mode: bool) -> None:
     if len(x.shape) != 4 or ceil_mode or g.oh * g.ow > FREE_MAX:
         raise UnsupportedOpError(lw.unsupported_message("max_pool2d other than 4-D input, ceil_mode=False"))
-
-
-def _padded(lw: Lowerer, x: View, g: _Geometry, fill: float) -> View:
-    buf = lw.temp_tensor((g.n, g.c, g.hp, g.wp), "float32")
-    if g.ph or g.pw:
-        lw.em.call(ew.map_kernel, buf, [fill], ew.copy_body)
-    lw.em.call(copy_kernel, buf.slice(2, g.ph, g.ph + g.h).slice(3, g.pw, g.pw + g.w), x)
-    return buf
 
 
 @register("max_pool2d_with_indices.default")
@@ -122,10 +135,11 @@ def _max_pool(lw: Lowerer, x: Any, kernel: Any, stride: Any = (), padding: Any =
     xv = view_of(lw, x)
     g = _Geometry(xv.shape, kernel, stride, padding, dilation)
     _check(lw, xv, g, ceil_mode)
-    padded = _padded(lw, xv, g, float("-inf"))
+    rows = as_contiguous(lw, xv).reshape([g.rows, g.h, g.w])
     out, indices = lw.new_tensor(index=0), lw.new_tensor(index=1)
     flat = [v.reshape([g.rows, g.oh, g.ow]) for v in (out, indices)]
-    lw.em.call(_forward_kernel, flat[0], flat[1], padded, g)
+    assert rows is not None
+    lw.em.call(_forward_kernel, flat[0], flat[1], rows, g)
     return out, indices
 
 
@@ -135,12 +149,11 @@ def _max_pool_backward(lw: Lowerer, grad: Any, x: Any, kernel: Any, stride: Any,
     xv = view_of(lw, x)
     g = _Geometry(xv.shape, kernel, stride, padding, dilation)
     _check(lw, xv, g, ceil_mode)
-    acc = lw.temp_tensor((g.n, g.c, g.hp, g.wp), "float32")
-    lw.em.call(ew.map_kernel, acc, [0.0], ew.copy_body)
     gv = as_contiguous(lw, view_of(lw, grad)).reshape([g.rows, g.oh, g.ow])
     iv = as_contiguous(lw, view_of(lw, indices)).reshape([g.rows, g.oh, g.ow])
     assert gv is not None and iv is not None
-    lw.em.call(_backward_kernel, acc, gv, iv, g)
     out = lw.new_tensor()
-    lw.em.call(copy_kernel, out, acc.slice(2, g.ph, g.ph + g.h).slice(3, g.pw, g.pw + g.w))
+    flat = out.reshape([g.rows, g.h, g.w])
+    assert flat is not None
+    lw.em.call(_backward_kernel, flat, gv, iv, g)
     return out

@@ -29,7 +29,7 @@ from operator import attrgetter
 import numpy as np
 
 from nprof.arch import isa
-from nprof.arch.isa import ITEMSIZE, Access, Space
+from nprof.arch.isa import ITEMSIZE, PACKED_MX, Access, Space
 from nprof.arch.presets import Preset
 from nprof.program.model import Program
 
@@ -62,6 +62,8 @@ def convert(value: np.ndarray, dtype: str) -> np.ndarray:
     target = _DTYPES[dtype]
     if value.dtype == target:
         return value
+    if dtype in PACKED_MX:
+        raise ValueError(f"values cannot be converted to packed MX data ({dtype}): quantize with nisa.quantize_mx")
     if dtype in _INT_DTYPES and value.dtype.kind == "f":
         info = np.iinfo(target)
         with np.errstate(invalid="ignore"):
@@ -132,6 +134,8 @@ class Memory:
 
     def read(self, acc: Access) -> np.ndarray:
         """The value of `acc` as a new float32 array (float64 for integer dtypes)."""
+        if acc.dtype in PACKED_MX:  # refused at trace time too (nprof.nki.compute.packed_error)
+            raise ValueError(f"packed MX data ({acc.dtype}) has no element values: only MX instructions read it")
         v = self.view(acc)
         return v.astype(np.float64 if acc.dtype in _INT_DTYPES else np.float32)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from nprof.arch.isa import COLLECTIVES, Instruction, Opcode
+from nprof.device import mx
 from nprof.device.indirect import INDIRECT_HANDLERS, indirect_copy
 from nprof.device.memory import Memory
 from nprof.device.numerics_ext import EXTRA_ACTIVATIONS, EXTRA_ALU, SELECTION_HANDLERS, BinaryOp, Operand
@@ -149,6 +150,9 @@ def _index_grid(shape: tuple[int, ...], base: float, channel_multiplier: float, 
 
 
 def _matmul(ins: Instruction, mem: Memory) -> None:
+    if len(ins.ins) == 4:  # an MX matmul: packed operands and their scales
+        mx.mx_matmul(ins, mem)
+        return
     st, mv = ins.ins[0], ins.ins[1]
     a = mem.read(st).reshape(st.partitions, -1).astype(np.float32)
     b = mem.read(mv).reshape(mv.partitions, -1).astype(np.float32)
@@ -335,6 +339,7 @@ HANDLERS: dict[Opcode, Callable[[Instruction, Memory], None]] = {
     Opcode.BN_STATS: _bn_stats,
     Opcode.BN_AGGR: _bn_aggr,
     Opcode.EVENT_SEMAPHORE: _nothing,
+    Opcode.QUANTIZE_MX: mx.quantize_mx,
     **{op: _collective for op in COLLECTIVES},
 }
 

@@ -86,7 +86,7 @@ def _matmul_dtype(acc: AccessColumns, ins: tuple, mm: np.ndarray) -> str:
         return "bfloat16"
     names = acc.dtype_names
     fp32 = np.asarray([d == "float32" for d in names], bool)
-    fp8 = np.asarray([d.startswith("float8") for d in names], bool)
+    fp8 = np.asarray([d.startswith(("float8", "mxfp")) for d in names], bool)  # MX: the preset's MX peak
     at, values = ins[0][:-1][mm], ins[1]
     dt = [acc.dtype[values[at]], acc.dtype[values[at + 1]]]  # a MATMUL has two inputs (device.template checks)
     if (fp32[dt[0]] | fp32[dt[1]]).all():

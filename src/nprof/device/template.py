@@ -98,6 +98,8 @@ def template(name: str, preset: Preset, i: int, ins: Instruction, ii: list, oo: 
             m, n = ii[0].free_elements, ii[1].free_elements
             _check_matmul(name, i, ins, ii, oo, preset)
             flops, hw = 2 * ii[0].partitions * m * n, 2 * preset.pmax * m * n
+            if len(ii) == 4:  # an MX matmul: each item packs 4 values of the contraction (nprof.device.mx)
+                flops, hw = 4 * flops, 4 * hw
             if oo and ins.attr("accumulate", False):
                 rw[oo[0].mem] += oo[0].nbytes
         elif op is Opcode.TRANSPOSE and ii:

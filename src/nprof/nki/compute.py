@@ -19,7 +19,7 @@ import numbers
 import weakref
 from typing import Any
 
-from nprof.arch.isa import Engine, Opcode, Space, attrs
+from nprof.arch.isa import PACKED_MX, Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
@@ -53,7 +53,7 @@ def consumed(t: NkiTensor) -> None:
         del MM_WRITTEN[t.base]
 
 
-def tile(x: Any, what: str = "operand", masked_ok: bool = False) -> NkiTensor:
+def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool = False) -> NkiTensor:
     """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values, and for an
     operand-masked view (`tile[mask]`) unless `masked_ok` (matmul operands: the only ones NKI masks so)."""
     if isinstance(x, NkiTensor):
@@ -66,6 +66,8 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False) -> NkiTensor:
                 f"{what}: operand masking (tile[mask]) applies to matmul operands only (NKI API Masking); "
                 "pass mask= to this instruction instead"
             )
+        if x.dtype_name in PACKED_MX and not packed_ok:
+            raise packed_error(what, x.dtype_name)
         builder = trace.current()
         if builder.is_pending(x):
             builder.flush()
@@ -114,9 +116,22 @@ def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor
     return out
 
 
-def result_tile(out: Any, shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF) -> NkiTensor:
+def packed_error(what: str, dtype: str) -> Exception:
+    """The KernelError for packed MX data used where values are read or computed."""
+    from nprof.nki.dtypes import PACKED_NKI_NAMES
+
+    name = PACKED_NKI_NAMES.get(dtype, dtype)
+    return kernel_error(f"{what} is packed MX data ({name}): only nisa.nc_matmul_mx, nisa.quantize_mx and "
+                        "copies to the same dtype use it; unpack it on the host or quantize with nisa.quantize_mx")
+
+
+def result_tile(out: Any, shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF,
+                packed_ok: bool = False) -> NkiTensor:  # fmt: skip
     """The destination of a result of `shape`: a new tile, or `out` (a dst= view with the same partitions
-    and free-element count is read in the result's shape)."""
+    and free-element count is read in the result's shape). Packed MX destinations only with `packed_ok`."""
+    packed = dtype if out is None else getattr(out, "dtype_name", "")
+    if packed in PACKED_MX and not packed_ok:
+        raise packed_error("the destination", packed)
     if out is None:
         return new_tile(shape, dtype, space)
     if not isinstance(out, NkiTensor) or out.is_hbm:
@@ -302,8 +317,11 @@ def tensor_scalar(
 
 def copy(x: Any, *, dtype: Any = None, mask: Predicate | None = None, out: NkiTensor | None = None,
          engine: Engine = Engine.VECTOR) -> NkiTensor:  # fmt: skip
-    x = tile(x, "copy source")
-    res = result_tile(out, x.shape, dname(dtype) if dtype is not None else x.dtype_name)
+    x = tile(x, "copy source", packed_ok=True)
+    dt = dname(dtype) if dtype is not None else x.dtype_name
+    if x.dtype_name in PACKED_MX and dt != x.dtype_name:
+        raise packed_error("copy source", x.dtype_name)
+    res = result_tile(out, x.shape, dt, packed_ok=dt == x.dtype_name)
     o, i = apply_mask(mask, x.shape, res, x)
     emit(engine, Opcode.TENSOR_COPY, [o], [i])
     return res

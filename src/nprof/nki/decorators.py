@@ -87,10 +87,12 @@ def baremetal(kernel: Callable[..., Any] | None = None, *, save_neff_name: str |
 
 
 def _platform(target: str | None, preset: str) -> str:
-    """The preset for AWS's `platform_target` ("trn1", "inf2" -> trn1; "trn2" -> trn2) or `preset`."""
+    """The preset for AWS's `platform_target` ("trn1", "inf2" -> trn1; "trn2" -> trn2; "trn3" -> trn3) or
+    `preset`."""
     if target is None:
         return preset
-    presets = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2"}
+    presets = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
+               "gen4": "trn3"}  # fmt: skip
     if target not in presets:
         raise NprofError(f"platform_target must be one of {', '.join(presets)}, got {target!r}")
     return presets[target]

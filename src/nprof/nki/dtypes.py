@@ -14,13 +14,14 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from nprof.arch.isa import DTYPES
+from nprof.arch.isa import DTYPES, numpy_dtype
 
 float32 = np.dtype(np.float32)
 tfloat32 = np.dtype(np.float32)  # TensorE tf32 mode: stored as fp32 here
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float16 = np.dtype(np.float16)
 float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e4m3fn = float8_e4m3  # the newer API's name of the same OCP E4M3FN type
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 int32 = np.dtype(np.int32)
 int16 = np.dtype(np.int16)
@@ -29,6 +30,11 @@ uint8 = np.dtype(np.uint8)
 uint16 = np.dtype(np.uint16)
 uint32 = np.dtype(np.uint32)
 bool_ = np.dtype(np.uint8)  # predicates are stored as uint8 0/1
+# MX types (NeuronCore-v4, nki.isa.nc_matmul_mx / quantize_mx): packed bits, usable by MX instructions and copies
+float8_e4m3fn_x4 = np.dtype(numpy_dtype("mxfp8_e4m3_x4"))
+float8_e5m2_x4 = np.dtype(numpy_dtype("mxfp8_e5m2_x4"))
+float4_e2m1fn_x4 = np.dtype(numpy_dtype("mxfp4_e2m1_x4"))
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 NUMPY = {
     "float32": float32,
@@ -42,6 +48,10 @@ NUMPY = {
     "uint8": uint8,
     "uint16": uint16,
     "uint32": uint32,
+    "mxfp8_e4m3_x4": float8_e4m3fn_x4,
+    "mxfp8_e5m2_x4": float8_e5m2_x4,
+    "mxfp4_e2m1_x4": float4_e2m1fn_x4,
+    "float8_e8m0fnu": float8_e8m0fnu,
 }
 
 _ALIASES = {
@@ -53,7 +63,13 @@ _ALIASES = {
     "float": "float32",
     "bool": "uint8",
     "tfloat32": "float32",
+    "float8_e4m3fn_x4": "mxfp8_e4m3_x4",
+    "float8_e5m2_x4": "mxfp8_e5m2_x4",
+    "float4_e2m1fn_x4": "mxfp4_e2m1_x4",
 }
+
+PACKED_NKI_NAMES = {"mxfp8_e4m3_x4": "float8_e4m3fn_x4", "mxfp8_e5m2_x4": "float8_e5m2_x4",
+                    "mxfp4_e2m1_x4": "float4_e2m1fn_x4"}  # ISA name -> NKI's name (messages)  # fmt: skip
 
 
 def dtype_name(dtype: Any) -> str:
@@ -66,9 +82,10 @@ def dtype_name(dtype: Any) -> str:
             name = text[len("torch.") :]
         else:
             try:
-                name = np.dtype(dtype).name
+                dt = np.dtype(dtype)
             except TypeError:
                 raise ValueError(f"unsupported dtype {dtype!r}") from None
+            name = dt.names[0] if dt.names and len(dt.names) == 1 else dt.name  # MX packed types: their field
     name = _ALIASES.get(name, name)
     if name not in DTYPES:
         raise ValueError(f"unsupported dtype {dtype!r}; supported: {', '.join(DTYPES)}")
@@ -84,7 +101,7 @@ def is_float(name: str) -> bool:
     return name.startswith(("float", "bfloat"))
 
 
-_RANK = {"float32": 5, "float16": 4, "bfloat16": 4, "float8_e4m3": 2, "float8_e5m2": 2}
+_RANK = {"float32": 5, "float16": 4, "bfloat16": 4, "float8_e4m3": 2, "float8_e5m2": 2, "float8_e8m0fnu": 2}
 
 
 def promote(a: str, b: str) -> str:

@@ -41,15 +41,17 @@ dma_engine = "dma"  # the DMA queues (a value for `engine=` where AWS accepts it
 
 
 class nc_version(enum.IntEnum):
-    """NeuronCore generations: gen2 = NeuronCore-v2 (trn1 preset), gen3 = NeuronCore-v3 (trn2 preset)."""
+    """NeuronCore generations: gen2 = NeuronCore-v2 (trn1 preset), gen3 = NeuronCore-v3 (trn2), gen4 =
+    NeuronCore-v4 (trn3)."""
 
     gen2 = 2
     gen3 = 3
+    gen4 = 4
 
 
 def get_nc_version() -> nc_version:
     """The NeuronCore generation the running kernel is traced for (from the builder's preset)."""
-    return nc_version.gen3 if _trace.current().preset_name == "trn2" else nc_version.gen2
+    return {"trn2": nc_version.gen3, "trn3": nc_version.gen4}.get(_trace.current().preset_name, nc_version.gen2)
 
 
 class reduce_cmd(enum.IntEnum):

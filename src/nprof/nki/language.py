@@ -19,6 +19,7 @@ dtype to the (promoted) input dtype.
 from __future__ import annotations
 
 import math
+import sys as _sys
 from typing import Any
 
 import numpy as np
@@ -30,8 +31,13 @@ from nprof.nki.buffers import Buffer as _Buffer
 from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     bfloat16,
     bool_,
+    float4_e2m1fn_x4,
     float8_e4m3,
+    float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
     float16,
     float32,
     int8,
@@ -382,7 +388,10 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Predicate 
     return res
 
 
+from nprof.nki import language_constants as constants  # noqa: E402  (`nki.language.constants`, a submodule)
 from nprof.nki.language_ext import *  # noqa: E402, F403  (the rest of the 2.26 language)
+
+_sys.modules[__name__ + ".constants"] = constants
 
 _INTERNAL = {"annotations", "Any", "Engine", "Opcode", "Space", "NkiTensor", "IndexExpr", "Predicate", "kernel_error",
              "mask_box", "math", "np"}  # fmt: skip

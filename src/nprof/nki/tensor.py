@@ -148,26 +148,31 @@ class NkiTensor(ViewReshapes, TileOperators):
         return self.shape[0] if self._dims else 1
 
     def view(self, dtype: Any) -> NkiTensor:
-        """This HBM tensor's bytes reinterpreted as `dtype`, of the same item size (no copy; AWS `tensor.view`)."""
-        from nprof.nki.dtypes import dtype_name
+        """This tensor's bytes reinterpreted as `dtype`, no copy (AWS `NkiTensor.view`; `nprof.nki.dtype_views`)."""
+        from nprof.nki.dtype_views import view_as
 
-        new = dtype_name(dtype)
-        base = self._base
-        if new == base.dtype:
-            return self
-        if not isinstance(base, HbmBase):
-            raise kernel_error(f"view(dtype) of the on-chip tile {base.name!r} is not supported by nprof; view the "
-                               "HBM tensor before loading it")  # fmt: skip
-        if ITEMSIZE[base.dtype] != ITEMSIZE[new]:
-            raise kernel_error(f"view({new}) of the {base.dtype} tensor {base.name!r}: nprof reinterprets dtypes of "
-                               "the same item size only")  # fmt: skip
-        alias = HbmBase(base.name, base.shape, new, base.kind, base.builder)
-        return NkiTensor(alias, self._p0, self._e0, self._dims, self._checks)
+        return view_as(self, dtype)
+
+    def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
+           indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:  # fmt: skip
+        """An explicit [[stride, count], ...] access pattern over this tensor's storage (AWS `NkiTensor.ap`;
+        `nprof.nki.access_patterns`)."""
+        from nprof.nki.access_patterns import access_pattern
+
+        return access_pattern(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
 
     def reshape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
-        """A new-shape view of a whole, contiguous HBM tensor (same element count)."""
+        """A new-shape view of a whole, contiguous HBM tensor (same element count); of an on-chip tile, its free
+        axes regrouped (the partition axis kept, free axes contiguous)."""
         shape = tuple(int(s) for s in shape)
-        if not self.is_hbm or self._p0 or self._e0 or self._checks or self.shape != self._base.shape:
+        if not self.is_hbm:
+            flat = self.flatten_free() if self.ndim >= 1 and self._dims[0][0] == 1 and shape[:1] == self.shape[:1] \
+                else None  # fmt: skip
+            if flat is None or math.prod(shape) != math.prod(self.shape):
+                raise kernel_error(f"cannot reshape tile {self.name!r} {self.shape} into {shape}: a tile keeps its "
+                                   "partition axis first and regroups contiguous free axes only")  # fmt: skip
+            return flat.unflatten_free(shape[1:]) if len(shape) > 1 else flat
+        if self._p0 or self._e0 or self._checks or self.shape != self._base.shape:
             raise kernel_error("reshape is supported on whole HBM tensors only")
         if math.prod(shape) != math.prod(self.shape):
             raise kernel_error(f"cannot reshape {self.shape} into {shape}: element counts differ")

@@ -8,6 +8,10 @@ Contract:
   into the Arrow string array `dictionary`, whose values are distinct and in order of first
   appearance: exactly what `nprof.analysis.facts.encode_arrow` computes from the plain column.
   A column whose dictionary repeats a value (a foreign writer) gets no codes.
+  `encoded=True`: the string columns that get codes stay Arrow dictionary arrays (one chunk whose
+  indices are the codes' own memory, nulls masked; the same values; no plain strings built) for a
+  reader that goes through the codes (the store's ingest: `Profile.load(path, encoded=True)`);
+  `plain(col)` decodes one such column.
 * `remember(table, codes)` / `recall(table, column)`: codes of a table object, kept while the
   object lives (Arrow tables are immutable: the same object always holds the same values);
   `recall` returns None for any other table, so a Profile rebuilt with other tables never
@@ -38,19 +42,31 @@ def _indices(col: pa.ChunkedArray) -> np.ndarray:
     return (arrays[0] if len(arrays) == 1 else np.concatenate(arrays)).astype(np.int32, copy=False)
 
 
-def decoded(col: pa.ChunkedArray) -> tuple[pa.ChunkedArray, Codes | None]:
-    """A dictionary column as plain strings, plus its codes when its dictionary values are distinct."""
+def decoded(col: pa.ChunkedArray, encoded: bool = False) -> tuple[pa.ChunkedArray, Codes | None]:
+    """A dictionary column as plain strings (`encoded`: as one unified dictionary column when its
+    dictionary values are distinct), plus its codes when they are."""
     unified = col.unify_dictionaries()
     dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], pa.string())
     indices = pa.chunked_array([c.indices for c in unified.chunks], pa.int32())
-    plain = pc.take(dictionary, indices)
     if pc.count_distinct(dictionary, mode="all").as_py() != len(dictionary):
-        return plain, None
-    return plain, (_indices(unified), dictionary)
+        return pc.take(dictionary, indices), None
+    codes = _indices(unified)
+    if not encoded:
+        return pc.take(dictionary, indices), (codes, dictionary)
+    shared = pa.array(codes, mask=codes < 0) if unified.null_count else pa.array(codes)  # the codes' own memory
+    return pa.chunked_array([pa.DictionaryArray.from_arrays(shared, dictionary)]), (codes, dictionary)
 
 
-def read_strings(box: Container, name: str, schema: pa.Schema) -> tuple[pa.Table, dict[str, Codes]]:
-    """Table `name` of `box` with its string columns decoded from their dictionaries (see module doc)."""
+def plain(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string column as plain strings: a dictionary column decoded, any other returned as is."""
+    return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+
+
+def read_strings(
+    box: Container, name: str, schema: pa.Schema, encoded: bool = False
+) -> tuple[pa.Table, dict[str, Codes]]:
+    """Table `name` of `box` with its string columns decoded from their dictionaries, or kept as
+    dictionary columns where `encoded` and their values are distinct (see module doc)."""
     wanted = [f.name for f in schema if pa.types.is_string(f.type)]
     raw = box.read_table(name, dictionary=wanted)
     codes: dict[str, Codes] = {}
@@ -58,11 +74,25 @@ def read_strings(box: Container, name: str, schema: pa.Schema) -> tuple[pa.Table
         i = raw.schema.get_field_index(column)
         if i < 0 or not pa.types.is_dictionary(raw.schema.field(i).type):
             continue
-        plain, got = decoded(raw.column(i))
-        raw = raw.set_column(i, raw.schema.field(i).with_type(pa.string()), plain)
+        values, got = decoded(raw.column(i), encoded)
+        raw = raw.set_column(i, raw.schema.field(i).with_type(values.type), values)
         if got is not None:
             codes[column] = got
     return raw, codes
+
+
+def plain_table(table: pa.Table) -> pa.Table:
+    """`table` with its dictionary columns decoded (`plain`); the same object when it has none."""
+    dicts = [i for i, f in enumerate(table.schema) if pa.types.is_dictionary(f.type)]
+    for i in dicts:
+        col = plain(table.column(i))
+        table = table.set_column(i, table.schema.field(i).with_type(col.type), col)
+    return table
+
+
+def as_plain_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with every dictionary column typed as its value type (what `plain` makes of it)."""
+    return pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema])
 
 
 def _forget(key: int, _ref: object) -> None:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from nprof import __version__
 from nprof.container import Container, open_container, write_container
 from nprof.errors import FormatError, NprofError
-from nprof.profile.codes import read_strings, remember
+from nprof.profile.codes import as_plain_schema, read_strings, remember
 from nprof.profile.schema import FORMAT, SCHEMA_VERSION, TABLES
 from nprof.profile.validate import check_manifest, check_tables
 
@@ -77,6 +77,7 @@ class ProfileInfo:
         return cls(**kwargs)
 
 
+ENCODED_TABLES = ("instructions", "dma")  # the per-event tables `Profile.load(encoded=True)` keeps encoded
 _DEFAULT_FILL = {"pc": -1}  # column defaults other than 0/False/null/empty
 
 
@@ -195,15 +196,18 @@ class Profile:
             box.close()
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Profile:
-        """Read and validate a profile file; FormatError with a one-line reason otherwise."""
+    def load(cls, path: str | os.PathLike[str], *, encoded: bool = False) -> Profile:
+        """Read and validate a profile file; FormatError with a one-line reason otherwise.
+        `encoded`: the string columns of instructions and dma stay Arrow dictionary arrays where the file
+        has them so (`nprof.profile.codes`: the same values, another type, no plain strings built) -- for
+        a reader that takes them through `nprof.analysis.facts` codes, such as the store's ingest."""
         box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
         try:
             info = _info_of(box)
             tables, codes = {}, {}
             for name, schema in TABLES.items():
-                raw, codes[name] = read_strings(box, name, schema)
-                if not raw.schema.equals(schema, check_metadata=False):
+                raw, codes[name] = read_strings(box, name, schema, encoded and name in ENCODED_TABLES)
+                if not as_plain_schema(raw.schema).equals(schema, check_metadata=False):
                     codes[name] = {}  # columns cast or reordered: the analysis encodes them itself
                     try:
                         raw = raw.select(schema.names).cast(schema)

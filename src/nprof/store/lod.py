@@ -230,15 +230,23 @@ def _pick(mat: np.ndarray, codes: np.ndarray, op: np.ndarray | None, kb: np.ndar
 RATE_ONE = 1 << 20  # peak rates are summed in fixed point (1/2**20 bytes per ns): exact, no drift
 
 
+def _starts_rates(
+    ts: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, origin: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start (from `origin`), duration and fixed-point rate (bytes/ns * RATE_ONE) of the events of positive
+    duration (int64 each)."""
+    pos = dur > 0
+    s = ts[pos].astype(np.int64) - origin
+    d = dur[pos].astype(np.int64)
+    return s, d, np.rint(nbytes[pos].astype(np.float64) * RATE_ONE / d).astype(np.int64)
+
+
 def _steps(
     ts: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, origin: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The in-flight count and fixed-point rate as step functions: (change points, count, rate) where
     the values hold from each point until the next (0 before the first)."""
-    pos = dur > 0
-    s = ts[pos].astype(np.int64) - origin
-    d = dur[pos].astype(np.int64)
-    rate = np.rint(nbytes[pos].astype(np.float64) * RATE_ONE / d).astype(np.int64)
+    s, d, rate = _starts_rates(ts, dur, nbytes, origin)
     pts = np.concatenate([s, s + d])
     order = np.argsort(pts, kind="stable")
     pts = pts[order]
@@ -257,6 +265,12 @@ def peaks(
     width = int(width)
     if not np.any(dur > 0):
         return np.zeros(nb, dtype=np.int64), np.zeros(nb)
+    core = load_compiled("nprof.store.lod_core", ts.size, COMPILED_FROM, loaded="numba")
+    if core is not None:
+        s, d, rate = _starts_rates(ts, dur, nbytes, origin)
+        by_start, by_end = np.argsort(s, kind="stable"), np.argsort(s + d, kind="stable")
+        pk, pr = core.bucket_peaks(s[by_start], rate[by_start], (s + d)[by_end], rate[by_end], width, nb)
+        return pk, np.maximum(pr, 0) / RATE_ONE
     pts, count, rate = _steps(ts, dur, nbytes, origin)
     starts = np.arange(nb, dtype=np.int64) * width
     at = np.searchsorted(pts, starts, side="right") - 1  # the step holding at each bucket's start

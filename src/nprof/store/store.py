@@ -288,8 +288,8 @@ class Store:
         with self.claim(profile_id):
             if not force and self.catalog.get(profile_id) is not None:
                 raise self._exists(profile_id)
-            p = open_profile(src)
-            kind = sniff_kind(src)
+            kind = sniff_kind(src)  # an nprof file keeps its string columns encoded: ingest reads their codes
+            p = Profile.load(src, encoded=True) if kind == "ntff" else open_profile(src)
             entry = self.ingest(
                 p,
                 profile_id,

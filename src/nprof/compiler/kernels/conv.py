@@ -16,12 +16,13 @@ stored by one DMA per 128 output channels (bias added on PSUM eviction).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.conv_taps import live_taps, stacked_input
 from nprof.compiler.kernels.conv_taps import shaped as _shaped
-from nprof.compiler.kernels.conv_taps import stacked_input
 from nprof.compiler.kernels.hbm import load, store, window
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
@@ -86,12 +87,33 @@ def _window(xp: NkiTensor, img: int, r0: int, rows: int, ow: int, tap: tuple[int
     return xp[:, img, h0 : h0 + sh * (rows - 1) + 1 : sh, w0 : w0 + sw * (ow - 1) + 1 : sw]
 
 
-def _flat_window(xp: NkiTensor, img: int, r0: int, rows: int, tap: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:
-    """Stride 1: the run [cc, rows * Wp] of the flattened `xp` [cc, N, Hp + 1, Wp] starting at tap `tap`'s
-    first element for output rows r0..: whole padded rows (columns past OW are garbage, dropped later)."""
+def _windows(xp: NkiTensor, img: int, images: int, r0: int, rows: int, ow: int, tap: tuple[int, int],
+             stride: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
+    """`_window` of images img.. img + images - 1: the strided view [cc, images, rows, ow]."""
+    (i, j), (sh, sw), (dh, dw) = tap, stride, dil
+    h0, w0 = i * dh + r0 * sh, j * dw
+    return xp[:, img : img + images, h0 : h0 + sh * (rows - 1) + 1 : sh, w0 : w0 + sw * (ow - 1) + 1 : sw]
+
+
+def _pixel_blocks(n: int, oh: int, ow: int) -> list[tuple[int, int, int, int]]:
+    """Blocks of at most 128 output pixels as (first image, images, first row, rows): whole images together
+    when an image has at most 128 pixels, else row blocks of one image."""
+    if oh * ow <= P:
+        per = P // (oh * ow)
+        return [(img, min(per, n - img), 0, oh) for img in range(0, n, per)]
+    rows = max(1, min(oh, P // ow))
+    return [(img, 1, r0, min(rows, oh - r0)) for img in range(n) for r0 in range(0, oh, rows)]
+
+
+def _flat_window(xp: NkiTensor, img: int, r0: int, rows: int, tap: tuple[int, int], dil: tuple[int, int],
+                 images: int = 1) -> NkiTensor:  # fmt: skip
+    """Stride 1: the run of the flattened `xp` [cc, N, Hp + 1, Wp] starting at tap `tap`'s first element for
+    output rows r0.. of image `img`: whole padded rows (columns past OW are garbage, dropped later), through
+    the same rows of the next `images` - 1 images (the rows between them garbage too): [cc, (images - 1) *
+    (Hp + 1) * Wp + rows * Wp]."""
     _, n, hp, wp = xp.shape
     start = img * hp * wp + (r0 + tap[0] * dil[0]) * wp + tap[1] * dil[1]
-    return _shaped(xp, (n * hp * wp,))[:, start : start + rows * wp]
+    return _shaped(xp, (n * hp * wp,))[:, start : start + (images - 1) * hp * wp + rows * wp]
 
 
 def _slack(kw: int, stride: tuple[int, int]) -> int:
@@ -100,41 +122,49 @@ def _slack(kw: int, stride: tuple[int, int]) -> int:
 
 
 def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tuple[int, ...],
-               taps: list[tuple[int, int]], stride: tuple[int, int], dil: tuple[int, int], bias: Any,
+               taps: list[tuple[int, tuple[int, int]]], stride: tuple[int, int], dil: tuple[int, int], bias: Any,
                emit: Any) -> None:  # fmt: skip
-    """For each block of 128 output channels o0: res [mt, N, OH, OW] = sum over input chunks ci and taps t of
-    stationary(ci, t, o0, mt).T @ window(xps[ci], t), plus bias(o0, mt) (a [mt, 1] column or None) on PSUM
-    eviction; then emit(o0, mt, res). With stride 1 the windows are contiguous runs of the flattened padded
-    tile, whole padded rows (`_flat_window`): TensorE reads them as they are and the eviction drops the
-    padding columns, instead of a VectorE copy per window (the tiles need `_slack` extra zero rows)."""
+    """For each block of 128 output channels o0: res [mt, N, OH, OW] = sum over input chunks ci and taps (t,
+    tap) of stationary(ci, t, o0, mt).T @ window(xps[ci], tap), plus bias(o0, mt) (a [mt, 1] column or None)
+    on PSUM eviction; then emit(o0, mt, res). `taps` are the (index, tap) pairs that read data (`live_taps`).
+    With stride 1 the windows are contiguous runs of the flattened padded tile, whole padded rows
+    (`_flat_window`): TensorE reads them as they are and the eviction drops the padding columns, instead of
+    a VectorE copy per window (the tiles need `_slack` extra zero rows); when a whole image fits a PSUM bank
+    one run covers several images (one matmul per tap for them all, the rows between images dropped too)."""
     oh, ow = out_hw
     flat = stride == (1, 1)
     width = xps[0].shape[3] if flat else ow
     rows = max(1, min(oh, PSUM_FREE // width))
+    plane = xps[0].shape[2] * width  # elements per image of the flattened tile
+    group = max(1, PSUM_FREE // plane) if flat and rows == oh else 1
     for o0 in range(0, m, P):
         mt = min(P, m - o0)
         res = nl.ndarray((mt, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
         col = bias(o0, mt) if bias is not None else None
-        for img in range(n):
+        for img in range(0, n, group):
+            g = min(group, n - img)
             for r0 in range(0, oh, rows):
                 rt = min(rows, oh - r0)
-                acc = nl.ndarray((mt, rt * width), dtype=nl.float32, buffer=nl.psum)
-                k = 0
-                for ci, xp in enumerate(xps):
-                    for t, tap in enumerate(taps):
-                        moving = (_flat_window(xp, img, r0, rt, tap, dil) if flat
-                                  else _window(xp, img, r0, rt, ow, tap, stride, dil))  # fmt: skip
-                        prod = nisa.nc_matmul(stationary(ci, t, o0, mt), moving)
-                        if k == 0:
-                            acc[...] = prod
-                        else:
-                            acc += prod
-                        k += 1
-                acc = acc.unflatten_free((rt, width))[:, :, :ow]
-                if col is None:
-                    engines.copy(acc, dst=res[:, img, r0 : r0 + rt, :])
+                run = (g - 1) * plane + rt * width
+                whole = nl.ndarray((mt, g * plane if g > 1 else run), dtype=nl.float32, buffer=nl.psum)
+                acc = whole[:, :run] if g > 1 else whole
+                for k, (ci, (t, tap)) in enumerate(itertools.product(range(len(xps)), taps)):
+                    moving = (_flat_window(xps[ci], img, r0, rt, tap, dil, g) if flat
+                              else _window(xps[ci], img, r0, rt, ow, tap, stride, dil))  # fmt: skip
+                    prod = nisa.nc_matmul(stationary(ci, t, o0, mt), moving)
+                    if k == 0:
+                        acc[...] = prod
+                    else:
+                        acc += prod
+                if g > 1:
+                    src = whole.unflatten_free((g, plane // width, width))[:, :, :rt, :ow]
+                    dst = res[:, img : img + g, r0 : r0 + rt, :]
                 else:
-                    nisa.tensor_scalar(acc, "add", col, dst=res[:, img, r0 : r0 + rt, :])
+                    src, dst = acc.unflatten_free((rt, width))[:, :, :ow], res[:, img, r0 : r0 + rt, :]
+                if col is None:
+                    engines.copy(src, dst=dst)
+                else:
+                    nisa.tensor_scalar(src, "add", col, dst=dst)
         emit(o0, mt, res)
 
 
@@ -160,7 +190,7 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
         return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
                            bias.strides[0]))  # fmt: skip
 
-    if _stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
+    if stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
         _stacked_conv(out, x, (kh, kw), lambda o0, mt: _weights(w, o0, mt), False,
                       column if bias is not None else None, (stride, padding, dilation))  # fmt: skip
         return
@@ -175,7 +205,9 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
             wt[key] = engines.copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
         return wt[key]
 
-    _conv_core(xps, stationary, oc, n, out.shape[2:], taps, stride, dilation, column if bias is not None else None,
+    (ph, pw), (ih, iw), (oh, ow) = padding, x.shape[2:], out.shape[2:]
+    live = live_taps(taps, (oh, ow), stride, dilation, (range(ph, ph + ih), range(pw, pw + iw)))
+    _conv_core(xps, stationary, oc, n, out.shape[2:], live, stride, dilation, column if bias is not None else None,
                lambda o0, mt, res: _store_nchw(out, o0, mt, res))  # fmt: skip
 
 
@@ -186,7 +218,7 @@ def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], 
     (dh, dw), (ph, pw) = dilation, padding
     lo = (dh * (kh - 1) - ph, dw * (kw - 1) - pw)
     size = (h + dh * (kh - 1), wd + dw * (kw - 1))
-    if stride == (1, 1) and _stacks(oc, kh * kw, n * h * wd):  # the stride-1 convolution of G padded by lo
+    if stride == (1, 1) and stacks(oc, kh * kw, n * h * wd):  # the stride-1 convolution of G padded by lo
         _stacked_conv(dx, g, (kh, kw), lambda c0, mt: _shaped(_transposed_rows(w, c0, mt), (oc * kh * kw,)),
                       True, None, ((1, 1), lo, dilation))  # fmt: skip
         return
@@ -199,7 +231,9 @@ def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], 
         flipped = nt - 1 - t  # tap (i, j) of the flipped kernel is (KH-1-i, KW-1-j) of W
         return wn[ci][:, c0 * nt + flipped : (c0 + mt - 1) * nt + flipped + 1 : nt]
 
-    _conv_core(gds, stationary, c, n, (h, wd), taps, (1, 1), dilation, None,
+    (sh, sw), (_, _, oh, ow) = stride, g.shape
+    data = (range(lo[0], lo[0] + sh * (oh - 1) + 1, sh), range(lo[1], lo[1] + sw * (ow - 1) + 1, sw))
+    _conv_core(gds, stationary, c, n, (h, wd), live_taps(taps, (h, wd), (1, 1), dilation, data), (1, 1), dilation, None,
                lambda c0, mt, res: _store_nchw(dx, c0, mt, res))  # fmt: skip
 
 
@@ -210,27 +244,32 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     _, _, oh, ow = g.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     nt = len(taps)
-    if _stacks(c, nt, n * oh * ow):
+    if stacks(c, nt, n * oh * ow):
         _stacked_weight_grad(dw, g, x, stride, padding, dilation)
         return
     xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
     gs = [_shaped(load(_nchw(g, o0, min(P, oc - o0))), (n, oh, ow)) for o0 in range(0, oc, P)]
-    rows = max(1, min(oh, P // ow))
-    blocks = [(img, r0, min(rows, oh - r0)) for img in range(n) for r0 in range(0, oh, rows)]
+    blocks = _pixel_blocks(n, oh, ow)
     g_t = []  # per pixel block: G.T [pixels, OC]
-    for img, r0, rt in blocks:
-        gt = nl.ndarray((rt * ow, oc), dtype=nl.float32, buffer=nl.sbuf)
+    for img, im, r0, rt in blocks:
+        gt = nl.ndarray((im * rt * ow, oc), dtype=nl.float32, buffer=nl.sbuf)
         for k, gk in enumerate(gs):
-            flat = _shaped(engines.copy(gk[:, img, r0 : r0 + rt, :]), (rt * ow,))
+            flat = _shaped(engines.copy(gk[:, img : img + im, r0 : r0 + rt, :]), (im * rt * ow,))
             gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(flat)
         g_t.append(gt)
     dwn = [nl.ndarray((min(P, oc - o0), c * nt), dtype=nl.float32, buffer=nl.sbuf) for o0 in range(0, oc, P)]
+    (ph, pw), (h, w) = padding, x.shape[2:]
+    live = live_taps(taps, (oh, ow), stride, dilation, (range(ph, ph + h), range(pw, pw + w)))
+    if len(live) < nt:  # a tap that reads only padding has a zero gradient
+        for d in dwn:
+            nisa.memset(d.shape, 0.0, nl.float32, dst=d)
     for ci, xp in enumerate(xps):
         c0, cc = ci * P, xp.shape[0]
-        for t, tap in enumerate(taps):
+        for t, tap in live:
             accs = [nl.ndarray((d.shape[0], cc), dtype=nl.float32, buffer=nl.psum) for d in dwn]
-            for b, (img, r0, rt) in enumerate(blocks):
-                win = _shaped(engines.copy(_window(xp, img, r0, rt, ow, tap, stride, dilation)), (rt * ow,))
+            for b, (img, im, r0, rt) in enumerate(blocks):
+                win = _windows(xp, img, im, r0, rt, ow, tap, stride, dilation)
+                win = _shaped(engines.copy(win), (im * rt * ow,))
                 x_t = engines.copy(nisa.nc_transpose(win))  # [pixels, cc]
                 for k, acc in enumerate(accs):
                     prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)  # [oc chunk, cc]
@@ -300,7 +339,7 @@ def _transposed_rows(w: View, c0: int, mt: int) -> NkiTensor:
     return load(Access(Space.HBM, w.tensor, w.dtype, w.offset + c0 * taps, mt, ((c * taps, oc), (1, taps)), 0, taps))
 
 
-def _stacks(c: int, taps: int, pixels: int) -> bool:
+def stacks(c: int, taps: int, pixels: int) -> bool:
     """Does a convolution with `c` input channels stack its taps (`_stacked_input`), and do the stacked
     tiles (one per tap group) and the result fit `SBUF_SHARE`?"""
     groups = -(-taps // max(1, P // c))

@@ -50,6 +50,20 @@ def tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tu
     return lo, max(lo, hi)
 
 
+def live_taps(taps: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int], dil: tuple[int, int],
+              data: tuple[range, range]) -> list[tuple[int, tuple[int, int]]]:  # fmt: skip
+    """The (index, tap) pairs of the kernel taps whose window over a padded tile reads at least one data
+    element: tap (i, j) reads rows i * dil + stride * r (r < OH) and columns j * dil + stride * q (q < OW);
+    `data` holds the tile rows and columns that hold data (the rest is zero padding). A tap that reads only
+    padding adds exact zeros to every output (a 3x3 convolution of a 1x1 image: eight of its nine taps), so
+    skipping it changes no value. All taps when none reads data."""
+    rows, cols = set(data[0]), set(data[1])
+    live = [(t, (i, j)) for t, (i, j) in enumerate(taps)
+            if any(i * dil[0] + stride[0] * r in rows for r in range(out_hw[0]))
+            and any(j * dil[1] + stride[1] * q in cols for q in range(out_hw[1]))]  # fmt: skip
+    return live or list(enumerate(taps))
+
+
 def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
                   padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
     """The stacked tile [len(group) * C, N * OH * OW] (see module doc)."""

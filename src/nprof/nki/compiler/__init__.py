@@ -35,6 +35,8 @@ def _decorator(func: Callable[..., Any] | None, before: Callable[[], None] | Non
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         if before is None:
             return f
+        if hasattr(f, "__getitem__"):  # an nki.jit kernel: `kernel[grid]` launches keep the hook
+            return _Hooked(f, before)
 
         @functools.wraps(f)
         def inner(*args: Any, **kwargs: Any) -> Any:
@@ -44,6 +46,25 @@ def _decorator(func: Callable[..., Any] | None, before: Callable[[], None] | Non
         return inner
 
     return wrap if func is None else wrap(func)
+
+
+class _Hooked:
+    """An `nki.jit` kernel with a hook run at each call, itself launchable over a grid (`kernel[grid]`); other
+    attributes are the kernel's."""
+
+    def __init__(self, kernel: Any, before: Callable[[], None]) -> None:
+        self._kernel, self._before = kernel, before
+        functools.update_wrapper(self, kernel, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._before()
+        return self._kernel(*args, **kwargs)
+
+    def __getitem__(self, grid: Any) -> _Hooked:
+        return _Hooked(self._kernel[grid], self._before)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
 
 
 def skip_middle_end_transformations(func: Callable[..., Any] | None = None) -> Any:
