@@ -333,10 +333,11 @@ def _write(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
 
 @njit(cache=True, nogil=True)
 def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, IO: np.ndarray, index: int,
-           nreads: int, nwrites: int) -> np.ndarray:  # fmt: skip
+           nreads: int, nwrites: int) -> int:  # fmt: skip
     """Register instruction `index` reading the first `nreads` accesses of IO and writing the next `nwrites`;
-    return its dependencies (sorted, distinct), or [-1] with M[NEED_E], M[NEED_P] set when E, P or T lack
-    room (nothing changed then)."""
+    write its dependencies (sorted, distinct) into IO right after the accesses and return their count (IO has
+    room for every index recorded before), or return -1 with M[NEED_E], M[NEED_P] set when E, P or T lack room
+    (nothing changed then)."""
     nacc = nreads + nwrites
     Q = np.empty((max(nacc, 1), EW), np.int64)
     pos = 0
@@ -351,7 +352,7 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     if (E.shape[0] - M[E_USED] + M[E_NFREE] < nacc or P.shape[0] - M[P_USED] + M[P_NFREE] < need
             or 2 * (M[T_USED] + nacc) > T.shape[0]):  # fmt: skip
         M[NEED_E], M[NEED_P] = nacc, need
-        return np.full(1, -1, np.int64)
+        return -1
     deps = np.empty(16, np.int64)
     scratch = np.empty(64, np.int64)
     nd = 0
@@ -362,10 +363,10 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     ordered = np.sort(deps[:nd])
     m = 0
     for v in ordered:
-        if v != index and (m == 0 or ordered[m - 1] != v):
-            ordered[m] = v
+        if v != index and (m == 0 or IO[pos + m - 1] != v):
+            IO[pos + m] = v
             m += 1
-    return ordered[:m]
+    return m
 
 
 @njit(cache=True, nogil=True)

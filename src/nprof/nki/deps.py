@@ -53,6 +53,7 @@ class DepTracker:
         self._m[[lay.E_FREE, lay.P_FREE]] = -1
         self._t = np.full(64, -1, np.int64)  # deferred regions by hash (depcore._defer)
         self._io = np.zeros(256, np.int64)
+        self._count = 0  # instruction indices recorded: 0 .. _count - 1
         self._memory(0, ())
         self._memory(1, ())
         if not _LOADED:  # compile (or load) the core now, before the kernel's tiles exist (see `_load_core`)
@@ -119,11 +120,11 @@ class DepTracker:
             for pair in free:
                 out += pair
 
-    def _load(self, ints: list[int]) -> np.ndarray:
-        """The IO array holding `ints` first."""
+    def _load(self, ints: list[int], room: int = 0) -> np.ndarray:
+        """The IO array holding `ints` first, with `room` more elements after them."""
         n = len(ints)
-        if n > self._io.shape[0]:
-            self._io = np.zeros(2 * n, np.int64)
+        if n + room > self._io.shape[0]:
+            self._io = np.zeros(2 * (n + room), np.int64)
         self._io[:n] = ints
         return self._io
 
@@ -132,12 +133,14 @@ class DepTracker:
         ints: list[int] = []
         self._encode(reads, ints)
         self._encode(writes, ints)
-        io = self._load(ints)
-        deps = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes)).tolist()
-        while deps and deps[0] < 0:  # no room: nothing was recorded
+        self._count = max(self._count, index + 1)  # (dependencies are distinct indices recorded before)
+        io = self._load(ints, self._count)
+        n = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes))
+        while n < 0:  # no room: nothing was recorded
             self._grow()
-            deps = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes)).tolist()
-        return tuple(deps)
+            n = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes))
+        start = len(ints)
+        return tuple(io[start : start + n].tolist()) if n else ()
 
     def _grow(self) -> None:
         """Make room for what `core.record` asked for (M[NEED_E] rows and deferred regions, M[NEED_P] nodes),
