@@ -56,8 +56,25 @@ _ALIASES = {
 }
 
 
+_NAMED: dict[Any, str] = {}  # dtype object -> its ISA name, for the dtypes seen (a kernel uses a handful)
+
+
 def dtype_name(dtype: Any) -> str:
     """The ISA name of `dtype` (see module doc); ValueError if unsupported."""
+    try:
+        return _NAMED[dtype]
+    except (KeyError, TypeError):  # (TypeError: an unhashable dtype-like)
+        pass
+    name = _name_of(dtype)
+    try:
+        _NAMED[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _name_of(dtype: Any) -> str:
+    """`dtype_name` without the memo."""
     if isinstance(dtype, str):
         name = dtype
     else:
