@@ -61,12 +61,12 @@ from nprof.nki.depregions import (
     VAL,
     WRITER,
     WRITTEN,
-    _buckets,
-    _hash,
-    _inside,
-    _meets,
-    _region,
-    _same,
+    bucket_count,
+    decode_region,
+    inside,
+    meets,
+    region_hash,
+    same_region,
 )
 
 
@@ -209,14 +209,14 @@ def _drop(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, e: int) ->
 def _find_deferred(E: np.ndarray, T: np.ndarray, q: np.ndarray) -> int:
     """The slot of T holding the deferred region equal to q, or the free slot where it goes."""
     size = T.shape[0]
-    h = _hash(q, size)
+    h = region_hash(q, size)
     free = -1
     while T[h] != -1:
         r = T[h]
         if r == -2:  # a removed region's slot: reusable, but the probe goes on
             if free < 0:
                 free = h
-        elif E[r, SID] == q[SID] and E[r, BF] == q[BF] and E[r, BL] == q[BL] and _same(E, r, q):
+        elif E[r, SID] == q[SID] and E[r, BF] == q[BF] and E[r, BL] == q[BL] and same_region(E, r, q):
             return h
         h = (h + 1) & (size - 1)
     return h if free < 0 else free
@@ -246,7 +246,7 @@ def _defer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     else:
         H[sid, DHEAD] = r
     H[sid, DTAIL] = r
-    H[sid, DCOST] += _buckets(q)
+    H[sid, DCOST] += bucket_count(q)
 
 
 @njit(cache=True, nogil=True)
@@ -287,16 +287,16 @@ def _read(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndar
     hit = False
     for i in range(n):
         e = scratch[i]
-        if not _meets(E, e, q):
+        if not meets(E, e, q):
             continue
         if E[e, WRITER] >= 0:
             deps = _push(deps, nd, E[e, WRITER])
             nd += 1
         # a reader joins an entry only when it reads all of it; otherwise a later write to the part of the
         # entry it did not read would wait for it (a false dependency)
-        if _inside(E, e, q, False) and (E[e, RTAIL] < 0 or P[E[e, RTAIL], VAL] != index):
+        if inside(E, e, q, False) and (E[e, RTAIL] < 0 or P[E[e, RTAIL], VAL] != index):
             _add_reader(E, P, M, e, index)
-        hit = hit or _same(E, e, q)
+        hit = hit or same_region(E, e, q)
     if not hit:
         _new_entry(E, P, H, M, q, -1, index)
     return deps, nd, scratch
@@ -315,7 +315,7 @@ def _write(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     M[SCANNED] += n + 1
     for i in range(n):
         e = scratch[i]
-        if not _meets(E, e, q):
+        if not meets(E, e, q):
             continue
         if E[e, WRITER] >= 0:
             deps = _push(deps, nd, E[e, WRITER])
@@ -325,7 +325,7 @@ def _write(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
             deps = _push(deps, nd, P[node, VAL])
             nd += 1
             node = P[node, NXT]
-        if _inside(E, e, q, True):
+        if inside(E, e, q, True):
             _drop(E, P, H, M, e)
     _new_entry(E, P, H, M, q, index, -1)
     return deps, nd, scratch
@@ -333,17 +333,18 @@ def _write(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
 
 @njit(cache=True, nogil=True)
 def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, IO: np.ndarray, index: int,
-           nreads: int, nwrites: int) -> np.ndarray:  # fmt: skip
+           nreads: int, nwrites: int) -> int:  # fmt: skip
     """Register instruction `index` reading the first `nreads` accesses of IO and writing the next `nwrites`;
-    return its dependencies (sorted, distinct), or [-1] with M[NEED_E], M[NEED_P] set when E, P or T lack
-    room (nothing changed then)."""
+    write its dependencies (sorted, distinct) into IO right after the accesses and return their count (IO has
+    room for every index recorded before), or return -1 with M[NEED_E], M[NEED_P] set when E, P or T lack room
+    (nothing changed then)."""
     nacc = nreads + nwrites
     Q = np.empty((max(nacc, 1), EW), np.int64)
     pos = 0
     need = 0
     for k in range(nacc):  # nodes: buckets and a reader per access, a reader per entry a read may join
-        pos = _region(H, IO, pos, Q[k])
-        need += _buckets(Q[k]) + 1
+        pos = decode_region(H, IO, pos, Q[k])
+        need += bucket_count(Q[k]) + 1
         if k < nreads:
             need += H[Q[k, SID], NLIVE] + nacc
         elif H[Q[k, SID], WRITTEN] == 0:
@@ -351,7 +352,7 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     if (E.shape[0] - M[E_USED] + M[E_NFREE] < nacc or P.shape[0] - M[P_USED] + M[P_NFREE] < need
             or 2 * (M[T_USED] + nacc) > T.shape[0]):  # fmt: skip
         M[NEED_E], M[NEED_P] = nacc, need
-        return np.full(1, -1, np.int64)
+        return -1
     deps = np.empty(16, np.int64)
     scratch = np.empty(64, np.int64)
     nd = 0
@@ -362,22 +363,22 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     ordered = np.sort(deps[:nd])
     m = 0
     for v in ordered:
-        if v != index and (m == 0 or ordered[m - 1] != v):
-            ordered[m] = v
+        if v != index and (m == 0 or IO[pos + m - 1] != v):
+            IO[pos + m] = v
             m += 1
-    return ordered[:m]
+    return m
 
 
 @njit(cache=True, nogil=True)
 def last_writer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, IO: np.ndarray) -> int:
     """The latest instruction that wrote any part of the access at IO[0:] (-1 if none)."""
     q = np.empty(EW, np.int64)
-    _region(H, IO, 0, q)
+    decode_region(H, IO, 0, q)
     scratch, n = _candidates(E, P, H, q, np.empty(64, np.int64))
     M[SCANNED] += n + 1
     best = -1
     for i in range(n):
         e = scratch[i]
-        if E[e, WRITER] > best and _meets(E, e, q):
+        if E[e, WRITER] > best and meets(E, e, q):
             best = E[e, WRITER]
     return best

@@ -33,7 +33,7 @@ MW = 10
 
 
 @njit(cache=True, nogil=True)
-def _region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> int:
+def decode_region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> int:
     """Decode the access at `io[pos:]` into `row` (E columns SID..BL, BOX); returns the next access's position."""
     sid, item, off, parts, pst, pstr, nf = io[pos], io[pos + 1], io[pos + 2], io[pos + 3], io[pos + 4], \
         io[pos + 5], io[pos + 6]  # fmt: skip
@@ -60,7 +60,7 @@ def _region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> int:
         row[S0], row[S1], row[RANK] = flo, fhi, H[sid, HRANK]
         row[HASBOX] = 0
         if H[sid, HRANK] > 0:
-            row[HASBOX] = _hbm_box(H, sid, io, pos, row)
+            row[HASBOX] = hbm_box(H, sid, io, pos, row)
         first = flo // H[sid, ROW] // H[sid, GRAN]
         last = (fhi - 1) // H[sid, ROW] // H[sid, GRAN]
     if first < 0 or last < first or last - first > WIDE or last + 1 >= NBK:
@@ -71,7 +71,7 @@ def _region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray) -> int:
+def hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray) -> int:
     """Write the access's box in the tensor's coordinates into row[BOX:]; 1 if it maps onto the axes, else 0."""
     n = H[sid, HRANK]
     rem = io[pos + 2]
@@ -107,7 +107,7 @@ def _hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray)
 
 
 @njit(cache=True, nogil=True)
-def _meets(E: np.ndarray, e: int, q: np.ndarray) -> bool:
+def meets(E: np.ndarray, e: int, q: np.ndarray) -> bool:
     """Does entry `e` overlap region `q` (boxes when both have one, else spans)?"""
     if E[e, HASBOX] and q[HASBOX]:
         for j in range(q[RANK]):
@@ -118,7 +118,7 @@ def _meets(E: np.ndarray, e: int, q: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _inside(E: np.ndarray, e: int, q: np.ndarray, need_box: bool) -> bool:
+def inside(E: np.ndarray, e: int, q: np.ndarray, need_box: bool) -> bool:
     """Is entry `e` within region `q`? (`need_box`: with no box on `e` only a box-less `q` covers it by span.)"""
     if E[e, HASBOX] and q[HASBOX]:
         for j in range(q[RANK]):
@@ -131,7 +131,7 @@ def _inside(E: np.ndarray, e: int, q: np.ndarray, need_box: bool) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _same(E: np.ndarray, e: int, q: np.ndarray) -> bool:
+def same_region(E: np.ndarray, e: int, q: np.ndarray) -> bool:
     """Same box (or both none) and same span."""
     if E[e, HASBOX] != q[HASBOX] or E[e, S0] != q[S0] or E[e, S1] != q[S1]:
         return False
@@ -143,13 +143,13 @@ def _same(E: np.ndarray, e: int, q: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _buckets(q: np.ndarray) -> int:
+def bucket_count(q: np.ndarray) -> int:
     """Bucket lists region q is in."""
     return 1 if q[BF] < 0 else q[BL] - q[BF] + 1
 
 
 @njit(cache=True, nogil=True)
-def _hash(q: np.ndarray, size: int) -> int:
+def region_hash(q: np.ndarray, size: int) -> int:
     """Slot of region q in a hash table of `size` (a power of two) slots."""
     h = q[SID] * 1000003 + q[S0] * 8191 + q[S1] * 131 + q[BF]
     if q[HASBOX]:

@@ -36,6 +36,7 @@ from nprof.nki import depcore as core
 from nprof.nki import depregions as lay
 
 _ONCHIP = {Space.SBUF: 0, Space.PSUM: 1}  # memory index of the on-chip memories (HBM tensors follow)
+_LOADED: list[bool] = []  # the compiled core has run in this process
 
 
 class DepTracker:
@@ -52,8 +53,20 @@ class DepTracker:
         self._m[[lay.E_FREE, lay.P_FREE]] = -1
         self._t = np.full(64, -1, np.int64)  # deferred regions by hash (depcore._defer)
         self._io = np.zeros(256, np.int64)
+        self._count = 0  # instruction indices recorded: 0 .. _count - 1
         self._memory(0, ())
         self._memory(1, ())
+        if not _LOADED:  # compile (or load) the core now, before the kernel's tiles exist (see `_load_core`)
+            self._load_core()
+
+    def _load_core(self) -> None:
+        """Run the compiled functions once on empty input: compiling them in the middle of a trace (the first
+        use after an install or an edit) changed the Program traced (the matmul tutorial's PSUM placement after
+        the first replayed loop; cause not found), so it happens here, before any tile exists."""
+        core.record(self._e, self._p, self._h, self._m, self._t, self._io, 0, 0, 0)
+        core.last_writer(self._e, self._p, self._h, self._m, np.array([0, 4, 0, 1, 0, 1, 0], np.int64))
+        core.rehash(self._e, self._t, self._t.shape[0])
+        _LOADED.append(True)
 
     @property
     def scanned(self) -> int:
@@ -107,11 +120,11 @@ class DepTracker:
             for pair in free:
                 out += pair
 
-    def _load(self, ints: list[int]) -> np.ndarray:
-        """The IO array holding `ints` first."""
+    def _load(self, ints: list[int], room: int = 0) -> np.ndarray:
+        """The IO array holding `ints` first, with `room` more elements after them."""
         n = len(ints)
-        if n > self._io.shape[0]:
-            self._io = np.zeros(2 * n, np.int64)
+        if n + room > self._io.shape[0]:
+            self._io = np.zeros(2 * (n + room), np.int64)
         self._io[:n] = ints
         return self._io
 
@@ -120,12 +133,14 @@ class DepTracker:
         ints: list[int] = []
         self._encode(reads, ints)
         self._encode(writes, ints)
-        io = self._load(ints)
-        deps = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes)).tolist()
-        while deps and deps[0] < 0:  # no room: nothing was recorded
+        self._count = max(self._count, index + 1)  # (dependencies are distinct indices recorded before)
+        io = self._load(ints, self._count)
+        n = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes))
+        while n < 0:  # no room: nothing was recorded
             self._grow()
-            deps = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes)).tolist()
-        return tuple(deps)
+            n = core.record(self._e, self._p, self._h, self._m, self._t, io, index, len(reads), len(writes))
+        start = len(ints)
+        return tuple(io[start : start + n].tolist()) if n else ()
 
     def _grow(self) -> None:
         """Make room for what `core.record` asked for (M[NEED_E] rows and deferred regions, M[NEED_P] nodes),

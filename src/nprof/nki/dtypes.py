@@ -72,8 +72,25 @@ PACKED_NKI_NAMES = {"mxfp8_e4m3_x4": "float8_e4m3fn_x4", "mxfp8_e5m2_x4": "float
                     "mxfp4_e2m1_x4": "float4_e2m1fn_x4"}  # ISA name -> NKI's name (messages)  # fmt: skip
 
 
+_NAMED: dict[Any, str] = {}  # dtype object -> its ISA name, for the dtypes seen (a kernel uses a handful)
+
+
 def dtype_name(dtype: Any) -> str:
     """The ISA name of `dtype` (see module doc); ValueError if unsupported."""
+    try:
+        return _NAMED[dtype]
+    except (KeyError, TypeError):  # (TypeError: an unhashable dtype-like)
+        pass
+    name = _name_of(dtype)
+    try:
+        _NAMED[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _name_of(dtype: Any) -> str:
+    """`dtype_name` without the memo."""
     if isinstance(dtype, str):
         name = dtype
     else:

@@ -116,10 +116,11 @@ class PendingOps:
             rec.matmul(stat, mov, out, *logged, source)
             rec.in_matmul = True
         try:
-            writer = self._deps.last_writer(stat)
-            if self._stationary != (stat, writer):
-                self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), source)
-                self._stationary = (stat, writer)
+            # the loaded weights are reused when the operand is the same and nothing wrote it since they were
+            # loaded (writers only grow: a last writer after the LDWEIGHTS is one that changed it)
+            loaded = self._stationary
+            if loaded is None or loaded[0] != stat or _later(self._deps.last_writer(stat), loaded[1]):
+                self._stationary = (stat, self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), (), source))
             self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate), source)
         finally:
             if rec is not None:
@@ -142,3 +143,8 @@ class PendingOps:
             self.commit_matmul()
         else:
             self.commit_load()
+
+
+def _later(writer: int | None, index: int) -> bool:
+    """Did instruction `writer` (None: no writer) come after instruction `index`?"""
+    return writer is not None and writer > index

@@ -93,7 +93,7 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
         self._scopes: list[tuple[str | None, str | None, str | None]] = []
         self._dma_sites: dict[str | None, int] = {}  # DMA statement (source line) -> its queue
         self._pending = None  # typed by PendingOps
-        self._stationary: tuple[Access, int | None] | None = None
+        self._stationary: tuple[Access, int] | None = None  # the loaded weights and their LDWEIGHTS
         self._calls: list[list[weakref.ref[OnChip]]] = []
         self._rec: Any = None  # the loop iteration being logged for replay (nprof.nki.replay)
         self.direct = DirectState(self)  # tiles placed by nki.compiler direct allocation
