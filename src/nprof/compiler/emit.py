@@ -99,7 +99,7 @@ class Emitter:
         if self.builder.pack is not None:
             program = packed_program(program, self.builder.pack)
         if k and stage is not None:
-            program = staged_program(program, stage.columns, stage.sizes, k)
+            program = staged_program(program, stage.columns, stage.sizes, k, self.builder.preset.pmax)
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

@@ -13,7 +13,9 @@ windows of that tile:
   rows) loads the group as one tile ``[partitions asked, group elements]`` (stride-0 partitions; the group
   is the whole pack when it has at most `ROW_GROUP_MAX` elements, else the members of the asked size);
 * a column (partition stride 1, one element per partition: a per-channel scale) loads all members of its
-  size L as one tile ``[L, members]``.
+  size L as one tile ``[L, members]``; when L is a multiple of the partition count (a statistic of 256 or
+  512 channels, read 128 channels at a time), as one tile ``[pmax, members * L / pmax]`` whose column
+  m * L / pmax + k holds elements k * pmax.. of member m.
 
 `packed_program(program, pack)` then rewrites every access of a member into the pack (same elements, at the
 member's offset), drops the members' declarations and records the layout in the program's meta
@@ -87,6 +89,8 @@ def _group_key(pack: Pack, a: Access, pmax: int) -> Access | None:
         return Access(Space.HBM, pack.name, "float32", first, a.partitions, ((1, size * count),), 0, 0)
     if a.partition_stride == 1 and a.free_elements == 1 and size <= pmax and count > 1:
         return Access(Space.HBM, pack.name, "float32", first, size, ((size, count),), 0, 1)
+    if a.partition_stride == 1 and a.free_elements == 1 and size > pmax and size % pmax == 0:
+        return Access(Space.HBM, pack.name, "float32", first, pmax, ((pmax, count * size // pmax),), 0, 1)
     return None
 
 
@@ -168,17 +172,20 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
 
 OUT_PACK_NAME = "packed.outputs"
 OUT_PACKED_META = "packed_outputs"
-STAGE_COLUMNS = 64  # small outputs one program stages (256 B per partition of SBUF)
+STAGE_COLUMNS = 256  # columns of small outputs one program stages (1 KiB per partition of SBUF)
+STAGE_MAX = 512  # elements of the largest output staged (4 columns)
 
 
 class OutputStage:
-    """Small fp32 graph outputs (at most `pmax` elements) written as one column — element p on partition p,
-    a batch-norm or layer-norm statistic — are copied into column j of one SBUF staging tile instead of
-    being stored by their own DMA; `finish` stores the whole tile with one DMA into `OUT_PACK_NAME`
-    ``[pmax, columns]`` row-major (member j's element e at e * columns + j: one contiguous run per
-    partition). Exact by construction: a read of a staged output from HBM before the end is preceded by a
-    store of its column (`before_append`), an output another instruction writes directly leaves the stage
-    (it keeps its own tensor), and the fusion cache still holds the stored tile for later loads."""
+    """Small fp32 graph outputs (at most `STAGE_MAX` elements) written as columns — element p on partition p,
+    a batch-norm or layer-norm statistic, in chunks of `pmax` elements when longer — are copied into one SBUF
+    staging tile (member of n elements: ceil(n / pmax) columns, chunk k in its column k) instead of being
+    stored by their own DMAs; `finish` stores the whole tile with one DMA into `OUT_PACK_NAME`
+    ``[pmax, columns]`` row-major (element e of the member whose first column is j at
+    (e % pmax) * columns + j + e // pmax: one contiguous run per partition). Exact by construction: a read of
+    a staged output from HBM before the end is preceded by a store of its columns (`before_append`), an
+    output another instruction writes directly, or reads across a chunk boundary, leaves the stage (it keeps
+    its own tensor), and the fusion cache still holds the stored tile for later loads."""
 
     def __init__(self, builder: object) -> None:
         self.builder = weakref.proxy(builder)  # no cycle: the builder is freed by reference counting alone
@@ -186,14 +193,16 @@ class OutputStage:
         self.columns: dict[str, int] = {}  # staged output -> its column
         self.sizes: dict[str, int] = {}
         self.dirty: set[str] = set()  # staged since their last store to HBM
+        self.chunks: dict[str, set[int]] = {}  # staged output -> its chunks staged so far
+        self.unstageable: set[str] = set()  # outputs an instruction reached across a chunk boundary
         self.busy = False  # emitting a store of the stage: no interception
 
     def owns(self, base: object) -> bool:
         return self.tile is not None and base is self.tile.base
 
     def stage(self, a: Access, tile: NkiTensor) -> bool:
-        """Stage the store of `tile` to `a` when `a` is all of a small fp32 output as one column; False: the
-        caller stores it with a DMA."""
+        """Stage the store of `tile` to `a` when `a` is one whole chunk (`pmax` elements from a multiple of
+        `pmax`, or the rest) of a small fp32 output as a column; False: the caller stores it with a DMA."""
         from nprof.nki import isa as nisa
         from nprof.nki import language as nl
 
@@ -203,43 +212,61 @@ class OutputStage:
         for s in decl.shape if decl is not None else ():
             n *= int(s)
         if (decl is None or decl.kind != "output" or decl.dtype != "float32" or tile.dtype_name != "float32"
-                or a.offset != 0 or a.partitions != n or a.partition_stride != 1 or a.free_elements != 1
-                or n > pmax or tile.access_key()[0] != 0):  # fmt: skip
+                or a.offset % pmax or a.partitions != min(pmax, n - a.offset) or a.partition_stride != 1
+                or a.free_elements != 1 or n > STAGE_MAX or tile.access_key()[0] != 0
+                or a.tensor in self.unstageable):  # fmt: skip
             return False
         if a.tensor not in self.columns:
-            if len(self.columns) >= STAGE_COLUMNS:
+            first = max((j + _chunks(self.sizes[m], pmax) for m, j in self.columns.items()), default=0)
+            if first + _chunks(n, pmax) > STAGE_COLUMNS:
                 return False
             if self.tile is None:
                 self.tile = nl.ndarray((pmax, STAGE_COLUMNS), dtype=nl.float32, buffer=nl.sbuf)
-            self.columns[a.tensor], self.sizes[a.tensor] = len(self.columns), n
-        j = self.columns[a.tensor]
+            self.columns[a.tensor], self.sizes[a.tensor] = first, n
+        j = self.columns[a.tensor] + a.offset // pmax
+        self.chunks.setdefault(a.tensor, set()).add(a.offset // pmax)
         assert self.tile is not None  # made above with the first staged column
         flat = tile.flatten_free()
-        nisa.tensor_copy(flat if flat is not None else tile, dst=self.tile[0:n, j : j + 1])
+        nisa.tensor_copy(flat if flat is not None else tile, dst=self.tile[0 : a.partitions, j : j + 1])
         self.dirty.add(a.tensor)
         return True
 
     def before_append(self, outs: Sequence[Access], reads: Sequence[Access]) -> None:
-        """Called before every instruction: store a staged output it reads; unstage one it writes."""
-        if self.busy or not self.columns:
+        """Called before every instruction: store a staged output it reads (and unstage it when the read
+        crosses a chunk boundary); unstage one it writes."""
+        if self.busy:
+            return
+        pmax = self.builder.preset.pmax
+        for a in (*reads, *outs):
+            if (a.space is Space.HBM and a.tensor not in self.unstageable and a.partitions * a.free_elements > 1
+                    and _chunk_of(a, pmax) is None):  # fmt: skip
+                self.unstageable.add(a.tensor)  # its accesses could not move into the pack
+        if not self.columns:
             return
         for a in reads:
-            if a.space is Space.HBM and a.tensor in self.dirty:
-                self._store(a.tensor)
+            if a.space is Space.HBM and a.tensor in self.columns:
+                if a.tensor in self.dirty:
+                    self._store(a.tensor)
+                if a.tensor in self.unstageable:
+                    del self.columns[a.tensor]
         for a in outs:
             if a.space is Space.HBM and a.tensor in self.columns:
                 self._store(a.tensor)  # what it does not overwrite must hold the staged value
                 del self.columns[a.tensor]
 
     def _store(self, name: str) -> None:
+        """Store the staged chunks of `name` to its own tensor, one DMA per chunk."""
         from nprof.compiler.kernels.hbm import window
 
         assert self.tile is not None
         j, n = self.columns[name], self.sizes[name]
+        pmax = self.builder.preset.pmax
         self.busy = True
         try:
-            self.builder.dma(window(Access(Space.HBM, name, "float32", 0, n, ((1, 1),), 0, 1)),
-                             self.tile[0:n, j : j + 1])  # fmt: skip
+            for k in sorted(self.chunks.get(name, ())):
+                rows = min(pmax, n - k * pmax)
+                self.builder.dma(window(Access(Space.HBM, name, "float32", k * pmax, rows, ((1, 1),), 0, 1)),
+                                 self.tile[0:rows, j + k : j + k + 1])  # fmt: skip
         finally:
             self.busy = False
         self.dirty.discard(name)
@@ -248,10 +275,13 @@ class OutputStage:
         """Store every staged output with one DMA (inside a kernel call); the pack's column count (0: none)."""
         from nprof.compiler.kernels.hbm import window
 
+        pmax = self.builder.preset.pmax
+        for name in [m for m in self.columns if len(self.chunks.get(m, ())) < _chunks(self.sizes[m], pmax)]:
+            self._store(name)  # not every chunk staged: the others were written to its own tensor
+            del self.columns[name]
         if not self.columns or self.tile is None:
             return 0
-        k = max(self.columns.values()) + 1
-        pmax = self.builder.preset.pmax
+        k = max(j + _chunks(self.sizes[m], pmax) for m, j in self.columns.items())
         self.builder.hbm_tensor(OUT_PACK_NAME, (pmax * k,), "float32", "output", None)
         self.busy = True
         try:
@@ -271,15 +301,32 @@ def finish_stage(stage: OutputStage) -> int:
         stage.tile = None
 
 
-def staged_program(program: Program, columns: Mapping[str, int], sizes: Mapping[str, int], k: int) -> Program:
-    """`program` with every access of a staged output moved into the output pack (element e of column j at
-    e * k + j: offsets and strides scaled by k), their declarations dropped, the layout in its meta
-    (`OUT_PACKED_META`: JSON ``{pack: [k, [[output, column, elements], ...]]}``)."""
+def _chunks(n: int, pmax: int) -> int:
+    return -(-n // pmax)
+
+
+def _chunk_of(a: Access, pmax: int) -> int | None:
+    """The chunk (elements k * pmax.. of its tensor) holding every element of `a`, or None when `a` spans
+    more than one."""
+    last = a.offset + (a.partitions - 1) * max(a.partition_stride, 0) + sum((n - 1) * max(s, 0) for s, n in a.free)
+    if min(a.partition_stride, *(s for s, _ in a.free)) < 0 or a.offset // pmax != last // pmax:
+        return None
+    return a.offset // pmax
+
+
+def staged_program(program: Program, columns: Mapping[str, int], sizes: Mapping[str, int], k: int,
+                   pmax: int = 128) -> Program:  # fmt: skip
+    """`program` with every access of a staged output moved into the output pack (element e of the member
+    whose first column is j at (e % pmax) * k + j + e // pmax: within one chunk, offsets and strides scaled
+    by k), their declarations dropped, the layout in its meta (`OUT_PACKED_META`: JSON
+    ``{pack: [k, [[output, first column, elements], ...]]}``)."""
 
     def acc(a: Access) -> Access:
         if a.space is not Space.HBM or a.tensor not in columns:
             return a
-        return dataclasses.replace(a, tensor=OUT_PACK_NAME, offset=a.offset * k + columns[a.tensor],
+        chunk = _chunk_of(a, pmax)
+        assert chunk is not None, f"an access of staged output {a.tensor} spans chunks"  # unstaged when read so
+        return dataclasses.replace(a, tensor=OUT_PACK_NAME, offset=(a.offset % pmax) * k + columns[a.tensor] + chunk,
                                    partition_stride=a.partition_stride * k,
                                    free=tuple((s * k, n) for s, n in a.free))  # fmt: skip
 
@@ -303,6 +350,8 @@ def unpack_outputs(program: Program, outputs: Mapping[str, np.ndarray]) -> dict[
     out = dict(outputs)
     for name, (k, layout) in packs.items():
         table = np.asarray(out.pop(name)).reshape(-1, int(k))
-        for member, j, n in layout:
-            out[member] = np.ascontiguousarray(table[: int(n), int(j)])
+        rows = table.shape[0]
+        for member, j, n in layout:  # chunk c of a member in its column j + c
+            columns = table[:, int(j) : int(j) + _chunks(int(n), rows)]
+            out[member] = np.ascontiguousarray(columns.T).reshape(-1)[: int(n)]
     return out
