@@ -3,6 +3,8 @@ that move their small inputs in fewer DMAs with bit-identical outputs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -141,6 +143,27 @@ def test_unpack_outputs_cuts_each_column() -> None:
     np.testing.assert_array_equal(out["a"], [0, 3, 6, 9, 12])
     np.testing.assert_array_equal(out["b"], np.arange(128) * 3 + 2)
     assert set(out) == {"a", "b", "c"}
+
+
+def test_column_pack_holds_chunk_k_of_each_member_in_its_column() -> None:
+    """The column pack [128, width] (row-major): element e of the member whose first column is j at row
+    e % 128 of column j + e // 128, zero past its end (plain reference, element by element)."""
+    rng = np.random.default_rng(2)
+    decls = [TensorDecl(f"t{i}", (int(n),), "float32", "input") for i, n in enumerate((5, 130, 256, 40, 300))]
+    pack = packing.plan_pack(decls)
+    assert pack is not None and pack.width == 1 + 1 + 2 + 2 + 3
+    program = packing.packed_program(_empty_program(decls), pack)
+    import json
+
+    layouts = json.loads(program.meta[packing.PACKED_META])
+    layouts[packing.COLUMNS_NAME] = [[name, pack.columns[name], n] for name, (_, n) in pack.members.items()]
+    program = dataclasses.replace(program, meta={packing.PACKED_META: json.dumps(layouts)})
+    arrays = {d.name: rng.standard_normal(d.shape).astype(np.float32) for d in decls}
+    grid = packing.pack_inputs(program, arrays)[packing.COLUMNS_NAME].reshape(128, pack.width)
+    for name, (_, n) in pack.members.items():
+        j = pack.columns[name]
+        for e in range(-(-n // 128) * 128):
+            assert grid[e % 128, j + e // 128] == (arrays[name][e] if e < n else 0.0)
 
 
 def test_unpack_outputs_joins_the_chunks_of_a_long_member() -> None:

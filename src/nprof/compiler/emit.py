@@ -23,7 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.fusion import FusingBuilder, dead_stores
-from nprof.compiler.packing import finish_stage, packed_program, plan_pack, staged_program
+from nprof.compiler.packing import COLUMNS_NAME, PMAX, finish_stage, packed_program, plan_pack, staged_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -72,6 +72,7 @@ class Emitter:
         pack = plan_pack(list(self.tensors.values())) if self.builder.fusing else None
         if pack is not None:
             self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
+            self.builder.hbm_tensor(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input", None)
             self.builder.pack = pack
 
     def _emit(

@@ -12,10 +12,11 @@ windows of that tile:
 * a row broadcast (partition stride 0, the same row on every partition: a bias or norm weight added to
   rows) loads the group as one tile ``[partitions asked, group elements]`` (stride-0 partitions; the group
   is the whole pack when it has at most `ROW_GROUP_MAX` elements, else the members of the asked size);
-* a column (partition stride 1, one element per partition: a per-channel scale) loads all members of its
-  size L as one tile ``[L, members]``; when L is a multiple of the partition count (a statistic of 256 or
-  512 channels, read 128 channels at a time), as one tile ``[pmax, members * L / pmax]`` whose column
-  m * L / pmax + k holds elements k * pmax.. of member m.
+* a column (partition stride 1, one element per partition, within one chunk of `pmax` elements: a
+  per-channel scale, read 128 channels at a time) comes from a second input, `COLUMNS_NAME`
+  ``[pmax, width]`` row-major, where every member has ceil(elements / pmax) columns (chunk k of the member
+  whose first column is j in column j + k, element e at row e % pmax): one DMA of one contiguous run per
+  partition loads every member's columns (member-major, a column would be one DMA chunk per element).
 
 `packed_program(program, pack)` then rewrites every access of a member into the pack (same elements, at the
 member's offset), drops the members' declarations and records the layout in the program's meta
@@ -39,6 +40,7 @@ from nprof.program.model import Program, TensorDecl
 
 ENABLED = True  # module switch for tests comparing packed with unpacked lowering
 PACK_NAME = "packed.inputs"
+COLUMNS_NAME = "packed.columns"
 PACKED_META = "packed_inputs"
 MAX_MEMBER = 512  # elements: graph inputs up to this size are packed
 ROW_GROUP_MAX = 4096  # elements per partition a row-broadcast group tile may take (16 KiB fp32)
@@ -51,6 +53,8 @@ class Pack:
     name: str
     members: Mapping[str, tuple[int, int]]
     total: int
+    columns: Mapping[str, int] = dataclasses.field(default_factory=dict)  # member -> its first column
+    width: int = 0  # columns of `COLUMNS_NAME`
 
     def group(self, size: int) -> tuple[int, int]:
         """(first offset, count) of the members of `size` elements (back to back by construction)."""
@@ -66,11 +70,26 @@ def plan_pack(decls: Sequence[TensorDecl]) -> Pack | None:
     if len(small) < 2:
         return None
     members: dict[str, tuple[int, int]] = {}
-    offset = 0
+    columns: dict[str, int] = {}
+    offset = width = 0
     for d in sorted(small, key=lambda d: d.elements):  # stable: declaration order within a size
-        members[d.name] = (offset, d.elements)
+        members[d.name], columns[d.name] = (offset, d.elements), width
         offset += d.elements
-    return Pack(PACK_NAME, members, offset)
+        width += _chunks(d.elements, PMAX)
+    return Pack(PACK_NAME, members, offset, columns, width)
+
+
+PMAX = 128  # partitions of the column pack (both presets)
+
+
+def in_columns(pack: Pack, a: Access) -> Access | None:
+    """`a` (an access of a member) as the same elements of the column pack, when it is a column within one
+    chunk (partition stride 1, one element per partition); else None."""
+    chunk = _chunk_of(a, PMAX)
+    if a.partition_stride != 1 or a.free_elements != 1 or chunk is None:
+        return None
+    return Access(Space.HBM, COLUMNS_NAME, "float32", (a.offset % PMAX) * pack.width + pack.columns[a.tensor] + chunk,
+                  a.partitions, ((1, 1),), 0, pack.width)  # fmt: skip
 
 
 def in_pack(pack: Pack, a: Access) -> Access:
@@ -87,10 +106,8 @@ def _group_key(pack: Pack, a: Access, pmax: int) -> Access | None:
         if pack.total <= ROW_GROUP_MAX:
             return Access(Space.HBM, pack.name, "float32", 0, a.partitions, ((1, pack.total),), 0, 0)
         return Access(Space.HBM, pack.name, "float32", first, a.partitions, ((1, size * count),), 0, 0)
-    if a.partition_stride == 1 and a.free_elements == 1 and size <= pmax and count > 1:
-        return Access(Space.HBM, pack.name, "float32", first, size, ((size, count),), 0, 1)
-    if a.partition_stride == 1 and a.free_elements == 1 and size > pmax and size % pmax == 0:
-        return Access(Space.HBM, pack.name, "float32", first, pmax, ((pmax, count * size // pmax),), 0, 1)
+    if pmax == PMAX and in_columns(pack, a) is not None:
+        return Access(Space.HBM, COLUMNS_NAME, "float32", 0, PMAX, ((1, pack.width),), 0, pack.width)
     return None
 
 
@@ -126,47 +143,67 @@ def load_member(builder: object, pack: Pack, a: Access) -> NkiTensor | None:
         tile = nl.load(window(key), dtype=nl.float32)
         builder.flush()  # type: ignore[attr-defined]
         builder.remember(key, tile, stored=False)  # type: ignore[attr-defined]
-    packed = in_pack(pack, a)
     if key.partition_stride == 0:
-        return _row_window(tile, key, packed)
-    return builder.lookup(packed)  # type: ignore[attr-defined]
+        return _row_window(tile, key, in_pack(pack, a))
+    return builder.lookup(in_columns(pack, a))  # type: ignore[attr-defined]
 
 
 def packed_program(program: Program, pack: Pack) -> Program:
-    """`program` with every member access moved into the pack, the members' declarations replaced by the
-    pack's and the layout recorded in its meta (see module doc)."""
+    """`program` with every member access moved into the packs (a column into `COLUMNS_NAME`, any other access
+    into `pack.name`), the members' declarations replaced by the packs' (the column pack's only when read)
+    and the layouts recorded in its meta (see module doc)."""
+    used = {pack.name}  # the column pack only when read
 
     def acc(a: Access) -> Access:
-        return in_pack(pack, a) if a.space is Space.HBM and a.tensor in pack.members else a
+        if a.space is not Space.HBM or a.tensor not in pack.members:
+            return a
+        moved = in_columns(pack, a) or in_pack(pack, a)
+        used.add(moved.tensor)
+        return moved
 
     def moved(ins: Instruction) -> Instruction:
         if not any(a.tensor in pack.members for a in (*ins.outs, *ins.ins)):
             return ins
         return dataclasses.replace(ins, outs=tuple(map(acc, ins.outs)), ins=tuple(map(acc, ins.ins)))
 
-    layout = [[name, off, n] for name, (off, n) in pack.members.items()]
-    tensors = tuple(t for t in program.tensors if t.name not in pack.members)
-    if all(t.name != pack.name for t in tensors):  # declared by the emitter when its kernels load groups
-        tensors = (TensorDecl(pack.name, (pack.total,), "float32", "input"), *tensors)
-    meta = {**program.meta, PACKED_META: json.dumps({pack.name: layout})}
-    return dataclasses.replace(
-        program, tensors=tensors, instructions=tuple(map(moved, program.instructions)), meta=meta
-    )
+    instructions = tuple(map(moved, program.instructions))
+    used |= {a.tensor for ins in instructions for a in ins.ins if a.tensor in (pack.name, COLUMNS_NAME)}
+    layouts = {pack.name: [[name, off, n] for name, (off, n) in pack.members.items()],
+               COLUMNS_NAME: [[name, pack.columns[name], n] for name, (_, n) in pack.members.items()]}  # fmt: skip
+    decls = {pack.name: TensorDecl(pack.name, (pack.total,), "float32", "input"),
+             COLUMNS_NAME: TensorDecl(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input")}  # fmt: skip
+    tensors = tuple(t for t in program.tensors if t.name not in pack.members and t.name not in decls)
+    tensors = (*(decls[name] for name in decls if name in used), *tensors)
+    meta = {**program.meta, PACKED_META: json.dumps({name: layouts[name] for name in decls if name in used})}
+    return dataclasses.replace(program, tensors=tensors, instructions=instructions, meta=meta)
 
 
 def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`arrays` (values by graph input name) with the members of every pack of `program` replaced by the
-    pack's value (each member's fp32 elements at its offset); unchanged for a program without packs."""
+    packs' values (each member's fp32 elements at its offset; in the column pack, chunk k of a member in
+    column first + k); unchanged for a program without packs."""
     packs = json.loads(program.meta.get(PACKED_META, "{}"))
     if not packs:
         return dict(arrays)
     out = dict(arrays)
     for name, layout in packs.items():
+        if name == COLUMNS_NAME:
+            width = max(int(j) + _chunks(int(n), PMAX) for _, j, n in layout)
+            grid = np.zeros((PMAX, width), np.float32)
+            for member, j, n in layout:
+                padded = np.zeros(_chunks(int(n), PMAX) * PMAX, np.float32)
+                padded[: int(n)] = np.asarray(arrays[member], np.float32).reshape(-1)
+                grid[:, int(j) : int(j) + _chunks(int(n), PMAX)] = padded.reshape(-1, PMAX).T
+            out[name] = grid.reshape(-1)
+            continue
         total = sum(int(n) for _, _, n in layout)
         value = np.zeros(total, np.float32)
         for member, off, n in layout:
-            value[int(off) : int(off) + int(n)] = np.asarray(out.pop(member), np.float32).reshape(-1)
+            value[int(off) : int(off) + int(n)] = np.asarray(arrays[member], np.float32).reshape(-1)
         out[name] = value
+    for layout in packs.values():
+        for member, _, _ in layout:
+            out.pop(member, None)
     return out
 
 
