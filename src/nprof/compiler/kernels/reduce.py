@@ -65,19 +65,22 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
         store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
 
 
-SHORT_ROW = 64  # reduced elements per row up to which rows are packed several per partition
+SHORT_ROW = 8  # reduced elements per row up to which rows are packed several per partition
+SHORT_ROWS_MIN = 8 * PMAX  # ... when there are at least this many rows (else the row tiles are few)
 
 
 def _short_rows(out: View, src: View, red: list[int], op: str, scale: float) -> bool:
-    """Short rows (the reduced dims trailing, at most `SHORT_ROW` elements; `src` and `out` contiguous): R whole
-    rows per partition, so 128 * R rows move in one load and one store (a global average pool of a 1x1 map
-    would otherwise take one DMA each way per 128 rows); the rest, fewer than 128 * R rows, one row per
-    partition. Each row is reduced over the same elements as one row per partition would be. False when
-    the layout does not apply (nothing emitted)."""
+    """Many short rows (the reduced dims trailing, at most `SHORT_ROW` elements, at least `SHORT_ROWS_MIN` rows;
+    `src` and `out` contiguous): R whole rows per partition, so 128 * R rows move in one load and one store (a
+    global average pool of a 1x1 map would otherwise take one DMA each way per 128 rows); the rest, fewer than
+    128 * R rows, one row per partition. Each row is reduced over the same elements as one row per partition
+    would be. False when the layout does not apply (nothing emitted). Longer or fewer rows keep one row per
+    partition: the [128, 1] results a consumer's row tiles read (a softmax backward's row sums) stay windows of
+    the kept tile."""
     nd = len(src.shape)
     length = numel(src.shape[d] for d in red)
     rows = numel(src.shape) // max(length, 1)
-    if (red != list(range(nd - len(red), nd)) or length > SHORT_ROW or rows < 2 * PMAX or not src.is_contiguous
+    if (red != list(range(nd - len(red), nd)) or length > SHORT_ROW or rows < SHORT_ROWS_MIN or not src.is_contiguous
             or not out.is_contiguous or numel(out.shape) != rows):  # fmt: skip
         return False
     per = min(FREE_MAX // length, rows // PMAX)
