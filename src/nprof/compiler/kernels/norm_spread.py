@@ -1,7 +1,7 @@
 """Batch-norm backward of few channels spread over all 128 partitions (NKI).
 
-Contract: `spread_factor(shape)` is k > 1 when a contiguous [N, C, *spatial] tensor of C < 128 channels
-(128 % C == 0) can lie on C * k = 128 partitions, channel c on partitions c * k .. c * k + k - 1, partition
+Contract: `spread_factor(shape)` is k > 1 when a contiguous [N, C, *spatial] tensor of C <= `SPREAD_MAX_C`
+channels (128 % C == 0) can lie on C * k = 128 partitions, channel c on partitions c * k .. c * k + k - 1, partition
 c * k + j holding the j-th of k equal parts of every image's plane of channel c (one HBM access: partition
 stride plane / k), and one such tile fits a block; else 1. `batch_norm_backward_spread(grads, g, x, weight,
 stats, train, eps, k)` is `kernels.norm.batch_norm_backward_kernel` in that layout: the elementwise passes
@@ -23,12 +23,14 @@ from nprof.nki.tensor import NkiTensor
 
 P = 128
 BLOCK = 8192  # elements per partition the spread tile may take (as `kernels.norm.BN_BLOCK`)
+SPREAD_MAX_C = 32  # channels up to which the backward spreads: with 64 (2 partitions each) the saving on
+# VectorE was smaller than the reloads its layout costs the next kernel (resnet18 backward 958 -> 1003 us)
 
 
 def spread_factor(shape: tuple[int, ...]) -> int:
     """k such that C * k = 128 partitions hold the channels (see module doc), or 1."""
     n, c, plane = shape[0], shape[1], numel(shape[2:])
-    if c >= P or P % c:
+    if c > SPREAD_MAX_C or P % c:
         return 1
     k = P // c
     return k if plane % k == 0 and n * plane // k <= BLOCK else 1
