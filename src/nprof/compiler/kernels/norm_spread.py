@@ -95,6 +95,8 @@ def batch_norm_backward_spread(grads: tuple[View | None, ...], g: View, x: View,
             res = nisa.tensor_scalar(gt, "multiply", spread(scale))
         into = _spread(dx, k)
         store(into, res.unflatten_free(into.shape[1:]))
-    for view, value in ((dw, nisa.tensor_tensor(dot, rstd, "multiply") if dw is not None else None), (db, sum_g)):
-        if view is not None:
-            store(Access(Space.HBM, view.tensor, view.dtype, view.offset, c, ((1, 1),), 0, view.strides[0]), value)
+    if dw is not None:
+        store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset, c, ((1, 1),), 0, dw.strides[0]),
+              nisa.tensor_tensor(dot, rstd, "multiply"))  # fmt: skip
+    if db is not None:
+        store(Access(Space.HBM, db.tensor, db.dtype, db.offset, c, ((1, 1),), 0, db.strides[0]), sum_g)
