@@ -87,7 +87,8 @@ def _reference_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray | None, mean
 @pytest.mark.parametrize(
     ("shape", "affine", "train"),
     [((4, 16, 8, 8), True, True), ((2, 130, 3, 5), True, True), ((1, 3, 96, 96), False, True),
-     ((6, 20), True, False), ((3, 5, 4, 4), False, False)],
+     ((6, 20), True, False), ((3, 5, 4, 4), False, False),
+     ((2, 32, 4, 4), True, False), ((2, 8, 4, 4), False, True)],  # few channels: spread over 128 partitions
 )  # fmt: skip
 def test_fused_batch_norm_backward_matches_the_gradients(shape: tuple[int, ...], affine: bool, train: bool) -> None:
     gen = torch.Generator().manual_seed(sum(shape) + train)
@@ -116,3 +117,14 @@ def test_fused_batch_norm_backward_matches_the_gradients(shape: tuple[int, ...],
     for k, (got_k, want_k) in enumerate(zip(got, want, strict=True)):
         if mask[k]:
             np.testing.assert_allclose(got_k, want_k, rtol=1e-4, atol=1e-4)
+
+
+def test_spread_factor_puts_few_channels_on_all_partitions() -> None:
+    """k partitions per channel when C * k = 128, the plane splits in k equal parts and the tile fits a block."""
+    from nprof.compiler.kernels.norm_spread import spread_factor
+
+    assert spread_factor((4, 16, 8, 8)) == 8 and spread_factor((2, 32, 4, 4)) == 4 and spread_factor((2, 8, 4, 4)) == 16
+    assert spread_factor((2, 16, 3, 3)) == 1  # 9 elements per plane: no 8 equal parts
+    assert spread_factor((1, 3, 96, 96)) == 1 and spread_factor((2, 130, 3, 5)) == 1
+    assert spread_factor((8, 64, 1, 1)) == 1 and spread_factor((3, 64, 2, 2)) == 1  # 64 channels: not spread
+    assert spread_factor((64, 16, 64, 64)) == 1  # 32768 elements per partition: more than one block

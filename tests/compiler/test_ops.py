@@ -114,6 +114,16 @@ def test_reduce(name: str) -> None:
     check_fn(fn, *args)
 
 
+@pytest.mark.parametrize(("shape", "dims"), [((16, 100, 1, 1), (-1, -2)), ((9, 130, 2, 3), (-1, -2)),
+                                             ((1100, 5), (1,)), ((4, 300, 4), (-1,))])  # fmt: skip
+def test_reduce_short_rows_packed_per_partition(shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
+    """Many short rows (global average pool of small maps; rows not a multiple of 128 * rows per partition):
+    several rows per partition, against eager: mean, sum, max and min, and the gradient of the mean."""
+    x = r(*shape, seed=9)
+    check_fn(lambda t: t.mean(dims, keepdim=True) * 2.0, x)
+    check_fn(lambda t: torch.stack([t.sum(dims), t.amax(dims), t.amin(dims)]), x.detach(), grad=False)
+
+
 @pytest.mark.parametrize("name", list(VIEWS))
 def test_views(name: str) -> None:
     fn, args = VIEWS[name]

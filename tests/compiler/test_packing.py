@@ -3,6 +3,8 @@ that move their small inputs in fewer DMAs with bit-identical outputs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,65 @@ def test_unpack_outputs_cuts_each_column() -> None:
     np.testing.assert_array_equal(out["a"], [0, 3, 6, 9, 12])
     np.testing.assert_array_equal(out["b"], np.arange(128) * 3 + 2)
     assert set(out) == {"a", "b", "c"}
+
+
+def test_column_pack_holds_chunk_k_of_each_member_in_its_column() -> None:
+    """The column pack [128, width] (row-major): element e of the member whose first column is j at row
+    e % 128 of column j + e // 128, zero past its end (plain reference, element by element)."""
+    rng = np.random.default_rng(2)
+    decls = [TensorDecl(f"t{i}", (int(n),), "float32", "input") for i, n in enumerate((5, 130, 256, 40, 300))]
+    pack = packing.plan_pack(decls)
+    assert pack is not None and pack.width == 1 + 1 + 2 + 2 + 3
+    program = packing.packed_program(_empty_program(decls), pack)
+    import json
+
+    layouts = json.loads(program.meta[packing.PACKED_META])
+    layouts[packing.COLUMNS_NAME] = [[name, pack.columns[name], n] for name, (_, n) in pack.members.items()]
+    program = dataclasses.replace(program, meta={packing.PACKED_META: json.dumps(layouts)})
+    arrays = {d.name: rng.standard_normal(d.shape).astype(np.float32) for d in decls}
+    grid = packing.pack_inputs(program, arrays)[packing.COLUMNS_NAME].reshape(128, pack.width)
+    for name, (_, n) in pack.members.items():
+        j = pack.columns[name]
+        for e in range(-(-n // 128) * 128):
+            assert grid[e % 128, j + e // 128] == (arrays[name][e] if e < n else 0.0)
+
+
+def test_unpack_outputs_joins_the_chunks_of_a_long_member() -> None:
+    """A member longer than the partitions takes one column per chunk of 128: element e of the member whose
+    first column is j sits at row e % 128 of column j + e // 128 (plain reference, element by element)."""
+    k = 6
+    table = np.random.default_rng(1).standard_normal(128 * k).astype(np.float32)
+    layout = {packing.OUT_PACK_NAME: [k, [["a", 1, 300], ["b", 4, 256], ["c", 0, 7]]]}
+    from nprof.program.model import Program
+
+    program = Program("p", "trn1", (), (), meta={packing.OUT_PACKED_META: __import__("json").dumps(layout)})
+    out = packing.unpack_outputs(program, {packing.OUT_PACK_NAME: table})
+    grid = table.reshape(128, k)
+    for name, j, n in layout[packing.OUT_PACK_NAME][1]:  # type: ignore[misc]
+        assert out[name].shape == (n,)
+        for e in range(n):
+            assert out[name][e] == grid[e % 128, j + e // 128]
+
+
+@pytest.mark.parametrize("channels", [256, 384])
+def test_batch_norm_statistics_of_many_channels_move_in_one_dma_each_way(channels: int) -> None:
+    """Training batch norm over more than 128 channels reads its weight, bias and running statistics 128
+    channels at a time and writes four statistics the same way: packed, the reads come from one group tile
+    (one DMA) and the writes leave in the output pack's one DMA; every output bit-identical to the unpacked
+    lowering and close to eager."""
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.randn(2, channels, 3, 3, generator=gen)
+    w, b, rm = (torch.randn(channels, generator=gen) for _ in range(3))
+    rv = torch.rand(channels, generator=gen) + 0.5
+
+    def fn(x, w, b, rm, rv):  # type: ignore[no-untyped-def]
+        return torch.ops.aten._native_batch_norm_legit_functional(x, w, b, rm, rv, True, 0.1, 1e-5)
+
+    args = [x, w, b, rm, rv]
+    packed, packed_dmas = _lower_outputs(fn, args, 5, packed=True)
+    plain, plain_dmas = _lower_outputs(fn, args, 5, packed=False)
+    chunks = channels // 128
+    assert packed_dmas == plain_dmas - 8 * chunks + 2
+    for p, q, e in zip(packed, plain, fn(*args), strict=True):  # type: ignore[no-untyped-call]
+        np.testing.assert_array_equal(p, q)
+        np.testing.assert_allclose(p, e.numpy(), rtol=1e-4, atol=1e-4)

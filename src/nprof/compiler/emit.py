@@ -23,7 +23,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.fusion import FusingBuilder, dead_stores
-from nprof.compiler.packing import finish_stage, packed_program, plan_pack, staged_program
+from nprof.compiler.packing import COLUMNS_NAME, PMAX, finish_stage, packed_program, plan_pack, staged_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -72,6 +72,7 @@ class Emitter:
         pack = plan_pack(list(self.tensors.values())) if self.builder.fusing else None
         if pack is not None:
             self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
+            self.builder.hbm_tensor(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input", None)
             self.builder.pack = pack
 
     def _emit(
@@ -99,7 +100,7 @@ class Emitter:
         if self.builder.pack is not None:
             program = packed_program(program, self.builder.pack)
         if k and stage is not None:
-            program = staged_program(program, stage.columns, stage.sizes, k)
+            program = staged_program(program, stage.columns, stage.sizes, k, self.builder.preset.pmax)
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

@@ -205,8 +205,8 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
             wt[key] = engines.copy(nisa.nc_transpose(wn[o0 // P][:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt]))
         return wt[key]
 
-    (ph, pw), (ih, iw), (oh, ow) = padding, x.shape[2:], out.shape[2:]
-    live = live_taps(taps, (oh, ow), stride, dilation, (range(ph, ph + ih), range(pw, pw + iw)))
+    (ph, pw), (hi, wi) = padding, x.shape[2:]
+    live = live_taps(taps, (out.shape[2], out.shape[3]), stride, dilation, (range(ph, ph + hi), range(pw, pw + wi)))
     _conv_core(xps, stationary, oc, n, out.shape[2:], live, stride, dilation, column if bias is not None else None,
                lambda o0, mt, res: _store_nchw(out, o0, mt, res))  # fmt: skip
 

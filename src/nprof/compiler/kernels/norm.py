@@ -15,6 +15,7 @@ from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels.hbm import flat, load, store
+from nprof.compiler.kernels.norm_spread import batch_norm_backward_spread, spread_factor
 from nprof.compiler.views import FREE_MAX, View, numel, row_tiles
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -141,6 +142,10 @@ def batch_norm_backward_kernel(grads: tuple[View | None, ...], g: View, x: View,
     blocks kept in SBUF); grad_weight = dot * rstd, grad_bias = sum_g. `stats` = (save_mean, save_invstd) in
     training, (running_mean, running_var) otherwise; `grads` = (grad_input, grad_weight, grad_bias) Views or
     None where not asked."""
+    k = spread_factor(tuple(x.shape)) if x.is_contiguous and g.is_contiguous else 1
+    if k > 1 and (grads[0] is None or grads[0].is_contiguous):  # few channels: on all partitions
+        batch_norm_backward_spread(grads, g, x, weight, stats, train, eps, k)
+        return
     dx, dw, db = grads
     n = x.shape[0] * numel(x.shape[2:])
     for c0 in range(0, x.shape[1], 128):

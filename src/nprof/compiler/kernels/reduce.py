@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nprof.arch.isa import Access
+from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels.hbm import flat, load, store
 from nprof.compiler.kernels.matmul import sum_rows_kernel
-from nprof.compiler.views import FREE_MAX, TileSpec, View, numel, row_tiles, view_access
+from nprof.compiler.views import FREE_MAX, PMAX, TileSpec, View, numel, row_tiles, view_access
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
@@ -46,6 +46,8 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
     if all(src.shape[d] == 1 for d in kept):
         _reduce_all(out, src, op, scale)
         return
+    if _short_rows(out, src, red, op, scale):
+        return
     perm = src.permute(kept + red)
     out_strides = tuple(out.strides[i] if i < len(kept) else 0 for i in range(nd))
     out_full = View(out.tensor, out.dtype, perm.shape, out_strides, out.offset)
@@ -61,6 +63,37 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
         res = acc if scale == 1.0 else nisa.tensor_scalar(acc, "multiply", scale)
         a = spec.access(0, out_full)
         store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
+
+
+SHORT_ROW = 8  # reduced elements per row up to which rows are packed several per partition
+SHORT_ROWS_MIN = 8 * PMAX  # ... when there are at least this many rows (else the row tiles are few)
+
+
+def _short_rows(out: View, src: View, red: list[int], op: str, scale: float) -> bool:
+    """Many short rows (the reduced dims trailing, at most `SHORT_ROW` elements, at least `SHORT_ROWS_MIN` rows;
+    `src` and `out` contiguous): R whole rows per partition, so 128 * R rows move in one load and one store (a
+    global average pool of a 1x1 map would otherwise take one DMA each way per 128 rows); the rest, fewer than
+    128 * R rows, one row per partition. Each row is reduced over the same elements as one row per partition
+    would be. False when the layout does not apply (nothing emitted). Longer or fewer rows keep one row per
+    partition: the [128, 1] results a consumer's row tiles read (a softmax backward's row sums) stay windows of
+    the kept tile."""
+    nd = len(src.shape)
+    length = numel(src.shape[d] for d in red)
+    rows = numel(src.shape) // max(length, 1)
+    if (red != list(range(nd - len(red), nd)) or length > SHORT_ROW or rows < SHORT_ROWS_MIN or not src.is_contiguous
+            or not out.is_contiguous or numel(out.shape) != rows):  # fmt: skip
+        return False
+    per = min(FREE_MAX // length, rows // PMAX)
+    r0 = 0
+    while r0 < rows:
+        parts, r = (PMAX, per) if rows - r0 >= PMAX * per else (min(PMAX, rows - r0), 1)
+        a = Access(Space.HBM, src.tensor, src.dtype, src.offset + r0 * length, parts, ((1, r * length),), 0, r * length)
+        res = nisa.tensor_reduce(op, flat(load(a)).unflatten_free((r, length)), axis=2)
+        if scale != 1.0:
+            res = nisa.tensor_scalar(res, "multiply", scale)
+        store(Access(Space.HBM, out.tensor, out.dtype, out.offset + r0, parts, ((1, r),), 0, r), res)
+        r0 += parts * r
+    return True
 
 
 def _reduce_all(out: View, src: View, op: str, scale: float) -> None:

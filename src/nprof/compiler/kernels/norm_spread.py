@@ -1,0 +1,102 @@
+"""Batch-norm backward of few channels spread over all 128 partitions (NKI).
+
+Contract: `spread_factor(shape)` is k > 1 when a contiguous [N, C, *spatial] tensor of C <= `SPREAD_MAX_C`
+channels (128 % C == 0) can lie on C * k = 128 partitions, channel c on partitions c * k .. c * k + k - 1, partition
+c * k + j holding the j-th of k equal parts of every image's plane of channel c (one HBM access: partition
+stride plane / k), and one such tile fits a block; else 1. `batch_norm_backward_spread(grads, g, x, weight,
+stats, train, eps, k)` is `kernels.norm.batch_norm_backward_kernel` in that layout: the elementwise passes
+run on 128 partitions instead of C (VectorE time per element is per partition: 8x faster for 16 channels);
+each per-channel sum is the TensorE sum of its k partitions' partial sums (a [128, C] 0/1 selection matrix),
+and a per-channel value reaches its k partitions by the transposed selection (a matmul of one 1.0 and zeros
+per output: exact). Same formulas as the one-partition-per-channel kernel; the sums over a channel's elements
+are added in another order (k partial sums), within fp32 rounding of the other kernel's.
+"""
+
+from __future__ import annotations
+
+from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels.hbm import flat, load, store
+from nprof.compiler.views import View, numel
+from nprof.nki import isa as nisa
+from nprof.nki import language as nl
+from nprof.nki.tensor import NkiTensor
+
+P = 128
+BLOCK = 8192  # elements per partition the spread tile may take (as `kernels.norm.BN_BLOCK`)
+SPREAD_MAX_C = 32  # channels up to which the backward spreads: with 64 (2 partitions each) the saving on
+# VectorE was smaller than the reloads its layout costs the next kernel (resnet18 backward 958 -> 1003 us)
+
+
+def spread_factor(shape: tuple[int, ...]) -> int:
+    """k such that C * k = 128 partitions hold the channels (see module doc), or 1."""
+    n, c, plane = shape[0], shape[1], numel(shape[2:])
+    if c > SPREAD_MAX_C or P % c:
+        return 1
+    k = P // c
+    return k if plane % k == 0 and n * plane // k <= BLOCK else 1
+
+
+def _spread(v: View, k: int) -> Access:
+    """[C * k, N, plane / k] of a contiguous [N, C, *spatial] view (see module doc)."""
+    n, c, plane = v.shape[0], v.shape[1], numel(v.shape[2:])
+    part = plane // k
+    return Access(Space.HBM, v.tensor, v.dtype, v.offset, c * k, ((c * plane, n), (1, part)), 0, part)
+
+
+def _selection(c: int, k: int) -> tuple[NkiTensor, NkiTensor]:
+    """(E [C, 128], E.T [128, C]): E[ch, p] = 1.0 where partition p holds channel ch, else 0.0 (GpSimdE iota of
+    p - ch * k, then 0 <= it < k on VectorE)."""
+    mats = []
+    for rows, cols, expr in ((c, P, nl.arange(c)[:, None] * -k + nl.arange(P)[None, :]),
+                             (P, c, nl.arange(P)[:, None] + nl.arange(c)[None, :] * -k)):  # fmt: skip
+        offset = nisa.iota(expr, dtype=nl.float32)
+        inside = nisa.tensor_scalar(offset, "is_ge", 0.0)
+        mats.append(nisa.tensor_tensor(inside, nisa.tensor_scalar(offset, "is_lt", float(k)), "multiply"))
+        assert mats[-1].shape == (rows, cols)
+    return mats[0], mats[1]
+
+
+def batch_norm_backward_spread(grads: tuple[View | None, ...], g: View, x: View, weight: View | None,
+                               stats: tuple[View, View], train: bool, eps: float, k: int) -> None:  # fmt: skip
+    """See module doc; arguments as `kernels.norm.batch_norm_backward_kernel`'s."""
+    dx, dw, db = grads
+    c = x.shape[1]
+    n = x.shape[0] * numel(x.shape[2:])
+    sel, sel_t = _selection(c, k)
+
+    def column(v: View) -> NkiTensor:
+        return flat(load(Access(Space.HBM, v.tensor, v.dtype, v.offset, c, ((1, 1),), 0, v.strides[0])))
+
+    def per_channel(partial: NkiTensor) -> NkiTensor:  # [128, 1] partial sums -> [C, 1] channel sums
+        return nisa.tensor_copy(nisa.nc_matmul(sel_t, partial))
+
+    def spread(col: NkiTensor) -> NkiTensor:  # [C, 1] -> [128, 1], each channel's value on its k partitions
+        return nisa.tensor_copy(nisa.nc_matmul(sel, col))
+
+    gt, xt = flat(load(_spread(g, k))), flat(load(_spread(x, k)))
+    mean, rstd = column(stats[0]), column(stats[1])
+    if not train:
+        rstd = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(rstd, "add", eps))
+    sum_g = per_channel(nisa.tensor_reduce("add", gt, axis=1, keepdims=True))
+    mean_p = spread(mean)
+    centred = nisa.tensor_scalar(xt, "subtract", mean_p)
+    dot = per_channel(nisa.tensor_reduce("add", nisa.tensor_tensor(gt, centred, "multiply"), axis=1,
+                                         keepdims=True))  # fmt: skip
+    scale = rstd if weight is None else nisa.tensor_tensor(rstd, column(weight), "multiply")
+    if dx is not None:
+        if train:
+            proj = nisa.tensor_tensor(nisa.tensor_scalar(dot, "multiply", 1.0 / n),
+                                      nisa.tensor_tensor(rstd, rstd, "multiply"), "multiply")  # fmt: skip
+            grad_mean = nisa.tensor_scalar(sum_g, "multiply", 1.0 / n)
+            p = nisa.tensor_scalar(xt, "subtract", mean_p, op1="multiply", operand1=spread(proj))
+            res = nisa.tensor_scalar(nisa.tensor_tensor(gt, p, "subtract"), "subtract", spread(grad_mean),
+                                     op1="multiply", operand1=spread(scale))  # fmt: skip
+        else:
+            res = nisa.tensor_scalar(gt, "multiply", spread(scale))
+        into = _spread(dx, k)
+        store(into, res.unflatten_free(into.shape[1:]))
+    if dw is not None:
+        store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset, c, ((1, 1),), 0, dw.strides[0]),
+              nisa.tensor_tensor(dot, rstd, "multiply"))  # fmt: skip
+    if db is not None:
+        store(Access(Space.HBM, db.tensor, db.dtype, db.offset, c, ((1, 1),), 0, db.strides[0]), sum_g)
