@@ -40,6 +40,20 @@ def test_capture_with_inputs(tmp_path: Path, program_file: Path, capsys: pytest.
     assert profile.dma.num_rows == 2
 
 
+def test_trn3_capture_notes_the_assumed_figures(
+    tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "x.npy", np.ones((8, 40), np.float32))
+    out = tmp_path / "p.ntff"
+    args = ["capture", "-n", str(program_file), "-s", str(out), "x", str(tmp_path / "x.npy")]
+    assert main([*args, "--device-preset", "trn3"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"nprof capture: note: trn3 times rest partly on assumed hardware figures; "
+                   f"`nprof view -s {out} --output-format summary-text` lists them\n")  # fmt: skip
+    assert Profile.load(out).info.meta["preset_assumptions"]
+    assert main([*args, "--device-preset", "trn2"]) == 0 and capsys.readouterr().err == ""
+
+
 def test_no_inputs_warns_on_stderr(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.ntff"
     assert main(["capture", "-n", str(program_file), "-s", str(out)]) == 0

@@ -185,6 +185,9 @@ def capture_from_args(args: argparse.Namespace) -> Outcome:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     info = profile.info
     total = profile.total_time_ns
+    if info.meta.get("preset_assumptions"):  # trn3: the time printed rests partly on unpublished figures
+        notes.append(f"nprof capture: note: {info.preset} times rest partly on assumed hardware figures; "
+                     f"`nprof view -s {target} --output-format summary-text` lists them")  # fmt: skip
     report = (
         f"ran {info.name} on the virtual {info.preset} NeuronCore: device time {total / 1000:.3f} us "
         f"({_count(profile.instructions.num_rows, 'instruction')}, {_count(profile.dma.num_rows, 'DMA transfer')}; "
