@@ -1,4 +1,5 @@
-"""Every `nprof ...` command shown in README.md, docs/*.md and the examples' docstrings parses with the real
+"""Every `nprof ...` command shown in README.md, docs/*.md, the examples' docstrings and each subcommand's
+`--help` examples (`nprof.cli_parser.EXAMPLES`) parses with the real
 CLI parser: its subcommand and flags exist, choice values are valid, and each `--output-format` is one the
 command accepts (`-s`: the exporters or db; `-d`: the multi-worker formats). Commands are not run.
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nprof.cli_parser import build_parser
+from nprof.cli_parser import EXAMPLES, build_parser
 from nprof.export import EXPORTERS
 from nprof.export.group_export import GROUP_FORMATS
 
@@ -56,6 +57,7 @@ def _parse(command: str):
 
 
 ALL = [(page.relative_to(ROOT).as_posix(), c) for page in PAGES for c in doc_commands(page.read_text())]
+ALL += [(f"nprof {name} --help", c) for name, text in EXAMPLES.items() for c in doc_commands(text)]
 
 
 def test_the_docs_show_commands() -> None:
@@ -80,3 +82,14 @@ def test_the_extractor_reads_continuations_comments_and_placeholders() -> None:
     assert doc_commands(text) == ["nprof capture -n a.neff -s p.ntff ARG --timing-only"]
     with pytest.raises(AssertionError, match="does not parse"):
         _parse("nprof view -s p.ntff --no-such-flag")
+
+
+def test_every_subcommand_help_shows_parsing_examples() -> None:
+    """Each subcommand's --help ends with its examples, and each example is a command of that subcommand."""
+    helps = {name: action for action in build_parser()._subparsers._group_actions for name, action in
+             action.choices.items()}  # fmt: skip
+    assert set(EXAMPLES) == set(helps)
+    for name, text in EXAMPLES.items():
+        commands = doc_commands(text)
+        assert commands and all(c.split()[1] == name for c in commands), name
+        assert helps[name].format_help().rstrip().endswith(text.rstrip().splitlines()[-1].strip()), name

@@ -64,8 +64,9 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             return _print(
                 Outcome(f"wrote {len(paths)} rank profiles to {where}/; view them with: nprof view -d {where}\n")
             )
-        capture_command(command, args.profile, device=args.device, device_profile=args.device_profile)
-        return 0
+        return _print(
+            Outcome(capture_command(command, args.profile, device=args.device, device_profile=args.device_profile))
+        )
     if not args.program:
         raise NprofError("missing -n PROGRAM (a program to run on the virtual device) or `-- COMMAND`")
     from nprof.capture.sim import capture_from_args

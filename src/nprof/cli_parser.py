@@ -1,7 +1,9 @@
 """The argparse parser of the `nprof` command line (`nprof.cli` runs what it parses).
 
 Contract: `build_parser()` returns the parser: one subcommand per command, each added by its own
-helper; option types reject bad values with one line; usage errors exit 2 with one line.
+helper; option types reject bad values with one line; usage errors exit 2 with one line. Each
+subcommand's `--help` ends with `EXAMPLES[command]` (commands tests/test_docs_commands.py parses,
+so they cannot drift from the options).
 """
 
 from __future__ import annotations
@@ -40,6 +42,28 @@ _nth_exec = _int_in(1, MAX_NTH_EXEC)
 _top_rows = _int_in(1, 1_000_000)
 
 
+EXAMPLES = {
+    "capture": """examples:
+  nprof capture -n file.neff --list-inputs                     # name, shape, dtype of every input
+  nprof capture -n file.neff -s profile.ntff in_tensor x.npy   # one execution on the virtual device
+  nprof capture -n file.neff -s t3.ntff --device-preset trn3   # trn3: some figures assumed (docs/hardware.md)
+  nprof capture -n model.neff -r 8 -s output/                  # 8 workers: output/profile_rank_<i>.ntff
+  nprof capture -s run.ntff -- python train.py --steps 3       # a real PyTorch run (system profile)""",
+    "view": """examples:
+  nprof view -s profile.ntff                                   # ingest and serve the web viewer
+  nprof view -s profile.ntff --output-format summary-text      # metrics and findings on stdout
+  nprof view -s trace.json.gz --output-format perfetto         # a Chrome/Kineto trace -> ntff.pftrace
+  nprof view -d output/ --output-format summary-text           # a multi-worker capture
+  nprof view                                                   # serve every stored profile""",
+    "compile": """examples:
+  nprof compile -- python train.py --steps 1                   # every graph into the compile cache
+  NPROF_PRESET=trn2 nprof compile -- python train.py           # compile for another preset (docs/compile.md)""",
+    "analyze": """examples:
+  nprof analyze output/                                        # a multi-worker capture directory
+  nprof analyze job.dataset --engine spark --output-format json""",
+}
+
+
 def _add_file_args(parser: argparse.ArgumentParser, program_help: str, profile_help: str) -> None:
     """The -n/--neff/--program and -s/--session-file/--profile options shared by capture and view."""
     parser.add_argument("-n", "--neff", "--program", dest="program", help=program_help)
@@ -70,8 +94,12 @@ def _add_capture_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     cap = sub.add_parser(
         "capture",
         help="run a program on the virtual device, or a PyTorch script, and write a profile",
-        description="Run a compiled program (-n) on the virtual NeuronCore, or a command after `--` "
+        usage="nprof capture -n PROGRAM -s PROFILE [options] [NAME FILE.npy ...]\n"
+        "       nprof capture -s PROFILE [--device cpu|cuda] [--device-profile all|nth:N|none] -- COMMAND ...",
+        description="Run a compiled program (-n) on the virtual NeuronCore, or a command after `--`\n"
         "under torch.profiler, and write a profile file.",
+        epilog=EXAMPLES["capture"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_file_args(cap, "program file (.neff) to run", "profile file to write (a directory for multi-worker captures)")
     cap.add_argument(
@@ -85,7 +113,8 @@ def _add_capture_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     cap.add_argument(
         "--device-preset", choices=("trn1", "trn2", "trn3"), default=None,
-        help="virtual device preset (default: the program's)",
+        help="virtual device preset (default: the program's); trn3 rests partly on assumed figures, listed in "
+        "docs/hardware.md and in every trn3 profile",
     )
     cap.add_argument(
         "--ignore-exec-errors",
@@ -159,8 +188,10 @@ def _add_view_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     view = sub.add_parser(
         "view",
         help="post-process a profile: serve the web viewer or write a file",
-        description="Ingest a profile into the store and serve the web viewer, or write it in "
+        description="Ingest a profile into the store and serve the web viewer, or write it in\n"
         "another format with --output-format.",
+        epilog=EXAMPLES["view"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_file_args(
         view,
@@ -210,8 +241,11 @@ def _add_compile_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     comp = sub.add_parser(
         "compile",
         help="run a training script once, compiling every graph into the compile cache",
-        description="Run `python script.py` with torch.compile(backend='nprof') graphs compiled into "
-        "the cache (the neuron_parallel_compile analogue).",
+        usage="nprof compile [-h] [--cache DIR] -- python script.py [ARGS ...]",
+        description="Run `python script.py` with torch.compile(backend='nprof') graphs compiled into\n"
+        "the cache (the neuron_parallel_compile analogue). The preset is $NPROF_PRESET (trn1 by default).",
+        epilog=EXAMPLES["compile"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     comp.add_argument(
         "--cache",
@@ -226,8 +260,10 @@ def _add_analyze_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     ana = sub.add_parser(
         "analyze",
         help="cross-rank analysis of a multi-worker capture or dataset, on DuckDB or Spark",
-        description="Per-rank totals, collective waits and stragglers, engine utilisation per rank and top ops "
+        description="Per-rank totals, collective waits and stragglers, engine utilisation per rank and top ops\n"
         "across ranks, computed by an existing engine over the rank-partitioned Parquet dataset.",
+        epilog=EXAMPLES["analyze"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ana.add_argument("directory", metavar="DIR", help="capture directory (profile_rank_<i>.ntff) or dataset directory")
     ana.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb", help="query engine (default duckdb)")

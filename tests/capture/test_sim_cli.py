@@ -40,6 +40,20 @@ def test_capture_with_inputs(tmp_path: Path, program_file: Path, capsys: pytest.
     assert profile.dma.num_rows == 2
 
 
+def test_trn3_capture_notes_the_assumed_figures(
+    tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "x.npy", np.ones((8, 40), np.float32))
+    out = tmp_path / "p.ntff"
+    args = ["capture", "-n", str(program_file), "-s", str(out), "x", str(tmp_path / "x.npy")]
+    assert main([*args, "--device-preset", "trn3"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"nprof capture: note: trn3 times rest partly on assumed hardware figures; "
+                   f"`nprof view -s {out} --output-format summary-text` lists them\n")  # fmt: skip
+    assert Profile.load(out).info.meta["preset_assumptions"]
+    assert main([*args, "--device-preset", "trn2"]) == 0 and capsys.readouterr().err == ""
+
+
 def test_no_inputs_warns_on_stderr(tmp_path: Path, program_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.ntff"
     assert main(["capture", "-n", str(program_file), "-s", str(out)]) == 0
@@ -112,3 +126,33 @@ def test_profile_path_is_a_directory(tmp_path: Path, program_file: Path, capsys:
     assert "is a directory; give the profile file to write" in capsys.readouterr().err
     assert main(["capture", "-n", str(program_file), "-s", str(tmp_path / "no" / "p.ntff")]) == 2
     assert "does not exist; create it" in capsys.readouterr().err
+
+
+def test_an_mx_program_is_refused_on_a_core_without_mx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """quantize_mx exists on NeuronCore-v4 only: `--device-preset trn1/trn2` refuses the program (one line, exit 2,
+    nothing written) instead of simulating instructions that core does not have."""
+    import nprof.nki.isa as nisa
+    import nprof.nki.language as nl
+    from nprof import nki
+
+    def quantize(src):
+        t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src)
+        data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
+        out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=scale)
+        return out
+
+    nki.profile(working_directory=tmp_path, preset="trn3")(quantize)(np.ones((32, 16), np.float32))
+    neff = tmp_path / "file.neff"
+    for preset in ("trn1", "trn2"):
+        out = tmp_path / f"{preset}.ntff"
+        assert main(["capture", "-n", str(neff), "-s", str(out), "--device-preset", preset]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "uses NeuronCore-v4 MX instructions" in err and "--device-preset trn3" in err
+        assert not out.exists()
+    assert main(["capture", "-n", str(neff), "-s", str(tmp_path / "r"), "-r", "2", "--device-preset", "trn1"]) == 2
+    assert "MX instructions" in capsys.readouterr().err
+    assert main(["capture", "-n", str(neff), "-s", str(tmp_path / "t3.ntff")]) == 0  # the program's own trn3

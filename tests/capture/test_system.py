@@ -138,7 +138,10 @@ def test_cli_capture_writes_a_system_profile(tmp_path: Path) -> None:
     env = {**os.environ, "NPROF_NO_PROGRESS": "1"}
     run = ["-s", "run.ntff", "--", "python", "train.py"]
     cmd = [sys.executable, "-m", "nprof", "capture", "--device-profile", "all", *run]
-    subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
+    assert done.stdout.splitlines()[-1] == (
+        "profile written to run.ntff (and 4 device profiles in run.ntff.devices/); view it with: nprof view -s run.ntff"
+    )
     profile = Profile.load(tmp_path / "run.ntff")
     assert len(_rows(profile, "nc:0")) == 4
     assert len(list((tmp_path / "run.ntff.devices").iterdir())) == 4

@@ -163,6 +163,7 @@ def test_cli_capture_end_to_end(tmp_path: Path) -> None:
     res = subprocess.run([*run, str(ok), "--", "python", str(script), "0"], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr
     assert "sum 512.0 ['0']" in res.stdout  # the script's own output and arguments pass through
+    assert res.stdout.endswith(f"profile written to {ok}; view it with: nprof view -s {ok}\n")  # no device graph
     p = Profile.load(ok)
     mm = [r for r in p.instructions.to_pylist() if r["opcode"] == "aten::mm"]
     assert [r["flops"] for r in mm] == [2 * 16 * 8 * 4]
@@ -213,3 +214,25 @@ def test_steps_number_the_iterations(tmp_path: Path) -> None:
     assert prof.profile is not None
     mm = [r for r in prof.profile.instructions.to_pylist() if r["opcode"] == "aten::mm"]
     assert [r["iteration"] for r in mm] == [0, 1, 2]
+
+
+def test_compiled_module_runs_without_torchs_global_hook_warning(tmp_path: Path, monkeypatch) -> None:
+    """nprof's module-path hooks are global; torch warns about them on every call of a torch.compile'd module.
+    The warning is about nprof, not the user's code: it is silenced while profiling, and only then."""
+    import warnings
+
+    import nprof.torch
+
+    monkeypatch.setenv("NPROF_CPU_PEAKS", "off")
+    model = torch.compile(torch.nn.Linear(4, 2), backend="eager")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with nprof.torch.profile(tmp_path / "c.ntff", device="cpu"):
+            model(torch.ones(3, 4))
+        handle = torch.nn.modules.module.register_module_forward_hook(lambda *a: None)  # the user's own hook
+        try:
+            model(torch.ones(3, 4))
+        finally:
+            handle.remove()
+    hook_warnings = [str(w.message) for w in seen if "global hooks" in str(w.message)]
+    assert len(hook_warnings) == 1  # the user's hook, outside the profiled block: torch's warning stands

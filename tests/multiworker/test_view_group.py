@@ -99,3 +99,21 @@ def test_ingest_group_and_api(run_dir: Path, tmp_path: Path, capsys: pytest.Capt
         assert "cc_op_count" in json.dumps(summary)
     finally:
         store.close()
+
+
+def test_summary_text_of_trn3_ranks_names_the_assumed_figures_once(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    from nprof.arch.presets import get_preset
+    from nprof.profile import Profile
+
+    for f in sorted(run_dir.glob("profile_rank_*.ntff"))[:2]:
+        p = Profile.load(f)
+        meta = {**p.info.meta, "preset_assumptions": get_preset("trn3").assumptions}
+        replace(p, info=replace(p.info, preset="trn3", meta=meta)).save(tmp_path / f.name)
+    assert main(["view", "-d", str(tmp_path), "--output-format", "summary-text"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# Assumed hardware figures: simulated times on the trn3 preset") and not lines[1]
+    assert lines[2].split()[0] == "rank" and sum("Assumed hardware" in ln for ln in lines) == 1

@@ -1,9 +1,9 @@
 """Shared fixtures of the browser tests: one `nprof view` server and one Chromium per test package.
 
 The server holds a 20k-event synthetic profile (served with `nprof view -s`), the tiny hand-checked
-profile, a copy of it marked as a CPU capture, and a 4-rank all-reduce group (rank 2 late). Tests wait
-for the page's readiness hook (`window.__nprof.idle()`), never for fixed sleeps. Screenshots go to
-test-artifacts/.
+profile, a copy of it marked as a CPU capture, one marked as simulated on trn3 (assumed figures), and a
+4-rank all-reduce group (rank 2 late). Tests wait for the page's readiness hook (`window.__nprof.idle()`),
+never for fixed sleeps. Screenshots go to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from nprof.arch.presets import get_preset
 from nprof.store.synthetic import synthetic_profile
 from tests.browser import CHROMIUM, free_port, launch_chromium, nprof_command, start_view, stop
 from tests.conftest import tiny_profile
@@ -68,13 +69,16 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     tiny_id = _ingest(tiny.save(tmp / "tiny.ntff"), db)
     cpu = replace(tiny, info=replace(tiny.info, device="cpu", name="tiny-cpu", preset=None))
     cpu_id = _ingest(cpu.save(tmp / "tiny_cpu.ntff"), db)
+    t3_meta = {**tiny.info.meta, "preset_assumptions": get_preset("trn3").assumptions}
+    trn3 = replace(tiny, info=replace(tiny.info, name="tiny-trn3", preset="trn3", meta=t3_meta))
+    trn3_id = _ingest(trn3.save(tmp / "tiny_trn3.ntff"), db)
     syn_path = synthetic_profile(20_000, seed=3).save(tmp / "synthetic.ntff")
     straggler_run(tmp / "allreduce")  # 4 ranks meeting at one all-reduce, rank 2 late
     cc_group = _ingest(tmp / "allreduce", db, directory=True)
     port = free_port()
     proc, line = start_view(["-s", str(syn_path), "--port", str(port), "--db", str(db)])
     syn_id = line.strip().rsplit("/", 1)[-1]
-    ids = {"tiny": tiny_id, "cpu": cpu_id, "syn": syn_id, "cc": cc_group}
+    ids = {"tiny": tiny_id, "cpu": cpu_id, "syn": syn_id, "cc": cc_group, "trn3": trn3_id}
     srv = Server(f"http://127.0.0.1:{port}", proc, ids, tmp, db)
     yield srv
     stop(proc)

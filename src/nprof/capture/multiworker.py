@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from nprof.capture.sim import load_npy
+from nprof.capture.sim import check_preset_runs, load_npy
 from nprof.device.workers import JobResult, simulate_workers
 from nprof.errors import NprofError
 from nprof.outcome import Outcome
@@ -248,6 +248,7 @@ def capture_workers(
     world, local = _local_ranks(workers_per_node, worker_count, start_id)
     wanted = _profiled_ranks(profile_id, local)
     program = load_program(program_path)
+    check_preset_runs(program, preset)
     note = scaling_note(program, world, workers_per_node, preset)
     job = simulate_workers(
         program,

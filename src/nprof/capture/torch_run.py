@@ -14,7 +14,8 @@ Contract of `capture_command(command, profile_path, device)`:
   profile when a graph compiled with ``backend="nprof"`` ran; `device_profile`
   picks which executions keep a device profile, in ``<profile>.devices/``) and
   written atomically to `profile_path`;
-* exit status: a script exiting 0 -> None. A script exiting non-zero (or killed)
+* exit status: a script exiting 0 -> the line to print (`written_note`: the profile written, where its
+  device profiles are, the command that views it). A script exiting non-zero (or killed)
   -> `NprofError` with one line and ``exit_code`` = the script's status
   (128 + signal when killed); the profile of what ran before the failure is
   still written when at least one op was recorded (the message says so), else
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import orjson
 
-from nprof.capture.system import attach_system, save_system
+from nprof.capture.system import attach_system, devices_dir, save_system
 from nprof.capture.system_recorder import DevicePolicy
 from nprof.commandline import is_python
 from nprof.container import is_zip, read_head
@@ -76,7 +77,7 @@ def _target(command: list[str]) -> tuple[list[str], str]:
 
 def capture_command(
     command: list[str], profile_path: str, device: str | None = None, device_profile: str = "default"
-) -> None:
+) -> str:
     """Run `command` under torch.profiler and write the (system) profile (see module doc)."""
     target, name = _target(command)
     DevicePolicy.parse(device_profile)  # a bad --device-profile fails before the script runs
@@ -126,6 +127,15 @@ def capture_command(
         raise NprofError(
             f"{name} exited with status {rc}; the profile of what ran before the failure is in {out}", exit_code=rc
         )
+    return written_note(out)
+
+
+def written_note(out: Path) -> str:
+    """`profile written to OUT` (+ where its device profiles are) and the command viewing it, one line."""
+    devices = devices_dir(out)
+    count = len(list(devices.glob("*.ntff"))) if devices.is_dir() else 0
+    more = f" (and {count} device profile{'s' * (count != 1)} in {devices}/)" if count else ""
+    return f"profile written to {out}{more}; view it with: nprof view -s {out}\n"
 
 
 def incomplete_note(rc: object) -> dict[str, str]:

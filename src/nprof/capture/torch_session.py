@@ -34,6 +34,7 @@ import platform
 import sys
 import sysconfig
 import threading
+import warnings
 import weakref
 from pathlib import Path
 from types import FrameType
@@ -43,6 +44,7 @@ from nprof.errors import NprofError
 from nprof.profile import Profile, ProfileInfo
 
 _NPROF_DIR = str(Path(__file__).resolve().parent.parent)
+_COMPILE_HOOK_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"  # torch/_dynamo/eval_frame.py
 
 
 def resolve_device(device: str | None) -> str:
@@ -168,6 +170,11 @@ class _Annotator:
 
     def __enter__(self) -> _Annotator:
         hooks = self._torch.nn.modules.module
+        # torch warns on every call of a torch.compile'd module while global hooks exist; these are nprof's own
+        # and `_path` already names the OptimizedModule's extra call after the module it wraps (`_orig_mod`)
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
         self._handles = [
             hooks.register_module_forward_pre_hook(self._pre),
             hooks.register_module_forward_hook(self._post, always_call=True),
@@ -179,6 +186,7 @@ class _Annotator:
         self._mode.__exit__(None, None, None)
         for h in self._handles:
             h.remove()
+        self._warnings.__exit__(None, None, None)
         while self._stack:
             self._stack.pop()[1].__exit__(None, None, None)
 

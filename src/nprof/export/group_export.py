@@ -4,7 +4,8 @@ Contract:
 * `rank_files(dir) -> dict[rank, Path]` finds `profile_rank_<i>.ntff` (NprofError when none);
   `load_ranks(dir)` opens them in parallel threads (progress bar on a terminal).
 * `group_summary(profiles) -> GroupAnalysis` (`nprof.analysis.collectives`).
-* Formats: `summary-text` (a per-rank table — nd/nc, total_time, cc_op_time, cc_op_count, cc_wait_time,
+* Formats: `summary-text` (the ranks' assumed-figures notes, as in the single-profile summary-text, then a
+  per-rank table — nd/nc, total_time, cc_op_time, cc_op_count, cc_wait_time,
   caused_wait (device clock, simulated), host_wait (measured) — then one line per collective operation with its
   clock, transfer, straggler and waits, then the job's straggler and slowest rank), `summary-json` (the same as
   JSON: `GroupAnalysis.to_json()`), `perfetto` (one trace, one process per rank — pid rank+1 —, written by
@@ -44,6 +45,7 @@ from nprof.dataset import write_dataset
 from nprof.dataset.ranks import rank_files
 from nprof.errors import NprofError
 from nprof.export.options import ExportOptions
+from nprof.export.summary_text import render_notes
 from nprof.outcome import Outcome
 from nprof.profile import Profile
 from nprof.progress import progress
@@ -232,7 +234,11 @@ def export_group_from_args(args: argparse.Namespace) -> Outcome:
             write_perfetto(profiles, fh, options)
         return Outcome(notes=(f"nprof view: wrote {target} ({len(profiles)} ranks)",))
     g = group_summary(profiles)
-    text = summary_text(g) if fmt == "summary-text" else orjson.dumps(g.to_json(), option=orjson.OPT_INDENT_2).decode()
+    notes = "".join(dict.fromkeys(render_notes(p) for p in profiles.values()))  # one line per distinct preset note
+    if fmt == "summary-text":
+        text = notes + summary_text(g)
+    else:
+        text = orjson.dumps(g.to_json(), option=orjson.OPT_INDENT_2).decode()
     if fmt == "summary-json":
         text += "\n"
     if args.output_file:

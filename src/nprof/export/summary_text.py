@@ -5,6 +5,9 @@ column so `grep -e nc_idx -e total_time` gives `name value` lines; groups are
 introduced by a `# Group` line. Values use `format_value` (6 significant digits).
 After the metrics, a `# Findings` section lists what the analysis found, in
 plain words, most important first, each with up to three source lines to blame.
+A profile simulated on a preset with unpublished figures (trn3) starts with one
+`# Assumed hardware figures: ...` line naming which figures rest on them and listing
+them (`nprof.store.view_notes.assumed_figures_note`).
 """
 
 from __future__ import annotations
@@ -15,23 +18,21 @@ from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, describe, findings, s
 from nprof.analysis.summary import format_value
 from nprof.export.options import ExportOptions
 from nprof.profile import Profile
+from nprof.store.info import GROUP_ORDER
+from nprof.store.view_notes import assumed_figures_note
 
 
 def render(metrics: dict[str, int | float | str]) -> str:
-    """The text table of already computed metrics."""
+    """The text table of already computed metrics, one `# Group` section per group (the viewer's group order,
+    `nprof.store.info.GROUP_ORDER`, then any other group by its first metric; metrics in their order within it)."""
     width = max((len(k) for k in metrics), default=0)
     vwidth = max((len(format_value(v)) for v in metrics.values()), default=0)
-    lines: list[str] = []
-    group = None
+    groups: dict[str, list[str]] = {}
     for name, value in metrics.items():
         g, unit, _ = describe(name)
-        if g != group:
-            if lines:
-                lines.append("")
-            lines.append(f"# {g}")
-            group = g
-        lines.append(f"{name:<{width}}  {format_value(value):>{vwidth}}  {unit}".rstrip())
-    return "\n".join(lines) + "\n"
+        groups.setdefault(g, []).append(f"{name:<{width}}  {format_value(value):>{vwidth}}  {unit}".rstrip())
+    order = [g for g in GROUP_ORDER if g in groups] + [g for g in groups if g not in GROUP_ORDER]
+    return "\n\n".join("\n".join([f"# {g}", *groups[g]]) for g in order) + "\n"
 
 
 def render_findings(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
@@ -47,7 +48,13 @@ def render_findings(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLD
     return "\n".join(lines) + "\n"
 
 
+def render_notes(profile: Profile) -> str:
+    """The `# ...` note lines above the metrics (the assumed-figures line of a trn3 profile); "" without."""
+    note = assumed_figures_note(profile.info.preset, profile.info.meta)
+    return f"# {note}\n\n" if note else ""
+
+
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
-    """Write the summary table of `profile`, then its findings, to `out`."""
+    """Write the notes of `profile`, its summary table, then its findings, to `out`."""
     metrics = summary_metrics(profile, thresholds=options.thresholds)
-    out.write((render(metrics) + render_findings(profile, options.thresholds)).encode())
+    out.write((render_notes(profile) + render(metrics) + render_findings(profile, options.thresholds)).encode())

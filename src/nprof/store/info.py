@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from nprof.errors import NprofError
+from nprof.store.view_notes import assumed_figures_note
 
 GROUP_ORDER = ("Overview", "FLOPs", "Engines", "DMA", "Memory", "Collectives")
 
@@ -72,6 +73,7 @@ def profile_answer(entry: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any
             "dma_count": st["dma_count"],
         },
         "tables": list(meta["analysis_tables"]),
+        "assumptions": assumed_figures_note(man.get("preset"), meta["manifest"].get("meta") or {}),
     }
 
 
@@ -109,6 +111,10 @@ def summary_answer(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], flat: b
         text = (
             f"{bound}-bound: matmul arithmetic intensity {ai:.4g} FLOP/B is {rel} the device ratio {ratio:.4g} FLOP/B"
         )
+    elif bound == "latency":  # the summary's own verdict: fixed DMA latencies on the critical path
+        share = metrics.get("dma_latency_path_percent")
+        part = f"{share:.3g}% of the run" if isinstance(share, int | float) else "much of the run"
+        text = f"latency-bound: {part} is fixed DMA latency waited out one transfer after another on the critical path"
     else:
         bound = None
         text = "unknown: the verdict needs matmuls, HBM traffic and device peaks"

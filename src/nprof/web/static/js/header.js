@@ -1,7 +1,8 @@
 // header.js — the profile page's title bar (name and key facts), the download menu
 // and the colour legend under the toolbar.
-// Contract: titleBar(info) (name, key facts, and the manifest's notes: `incomplete` — the script failed —
-// and a system profile's `system` note, e.g. no device graph launched) and downloadMenu(id) return elements; renderLegend(el, vp,
+// Contract: titleBar(info) (name, key facts, and the manifest's notes: `incomplete` — the script failed —,
+// a system profile's `system` note, e.g. no device graph launched, and `info.assumptions` — a trn3 profile's
+// assumed hardware figures, listed in the note's tooltip) and downloadMenu(id) return elements; renderLegend(el, vp,
 // style, rows, onSearch) fills `el` with one chip per colour of the current colour
 // mode (opcode, layer at the chosen depth, engine, DMA queue); clicking a chip runs
 // the matching search through onSearch(fields).
@@ -28,6 +29,9 @@ export function titleBar(info) {
   const notes = [
     meta.incomplete ? h("span", { class: "title-note warn", id: "incomplete-note", title: meta.incomplete }, `incomplete: ${meta.incomplete}`) : null,
     meta.system && meta.system !== "1" ? h("span", { class: "title-note muted", id: "system-note" }, meta.system) : null,
+    info.assumptions
+      ? h("span", { class: "title-note assumed", id: "assumed-note", title: info.assumptions }, `${p.preset || "preset"}: times rest partly on assumed hardware figures (Summary tab lists them)`)
+      : null,
   ];
   return h(
     "div",

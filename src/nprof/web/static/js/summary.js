@@ -1,4 +1,5 @@
-// summary.js — the Summary tab (U7): the memory/compute-bound verdict on top, every
+// summary.js — the Summary tab (U7): the memory/compute-bound verdict on top (then, for a trn3 profile, the
+// line naming the figures that rest on assumed hardware numbers), every
 // summary metric grouped with value + unit and a help tooltip (its description),
 // program info (inputs/outputs/weights, FLOPs), engine, opcode, layer and DMA queue
 // tables, memory usage and a terminology list built from the metric descriptions.
@@ -141,8 +142,10 @@ export class SummaryPanel {
       h("summary", {}, `Terminology (${terms.length} terms)`),
       h("dl", {}, terms.map(([k, d]) => [h("dt", {}, k), h("dd", {}, d)])),
     );
+    const assumedEl = v.info.assumptions ? h("p", { class: "assumed-figures", id: "assumed-figures" }, v.info.assumptions) : null;
     this.el.replaceChildren(
       verdictEl,
+      assumedEl,
       rooflineSection(roof),
       findings,
       h("div", { class: "metric-groups" }, groups, progEl),
