@@ -106,29 +106,29 @@ def _candidates(E: np.ndarray, P: np.ndarray, H: np.ndarray, q: np.ndarray, out:
 
 
 @njit(cache=True, nogil=True)
+def _take(A: np.ndarray, M: np.ndarray, free: int, nfree: int, used: int, link: int) -> int:
+    """A free row of table A (room was checked beforehand): the head of its free list (M[free], linked by
+    column `link`, M[nfree] long) if any, else the next never-used row (M[used])."""
+    r = M[free]
+    if r >= 0:
+        M[free] = A[r, link]
+        M[nfree] -= 1
+        return r
+    r = M[used]
+    M[used] += 1
+    return r
+
+
+@njit(cache=True, nogil=True)
 def _node(P: np.ndarray, M: np.ndarray) -> int:
     """A free P node (room was checked beforehand)."""
-    n = M[P_FREE]
-    if n >= 0:
-        M[P_FREE] = P[n, NXT]
-        M[P_NFREE] -= 1
-        return n
-    n = M[P_USED]
-    M[P_USED] += 1
-    return n
+    return _take(P, M, P_FREE, P_NFREE, P_USED, NXT)
 
 
 @njit(cache=True, nogil=True)
 def _row(E: np.ndarray, M: np.ndarray) -> int:
     """A free E row (room was checked beforehand)."""
-    r = M[E_FREE]
-    if r >= 0:
-        M[E_FREE] = E[r, NEXT]
-        M[E_NFREE] -= 1
-        return r
-    r = M[E_USED]
-    M[E_USED] += 1
-    return r
+    return _take(E, M, E_FREE, E_NFREE, E_USED, NEXT)
 
 
 @njit(cache=True, nogil=True)
