@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from nprof.capture.sim import check_preset_runs, load_npy
+from nprof.capture.sim import load_npy
+from nprof.device.cores import check_preset_runs
 from nprof.device.workers import JobResult, simulate_workers
 from nprof.errors import NprofError
 from nprof.outcome import Outcome

@@ -3,7 +3,7 @@
 Contract:
 * `capture_program(program_path, profile_path, inputs, *, preset=None,
   profile_nth=1, ignore_exec_errors=False, timing_only=False) -> Profile`
-  loads the program (`program.file.load_program`; `check_preset_runs`: an MX program on a pre-v4 preset is
+  loads the program (`program.file.load_program`; `device.cores.check_preset_runs`: an MX program on a pre-v4 preset is
   refused), loads each input `.npy`
   (name -> path), runs `device.simulate` for `profile_nth` executions, profiling
   the last, and saves the profile atomically. Simulator warnings (missing inputs,
@@ -28,9 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from nprof.device import simulate
+from nprof.device.cores import check_preset_runs
 from nprof.errors import NprofError
 from nprof.outcome import Outcome
 from nprof.profile import Profile
@@ -67,28 +67,6 @@ def _check_names(program: Program, names: list[str]) -> None:
         if name not in known:
             listing = ", ".join(known) or "(none)"
             raise NprofError(f"program {program.name!r} has no input {name!r}; its inputs are: {listing}")
-
-
-def check_preset_runs(program: Program, preset: str | None) -> None:
-    """NprofError when `program` uses NeuronCore-v4 MX instructions (QUANTIZE_MX, matmuls of packed MX data)
-    and `preset` (default: the program's) is an earlier core, which has none (as `nisa.*_mx` refuses at trace)."""
-    import pyarrow.compute as pc
-
-    from nprof.arch.isa import PACKED_MX, Opcode
-    from nprof.arch.presets import get_preset
-    from nprof.program.table import instruction_table
-
-    pre = get_preset(preset or program.preset)
-    if pre.core == "NeuronCore-v4" or not program.instructions:
-        return
-    table = instruction_table(program)
-    dtypes = pc.struct_field(pc.list_flatten(table.column("ins")), "dtype")
-    quantize = pc.any(pc.equal(table.column("opcode"), Opcode.QUANTIZE_MX.value)).as_py()
-    if quantize or pc.any(pc.is_in(dtypes, pa.array(sorted(PACKED_MX)))).as_py():
-        raise NprofError(
-            f"program {program.name!r} uses NeuronCore-v4 MX instructions (quantize_mx / nc_matmul_mx); "
-            f"{pre.name} ({pre.core}) has none: run it with --device-preset trn3"
-        )
 
 
 def capture_program(

@@ -42,6 +42,7 @@ import numpy as np
 from nprof.arch import cost
 from nprof.arch.presets import Preset, get_preset
 from nprof.device import numerics as num
+from nprof.device.cores import check_preset_runs
 from nprof.device.indirect import IndirectIndexError
 from nprof.device.memory import AccessError, Memory, convert, is_int, numpy_dtype
 from nprof.device.plan import plan_for
@@ -168,6 +169,7 @@ def simulate(
     if not 1 <= nth <= executions:
         raise NprofError(f"profile_nth {nth} is outside the executions 1..{executions}")
     pre = get_preset(preset if preset is not None else program.preset)
+    check_preset_runs(program, pre)
     if program.sbuf_bytes > pre.sbuf_partition_bytes or program.psum_bytes > pre.psum_partition_bytes:
         raise NprofError(
             f"program {program.name!r} needs {program.sbuf_bytes} B SBUF / {program.psum_bytes} B PSUM per "

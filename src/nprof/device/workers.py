@@ -37,6 +37,7 @@ import pyarrow as pa
 from nprof.arch.isa import COLLECTIVES, Instruction
 from nprof.arch.presets import Preset, get_preset
 from nprof.device.collectives import KIND, Topology, algorithm, ring_time_ns
+from nprof.device.cores import check_preset_runs
 from nprof.device.plan import Plan, plan_for
 from nprof.device.record import build_tables
 from nprof.device.schedule import Timing, schedule
@@ -267,6 +268,7 @@ def simulate_workers(
     pre = get_preset(preset if preset is not None else progs[0].preset)
     topo = Topology(world_size, workers_per_node or world_size)
     for p in {id(p): p for p in progs}.values():
+        check_preset_runs(p, pre)
         if p.sbuf_bytes > pre.sbuf_partition_bytes or p.psum_bytes > pre.psum_partition_bytes:
             raise NprofError(f"program {p.name!r} does not fit the SBUF/PSUM of preset {pre.name}")
     wanted = sorted(set(range(world_size) if profile_ranks is None else profile_ranks))

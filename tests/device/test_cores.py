@@ -1,0 +1,52 @@
+"""`device.cores`: a program with NeuronCore-v4 MX instructions is refused by the simulator itself on an earlier
+core (library users get the same one-line refusal as `nprof capture`), and runs on trn3."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nprof.nki.isa as nisa
+import nprof.nki.language as nl
+from nprof.device import simulate
+from nprof.device.cores import uses_mx
+from nprof.device.workers import simulate_workers
+from nprof.errors import NprofError
+from nprof.nki.kernel import Kernel
+
+
+def _quantize(src):  # type: ignore[no-untyped-def]
+    t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
+    out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=scale)
+    return out
+
+
+def _copy(src):  # type: ignore[no-untyped-def]
+    t = nl.load(src)
+    out = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+def test_mx_program_is_refused_on_earlier_cores_by_simulate() -> None:
+    x = np.ones((32, 16), np.float32)
+    program = Kernel(_quantize, preset="trn3").trace(x).program
+    assert uses_mx(program)
+    for preset in ("trn1", "trn2"):
+        with pytest.raises(NprofError, match=r"uses NeuronCore-v4 MX instructions.*--device-preset trn3"):
+            simulate(program, preset=preset, numerics=False)
+        with pytest.raises(NprofError, match="MX instructions"):
+            simulate_workers(program, world_size=2, preset=preset)
+    assert simulate(program, numerics=False).profile is not None  # the program's own trn3
+
+
+def test_plain_program_runs_everywhere() -> None:
+    program = Kernel(_copy).trace(np.ones((4, 8), np.float32)).program
+    assert not uses_mx(program)
+    for preset in ("trn1", "trn2", "trn3"):
+        simulate(program, preset=preset, numerics=False)
