@@ -181,3 +181,31 @@ def test_packed_mx_data_is_refused_where_values_are_computed() -> None:
     for kernel in (exp_of_packed, cast_packed):
         with pytest.raises(KernelError, match="packed MX data \\(float8_e4m3fn_x4\\)"):
             nki.jit(kernel, platform_target="trn3")(np.zeros((4, 4), np.uint32))
+
+
+def test_benchmark_and_profile_keep_the_jit_platform_target(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """nki.benchmark / nki.profile around `nki.jit(k, platform_target="trn3")` run an MX kernel on trn3 (they
+    used to fall back to trn1 and refuse it); an explicit preset= still wins."""
+
+    def quantize(src):  # type: ignore[no-untyped-def]
+        t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src)
+        data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
+        out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=scale)
+        return out
+
+    x = np.ones((32, 16), np.float32)
+    jitted = nki.jit(quantize, platform_target="trn3")
+    bench = nki.benchmark(warmup=0, iters=1, save_trace_name=str(tmp_path / "b.ntff"))(jitted)
+    assert bench.preset == "trn3"
+    bench(x)
+    prof = nki.profile(working_directory=tmp_path / "p")(jitted)
+    assert prof.preset == "trn3"
+    prof(x)
+    assert (tmp_path / "p" / "profile.ntff").exists()
+    assert nki.benchmark(preset="trn2")(jitted).preset == "trn2"
+    assert nki.benchmark(lambda a: a).preset == "trn1"
+    capsys.readouterr()

@@ -32,8 +32,10 @@
   the same but for their execution number. Returns the kernel's outputs.
 
 Each decorator works with or without parentheses, keeps the wrapped
-function's name and docstring, and takes `preset="trn1"|"trn2"` (the device
-the kernel is traced for and simulated on).
+function's name and docstring, and takes `preset="trn1"|"trn2"|"trn3"` (the
+device the kernel is traced for and simulated on). `nki.benchmark` and
+`nki.profile` wrapped around an `nki.jit(platform_target=...)` kernel keep
+the jit's preset unless given `preset=`.
 """
 
 from __future__ import annotations
@@ -212,8 +214,17 @@ def _save(
         embed_sources(profile, [*roots, Path.cwd()]).save(ntff)
 
 
+def _kernel_preset(f: Callable[..., Any], preset: str | None) -> str:
+    """The preset a wrapped kernel runs on: `preset` when given, else the one its `nki.jit` chose (its
+    `platform_target`), else trn1."""
+    if preset is not None:
+        return preset
+    chosen = getattr(f, "preset", None)
+    return chosen if isinstance(chosen, str) else "trn1"
+
+
 def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS,
-              save_neff_name: str | None = None, save_trace_name: str | None = None, preset: str = "trn1",
+              save_neff_name: str | None = None, save_trace_name: str | None = None, preset: str | None = None,
               additional_compile_opt: str | None = None, device_count: int = 1) -> Any:  # fmt: skip
     """Benchmark a kernel on the virtual device (see module doc for the table and latency model)."""
     _compile_opt("nki.benchmark", additional_compile_opt)
@@ -222,7 +233,7 @@ def benchmark(kernel: Callable[..., Any] | None = None, *, warmup: int = DEFAULT
 
     def wrap(f: Callable[..., Any]) -> _Benchmarked:
         bench = _Benchmarked(getattr(f, "__wrapped_kernel__", f), warmup, iters, save_neff_name, save_trace_name)
-        bench.preset = preset
+        bench.preset = _kernel_preset(f, preset)
         return bench
 
     return wrap if kernel is None else wrap(kernel)
@@ -303,7 +314,7 @@ def _json_report(profile: Any, trace: Path, path: Path) -> None:
 
 def profile(func: Callable[..., Any] | None = None, *, working_directory: str | os.PathLike[str] | None = None,
             save_neff_name: str = "file.neff", save_trace_name: str = "profile.ntff", overwrite: bool = False,
-            profile_nth: int = 1, preset: str = "trn1", additional_compile_opt: str | None = None,
+            profile_nth: int = 1, preset: str | None = None, additional_compile_opt: str | None = None,
             num_execs: int | None = None) -> Any:  # fmt: skip
     """Profile a kernel into `working_directory` (see module doc); with `num_execs`, that many executions run
     and every `profile_nth`-th is profiled (`profiled_executions`, `trace_file_name`), with a JSON summary each
@@ -318,7 +329,7 @@ def profile(func: Callable[..., Any] | None = None, *, working_directory: str | 
         fn = getattr(f, "__wrapped_kernel__", f)
         prof = _Profiled(fn, str(working_directory), save_neff_name, save_trace_name, overwrite, profile_nth)
         prof.num_execs = num_execs
-        prof.preset = preset
+        prof.preset = _kernel_preset(f, preset)
         return prof
 
     return wrap if func is None else wrap(func)
