@@ -155,3 +155,16 @@ def test_every_threshold_is_documented_with_its_default() -> None:
     section = text.split("### Finding thresholds", 1)[1].split("\n### ", 1)[0]
     rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, flags=re.MULTILINE))
     assert {k: float(v) for k, v in rows.items()} == {f.name: float(f.default) for f in fields(Thresholds)}
+
+
+def test_host_profiles_get_host_advice() -> None:
+    """A NeuronCore's idle gap points at semaphores; a host profile's at unrecorded host work."""
+    device = findings(_serial_gap_profile())
+    gap = device["message"].to_pylist()[_kinds(device).index("idle_gap")]
+    assert "semaphore wait" in gap
+    host = findings(make(
+        {"ts": [0, 100, 5000], "duration": [100, 100, 100], "engine": ["tensor", "vector", "scalar"]},
+        device="cpu", preset=None,
+    ))  # fmt: skip
+    message = host["message"].to_pylist()[_kinds(host).index("idle_gap")]
+    assert "semaphore" not in message and "work the trace does not record" in message

@@ -90,6 +90,12 @@ def _bound(profile: Profile, metrics: dict) -> list[dict]:
     return [finding_row("info", "bound", "Compute-bound", text, 0, total, 0, [], [])]
 
 
+def _on_neuroncore(profile: Profile) -> bool:
+    """True for a NeuronCore's own profile (engines, DMA queues, semaphores); False for host and imported
+    traces (cpu, cuda, chrome-trace), whose "engines" are op categories run by host threads."""
+    return profile.info.device == "virtual-neuroncore"
+
+
 def _serial_engines(profile: Profile, th: Thresholds) -> list[dict]:
     f = facts(profile)
     total = f.total_ns
@@ -191,6 +197,9 @@ def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
     length = g1 - g0
     big = np.flatnonzero(length >= max(th.gap_share * total, th.gap_min_ns))
     big = big[np.argsort(-length[big], kind="stable")][: th.max_gaps]
+    advice = ("look for a semaphore wait, a host synchronisation or a dependency that serialises the program here"
+              if _on_neuroncore(profile) else "look for work the trace does not record here (Python between ops, "
+              "data loading, compilation) or a wait on another thread or device")  # fmt: skip
     out = []
     for k in big:
         a, b = int(g0[k]), int(g1[k])
@@ -203,8 +212,8 @@ def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
         if after.size:
             context.append(f"before {_describe_event(profile, int(after[0]))}")
         text = (f"nothing runs for {human_ns(b - a)} ({100 * (b - a) / total:.0f}% of the run) from "
-                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(context) if context else ''}; look for a "
-                "semaphore wait, a host synchronisation or a dependency that serialises the program here")  # fmt: skip
+                f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(context) if context else ''}; "
+                f"{advice}")  # fmt: skip
         rows_i = np.flatnonzero(np.isin(f.i_id, around))
         rows_d = np.flatnonzero(np.isin(f.d_id, around))
         sources = top_sources(profile.instructions, rows_i) + top_sources(profile.dma, rows_d)
