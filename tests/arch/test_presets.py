@@ -93,3 +93,14 @@ def test_every_field_is_documented_in_the_source() -> None:
     for f in dataclasses.fields(Preset):
         line = next(ln for ln in src.splitlines() if ln.strip().startswith(f"{f.name}:"))
         assert "#" in line, f"field {f.name} has no comment"
+
+
+def test_trn3_plain_fp8_peak_is_the_bf16_rate_and_mx_its_own() -> None:
+    """On NeuronCore-v4 a plain FP8 matmul runs at the BF16 rate (fp8_matmul_speedup 1), so its MFU is against
+    79 TFLOPS, not the 315 TFLOPS that only MX matmuls reach; trn1/trn2 have no MX rate of their own."""
+    p = get_preset("trn3")
+    assert p.peak("float8_e4m3") == p.peak("bfloat16") * p.fp8_matmul_speedup
+    assert p.peak("mx") == p.peak("mxfp4_e2m1_x4") == 4 * p.peak("bfloat16")
+    for name in ("trn1", "trn2"):
+        q = get_preset(name)
+        assert q.peak("float8_e4m3") == q.peak("bfloat16") * q.fp8_matmul_speedup

@@ -83,7 +83,9 @@ def _matmul_dtype(instrs: tuple[Instruction, ...]) -> str:
     mm = [ins for ins in instrs if ins.opcode is Opcode.MATMUL]
     if mm and all(any(a.dtype == "float32" for a in ins.ins[:2]) for ins in mm):
         return "float32"
-    if mm and all(all(a.dtype.startswith("float8") for a in ins.ins[:2]) for ins in mm):
+    if mm and all(all(a.dtype.startswith("mxfp") for a in ins.ins[:2]) for ins in mm):
+        return "mx"
+    if mm and all(all(a.dtype.startswith(("float8", "mxfp")) for a in ins.ins[:2]) for ins in mm):
         return "float8"
     return "bfloat16"
 

@@ -64,7 +64,8 @@ class Preset:
     fp8_matmul_speedup: int  # FP8 matmul throughput relative to BF16
     fp32_matmul_slowdown: int  # FP32 matmul passes relative to BF16 (4 = quarter rate)
     # --- peaks and collectives ---
-    peak_flops: Mapping[str, float] = field(default_factory=dict)  # FLOP/s by matmul input dtype class
+    peak_flops: Mapping[str, float] = field(default_factory=dict)  # FLOP/s by matmul input class (bfloat16,
+    # float8, float32; "mx" for packed MX data where the core has an MX rate)
     peaks_source: str = ""  # one line naming where the peaks come from
     cc_cores: int = 6  # collective-communication cores per device
     cores_per_chip: int = 2  # NeuronCores sharing the chip's HBM
@@ -120,7 +121,9 @@ class Preset:
         """Peak matmul FLOP/s for a matmul input dtype name (float32, bfloat16, float8_e4m3, ...)."""
         if dtype == "float32":
             return self.peak_flops["float32"]
-        if dtype.startswith("float8") or dtype.startswith("mxfp"):  # MX packed types: the MX peak
+        if dtype.startswith("mxfp") or dtype == "mx":  # packed MX types: the MX peak where the core has one
+            return self.peak_flops.get("mx", self.peak_flops["float8"])
+        if dtype.startswith("float8"):
             return self.peak_flops["float8"]
         return self.peak_flops["bfloat16"]
 
@@ -277,8 +280,13 @@ TRN3 = Preset(
     # MXFP8: a plain FP8 nc_matmul runs at the BF16 rate; MX matmuls (4 values per PE) reach 315 TFLOPS.
     fp8_matmul_speedup=1,
     fp32_matmul_slowdown=4,  # NeuronCore-v4 page: 20 FP32 TFLOPS ~ 79 / 4
-    peak_flops=MappingProxyType(  # "float8": the MX peak (315 MXFP8/MXFP4 TFLOPS per core, NeuronCore-v4 page)
-        {"bfloat16": _array_flops(2.4e9), "float8": 4 * _array_flops(2.4e9), "float32": _array_flops(2.4e9) / 4}
+    peak_flops=MappingProxyType(  # "mx": 315 MXFP8/MXFP4 TFLOPS per core (NeuronCore-v4 page); plain FP8 at the
+        {  # BF16 rate (DERIVED above, fp8_matmul_speedup=1)
+            "bfloat16": _array_flops(2.4e9),
+            "float8": _array_flops(2.4e9),
+            "mx": 4 * _array_flops(2.4e9),
+            "float32": _array_flops(2.4e9) / 4,
+        }
     ),
     peaks_source="trn3 preset: NeuronCore-v4 TensorE 128x128 at 2.4 GHz effective (AWS docs: 79 TFLOPS BF16, "
     "315 MXFP8/MXFP4, 20 FP32 per core); HBM 4.7 TB/s per chip / 8 cores; some figures ASSUMED (see assumptions)",

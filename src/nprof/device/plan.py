@@ -110,7 +110,7 @@ class Plan:
     source: pa.Array  # string per instruction (null: none): the kernel source line
     layer: pa.Array  # string per instruction: the module path (compiled graphs)
     hlo_name: pa.Array  # string per instruction: the graph node (compiled graphs)
-    matmul_dtype: str  # "float32", "float8" or "bfloat16": the peak the MATMULs run at (device.signatures)
+    matmul_dtype: str  # "float32", "mx", "float8" or "bfloat16": the peak the MATMULs run at (device.signatures)
 
     @property
     def n(self) -> int:

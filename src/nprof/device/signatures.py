@@ -40,8 +40,8 @@ class Signatures(NamedTuple):
     reload: np.ndarray  # bool: DMA attr reload
     zero_fill: np.ndarray  # bool: a MEMSET of 0 into one PSUM region
     acc_matmul: np.ndarray  # bool: a MATMUL with attr accumulate
-    matmul_dtype: str  # the peak every MATMUL runs at: "float32" (all have an FP32 operand), "float8" (all are
-    # FP8 x FP8) or "bfloat16" (otherwise, or no MATMUL)
+    matmul_dtype: str  # the peak every MATMUL runs at: "float32" (all have an FP32 operand), "mx" (all read packed
+    # MX data), "float8" (all are FP8 x FP8) or "bfloat16" (otherwise, or no MATMUL)
 
 
 def shape_codes(acc: AccessColumns) -> np.ndarray:
@@ -86,11 +86,14 @@ def _matmul_dtype(acc: AccessColumns, ins: tuple, mm: np.ndarray) -> str:
         return "bfloat16"
     names = acc.dtype_names
     fp32 = np.asarray([d == "float32" for d in names], bool)
-    fp8 = np.asarray([d.startswith(("float8", "mxfp")) for d in names], bool)  # MX: the preset's MX peak
+    fp8 = np.asarray([d.startswith(("float8", "mxfp")) for d in names], bool)
+    mx = np.asarray([d.startswith("mxfp") for d in names], bool)  # packed MX: the preset's MX peak
     at, values = ins[0][:-1][mm], ins[1]
     dt = [acc.dtype[values[at]], acc.dtype[values[at + 1]]]  # a MATMUL has two inputs (device.template checks)
     if (fp32[dt[0]] | fp32[dt[1]]).all():
         return "float32"
+    if (mx[dt[0]] & mx[dt[1]]).all():
+        return "mx"
     return "float8" if (fp8[dt[0]] & fp8[dt[1]]).all() else "bfloat16"
 
 
