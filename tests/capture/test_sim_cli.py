@@ -131,19 +131,8 @@ def test_profile_path_is_a_directory(tmp_path: Path, program_file: Path, capsys:
 def test_an_mx_program_is_refused_on_a_core_without_mx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """quantize_mx exists on NeuronCore-v4 only: `--device-preset trn1/trn2` refuses the program (one line, exit 2,
     nothing written) instead of simulating instructions that core does not have."""
-    import nprof.nki.isa as nisa
-    import nprof.nki.language as nl
     from nprof import nki
-
-    def quantize(src):
-        t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=src)
-        data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-        scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
-        nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
-        out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=scale)
-        return out
+    from tests.nki.helpers import quantize_scales as quantize
 
     nki.profile(working_directory=tmp_path, preset="trn3")(quantize)(np.ones((32, 16), np.float32))
     neff = tmp_path / "file.neff"

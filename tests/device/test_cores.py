@@ -6,24 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof.device import simulate
 from nprof.device.cores import uses_mx
 from nprof.device.workers import simulate_workers
 from nprof.errors import NprofError
 from nprof.nki.kernel import Kernel
-
-
-def _quantize(src):  # type: ignore[no-untyped-def]
-    t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-    scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
-    nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
-    out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=scale)
-    return out
+from tests.nki.helpers import quantize_scales
 
 
 def _copy(src):  # type: ignore[no-untyped-def]
@@ -35,7 +24,7 @@ def _copy(src):  # type: ignore[no-untyped-def]
 
 def test_mx_program_is_refused_on_earlier_cores_by_simulate() -> None:
     x = np.ones((32, 16), np.float32)
-    program = Kernel(_quantize, preset="trn3").trace(x).program
+    program = Kernel(quantize_scales, preset="trn3").trace(x).program
     assert uses_mx(program)
     for preset in ("trn1", "trn2"):
         with pytest.raises(NprofError, match=r"uses NeuronCore-v4 MX instructions.*--device-preset trn3"):

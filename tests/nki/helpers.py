@@ -30,3 +30,18 @@ def tile_kernel(fn: Callable[..., Any], out_dtype: Any = None) -> Callable[..., 
 
 def run_tiles(fn: Callable[..., Any], *arrays: np.ndarray, out_dtype: Any = None) -> np.ndarray:
     return nki.simulate_kernel(tile_kernel(fn, out_dtype), *arrays)
+
+
+def quantize_scales(src: Any) -> Any:
+    """A trn3 kernel: load a [32, 16] input, `nisa.quantize_mx` it to float8_e4m3fn_x4, return the [32, 4] uint8
+    scales (a program with an MX instruction, for the tests of where MX may run)."""
+    import nprof.nki.isa as nisa
+
+    t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
+    out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=scale)
+    return out

@@ -187,15 +187,7 @@ def test_benchmark_and_profile_keep_the_jit_platform_target(tmp_path, capsys) ->
     """nki.benchmark / nki.profile around `nki.jit(k, platform_target="trn3")` run an MX kernel on trn3 (they
     used to fall back to trn1 and refuse it); an explicit preset= still wins."""
 
-    def quantize(src):  # type: ignore[no-untyped-def]
-        t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=src)
-        data = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-        scale = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.sbuf)
-        nisa.quantize_mx(dst=data, src=t, dst_scale=scale)
-        out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=scale)
-        return out
+    from tests.nki.helpers import quantize_scales as quantize
 
     x = np.ones((32, 16), np.float32)
     jitted = nki.jit(quantize, platform_target="trn3")
