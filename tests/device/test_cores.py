@@ -39,3 +39,14 @@ def test_plain_program_runs_everywhere() -> None:
     assert not uses_mx(program)
     for preset in ("trn1", "trn2", "trn3"):
         simulate(program, preset=preset, numerics=False)
+
+
+def test_a_program_read_from_a_file_gives_the_same_answer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Read back from a file the scan uses the attached instruction table; traced, the Instructions."""
+    from nprof.program.file import load_program, save_program
+
+    mx = Kernel(quantize_scales, preset="trn3").trace(np.ones((32, 16), np.float32)).program
+    plain = Kernel(_copy).trace(np.ones((4, 8), np.float32)).program
+    for program, expected in ((mx, True), (plain, False)):
+        loaded = load_program(save_program(program, tmp_path / f"{expected}.neff"))
+        assert uses_mx(loaded) is expected

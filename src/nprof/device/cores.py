@@ -22,21 +22,27 @@ _USES_MX = "_uses_mx_instructions"
 
 
 def uses_mx(program: Program) -> bool:
-    """True when `program` has a QUANTIZE_MX instruction or reads a packed MX operand (cached on the program)."""
+    """True when `program` has a QUANTIZE_MX instruction or reads a packed MX operand (cached on the program).
+    Read from the instruction table when the program came from a file (it is attached), else by one pass over
+    the Instructions (building the table for this alone would cost ~1 s per 10^5 instructions)."""
     cached: bool | None = program.__dict__.get(_USES_MX)
     if cached is not None:
         return cached
-    import pyarrow.compute as pc
-
     from nprof.arch.isa import PACKED_MX, Opcode
-    from nprof.program.table import instruction_table
+    from nprof.program.table import attached_table
 
-    found = False
-    if program.instructions:
-        table = instruction_table(program)
+    table = attached_table(program)
+    if table is not None:
+        import pyarrow.compute as pc
+
         dtypes = pc.struct_field(pc.list_flatten(table.column("ins")), "dtype")
         quantize = pc.any(pc.equal(table.column("opcode"), Opcode.QUANTIZE_MX.value)).as_py()
         found = bool(quantize or pc.any(pc.is_in(dtypes, pa.array(sorted(PACKED_MX)))).as_py())
+    else:
+        found = any(
+            ins.opcode is Opcode.QUANTIZE_MX or any(a.dtype in PACKED_MX for a in ins.ins)
+            for ins in program.instructions
+        )
     object.__setattr__(program, _USES_MX, found)
     return found
 
