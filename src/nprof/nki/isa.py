@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Engine, Opcode, Space
+from nprof.device.mx import moving_fmax
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.calls import beta2
@@ -126,10 +127,10 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         raise kernel_error(
             f"nc_matmul stationary free size {m} exceeds {p.gemm_stationary_fmax} (nl.tile_size.gemm_stationary_fmax)"
         )
-    if n > p.gemm_moving_fmax:
-        raise kernel_error(
-            f"nc_matmul moving free size {n} exceeds {p.gemm_moving_fmax} (nl.tile_size.gemm_moving_fmax)"
-        )
+    nmax = moving_fmax(p, dst.dtype_name if isinstance(dst, NkiTensor) else "float32")  # v4: the whole PSUM
+    if n > nmax:
+        raise kernel_error(f"nc_matmul moving free size {n} exceeds {nmax} (nl.tile_size.gemm_moving_fmax"
+                           f"{'; NeuronCore-v4: the whole PSUM' if nmax > p.gemm_moving_fmax else ''})")  # fmt: skip
     flat = mv.flatten_free()
     if flat is None:
         flat = _c.copy(mv).flatten_free()
