@@ -65,6 +65,7 @@ class FusingBuilder(ProgramBuilder):
         self._handed: list[set[int]] = []  # per running call: ids of the bases it allocated or was handed
         self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
+        self._loads: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (last loading scope, its loads)
         self._covered: dict[tuple[str, int], bool] = {}
         self._dma_count = 0
         self._copies = 0
@@ -118,7 +119,7 @@ class FusingBuilder(ProgramBuilder):
         for key, (k_lo, k_hi) in reversed(list(keys.items())):
             if key.tensor != access.tensor or key.dtype != access.dtype or k_lo > lo or k_hi < hi:
                 continue
-            if key.elements < access.elements:
+            if key.elements < access.elements and (contiguous or key.elements < _distinct(access)):
                 continue
             tried += 1
             if tried > self.max_window_candidates:
@@ -212,15 +213,31 @@ class FusingBuilder(ProgramBuilder):
 
     def tiling(self, tensor: str, shape: tuple[int, ...]) -> list[Access] | None:
         """The store patterns with which the last graph node writing `tensor` (contiguous, of `shape`)
-        covered it exactly, each element once; None when unknown or not an exact cover."""
-        entry = self._tiling.get(tensor)
-        if entry is None or not self.fusing:
+        covered it exactly, each element once; else the load patterns with which the last node loading it
+        (since its last write) did so (`note_load`); None when unknown or not an exact cover."""
+        if not self.fusing:
             return None
-        accesses = entry[1]
-        key = (tensor, len(accesses))
-        if key not in self._covered:
-            self._covered[key] = _exact_cover(accesses, numel_of(shape))
-        return accesses if self._covered[key] else None
+        for kind, table in (("stored", self._tiling), ("loaded", self._loads)):
+            entry = table.get(tensor)
+            if entry is None:
+                continue
+            accesses = entry[1]
+            key = (tensor, len(accesses), kind)
+            if key not in self._covered:
+                self._covered[key] = _exact_cover(accesses, numel_of(shape))
+            if self._covered[key]:
+                return accesses
+        return None
+
+    def note_load(self, access: Access) -> None:
+        """Record a DMA load of `access` by the running node in its tensor's load tiling (`tiling`)."""
+        if not self.fusing or access.space is not Space.HBM:
+            return
+        entry = self._loads.get(access.tensor)
+        if entry is None or entry[0] != self._scope_key():
+            entry = self._loads[access.tensor] = (self._scope_key(), [])
+            self._covered = {k: v for k, v in self._covered.items() if k[0] != access.tensor}
+        entry[1].append(access)
 
     # ----- builder hooks ----------------------------------------------------------------------------------------
     def _append(self, engine: Any, opcode: Opcode, outs: tuple[Access, ...], *rest: Any, **kw: Any) -> int:
@@ -238,6 +255,7 @@ class FusingBuilder(ProgramBuilder):
                 entry = self._tiling.get(out.tensor)
                 if entry is not None and entry[0] != self._scope_key():
                     del self._tiling[out.tensor]  # another node writes it: its tiling is no longer known
+                self._loads.pop(out.tensor, None)
         index = super()._append(engine, opcode, outs, *rest, **kw)
         if opcode is Opcode.DMA_DIRECT2D:
             # a compiled graph's DMAs all carry the user's line of their node: spread them round-robin over
@@ -294,6 +312,14 @@ def span(a: Access) -> tuple[int, int]:
         reach = stride * (size - 1)
         lo, hi = lo + min(0, reach), hi + max(0, reach)
     return lo, hi
+
+
+def _distinct(a: Access) -> int:
+    """At most how many distinct elements `a` addresses (its elements without the repeats of zero strides)."""
+    n = a.partitions if a.partition_stride else 1
+    for stride, size in a.free:
+        n *= size if stride else 1
+    return n
 
 
 def numel_of(shape: tuple[int, ...]) -> int:
