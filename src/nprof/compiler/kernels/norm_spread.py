@@ -56,7 +56,7 @@ def per_channel(partial: NkiTensor, k: int) -> NkiTensor:
 
 def spread(col: NkiTensor, k: int) -> NkiTensor:
     """[C, m] per-channel values -> [C * k, m], channel c's row on partitions c * k.. (see module doc)."""
-    row = nisa.tensor_copy(nisa.nc_transpose(col))  # [m, C]
+    row = nisa.nc_transpose(col)  # [m, C] in PSUM, read once by the repeating copy
     p0, e0, dims = row.access_key()
     repeated = NkiTensor(row.base, p0, e0, (*dims, (0, 0, k)), ())  # [m, C, k]: each value k times
     wide = nisa.tensor_copy(repeated).flatten_free()  # [m, C * k]
@@ -64,12 +64,9 @@ def spread(col: NkiTensor, k: int) -> NkiTensor:
     return nisa.tensor_copy(nisa.nc_transpose(wide))
 
 
-def _columns(*cols: NkiTensor) -> NkiTensor:
-    """The [P, 1] columns side by side in one [P, len(cols)] tile (one transpose moves them all)."""
-    tile = nl.ndarray((cols[0].shape[0], len(cols)), dtype=nl.float32, buffer=nl.sbuf)
-    for j, col in enumerate(cols):
-        nisa.tensor_copy(col, dst=tile[:, j : j + 1])
-    return tile
+def _columns(p: int, m: int) -> NkiTensor:
+    """A [p, m] tile whose columns the kernel fills one by one (one transpose then moves them all)."""
+    return nl.ndarray((p, m), dtype=nl.float32, buffer=nl.sbuf)
 
 
 def batch_norm_backward_spread(grads: tuple[View | None, ...], g: View, x: View, weight: View | None,
@@ -88,17 +85,20 @@ def batch_norm_backward_spread(grads: tuple[View | None, ...], g: View, x: View,
         rstd = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(rstd, "add", eps))
     mean_p = spread(mean, k)
     centred = nisa.tensor_scalar(xt, "subtract", mean_p)
-    partial = _columns(nisa.tensor_reduce("add", gt, axis=1, keepdims=True),
-                       nisa.tensor_reduce("add", nisa.tensor_tensor(gt, centred, "multiply"), axis=1, keepdims=True))
+    partial = _columns(P, 2)
+    nisa.tensor_reduce("add", gt, axis=1, keepdims=True, dst=partial[:, 0:1])
+    nisa.tensor_reduce("add", nisa.tensor_tensor(gt, centred, "multiply"), axis=1, keepdims=True, dst=partial[:, 1:2])
     sums = per_channel(partial, k)  # [C, 2]: sum(g), sum(g * (x - mean))
     sum_g, dot = sums[:, 0:1], sums[:, 1:2]
     scale = rstd if weight is None else nisa.tensor_tensor(rstd, column(weight), "multiply")
     if dx is not None:
         if train:
-            proj = nisa.tensor_tensor(nisa.tensor_scalar(dot, "multiply", 1.0 / n),
-                                      nisa.tensor_tensor(rstd, rstd, "multiply"), "multiply")  # fmt: skip
-            grad_mean = nisa.tensor_scalar(sum_g, "multiply", 1.0 / n)
-            wide = spread(_columns(proj, grad_mean, scale), k)  # [128, 3]
+            narrow = _columns(c, 3)  # proj, grad_mean, scale per channel
+            nisa.tensor_tensor(nisa.tensor_scalar(dot, "multiply", 1.0 / n), nisa.tensor_tensor(rstd, rstd, "multiply"),
+                               "multiply", dst=narrow[:, 0:1])  # fmt: skip
+            nisa.tensor_scalar(sum_g, "multiply", 1.0 / n, dst=narrow[:, 1:2])
+            nisa.tensor_copy(scale, dst=narrow[:, 2:3])
+            wide = spread(narrow, k)  # [128, 3]
             p = nisa.tensor_scalar(xt, "subtract", mean_p, op1="multiply", operand1=wide[:, 0:1])
             res = nisa.tensor_scalar(nisa.tensor_tensor(gt, p, "subtract"), "subtract", wide[:, 1:2],
                                      op1="multiply", operand1=wide[:, 2:3])  # fmt: skip
