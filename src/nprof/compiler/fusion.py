@@ -71,13 +71,15 @@ class FusingBuilder(ProgramBuilder):
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
-        self.stage = OutputStage(self) if self.fusing and packing.ENABLED else None  # small outputs, one DMA
+        # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
+        self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
+                       if self.fusing and packing.ENABLED else [])  # fmt: skip
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
         """A load of `access` served from the group tile of a packed input (`nprof.compiler.packing`), or
         None (not a member, not a group pattern, or fusion off)."""
-        if self.pack is None or not self.fusing or access.tensor not in self.pack.members:
+        if self.pack is None or not self.fusing or not self.pack.holds(access.tensor):
             return None
         return load_member(self, self.pack, access)
 
@@ -242,13 +244,14 @@ class FusingBuilder(ProgramBuilder):
     # ----- builder hooks ----------------------------------------------------------------------------------------
     def _append(self, engine: Any, opcode: Opcode, outs: tuple[Access, ...], *rest: Any, **kw: Any) -> int:
         """Every write (to HBM or into an SBUF tile) drops the cache entries it could make stale."""
-        if self.stage is not None:
+        if self.stages:
             reads = (*rest[0], *(rest[3] if len(rest) > 3 else kw.get("extra_reads", ())))
-            self.stage.before_append(outs, reads)
+            for stage in self.stages:
+                stage.before_append(outs, reads)
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
-                if self.pack is not None and out.space is Space.HBM and out.tensor in self.pack.members:
+                if self.pack is not None and out.space is Space.HBM and self.pack.holds(out.tensor):
                     self._invalidate(in_pack(self.pack, out))  # the member's elements in its group tiles
         if self.fusing:
             for out in outs:
@@ -275,10 +278,10 @@ class FusingBuilder(ProgramBuilder):
 
     def stage_output(self, access: Access, tile: NkiTensor) -> bool:
         """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
-        return self.stage is not None and self.stage.stage(access, tile)
+        return any(stage.stage(access, tile) for stage in self.stages)
 
     def _release(self, base: OnChip) -> None:
-        if id(base) in self._kept or (self.stage is not None and self.stage.owns(base)):
+        if id(base) in self._kept or any(stage.owns(base) for stage in self.stages):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)
 
