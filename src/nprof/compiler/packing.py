@@ -45,7 +45,7 @@ from nprof.compiler.staging import (  # noqa: F401  (re-exported: the packing AP
     OUT_PACKED_META,
     OutputStage,
     _chunk_of,
-    _chunks,
+    column_count,
     finish_stage,
     staged_program,
     unpack_outputs,
@@ -100,7 +100,7 @@ def plan_pack(decls: Sequence[TensorDecl]) -> Pack | None:
     for d in sorted(small, key=lambda d: d.elements):  # stable: declaration order within a size
         members[d.name], columns[d.name] = (offset, d.elements), width
         offset += d.elements
-        width += _chunks(d.elements, PMAX)
+        width += column_count(d.elements, PMAX)
     return Pack(PACK_NAME, members, offset, columns, width, {name: j for j, name in enumerate(ints)})
 
 
@@ -224,12 +224,12 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
     out = dict(arrays)
     for name, layout in packs.items():
         if name == COLUMNS_NAME:
-            width = max(int(j) + _chunks(int(n), PMAX) for _, j, n in layout)
+            width = max(int(j) + column_count(int(n), PMAX) for _, j, n in layout)
             grid = np.zeros((PMAX, width), np.float32)
             for member, j, n in layout:
-                padded = np.zeros(_chunks(int(n), PMAX) * PMAX, np.float32)
+                padded = np.zeros(column_count(int(n), PMAX) * PMAX, np.float32)
                 padded[: int(n)] = np.asarray(arrays[member], np.float32).reshape(-1)
-                grid[:, int(j) : int(j) + _chunks(int(n), PMAX)] = padded.reshape(-1, PMAX).T
+                grid[:, int(j) : int(j) + column_count(int(n), PMAX)] = padded.reshape(-1, PMAX).T
             out[name] = grid.reshape(-1)
             continue
         total = sum(int(n) for _, _, n in layout)

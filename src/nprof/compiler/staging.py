@@ -75,8 +75,8 @@ class OutputStage:
                 or a.tensor in self.unstageable):  # fmt: skip
             return False
         if a.tensor not in self.columns:
-            first = max((j + _chunks(self.sizes[m], pmax) for m, j in self.columns.items()), default=0)
-            if first + _chunks(n, pmax) > STAGE_COLUMNS:
+            first = max((j + column_count(self.sizes[m], pmax) for m, j in self.columns.items()), default=0)
+            if first + column_count(n, pmax) > STAGE_COLUMNS:
                 return False
             if self.tile is None:
                 self.tile = nl.ndarray((pmax, STAGE_COLUMNS), dtype=nl.float32, buffer=nl.sbuf)
@@ -134,12 +134,12 @@ class OutputStage:
         from nprof.compiler.kernels.hbm import window
 
         pmax = self.pmax
-        for name in [m for m in self.columns if len(self.chunks.get(m, ())) < _chunks(self.sizes[m], pmax)]:
+        for name in [m for m in self.columns if len(self.chunks.get(m, ())) < column_count(self.sizes[m], pmax)]:
             self._store(name)  # not every chunk staged: the others were written to its own tensor
             del self.columns[name]
         if not self.columns or self.tile is None:
             return 0
-        k = max(j + _chunks(self.sizes[m], pmax) for m, j in self.columns.items())
+        k = max(j + column_count(self.sizes[m], pmax) for m, j in self.columns.items())
         self.builder.hbm_tensor(self.name, (pmax * k,), self.dtype, "output", None)
         self.busy = True
         try:
@@ -159,7 +159,8 @@ def finish_stage(stage: OutputStage) -> int:
         stage.tile = None
 
 
-def _chunks(n: int, pmax: int) -> int:
+def column_count(n: int, pmax: int) -> int:
+    """The columns of `pmax` rows that hold `n` elements (a partial last column counts)."""
     return -(-n // pmax)
 
 
@@ -211,6 +212,6 @@ def unpack_outputs(program: Program, outputs: Mapping[str, np.ndarray]) -> dict[
         table = np.asarray(out.pop(name)).reshape(-1, int(k))
         rows = table.shape[0]
         for member, j, n in layout:  # chunk c of a member in its column j + c
-            columns = table[:, int(j) : int(j) + _chunks(int(n), rows)]
+            columns = table[:, int(j) : int(j) + column_count(int(n), rows)]
             out[member] = np.ascontiguousarray(columns.T).reshape(-1)[: int(n)]
     return out
