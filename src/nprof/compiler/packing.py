@@ -44,7 +44,7 @@ from nprof.compiler.staging import (  # noqa: F401  (re-exported: the packing AP
     OUT_PACK_NAME,
     OUT_PACKED_META,
     OutputStage,
-    _chunk_of,
+    chunk_of,
     column_count,
     finish_stage,
     staged_program,
@@ -110,7 +110,7 @@ PMAX = 128  # partitions of the column pack (both presets)
 def in_columns(pack: Pack, a: Access) -> Access | None:
     """`a` (an access of a member) as the same elements of the column pack, when it is a column within one
     chunk (partition stride 1, one element per partition); else None."""
-    chunk = _chunk_of(a, PMAX)
+    chunk = chunk_of(a, PMAX)
     if a.tensor not in pack.columns or a.partition_stride != 1 or a.free_elements != 1 or chunk is None:
         return None
     return Access(Space.HBM, COLUMNS_NAME, "float32", (a.offset % PMAX) * pack.width + pack.columns[a.tensor] + chunk,

@@ -97,7 +97,7 @@ class OutputStage:
         pmax = self.pmax
         for a in (*reads, *outs) if self.max_elements > 1 else ():  # an access of a scalar is in its one chunk
             if (a.space is Space.HBM and a.tensor not in self.unstageable and a.partitions * a.free_elements > 1
-                    and _chunk_of(a, pmax) is None):  # fmt: skip
+                    and chunk_of(a, pmax) is None):  # fmt: skip
                 self.unstageable.add(a.tensor)  # its accesses could not move into the pack
         if not self.columns:
             return
@@ -164,7 +164,7 @@ def column_count(n: int, pmax: int) -> int:
     return -(-n // pmax)
 
 
-def _chunk_of(a: Access, pmax: int) -> int | None:
+def chunk_of(a: Access, pmax: int) -> int | None:
     """The chunk (elements k * pmax.. of its tensor) holding every element of `a`, or None when `a` spans
     more than one."""
     last = a.offset + (a.partitions - 1) * max(a.partition_stride, 0) + sum((n - 1) * max(s, 0) for s, n in a.free)
@@ -183,7 +183,7 @@ def staged_program(program: Program, columns: Mapping[str, int], sizes: Mapping[
     def acc(a: Access) -> Access:
         if a.space is not Space.HBM or a.tensor not in columns:
             return a
-        chunk = _chunk_of(a, pmax)
+        chunk = chunk_of(a, pmax)
         assert chunk is not None, f"an access of staged output {a.tensor} spans chunks"  # unstaged when read so
         return dataclasses.replace(a, tensor=name, offset=(a.offset % pmax) * k + columns[a.tensor] + chunk,
                                    partition_stride=a.partition_stride * k,
