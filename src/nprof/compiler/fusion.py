@@ -66,7 +66,7 @@ class FusingBuilder(ProgramBuilder):
         self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._loads: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (last loading scope, its loads)
-        self._covered: dict[tuple[str, int], bool] = {}
+        self._covered: dict[tuple[str, int, str], bool] = {}
         self._dma_count = 0
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)

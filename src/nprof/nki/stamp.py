@@ -50,7 +50,7 @@ def _instruction(*values: Any) -> Instruction:
     return ins
 
 
-class _Codes(dict):  # type: ignore[type-arg]
+class _Codes(dict[Any, int]):
     """Small-int codes of names and dtypes (equal strings, equal codes)."""
 
     def of(self, value: Any) -> int:
