@@ -146,3 +146,40 @@ def test_random_tilings(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(3):
         k, m, n = rng.choice([1, 2, 5]), rng.choice([8, 9, 12]), rng.choice([1, 2, 3])
         assert _three(tiled, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m - 5
+
+
+def test_stamped_programs_stay_columnar_through_simulation() -> None:
+    """Timing-only simulation reads the stamped chunks as columns (no Instruction made) and gives the same
+    profile as the same Program with its instructions made into objects."""
+    import dataclasses
+
+    from nprof.device import simulate
+    from nprof.program.lazy import Instructions
+
+    for kernel, shapes in ((tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)]), (transposing, [(11 * T, T), (T, T)]),
+                           (activations, [(10 * T, 256), (T, 1)])):  # fmt: skip
+        lazy = _trace(kernel, shapes)
+        assert isinstance(lazy.instructions, Instructions) and not lazy.instructions.materialized
+        fast = simulate(lazy, numerics=False).profile
+        assert not lazy.instructions.materialized
+        plain = simulate(dataclasses.replace(lazy, instructions=tuple(lazy.instructions)), numerics=False).profile
+        for field in ("instructions", "dma", "counters"):
+            assert getattr(fast, field).equals(getattr(plain, field)), (kernel.__name__, field)
+
+
+def test_validate_checks_stamped_operands() -> None:
+    """An HBM operand of a stamped iteration out of its tensor is refused with the message the plain check
+    gives (the first offending instruction)."""
+    import dataclasses
+
+    from nprof.errors import NprofError
+    from nprof.program.model import TensorDecl
+
+    lazy = _trace(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)])
+    small = tuple(TensorDecl(t.name, (4 * T, 7 * T), t.dtype, t.kind) if t.name == "lhsT" else t for t in lazy.tensors)
+    messages = []
+    for instrs in (lazy.instructions, tuple(lazy.instructions)):
+        with pytest.raises(NprofError) as err:
+            dataclasses.replace(lazy, tensors=small, instructions=instrs).validate()
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "out of bounds" in messages[0]

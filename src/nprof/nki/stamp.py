@@ -10,7 +10,8 @@ logged (then nothing else observes the individual requests).
 How: the tiles are placed by the builder's own allocator, iteration by iteration in event order (allocations
 and frees only: no tile objects); every operand's integers are computed for all iterations at once (numpy); one
 call of compiled code (`nprof.nki.depbatch`) registers every instruction with the dependency tracker's core and
-makes the matmul decisions in order; the `Instruction`s are then built from the results.
+makes the matmul decisions in order. The results are kept as a columnar chunk of the builder's instructions
+(`nprof.nki.stamp_chunk`), made into `Instruction` objects only when someone reads them.
 """
 
 from __future__ import annotations
@@ -19,35 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nprof.arch.isa import ITEMSIZE, Access, Engine, Instruction, Opcode, Space
+from nprof.arch.isa import ITEMSIZE, Access, Opcode, Space
 from nprof.nki import depbatch
 from nprof.nki.alloc import OutOfMemory
 from nprof.nki.deps import _ONCHIP
+from nprof.nki.stamp_chunk import StampedChunk
 from nprof.nki.tiles import MAX_ALLOC_RECORDS
 
 if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
-
-_FIELDS = ("space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride")
-_ACCESS_SET = [Access.__dict__[f].__set__ for f in _FIELDS]  # (slots: frozen __init__ is twice as slow)
-_INSTR_FIELDS = ("engine", "opcode", "outs", "ins", "attrs", "deps", "queue", "source", "layer", "hlo_name")
-_INSTR_SET = [Instruction.__dict__[f].__set__ for f in _INSTR_FIELDS]
-
-
-def _access(space: Space, tensor: str, dtype: str, offset: int, parts: int, free: Any, start: int, stride: int
-            ) -> Access:  # fmt: skip
-    """Access(...) with the same field values, built through the slot descriptors."""
-    a = object.__new__(Access)
-    s0, s1, s2, s3, s4, s5, s6, s7 = _ACCESS_SET
-    s0(a, space), s1(a, tensor), s2(a, dtype), s3(a, offset), s4(a, parts), s5(a, free), s6(a, start), s7(a, stride)
-    return a
-
-
-def _instruction(*values: Any) -> Instruction:
-    ins = object.__new__(Instruction)
-    for setter, value in zip(_INSTR_SET, values, strict=True):
-        setter(ins, value)
-    return ins
 
 
 class _Codes(dict):  # type: ignore[type-arg]
@@ -245,56 +226,12 @@ def stamp(builder: ProgramBuilder, events: list[Any], ints: list[int], step: lis
                                        out, np.empty(4 * made + 16, np.int64), dep_off, len(t.tiles))  # fmt: skip
     tracker._e, tracker._p, tracker._t = E, P, T
     tracker._count = max(tracker._count, int(state[0]))
-    _instructions(builder, t, values.tolist(), offsets.tolist(), names, out[:n].tolist(), deps, dep_off[: n + 1])
+    layer, hlo = (builder._scopes[-1][0], builder._scopes[-1][1]) if builder._scopes else (None, None)
+    chunk = StampedChunk(t.ops, t.operands, values, offsets, names, out[:n], deps, dep_off[: n + 1], (layer, hlo))
+    start = len(builder._instructions)
+    builder._instructions.add_chunk(chunk)
     if state[4] == -2:
         builder._stationary = None
     elif state[4] >= 0:
-        first_new = len(builder._instructions) - n
-        ldw = builder._instructions[first_new + int(state[4])]
-        builder._stationary = (ldw.ins[0], first_new + int(state[4]))
-
-
-def _instructions(builder: ProgramBuilder, t: _Template, values: list[list[int]], offsets: list[list[int]],
-                  names: list[list[str]], made: list[list[int]], deps: np.ndarray, dep_off: np.ndarray
-                  ) -> None:  # fmt: skip
-    """Append the `Instruction`s depbatch made (rows of `made`) to the builder's list."""
-    layer, hlo = (builder._scopes[-1][0], builder._scopes[-1][1]) if builder._scopes else (None, None)
-    bounds = dep_off.tolist()
-    flat = deps[: bounds[-1]].tolist()
-    operands = t.operands
-    cache: dict[int, Access] = {}
-    row_j = -1
-    append = builder._instructions.append
-    hbm = Space.HBM
-    accumulate = ((("accumulate", False),), (("accumulate", True),))
-
-    def access(k: int) -> Access:
-        a = cache.get(k)
-        if a is None:
-            key, col = operands[k]
-            x, y = vals[col], vals[col + 1]
-            if key[0] == "H":
-                a = _access(hbm, key[1], key[2], x, key[3], key[4], 0, y)
-            elif key[0] == "P":
-                a = _access(key[1], key[2], key[3], x, key[4], key[5], y, 1)
-            else:
-                tile = key[2][1]
-                a = _access(key[1], tile_names[tile], key[3], tile_off[tile] + x, key[4], key[5], y, 1)
-            cache[k] = a
-        return a
-
-    for i, (ev, j, what, acc) in enumerate(made):
-        if j != row_j:
-            row_j, vals, tile_off, tile_names = j, values[j], offsets[j], names[j]
-            cache.clear()
-        engine, opcode, outs, ins, attrs_, queue, source = t.ops[ev]
-        dep = tuple(flat[bounds[i] : bounds[i + 1]])
-        if what == 0:
-            made_outs, made_ins = tuple(map(access, outs)), tuple(map(access, ins))
-            append(_instruction(engine, opcode, made_outs, made_ins, attrs_, dep, queue, source, layer, hlo))
-        elif what == 1:
-            append(_instruction(Engine.TENSOR, Opcode.LDWEIGHTS, (), (access(ins[0]),), (), dep, -1, source, layer,
-                                hlo))  # fmt: skip
-        else:
-            append(_instruction(Engine.TENSOR, Opcode.MATMUL, (access(outs[0]),), (access(ins[0]), access(ins[1])),
-                                accumulate[acc], dep, -1, source, layer, hlo))  # fmt: skip
+        row = int(state[4])
+        builder._stationary = (chunk.operand(row, "ins", 0), start + row)
