@@ -183,3 +183,70 @@ def test_validate_checks_stamped_operands() -> None:
             dataclasses.replace(lazy, tensors=small, instructions=instrs).validate()
         messages.append(str(err.value))
     assert messages[0] == messages[1] and "out of bounds" in messages[0]
+
+
+def blocked(lhsT, rhs):
+    """K blocks accumulated in one SBUF result row through an index helper, blocks freed with `del`."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    kb, mt, nt = 2, M // T, N // 512
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+
+    def cols(i, j):
+        """The [T, 512] result slot (i, j) of the accumulator row (no `//`: a helper must be affine)."""
+        first = (i * nt + j) * 512
+        return slice(first, first + 512)
+
+    for n in nl.affine_range(N // 512):
+        res = nl.zeros((nl.par_dim(T), mt * nt * 512), dtype=nl.float32, buffer=nl.sbuf)
+        for b in nl.sequential_range(K // (kb * T)):
+            w = nl.ndarray((kb, nl.par_dim(T), 512), dtype=rhs.dtype, buffer=nl.sbuf)
+            for k in nl.affine_range(kb):
+                w[k] = nl.load(rhs[(b * kb + k) * T : (b * kb + k + 1) * T, n * 512 : (n + 1) * 512])
+            for i in nl.affine_range(mt):
+                acc = nl.zeros((T, 512), nl.float32, buffer=nl.psum)
+                for k in nl.affine_range(kb):
+                    a = nl.load(lhsT[(b * kb + k) * T : (b * kb + k + 1) * T, i * T : (i + 1) * T])
+                    acc += nisa.nc_matmul(a, w[k])
+                res[:, cols(i, n)] += acc
+            del w
+        for i in nl.affine_range(mt):
+            row = nl.copy(res[:, cols(i, n)], dtype=out.dtype)
+            nl.store(out[i * T : (i + 1) * T, n * 512 : (n + 1) * 512], value=row)
+        del res
+    return out
+
+
+ROWS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+
+
+def _row_of(r):
+    return ROWS[r]  # (a subscript: not a pure helper)
+
+
+def listed_helper(x):
+    """A helper reading a global list by the loop index: must not replay."""
+    out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(len(ROWS)):
+        nl.store(out[0:T, 0:8], value=nl.load(x[_row_of(r) * T : _row_of(r) * T + T, 0:8]))
+    return out
+
+
+def floor_helper(x):
+    """A helper with `//`: piecewise constant in the loop index (affine over the four logged iterations)."""
+    out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+
+    def quad(r):
+        return r // 4
+
+    for r in nl.affine_range(10):
+        nl.store(out[0:T, 0:8], value=nl.load(x[quad(r) * T : quad(r) * T + T, 0:8]))
+    return out
+
+
+def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _three(blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)], monkeypatch) > 0
+    assert _three(floor_helper, [(3 * T, 8)], monkeypatch) == 0
+    loops = replay.STATS["loops"]
+    assert _three(listed_helper, [(10 * T, 8)], monkeypatch) == 0
+    assert replay.STATS["loops"] == loops
