@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
 
 
-class _Codes(dict):  # type: ignore[type-arg]
+class _Codes(dict):
     """Small-int codes of names and dtypes (equal strings, equal codes)."""
 
     def of(self, value: Any) -> int:

@@ -85,7 +85,7 @@ class StampedChunk:
         """(opcode, read operands of the first iteration) of each kind of instruction the chunk may hold (for
         scans of opcodes and operand dtypes, which do not change from iteration to iteration)."""
         vals, tile_off, tile_names = self.values[0].tolist(), self.offsets[0].tolist(), self.names[0]
-        out = []
+        out: list[tuple[Opcode, tuple[Access, ...]]] = []
         for _, opcode, _, ins, _, _, _ in self.ops:
             made = tuple(self._make(k, vals, tile_off, tile_names) for k in ins)
             out += [(opcode, made)] if opcode is not None else [(Opcode.LDWEIGHTS, made[:1]), (Opcode.MATMUL, made)]
