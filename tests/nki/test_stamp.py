@@ -250,3 +250,10 @@ def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
     loops = replay.STATS["loops"]
     assert _three(listed_helper, [(10 * T, 8)], monkeypatch) == 0
     assert replay.STATS["loops"] == loops
+
+
+def test_inner_loops_stamped_while_the_outer_loop_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The n loop stamps inside the m loop's logged iterations (its recorder told in bulk); the m loop then
+    replays whole n loops: 4 + 5 * 4 iterations stamped, the Program as the plain trace's."""
+    assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - 5) + 5 * (9 - 5)
+    assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - 5) + 5 * (9 - 5)

@@ -4,8 +4,8 @@ Contract: `stamp(builder, events, ints, step, first, last)` makes the builder re
 first..last-1 of a loop whose template (`replay.template`: events, the integers of iteration first-1, their step)
 is known, and leaves the builder exactly as calling `replay.replay` for each iteration would: the same
 instructions (operands, attrs, dependencies, DMA queues, sources), tile names, allocator state and allocation
-records, dependency-tracker state and loaded matmul weights. It is used only where no enclosing loop is being
-logged (then nothing else observes the individual requests).
+records, dependency-tracker state and loaded matmul weights; and the recorders of enclosing loops being logged
+get the events a replay would have given them (`nprof.nki.stamp_tell`).
 
 How: the tiles are placed by the builder's own allocator, iteration by iteration in event order (allocations
 and frees only: no tile objects); every operand's integers are computed for all iterations at once (numpy); one
@@ -25,6 +25,7 @@ from nprof.nki import depbatch
 from nprof.nki.alloc import OutOfMemory
 from nprof.nki.deps import _ONCHIP
 from nprof.nki.stamp_chunk import StampedChunk
+from nprof.nki.stamp_tell import tell
 from nprof.nki.tiles import MAX_ALLOC_RECORDS
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class _Template:
         self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
         self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source) / ("f", t)
         self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
+        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source) / ("free",
+        # tile) / ("op", index into ops), for recorders of enclosing loops (nprof.nki.stamp_tell)
         self.operands: list[tuple[Any, ...]] = []
         self.col = 0  # next integer column
         self.per_iteration = 0  # instructions at most
@@ -68,11 +71,14 @@ class _Template:
             parts = shape[axis] if shape else 1
             self.tiles.append((space, dtype, shape, axis, nbytes, align, parts))
             self.steps.append(("a", len(self.tiles) - 1))
+            self.order.append(("alloc", ev))
         elif kind == "mat":
             self.steps.append(("m", ev[1][1], ev[2]))
+            self.order.append(("mat", ev[1][1], ev[2]))
             self.row += (depbatch.MAT, ev[1][1])
         elif kind == "free":
             self.steps.append(("f", ev[1][1]))
+            self.order.append(("free", ev[1][1]))
         elif kind == "app":
             _, engine, opcode, outs_k, ins_k, attrs_, source = ev
             outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
@@ -83,6 +89,7 @@ class _Template:
             self.row += (depbatch.APP, len(self.ops), int(opcode is Opcode.TRANSPOSE), len(ins), len(outs))
             for k in (*ins, *outs):
                 self._encode(k)
+            self.order.append(("op", len(self.ops)))
             self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
             self.per_iteration += 1
         else:  # "mm"
@@ -93,6 +100,7 @@ class _Template:
                          placed[1] if fixed else placed[2])  # fmt: skip
             for k in (stat, mov, out):
                 self._encode(k)
+            self.order.append(("op", len(self.ops)))
             self.ops.append((None, None, (out,), (stat, mov), None, -1, source))
             self.per_iteration += 2
 
@@ -130,6 +138,15 @@ class _Template:
 def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
     """Place every iteration's tiles with the builder's allocator, in event order: (byte offsets [iterations,
     tiles], names); allocation records and the tile counter as the plain replay leaves them."""
+    listeners = builder._sbuf.listener, builder._psum.listener
+    builder._sbuf.listener = builder._psum.listener = None  # (enclosing loops' recorders are told by stamp_tell)
+    try:
+        return _placed(builder, t, iterations)
+    finally:
+        builder._sbuf.listener, builder._psum.listener = listeners
+
+
+def _placed(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
     offsets = np.zeros((iterations, len(t.tiles)), np.int64)
     names: list[list[str]] = []
     records = builder.allocations
@@ -235,3 +252,5 @@ def stamp(builder: ProgramBuilder, events: list[Any], ints: list[int], step: lis
     elif state[4] >= 0:
         row = int(state[4])
         builder._stationary = (chunk.operand(row, "ins", 0), start + row)
+    if builder._rec is not None:  # an enclosing loop is being logged: told what a replay would have told it
+        tell(builder, t.order, t.operands, chunk)
