@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nprof.arch.isa import ITEMSIZE, Access, Opcode, Space
-from nprof.nki import depbatch
+from nprof.nki import alloc_batch, depbatch
 from nprof.nki.alloc import OutOfMemory
 from nprof.nki.deps import _ONCHIP
 from nprof.nki.stamp_chunk import StampedChunk
@@ -147,36 +147,54 @@ def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.n
 
 
 def _placed(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
+    """`_place` with the listeners off: SBUF and PSUM placed by the compiled allocator (`nprof.nki.alloc_batch`,
+    each memory on its own: a step touches one), then names and allocation records."""
     offsets = np.zeros((iterations, len(t.tiles)), np.int64)
+    failures = []
+    for memory, allocator in ((Space.SBUF, builder._sbuf), (Space.PSUM, builder._psum)):
+        steps = [(1 if step[0] == "m" else 2, step[1], t.tiles[step[1]][4], t.tiles[step[1]][5] or 0, p)
+                 for p, step in enumerate(t.steps) if step[0] != "a" and t.tiles[step[1]][0] is memory]  # fmt: skip
+        if not steps:
+            continue
+        state, starts, ends, pinned = alloc_batch.load(allocator)
+        placed, starts, ends = alloc_batch.run(state, starts, ends, pinned, np.asarray(steps, np.int64), iterations,
+                                               len(t.tiles))  # fmt: skip
+        alloc_batch.store(allocator, state, starts, ends)
+        if state[alloc_batch.FAIL]:  # (the first failure in event order is the one a replay meets)
+            step = steps[int(state[alloc_batch.FAIL_R])]
+            err = OutOfMemory(int(state[alloc_batch.FAIL]), int(state[alloc_batch.LIVE]), allocator.capacity)
+            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err))
+        mine = [k for k, tile in enumerate(t.tiles) if tile[0] is memory]
+        offsets[:, mine] = placed[:, mine]
+    if failures:
+        _, tile, err = min(failures, key=lambda f: f[0])
+        raise builder.over_capacity(_stand_in(builder, tile), err)
+    return offsets, _names(builder, t, iterations, offsets)
+
+
+def _names(builder: ProgramBuilder, t: _Template, iterations: int, offsets: np.ndarray) -> list[list[str]]:
+    """The tiles' names (the builder's counter advanced as `new_tile` advances it) and allocation records."""
     names: list[list[str]] = []
     records = builder.allocations
+    prefix = ["sbuf" if tile[0] is Space.SBUF else "psum" for tile in t.tiles]
+    mats = [step for step in t.steps if step[0] == "m"]
     here = None
     for j in range(iterations):
-        row_names = [""] * len(t.tiles)
-        row_off = [0] * len(t.tiles)
-        for step in t.steps:
-            tile = t.tiles[step[1]]
-            allocator = builder._sbuf if tile[0] is Space.SBUF else builder._psum
-            if step[0] == "a":
-                builder._counter += 1
-                row_names[step[1]] = f"{'sbuf' if tile[0] is Space.SBUF else 'psum'}_{builder._counter}"
-            elif step[0] == "m":
-                try:
-                    offset = allocator.alloc(tile[4], tile[5])
-                except OutOfMemory as err:
-                    raise builder.over_capacity(_stand_in(builder, tile), err) from None
-                row_off[step[1]] = offset
-                if len(records) < MAX_ALLOC_RECORDS:
-                    source = step[2]
-                    if source is None:
-                        here = here or builder.source()
-                        source = here
-                    records.append([str.__str__(tile[0]), row_names[step[1]], offset, tile[4], tile[6], source])
-            else:
-                allocator.free(row_off[step[1]])
-        offsets[j] = row_off
-        names.append(row_names)
-    return offsets, names
+        counter = builder._counter
+        row = [f"{prefix[k]}_{counter + k + 1}" for k in range(len(t.tiles))]
+        builder._counter = counter + len(t.tiles)
+        names.append(row)
+        if len(records) < MAX_ALLOC_RECORDS:
+            at = offsets[j].tolist()
+            for _, k, source in mats:
+                if len(records) >= MAX_ALLOC_RECORDS:
+                    break
+                if source is None:
+                    here = here or builder.source()
+                    source = here
+                tile = t.tiles[k]
+                records.append([str.__str__(tile[0]), row[k], at[k], tile[4], tile[6], source])
+    return names
 
 
 def _stand_in(builder: ProgramBuilder, tile: tuple[Any, ...]) -> Any:
