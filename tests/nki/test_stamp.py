@@ -191,13 +191,13 @@ def blocked(lhsT, rhs):
     N = rhs.shape[1]
     kb, mt, nt = 2, M // T, N // 512
     out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-
-    def cols(i, j):
-        """The [T, 512] result slot (i, j) of the accumulator row (no `//`: a helper must be affine)."""
-        first = (i * nt + j) * 512
-        return slice(first, first + 512)
-
     for n in nl.affine_range(N // 512):
+
+        def cols(i, j):
+            """The [T, 512] result slot (i, j) of the accumulator row (no `//`: a helper must be affine)."""
+            first = (i * nt + j) * 512
+            return slice(first, first + 512)
+
         res = nl.zeros((nl.par_dim(T), mt * nt * 512), dtype=nl.float32, buffer=nl.sbuf)
         for b in nl.sequential_range(K // (kb * T)):
             w = nl.ndarray((kb, nl.par_dim(T), 512), dtype=rhs.dtype, buffer=nl.sbuf)
@@ -244,7 +244,21 @@ def floor_helper(x):
     return out
 
 
+def _rows(r, width):
+    """Rows r*T .. r*T + T of a [*, width] input (a pure helper of the module)."""
+    return slice(r * T, r * T + T), slice(0, width)
+
+
+def helper_rows(x):
+    """A module-level pure helper picks each iteration's rows."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(x.shape[0] // T):
+        nl.store(out[_rows(r, 8)], value=nl.exp(nl.load(x[_rows(r, 8)])))
+    return out
+
+
 def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _three(helper_rows, [(10 * T, 8)], monkeypatch) == 10 - 5
     assert _three(blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)], monkeypatch) > 0
     assert _three(floor_helper, [(3 * T, 8)], monkeypatch) == 0
     loops = replay.STATS["loops"]

@@ -52,7 +52,7 @@ def _loop_node(frame: FrameType) -> ast.For | None:
 
 def _check_loop(frame: FrameType) -> bool:
     node = _loop_node(frame)
-    helpers: dict[str, CodeType] = {}
+    helpers: dict[str, CodeType | None] = {}
     if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame, helpers):
         return False
     if any(isinstance(s, ast.Delete) and not all(isinstance(t, ast.Name) for t in s.targets)
@@ -85,10 +85,16 @@ def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
     return True
 
 
-def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType]) -> bool:
+def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType | None]) -> bool:
     """The statements of a pure body (see `pure_body`); inner nl loops are pure in turn (their range may be any
     expression of nki calls: a range that varies changes the logged requests, which then do not replay)."""
     for stmt in body:
+        if isinstance(stmt, ast.FunctionDef):  # a helper defined in the body: pure by its code alone
+            slice_ok = frame.f_globals.get("slice", builtins.slice) is builtins.slice and "slice" not in frame.f_locals
+            if not _pure_def(stmt, slice_ok):
+                return False
+            helpers[stmt.name] = None
+            continue
         if isinstance(stmt, ast.For):
             if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
                 return False
@@ -114,7 +120,8 @@ def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType]) 
 
 
 _SUBSCRIPTED: dict[tuple[CodeType, int], frozenset[str]] = {}
-_HELPERS: dict[tuple[CodeType, int], dict[str, CodeType]] = {}  # per loop: the pure helpers it calls, by name
+_HELPERS: dict[tuple[CodeType, int], dict[str, CodeType | None]] = {}  # per loop: its pure helpers (None: def
+# in the body), by name
 _HELPER_OK: dict[CodeType, bool] = {}
 
 
@@ -122,11 +129,13 @@ def _resolve(name: str, frame: FrameType) -> object:
     return frame.f_locals.get(name, frame.f_globals.get(name))
 
 
-def _helper_call(call: ast.Call, frame: FrameType, helpers: dict[str, CodeType]) -> bool:
+def _helper_call(call: ast.Call, frame: FrameType, helpers: dict[str, CodeType | None]) -> bool:
     """A call, with positional arguments only, of a pure helper function (see module doc); noted in `helpers`."""
     func = call.func
     if not isinstance(func, ast.Name) or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
         return False
+    if func.id in helpers and helpers[func.id] is None:
+        return True  # defined by the body itself (checked there)
     value = _resolve(func.id, frame)
     if not isinstance(value, FunctionType):
         return False
@@ -151,16 +160,24 @@ def _pure_helper(fn: FunctionType) -> bool:
     except (OSError, TypeError, SyntaxError, IndentationError):
         return False
     node = tree.body[0] if len(tree.body) == 1 else None
-    if not isinstance(node, ast.FunctionDef) or node.decorator_list or not node.body:
+    if not isinstance(node, ast.FunctionDef):
+        return False
+    slice_ok = fn.__globals__.get("slice", builtins.slice) is builtins.slice and "slice" not in code.co_freevars
+    return _pure_def(node, slice_ok)
+
+
+def _pure_def(node: ast.FunctionDef, slice_ok: bool) -> bool:
+    """The code rules of a pure helper (see `_pure_helper`); `slice_ok`: `slice` names the builtin there."""
+    a = node.args
+    if node.decorator_list or a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults or a.kw_defaults:
         return False
     body = node.body
-    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
     if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
         return False
     if not all(isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in body[:-1]):
         return False
-    builtin_slice = fn.__globals__.get("slice", builtins.slice) is builtins.slice and "slice" not in code.co_freevars
     for stmt in body:
         for sub in ast.walk(stmt):
             if not isinstance(sub, _HELPER_NODES):
@@ -168,7 +185,7 @@ def _pure_helper(fn: FunctionType) -> bool:
             if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
                 return False
             if isinstance(sub, ast.Call) and not (
-                builtin_slice and isinstance(sub.func, ast.Name) and sub.func.id == "slice" and not sub.keywords
+                slice_ok and isinstance(sub.func, ast.Name) and sub.func.id == "slice" and not sub.keywords
             ):
                 return False
     return True
@@ -180,6 +197,8 @@ def _same_helpers(frame: FrameType) -> bool:
     if not helpers:
         return True
     for name, code in helpers.items():
+        if code is None:  # defined in the body
+            continue
         value = _resolve(name, frame)
         if not isinstance(value, FunctionType) or value.__code__ is not code:
             return False
