@@ -46,6 +46,7 @@ def _three(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatc
     monkeypatch.setattr(replay, "STAMP", False)
     each = _trace(kernel, shapes)
     monkeypatch.setattr(replay, "STAMP", True)
+    monkeypatch.setattr(replay, "STAMP_MIN_EVENTS", 0)  # (small test loops stamp too)
     before = replay.STATS["stamped"]
     stamped = _trace(kernel, shapes)
     _same(plain, each, "replayed")
