@@ -46,6 +46,7 @@ def _three(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatc
     monkeypatch.setattr(replay, "STAMP", False)
     each = _trace(kernel, shapes)
     monkeypatch.setattr(replay, "STAMP", True)
+    monkeypatch.setattr(replay, "STAMP_MIN_EVENTS", 0)  # (small test loops stamp too)
     before = replay.STATS["stamped"]
     stamped = _trace(kernel, shapes)
     _same(plain, each, "replayed")
@@ -146,3 +147,128 @@ def test_random_tilings(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(3):
         k, m, n = rng.choice([1, 2, 5]), rng.choice([8, 9, 12]), rng.choice([1, 2, 3])
         assert _three(tiled, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m - 5
+
+
+def test_stamped_programs_stay_columnar_through_simulation() -> None:
+    """Timing-only simulation reads the stamped chunks as columns (no Instruction made) and gives the same
+    profile as the same Program with its instructions made into objects."""
+    import dataclasses
+
+    from nprof.device import simulate
+    from nprof.program.lazy import Instructions
+
+    for kernel, shapes in ((tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)]), (transposing, [(11 * T, T), (T, T)]),
+                           (activations, [(10 * T, 256), (T, 1)])):  # fmt: skip
+        lazy = _trace(kernel, shapes)
+        assert isinstance(lazy.instructions, Instructions) and not lazy.instructions.materialized
+        fast = simulate(lazy, numerics=False).profile
+        assert not lazy.instructions.materialized
+        plain = simulate(dataclasses.replace(lazy, instructions=tuple(lazy.instructions)), numerics=False).profile
+        for field in ("instructions", "dma", "counters"):
+            assert getattr(fast, field).equals(getattr(plain, field)), (kernel.__name__, field)
+
+
+def test_validate_checks_stamped_operands() -> None:
+    """An HBM operand of a stamped iteration out of its tensor is refused with the message the plain check
+    gives (the first offending instruction)."""
+    import dataclasses
+
+    from nprof.errors import NprofError
+    from nprof.program.model import TensorDecl
+
+    lazy = _trace(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)])
+    small = tuple(TensorDecl(t.name, (4 * T, 7 * T), t.dtype, t.kind) if t.name == "lhsT" else t for t in lazy.tensors)
+    messages = []
+    for instrs in (lazy.instructions, tuple(lazy.instructions)):
+        with pytest.raises(NprofError) as err:
+            dataclasses.replace(lazy, tensors=small, instructions=instrs).validate()
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "out of bounds" in messages[0]
+
+
+def blocked(lhsT, rhs):
+    """K blocks accumulated in one SBUF result row through an index helper, blocks freed with `del`."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    kb, mt, nt = 2, M // T, N // 512
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for n in nl.affine_range(N // 512):
+
+        def cols(i, j):
+            """The [T, 512] result slot (i, j) of the accumulator row (no `//`: a helper must be affine)."""
+            first = (i * nt + j) * 512
+            return slice(first, first + 512)
+
+        res = nl.zeros((nl.par_dim(T), mt * nt * 512), dtype=nl.float32, buffer=nl.sbuf)
+        for b in nl.sequential_range(K // (kb * T)):
+            w = nl.ndarray((kb, nl.par_dim(T), 512), dtype=rhs.dtype, buffer=nl.sbuf)
+            for k in nl.affine_range(kb):
+                w[k] = nl.load(rhs[(b * kb + k) * T : (b * kb + k + 1) * T, n * 512 : (n + 1) * 512])
+            for i in nl.affine_range(mt):
+                acc = nl.zeros((T, 512), nl.float32, buffer=nl.psum)
+                for k in nl.affine_range(kb):
+                    a = nl.load(lhsT[(b * kb + k) * T : (b * kb + k + 1) * T, i * T : (i + 1) * T])
+                    acc += nisa.nc_matmul(a, w[k])
+                res[:, cols(i, n)] += acc
+            del w
+        for i in nl.affine_range(mt):
+            row = nl.copy(res[:, cols(i, n)], dtype=out.dtype)
+            nl.store(out[i * T : (i + 1) * T, n * 512 : (n + 1) * 512], value=row)
+        del res
+    return out
+
+
+ROWS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+
+
+def _row_of(r):
+    return ROWS[r]  # (a subscript: not a pure helper)
+
+
+def listed_helper(x):
+    """A helper reading a global list by the loop index: must not replay."""
+    out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(len(ROWS)):
+        nl.store(out[0:T, 0:8], value=nl.load(x[_row_of(r) * T : _row_of(r) * T + T, 0:8]))
+    return out
+
+
+def floor_helper(x):
+    """A helper with `//`: piecewise constant in the loop index (affine over the four logged iterations)."""
+    out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+
+    def quad(r):
+        return r // 4
+
+    for r in nl.affine_range(10):
+        nl.store(out[0:T, 0:8], value=nl.load(x[quad(r) * T : quad(r) * T + T, 0:8]))
+    return out
+
+
+def _rows(r, width):
+    """Rows r*T .. r*T + T of a [*, width] input (a pure helper of the module)."""
+    return slice(r * T, r * T + T), slice(0, width)
+
+
+def helper_rows(x):
+    """A module-level pure helper picks each iteration's rows."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(x.shape[0] // T):
+        nl.store(out[_rows(r, 8)], value=nl.exp(nl.load(x[_rows(r, 8)])))
+    return out
+
+
+def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _three(helper_rows, [(10 * T, 8)], monkeypatch) == 10 - 5
+    assert _three(blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)], monkeypatch) > 0
+    assert _three(floor_helper, [(3 * T, 8)], monkeypatch) == 0
+    loops = replay.STATS["loops"]
+    assert _three(listed_helper, [(10 * T, 8)], monkeypatch) == 0
+    assert replay.STATS["loops"] == loops
+
+
+def test_inner_loops_stamped_while_the_outer_loop_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The n loop stamps inside the m loop's logged iterations (its recorder told in bulk); the m loop then
+    replays whole n loops: 4 + 5 * 4 iterations stamped, the Program as the plain trace's."""
+    assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - 5) + 5 * (9 - 5)
+    assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - 5) + 5 * (9 - 5)

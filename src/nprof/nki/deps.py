@@ -183,7 +183,11 @@ def _warm_core() -> None:
     core.record(t._e, t._p, t._h, t._m, t._t, t._io, 0, 0, 0)
     core.last_writer(t._e, t._p, t._h, t._m, np.array([0, 4, 0, 1, 0, 1, 0], np.int64))
     core.rehash(t._e, t._t, t._t.shape[0])
-    from nprof.nki import depbatch  # (its compiled code too: nprof.nki.stamp)
+    from nprof.nki import alloc_batch, depbatch  # (the compiled code of nprof.nki.stamp too)
+
+    empty = np.zeros((0, 2), np.int64)
+    alloc_batch.run(np.zeros(12, np.int64), empty[:, 0].copy(), empty[:, 0].copy(), empty, np.zeros((0, 5),
+                    np.int64), 0, 0)  # fmt: skip
 
     state = np.zeros(depbatch.KEY, np.int64)
     none = np.zeros((0, 4), np.int64)

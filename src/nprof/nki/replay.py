@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 ENABLED = os.environ.get("NPROF_TRACE_REPLAY", "1") != "0"  # tests switch it off to compare with the plain trace
 STAMP = os.environ.get("NPROF_TRACE_STAMP", "1") != "0"  # iterations made in bulk (nprof.nki.stamp) where allowed
+STAMP_MIN_EVENTS = 64  # events (iterations x body events) below which iterations are replayed one by one
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
 STATS = {"loops": 0, "iterations": 0, "stamped": 0}  # loops and iterations replayed, iterations of them stamped
@@ -294,7 +295,8 @@ class Plan:
         last = self.length - 1
         STATS["loops"] += 1
         STATS["iterations"] += last - n
-        if STAMP and self.outer[0] is None:  # no enclosing loop logs the requests: all iterations at once
+        if STAMP and (last - n) * len(events) >= STAMP_MIN_EVENTS:  # all iterations at once (enclosing loops
+            # being logged are told, nprof.nki.stamp_tell); a few small iterations replay faster one by one
             stamp(self.builder, events, ints, step, n, last)
             STATS["stamped"] += last - n
             return last

@@ -4,13 +4,14 @@ Contract: `stamp(builder, events, ints, step, first, last)` makes the builder re
 first..last-1 of a loop whose template (`replay.template`: events, the integers of iteration first-1, their step)
 is known, and leaves the builder exactly as calling `replay.replay` for each iteration would: the same
 instructions (operands, attrs, dependencies, DMA queues, sources), tile names, allocator state and allocation
-records, dependency-tracker state and loaded matmul weights. It is used only where no enclosing loop is being
-logged (then nothing else observes the individual requests).
+records, dependency-tracker state and loaded matmul weights; and the recorders of enclosing loops being logged
+get the events a replay would have given them (`nprof.nki.stamp_tell`).
 
 How: the tiles are placed by the builder's own allocator, iteration by iteration in event order (allocations
 and frees only: no tile objects); every operand's integers are computed for all iterations at once (numpy); one
 call of compiled code (`nprof.nki.depbatch`) registers every instruction with the dependency tracker's core and
-makes the matmul decisions in order; the `Instruction`s are then built from the results.
+makes the matmul decisions in order. The results are kept as a columnar chunk of the builder's instructions
+(`nprof.nki.stamp_chunk`), made into `Instruction` objects only when someone reads them.
 """
 
 from __future__ import annotations
@@ -19,35 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nprof.arch.isa import ITEMSIZE, Access, Engine, Instruction, Opcode, Space
-from nprof.nki import depbatch
+from nprof.arch.isa import ITEMSIZE, Access, Opcode, Space
+from nprof.nki import alloc_batch, depbatch
 from nprof.nki.alloc import OutOfMemory
 from nprof.nki.deps import ONCHIP_MEMORY
+from nprof.nki.stamp_chunk import StampedChunk
+from nprof.nki.stamp_tell import tell
 from nprof.nki.tiles import MAX_ALLOC_RECORDS
 
 if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
-
-_FIELDS = ("space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride")
-_ACCESS_SET = [Access.__dict__[f].__set__ for f in _FIELDS]  # (slots: frozen __init__ is twice as slow)
-_INSTR_FIELDS = ("engine", "opcode", "outs", "ins", "attrs", "deps", "queue", "source", "layer", "hlo_name")
-_INSTR_SET = [Instruction.__dict__[f].__set__ for f in _INSTR_FIELDS]
-
-
-def _access(space: Space, tensor: str, dtype: str, offset: int, parts: int, free: Any, start: int, stride: int
-            ) -> Access:  # fmt: skip
-    """Access(...) with the same field values, built through the slot descriptors."""
-    a = object.__new__(Access)
-    s0, s1, s2, s3, s4, s5, s6, s7 = _ACCESS_SET
-    s0(a, space), s1(a, tensor), s2(a, dtype), s3(a, offset), s4(a, parts), s5(a, free), s6(a, start), s7(a, stride)
-    return a
-
-
-def _instruction(*values: Any) -> Instruction:
-    ins = object.__new__(Instruction)
-    for setter, value in zip(_INSTR_SET, values, strict=True):
-        setter(ins, value)
-    return ins
 
 
 class _Codes(dict[Any, int]):
@@ -72,6 +54,8 @@ class _Template:
         self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
         self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source) / ("f", t)
         self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
+        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source) / ("free",
+        # tile) / ("op", index into ops), for recorders of enclosing loops (nprof.nki.stamp_tell)
         self.operands: list[tuple[Any, ...]] = []
         self.col = 0  # next integer column
         self.per_iteration = 0  # instructions at most
@@ -87,11 +71,14 @@ class _Template:
             parts = shape[axis] if shape else 1
             self.tiles.append((space, dtype, shape, axis, nbytes, align, parts))
             self.steps.append(("a", len(self.tiles) - 1))
+            self.order.append(("alloc", ev))
         elif kind == "mat":
             self.steps.append(("m", ev[1][1], ev[2]))
+            self.order.append(("mat", ev[1][1], ev[2]))
             self.row += (depbatch.MAT, ev[1][1])
         elif kind == "free":
             self.steps.append(("f", ev[1][1]))
+            self.order.append(("free", ev[1][1]))
         elif kind == "app":
             _, engine, opcode, outs_k, ins_k, attrs_, source = ev
             outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
@@ -102,6 +89,7 @@ class _Template:
             self.row += (depbatch.APP, len(self.ops), int(opcode is Opcode.TRANSPOSE), len(ins), len(outs))
             for k in (*ins, *outs):
                 self._encode(k)
+            self.order.append(("op", len(self.ops)))
             self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
             self.per_iteration += 1
         else:  # "mm"
@@ -112,6 +100,7 @@ class _Template:
                          placed[1] if fixed else placed[2])  # fmt: skip
             for k in (stat, mov, out):
                 self._encode(k)
+            self.order.append(("op", len(self.ops)))
             self.ops.append((None, None, (out,), (stat, mov), None, -1, source))
             self.per_iteration += 2
 
@@ -149,36 +138,63 @@ class _Template:
 def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
     """Place every iteration's tiles with the builder's allocator, in event order: (byte offsets [iterations,
     tiles], names); allocation records and the tile counter as the plain replay leaves them."""
+    listeners = builder._sbuf.listener, builder._psum.listener
+    builder._sbuf.listener = builder._psum.listener = None  # (enclosing loops' recorders are told by stamp_tell)
+    try:
+        return _placed(builder, t, iterations)
+    finally:
+        builder._sbuf.listener, builder._psum.listener = listeners
+
+
+def _placed(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
+    """`_place` with the listeners off: SBUF and PSUM placed by the compiled allocator (`nprof.nki.alloc_batch`,
+    each memory on its own: a step touches one), then names and allocation records."""
     offsets = np.zeros((iterations, len(t.tiles)), np.int64)
+    failures = []
+    for memory, allocator in ((Space.SBUF, builder._sbuf), (Space.PSUM, builder._psum)):
+        steps = [(1 if step[0] == "m" else 2, step[1], t.tiles[step[1]][4], t.tiles[step[1]][5] or 0, p)
+                 for p, step in enumerate(t.steps) if step[0] != "a" and t.tiles[step[1]][0] is memory]  # fmt: skip
+        if not steps:
+            continue
+        state, starts, ends, pinned = alloc_batch.load(allocator)
+        placed, starts, ends = alloc_batch.run(state, starts, ends, pinned, np.asarray(steps, np.int64), iterations,
+                                               len(t.tiles))  # fmt: skip
+        alloc_batch.store(allocator, state, starts, ends)
+        if state[alloc_batch.FAIL]:  # (the first failure in event order is the one a replay meets)
+            step = steps[int(state[alloc_batch.FAIL_R])]
+            err = OutOfMemory(int(state[alloc_batch.FAIL]), int(state[alloc_batch.LIVE]), allocator.capacity)
+            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err))
+        mine = [k for k, tile in enumerate(t.tiles) if tile[0] is memory]
+        offsets[:, mine] = placed[:, mine]
+    if failures:
+        _, tile, err = min(failures, key=lambda f: f[0])
+        raise builder.over_capacity(_stand_in(builder, tile), err)
+    return offsets, _names(builder, t, iterations, offsets)
+
+
+def _names(builder: ProgramBuilder, t: _Template, iterations: int, offsets: np.ndarray) -> list[list[str]]:
+    """The tiles' names (the builder's counter advanced as `new_tile` advances it) and allocation records."""
     names: list[list[str]] = []
     records = builder.allocations
+    prefix = ["sbuf" if tile[0] is Space.SBUF else "psum" for tile in t.tiles]
+    mats = [step for step in t.steps if step[0] == "m"]
     here = None
     for j in range(iterations):
-        row_names = [""] * len(t.tiles)
-        row_off = [0] * len(t.tiles)
-        for step in t.steps:
-            tile = t.tiles[step[1]]
-            allocator = builder._sbuf if tile[0] is Space.SBUF else builder._psum
-            if step[0] == "a":
-                builder._counter += 1
-                row_names[step[1]] = f"{'sbuf' if tile[0] is Space.SBUF else 'psum'}_{builder._counter}"
-            elif step[0] == "m":
-                try:
-                    offset = allocator.alloc(tile[4], tile[5])
-                except OutOfMemory as err:
-                    raise builder.over_capacity(_stand_in(builder, tile), err) from None
-                row_off[step[1]] = offset
-                if len(records) < MAX_ALLOC_RECORDS:
-                    source = step[2]
-                    if source is None:
-                        here = here or builder.source()
-                        source = here
-                    records.append([str.__str__(tile[0]), row_names[step[1]], offset, tile[4], tile[6], source])
-            else:
-                allocator.free(row_off[step[1]])
-        offsets[j] = row_off
-        names.append(row_names)
-    return offsets, names
+        counter = builder._counter
+        row = [f"{prefix[k]}_{counter + k + 1}" for k in range(len(t.tiles))]
+        builder._counter = counter + len(t.tiles)
+        names.append(row)
+        if len(records) < MAX_ALLOC_RECORDS:
+            at = offsets[j].tolist()
+            for _, k, source in mats:
+                if len(records) >= MAX_ALLOC_RECORDS:
+                    break
+                if source is None:
+                    here = here or builder.source()
+                    source = here
+                tile = t.tiles[k]
+                records.append([str.__str__(tile[0]), row[k], at[k], tile[4], tile[6], source])
+    return names
 
 
 def _stand_in(builder: ProgramBuilder, tile: tuple[Any, ...]) -> Any:
@@ -245,56 +261,14 @@ def stamp(builder: ProgramBuilder, events: list[Any], ints: list[int], step: lis
                                        out, np.empty(4 * made + 16, np.int64), dep_off, len(t.tiles))  # fmt: skip
     tracker._e, tracker._p, tracker._t = E, P, T
     tracker._count = max(tracker._count, int(state[0]))
-    _instructions(builder, t, values.tolist(), offsets.tolist(), names, out[:n].tolist(), deps, dep_off[: n + 1])
+    layer, hlo = (builder._scopes[-1][0], builder._scopes[-1][1]) if builder._scopes else (None, None)
+    chunk = StampedChunk(t.ops, t.operands, values, offsets, names, out[:n], deps, dep_off[: n + 1], (layer, hlo))
+    start = len(builder._instructions)
+    builder._instructions.add_chunk(chunk)
     if state[4] == -2:
         builder._stationary = None
     elif state[4] >= 0:
-        first_new = len(builder._instructions) - n
-        ldw = builder._instructions[first_new + int(state[4])]
-        builder._stationary = (ldw.ins[0], first_new + int(state[4]))
-
-
-def _instructions(builder: ProgramBuilder, t: _Template, values: list[list[int]], offsets: list[list[int]],
-                  names: list[list[str]], made: list[list[int]], deps: np.ndarray, dep_off: np.ndarray
-                  ) -> None:  # fmt: skip
-    """Append the `Instruction`s depbatch made (rows of `made`) to the builder's list."""
-    layer, hlo = (builder._scopes[-1][0], builder._scopes[-1][1]) if builder._scopes else (None, None)
-    bounds = dep_off.tolist()
-    flat = deps[: bounds[-1]].tolist()
-    operands = t.operands
-    cache: dict[int, Access] = {}
-    row_j = -1
-    append = builder._instructions.append
-    hbm = Space.HBM
-    accumulate = ((("accumulate", False),), (("accumulate", True),))
-
-    def access(k: int) -> Access:
-        a = cache.get(k)
-        if a is None:
-            key, col = operands[k]
-            x, y = vals[col], vals[col + 1]
-            if key[0] == "H":
-                a = _access(hbm, key[1], key[2], x, key[3], key[4], 0, y)
-            elif key[0] == "P":
-                a = _access(key[1], key[2], key[3], x, key[4], key[5], y, 1)
-            else:
-                tile = key[2][1]
-                a = _access(key[1], tile_names[tile], key[3], tile_off[tile] + x, key[4], key[5], y, 1)
-            cache[k] = a
-        return a
-
-    for i, (ev, j, what, acc) in enumerate(made):
-        if j != row_j:
-            row_j, vals, tile_off, tile_names = j, values[j], offsets[j], names[j]
-            cache.clear()
-        engine, opcode, outs, ins, attrs_, queue, source = t.ops[ev]
-        dep = tuple(flat[bounds[i] : bounds[i + 1]])
-        if what == 0:
-            made_outs, made_ins = tuple(map(access, outs)), tuple(map(access, ins))
-            append(_instruction(engine, opcode, made_outs, made_ins, attrs_, dep, queue, source, layer, hlo))
-        elif what == 1:
-            append(_instruction(Engine.TENSOR, Opcode.LDWEIGHTS, (), (access(ins[0]),), (), dep, -1, source, layer,
-                                hlo))  # fmt: skip
-        else:
-            append(_instruction(Engine.TENSOR, Opcode.MATMUL, (access(outs[0]),), (access(ins[0]), access(ins[1])),
-                                accumulate[acc], dep, -1, source, layer, hlo))  # fmt: skip
+        row = int(state[4])
+        builder._stationary = (chunk.operand(row, "ins", 0), start + row)
+    if builder._rec is not None:  # an enclosing loop is being logged: told what a replay would have told it
+        tell(builder, t.order, t.operands, chunk)
