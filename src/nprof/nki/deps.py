@@ -183,4 +183,10 @@ def _warm_core() -> None:
     core.record(t._e, t._p, t._h, t._m, t._t, t._io, 0, 0, 0)
     core.last_writer(t._e, t._p, t._h, t._m, np.array([0, 4, 0, 1, 0, 1, 0], np.int64))
     core.rehash(t._e, t._t, t._t.shape[0])
+    from nprof.nki import depbatch  # (its compiled code too: nprof.nki.stamp)
+
+    state = np.zeros(depbatch.KEY, np.int64)
+    none = np.zeros((0, 4), np.int64)
+    depbatch.run(t._e, t._p, t._h, t._m, t._t, np.zeros((0, 0), np.int64), t._io, state, none,
+                 np.zeros(1, np.int64), np.zeros(1, np.int64), 0)  # fmt: skip
     _LOADED.append(True)

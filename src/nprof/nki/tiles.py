@@ -113,16 +113,9 @@ class TileAllocation:
         kernel line it is recorded at (default: the running one)."""
         if base.byte_offset >= 0:
             return
-        p = self.preset
         shape, partition_axis, item = base.shape, base.partition_axis, ITEMSIZE[base.dtype]
         blocks = math.prod(shape[:partition_axis])
-        per_block = math.prod(shape[partition_axis + 1 :]) * item
-        nbytes, align, block_elems = blocks * per_block, None, 0
-        if base.space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
-            stride = psum_block_bytes(shape, partition_axis, base.dtype, p.psum_bank_bytes)
-            nbytes, align, block_elems = blocks * stride, max(stride, 64), stride // item
-        elif base.space is Space.PSUM and nbytes > p.psum_bank_bytes:  # a v4 tile of several banks: whole banks
-            align = p.psum_bank_bytes
+        nbytes, align, block_elems = self.placement(shape, base.dtype, base.space, partition_axis)
         allocator = self._sbuf if base.space is Space.SBUF else self._psum
         if self._uses_total is not None and blocks > 1:  # each block its own live range (nprof.nki.blocks)
             stride = block_stride_elems(base)
@@ -147,6 +140,20 @@ class TileAllocation:
                 self.allocations.append([str.__str__(base.space), base.name, offset, nbytes, parts, source])
             if self._rec is not None:
                 self._rec.materialize(base, source)
+
+    def placement(self, shape: tuple[int, ...], dtype: str, space: Space, partition_axis: int
+                  ) -> tuple[int, int | None, int]:  # fmt: skip
+        """(bytes per partition, alignment (None: the allocator's), PSUM element stride between blocks (0: packed))
+        that `materialize` reserves for a tile of this shape."""
+        item = ITEMSIZE[dtype]
+        blocks = math.prod(shape[:partition_axis])
+        per_block = math.prod(shape[partition_axis + 1 :]) * item
+        if space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
+            stride = psum_block_bytes(shape, partition_axis, dtype, self.preset.psum_bank_bytes)
+            return blocks * stride, max(stride, 64), stride // item
+        if space is Space.PSUM and per_block > self.preset.psum_bank_bytes:  # a v4 tile of several banks: whole
+            return per_block, self.preset.psum_bank_bytes, 0  # banks
+        return blocks * per_block, None, 0
 
     def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
         """The error for a tile (or block) that does not fit, at the user's line."""
