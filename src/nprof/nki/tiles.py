@@ -151,8 +151,8 @@ class TileAllocation:
         if space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
             stride = psum_block_bytes(shape, partition_axis, dtype, self.preset.psum_bank_bytes)
             return blocks * stride, max(stride, 64), stride // item
-        if space is Space.PSUM and per_block > self.preset.psum_bank_bytes:  # a v4 tile of several banks: whole
-            return per_block, self.preset.psum_bank_bytes, 0  # banks
+        if space is Space.PSUM and blocks * per_block > self.preset.psum_bank_bytes:  # a v4 tile of whole banks
+            return blocks * per_block, self.preset.psum_bank_bytes, 0
         return blocks * per_block, None, 0
 
     def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
