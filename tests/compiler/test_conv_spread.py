@@ -84,3 +84,32 @@ def test_a_non_finite_input_reaches_only_its_in_block_positions() -> None:
     assert len(extra) and set(extra[:, 0]) == {1} and set(extra[:, 2] % 4) <= {2, 3}  # rows 30, 31 mod 4
     same = np.isfinite(got)
     np.testing.assert_allclose(got[same], want[same], rtol=1e-4, atol=1e-4)
+
+
+def test_split_dims_makes_the_spread_pattern_a_box_every_operand_follows() -> None:
+    """The spread store pattern of a [4, 16, 32, 32] tensor (partition c * 8 + j: rows 4j..4j+3 of channel c,
+    every image) is no box of the NCHW dims; with H split into 8 x 4 it is: the tile spec addresses the very
+    elements of the pattern (brute force) for a contiguous operand, and a scalar broadcast follows it; a
+    channels-last operand cannot (its channels do not merge with the row blocks): no spec."""
+    from nprof.arch.isa import Access, Space
+    from nprof.compiler.fusion import split_dims
+    from nprof.compiler.views import View, retile
+
+    shape = (4, 16, 32, 32)
+    a = Access(Space.HBM, "t", "float32", 0, 128, ((16 * 32 * 32, 4), (1, 128)), 0, 128)
+    contiguous, scalar, last = (16384, 1024, 32, 1), (0, 0, 0, 0), (16384, 1, 512, 16)
+    assert retile([a], shape, [contiguous, scalar]) is None
+    split, strides = split_dims([a], shape, [contiguous, scalar])
+    assert split == [4, 16, 8, 4, 32] and strides == [(16384, 1024, 128, 32, 1), (0, 0, 0, 0, 0)]
+    specs = retile([a], split, strides)
+    assert specs is not None and len(specs) == 1
+
+    def elements(acc: Access) -> set[int]:
+        idx = {acc.offset}
+        for stride, size in ((acc.partition_stride, acc.partitions), *acc.free):
+            idx = {i + stride * s for i in idx for s in range(size)}
+        return idx
+
+    assert elements(specs[0].access(0, View("t", "float32", shape, contiguous, 0))) == elements(a)
+    assert elements(specs[0].access(1, View("u", "float32", shape, scalar, 0))) == {0}
+    assert retile([a], *split_dims([a], shape, [contiguous, last])) is None
