@@ -21,6 +21,7 @@ from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.conv_strided import strided_input_grad
 from nprof.compiler.kernels.conv_taps import live_taps, stacked_input
 from nprof.compiler.kernels.conv_taps import shaped as _shaped
 from nprof.compiler.kernels.hbm import load, store, window
@@ -213,6 +214,9 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
 
 def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], padding: tuple[int, int],
                            dilation: tuple[int, int]) -> None:  # fmt: skip
+    if stride != (1, 1):  # by output phase: no zero-dilated gradient (kernels.conv_strided)
+        strided_input_grad(dx, g, w, stride, padding, dilation)
+        return
     n, c, h, wd = dx.shape
     oc, _, kh, kw = w.shape
     (dh, dw), (ph, pw) = dilation, padding
