@@ -368,7 +368,7 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
             continue
         accesses = builder.tiling(v.tensor, tuple(v.shape))
-        specs = retile(accesses, v.shape, strides) if accesses is not None else None
+        specs = retile(accesses, *split_dims(accesses, v.shape, strides)) if accesses is not None else None
         if specs is not None:
             candidates.append(specs)
     if fallback is not None:
@@ -382,6 +382,29 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         return loads + (0 if kept_out else len(specs))
 
     return min(candidates, key=dmas)
+
+
+def split_dims(accesses: list[Access], shape: Any, strides: list[Any]) -> tuple[list[int], list[tuple[int, ...]]]:
+    """`shape` and the operands' `strides` with a dim split in two wherever a run of `accesses` (patterns on
+    a contiguous tensor of that shape) steps by a multiple f of its contiguous stride below the next dim's:
+    blocks of f rows on partitions (`kernels.norm_spread`'s layout) are then boxes `views.retile` follows.
+    The same elements at the same offsets, for every operand."""
+    from nprof.compiler.views import contiguous_strides
+
+    shape, strides = [int(n) for n in shape], [list(st) for st in strides]
+    steps = {st for a in accesses for st, n in ((a.partition_stride, a.partitions), *a.free) if n > 1 and st > 0}
+    for step in sorted(steps, reverse=True):
+        cs = contiguous_strides(shape)
+        if step in cs:
+            continue
+        d = next((i for i in range(len(shape)) if cs[i] < step and (i == 0 or step < cs[i - 1])), None)
+        if d is None or step % cs[d] or shape[d] % (step // cs[d]):
+            continue
+        f = step // cs[d]
+        shape[d : d + 1] = [shape[d] // f, f]
+        for st in strides:
+            st[d : d + 1] = [st[d] * f, st[d]]
+    return shape, [tuple(st) for st in strides]
 
 
 def dead_stores(program: Program) -> Program:

@@ -39,7 +39,7 @@ def spread_factor(shape: tuple[int, ...]) -> int:
     return k if plane % k == 0 and n * plane // k <= BLOCK else 1
 
 
-def _spread(v: View, k: int) -> Access:
+def spread_access(v: View, k: int) -> Access:
     """[C * k, N, plane / k] of a contiguous [N, C, *spatial] view (see module doc)."""
     n, c, plane = v.shape[0], v.shape[1], numel(v.shape[2:])
     part = plane // k
@@ -79,7 +79,7 @@ def batch_norm_backward_spread(grads: tuple[View | None, ...], g: View, x: View,
     def column(v: View) -> NkiTensor:
         return flat(load(Access(Space.HBM, v.tensor, v.dtype, v.offset, c, ((1, 1),), 0, v.strides[0])))
 
-    gt, xt = flat(load(_spread(g, k))), flat(load(_spread(x, k)))
+    gt, xt = flat(load(spread_access(g, k))), flat(load(spread_access(x, k)))
     mean, rstd = column(stats[0]), column(stats[1])
     if not train:
         rstd = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(rstd, "add", eps))
@@ -104,10 +104,55 @@ def batch_norm_backward_spread(grads: tuple[View | None, ...], g: View, x: View,
                                      op1="multiply", operand1=wide[:, 2:3])  # fmt: skip
         else:
             res = nisa.tensor_scalar(gt, "multiply", spread(scale, k))
-        into = _spread(dx, k)
+        into = spread_access(dx, k)
         store(into, res.unflatten_free(into.shape[1:]))
     if dw is not None:
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset, c, ((1, 1),), 0, dw.strides[0]),
               nisa.tensor_tensor(dot, rstd, "multiply"))  # fmt: skip
     if db is not None:
         store(Access(Space.HBM, db.tensor, db.dtype, db.offset, c, ((1, 1),), 0, db.strides[0]), sum_g)
+
+
+def batch_norm_spread(out: View, x: View, weight: View | None, bias: View | None, eps: float,
+                      k: int) -> tuple[NkiTensor, NkiTensor, NkiTensor]:  # fmt: skip
+    """Training batch-norm forward of a contiguous [N, C, *spatial] x in the spread layout (module doc): per
+    partition BN_STATS/BN_AGGR give its part's mean m_p and variance v_p (equal counts), the channel's
+    mean is the mean of its k m_p and its variance the mean of v_p + (m_p - mean)^2 (the exact pooled
+    variance); out = x * scale + shift with scale = weight * rstd, shift = bias - mean * scale, one ScalarE
+    pass on 128 partitions, stored in the spread pattern. Returns the per-channel [C, 1] (mean, biased
+    variance, rstd) for the running and saved statistics."""
+    from nprof.nki.isa import BN_STATS_FMAX
+
+    c = x.shape[1]
+    xt = flat(load(spread_access(x, k)))
+    free = xt.shape[1]
+    chunks = -(-free // BN_STATS_FMAX)
+    stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
+    for j, f0 in enumerate(range(0, free, BN_STATS_FMAX)):
+        nisa.bn_stats(xt[:, f0 : min(f0 + BN_STATS_FMAX, free)], dst=stats[:, 6 * j : 6 * j + 6])
+    mv = nisa.bn_aggr(stats)  # [128, 2]: each partition's mean and variance
+    mean = nisa.tensor_scalar(per_channel(mv[:, 0:1], k), "multiply", 1.0 / k)
+    apart = nisa.tensor_tensor(mv[:, 0:1], spread(mean, k), "subtract")
+    pooled = nisa.tensor_tensor(apart, apart, "multiply")
+    var = nisa.tensor_scalar(per_channel(nisa.tensor_tensor(pooled, mv[:, 1:2], "add"), k), "multiply", 1.0 / k)
+    rstd = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(var, "add", eps))
+
+    def column(v: View) -> NkiTensor:
+        return flat(load(Access(Space.HBM, v.tensor, v.dtype, v.offset, c, ((1, 1),), 0, v.strides[0])))
+
+    affine = _columns(c, 2)  # scale, shift per channel
+    scale = affine[:, 0:1]
+    if weight is None:
+        nisa.tensor_copy(rstd, dst=scale)
+    else:
+        nisa.tensor_tensor(column(weight), rstd, "multiply", dst=scale)
+    moved = nisa.tensor_tensor(mean, scale, "multiply")
+    if bias is None:
+        nisa.tensor_scalar(moved, "multiply", -1.0, dst=affine[:, 1:2])
+    else:
+        nisa.tensor_tensor(column(bias), moved, "subtract", dst=affine[:, 1:2])
+    wide = spread(affine, k)
+    y = nisa.activation(op="copy", data=xt, scale=wide[:, 0:1], bias=wide[:, 1:2])
+    into = spread_access(out, k)
+    store(into, y.unflatten_free(into.shape[1:]))
+    return mean, var, rstd
