@@ -44,7 +44,7 @@ from nprof.analysis.facts import release as release_facts
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
 from nprof.store.deps_rev import deps_rev_table, write_deps_rev_sql
-from nprof.store.ingest_events import event_columns
+from nprof.store.ingest_events import event_columns, events_only
 from nprof.store.ingest_lod import LOD_SCHEMA as LOD_SCHEMA
 from nprof.store.ingest_lod import lod_table as _lod_table
 from nprof.store.raw_parts import create_views, parts_name, search_path_config, write_parts
@@ -290,8 +290,6 @@ def _timeline_of_profile(
     other timeline tables (lod, rows, opcodes, sources) and the stats for `meta`."""
     p = own.get()
     total_time = p.total_time_ns
-    release_facts(p, keep_strings=True)  # the analysis' per-event arrays are no longer needed: free them first
-    rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
     stats = {
         "total_time_ns": total_time,
         "event_count": p.event_count,
@@ -301,10 +299,15 @@ def _timeline_of_profile(
         "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
     }
     sampled = sorted(v for v in pc.unique(p.counters["name"]).to_pylist() if v is not None)
-    release_facts(p)
+    slim = events_only(p)
+    release_facts(p, keep_strings=True, into=slim)  # the analysis' per-event arrays go, the string codes stay
     del p
-    own.drop()  # the profile's tables go now, before the events, pyramids and analysis tables are written
+    own.drop()  # the other columns go now, before the event columns are gathered
     pa.default_memory_pool().release_unused()  # (Arrow's allocator keeps freed pages otherwise)
+    rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, slim)
+    release_facts(slim)
+    del slim
+    pa.default_memory_pool().release_unused()
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
     write_events(events_table(cols))
