@@ -208,7 +208,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
 def columns_to_profile(trace: FastTrace, path: Path, info: ProfileInfo | None = None) -> Profile:
     """Turn the columns of `chrome_fast.fast_parse` into a Profile (the same as `events_to_profile`)."""
     try:
-        slices = SliceColumns.from_columns(trace.slices)
+        slices = SliceColumns.from_columns(trace.slices, trace.types)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
     trace.slices = {}

@@ -341,7 +341,7 @@ def _instruction_columns(
         "flops": ins.flops[i_order],
         "hw_flops": ins.flops[i_order],
         "hbm_read_bytes": ins.bytes[i_order],
-        "deps": [sorted(set(d)) for d in deps[: len(order)]],
+        "deps": [d if len(d) < 2 else sorted(set(d)) for d in deps[: len(order)]],  # most have 0 or 1
         "iteration": np.asarray(perm([x[2] for x in ins.info]), dtype=np.int32),
     }
 
