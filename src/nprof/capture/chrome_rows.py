@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import eq
+from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -156,24 +156,26 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     kind_l = kind.tolist()
     pids, tids, args = sl.pid, sl.tid, sl.args
     multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
-    dev_labels = [""] * n  # set for the device slices (kind >= 3), the only ones read
     thread_label: dict[tuple[Any, Any], str] = {}
     dev_label: dict[tuple[Any, ...], str] = {}
-    devices, streams = args.raw("device"), args.raw("stream")
-    for i in [i for i, k in enumerate(kind_l) if k >= 3]:
-        key = (pids[i], tids[i])
-        ds = (key[0] if devices[i] is ABSENT else devices[i], key[1] if streams[i] is ABSENT else streams[i])
-        prefix = "mtia" if sl.cat[i].startswith("mtia") else "cuda"
+    dev = np.flatnonzero(kind >= 3).tolist()
+    columns = (pids, tids, args.raw("device"), args.raw("stream"), sl.cat)
+    dev_keys = list(zip(*(map(col.__getitem__, dev) for col in columns), strict=True))
+    label_of: dict[tuple[Any, ...], str] = {}
+    for key in dict.fromkeys(dev_keys):  # distinct (pid, tid, device, stream, cat), in trace order
+        pid, tid, device, stream, cat = key
+        ds = (pid if device is ABSENT else device, tid if stream is ABSENT else stream)
+        prefix = "mtia" if cat.startswith("mtia") else "cuda"
         label = dev_label.get((prefix, *ds)) or dev_label.setdefault((prefix, *ds), f"{prefix}:{ds[0]}:{ds[1]}")
-        dev_labels[i] = label
-        thread_label.setdefault(key, label)
+        label_of[key] = label
+        thread_label.setdefault((pid, tid), label)
     pairs = list(zip(pids, tids, strict=True))
     keymap = {
         key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in set(pairs)
     }
     labels = list(map(keymap.__getitem__, pairs))
-    for i in np.flatnonzero(kind >= 3).tolist():
-        labels[i] = dev_labels[i]
+    for i, label in zip(dev, map(label_of.__getitem__, dev_keys), strict=True):
+        labels[i] = label
     track_names = sorted(set(labels))
     codes = {label: c for c, label in enumerate(track_names)}
     track_code = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
@@ -244,22 +246,22 @@ def _instruction_rows(
     """The instruction rows: the emitted host rows, then the kernels (which take the context and op path
     of their launching op)."""
     r_list = rows.tolist()
-    k_idx = [int(d.idx[j]) for j in d.kern]
+    k_idx = d.idx[np.asarray(d.kern, dtype=np.int64)].tolist()
     n_r, n_k = len(r_list), len(d.kern)
     i_track = np.concatenate([h.track[rows], s.track[k_idx]]) if n_r + n_k else np.zeros(0, np.int64)
-    i_hlo = paths.parent_paths(r_list + [d.launch[j] for j in d.kern])
+    i_hlo = paths.parent_paths(r_list + list(map(d.launch.__getitem__, d.kern)))
     i_ops = operands_all(h.args.take(r_list), HOST_KEYS) + operands_all(s.args.take(k_idx), KERNEL_KEYS)
     return _Instr(
         track=i_track,
         start=np.concatenate([h.start[rows], s.start[k_idx]]).astype(np.int64),
         dur=np.concatenate([h.dur[rows], s.dur[k_idx]]).astype(np.int64),
-        name=[h.names[r] for r in r_list] + [s.names[i] for i in k_idx],
+        name=list(map(h.names.__getitem__, r_list)) + list(map(s.names.__getitem__, k_idx)),
         flops=np.concatenate([flops[rows], d.flops]).astype(np.int64),
         bytes=np.concatenate([read_bytes[rows], d.bytes]).astype(np.int64),
-        info=[info_of[r] for r in r_list] + [info_of.get(d.owner[j], (None, None, 0)) for j in d.kern],
+        info=list(map(info_of.__getitem__, r_list)) + [info_of.get(d.owner[j], (None, None, 0)) for j in d.kern],
         hlo=i_hlo,
         ops=i_ops,
-        owner=list(r_list) + [d.owner[j] for j in d.kern],
+        owner=list(r_list) + list(map(d.owner.__getitem__, d.kern)),
         n_r=n_r,
         n_k=n_k,
     )
@@ -325,24 +327,24 @@ def _instruction_columns(
     order = i_order.tolist()
 
     def perm(values: list[Any]) -> list[Any]:
-        return [values[k] for k in order]
+        return list(map(values.__getitem__, order))
 
     return {
         "id": np.arange(len(order), dtype=np.int64),
         "ts": (ins.start - t0)[i_order],
         "duration": ins.dur[i_order],
         "engine": perm(engines),
-        "track": [track_names[t] for t in ins.track[i_order].tolist()],
+        "track": list(map(track_names.__getitem__, ins.track[i_order].tolist())),
         "opcode": perm(list(map({nm: opcode(nm) for nm in distinct}.__getitem__, ins.name))),
         "operands": perm(ins.ops),
-        "layer": perm([x[0] for x in ins.info]),
+        "layer": perm(list(map(itemgetter(0), ins.info))),
         "hlo_name": perm(ins.hlo),
-        "nki_source_location": perm([x[1] for x in ins.info]),
+        "nki_source_location": perm(list(map(itemgetter(1), ins.info))),
         "flops": ins.flops[i_order],
         "hw_flops": ins.flops[i_order],
         "hbm_read_bytes": ins.bytes[i_order],
         "deps": [d if len(d) < 2 else sorted(set(d)) for d in deps[: len(order)]],  # most have 0 or 1
-        "iteration": np.asarray(perm([x[2] for x in ins.info]), dtype=np.int32),
+        "iteration": np.asarray(perm(list(map(itemgetter(2), ins.info))), dtype=np.int32),
     }
 
 
@@ -363,7 +365,7 @@ def build_profile(
     s = _Slices(sl.name, sl.args, kind, start, dur, end, track_code)
     h = host_slices(s.names, s.args, np.flatnonzero(kind == 2), track_code, start, end)
     ctx_idx = np.flatnonzero(kind == 1)
-    ctx = Context([s.names[i] for i in ctx_idx.tolist()], track_code[ctx_idx], start[ctx_idx], end[ctx_idx])
+    ctx = Context(list(map(s.names.__getitem__, ctx_idx.tolist())), track_code[ctx_idx], start[ctx_idx], end[ctx_idx])
     own, has_inner = own_flops(h)
     # the work level: a counted FLOP op (innermost with a formula) is always one row, never split or
     # absorbed into an enclosing op, so matmul rows do not depend on timing noise
@@ -377,10 +379,10 @@ def build_profile(
     paths = Paths(h)
     d = _device_work(s, h, own_l, flops, read_bytes)
     ins = _instruction_rows(s, h, rows, d, flops, read_bytes, info_of, paths)
-    dma_pos = [j for j, i in enumerate(d.idx.tolist()) if kind[i] >= 4]
-    d_idx = [int(d.idx[j]) for j in dma_pos]
-    d_owner = [d.owner[j] for j in dma_pos]
-    d_host = [d.launch[j] for j in dma_pos]
+    dma_pos = np.flatnonzero(kind[d.idx] >= 4)
+    d_idx = d.idx[dma_pos].tolist()
+    d_owner = list(map(d.owner.__getitem__, dma_pos.tolist()))
+    d_host = list(map(d.launch.__getitem__, dma_pos.tolist()))
     t0 = _t0([ins.start, start[d_idx], h.start, start[d.idx]] + ([c_ns] if len(c_ts) else []))
     i_order, d_order, d_id, deps = _ids_and_deps(s, ins, rows.tolist(), d_idx, d_owner, flows, f_ns, by_thread)
     instructions = _instruction_columns(ins, i_order, deps, t0, track_names)
