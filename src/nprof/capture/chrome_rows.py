@@ -289,7 +289,8 @@ def _ids_and_deps(
     n_i = len(i_order)
     row_id = np.empty(n_i, dtype=np.int64)
     row_id[i_order] = np.arange(n_i)
-    id_of_host = {r: int(row_id[k]) for k, r in enumerate(r_list)}
+    row_id_l = row_id.tolist()
+    id_of_host = dict(zip(r_list, row_id_l, strict=False))  # host rows come first
     d_order = np.argsort(s.start[d_idx], kind="stable") if d_idx else np.zeros(0, np.int64)
     d_id = np.empty(len(d_idx), dtype=np.int64)
     d_id[d_order] = np.arange(len(d_idx)) + n_i
@@ -297,10 +298,10 @@ def _ids_and_deps(
     for k in range(ins.n_r, n_i):
         o = ins.owner[k]
         if o >= 0:
-            deps[int(row_id[k])].append(id_of_host[o])
-    for j, o in enumerate(d_owner):
+            deps[row_id_l[k]].append(id_of_host[o])
+    for j, o in zip(d_id.tolist(), d_owner, strict=True):
         if o >= 0:
-            deps[int(d_id[j])].append(id_of_host[o])
+            deps[j].append(id_of_host[o])
     flow_deps(
         flows,
         f_ns,
@@ -369,7 +370,7 @@ def build_profile(
     own, has_inner = own_flops(h)
     # the work level: a counted FLOP op (innermost with a formula) is always one row, never split or
     # absorbed into an enclosing op, so matmul rows do not depend on timing noise
-    counted = np.asarray([f > 0 and not i for f, i in zip(own, has_inner, strict=True)], dtype=bool)
+    counted = (np.asarray(own, dtype=np.int64) > 0) & ~np.asarray(has_inner, dtype=bool)
     emitted, owner = select_work(h.order, h.parent, h.dur, counted, np.asarray(has_inner, dtype=bool))
     own_l = owner.tolist()
     rows = np.flatnonzero(emitted)
