@@ -9,8 +9,8 @@ dominant input dtype of the FLOP-carrying ops (to choose a device peak).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import eq, itemgetter
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,10 +152,8 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     """(sorted track names, track code per slice, track code per (pid, tid)): device slices by (device,
     stream) from their args; others by (pid, tid), taking the device track of that (pid, tid) when it has
     one (gpu_user_annotation), else "cpu:<tid>" ("cpu:<pid>.<tid>" when host ops come from several pids)."""
-    n = len(kind)
-    kind_l = kind.tolist()
     pids, tids, args = sl.pid, sl.tid, sl.args
-    multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
+    multi = len(set(map(pids.__getitem__, np.flatnonzero(kind == 2).tolist()))) > 1
     thread_label: dict[tuple[Any, Any], str] = {}
     dev_label: dict[tuple[Any, ...], str] = {}
     dev = np.flatnonzero(kind >= 3).tolist()
@@ -169,17 +167,29 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
         label = dev_label.get((prefix, *ds)) or dev_label.setdefault((prefix, *ds), f"{prefix}:{ds[0]}:{ds[1]}")
         label_of[key] = label
         thread_label.setdefault((pid, tid), label)
-    pairs = list(zip(pids, tids, strict=True))
-    keymap = {
-        key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in set(pairs)
-    }
-    labels = list(map(keymap.__getitem__, pairs))
-    for i, label in zip(dev, map(label_of.__getitem__, dev_keys), strict=True):
-        labels[i] = label
-    track_names = sorted(set(labels))
+    pair, first = _pair_codes(pids, tids)  # (pid, tid) code per slice; the first slice of each pair
+    reps = [(pids[i], tids[i]) for i in first]  # each pair as its first slice writes it
+    keymap = {key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in reps}
+    pair_labels = list(map(keymap.__getitem__, reps))
+    dev_labels = list(map(label_of.__getitem__, dev_keys))
+    host_pairs = np.unique(pair[kind < 3]).tolist()
+    track_names = sorted({*map(pair_labels.__getitem__, host_pairs), *dev_labels})
     codes = {label: c for c, label in enumerate(track_names)}
-    track_code = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
+    track_code = np.asarray([codes.get(label, -1) for label in pair_labels], dtype=np.int64)[pair]
+    track_code[dev] = np.fromiter(map(codes.__getitem__, dev_labels), dtype=np.int64, count=len(dev))
     return track_names, track_code, {key: codes[label] for key, label in keymap.items()}
+
+
+def _pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
+    """(code of each slice's (pid, tid) pair, 0..k-1; the first slice of each code): the pairs a dict of
+    (pid, tid) tuples tells apart (1, 1.0 and True are one pid), without a tuple per slice."""
+    n = len(pids)
+    pid_of = {p: i for i, p in enumerate(dict.fromkeys(pids))}
+    tid_of = {t: i for i, t in enumerate(dict.fromkeys(tids))}
+    combo = np.fromiter(map(pid_of.__getitem__, pids), np.int64, n) * len(tid_of)
+    combo += np.fromiter(map(tid_of.__getitem__, tids), np.int64, n)
+    _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first.tolist()
 
 
 def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_bytes: np.ndarray) -> _Device:
