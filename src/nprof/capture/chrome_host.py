@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_not
-from typing import Any
 
 import numpy as np
 
@@ -140,14 +139,15 @@ def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | N
     )
     if not h.any_bwd:
         return info_of
-    fwd: dict[Any, tuple[str | None, str | None]] = {}  # forward ops that created autograd nodes
     seq = h.args.raw("Sequence number")
-    seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and seq[i] is not ABSENT]
+    bwd_of = np.asarray(h.bwd_of, dtype=np.int64)
+    numbered = np.fromiter(map(is_not, seq, repeat(ABSENT)), dtype=bool, count=len(seq))
+    seq_idx = np.flatnonzero((bwd_of < 0) & numbered).tolist()  # forward ops that created autograd nodes
     seq_ctx = ctx.innermost(h.track[seq_idx], h.start[seq_idx], h.end[seq_idx])
     seq_info = {c: ctx.info(c)[:2] for c in set(seq_ctx)}
-    for i, c in zip(seq_idx, seq_ctx, strict=True):
-        fwd.setdefault(seq[i], seq_info[c])
-    for r in rows.tolist():
+    numbers, infos = list(map(seq.__getitem__, seq_idx)), list(map(seq_info.__getitem__, seq_ctx))
+    fwd = dict(zip(reversed(numbers), reversed(infos), strict=True))  # the first op of a sequence number wins
+    for r in rows[bwd_of[rows] >= 0].tolist():
         b = h.bwd_of[r]
         if b >= 0 and (f := fwd.get(None if seq[b] is ABSENT else seq[b])) is not None:
             layer, source, iteration = info_of[r]

@@ -9,8 +9,8 @@ dominant input dtype of the FLOP-carrying ops (to choose a device peak).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -197,15 +197,15 @@ def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_
     row to its first kernel (tensor-engine kernels first) and its input bytes to its earliest kernel (reads
     of device memory; host rows then read none): `flops` and `read_bytes` are zeroed where moved."""
     h_corr = h.args.raw("correlation")
-    corr = {c: i for i, c in enumerate(h_corr) if c is not ABSENT}
+    present = list(map(is_not, h_corr, repeat(ABSENT)))
+    corr = dict(zip(compress(h_corr, present), compress(range(len(h_corr)), present), strict=True))  # last wins
     dev = np.flatnonzero(s.kind >= 3)
-    dev_owner, dev_host = [], []
     s_corr = s.args.raw("correlation")
-    for i in dev.tolist():
-        c = s_corr[i]
-        hi = corr.get(None if c is ABSENT else c, -1)
-        dev_owner.append(own_l[hi] if hi >= 0 else -1)
-        dev_host.append(hi)
+    wanted = list(map(s_corr.__getitem__, dev.tolist()))
+    if ABSENT in wanted:  # no correlation: looked up as null, as `dict.get` reads a missing key
+        wanted = [None if c is ABSENT else c for c in wanted]
+    dev_host = list(map(corr.get, wanted, repeat(-1)))
+    dev_owner = np.asarray([*own_l, -1], dtype=np.int64)[np.asarray(dev_host, dtype=np.int64)].tolist()  # -1: none
     kern_a = np.flatnonzero(s.kind[dev] == 3)
     k_idx = dev[kern_a]
     engines = {nm: engine_of(nm) == "tensor" for nm in {s.names[i] for i in k_idx.tolist()}}
