@@ -208,11 +208,12 @@ def host_read_bytes(h_args: ArgColumns, parent: np.ndarray, emitted: list[int], 
     first = np.flatnonzero(inherited)
     first = first[np.unique(src[first], return_index=True)[1]]  # its first emitted descendant takes it
     take = np.flatnonzero((src >= 0) & (src == em))
-    memo: dict[tuple[int, int], int] = {}
-    for e, s in zip(em[take].tolist() + em[first].tolist(), src[take].tolist() + src[first].tolist(), strict=True):
-        key = (id(dims[s]), id(types[s]))  # the values outlive the memo; equal texts share one (chrome_fast)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = input_bytes(h_args.row(s))
-        out[e] = got
+    rows = np.concatenate([em[take], em[first]])
+    srcs = np.concatenate([src[take], src[first]]).tolist()
+    # one input_bytes per distinct (Input Dims, Input type) objects: the values outlive the keys, and equal
+    # texts share one value (chrome_fast)
+    keys = list(zip(map(id, map(dims.__getitem__, srcs)), map(id, map(types.__getitem__, srcs)), strict=True))
+    one = dict(zip(keys, srcs, strict=True))  # a slice of each key
+    value = {key: input_bytes(h_args.row(s)) for key, s in one.items()}
+    out[rows] = np.fromiter(map(value.__getitem__, keys), dtype=np.int64, count=len(keys))
     return out
