@@ -76,10 +76,10 @@ def strided_input_grad(dx: View, g: View, w: View, stride: tuple[int, int], padd
         cc = min(P, c - c0)
         res = nisa.memset((cc, n, h, wd), 0.0, nl.float32, engine=nisa.gpsimd_engine)
         for (ry, rx), (ay, ax), taps in phases:
-            rows = max(1, min(ay, PSUM_FREE // ax))
-            group = max(1, PSUM_FREE // (ay * ax)) if rows == ay else 1
-            for n0, a0 in itertools.product(range(0, n, group), range(0, ay, rows)):
-                gi, ra = min(group, n - n0), min(rows, ay - a0)
+            row_run = max(1, min(ay, PSUM_FREE // ax))
+            group = max(1, PSUM_FREE // (ay * ax)) if row_run == ay else 1
+            for n0, a0 in itertools.product(range(0, n, group), range(0, ay, row_run)):
+                gi, ra = min(group, n - n0), min(row_run, ay - a0)
                 acc = nl.ndarray((cc, gi * ra * ax), dtype=nl.float32, buffer=nl.psum)
                 for k, (ki, (t, (oy, ox))) in enumerate(itertools.product(range(len(grads)), taps)):
                     y0, x0 = lo[0] + oy + a0, lo[1] + ox
