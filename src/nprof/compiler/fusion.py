@@ -39,6 +39,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Opcode, Space
 from nprof.compiler import packing
+from nprof.compiler.blockstage import BlockStage
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
@@ -72,6 +73,8 @@ class FusingBuilder(ProgramBuilder):
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
         self.stage = OutputStage(self) if self.fusing and packing.ENABLED else None  # small outputs, one DMA
+        self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
+        self.blocks = BlockStage(self) if self.stage is not None else None  # outputs stored as row blocks: one DMA
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
@@ -245,6 +248,8 @@ class FusingBuilder(ProgramBuilder):
         if self.stage is not None:
             reads = (*rest[0], *(rest[3] if len(rest) > 3 else kw.get("extra_reads", ())))
             self.stage.before_append(outs, reads)
+            if self.blocks is not None:
+                self.blocks.before_append(outs, reads)
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
@@ -275,10 +280,14 @@ class FusingBuilder(ProgramBuilder):
 
     def stage_output(self, access: Access, tile: NkiTensor) -> bool:
         """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
-        return self.stage is not None and self.stage.stage(access, tile)
+        if self.stage is None:
+            return False
+        return self.stage.stage(access, tile) or (self.blocks is not None and self.blocks.stage(access, tile))
 
     def _release(self, base: OnChip) -> None:
-        if id(base) in self._kept or (self.stage is not None and self.stage.owns(base)):
+        if id(base) in self._kept or (self.stage is not None and self.stage.owns(base)) or (
+            self.blocks is not None and self.blocks.owns(base)
+        ):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)
 
