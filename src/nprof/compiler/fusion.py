@@ -140,6 +140,20 @@ class FusingBuilder(ProgramBuilder):
             return view
         return None
 
+    def kept_covering(self, access: Access) -> list[tuple[Access, NkiTensor]]:
+        """The kept (pattern, tile) entries of `access`'s tensor whose span holds its span, latest first (at
+        most `max_window_candidates`): candidates for `nprof.compiler.regather`."""
+        if not self.fusing or access.space is not Space.HBM:
+            return []
+        lo, hi = span(access)
+        found = []
+        for key, (k_lo, k_hi) in reversed(list(self._by_tensor.get(access.tensor, {}).items())):
+            if key.tensor == access.tensor and key.dtype == access.dtype and k_lo <= lo and hi <= k_hi:
+                found.append((key, self._cache[key]))
+                if len(found) >= self.max_window_candidates:
+                    break
+        return found
+
     def remember(self, access: Access, tile: NkiTensor, stored: bool = True, exact: bool = False) -> None:
         """Keep `tile` (an SBUF tile of shape access.shape) as the content of the HBM pattern `access`
         (`stored`: the kernel just stored it there, which also records the pattern in the tensor's tiling).
@@ -204,7 +218,7 @@ class FusingBuilder(ProgramBuilder):
             if access.tensor != written.tensor:
                 self._drop(access)  # `written` names an SBUF tile that has the HBM tensor's name (never in practice)
                 continue
-            if a_lo <= hi and lo <= a_hi:
+            if a_lo <= hi and lo <= a_hi and _meet(access, written):
                 self._drop(access)
 
     def drop_all(self) -> None:
@@ -329,6 +343,19 @@ def _distinct(a: Access) -> int:
     for stride, size in a.free:
         n *= size if stride else 1
     return n
+
+
+EXACT_MEET_MAX = 1 << 16  # elements up to which two meeting spans are checked element by element
+
+
+def _meet(a: Access, b: Access) -> bool:
+    """Do the patterns `a` and `b` (whose spans meet) address a common element? Exact for patterns of at most
+    `EXACT_MEET_MAX` elements each (interleaved writes: the pieces of a concatenation), else True."""
+    if a.elements > EXACT_MEET_MAX or b.elements > EXACT_MEET_MAX:
+        return True
+    from nprof.compiler.subtile import addresses
+
+    return bool(np.intersect1d(addresses(a).ravel(), addresses(b).ravel()).size)
 
 
 def numel_of(shape: tuple[int, ...]) -> int:
