@@ -84,3 +84,43 @@ def test_grouped_row_reduction_matches_numpy() -> None:
     s = x.numpy() @ y.numpy() - 1.0
     np.testing.assert_allclose(got[0], s.max(-1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], s.mean(-1, keepdims=True) * s, rtol=1e-5, atol=1e-5)
+
+
+def test_head_split_and_merge_move_across_partitions_on_tensore() -> None:
+    """nanoGPT's attention layout changes: a [(B, T), 3C] projection split into heads [T, (B, H, D)] and the
+    heads merged back into [(B, T), C] rows for the output projection, concatenated q/k/v gradients read as one
+    [(B, T), 3C] operand: every one served from SBUF (TensorE partition moves, pieces side by side), no DMA of
+    an intermediate; values equal eager."""
+    b, t, heads, d = 2, 16, 4, 8
+    c = heads * d
+    gen = torch.Generator().manual_seed(7)
+    x, w = torch.randn(b, t, c, generator=gen), torch.randn(3 * c, c, generator=gen)
+    w2 = torch.randn(c, c, generator=gen)
+
+    def fn(x: torch.Tensor, w: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k, v = (x @ w.t()).split(c, dim=2)
+        q, k, v = (z.view(b, t, heads, d).transpose(1, 2) for z in (q, k, v))
+        y = (q * 0.5 + v).transpose(1, 2).reshape(b, t, c)  # heads merged back
+        cat = torch.cat([y @ w2, k.transpose(1, 2).reshape(b, t, c), y], dim=2)
+        return cat.reshape(b * t, 3 * c) @ w, y
+
+    program, got = _lower(fn, [x, w, w2])
+    for g, e in zip(got, fn(x, w, w2), strict=True):
+        np.testing.assert_allclose(g, e.numpy(), rtol=1e-5, atol=1e-4)
+    assert _internal_dmas(program) == []
+
+
+def test_regather_groups_follow_the_partition_shifts() -> None:
+    """The selection-matrix groups of a [(B, T), C] read of a [T, (B, C)] tile: one per batch, kept partition
+    = output partition - 32 b, kept column 64 b; a run split across kept partitions is refused."""
+    from nprof.arch.isa import Access
+    from nprof.compiler.regather import _groups, _positions
+
+    key = Access(Space.HBM, "y", "float32", 0, 32, ((2048, 4), (1, 64)), 0, 64)  # [T, (B, C)] of [B, T, C]
+    rows = Access(Space.HBM, "y", "float32", 0, 128, ((1, 64),), 0, 64)
+    found = _positions(key, rows)
+    assert found is not None
+    assert _groups(*found, 64) == [(0, 64 * g, 32 * g, 32 * (g + 1), 0) for g in range(4)]
+    column = Access(Space.HBM, "y", "float32", 0, 1, ((64, 40),), 0, 0)  # 40 rows' first elements
+    found = _positions(key, column)
+    assert found is not None and _groups(*found, 40) is None

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
+from nprof.compiler.blockstage import blocks_program, finish_blocks
 from nprof.compiler.fusion import FusingBuilder, dead_stores
 from nprof.compiler.packing import (
     COLUMNS_NAME,
@@ -105,6 +106,8 @@ class Emitter:
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
         stages = [(stage, self.builder.call(finish_stage, stage)) for stage in self.builder.stages]  # one DMA each
+        blocks = self.builder.blocks
+        parts, width = self.builder.call(finish_blocks, blocks) if blocks is not None else (0, 0)  # one DMA
         program = _renamed(self.builder.build(), self.renames)
         program = dead_stores(program) if self.builder.fusing else program
         if self.builder.pack is not None:
@@ -112,6 +115,9 @@ class Emitter:
         for stage, k in stages:  # staged small outputs
             if k:
                 program = staged_program(program, stage.columns, stage.sizes, k, stage.pmax, stage.name)
+        if width and blocks is not None:
+            members = {self.renames.get(name, name): m for name, m in blocks.members.items()}
+            program = blocks_program(program, members, parts, width, self.builder.preset.pmax)
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

@@ -39,6 +39,7 @@ import numpy as np
 
 from nprof.arch.isa import Access, Opcode, Space
 from nprof.compiler import packing
+from nprof.compiler.blockstage import BlockStage
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
@@ -74,6 +75,8 @@ class FusingBuilder(ProgramBuilder):
         # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
         self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
                        if self.fusing and packing.ENABLED else [])  # fmt: skip
+        self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
+        self.blocks = BlockStage(self) if self.stages else None  # outputs stored as row blocks: one DMA
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
@@ -139,6 +142,20 @@ class FusingBuilder(ProgramBuilder):
             return view
         return None
 
+    def kept_covering(self, access: Access) -> list[tuple[Access, NkiTensor]]:
+        """The kept (pattern, tile) entries of `access`'s tensor whose span holds its span, latest first (at
+        most `max_window_candidates`): candidates for `nprof.compiler.regather`."""
+        if not self.fusing or access.space is not Space.HBM:
+            return []
+        lo, hi = span(access)
+        found = []
+        for key, (k_lo, k_hi) in reversed(list(self._by_tensor.get(access.tensor, {}).items())):
+            if key.tensor == access.tensor and key.dtype == access.dtype and k_lo <= lo and hi <= k_hi:
+                found.append((key, self._cache[key]))
+                if len(found) >= self.max_window_candidates:
+                    break
+        return found
+
     def remember(self, access: Access, tile: NkiTensor, stored: bool = True, exact: bool = False) -> None:
         """Keep `tile` (an SBUF tile of shape access.shape) as the content of the HBM pattern `access`
         (`stored`: the kernel just stored it there, which also records the pattern in the tensor's tiling).
@@ -203,7 +220,7 @@ class FusingBuilder(ProgramBuilder):
             if access.tensor != written.tensor:
                 self._drop(access)  # `written` names an SBUF tile that has the HBM tensor's name (never in practice)
                 continue
-            if a_lo <= hi and lo <= a_hi:
+            if a_lo <= hi and lo <= a_hi and _meet(access, written):
                 self._drop(access)
 
     def drop_all(self) -> None:
@@ -248,6 +265,8 @@ class FusingBuilder(ProgramBuilder):
             reads = (*rest[0], *(rest[3] if len(rest) > 3 else kw.get("extra_reads", ())))
             for stage in self.stages:
                 stage.before_append(outs, reads)
+            if self.blocks is not None:
+                self.blocks.before_append(outs, reads)
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
@@ -278,10 +297,14 @@ class FusingBuilder(ProgramBuilder):
 
     def stage_output(self, access: Access, tile: NkiTensor) -> bool:
         """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
-        return any(stage.stage(access, tile) for stage in self.stages)
+        return any(stage.stage(access, tile) for stage in self.stages) or (
+            self.blocks is not None and self.blocks.stage(access, tile)
+        )
 
     def _release(self, base: OnChip) -> None:
-        if id(base) in self._kept or any(stage.owns(base) for stage in self.stages):
+        if id(base) in self._kept or any(stage.owns(base) for stage in self.stages) or (
+            self.blocks is not None and self.blocks.owns(base)
+        ):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)
 
@@ -323,6 +346,19 @@ def _distinct(a: Access) -> int:
     for stride, size in a.free:
         n *= size if stride else 1
     return n
+
+
+EXACT_MEET_MAX = 1 << 16  # elements up to which two meeting spans are checked element by element
+
+
+def _meet(a: Access, b: Access) -> bool:
+    """Do the patterns `a` and `b` (whose spans meet) address a common element? Exact for patterns of at most
+    `EXACT_MEET_MAX` elements each (interleaved writes: the pieces of a concatenation), else True."""
+    if a.elements > EXACT_MEET_MAX or b.elements > EXACT_MEET_MAX:
+        return True
+    from nprof.compiler.subtile import addresses
+
+    return bool(np.intersect1d(addresses(a).ravel(), addresses(b).ravel()).size)
 
 
 def numel_of(shape: tuple[int, ...]) -> int:

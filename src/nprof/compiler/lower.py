@@ -157,7 +157,20 @@ class Lowerer:
         if name in self.em.tensors:
             name = f"{name}#{self._tmp}"
         self.em.hbm_tensor(name, shape, pdtype, "internal")
+        if self._feeds_output(self.node):
+            self.em.builder.promotable.add(name)  # may become a graph output (`_outputs`): worth staging
         return View.whole(name, pdtype, shape)
+
+    _VIEW_OPS = ("view", "reshape", "squeeze", "unsqueeze", "aten.t.", "permute", "alias", "expand", "getitem")
+
+    def _feeds_output(self, node: Any, depth: int = 0) -> bool:
+        """Does `node` reach a graph output through view ops only (so its tensor may be promoted to it)?"""
+        for user in node.users:
+            if not any(v in str(user.target) for v in self._VIEW_OPS):
+                continue
+            if user.name in self.output_tensor or (depth < 8 and self._feeds_output(user, depth + 1)):
+                return True
+        return False
 
     def unsupported_message(self, what: str) -> str:
         node = self.node

@@ -214,4 +214,6 @@ def unpack_outputs(program: Program, outputs: Mapping[str, np.ndarray]) -> dict[
         for member, j, n in layout:  # chunk c of a member in its column j + c
             columns = table[:, int(j) : int(j) + column_count(int(n), rows)]
             out[member] = np.ascontiguousarray(columns.T).reshape(-1)[: int(n)]
-    return out
+    from nprof.compiler.blockstage import unpack_blocks
+
+    return unpack_blocks(program, out)  # outputs stored as row blocks (`nprof.compiler.blockstage`)

@@ -36,6 +36,14 @@ def load(a: Access, dtype: Any = nl.float32, strided: bool = False) -> NkiTensor
     tile = lookup(a)
     if tile is None and strided and any(stride == 0 and size > 1 for stride, size in a.free):
         tile = lookup(a, contiguous=False)
+    if tile is None and getattr(builder, "fusing", False):
+        from nprof.compiler.regather import assemble, regather
+
+        tile = regather(builder, a)  # held on other partitions of a kept tile: moved on TensorE
+        if tile is None:
+            tile = assemble(builder, a)  # in pieces (a concatenation's): copied side by side
+        if tile is not None:
+            remember(a, tile, stored=False)
     packed = getattr(builder, "packed_load", None)
     if tile is None and packed is not None:
         tile = packed(a)  # a member of the packed small inputs: its group's tile (`nprof.compiler.packing`)

@@ -1,0 +1,176 @@
+"""A load whose elements a kept SBUF tile holds on other partitions, moved across partitions on TensorE.
+
+Contract: the fusion cache (`nprof.compiler.fusion`) serves a load from SBUF when a kept tile holds its
+elements as a window (same partitions). When a producer kept a tensor in another partition layout — an
+attention output [T, (B, C)] with the positions on partitions, read next as [(B, T), C] rows by a matmul; a
+row-major [(B, T), C] embedding read as [T, (B, C)] by a broadcast add — the engines cannot move data across
+partitions, but TensorE can: ``S.T @ kept`` with a 0/1 selection matrix S puts kept partition q on output
+partition p wherever S[q, p] = 1. `regather(builder, a)` returns an fp32 SBUF tile holding exactly the HBM
+pattern `a` when one kept contiguous tile holds every element of it such that each run of `a`'s innermost
+free dim sits contiguous on one kept partition and the runs split into at most `MAX_GROUPS` groups (same run
+index, same kept column, kept partition = output partition + a constant over a contiguous range of output
+partitions): one matmul per group (S built by a GpSimdE iota and a VectorE compare), accumulated in PSUM per
+run and copied to SBUF. Otherwise None (the caller DMAs it). Exact: each output element receives exactly one
+kept element times 1.0 plus zeros (fp32 PSUM accumulation of exact products).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from nprof.arch.isa import Access
+from nprof.compiler.subtile import addresses
+from nprof.nki.tensor import NkiTensor
+
+MAX_GROUPS = 8  # matmuls one regather may take (each ~0.1 us with its selection matrix, vs a ~2 us DMA)
+MAX_RUN = 512  # elements of a run (one PSUM bank of fp32)
+
+
+def _trailing_run(a: Access) -> int:
+    """Elements of the innermost free dims of `a` that merge into one run of consecutive HBM elements."""
+    if not a.free:
+        return 1
+    stride, run = a.free[-1]
+    if stride != 1:
+        return run
+    for outer_stride, size in reversed(a.free[:-1]):
+        if outer_stride != run:
+            break
+        run *= size
+    return run
+
+
+def _positions(key: Access, a: Access) -> tuple[np.ndarray, np.ndarray] | None:
+    """(kept partition, kept free index) of every element of `a` ([P, F]) in a tile holding `key`, or None."""
+    flat = addresses(key).ravel()
+    order = np.argsort(flat, kind="stable")
+    table = flat[order]
+    want = addresses(a)
+    pos = np.minimum(np.searchsorted(table, want), table.size - 1)
+    if not np.array_equal(table[pos], want):
+        return None
+    per = max(1, key.free_elements)
+    return np.divmod(order[pos], per)
+
+
+def _groups(q: np.ndarray, f: np.ndarray, run: int) -> list[tuple[int, int, int, int, int]] | None:
+    """The matmul groups (run index o, kept column, first output partition, end, kept partition of the first)
+    of the positions `q`, `f` ([P, O * run]), or None when they do not split so."""
+    parts = q.shape[0]
+    q3, f3 = q.reshape(parts, -1, run), f.reshape(parts, -1, run)
+    if not (q3 == q3[:, :, :1]).all() or not (np.diff(f3, axis=2) == 1).all():
+        return None  # a run is not contiguous on one kept partition
+    groups = []
+    for o in range(q3.shape[1]):
+        qs, fs = q3[:, o, 0], f3[:, o, 0]
+        p0 = 0
+        for p in range(1, parts + 1):
+            if p < parts and fs[p] == fs[p0] and qs[p] - p == qs[p0] - p0:
+                continue
+            groups.append((o, int(fs[p0]), p0, p, int(qs[p0])))
+            p0 = p
+            if len(groups) > MAX_GROUPS:
+                return None
+    return groups
+
+
+def regather(builder: Any, a: Access) -> NkiTensor | None:
+    """The SBUF tile of `a` moved across partitions from a kept tile (see module doc), or None."""
+    run = _trailing_run(a)
+    if a.partitions > builder.preset.pmax or run > MAX_RUN:
+        return None
+    for key, tile in builder.kept_covering(a):
+        flat = tile.flatten_free()
+        if flat is None:
+            continue
+        found = _positions(key, a)
+        groups = _groups(*found, run) if found is not None else None
+        if groups is None:
+            continue
+        return _build(flat, a, groups, run)
+    return None
+
+
+def _selection(rows: int, kept_lo: int, p0: int, p1: int, parts: int) -> NkiTensor:
+    """S [rows, parts] on kept partitions kept_lo.. (rows of them): S[k, m] = 1 iff m = p0 + k < p1."""
+    from nprof.nki import isa as nisa
+    from nprof.nki import language as nl
+
+    total = kept_lo + rows
+    ramp = nisa.iota(nl.arange(total)[:, None] * -1 + nl.arange(parts)[None, :] + (kept_lo - p0), dtype=nl.float32)
+    sel = nisa.tensor_scalar(ramp, "is_equal", 0.0)
+    return sel[kept_lo:total, :]
+
+
+def _build(kept: NkiTensor, a: Access, groups: list[tuple[int, int, int, int, int]], run: int) -> NkiTensor:
+    """Run the groups' matmuls: the [P, O * run] result in SBUF, shaped as `a`."""
+    from nprof.compiler.kernels import engines
+    from nprof.nki import isa as nisa
+    from nprof.nki import language as nl
+
+    parts = a.partitions
+    runs = max(o for o, *_ in groups) + 1
+    res = nl.ndarray((parts, runs * run), dtype=nl.float32, buffer=nl.sbuf)
+    for o in range(runs):
+        acc = nl.ndarray((parts, run), dtype=nl.float32, buffer=nl.psum)
+        mine = [g for g in groups if g[0] == o]
+        for i, (_, col, p0, p1, q0) in enumerate(mine):
+            stationary = _selection(p1 - p0, q0, p0, p1, parts)
+            moving = kept[q0 : q0 + (p1 - p0), col : col + run]
+            if i == 0:
+                acc[...] = nisa.nc_matmul(stationary, moving)
+            else:
+                acc += nisa.nc_matmul(stationary, moving)
+        engines.copy(acc, dst=res[:, o * run : (o + 1) * run])
+    sizes = tuple(size for _, size in a.free)
+    return res.unflatten_free(sizes) if len(sizes) > 1 else res
+
+
+def assemble(builder: Any, a: Access) -> NkiTensor | None:
+    """The SBUF tile of a row pattern `a` ([P, (1, F)]) whose column segments kept tiles hold (each a window of
+    one, or moved across partitions by `regather`: the pieces of a concatenation its producer left in SBUF),
+    copied side by side into one tile; None unless F splits into 2..`MAX_PIECES` equal segments so served."""
+    from nprof.compiler.kernels import engines
+    from nprof.nki import language as nl
+
+    if len(a.free) != 1 or a.free[0][0] != 1 or a.partitions > builder.preset.pmax:
+        return None
+    width = a.free[0][1]
+    for pieces in range(2, MAX_PIECES + 1):
+        if width % pieces:
+            continue
+        seg = width // pieces
+        parts = [dataclasses.replace(a, offset=a.offset + k * seg, free=((1, seg),)) for k in range(pieces)]
+        if not all(builder.holds(p) or _regatherable(builder, p) for p in parts):
+            continue
+        res = nl.ndarray((a.partitions, width), dtype=nl.float32, buffer=nl.sbuf)
+        for k, part in enumerate(parts):
+            tile = builder.lookup(part)
+            if tile is None:
+                tile = regather(builder, part)
+            if tile is None:
+                return None  # cannot happen: checked above (an eviction in between would refuse here)
+            engines.copy(tile, dst=res[:, k * seg : (k + 1) * seg])
+        return res
+    return None
+
+
+MAX_PIECES = 4
+
+
+def _regatherable(builder: Any, a: Access) -> bool:
+    """Would `regather` serve `a` (without emitting anything)?"""
+    run = _trailing_run(a)
+    if a.partitions > builder.preset.pmax or run > MAX_RUN:
+        return False
+    for key, tile in builder.kept_covering(a):
+        if tile.flatten_free() is None:
+            continue
+        found = _positions(key, a)
+        if found is not None and _groups(*found, run) is not None:
+            return True
+    return False
+
