@@ -35,7 +35,7 @@ from nprof.errors import NprofError
 from nprof.nki import depcore as core
 from nprof.nki import depregions as lay
 
-_ONCHIP = {Space.SBUF: 0, Space.PSUM: 1}  # memory index of the on-chip memories (HBM tensors follow)
+ONCHIP = {Space.SBUF: 0, Space.PSUM: 1}  # memory index of the on-chip memories (HBM tensors follow)
 _LOADED: list[bool] = []  # the compiled core has run in this process
 
 
@@ -121,7 +121,7 @@ class DepTracker:
     def _encode(self, accs: tuple[Access, ...], out: list[int]) -> None:
         """Append the accesses in depcore's IO encoding to `out`."""
         for acc in accs:
-            sid = _ONCHIP.get(acc.space)
+            sid = ONCHIP.get(acc.space)
             if sid is None:
                 sid = self._hbm_memory(acc.tensor)
             free = acc.free
