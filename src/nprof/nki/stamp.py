@@ -23,7 +23,7 @@ import numpy as np
 from nprof.arch.isa import ITEMSIZE, Access, Opcode, Space
 from nprof.nki import alloc_batch, depbatch
 from nprof.nki.alloc import OutOfMemory
-from nprof.nki.deps import ONCHIP
+from nprof.nki.deps import ONCHIP_MEMORY
 from nprof.nki.stamp_chunk import StampedChunk
 from nprof.nki.stamp_tell import tell
 from nprof.nki.tiles import MAX_ALLOC_RECORDS
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
 
 
-class _Codes(dict):
+class _Codes(dict[Any, int]):
     """Small-int codes of names and dtypes (equal strings, equal codes)."""
 
     def of(self, value: Any) -> int:
@@ -122,7 +122,7 @@ class _Template:
         else:
             space, dtype, parts, free = key[1], key[3], key[4], key[5]
             name = codes.of(("n", key[2])) if key[0] == "P" else 0
-            row += (name, codes.of(("d", dtype)), ONCHIP[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
+            row += (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
             holes["int"].append((len(row) - 3, col + 1))
             if key[0] == "P":
                 holes["int"].append((len(row) - 5, col))
