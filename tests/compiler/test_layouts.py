@@ -124,3 +124,21 @@ def test_regather_groups_follow_the_partition_shifts() -> None:
     column = Access(Space.HBM, "y", "float32", 0, 1, ((64, 40),), 0, 0)  # 40 rows' first elements
     found = _positions(key, column)
     assert found is not None and _groups(*found, 40) is None
+
+
+@pytest.mark.parametrize("shape", [(4, 32, 64), (3, 10, 20), (2, 3, 5, 7)])
+def test_batch_sum_of_kept_rows_is_one_selection_matmul(shape: tuple[int, ...]) -> None:
+    """The sum over the batch of a [B, T, C] result kept as [(B, T), C] rows (a position embedding's
+    gradient): equal to numpy, through SBUF (no DMA of an intermediate)."""
+    gen = torch.Generator().manual_seed(len(shape))
+    x, w = torch.randn(*shape[:-1], 8, generator=gen), torch.randn(8, shape[-1], generator=gen)
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x @ w
+        return y.sum(0), (y * 2.0).sum(0, keepdim=True)
+
+    program, got = _lower(fn, [x, w])
+    y = x.numpy() @ w.numpy()
+    np.testing.assert_allclose(got[0], y.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], (y * 2.0).sum(0, keepdims=True), rtol=1e-5, atol=1e-5)
+    assert _internal_dmas(program) == []

@@ -131,6 +131,7 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
     dt = operand_dtype(a, b)
     resident = -(-k // K_TILE) * n * 4 <= RESIDENT_BYTES  # the moving operand fits: load it once
     moving = k_tiles(b, 0, n, dt) if resident else []
+    whole = _one_store(out)
     for m0 in range(0, m, M_TILE):
         mt = min(M_TILE, m - m0)
         stationary = k_tiles(a_t, m0, mt, dt)
@@ -141,18 +142,45 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
             for i, mv in enumerate(tiles):
                 _accumulate(acc, i, stationary[i], mv)
             bt = None if bias is None else load(view_access(bias, 0, (m0, n0), (mt, nt), (1,)))
+            if whole is not None:  # gathered in SBUF, one store at the end
+                _epilogue(acc, bt, alpha, beta, dst=whole[1][:, m0 // M_TILE, n0 : n0 + nt])
+                continue
             # one store per PSUM tile: the first tiles' transfers overlap the next tiles' matmuls
             store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), _epilogue(acc, bt, alpha, beta))
+    if whole is not None:
+        store(*whole)
 
 
-def _epilogue(acc: NkiTensor, bias: NkiTensor | None, alpha: float, beta: float) -> NkiTensor:
-    """PSUM eviction: alpha * acc (+ beta * bias), into SBUF."""
+ONE_STORE_BYTES = 16 * 1024  # bytes per partition of a result gathered in SBUF for one store
+
+
+def _one_store(out: View) -> tuple[Access, NkiTensor] | None:
+    """(the store pattern, an SBUF tile [rows, M tiles, N]) gathering a [M, N] result of several PSUM tiles
+    for one store (every DMA takes a trigger slot): rows contiguous, M <= 128 or whole M tiles, at most
+    `ONE_STORE_BYTES` per partition; None: one store per PSUM tile."""
+    m, n = out.shape
+    tiles = -(-m // M_TILE)
+    if out.strides[1] != 1 or (m > M_TILE and m % M_TILE) or tiles * n * 4 > ONE_STORE_BYTES:
+        return None
+    if tiles * -(-n // N_TILE) < 2:
+        return None
+    rows = min(m, M_TILE)
+    a = Access(Space.HBM, out.tensor, out.dtype, out.offset, rows, ((M_TILE * out.strides[0], tiles), (1, n)), 0,
+               out.strides[0])  # fmt: skip
+    return a, nl.ndarray((rows, tiles, n), dtype=nl.float32, buffer=nl.sbuf)
+
+
+def _epilogue(acc: NkiTensor, bias: NkiTensor | None, alpha: float, beta: float, dst: NkiTensor | None = None
+              ) -> NkiTensor:  # fmt: skip
+    """PSUM eviction: alpha * acc (+ beta * bias), into SBUF (into `dst` when given)."""
     if bias is None:
-        return engines.copy(acc) if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
+        if alpha == 1.0:
+            return engines.copy(acc, dst=dst) if dst is not None else engines.copy(acc)
+        return nisa.tensor_scalar(acc, "multiply", alpha, dst=dst)
     if beta != 1.0:
         bias = nisa.tensor_scalar(bias, "multiply", beta)
     prod = acc if alpha == 1.0 else nisa.tensor_scalar(acc, "multiply", alpha)
-    return nisa.tensor_tensor(prod, bias, "add")
+    return nisa.tensor_tensor(prod, bias, "add", dst=dst)
 
 
 BATCH_BYTES = 32 * 1024  # bytes per partition of one batched operand tile (`bmm_kernel`)

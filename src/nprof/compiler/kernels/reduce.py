@@ -39,6 +39,8 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
     red = sorted({d % nd for d in dims}) if dims else list(range(nd))
     kept = [d for d in range(nd) if d not in red]
     if op == "add" and red == list(range(len(red))) and kept:  # leading dims: a ones-vector matmul on TensorE
+        if _sum_groups(out, src, len(red), scale):
+            return
         rows = src.reshape([numel(src.shape[d] for d in red), numel(src.shape[d] for d in kept)])
         flat_out = out.reshape([1, rows.shape[1]]) if rows is not None else None
         if rows is not None and flat_out is not None and rows.strides[1] == 1:
@@ -66,6 +68,30 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
         res = acc if scale == 1.0 else nisa.tensor_scalar(acc, "multiply", scale)
         a = spec.access(0, out_full)
         store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
+
+
+def _sum_groups(out: View, src: View, lead: int, scale: float) -> bool:
+    """A sum over the `lead` leading dims of a contiguous [R, T..., C] `src` whose R * T rows of C elements
+    fit one tile (the batch sum of a [B, T, C] gradient, as a position embedding's backward takes it): one
+    matmul of the natural [R * T, C] tile (usually still in SBUF) with a 0/1 selection S[(r, t), t'] = (t ==
+    t'), giving the [T, C] sums on T partitions (stored as such, where the consumer reads them). False
+    (nothing emitted) when it does not apply."""
+    cols = src.shape[-1]
+    groups = numel(src.shape[lead:-1]) if len(src.shape) > lead else 1
+    rows = numel(src.shape)
+    if (len(src.shape) <= lead + 1 or not src.is_contiguous or not out.is_contiguous or rows // cols > PMAX
+            or cols > 512 or groups == 1 or scale != 1.0):  # fmt: skip
+        return False
+    n = rows // cols
+    x = load(Access(Space.HBM, src.tensor, src.dtype, src.offset, n, ((1, cols),), 0, cols))
+    ramp = nisa.iota(nl.arange(n)[:, None] + nl.arange(groups)[None, :] * -1 + groups * n, dtype=nl.float32)
+    sel = nisa.tensor_scalar(ramp, "mod", float(groups), op1="is_equal", operand1=0.0)  # (p - t') % T == 0
+    acc = nl.ndarray((groups, cols), dtype=nl.float32, buffer=nl.psum)
+    acc[...] = nisa.nc_matmul(sel, x)
+    from nprof.compiler.kernels import engines
+
+    store(Access(Space.HBM, out.tensor, out.dtype, out.offset, groups, ((1, cols),), 0, cols), engines.copy(acc))
+    return True
 
 
 def _grouped_rows(out: View, src: View, dim: int, op: str, scale: float) -> bool:
