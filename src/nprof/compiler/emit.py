@@ -23,7 +23,15 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.fusion import FusingBuilder, dead_stores
-from nprof.compiler.packing import COLUMNS_NAME, PMAX, finish_stage, packed_program, plan_pack, staged_program
+from nprof.compiler.packing import (
+    COLUMNS_NAME,
+    INTS_NAME,
+    PMAX,
+    finish_stage,
+    packed_program,
+    plan_pack,
+    staged_program,
+)
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -71,8 +79,11 @@ class Emitter:
         only: the group tiles live in its cache)."""
         pack = plan_pack(list(self.tensors.values())) if self.builder.fusing else None
         if pack is not None:
-            self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
-            self.builder.hbm_tensor(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input", None)
+            if pack.members:
+                self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
+                self.builder.hbm_tensor(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input", None)
+            if pack.ints:
+                self.builder.hbm_tensor(INTS_NAME, (len(pack.ints),), "int32", "input", None)
             self.builder.pack = pack
 
     def _emit(
@@ -93,14 +104,14 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        stage = self.builder.stage
-        k = self.builder.call(finish_stage, stage) if stage is not None else 0  # staged small outputs: one DMA
+        stages = [(stage, self.builder.call(finish_stage, stage)) for stage in self.builder.stages]  # one DMA each
         program = _renamed(self.builder.build(), self.renames)
         program = dead_stores(program) if self.builder.fusing else program
         if self.builder.pack is not None:
             program = packed_program(program, self.builder.pack)
-        if k and stage is not None:
-            program = staged_program(program, stage.columns, stage.sizes, k, self.builder.preset.pmax)
+        for stage, k in stages:  # staged small outputs
+            if k:
+                program = staged_program(program, stage.columns, stage.sizes, k, stage.pmax, stage.name)
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

@@ -65,18 +65,21 @@ class FusingBuilder(ProgramBuilder):
         self._handed: list[set[int]] = []  # per running call: ids of the bases it allocated or was handed
         self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
-        self._covered: dict[tuple[str, int], bool] = {}
+        self._loads: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (last loading scope, its loads)
+        self._covered: dict[tuple[str, int, str], bool] = {}
         self._dma_count = 0
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
-        self.stage = OutputStage(self) if self.fusing and packing.ENABLED else None  # small outputs, one DMA
+        # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
+        self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
+                       if self.fusing and packing.ENABLED else [])  # fmt: skip
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
         """A load of `access` served from the group tile of a packed input (`nprof.compiler.packing`), or
         None (not a member, not a group pattern, or fusion off)."""
-        if self.pack is None or not self.fusing or access.tensor not in self.pack.members:
+        if self.pack is None or not self.fusing or not self.pack.holds(access.tensor):
             return None
         return load_member(self, self.pack, access)
 
@@ -118,7 +121,7 @@ class FusingBuilder(ProgramBuilder):
         for key, (k_lo, k_hi) in reversed(list(keys.items())):
             if key.tensor != access.tensor or key.dtype != access.dtype or k_lo > lo or k_hi < hi:
                 continue
-            if key.elements < access.elements:
+            if key.elements < access.elements and (contiguous or key.elements < _distinct(access)):
                 continue
             tried += 1
             if tried > self.max_window_candidates:
@@ -212,32 +215,50 @@ class FusingBuilder(ProgramBuilder):
 
     def tiling(self, tensor: str, shape: tuple[int, ...]) -> list[Access] | None:
         """The store patterns with which the last graph node writing `tensor` (contiguous, of `shape`)
-        covered it exactly, each element once; None when unknown or not an exact cover."""
-        entry = self._tiling.get(tensor)
-        if entry is None or not self.fusing:
+        covered it exactly, each element once; else the load patterns with which the last node loading it
+        (since its last write) did so (`note_load`); None when unknown or not an exact cover."""
+        if not self.fusing:
             return None
-        accesses = entry[1]
-        key = (tensor, len(accesses))
-        if key not in self._covered:
-            self._covered[key] = _exact_cover(accesses, numel_of(shape))
-        return accesses if self._covered[key] else None
+        for kind, table in (("stored", self._tiling), ("loaded", self._loads)):
+            entry = table.get(tensor)
+            if entry is None:
+                continue
+            accesses = entry[1]
+            key = (tensor, len(accesses), kind)
+            if key not in self._covered:
+                self._covered[key] = _exact_cover(accesses, numel_of(shape))
+            if self._covered[key]:
+                return accesses
+        return None
+
+    def note_load(self, access: Access) -> None:
+        """Record a DMA load of `access` by the running node in its tensor's load tiling (`tiling`)."""
+        if not self.fusing or access.space is not Space.HBM:
+            return
+        entry = self._loads.get(access.tensor)
+        if entry is None or entry[0] != self._scope_key():
+            entry = self._loads[access.tensor] = (self._scope_key(), [])
+            self._covered = {k: v for k, v in self._covered.items() if k[0] != access.tensor}
+        entry[1].append(access)
 
     # ----- builder hooks ----------------------------------------------------------------------------------------
     def _append(self, engine: Any, opcode: Opcode, outs: tuple[Access, ...], *rest: Any, **kw: Any) -> int:
         """Every write (to HBM or into an SBUF tile) drops the cache entries it could make stale."""
-        if self.stage is not None:
+        if self.stages:
             reads = (*rest[0], *(rest[3] if len(rest) > 3 else kw.get("extra_reads", ())))
-            self.stage.before_append(outs, reads)
+            for stage in self.stages:
+                stage.before_append(outs, reads)
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
-                if self.pack is not None and out.space is Space.HBM and out.tensor in self.pack.members:
+                if self.pack is not None and out.space is Space.HBM and self.pack.holds(out.tensor):
                     self._invalidate(in_pack(self.pack, out))  # the member's elements in its group tiles
         if self.fusing:
             for out in outs:
                 entry = self._tiling.get(out.tensor)
                 if entry is not None and entry[0] != self._scope_key():
                     del self._tiling[out.tensor]  # another node writes it: its tiling is no longer known
+                self._loads.pop(out.tensor, None)
         index = super()._append(engine, opcode, outs, *rest, **kw)
         if opcode is Opcode.DMA_DIRECT2D:
             # a compiled graph's DMAs all carry the user's line of their node: spread them round-robin over
@@ -257,10 +278,10 @@ class FusingBuilder(ProgramBuilder):
 
     def stage_output(self, access: Access, tile: NkiTensor) -> bool:
         """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
-        return self.stage is not None and self.stage.stage(access, tile)
+        return any(stage.stage(access, tile) for stage in self.stages)
 
     def _release(self, base: OnChip) -> None:
-        if id(base) in self._kept or (self.stage is not None and self.stage.owns(base)):
+        if id(base) in self._kept or any(stage.owns(base) for stage in self.stages):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)
 
@@ -294,6 +315,14 @@ def span(a: Access) -> tuple[int, int]:
         reach = stride * (size - 1)
         lo, hi = lo + min(0, reach), hi + max(0, reach)
     return lo, hi
+
+
+def _distinct(a: Access) -> int:
+    """At most how many distinct elements `a` addresses (its elements without the repeats of zero strides)."""
+    n = a.partitions if a.partition_stride else 1
+    for stride, size in a.free:
+        n *= size if stride else 1
+    return n
 
 
 def numel_of(shape: tuple[int, ...]) -> int:
@@ -339,7 +368,7 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
             continue
         accesses = builder.tiling(v.tensor, tuple(v.shape))
-        specs = retile(accesses, v.shape, strides) if accesses is not None else None
+        specs = retile(accesses, *split_dims(accesses, v.shape, strides)) if accesses is not None else None
         if specs is not None:
             candidates.append(specs)
     if fallback is not None:
@@ -353,6 +382,29 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         return loads + (0 if kept_out else len(specs))
 
     return min(candidates, key=dmas)
+
+
+def split_dims(accesses: list[Access], shape: Any, strides: list[Any]) -> tuple[list[int], list[tuple[int, ...]]]:
+    """`shape` and the operands' `strides` with a dim split in two wherever a run of `accesses` (patterns on
+    a contiguous tensor of that shape) steps by a multiple f of its contiguous stride below the next dim's:
+    blocks of f rows on partitions (`kernels.norm_spread`'s layout) are then boxes `views.retile` follows.
+    The same elements at the same offsets, for every operand."""
+    from nprof.compiler.views import contiguous_strides
+
+    shape, strides = [int(n) for n in shape], [list(st) for st in strides]
+    steps = {st for a in accesses for st, n in ((a.partition_stride, a.partitions), *a.free) if n > 1 and st > 0}
+    for step in sorted(steps, reverse=True):
+        cs = contiguous_strides(shape)
+        if step in cs:
+            continue
+        d = next((i for i in range(len(shape)) if cs[i] < step and (i == 0 or step < cs[i - 1])), None)
+        if d is None or step % cs[d] or shape[d] % (step // cs[d]):
+            continue
+        f = step // cs[d]
+        shape[d : d + 1] = [shape[d] // f, f]
+        for st in strides:
+            st[d : d + 1] = [st[d] * f, st[d]]
+    return shape, [tuple(st) for st in strides]
 
 
 def dead_stores(program: Program) -> Program:

@@ -58,7 +58,7 @@ def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
                 a = spec.access(k, op)
                 if use_columns and column[k - 1]:
                     a = Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride)
-                tiles.append(load(a))
+                tiles.append(load(a, strided=body is not copy_body))
                 k += 1
             else:
                 tiles.append(op)

@@ -25,14 +25,17 @@ def window(a: Access) -> NkiTensor:
     return NkiTensor(base, 0, a.offset, dims, ())
 
 
-def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
+def load(a: Access, dtype: Any = nl.float32, strided: bool = False) -> NkiTensor:
     """The SBUF tile of `a`: kept in SBUF by an earlier kernel (`nprof.compiler.fusion`), else a new DMA;
-    a non-fp32 `dtype` (bf16 matmul operands) is always a new DMA in that dtype."""
+    a non-fp32 `dtype` (bf16 matmul operands) is always a new DMA in that dtype. `strided`: the caller takes
+    a strided view too (a broadcast operand read with zero strides from a kept tile: no element-wise DMA)."""
     builder = trace.current()
     lookup, remember = getattr(builder, "lookup", None), getattr(builder, "remember", None)
     if lookup is None or remember is None or dtype != nl.float32:
         return nl.load(window(a), dtype=dtype)
     tile = lookup(a)
+    if tile is None and strided and any(stride == 0 and size > 1 for stride, size in a.free):
+        tile = lookup(a, contiguous=False)
     packed = getattr(builder, "packed_load", None)
     if tile is None and packed is not None:
         tile = packed(a)  # a member of the packed small inputs: its group's tile (`nprof.compiler.packing`)
@@ -40,6 +43,9 @@ def load(a: Access, dtype: Any = nl.float32) -> NkiTensor:
         tile = nl.load(window(a), dtype=nl.float32)
         builder.flush()  # commit the DMA into this tile before keeping it
         remember(a, tile, stored=False)
+        note = getattr(builder, "note_load", None)
+        if note is not None:
+            note(a)  # its tiling, for the next kernel reading the tensor (`fusion.tiles_for`)
     return tile
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler import fusion
 from nprof.compiler.kernels.hbm import flat, load, store
 from nprof.compiler.kernels.matmul import sum_rows_kernel
 from nprof.compiler.views import FREE_MAX, PMAX, TileSpec, View, numel, row_tiles, view_access
@@ -48,6 +49,8 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
         return
     if _short_rows(out, src, red, op, scale):
         return
+    if len(red) == 1 and _grouped_rows(out, src, red[0], op, scale):
+        return
     perm = src.permute(kept + red)
     out_strides = tuple(out.strides[i] if i < len(kept) else 0 for i in range(nd))
     out_full = View(out.tensor, out.dtype, perm.shape, out_strides, out.offset)
@@ -63,6 +66,28 @@ def reduce_kernel(out: View, src: View, dims: Sequence[int], op: str, scale: flo
         res = acc if scale == 1.0 else nisa.tensor_scalar(acc, "multiply", scale)
         a = spec.access(0, out_full)
         store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
+
+
+def _grouped_rows(out: View, src: View, dim: int, op: str, scale: float) -> bool:
+    """A reduction along one dim of `src` whose producer left it in SBUF with several whole rows per partition
+    (`row_specs`): each tile [P, G, N] reduced along its rows into [P, G], stored as such. False (nothing
+    emitted) when there is no such tiling."""
+    strides = list(out.strides)
+    strides.insert(dim, 0)
+    full = View(out.tensor, out.dtype, src.shape, tuple(strides), out.offset)
+    n = src.shape[dim]
+    specs = row_specs(full, src, dim, [])
+    if not specs or all(numel(spec.free_sizes) == n for spec in specs):
+        return False
+    for spec in specs:
+        res = nisa.tensor_reduce(op, _rows3(load(spec.access(1, src)), n), axis=2)
+        if scale != 1.0:
+            res = nisa.tensor_scalar(res, "multiply", scale)
+        a = spec.access(0, full)
+        free = a.free[:-1] or ((0, 1),)
+        store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, free, 0, a.partition_stride),
+              res.unflatten_free(tuple(size for _, size in free)) if len(free) > 1 else res)  # fmt: skip
+    return True
 
 
 SHORT_ROW = 8  # reduced elements per row up to which rows are packed several per partition
@@ -109,25 +134,74 @@ def _reduce_all(out: View, src: View, op: str, scale: float) -> None:
     store(view_access(View(out.tensor, out.dtype, (1,), (0,), out.offset), None, (0,), (1,), (0,)), acc)
 
 
+def row_specs(out: View, src: View, dim: int, fallback: list[TileSpec]) -> list[TileSpec]:
+    """Tiles for a row-wise kernel along `dim` of `src` writing `out` (same shape): the tiling with which the
+    producer of `src` stored it (its tiles are then still in SBUF, `fusion.tiles_for`) when every tile of it
+    holds whole rows as its innermost free dim, else `fallback` (which must hold whole rows so)."""
+    specs = fusion.tiles_for(out, [src], fallback)
+    n = src.shape[dim]
+    if specs is None or specs is fallback:
+        return fallback
+    for spec in specs:
+        strides, size = spec.free[-1]
+        if size != n or strides != (out.strides[dim], src.strides[dim]):
+            return fallback
+        if any(st == (out.strides[dim], src.strides[dim]) for st, _ in spec.free[:-1]) or n == 1:
+            return fallback
+    return specs
+
+
+def _rows3(x: NkiTensor, n: int) -> NkiTensor:
+    """A loaded tile of whole rows of `n` elements as [P, rows per partition, n]."""
+    f = flat(x)
+    return f.unflatten_free((f.shape[1] // n, n))
+
+
 def softmax_kernel(out: View, src: View, dim: int, log: bool) -> None:
+    """Softmax / log_softmax along `dim`. One row per partition ([P, N] tiles: the row max and the exp's row
+    sum are per-partition operands); when the producer of `src` left it in SBUF with several rows per partition
+    (an attention score tile [T, heads, T] after its mask add), those tiles are used as they are, with the row
+    statistics [P, G, 1] read along the rows by a zero stride."""
     nd = len(src.shape)
     dim %= max(nd, 1)
-    if src.shape[dim] > FREE_MAX:
-        raise UnsupportedOpError(f"softmax over {src.shape[dim]} elements (at most {FREE_MAX} per row)")
+    n = src.shape[dim]
+    if n > FREE_MAX:
+        raise UnsupportedOpError(f"softmax over {n} elements (at most {FREE_MAX} per row)")
     order = [d for d in range(nd) if d != dim] + [dim]
     s = src.permute(order)
     o = out.permute(order)
-    for spec in row_tiles(s.shape, [o.strides, s.strides], [nd - 1]):
-        x = flat(load(spec.access(1, s)))
-        negmax = nisa.tensor_reduce("max", x, axis=1, negate=True, keepdims=True)
-        total = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-        e = nisa.activation(op="exp", data=x, bias=negmax, reduce_op="add", reduce_res=total)
-        if log:
-            logsum = nisa.activation(op="log", data=total)
-            res = nisa.tensor_scalar(x, "add", negmax, op1="subtract", operand1=logsum)
-        else:
-            res = nisa.tensor_scalar(e, "multiply", nisa.reciprocal(total))
-        store(spec.access(0, o), res)
+    default = list(row_tiles(s.shape, [o.strides, s.strides], [nd - 1]))
+    for spec in row_specs(out, src, dim, default):
+        x = flat(load(spec.access(1, src)))
+        res = _softmax_rows(x, log) if x.shape[1] == n else _softmax_grouped(_rows3(x, n), log)
+        store(spec.access(0, out), res.unflatten_free(spec.free_sizes) if len(spec.free) > 1 else res)
+
+
+def _softmax_rows(x: NkiTensor, log: bool) -> NkiTensor:
+    """Softmax of each partition's row of [P, N]."""
+    negmax = nisa.tensor_reduce("max", x, axis=1, negate=True, keepdims=True)
+    total = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    e = nisa.activation(op="exp", data=x, bias=negmax, reduce_op="add", reduce_res=total)
+    if log:
+        logsum = nisa.activation(op="log", data=total)
+        return nisa.tensor_scalar(x, "add", negmax, op1="subtract", operand1=logsum)
+    return nisa.tensor_scalar(e, "multiply", nisa.reciprocal(total))
+
+
+def _softmax_grouped(x: NkiTensor, log: bool) -> NkiTensor:
+    """Softmax of each row of [P, G, N] (G rows per partition), as a contiguous [P, G * N] tile."""
+    from nprof.nki.compute import broadcast_operand
+
+    top = nisa.tensor_reduce("max", x, axis=2, keepdims=True)
+    shifted = nisa.tensor_tensor(x, broadcast_operand(top, x.shape), "subtract")
+    e = nisa.activation(op="exp", data=shifted)
+    total = nisa.tensor_reduce("add", e, axis=2, keepdims=True)
+    if log:
+        res = nisa.tensor_tensor(shifted, broadcast_operand(nisa.activation(op="log", data=total), x.shape),
+                                 "subtract")  # fmt: skip
+    else:
+        res = nisa.tensor_tensor(e, broadcast_operand(nisa.reciprocal(total), x.shape), "multiply")
+    return flat(res)
 
 
 def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int) -> None:

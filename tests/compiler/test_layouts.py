@@ -1,0 +1,86 @@
+"""Kernels follow the layout their producer left in SBUF: an attention block's scores, mask add, softmax and
+softmax backward move through SBUF in the [T, heads, T] tiles the score matmul stored, with no DMA of an
+intermediate; results equal eager torch and the unfused lowering (every node through HBM)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from nprof.arch.isa import Opcode, Space  # noqa: E402
+from nprof.compiler import fusion  # noqa: E402
+from nprof.compiler.backend import decompositions  # noqa: E402
+from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
+from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
+from nprof.device import simulate  # noqa: E402
+from nprof.program.model import Program  # noqa: E402
+
+
+def _lower(fn: object, args: list[torch.Tensor], fused: bool = True) -> tuple[Program, list[np.ndarray]]:
+    """`fn` traced to core ATen, lowered (fusion on or off) and simulated: (program, outputs)."""
+    gm = make_fx(fn, decomposition_table=decompositions())(*args)
+    old = fusion.ENABLED
+    fusion.ENABLED = fused
+    try:
+        names = [f"in{i}" for i in range(len(args))]
+        n_out = len(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+        program, slots = lower_graph(gm, GraphPlan("layout_test", "inference", names, [f"o{i}" for i in range(n_out)]))
+    finally:
+        fusion.ENABLED = old
+    result = simulate(program, pack_inputs(program, {n: a.numpy() for n, a in zip(names, args, strict=True)}),
+                      numerics=True)  # fmt: skip
+    outputs = unpack_outputs(program, result.outputs)
+    return program, [np.asarray(outputs[s.name]).reshape(s.shape) for s in slots]
+
+
+def _internal_dmas(program: Program) -> list[str]:
+    """The HBM tensors of the DMAs that save or reload an intermediate (internal tensor)."""
+    internal = {t.name for t in program.tensors if t.kind == "internal"}
+    names = []
+    for ins in program.instructions:
+        if ins.opcode is Opcode.DMA_DIRECT2D:
+            names += [a.tensor for a in (*ins.outs, *ins.ins) if a.space is Space.HBM and a.tensor in internal]
+    return names
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Masked attention over heads as nanoGPT writes it, plus the softmax backward's row sum and product."""
+    att = (q @ k.transpose(-2, -1)) * 0.25 + mask
+    p = att.softmax(-1)
+    g = p @ v  # a consumer of the probabilities in the score layout
+    row = (p * p).sum(-1, keepdim=True)  # the softmax backward's reduction, then its broadcast product
+    return g, p * row, torch.log_softmax(att.clamp(min=-30.0), -1)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 32, 16), (1, 3, 24, 8)])
+def test_masked_softmax_stays_in_the_score_layout(shape: tuple[int, int, int, int]) -> None:
+    b, h, t, d = shape
+    gen = torch.Generator().manual_seed(t)
+    q, k, v = (torch.randn(b, h, t, d, generator=gen) for _ in range(3))
+    mask = torch.full((t, t), float("-inf")).triu(1)
+    args = [q, k, v, mask]
+    program, fused = _lower(_scores, args)
+    _, plain = _lower(_scores, args, fused=False)
+    for f, p, e in zip(fused, plain, _scores(*args), strict=True):
+        np.testing.assert_allclose(f, e.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(f, p, rtol=1e-6, atol=1e-7)
+    assert _internal_dmas(program) == []  # scores, mask add, softmax, row sums: all in SBUF
+
+
+def test_grouped_row_reduction_matches_numpy() -> None:
+    """A row max and a row mean over the last dim of a tile stored with several rows per partition."""
+    gen = torch.Generator().manual_seed(3)
+    x, y = torch.randn(3, 5, 20, 12, generator=gen), torch.randn(3, 5, 12, 20, generator=gen)
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = (x @ y) - 1.0
+        return s.amax(-1), s.mean(-1, keepdim=True) * s
+
+    _, got = _lower(fn, [x, y])
+    s = x.numpy() @ y.numpy() - 1.0
+    np.testing.assert_allclose(got[0], s.max(-1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], s.mean(-1, keepdims=True) * s, rtol=1e-5, atol=1e-5)
