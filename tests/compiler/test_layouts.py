@@ -114,7 +114,7 @@ def test_regather_groups_follow_the_partition_shifts() -> None:
     """The selection-matrix groups of a [(B, T), C] read of a [T, (B, C)] tile: one per batch, kept partition
     = output partition - 32 b, kept column 64 b; a run split across kept partitions is refused."""
     from nprof.arch.isa import Access
-    from nprof.compiler.regather import matmul_groups, kept_positions
+    from nprof.compiler.regather import kept_positions, matmul_groups
 
     key = Access(Space.HBM, "y", "float32", 0, 32, ((2048, 4), (1, 64)), 0, 64)  # [T, (B, C)] of [B, T, C]
     rows = Access(Space.HBM, "y", "float32", 0, 128, ((1, 64),), 0, 64)
