@@ -1,4 +1,4 @@
-"""`chrome_rows._pair_codes` (integer codes instead of a (pid, tid) tuple per slice) against a dict of tuples."""
+"""`chrome_rows.pair_codes` (integer codes instead of a (pid, tid) tuple per slice) against a dict of tuples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from nprof.capture.chrome_rows import _pair_codes
+from nprof.capture.chrome_rows import pair_codes
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -18,7 +18,7 @@ def test_pair_codes_tell_apart_what_a_dict_of_pairs_does(seed: int) -> None:
     n = rng.randrange(0, 200)
     pids = [rng.choice(values[: rng.randrange(1, len(values) + 1)]) for _ in range(n)]
     tids = [rng.choice(values) for _ in range(n)]
-    codes, first = _pair_codes(pids, tids)
+    codes, first = pair_codes(pids, tids)
     reference: dict[tuple, int] = {}
     firsts: list[int] = []
     for i, key in enumerate(zip(pids, tids, strict=True)):

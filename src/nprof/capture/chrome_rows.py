@@ -167,7 +167,7 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
         label = dev_label.get((prefix, *ds)) or dev_label.setdefault((prefix, *ds), f"{prefix}:{ds[0]}:{ds[1]}")
         label_of[key] = label
         thread_label.setdefault((pid, tid), label)
-    pair, first = _pair_codes(pids, tids)  # (pid, tid) code per slice; the first slice of each pair
+    pair, first = pair_codes(pids, tids)  # (pid, tid) code per slice; the first slice of each pair
     reps = [(pids[i], tids[i]) for i in first]  # each pair as its first slice writes it
     keymap = {key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in reps}
     pair_labels = list(map(keymap.__getitem__, reps))
@@ -180,7 +180,7 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     return track_names, track_code, {key: codes[label] for key, label in keymap.items()}
 
 
-def _pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
+def pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
     """(code of each slice's (pid, tid) pair, 0..k-1; the first slice of each code): the pairs a dict of
     (pid, tid) tuples tells apart (1, 1.0 and True are one pid), without a tuple per slice."""
     n = len(pids)
