@@ -34,3 +34,28 @@ def test_against_brute_force(a: list[tuple[int, int]], b: list[tuple[int, int]])
     assert alone.tolist() == [not (ca & set(range(s, s + d))) if d else s not in ca for s, d in b]
     g0, g1 = iv.gaps(ma, 0, 80)
     assert {t for x, y in zip(g0, g1, strict=True) for t in range(x, y)} == set(range(80)) - ca
+
+
+def _merge_by_start_order(start: np.ndarray, end: np.ndarray) -> tuple[list[int], list[int]]:
+    """Reference merge: intervals in start order, each extends the current block or opens a new one."""
+    out_s: list[int] = []
+    out_e: list[int] = []
+    for s, e in sorted((int(s), int(e)) for s, e in zip(start, end, strict=True) if e > s):
+        if out_s and s <= out_e[-1]:
+            out_e[-1] = max(out_e[-1], e)
+        else:
+            out_s.append(s)
+            out_e.append(e)
+    return out_s, out_e
+
+
+def test_merge_matches_start_order_reference_on_random_intervals() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n = int(rng.integers(0, 200))
+        start = rng.integers(-50, 2000, n)
+        if trial % 3 == 0:
+            start = np.sort(start)  # the sorted path
+        end = start + rng.integers(-5, 120, n)  # empty and reversed intervals included
+        s, e = iv.merge(start, end)
+        assert (s.tolist(), e.tolist()) == _merge_by_start_order(start, end)

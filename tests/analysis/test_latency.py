@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from nprof.analysis.engines import engines
 from nprof.analysis.findings import findings
 from nprof.analysis.latency import engine_wait_ns, latency_idle
@@ -67,3 +70,35 @@ def test_unknown_program_counters_give_no_figure() -> None:
     p = make({"ts": [0], "duration": [5]}, {"ts": [1300], "duration": [10], "bytes": [64]})
     assert latency_idle(p)[0] == -1
     assert "dma_latency_path_percent" not in summary_metrics(p)
+
+
+def _reference_wait_ns(p, engine: str) -> int:
+    """Plain per-event reference of `engine_wait_ns`: instants (1 ns cells) waited at a head of track while the
+    engine ran nothing."""
+    waiting, running = set(), set()
+    for e in p.instructions.to_pylist():
+        if e["engine"] != engine:
+            continue
+        waiting.update(range(e["ts"] - max(e["wait_ns"] or 0, 0), e["ts"]))
+        running.update(range(e["ts"], e["ts"] + e["duration"]))
+    return len(waiting - running)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_engine_wait_matches_a_plain_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    dense = seed % 2 == 0  # most rows wait (one interval per row) or few do (the busy union plus the waits)
+    wait = rng.integers(1, 80, n) * (rng.random(n) < (0.9 if dense else 0.2))
+    engine = rng.choice(["tensor", "vector", "scalar"], n).tolist()
+    p = make(
+        {
+            "ts": np.sort(rng.integers(0, 3000, n)).tolist() if seed % 3 else rng.integers(0, 3000, n).tolist(),
+            "duration": rng.integers(0, 60, n).tolist(),
+            "engine": engine,
+            "track": [f"{e}.{int(k)}" for e, k in zip(engine, rng.integers(0, 2, n), strict=True)],
+            "wait_ns": wait.tolist(),
+        }
+    )
+    for name in ("tensor", "vector", "scalar", "gpsimd"):
+        assert engine_wait_ns(p, name) == _reference_wait_ns(p, name), name

@@ -178,14 +178,22 @@ class Facts:
         """Disjoint busy intervals of one engine (cached)."""
         key = f"_merged_{engine}"
         if key not in self.__dict__:
-            names = self.engine[1]
-            if engine not in names:
+            if engine not in self.engine[1]:
                 return np.empty(0, np.int64), np.empty(0, np.int64)
-            group_codes, offsets, order = self.engine_groups
-            g = int(np.searchsorted(group_codes, names.index(engine)))
-            rows = order[offsets[g] : offsets[g + 1]]  # ascending table positions of this engine
+            rows = self.engine_rows(engine)
             self.__dict__[key] = iv.merge(self.i_ts[rows], self.i_end[rows])
         return self.__dict__[key]
+
+    def engine_rows(self, engine: str) -> np.ndarray:
+        """Ascending table positions of one engine's instructions (a view of `engine_groups`)."""
+        names = self.engine[1]
+        if engine not in names:
+            return np.empty(0, np.int64)
+        group_codes, offsets, order = self.engine_groups
+        g = int(np.searchsorted(group_codes, names.index(engine)))
+        if g >= group_codes.size or group_codes[g] != names.index(engine):
+            return np.empty(0, np.int64)
+        return order[offsets[g] : offsets[g + 1]]
 
     @cached_property
     def engine_groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,18 +17,6 @@ def is_sorted(a: np.ndarray) -> bool:
     return a.size < 2 or bool(np.all(a[1:] >= a[:-1]))
 
 
-def sort_by_start(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (start, end) ordered by start; no copy when already ordered.
-
-    Uses numpy's stable sort (timsort for int64), which is linear on inputs made
-    of a few sorted runs, e.g. two concatenated sorted interval lists.
-    """
-    if is_sorted(start):
-        return start, end
-    order = np.argsort(start, kind="stable")
-    return start[order], end[order]
-
-
 def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge intervals into the disjoint, sorted intervals of their union (empty ones dropped)."""
     start = np.asarray(start, dtype=_I64)
@@ -38,8 +26,14 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         start, end = start[keep], end[keep]
     if start.size == 0:
         return np.empty(0, _I64), np.empty(0, _I64)
-    start, end = sort_by_start(start, end)
-    reach = np.maximum.accumulate(end)
+    if is_sorted(start):
+        reach = np.maximum.accumulate(end)
+    else:
+        # The union depends only on the multisets of starts and ends: with both sorted on their own, the k-th
+        # start and the k-th end bound intervals of the same union (the count covering t is #starts <= t minus
+        # #ends <= t), ordered by start and by end at once. Two sorts (timsort: fast on nearly sorted times)
+        # instead of an argsort and two gathers.
+        start, reach = np.sort(start, kind="stable"), np.sort(end, kind="stable")
     # a new merged interval begins where the start is beyond everything seen so far
     new = np.empty(start.size, dtype=bool)
     new[0] = True

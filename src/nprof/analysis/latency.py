@@ -32,17 +32,32 @@ MAX_LAYERS = 3
 
 
 def engine_wait_ns(profile: Profile, engine: str) -> int:
-    """Union of the engine's head-of-track waits minus the time it was busy (see module doc)."""
+    """Union of the engine's head-of-track waits minus the time it was busy (see module doc); memoised per
+    profile and engine (the engines and findings passes both ask)."""
+    return facts(profile).memo(f"engine_wait_ns:{engine}", lambda: _engine_wait_ns(profile, engine))
+
+
+def _engine_wait_ns(profile: Profile, engine: str) -> int:
+    """`engine_wait_ns` computed as |W ∪ B| - |B| (= |W| - |W ∩ B|), W the waits [ts - wait, ts) and B the busy
+    time: one merge, no intersection. Each row's wait ends where its own run starts, so when most rows wait the
+    union is that of the rows' [ts - wait, max(end, ts)) (one interval per row); else of B's merged intervals and
+    the few waits."""
     f = facts(profile)
     wait_all = f.i_col("wait_ns")
     waited = f.memo("waited_rows", lambda: np.flatnonzero(wait_all > 0))  # few rows: no per-engine full scans
     rows = waited[f.engine_mask(engine)[waited]]
     if rows.size == 0:
         return 0
-    wait, ts = wait_all[rows], f.i_ts[rows]
-    waits = iv.merge(ts - wait, ts)
-    length = int((waits[1] - waits[0]).sum())
-    return max(0, length - iv.intersection_length(waits, f.engine_merged(engine)))
+    busy = f.engine_merged(engine)
+    busy_ns = int((busy[1] - busy[0]).sum())
+    everyone = f.engine_rows(engine)
+    if 2 * rows.size > everyone.size:
+        ts = f.i_ts[everyone]
+        start, end = ts - np.maximum(wait_all[everyone], 0), np.maximum(f.i_end[everyone], ts)
+    else:
+        ts = f.i_ts[rows]
+        start, end = np.concatenate([busy[0], ts - wait_all[rows]]), np.concatenate([busy[1], ts])
+    return max(0, iv.union_length(start, end) - busy_ns)
 
 
 def _dma_latency_ns(profile: Profile) -> float:
