@@ -11,7 +11,9 @@ into a temp dir with `git archive`, rewrites ONLY their import lines
 (`neuronxcc.nki` / `nki` / `torch_neuronx.nki_jit` -> `nprof.nki`), then runs
 each kernel of `nki_compat_cases.CASES` in its own subprocess (at the small
 size, or the published size with `--full`) and compares it with our numpy
-reference, and runs every public unit-test file with pytest. Prints one table:
+reference, and runs every public unit-test file with pytest (numpy's global RNG
+seeded 0 before each test: repeatable inputs for tests that draw unseeded
+ones, `nki_compat_extra.STUBS`). Prints one table:
 kernel, runs, numerics error (max |out - ref| / max |ref|), why not. Nothing
 fetched is ever written into this repository.
 """
@@ -164,7 +166,8 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
     name = f"{source}:{path.stem}"
     if name in extra.PYTEST_FULL:
         args = tuple(a for a in args if a != "--simulation-only")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", str(path), *args]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "nprof_compat_seed",
+           str(path), *args]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=path.parent,
                               env=_env(tree, source, path.parent))  # fmt: skip
@@ -247,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         tree = Path(opts.keep or tmp)
         if not (tree / "sdk").exists():
             extract(tree)
+        extra.write_stubs(tree)  # (a kept tree gets this version's stubs too)
         return _report(tree, opts)
 
 

@@ -7,7 +7,9 @@ as scripts, import stubs, and the known outcomes of public unit tests (our code 
   they pass when they exit 0 and print no "False").
 * `STUBS`: empty modules written into the extracted tree so that files importing a framework only for their
   host-side driver (torch_xla's device, torch_neuronx, loguru's logger) can be imported; the kernels never
-  touch them. A kernel that needs them fails as before.
+  touch them. A kernel that needs them fails as before. `nprof_compat_seed` (ours) is a pytest plugin the
+  public unit tests run with: numpy's global RNG seeded 0 before each test, so a test drawing unseeded random
+  inputs gets the same inputs in every compatibility run (the table is repeatable; nothing else changes).
 * `PYTEST_KNOWN`: public unit-test files that cannot pass for a reason outside nprof, with that reason (shown,
   and counted as "tests n/a" or "tests differs", only when the failure line matches); `PYTEST_FULL`: files
   with no test marked for simulation, run without `--simulation-only` (nothing in them needs hardware).
@@ -35,6 +37,10 @@ STUBS = {
     "torch_xla/core/xla_model.py": "def xla_device(*args, **kwargs):\n    raise RuntimeError('no XLA device here')\n",
     "torch_neuronx/__init__.py": "",
     "loguru/__init__.py": "import logging\n\nlogger = logging.getLogger('loguru-stub')\n",
+    "nprof_compat_seed.py": (
+        "import numpy as np\nimport pytest\n\n\n@pytest.fixture(autouse=True)\ndef _seed_numpy():\n"
+        "    np.random.seed(0)\n"
+    ),
 }
 
 

@@ -5,6 +5,11 @@ numba is installed and either `n >= compiled_from` or the module `loaded` (defau
 imported (its load cost is then paid); otherwise None, and the caller runs the reference, which gives the
 same results (each core is held to its reference in the tests). Loading numba and a core costs about
 0.5 s CPU once per process, which is why small inputs skip it.
+
+`run_detached(fn)` runs `fn` on a fresh thread and waits: a numba function's first call (compiling it) keeps
+the tracebacks of the typing failures it met for the whole process (numba's typing context caches them), and a
+traceback's frames reach, through `f_back`, every frame of the calling stack, which then outlive their calls
+with all their local variables. Compiling on a thread of its own leaves the caller's frames out of that chain.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import threading
+from collections.abc import Callable
 from types import ModuleType
 
 
@@ -22,3 +29,20 @@ def load_compiled(name: str, n: int, compiled_from: int, loaded: str | None = No
     if importlib.util.find_spec("numba") is None:
         return None
     return importlib.import_module(name)
+
+
+def run_detached(fn: Callable[[], None]) -> None:
+    """Call `fn()` on a new thread and wait for it; its exception, if any, is raised here (see module doc)."""
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            fn()
+        except BaseException as err:  # handed to the caller's thread
+            failed.append(err)
+
+    thread = threading.Thread(target=body, name="nprof-compile", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]

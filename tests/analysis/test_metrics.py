@@ -49,9 +49,10 @@ def test_memory_bound_verdict_and_transpose() -> None:
         {"ts": [0, 100], "duration": [100, 100], "engine": ["tensor", "tensor"], "hw_flops": [1000, 600],
          "flops": [1000, 0], "is_transpose": [False, True]},
         {"ts": [0], "duration": [200], "bytes": [1000]},
-        peak_flops=1e12, hbm_bandwidth=1e11,
+        peak_flops=1e12, hbm_bandwidth=1e10,
     )  # fmt: skip
     m = summary_metrics(p)
+    assert m["mbu_estimated_percent"] == pytest.approx(50.0)  # not low utilisation: the roofline decides
     assert m["transpose_flops"] == 600
     assert m["hardware_flops"] == 1600
     assert m["mm_arithmetic_intensity"] == pytest.approx(1.0)  # (1600 - 600) / 1000

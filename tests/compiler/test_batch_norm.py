@@ -128,3 +128,34 @@ def test_spread_factor_puts_few_channels_on_all_partitions() -> None:
     assert spread_factor((1, 3, 96, 96)) == 1 and spread_factor((2, 130, 3, 5)) == 1
     assert spread_factor((8, 64, 1, 1)) == 1 and spread_factor((3, 64, 2, 2)) == 1  # 64 channels: not spread
     assert spread_factor((64, 16, 64, 64)) == 1  # 32768 elements per partition: more than one block
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_spread_batch_norm_backward_keeps_a_non_finite_channel_to_itself(bad: float) -> None:
+    """16 channels spread over 128 partitions, one of them with a non-finite input (so its mean, dot product
+    and gradient are non-finite): every other channel's gradients stay finite and equal eager's (a 0/1
+    selection matmul would multiply the bad channel's value by 0 into every channel: NaN everywhere)."""
+    shape, c_bad = (4, 16, 8, 8), 3
+    gen = torch.Generator().manual_seed(11)
+    x, g = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+    x[1, c_bad, 2, 5] = bad
+    w = torch.randn(16, generator=gen)
+    mean, rstd = x.mean(dim=(0, 2, 3)), 1 / torch.sqrt(x.var(dim=(0, 2, 3), unbiased=False) + 1e-5)
+
+    def fn(g, x, w, sm, sr):  # type: ignore[no-untyped-def]
+        return torch.ops.aten.native_batch_norm_backward(g, x, w, None, None, sm, sr, True, 1e-5, [True] * 3)
+
+    args = [g, x, w, mean, rstd]
+    gm = make_fx(fn, decomposition_table=decompositions())(*args)
+    names = ["g", "x", "w", "sm", "sr"]
+    program, slots = lower_graph(gm, GraphPlan("bnb_nan", "inference", names, ["o0", "o1", "o2"]))
+    given = {n: a.numpy() for n, a in zip(names, args, strict=True)}
+    outputs = unpack_outputs(program, simulate(program, pack_inputs(program, given), numerics=True,
+                                                      ignore_exec_errors=True).outputs)
+    got = [np.asarray(outputs[s.name]).reshape(s.shape) for s in slots]
+    want = [t.numpy() for t in fn(*args)]  # type: ignore[no-untyped-call]
+    others = [k for k in range(16) if k != c_bad]
+    np.testing.assert_allclose(got[0][:, others], want[0][:, others], rtol=1e-4, atol=1e-4)
+    for got_k, want_k in zip(got[1:], want[1:], strict=True):
+        np.testing.assert_allclose(got_k[others], want_k[others], rtol=1e-4, atol=1e-4)
+    assert not np.isfinite(got[1][c_bad]) and not np.isfinite(want[1][c_bad])

@@ -28,6 +28,9 @@ GEOMETRIES = [
     (36, 4, 3, 1, 2, 2, False, 6),  # ... stride 1, dilated: windows read as whole padded rows
     (40, 36, 3, 1, 1, 1, True, 1),  # 1x1 images: eight of nine taps read only padding (skipped, zero gradient)
     (48, 40, 3, 2, 1, 1, False, 3),  # strided, several images per pixel block of the weight gradient
+    (140, 130, 3, 2, 1, 1, False, 5),  # strided over more than 128 channels in and out: the input gradient
+    # by output phase accumulates over OC chunks and writes C chunks
+    (6, 8, 3, 3, 0, 1, True, 11),  # stride 3, no padding: phases some taps never reach
 ]
 
 

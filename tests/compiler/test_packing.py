@@ -205,3 +205,39 @@ def test_batch_norm_statistics_of_many_channels_move_in_one_dma_each_way(channel
     for p, q, e in zip(packed, plain, fn(*args), strict=True):  # type: ignore[no-untyped-call]
         np.testing.assert_array_equal(p, q)
         np.testing.assert_allclose(p, e.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_int_scalar_counters_move_in_one_dma_each_way() -> None:
+    """Three int64 scalar counters (as batch norm's ``num_batches_tracked``) incremented beside fp32 work:
+    packed, the three loads are one DMA of the int row and the three stores one DMA of the int output pack;
+    the counters come back exact (int32 values, the eager sums) and every output equals the unpacked lowering."""
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
+    counters = [torch.tensor(v, dtype=torch.int64) for v in (0, 7, 123_456)]
+
+    def fn(x, a, b, c):  # type: ignore[no-untyped-def]
+        return x * 2.0, a + 1, b + 1, c + 1
+
+    args = [x, *counters]
+    packed, packed_dmas = _lower_outputs(fn, args, 4, packed=True)
+    plain, plain_dmas = _lower_outputs(fn, args, 4, packed=False)
+    assert packed_dmas == plain_dmas - 4
+    for p, q, e in zip(packed, plain, fn(*args), strict=True):  # type: ignore[no-untyped-call]
+        np.testing.assert_array_equal(p, q)
+        np.testing.assert_array_equal(p, e.numpy())
+    assert [int(p) for p in packed[1:]] == [1, 8, 123_457]
+
+
+def test_plan_packs_int32_scalars_apart_from_the_fp32_members() -> None:
+    decls = [TensorDecl("n1", (), "int32", "input"), TensorDecl("ids", (8,), "int32", "input"),
+             TensorDecl("n2", (1,), "int32", "input"), TensorDecl("w", (16,), "float32", "input")]  # fmt: skip
+    pack = packing.plan_pack(decls)
+    assert pack is not None and dict(pack.ints) == {"n1": 0, "n2": 1} and not pack.members
+    layout = {packing.INTS_NAME: [["n1", 0, 1], ["n2", 1, 1]]}  # as packed_program records it when read
+    from nprof.program.model import Program
+
+    program = Program("p", "trn1", (), (), meta={packing.PACKED_META: __import__("json").dumps(layout)})
+    values = packing.pack_inputs(program, {"n1": np.int32(5), "n2": np.array([2**31 - 1], np.int32),
+                                           "ids": np.arange(8, dtype=np.int32), "w": np.ones(16, np.float32)})
+    assert values[packing.INTS_NAME].dtype == np.int32
+    assert values[packing.INTS_NAME].tolist() == [5, 2**31 - 1]  # the same bits, not rounded through fp32
+    assert set(values) == {packing.INTS_NAME, "ids", "w"}

@@ -1,5 +1,5 @@
 """`tensor.ap(pattern, offset=, dtype=)`: explicit [[stride, count], ...] patterns over HBM and on-chip storage,
-held to numpy's as_strided on the same flat storage."""
+held to numpy's as_strided on the same flat storage (runtime offsets: test_access_pattern_offsets.py)."""
 
 from __future__ import annotations
 
@@ -80,15 +80,10 @@ def test_patterns_outside_the_tensor_are_refused() -> None:
         t = nl.load(a)
         return t.ap(pattern=[[16, 2], [1, 8]])  # steps two partitions at a time
 
-    def indirect(a):
-        return a.ap(pattern=[[8, 4], [1, 8]], scalar_offset=a)
-
     with pytest.raises(KernelError, match="outside"):
         nki.simulate_kernel(too_far, rand((4, 8), 4))
     with pytest.raises(KernelError, match="one partition"):
         nki.simulate_kernel(partition_skip, rand((4, 8), 5))
-    with pytest.raises(KernelError, match="indirection"):
-        nki.simulate_kernel(indirect, rand((4, 8), 6))
 
 
 def test_ap_signature_and_unknown_keyword() -> None:

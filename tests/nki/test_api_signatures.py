@@ -3,7 +3,9 @@ function swallows unknown keywords."""
 
 from __future__ import annotations
 
+import functools
 import inspect
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,13 +18,16 @@ import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof import nki
 from nprof.nki.calls import NkiCompatWarning
+from nprof.nki.tensor import NkiTensor
 from tests.nki.helpers import run_tiles
 
 API = Path(__file__).with_name("nki_api_2_26.txt")
 MODULES = {"nl": nl, "nisa": nisa, "nki": nki, "ncc": ncc, "ncc.sbuf": ncc.sbuf, "ncc.psum": ncc.psum}
 DEFAULTS = {"None": None, "False": False, "True": True, "''": "", "()": (), "bool": nl.bool_, "np.uint8": nl.uint8,
             "np.float32": nl.float32, "engine.unknown": nisa.engine.unknown, "reduce_cmd.idle": nisa.reduce_cmd.idle,
-            "oob_mode.error": nisa.oob_mode.error, "dge_mode.unknown": nisa.dge_mode.unknown}  # fmt: skip
+            "oob_mode.error": nisa.oob_mode.error, "dge_mode.unknown": nisa.dge_mode.unknown, "np.amax": np.amax,
+            "fp32.min": nl.fp32.min, "'auto'": "auto", "0": 0, "1": 1, "2": 2, "50": 50, "1.0": 1.0,
+            "1e-06": 1e-06}  # fmt: skip  (every default the list uses: each one is checked)
 
 
 def _entries(section: str) -> list[tuple[str, str, list[str]]]:
@@ -38,10 +43,15 @@ def _entries(section: str) -> list[tuple[str, str, list[str]]]:
 
 
 def _lookup(mod: str, name: str) -> Any:
-    return getattr(MODULES[mod], name)
+    """The object named; a method of `nki.tensor` without its `self` (its signature as called on a tensor)."""
+    if mod != "nki.tensor":
+        return getattr(MODULES[mod], name)
+    attr = inspect.getattr_static(NkiTensor, name)
+    return attr if isinstance(attr, property) else functools.partial(getattr(NkiTensor, name), None)
 
 
-@pytest.mark.parametrize(("mod", "name", "params"), _entries(""), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(("mod", "name", "params"), _entries("") + _entries("newer"),
+                         ids=lambda v: v if isinstance(v, str) else "")  # fmt: skip
 def test_name_exists_with_aws_parameters(mod: str, name: str, params: list[str]) -> None:
     obj = _lookup(mod, name)
     if params in (["<class>"], ["<value>"]) or not params or (params[0].startswith("*") and len(params) == 1):
@@ -62,7 +72,7 @@ def test_name_exists_with_aws_parameters(mod: str, name: str, params: list[str])
         assert pname in ours, f"{mod}.{name} has no parameter {pname!r} (ours: {list(ours)})"
         if not keyword_only:
             assert positional[k].name == pname, f"{mod}.{name}: positional parameter {k} is {positional[k].name}"
-        if default and default in DEFAULTS and not getattr(obj, "_nki_unsupported", False):
+        if default:
             assert ours[pname].default == DEFAULTS[default], f"{mod}.{name}({pname}=) default differs"
     if f"{mod}.{name}" != "nki.simulate_kernel":  # forwards the kernel's own keyword arguments
         assert not any(p.kind is p.VAR_KEYWORD for p in ours.values()), f"{mod}.{name} swallows unknown keywords"
@@ -122,3 +132,29 @@ def test_unmodelled_parameter_warns_once_per_kernel_naming_it() -> None:
         run_tiles(fn, x)
     compat = [w for w in seen if issubclass(w.category, NkiCompatWarning)]
     assert len(compat) == 1 and "priority" in str(compat[0].message)
+
+
+def test_nki_tensor_is_the_tensor_class_and_its_module_is_imported_by_name() -> None:
+    """`nki.tensor` is the class (2.26 API); the package attribute shadows the module nprof.nki.tensor, so code
+    reaches the module with `from nprof.nki.tensor import ...` only (`import nprof.nki.tensor as m` would bind
+    the class)."""
+    assert nki.tensor is NkiTensor
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"^\s*import nprof\.nki\.tensor\b", re.M)
+    offenders = [str(p) for d in ("src", "tests", "scripts", "bench") for p in (root / d).rglob("*.py")
+                 if pattern.search(p.read_text(errors="replace"))]  # fmt: skip
+    assert offenders == []
+
+
+def test_tensor_methods_of_the_2_26_class() -> None:
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+
+    def fn(t):
+        assert t.assert_shape((4, 8)) is t and t.itemsize == 4
+        assert t.expand_dims(1).shape == (4, 1, 8)
+        return t.astype(nl.bfloat16)
+
+    got = run_tiles(fn, x)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), x)  # small integers: exact in bf16
+    with pytest.raises(Exception, match=r"has shape \(4, 8\), not \(8, 4\)"):
+        run_tiles(lambda t: t.assert_shape((8, 4)), x)

@@ -198,3 +198,52 @@ def test_a_helper_returning_a_view_keeps_its_tile() -> None:
         return out
 
     np.testing.assert_array_equal(nki.simulate_kernel(kernel, x), x.view(np.uint8))
+
+
+def _block_view_kernel(buffer_kind: str):
+    """fp32 data [B, P, F] loaded block by block into a (B, par_dim(P), F) tile, read back through a uint16 view
+    of the whole tile (each block's last axis doubles), and a uint8 block tile written through its fp32 view."""
+    import nprof.nki.compiler as ncc
+
+    def kernel(a, raw):
+        b, p, f = a.shape
+        buffer = ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(b,)) if buffer_kind == "direct" else nl.sbuf
+        t = nl.ndarray((b, nl.par_dim(p), f), dtype=nl.float32, buffer=buffer)
+        for i in range(b):
+            t[i] = nl.load(a[i])
+        halves = t.view(nl.uint16)
+        out = nl.ndarray((b, p, 2 * f), dtype=nl.uint16, buffer=nl.shared_hbm)
+        for i in range(b):
+            nl.store(out[i], value=halves[i])
+        u = nl.ndarray((b, nl.par_dim(p), 4 * f), dtype=nl.uint8, buffer=nl.sbuf)
+        words = u.view(nl.float32)
+        for i in range(b):
+            nisa.dma_copy(dst=words[i], src=raw[i])
+        back = nl.ndarray((b, p, 4 * f), dtype=nl.uint8, buffer=nl.shared_hbm)
+        for i in range(b):
+            nl.store(back[i], value=u[i])
+        return out, back
+
+    return kernel
+
+
+@pytest.mark.parametrize("buffer_kind", ["sbuf", "direct", "by_liveness"])
+def test_view_of_a_tile_with_block_axes_changes_the_item_size(buffer_kind: str, monkeypatch) -> None:
+    """numpy's `.view` of each block: the blocks stay where they are, whether the tile is placed whole, by direct
+    allocation, or block by block (the liveness placement after an over-capacity trace)."""
+    from nprof.nki.alloc import OverCapacity
+    from nprof.nki.kernel import Kernel
+
+    if buffer_kind == "by_liveness":
+        record = Kernel._record
+
+        def plain_trace_overflows(self, *args, **kwargs):
+            if not kwargs.get("virtual") and kwargs.get("uses_total") is None:
+                raise OverCapacity("forced: trace again with tiles placed by liveness")
+            return record(self, *args, **kwargs)
+
+        monkeypatch.setattr(Kernel, "_record", plain_trace_overflows)
+    x, raw = rand((3, 32, 16), 11), rand((3, 32, 16), 12)
+    out, back = nki.simulate_kernel(_block_view_kernel(buffer_kind), x, raw)
+    np.testing.assert_array_equal(out, x.view(np.uint16))
+    np.testing.assert_array_equal(back, raw.view(np.uint8))

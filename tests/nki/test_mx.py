@@ -201,3 +201,62 @@ def test_benchmark_and_profile_keep_the_jit_platform_target(tmp_path, capsys) ->
     assert nki.benchmark(preset="trn2")(jitted).preset == "trn2"
     assert nki.benchmark(lambda a: a).preset == "trn1"
     capsys.readouterr()
+
+
+def _decode_e4m3(items: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """`_decode` for e4m3 data without the element loop: byte j of each 32-bit item is value j."""
+    k, f = items.shape
+    values = items.astype("<u4").view(np.uint8).reshape(k, f, 4).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    rows = [_scale_row(p) for p in range(k)]
+    return values * np.exp2(scales[rows].astype(np.float64) - 127)[:, :, None]
+
+
+@pytest.mark.parametrize(("out_dtype", "n"), [(nl.float32, 4096), (nl.bfloat16, 8192)])
+def test_nc_matmul_mx_moving_may_fill_the_whole_psum(out_dtype: object, n: int) -> None:
+    """NKI API reference (nc_matmul_mx, tile size): the moving free size goes up to 4096 for an fp32 dst and 8192
+    for bf16, the 8 PSUM banks of a partition; the dst is one PSUM tile spanning them."""
+    rng = np.random.default_rng(n)
+    st, mv = _random_items(rng, 32, 8, "e4m3"), _random_items(rng, 32, n, "e4m3")
+    sts, mvs = _random_scales(rng, 32, 8), _random_scales(rng, 32, n)
+    got = _mx_kernel(X4["e4m3"], out_dtype)(st, sts, mv, mvs)
+    expect = np.einsum("pmj,pnj->mn", _decode_e4m3(st, sts), _decode_e4m3(mv, mvs))
+    if out_dtype is nl.bfloat16:
+        expect = expect.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(got, expect, rtol=1e-2 if out_dtype is nl.bfloat16 else 1e-5,
+                               atol=1e-5 * np.abs(expect).max())  # fmt: skip
+
+
+def test_nc_matmul_mx_moving_beyond_the_psum_is_refused() -> None:
+    rng = np.random.default_rng(1)
+    st, mv = _random_items(rng, 32, 8, "e4m3"), _random_items(rng, 32, 4160, "e4m3")
+    sts, mvs = _random_scales(rng, 32, 8), _random_scales(rng, 32, 4160)
+    with pytest.raises(KernelError, match="bytes per partition"):  # the [8, 4160] fp32 dst does not fit in PSUM
+        _mx_kernel(X4["e4m3"], nl.float32)(st, sts, mv, mvs)
+
+
+@pytest.mark.parametrize(("target", "n", "fits"), [("trn3", 2048, True), ("trn2", 1024, False)])
+def test_nc_matmul_moving_limit_by_core(target: str, n: int, fits: bool) -> None:
+    """NKI API reference (nc_matmul, tile size): moving free size <= 512 (one fp32 PSUM bank) on NeuronCore-v2/-v3;
+    from NeuronCore-v4 up to the whole PSUM (4096 fp32)."""
+
+    def kernel(a, b):
+        sa = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        sb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sa, src=a)
+        nisa.dma_copy(dst=sb, src=b)
+        acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, sa, sb)
+        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal((64, 16)).astype(np.float32), rng.standard_normal((64, n)).astype(np.float32)
+    run = nki.jit(kernel, platform_target=target)
+    if not fits:
+        with pytest.raises(KernelError, match="PSUM bank holds"):
+            run(a, b)
+        return
+    np.testing.assert_allclose(run(a, b), a.T @ b, rtol=1e-4, atol=1e-4)

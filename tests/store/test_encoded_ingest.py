@@ -66,3 +66,39 @@ def test_plain_decodes_only_dictionaries() -> None:
     assert plain(col).type == pa.string() and plain(col).to_pylist() == ["a", None, "b"]
     same = pa.chunked_array([pa.array(["x"])])
     assert plain(same) is same
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_events_only_profile_gives_the_full_profiles_event_columns(case: str, tmp_path: Path) -> None:
+    import numpy as np
+
+    from nprof.analysis.facts import release
+    from nprof.store.ingest_events import event_columns, events_only
+
+    path = CASES[case]().save(tmp_path / "p.ntff")
+    p = Profile.load(path, encoded=True)
+    run_all(p)  # as in ingest: the analysis made the string codes the slim profile inherits
+    rows, cols, opnames, srcnames = event_columns(Profile.load(path))  # the reference: a plain full profile
+    slim = events_only(p)
+    release(p, keep_strings=True, into=slim)
+    got_rows, got, got_ops, got_srcs = event_columns(slim)
+    assert (got_rows, got_ops, got_srcs) == (rows, opnames, srcnames)
+    assert list(got) == list(cols)
+    for name, want in cols.items():
+        assert got[name].dtype == want.dtype and np.array_equal(got[name], want), name
+
+
+@pytest.mark.parametrize("case", ["holes-1", "random-dma", "system", "synthetic-3"])
+def test_ingesting_the_file_builds_the_database_of_the_plain_profile(case: str, tmp_path: Path) -> None:
+    from nprof.store import Store
+    from tests.store.test_ingest_orders import _contents
+
+    path = CASES[case]().save(tmp_path / "p.ntff")
+    store = Store(tmp_path / "s")
+    store.ingest_file(path, profile_id="file")  # handed over, encoded, the profile freed mid-build
+    store.ingest(Profile.load(path), "plain")  # held by the caller, plain strings
+    store.close()
+    file_db, plain_db = _contents(store.db_path("file")), _contents(store.db_path("plain"))
+    assert set(file_db) == set(plain_db)
+    for name in file_db:
+        assert file_db[name] == plain_db[name], name

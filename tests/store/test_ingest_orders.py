@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,31 @@ def test_release_keeping_strings_keeps_only_the_codes() -> None:
     assert "i_end" not in g.__dict__ and (g.i_end == ends).all()  # recomputed on demand
     release(p)
     assert "_col_instructions_track" not in facts(p).__dict__
+
+
+def test_a_handoff_frees_the_profile_during_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import weakref
+
+    import nprof.store.ingest as ingest_mod
+    from nprof.store.ingest import Handoff
+
+    p = synthetic_profile(2000, seed=5)
+    with progress(5, "test") as bar:
+        build_profile_db(p, tmp_path / "held.duckdb", run_analysis, bar, "held.parts")
+    alive = weakref.ref(p)
+    own = Handoff(p)
+    del p
+    gone_by_then: list[bool] = []
+    timeline = ingest_mod.timeline_tables
+
+    def spy(*args: Any) -> Any:  # the pyramids are built after the profile is gone
+        gone_by_then.append(alive() is None)
+        return timeline(*args)
+
+    monkeypatch.setattr(ingest_mod, "timeline_tables", spy)
+    with progress(5, "test") as bar:
+        result = build_profile_db(own, tmp_path / "handed.duckdb", run_analysis, bar, "handed.parts")
+    assert gone_by_then == [True] and result.event_count == 2000
+    with pytest.raises(RuntimeError, match="already released"):
+        own.get()
+    assert _contents(tmp_path / "handed.duckdb") == _contents(tmp_path / "held.duckdb")

@@ -348,13 +348,14 @@ def facts(profile: Profile) -> Facts:
     return f
 
 
-def release(profile: Profile, keep_strings: bool = False) -> None:
+def release(profile: Profile, keep_strings: bool = False, into: Profile | None = None) -> None:
     """Drop the cached Facts of `profile` now (a caller done with the analysis frees its per-event arrays;
     a later `facts(profile)` recomputes them). `keep_strings`: the string columns' codes (`Facts.column`)
-    stay cached in a fresh Facts (4 bytes per row each, dear to recompute for a Profile not read from a file)."""
+    stay cached in a fresh Facts (4 bytes per row each, dear to recompute for a Profile not read from a file),
+    of `into` when given: a profile holding the same instructions and dma rows (a column subset of them)."""
     hit = _CACHE.get(id(profile))
     if hit is not None and hit[0]() is profile:
         del _CACHE[id(profile)]
         if keep_strings:
             kept = {k: v for k, v in hit[1].__dict__.items() if k.startswith("_col_") and isinstance(v, tuple)}
-            facts(profile).__dict__.update(kept)
+            facts(into if into is not None else profile).__dict__.update(kept)

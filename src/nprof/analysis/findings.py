@@ -28,6 +28,7 @@ from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.sources import human_bytes, human_ns, top_sources
 from nprof.analysis.system import system_findings
 from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from nprof.analysis.verdict import low_utilisation
 from nprof.analysis.warnings import tensor_reloads
 from nprof.profile import Profile
 
@@ -55,31 +56,16 @@ def finding_row(severity: str, kind: str, title: str, message: str, ts: int, end
                 impact_ns=int(impact), event_ids=ids.tolist(), sources=sources)  # fmt: skip
 
 
-LOW_UTILISATION_PERCENT = 10.0  # below this MFU and MBU, neither roof limits the run
-
-
-def low_utilisation(metrics: dict) -> str | None:
-    """When MFU and MBU are both below LOW_UTILISATION_PERCENT: why the run is neither compute- nor
-    memory-bound (plain words), else None. The arithmetic-intensity verdict only says which roof is
-    nearer; a run far below both is limited by latency, dependencies or overheads instead."""
-    mfu, mbu = metrics.get("mfu_estimated_percent"), metrics.get("mbu_estimated_percent")
-    vals = [v for v in (mfu, mbu) if isinstance(v, int | float)]
-    if not vals or max(vals) >= LOW_UTILISATION_PERCENT:
-        return None
-    got = " and ".join(f"{k} {v:.3g} %" for k, v in (("MFU", mfu), ("MBU", mbu)) if isinstance(v, int | float))
-    verb = "are" if len(vals) > 1 else "is"
-    return (f"{got} {verb} below {LOW_UTILISATION_PERCENT:g} %: neither peak FLOP/s nor memory bandwidth "
-            "limits this run; time goes to latency, dependencies, dispatch overheads or idle gaps")  # fmt: skip
-
-
 def _bound(profile: Profile, metrics: dict) -> list[dict]:
-    if metrics.get("bound") not in ("memory", "compute"):
-        return []  # "latency": the latency_bound finding (nprof.analysis.latency) says it
-    ai, ratio = metrics["mm_arithmetic_intensity"], metrics["peak_flops_bandwidth_ratio"]
+    ai, ratio = metrics.get("mm_arithmetic_intensity"), metrics.get("peak_flops_bandwidth_ratio")
+    if ai is None or ratio is None:
+        return []  # no roofline to compare with
     total = facts(profile).total_ns
     low = low_utilisation(metrics)
-    if low:
+    if low:  # the verdict's latency/overhead-bound (`nprof.analysis.verdict`)
         return [finding_row("warning", "bound", "Low utilisation", low, 0, total, 0, [], [])]
+    if metrics.get("bound") not in ("memory", "compute"):
+        return []  # "latency": the latency_bound finding (nprof.analysis.latency) says it
     if metrics["bound"] == "memory":
         text = (f"arithmetic intensity is {ai:.3g} FLOP per HBM byte, below the device's {ratio:.3g} FLOP/B "
                 f"(peak FLOP/s / HBM bandwidth): HBM traffic, not the Tensor engine, limits this run; "

@@ -23,6 +23,7 @@ from nprof.analysis import intervals as iv
 from nprof.analysis.facts import NEURON_ENGINES, facts, to_numpy
 from nprof.analysis.latency import latency_share
 from nprof.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from nprof.analysis.verdict import final_bound
 from nprof.capture.host_collectives import ALGORITHM as HOST_ALGORITHM
 from nprof.profile import ENGINES, Profile
 
@@ -52,9 +53,9 @@ FIXED_METRICS: dict[str, tuple[str, str, str]] = {
     "bound": (
         "FLOPs",
         "",
-        "latency when fixed DMA latencies on the critical path take >= the latency_share threshold of the "
-        "run (50% by default), else memory when "
-        "mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute",
+        "latency when MFU and MBU are both below 10% (neither roof limits the run) or when fixed DMA "
+        "latencies on the critical path take >= the latency_share threshold of the run (50% by default), else "
+        "memory when mm_arithmetic_intensity < peak_flops_bandwidth_ratio, else compute",
     ),
     "dma_latency_path_percent": (
         "DMA",
@@ -156,7 +157,8 @@ def _summary_metrics(profile: Profile, latency_at: float) -> dict[str, Metric]:
 
 def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Metric], latency_at: float) -> None:
     """Add the FLOP counts, MFU/HFU/MBU, arithmetic intensity, the peak ratio and the bound verdict
-    (memory/compute by the roofline; latency when DMA latency paths take `latency_at` of the run or more)."""
+    (memory/compute by the roofline; latency when DMA latency paths take `latency_at` of the run or more,
+    or under low utilisation: `nprof.analysis.verdict.final_bound`)."""
     f = facts(profile)
     info = profile.info
     total_ns = f.total_ns
@@ -191,6 +193,9 @@ def _flops_and_bound(profile: Profile, memory: dict[str, int], out: dict[str, Me
         out["dma_latency_path_percent"] = 100.0 * share
         if share >= latency_at:
             out["bound"] = "latency"
+    bound = final_bound(out)  # the one verdict rule (low utilisation is latency too): every view shows it
+    if bound is not None:
+        out["bound"] = bound
 
 
 def _engine_metrics(profile: Profile, out: dict[str, Metric]) -> None:

@@ -51,6 +51,7 @@ from nprof.capture.chrome_check import check_counters, check_events, check_flows
 from nprof.capture.chrome_events import ABSENT, SliceColumns, flow_columns, parse_events
 from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse, loads
 from nprof.capture.chrome_rows import build_profile
+from nprof.capture.devices import gpu_peaks  # small: imported with the importer, not in its first run
 from nprof.errors import NprofError
 from nprof.gcpause import gc_paused
 from nprof.profile import Profile, ProfileInfo
@@ -208,7 +209,7 @@ def events_to_profile(events: list[Any], meta: dict[str, Any], path: Path, info:
 def columns_to_profile(trace: FastTrace, path: Path, info: ProfileInfo | None = None) -> Profile:
     """Turn the columns of `chrome_fast.fast_parse` into a Profile (the same as `events_to_profile`)."""
     try:
-        slices = SliceColumns.from_columns(trace.slices)
+        slices = SliceColumns.from_columns(trace.slices, trace.types)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise NprofError(f"{path}: not a Chrome trace (malformed event: {_describe(exc)})") from None
     trace.slices = {}
@@ -245,8 +246,6 @@ def _slices_to_profile(
         merged.update(info.meta)
         base_info = replace(info, meta=merged, device_name=info.device_name or base_info.device_name)
     if base_info.peak_flops is None and base_info.device_name and base_info.device != "cpu":
-        from nprof.capture.devices import gpu_peaks
-
         peaks = gpu_peaks(base_info.device_name, rows.dtype)
         if peaks is not None:
             base_info = replace(base_info, peak_flops=peaks[0], hbm_bandwidth=peaks[1], peaks_source=peaks[2])

@@ -70,8 +70,11 @@ def _types(values: Iterable[Any]) -> set[type]:
     return set(map(type, values))
 
 
-def _check_scalar_column(values: list[Any], what: str, allowed: frozenset[type], path: Path) -> None:
-    if _types(values) <= allowed:
+def _check_scalar_column(
+    values: list[Any], what: str, allowed: frozenset[type], path: Path, types: set[type] | None = None
+) -> None:
+    """NprofError naming the first value of a type not `allowed`; `types`: the column's types if known."""
+    if (_types(values) if types is None else types) <= allowed:
         return
     bad = next(v for v in values if type(v) not in allowed)
     shown = f" ({str(bad)[:40]})" if type(bad) in _SCALARS or type(bad) is bool else ""  # never repr a deep list
@@ -100,14 +103,15 @@ def _check_dims(values: list[Any], path: Path) -> None:
 
 def check_slices(sl: SliceColumns, path: Path) -> None:
     """Check the columns of the slices (see module doc)."""
-    _check_scalar_column(sl.pid, "a slice's pid", _SCALARS, path)
-    _check_scalar_column(sl.tid, "a slice's tid", _SCALARS, path)
+    known = sl.types.get  # the types the fast parse met, where it counted them
+    _check_scalar_column(sl.pid, "a slice's pid", _SCALARS, path, known("pid"))
+    _check_scalar_column(sl.tid, "a slice's tid", _SCALARS, path, known("tid"))
     cols = sl.args.cols  # absent keys need no check
     for key in filter(cols.__contains__, _SCALAR_ARGS):
-        _check_scalar_column(cols[key], f"args {key!r}", _ARG_SCALARS, path)
+        _check_scalar_column(cols[key], f"args {key!r}", _ARG_SCALARS, path, known(key))
     nbytes = cols.get("bytes", [])
-    _check_scalar_column(nbytes, "args 'bytes'", _ARG_NUMBERS, path)
-    numbers = [v for v in nbytes if v is not None and v is not ABSENT]
+    _check_scalar_column(nbytes, "args 'bytes'", _ARG_NUMBERS, path, known("bytes"))
+    numbers = list(set(nbytes) - {None, ABSENT})  # numbers only (checked above): hashable
     if numbers and min(numbers) < 0:
         raise _fail(path, "args 'bytes' is negative")
     if numbers and max(numbers) >= MAX_BYTES:  # inf included (a number beyond the double range)

@@ -125,7 +125,15 @@ class ArgColumns:
 class SliceColumns:
     """Column lists of duration slices (X events and matched B/E pairs), built column-wise."""
 
+    types: dict[str, set[type]]  # known types of some columns (see `from_columns`)
+
+    def column_types(self, key: str, values: list[Any]) -> set[type]:
+        """The types in column `key` (`values`): known from the parse, else one pass."""
+        known = self.types.get(key)
+        return set(map(type, values)) if known is None else known
+
     def __init__(self, xs: list[dict[str, Any]]) -> None:
+        self.types = {}
         try:  # one C-level pass when every slice has every field (Kineto, torch.profiler)
             cols = list(zip(*map(itemgetter("name", "cat", "pid", "tid", "ts", "dur", "args"), xs), strict=True))
             name, cats, pid, tid, ts, dur, args = (list(c) for c in cols) if cols else ([], [], [], [], [], [], [])
@@ -138,10 +146,12 @@ class SliceColumns:
         self.set_columns(name, cats, pid, tid, ts, dur, args)
 
     @classmethod
-    def from_columns(cls, cols: dict[str, Any]) -> SliceColumns:
+    def from_columns(cls, cols: dict[str, Any], types: dict[str, set[type]] | None = None) -> SliceColumns:
         """From raw column lists (name, cat, pid, tid, ts, dur: the event fields, `dict.get` defaults; args:
-        dicts or ArgColumns)."""
+        dicts or ArgColumns). `types` (optional): the types each of some columns holds (name, pid, tid, scalar
+        args keys), as the fast parse met them: the checks then need no pass over those columns."""
         self = cls.__new__(cls)
+        self.types = types or {}
         self.set_columns(*(cols[k] for k in ("name", "cat", "pid", "tid", "ts", "dur", "args")))
         return self
 
@@ -151,8 +161,9 @@ class SliceColumns:
     ) -> None:
         """Normalise and store the columns: names as text, categories lower-cased, args as ArgColumns (from
         dicts: anything but a dict counts as no args)."""
-        if not set(map(type, name)) <= {str}:
+        if not self.column_types("name", name) <= {str}:
             name = ["" if n is None else str(n) for n in name]
+            self.types.pop("name", None)
         try:
             lowered = {c: "" if c is None else str(c).lower() for c in set(cats)}
         except TypeError:  # an unhashable "cat" (not a string): compare by text

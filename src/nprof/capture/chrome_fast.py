@@ -55,6 +55,7 @@ CHUNK = 2048  # events decoded at a time: bounds the transient structs to a few 
 META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
              "traceName")  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur")
+_INTERN_FLOW = frozenset({"cat", "pid", "tid"})
 
 
 def _no_constant(name: str) -> Any:
@@ -94,6 +95,7 @@ class FastTrace:
     interned: dict[Any, Any] = dc_field(default_factory=dict)  # name/cat/pid/tid values, one object each
     shapes: dict[str, dict[bytes, Any]] = dc_field(default_factory=dict)  # per args key: list values by text
     args: dict[str, list[Any]] = dc_field(default_factory=dict)  # ArgColumns.cols of the X slices so far
+    types: dict[str, set[type]] = dc_field(default_factory=dict)  # the types in pid/tid/scalar args columns
     n_x: int = 0  # X slices so far
 
 
@@ -146,10 +148,13 @@ if msgspec is not None:
 
     _EVENTS = msgspec.json.Decoder(list[_Event])
     _NO_ARGS = _Args()
-    _ARG_FIELDS = attrgetter(*_Args.__struct_fields__[: len(ARG_KEYS)])  # ARG_KEYS: 8 scalars, then raw spans
-    _X_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
-    _FLOW_GET = attrgetter(*FLOW_KEYS)
+    # one getter per column: a map per column costs less than a tuple per event and a transposition
+    _ARG_GETS = tuple(map(attrgetter, _Args.__struct_fields__[: len(ARG_KEYS)]))  # ARG_KEYS: 8 scalars, raw spans
+    _X_GETS = tuple(map(attrgetter, ("name", "cat", "pid", "tid", "ts", "dur", "args")))
+    _FLOW_GETS = tuple(map(attrgetter, FLOW_KEYS))
     _INTERNED = {str, int, type(None), type(UNSET)}
+    _ABSENT_ONLY = {type(UNSET)}
+    _NUMBER_TYPES = frozenset({int, float, bool})  # isinstance(v, int | float) for JSON values
     _INSTANTS = frozenset({"i", "I", "n"})  # equal values of these types are interchangeable
     _RAWS = msgspec.json.Decoder(list[Raw])
 
@@ -224,6 +229,7 @@ def fast_parse(raw: bytes) -> FastTrace | None:
     cols["args"] = ArgColumns(out.n_x, out.args, distinct)
     if xs:
         cols["args"] = ArgColumns.concat([cols["args"], ArgColumns.from_dicts([e.get("args") for e in xs])])
+        out.types = {}  # the B/E pairs' values are not counted: the checks look at every value
     out.args = {}
     times = [_floats(e["ts"] for e in xs), _floats((e["dur"] for e in xs), none=0)]
     if times[0] is None or times[1] is None:
@@ -248,14 +254,16 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
 
 
 def _flows(flows: list[Any], out: FastTrace) -> None:
-    """Append a chunk's flow events to the columns `out.flows` (repeated values interned, ts as floats)."""
-    for key, col in zip(FLOW_KEYS, zip(*map(_FLOW_GET, flows), strict=True) if flows else [()] * 7, strict=True):
+    """Append a chunk's flow events to the columns `out.flows` (repeated cat/pid/tid values interned, ts as
+    floats; ph and bp are one-character strings, which Python shares already)."""
+    for key, get in zip(FLOW_KEYS, _FLOW_GETS, strict=True):
+        col = list(map(get, flows))
         if key == "ts":
             ts = _floats(col)
             if ts is None:
                 raise ValueError("a flow event has a non-numeric ts")  # the reference refuses it
             out.flows[key].append(ts)
-        elif key != "id" and set(map(type, col)) <= _INTERNED:
+        elif key in _INTERN_FLOW and set(map(type, col)) <= _INTERNED:
             out.flows[key] += map(out.interned.setdefault, col, col)
         else:
             out.flows[key] += col
@@ -297,13 +305,14 @@ def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str
     out.n_phased += len(phases) - phases.count(None)
     xs = list(compress(events, map(eq, phases, repeat("X"))))
     flows = list(compress(events, map(contains, repeat(FLOW_PHASES), phases)))
-    # one C-level transposition of the X slices' fields into columns
-    x_cols = list(zip(*map(_X_FIELDS, xs), strict=True)) if xs else [()] * 7
+    x_cols = [list(map(get, xs)) for get in _X_GETS]  # the X slices' fields as columns: C-level passes
     if UNSET in x_cols[4] or UNSET in map(attrgetter("ts"), flows):
         return None
     cols = out.slices
     for key, col in zip(("name", "cat", "pid", "tid"), x_cols, strict=False):
-        if set(map(type, col)) <= _INTERNED:
+        types = set(map(type, col))
+        out.types.setdefault(key, set()).update(types)
+        if types <= _INTERNED:
             cols[key] += map(out.interned.setdefault, col, col)  # one object per distinct value
         else:
             cols[key] += col
@@ -324,27 +333,45 @@ def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str
 
 def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
     """Append the counters of Kineto [memory] instants (typed events), by the reference's rule
-    (`chrome_events.memory_counters`)."""
-    for ev in instants:
-        if ev.name != "[memory]":
-            continue
-        if ev.ts is UNSET:
-            raise KeyError("ts")
-        a = ev.args or _NO_ARGS
-        dev_type, dev_id = (0 if v is UNSET else v for v in (a.device_type, a.device_id))
-        allocated, reserved = (None if v is UNSET else v for v in (a.total_allocated, a.total_reserved))
-        memory_counters(ev.ts, dev_type, dev_id, allocated, reserved, counters)
+    (`chrome_events.memory_counters`: a total counts when it is a number, bools included), with the
+    counter names made once per distinct (Device Type, Device Id) values and types."""
+    mem = list(compress(instants, map(eq, map(attrgetter("name"), instants), repeat("[memory]"))))
+    times = list(map(attrgetter("ts"), mem))
+    if UNSET in times:
+        raise KeyError("ts")
+    labels: dict[tuple[Any, ...], tuple[str, str | None]] = {}
+    append = counters.append
+    for ts, a in zip(times, map(attrgetter("args"), mem), strict=True):
+        a = a or _NO_ARGS
+        dev_type, dev_id = a.device_type, a.device_id
+        key = (dev_type, dev_id, dev_type.__class__, dev_id.__class__)  # 1, 1.0 and True name differently
+        names = labels.get(key)
+        if names is None:
+            names = labels[key] = _memory_names(0 if dev_type is UNSET else dev_type, 0 if dev_id is UNSET else dev_id)
+        if a.total_allocated.__class__ in _NUMBER_TYPES:
+            append((ts, names[0], a.total_allocated))
+        if names[1] is not None and a.total_reserved.__class__ in _NUMBER_TYPES:
+            append((ts, names[1], a.total_reserved))
 
 
-def _args(found: tuple[Any, ...], out: FastTrace) -> None:
+def _memory_names(dev_type: Any, dev_id: Any) -> tuple[str, str | None]:
+    """(allocated counter, reserved counter or None) of a [memory] instant's device, as `memory_counters`
+    names them (it is the rule: each name is read off a one-instant run of it)."""
+    out: list[tuple[Any, str, Any]] = []
+    memory_counters(0, dev_type, dev_id, 0, 0, out)
+    return out[0][1], (out[1][1] if len(out) > 1 else None)
+
+
+def _args(found: list[Any], out: FastTrace) -> None:
     """Append the args structs of a chunk's X slices (None where args is null or absent) to the columns
     `out.args` (ARG_KEYS; a key enters when a slice first has it); list values are decoded once per distinct
-    text (`loads`, as the reference) and shared."""
+    text (`loads`, as the reference) and shared. The types met in each scalar column are added to
+    `out.types` (`chrome_check.check_slices` then needs no pass of its own)."""
     m = len(found)
     if None in found:
-        found = tuple(f or _NO_ARGS for f in found)
-    arg_cols = list(zip(*map(_ARG_FIELDS, found), strict=True)) if m else [()] * len(ARG_KEYS)
-    for k, (key, col) in enumerate(zip(ARG_KEYS, arg_cols, strict=True)):
+        found = [f or _NO_ARGS for f in found]
+    for k, (key, get) in enumerate(zip(ARG_KEYS, _ARG_GETS, strict=True)):
+        col: list[Any] | tuple[Any, ...] = list(map(get, found))
         if k >= 8:  # raw spans
             if col.count(_NO_RAW) == m:
                 col = ()
@@ -353,11 +380,13 @@ def _args(found: tuple[Any, ...], out: FastTrace) -> None:
                 shapes = out.shapes.setdefault(key, {})
                 for text in set(texts) - shapes.keys():
                     shapes[text] = loads(text) if text else ABSENT
-                col = tuple(map(shapes.__getitem__, texts))
-        elif col.count(ABSENT) == m:
+                col = list(map(shapes.__getitem__, texts))
+        elif (types := set(map(type, col))) == _ABSENT_ONLY:
             col = ()
-        elif k in (5, 6, 7) and set(map(type, col)) <= _INTERNED:  # registers, shared memory, bytes: memo keys
-            col = tuple(map(out.interned.setdefault, col, col))
+        else:
+            out.types.setdefault(key, set()).update(types)
+            if k in (5, 6, 7) and types <= _INTERNED:  # registers, shared memory, bytes: memo keys
+                col = list(map(out.interned.setdefault, col, col))
         have = out.args.get(key)
         if col:
             if have is None:

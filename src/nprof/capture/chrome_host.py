@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_not
-from typing import Any
 
 import numpy as np
 
@@ -140,14 +139,15 @@ def row_info(h: Host, ctx: Context, rows: np.ndarray) -> dict[int, tuple[str | N
     )
     if not h.any_bwd:
         return info_of
-    fwd: dict[Any, tuple[str | None, str | None]] = {}  # forward ops that created autograd nodes
     seq = h.args.raw("Sequence number")
-    seq_idx = [i for i in range(len(h.names)) if h.bwd_of[i] < 0 and seq[i] is not ABSENT]
+    bwd_of = np.asarray(h.bwd_of, dtype=np.int64)
+    numbered = np.fromiter(map(is_not, seq, repeat(ABSENT)), dtype=bool, count=len(seq))
+    seq_idx = np.flatnonzero((bwd_of < 0) & numbered).tolist()  # forward ops that created autograd nodes
     seq_ctx = ctx.innermost(h.track[seq_idx], h.start[seq_idx], h.end[seq_idx])
     seq_info = {c: ctx.info(c)[:2] for c in set(seq_ctx)}
-    for i, c in zip(seq_idx, seq_ctx, strict=True):
-        fwd.setdefault(seq[i], seq_info[c])
-    for r in rows.tolist():
+    numbers, infos = list(map(seq.__getitem__, seq_idx)), list(map(seq_info.__getitem__, seq_ctx))
+    fwd = dict(zip(reversed(numbers), reversed(infos), strict=True))  # the first op of a sequence number wins
+    for r in rows[bwd_of[rows] >= 0].tolist():
         b = h.bwd_of[r]
         if b >= 0 and (f := fwd.get(None if seq[b] is ABSENT else seq[b])) is not None:
             layer, source, iteration = info_of[r]
@@ -208,11 +208,12 @@ def host_read_bytes(h_args: ArgColumns, parent: np.ndarray, emitted: list[int], 
     first = np.flatnonzero(inherited)
     first = first[np.unique(src[first], return_index=True)[1]]  # its first emitted descendant takes it
     take = np.flatnonzero((src >= 0) & (src == em))
-    memo: dict[tuple[int, int], int] = {}
-    for e, s in zip(em[take].tolist() + em[first].tolist(), src[take].tolist() + src[first].tolist(), strict=True):
-        key = (id(dims[s]), id(types[s]))  # the values outlive the memo; equal texts share one (chrome_fast)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = input_bytes(h_args.row(s))
-        out[e] = got
+    rows = np.concatenate([em[take], em[first]])
+    srcs = np.concatenate([src[take], src[first]]).tolist()
+    # one input_bytes per distinct (Input Dims, Input type) objects: the values outlive the keys, and equal
+    # texts share one value (chrome_fast)
+    keys = list(zip(map(id, map(dims.__getitem__, srcs)), map(id, map(types.__getitem__, srcs)), strict=True))
+    one = dict(zip(keys, srcs, strict=True))  # a slice of each key
+    value = {key: input_bytes(h_args.row(s)) for key, s in one.items()}
+    out[rows] = np.fromiter(map(value.__getitem__, keys), dtype=np.int64, count=len(keys))
     return out

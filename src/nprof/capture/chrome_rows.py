@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import eq
+from operator import is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,32 +152,44 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     """(sorted track names, track code per slice, track code per (pid, tid)): device slices by (device,
     stream) from their args; others by (pid, tid), taking the device track of that (pid, tid) when it has
     one (gpu_user_annotation), else "cpu:<tid>" ("cpu:<pid>.<tid>" when host ops come from several pids)."""
-    n = len(kind)
-    kind_l = kind.tolist()
     pids, tids, args = sl.pid, sl.tid, sl.args
-    multi = len(set(compress(pids, map(eq, kind_l, repeat(2))))) > 1
-    dev_labels = [""] * n  # set for the device slices (kind >= 3), the only ones read
+    multi = len(set(map(pids.__getitem__, np.flatnonzero(kind == 2).tolist()))) > 1
     thread_label: dict[tuple[Any, Any], str] = {}
     dev_label: dict[tuple[Any, ...], str] = {}
-    devices, streams = args.raw("device"), args.raw("stream")
-    for i in [i for i, k in enumerate(kind_l) if k >= 3]:
-        key = (pids[i], tids[i])
-        ds = (key[0] if devices[i] is ABSENT else devices[i], key[1] if streams[i] is ABSENT else streams[i])
-        prefix = "mtia" if sl.cat[i].startswith("mtia") else "cuda"
+    dev = np.flatnonzero(kind >= 3).tolist()
+    columns = (pids, tids, args.raw("device"), args.raw("stream"), sl.cat)
+    dev_keys = list(zip(*(map(col.__getitem__, dev) for col in columns), strict=True))
+    label_of: dict[tuple[Any, ...], str] = {}
+    for key in dict.fromkeys(dev_keys):  # distinct (pid, tid, device, stream, cat), in trace order
+        pid, tid, device, stream, cat = key
+        ds = (pid if device is ABSENT else device, tid if stream is ABSENT else stream)
+        prefix = "mtia" if cat.startswith("mtia") else "cuda"
         label = dev_label.get((prefix, *ds)) or dev_label.setdefault((prefix, *ds), f"{prefix}:{ds[0]}:{ds[1]}")
-        dev_labels[i] = label
-        thread_label.setdefault(key, label)
-    pairs = list(zip(pids, tids, strict=True))
-    keymap = {
-        key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in set(pairs)
-    }
-    labels = list(map(keymap.__getitem__, pairs))
-    for i in np.flatnonzero(kind >= 3).tolist():
-        labels[i] = dev_labels[i]
-    track_names = sorted(set(labels))
+        label_of[key] = label
+        thread_label.setdefault((pid, tid), label)
+    pair, first = pair_codes(pids, tids)  # (pid, tid) code per slice; the first slice of each pair
+    reps = [(pids[i], tids[i]) for i in first]  # each pair as its first slice writes it
+    keymap = {key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in reps}
+    pair_labels = list(map(keymap.__getitem__, reps))
+    dev_labels = list(map(label_of.__getitem__, dev_keys))
+    host_pairs = np.unique(pair[kind < 3]).tolist()
+    track_names = sorted({*map(pair_labels.__getitem__, host_pairs), *dev_labels})
     codes = {label: c for c, label in enumerate(track_names)}
-    track_code = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
+    track_code = np.asarray([codes.get(label, -1) for label in pair_labels], dtype=np.int64)[pair]
+    track_code[dev] = np.fromiter(map(codes.__getitem__, dev_labels), dtype=np.int64, count=len(dev))
     return track_names, track_code, {key: codes[label] for key, label in keymap.items()}
+
+
+def pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
+    """(code of each slice's (pid, tid) pair, 0..k-1; the first slice of each code): the pairs a dict of
+    (pid, tid) tuples tells apart (1, 1.0 and True are one pid), without a tuple per slice."""
+    n = len(pids)
+    pid_of = {p: i for i, p in enumerate(dict.fromkeys(pids))}
+    tid_of = {t: i for i, t in enumerate(dict.fromkeys(tids))}
+    combo = np.fromiter(map(pid_of.__getitem__, pids), np.int64, n) * len(tid_of)
+    combo += np.fromiter(map(tid_of.__getitem__, tids), np.int64, n)
+    _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first.tolist()
 
 
 def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_bytes: np.ndarray) -> _Device:
@@ -185,15 +197,15 @@ def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_
     row to its first kernel (tensor-engine kernels first) and its input bytes to its earliest kernel (reads
     of device memory; host rows then read none): `flops` and `read_bytes` are zeroed where moved."""
     h_corr = h.args.raw("correlation")
-    corr = {c: i for i, c in enumerate(h_corr) if c is not ABSENT}
+    present = list(map(is_not, h_corr, repeat(ABSENT)))
+    corr = dict(zip(compress(h_corr, present), compress(range(len(h_corr)), present), strict=True))  # last wins
     dev = np.flatnonzero(s.kind >= 3)
-    dev_owner, dev_host = [], []
     s_corr = s.args.raw("correlation")
-    for i in dev.tolist():
-        c = s_corr[i]
-        hi = corr.get(None if c is ABSENT else c, -1)
-        dev_owner.append(own_l[hi] if hi >= 0 else -1)
-        dev_host.append(hi)
+    wanted = list(map(s_corr.__getitem__, dev.tolist()))
+    if ABSENT in wanted:  # no correlation: looked up as null, as `dict.get` reads a missing key
+        wanted = [None if c is ABSENT else c for c in wanted]
+    dev_host = list(map(corr.get, wanted, repeat(-1)))
+    dev_owner = np.asarray([*own_l, -1], dtype=np.int64)[np.asarray(dev_host, dtype=np.int64)].tolist()  # -1: none
     kern_a = np.flatnonzero(s.kind[dev] == 3)
     k_idx = dev[kern_a]
     engines = {nm: engine_of(nm) == "tensor" for nm in {s.names[i] for i in k_idx.tolist()}}
@@ -244,22 +256,22 @@ def _instruction_rows(
     """The instruction rows: the emitted host rows, then the kernels (which take the context and op path
     of their launching op)."""
     r_list = rows.tolist()
-    k_idx = [int(d.idx[j]) for j in d.kern]
+    k_idx = d.idx[np.asarray(d.kern, dtype=np.int64)].tolist()
     n_r, n_k = len(r_list), len(d.kern)
     i_track = np.concatenate([h.track[rows], s.track[k_idx]]) if n_r + n_k else np.zeros(0, np.int64)
-    i_hlo = paths.parent_paths(r_list + [d.launch[j] for j in d.kern])
+    i_hlo = paths.parent_paths(r_list + list(map(d.launch.__getitem__, d.kern)))
     i_ops = operands_all(h.args.take(r_list), HOST_KEYS) + operands_all(s.args.take(k_idx), KERNEL_KEYS)
     return _Instr(
         track=i_track,
         start=np.concatenate([h.start[rows], s.start[k_idx]]).astype(np.int64),
         dur=np.concatenate([h.dur[rows], s.dur[k_idx]]).astype(np.int64),
-        name=[h.names[r] for r in r_list] + [s.names[i] for i in k_idx],
+        name=list(map(h.names.__getitem__, r_list)) + list(map(s.names.__getitem__, k_idx)),
         flops=np.concatenate([flops[rows], d.flops]).astype(np.int64),
         bytes=np.concatenate([read_bytes[rows], d.bytes]).astype(np.int64),
-        info=[info_of[r] for r in r_list] + [info_of.get(d.owner[j], (None, None, 0)) for j in d.kern],
+        info=list(map(info_of.__getitem__, r_list)) + [info_of.get(d.owner[j], (None, None, 0)) for j in d.kern],
         hlo=i_hlo,
         ops=i_ops,
-        owner=list(r_list) + [d.owner[j] for j in d.kern],
+        owner=list(r_list) + list(map(d.owner.__getitem__, d.kern)),
         n_r=n_r,
         n_k=n_k,
     )
@@ -287,7 +299,8 @@ def _ids_and_deps(
     n_i = len(i_order)
     row_id = np.empty(n_i, dtype=np.int64)
     row_id[i_order] = np.arange(n_i)
-    id_of_host = {r: int(row_id[k]) for k, r in enumerate(r_list)}
+    row_id_l = row_id.tolist()
+    id_of_host = dict(zip(r_list, row_id_l, strict=False))  # host rows come first
     d_order = np.argsort(s.start[d_idx], kind="stable") if d_idx else np.zeros(0, np.int64)
     d_id = np.empty(len(d_idx), dtype=np.int64)
     d_id[d_order] = np.arange(len(d_idx)) + n_i
@@ -295,10 +308,10 @@ def _ids_and_deps(
     for k in range(ins.n_r, n_i):
         o = ins.owner[k]
         if o >= 0:
-            deps[int(row_id[k])].append(id_of_host[o])
-    for j, o in enumerate(d_owner):
+            deps[row_id_l[k]].append(id_of_host[o])
+    for j, o in zip(d_id.tolist(), d_owner, strict=True):
         if o >= 0:
-            deps[int(d_id[j])].append(id_of_host[o])
+            deps[j].append(id_of_host[o])
     flow_deps(
         flows,
         f_ns,
@@ -325,24 +338,24 @@ def _instruction_columns(
     order = i_order.tolist()
 
     def perm(values: list[Any]) -> list[Any]:
-        return [values[k] for k in order]
+        return list(map(values.__getitem__, order))
 
     return {
         "id": np.arange(len(order), dtype=np.int64),
         "ts": (ins.start - t0)[i_order],
         "duration": ins.dur[i_order],
         "engine": perm(engines),
-        "track": [track_names[t] for t in ins.track[i_order].tolist()],
+        "track": list(map(track_names.__getitem__, ins.track[i_order].tolist())),
         "opcode": perm(list(map({nm: opcode(nm) for nm in distinct}.__getitem__, ins.name))),
         "operands": perm(ins.ops),
-        "layer": perm([x[0] for x in ins.info]),
+        "layer": perm(list(map(itemgetter(0), ins.info))),
         "hlo_name": perm(ins.hlo),
-        "nki_source_location": perm([x[1] for x in ins.info]),
+        "nki_source_location": perm(list(map(itemgetter(1), ins.info))),
         "flops": ins.flops[i_order],
         "hw_flops": ins.flops[i_order],
         "hbm_read_bytes": ins.bytes[i_order],
-        "deps": [sorted(set(d)) for d in deps[: len(order)]],
-        "iteration": np.asarray(perm([x[2] for x in ins.info]), dtype=np.int32),
+        "deps": [d if len(d) < 2 else sorted(set(d)) for d in deps[: len(order)]],  # most have 0 or 1
+        "iteration": np.asarray(perm(list(map(itemgetter(2), ins.info))), dtype=np.int32),
     }
 
 
@@ -363,11 +376,11 @@ def build_profile(
     s = _Slices(sl.name, sl.args, kind, start, dur, end, track_code)
     h = host_slices(s.names, s.args, np.flatnonzero(kind == 2), track_code, start, end)
     ctx_idx = np.flatnonzero(kind == 1)
-    ctx = Context([s.names[i] for i in ctx_idx.tolist()], track_code[ctx_idx], start[ctx_idx], end[ctx_idx])
+    ctx = Context(list(map(s.names.__getitem__, ctx_idx.tolist())), track_code[ctx_idx], start[ctx_idx], end[ctx_idx])
     own, has_inner = own_flops(h)
     # the work level: a counted FLOP op (innermost with a formula) is always one row, never split or
     # absorbed into an enclosing op, so matmul rows do not depend on timing noise
-    counted = np.asarray([f > 0 and not i for f, i in zip(own, has_inner, strict=True)], dtype=bool)
+    counted = (np.asarray(own, dtype=np.int64) > 0) & ~np.asarray(has_inner, dtype=bool)
     emitted, owner = select_work(h.order, h.parent, h.dur, counted, np.asarray(has_inner, dtype=bool))
     own_l = owner.tolist()
     rows = np.flatnonzero(emitted)
@@ -377,10 +390,10 @@ def build_profile(
     paths = Paths(h)
     d = _device_work(s, h, own_l, flops, read_bytes)
     ins = _instruction_rows(s, h, rows, d, flops, read_bytes, info_of, paths)
-    dma_pos = [j for j, i in enumerate(d.idx.tolist()) if kind[i] >= 4]
-    d_idx = [int(d.idx[j]) for j in dma_pos]
-    d_owner = [d.owner[j] for j in dma_pos]
-    d_host = [d.launch[j] for j in dma_pos]
+    dma_pos = np.flatnonzero(kind[d.idx] >= 4)
+    d_idx = d.idx[dma_pos].tolist()
+    d_owner = list(map(d.owner.__getitem__, dma_pos.tolist()))
+    d_host = list(map(d.launch.__getitem__, dma_pos.tolist()))
     t0 = _t0([ins.start, start[d_idx], h.start, start[d.idx]] + ([c_ns] if len(c_ts) else []))
     i_order, d_order, d_id, deps = _ids_and_deps(s, ins, rows.tolist(), d_idx, d_owner, flows, f_ns, by_thread)
     instructions = _instruction_columns(ins, i_order, deps, t0, track_names)

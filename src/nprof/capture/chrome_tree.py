@@ -185,31 +185,43 @@ class Context:
         self.names = list(names)
         order, parent, end_c = nest(track, start, end, clamp=False)
         self.order = order
+        self.parent_a = parent
         self.parent = parent.tolist()
+        self.end_c = end_c[order].astype(np.int64)  # in sorted order
         self.track = track[order]
         self.keys = (track[order].astype(np.int64) << TRACK_SHIFT) | start[order]
-        self.end_sorted = end_c[order].tolist()
-        self.trk_sorted = self.track.tolist()
         self.rank = np.empty(len(order), dtype=np.int64)
         self.rank[order] = np.arange(len(order))
-        self.rank_l = self.rank.tolist()
-        self.order_l = order.tolist()
         self._memo: dict[int, tuple[str | None, str | None, int, bool]] = {}
 
     def innermost(self, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
-        """Innermost context slice containing each [start, end) on the same track (-1 if none)."""
+        """Innermost context slice containing each [start, end) on the same track (-1 if none): from the
+        last context slice starting at or before `start` on its track, up its parents to the first that
+        contains the span (all queries a step at a time: `python_innermost` is the plain loop)."""
         if not len(self.order) or not len(start):
             return [-1] * len(start)
-        keys = (track.astype(np.int64) << TRACK_SHIFT) | start
-        pos = (np.searchsorted(self.keys, keys, side="right") - 1).tolist()
+        track, end = np.asarray(track, dtype=np.int64), np.asarray(end, dtype=np.int64)
+        keys = (track << TRACK_SHIFT) | start
+        pos = np.searchsorted(self.keys, keys, side="right") - 1
+        c = np.where(pos >= 0, self.order[np.maximum(pos, 0)], -1)
+        live = np.flatnonzero(c >= 0)
+        while len(live):
+            r = self.rank[c[live]]
+            live = live[(self.track[r] != track[live]) | (self.end_c[r] < end[live])]  # not containing: go up
+            c[live] = self.parent_a[c[live]]
+            live = live[c[live] >= 0]
+        return c.tolist()
+
+    def python_innermost(self, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
+        """`innermost` by a plain loop per span (its reference in the tests)."""
         out = []
-        trk_l, end_l = track.tolist(), end.tolist()
-        for j, k in enumerate(pos):
-            c = self.order_l[k] if k >= 0 else -1
-            t, e = trk_l[j], end_l[j]
+        order, rank, trk, ends = self.order.tolist(), self.rank.tolist(), self.track.tolist(), self.end_c.tolist()
+        for t, s, e in zip(track.tolist(), start.tolist(), end.tolist(), strict=True):
+            k = int(np.searchsorted(self.keys, (t << TRACK_SHIFT) | s, side="right")) - 1
+            c = order[k] if k >= 0 else -1
             while c >= 0:
-                r = self.rank_l[c]
-                if self.trk_sorted[r] == t and self.end_sorted[r] >= e:
+                r = rank[c]
+                if trk[r] == t and ends[r] >= e:
                     break
                 c = self.parent[c]
             out.append(c)

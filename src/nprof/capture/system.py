@@ -4,17 +4,19 @@ Contract of `attach_system(profile, work_dir, out) -> SystemProfile`:
 * reads the log `nprof.capture.system_recorder` wrote in `work_dir` (none: the profile is returned
   as it is, with the manifest note `system` saying no device graph was launched);
 * adds, on the profile's clock, host rows for the backend — `nprof::compile`, `nprof::cache_hit` and
-  `nprof::fallback` on track `nprof.compile`, each graph launch (`nprof::launch`, the host's wall
-  time of the call) on `nprof.launch` — DMA rows for the copies of inputs (queue `h2d:nc0`, direction
-  host->device) and outputs (`d2h:nc0`, device->host) with their bytes, and one `nc_exec_running`
-  row per execution on the device track `nc:0`, with `layer` = module, `hlo_name` = `module#k`,
-  depending on its launch (a flow arrow in Perfetto and the viewer); an execution with collectives (a
-  multi-process job) adds one row per simulated collective on `cc:nc0` (engine cc, its bytes, algorithm
-  and simulated wait), at the execution's start plus the collective's simulated time, and one `collectives`
-  row each (`device_collectives`: op k = the k-th simulated collective of the process, algorithm marked
-  `(simulated)`), so the aggregated multi-rank view lists them; and, when the run timed it, the host's data
-  exchange of each such collective on `nprof.exchange` (opcode `nprof::exchange`, `hlo_name` = `<kind>#<op>`,
-  the measured span; its measured wait for the other ranks is set by `rendezvous.match_waits`);
+  `nprof::fallback` on track `nprof.compile`, each graph launch (`nprof::launch`, the host's wall time of the
+  call) on `nprof.launch` — DMA rows for the copies of inputs (queue `h2d:nc0`, direction host->device) and
+  outputs (`d2h:nc0`, device->host) with their bytes, and one `nc_exec_running` row per execution on the device
+  track `nc:0`, with `layer` = module, `hlo_name` = `module#k`, depending on its launch (a flow arrow in
+  Perfetto and the viewer); when those executions ran on a preset with assumed figures (trn3), the manifest
+  carries its `preset_assumptions` and `system.device_preset`, so the profile shows the assumed-figures note
+  device profiles show; an execution with collectives (a multi-process job) adds one row per simulated
+  collective on `cc:nc0` (engine cc, its bytes, algorithm and simulated wait), at the execution's start plus the
+  collective's simulated time, and one `collectives` row each (`device_collectives`: op k = the k-th simulated
+  collective of the process, algorithm marked `(simulated)`), so the aggregated multi-rank view lists them; and,
+  when the run timed it, the host's data exchange of each such collective on `nprof.exchange` (opcode
+  `nprof::exchange`, `hlo_name` = `<kind>#<op>`, the measured span; its measured wait for the other ranks is set
+  by `rendezvous.match_waits`);
 * the clocks: torch.profiler's trace time plus the trace's `baseTimeNanoseconds` is Unix time, which
   the backend's events are stamped in, so host rows land exactly where they happened. A device row
   starts where its launch started and lasts the *simulated* device time; the host did not wait for
@@ -179,6 +181,16 @@ def append_rows(table: pa.Table, name: str, rows: list[dict[str, Any]], first_id
     return pa.concat_tables([table, added.cast(table.schema)])
 
 
+def _assumed(launches: list[dict[str, Any]]) -> dict[str, str]:
+    """The manifest entries naming the assumed figures the device rows rest on: `preset_assumptions` (each
+    preset's list once) and `system.device_preset`; {} when every execution ran on a published preset."""
+    found = {e.get("preset") or "": e["preset_assumptions"] for e in launches if e.get("preset_assumptions")}
+    if not found:
+        return {}
+    return {"preset_assumptions": " ".join(dict.fromkeys(found.values())),
+            "system.device_preset": ", ".join(p for p in found if p)}  # fmt: skip
+
+
 def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
     """Join the backend's log in `work_dir` to the host `profile` (see module doc)."""
     events = read_log(work_dir)
@@ -203,6 +215,7 @@ def attach_system(profile: Profile, work_dir: Path, out: Path) -> SystemProfile:
         "system.devices_dir": devices_dir(out).name,
         "system.device_profiles": orjson.dumps(listing).decode(),
     }
+    meta.update(_assumed(launches))
     info = replace(profile.info, meta=meta)
     tables = {"instructions": instructions, "dma": dma_table, "collectives": collectives}
     return SystemProfile(replace(profile, info=info, **tables), files)

@@ -7,8 +7,9 @@ Contract:
 * `SystemRecorder(policy)` is a `nprof.compiler.runtime.OBSERVERS` callable: it keeps every
   `RuntimeEvent` (compile, cache_hit, fallback, h2d, launch, d2h) with the training step it happened
   in (a launch whose program has collectives also keeps their rows: `collectives`, each with the host's
-  measured `host_start_ns`/`host_end_ns` of its data exchange when the run recorded them), and the device
-  Profiles the policy selects. `install()` / `uninstall()` add and remove it.
+  measured `host_start_ns`/`host_end_ns` of its data exchange when the run recorded them; every launch with a
+  device profile keeps its `preset` and `preset_assumptions`), and the device Profiles the policy selects.
+  `install()` / `uninstall()` add and remove it.
 * `write(directory)` writes `directory/execs.json` (a list of event records, each with `step` and
   `device_profile`: the file name of its device profile or null) and the selected device profiles as
   `directory/devices/<module>_exec<k>.ntff`; returns the number of launches recorded.
@@ -88,8 +89,11 @@ class SystemRecorder:
         session = TorchSession.active
         record = {k: v for k, v in asdict(event).items() if k != "profile"}
         record["step"] = session.step_num if session is not None else 0
-        if event.kind == "launch" and event.profile is not None and event.profile.collectives.num_rows:
-            record["collectives"] = _collective_records(event.profile)
+        if event.kind == "launch" and event.profile is not None:
+            info = event.profile.info  # the preset it ran on and that preset's assumed figures (trn3), if any
+            record["preset"], record["preset_assumptions"] = info.preset, info.meta.get("preset_assumptions")
+            if event.profile.collectives.num_rows:
+                record["collectives"] = _collective_records(event.profile)
         self.events.append(record)
         if event.kind == "launch" and event.profile is not None and self.policy.keeps(event.exec_index):
             self._profiles[(event.module, event.exec_index)] = event.profile

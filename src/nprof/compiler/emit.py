@@ -24,7 +24,15 @@ import numpy as np
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.blockstage import blocks_program, finish_blocks
 from nprof.compiler.fusion import FusingBuilder, dead_stores
-from nprof.compiler.packing import COLUMNS_NAME, PMAX, finish_stage, packed_program, plan_pack, staged_program
+from nprof.compiler.packing import (
+    COLUMNS_NAME,
+    INTS_NAME,
+    PMAX,
+    finish_stage,
+    packed_program,
+    plan_pack,
+    staged_program,
+)
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -72,8 +80,11 @@ class Emitter:
         only: the group tiles live in its cache)."""
         pack = plan_pack(list(self.tensors.values())) if self.builder.fusing else None
         if pack is not None:
-            self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
-            self.builder.hbm_tensor(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input", None)
+            if pack.members:
+                self.builder.hbm_tensor(pack.name, (pack.total,), "float32", "input", None)
+                self.builder.hbm_tensor(COLUMNS_NAME, (PMAX * pack.width,), "float32", "input", None)
+            if pack.ints:
+                self.builder.hbm_tensor(INTS_NAME, (len(pack.ints),), "int32", "input", None)
             self.builder.pack = pack
 
     def _emit(
@@ -94,16 +105,16 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        stage = self.builder.stage
-        k = self.builder.call(finish_stage, stage) if stage is not None else 0  # staged small outputs: one DMA
+        stages = [(stage, self.builder.call(finish_stage, stage)) for stage in self.builder.stages]  # one DMA each
         blocks = self.builder.blocks
         parts, width = self.builder.call(finish_blocks, blocks) if blocks is not None else (0, 0)  # one DMA
         program = _renamed(self.builder.build(), self.renames)
         program = dead_stores(program) if self.builder.fusing else program
         if self.builder.pack is not None:
             program = packed_program(program, self.builder.pack)
-        if k and stage is not None:
-            program = staged_program(program, stage.columns, stage.sizes, k, self.builder.preset.pmax)
+        for stage, k in stages:  # staged small outputs
+            if k:
+                program = staged_program(program, stage.columns, stage.sizes, k, stage.pmax, stage.name)
         if width and blocks is not None:
             members = {self.renames.get(name, name): m for name, m in blocks.members.items()}
             program = blocks_program(program, members, parts, width, self.builder.preset.pmax)

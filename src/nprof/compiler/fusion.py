@@ -67,20 +67,22 @@ class FusingBuilder(ProgramBuilder):
         self._budget = int(self.preset.sbuf_partition_bytes * self.budget_fraction)
         self._tiling: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (writing scope, its stores)
         self._loads: dict[str, tuple[Any, list[Access]]] = {}  # HBM tensor -> (last loading scope, its loads)
-        self._covered: dict[tuple[str, int], bool] = {}
+        self._covered: dict[tuple[str, int, str], bool] = {}
         self._dma_count = 0
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
-        self.stage = OutputStage(self) if self.fusing and packing.ENABLED else None  # small outputs, one DMA
+        # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
+        self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
+                       if self.fusing and packing.ENABLED else [])  # fmt: skip
         self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
-        self.blocks = BlockStage(self) if self.stage is not None else None  # outputs stored as row blocks: one DMA
+        self.blocks = BlockStage(self) if self.stages else None  # outputs stored as row blocks: one DMA
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
         """A load of `access` served from the group tile of a packed input (`nprof.compiler.packing`), or
         None (not a member, not a group pattern, or fusion off)."""
-        if self.pack is None or not self.fusing or access.tensor not in self.pack.members:
+        if self.pack is None or not self.fusing or not self.pack.holds(access.tensor):
             return None
         return load_member(self, self.pack, access)
 
@@ -259,15 +261,16 @@ class FusingBuilder(ProgramBuilder):
     # ----- builder hooks ----------------------------------------------------------------------------------------
     def _append(self, engine: Any, opcode: Opcode, outs: tuple[Access, ...], *rest: Any, **kw: Any) -> int:
         """Every write (to HBM or into an SBUF tile) drops the cache entries it could make stale."""
-        if self.stage is not None:
+        if self.stages:
             reads = (*rest[0], *(rest[3] if len(rest) > 3 else kw.get("extra_reads", ())))
-            self.stage.before_append(outs, reads)
+            for stage in self.stages:
+                stage.before_append(outs, reads)
             if self.blocks is not None:
                 self.blocks.before_append(outs, reads)
         if self._by_tensor:
             for out in outs:
                 self._invalidate(out)
-                if self.pack is not None and out.space is Space.HBM and out.tensor in self.pack.members:
+                if self.pack is not None and out.space is Space.HBM and self.pack.holds(out.tensor):
                     self._invalidate(in_pack(self.pack, out))  # the member's elements in its group tiles
         if self.fusing:
             for out in outs:
@@ -294,12 +297,12 @@ class FusingBuilder(ProgramBuilder):
 
     def stage_output(self, access: Access, tile: NkiTensor) -> bool:
         """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
-        if self.stage is None:
-            return False
-        return self.stage.stage(access, tile) or (self.blocks is not None and self.blocks.stage(access, tile))
+        if any(stage.stage(access, tile) for stage in self.stages):
+            return True
+        return self.blocks is not None and self.blocks.stage(access, tile)
 
     def _release(self, base: OnChip) -> None:
-        if id(base) in self._kept or (self.stage is not None and self.stage.owns(base)) or (
+        if id(base) in self._kept or any(stage.owns(base) for stage in self.stages) or (
             self.blocks is not None and self.blocks.owns(base)
         ):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
@@ -401,7 +404,7 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
             continue
         accesses = builder.tiling(v.tensor, tuple(v.shape))
-        specs = retile(accesses, v.shape, strides) if accesses is not None else None
+        specs = retile(accesses, *split_dims(accesses, v.shape, strides)) if accesses is not None else None
         if specs is not None:
             candidates.append(specs)
     if fallback is not None:
@@ -415,6 +418,29 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         return loads + (0 if kept_out else len(specs))
 
     return min(candidates, key=dmas)
+
+
+def split_dims(accesses: list[Access], shape: Any, strides: list[Any]) -> tuple[list[int], list[tuple[int, ...]]]:
+    """`shape` and the operands' `strides` with a dim split in two wherever a run of `accesses` (patterns on
+    a contiguous tensor of that shape) steps by a multiple f of its contiguous stride below the next dim's:
+    blocks of f rows on partitions (`kernels.norm_spread`'s layout) are then boxes `views.retile` follows.
+    The same elements at the same offsets, for every operand."""
+    from nprof.compiler.views import contiguous_strides
+
+    shape, strides = [int(n) for n in shape], [list(st) for st in strides]
+    steps = {st for a in accesses for st, n in ((a.partition_stride, a.partitions), *a.free) if n > 1 and st > 0}
+    for step in sorted(steps, reverse=True):
+        cs = contiguous_strides(shape)
+        if step in cs:
+            continue
+        d = next((i for i in range(len(shape)) if cs[i] < step and (i == 0 or step < cs[i - 1])), None)
+        if d is None or step % cs[d] or shape[d] % (step // cs[d]):
+            continue
+        f = step // cs[d]
+        shape[d : d + 1] = [shape[d] // f, f]
+        for st in strides:
+            st[d : d + 1] = [st[d] * f, st[d]]
+    return shape, [tuple(st) for st in strides]
 
 
 def dead_stores(program: Program) -> Program:

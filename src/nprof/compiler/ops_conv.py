@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.compiler.kernels import conv as direct
+from nprof.compiler.kernels import conv_spread
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.reduce import reduce_kernel
@@ -95,11 +96,26 @@ def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: An
     return all(fits or stacked[part] for part in parts)
 
 
+def spread_factor(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> int:
+    """`kernels.conv_spread.spread_factor` of this fp32 convolution (1: not spread)."""
+    if xv.dtype != "float32" or wv.dtype != "float32" or len(padding) != 2 or len(dilation) != 2:
+        return 1
+    s, p, d = _pairs(stride, padding, dilation)
+    return conv_spread.spread_factor(tuple(xv.shape), tuple(wv.shape), s, p, d)
+
+
 @register("convolution.default")
 def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
     xv, wv = view_of(lw, x), view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
+    k = spread_factor(xv, wv, stride, padding, dilation)
+    if k > 1:  # few channels: image rows spread over all partitions
+        out = lw.new_tensor()
+        bias_v = view_of(lw, bias) if bias is not None else None
+        lw.em.call(conv_spread.conv_spread_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v, k,
+                   _pairs(padding)[0])  # fmt: skip
+        return out
     if direct_supported(xv, wv, stride, padding, dilation, ("forward",)):
         out = lw.new_tensor()
         bias_v = view_of(lw, bias) if bias is not None else None

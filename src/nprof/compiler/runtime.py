@@ -32,7 +32,7 @@ import numpy as np
 
 from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
-from nprof.compiler.packing import PACKED_META, pack_inputs, unpack_outputs
+from nprof.compiler.packing import INTS_NAME, PACKED_META, pack_inputs, unpack_outputs
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 
@@ -164,7 +164,8 @@ class DeviceGraph:
         self._timed: tuple[Any, int] | None = None  # (Profile, simulated ns) of every execution
         self._numerics: Any = None  # the PreparedNumerics of the program
         self._rng_draws = json.loads(program.meta.get(RNG_DRAWS_META, "{}"))
-        self._packed = {m[0] for layout in json.loads(program.meta.get(PACKED_META, "{}")).values() for m in layout}
+        self._packed = {m[0]: "int32" if pack == INTS_NAME else "float32"  # member -> its dtype in the pack
+                        for pack, layout in json.loads(program.meta.get(PACKED_META, "{}")).items() for m in layout}
 
     def __call__(self, args: list[Any]) -> list[Any]:
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -178,7 +179,7 @@ class DeviceGraph:
                 inputs[name] = to_numpy(value, decl.dtype)
         for name, value in zip(self.input_names, args, strict=True):
             if name in self._packed and hasattr(value, "detach"):
-                inputs[name] = to_numpy(value, "float32")
+                inputs[name] = to_numpy(value, self._packed[name])
         inputs = pack_inputs(self.program, inputs)  # small inputs share one HBM tensor (compiler.packing)
         for name, decl in self._decls.items():
             if name.startswith(RNG_PREFIX):  # fresh random numbers per execution (dropout masks), in input order

@@ -261,4 +261,11 @@ def program_columns(program: Any) -> Columns:
     table = attached_table(program)
     if table is not None:
         return table_columns(table)
-    return instruction_columns(program.instructions)
+    from nprof.program.lazy import Instructions
+
+    instrs = program.instructions
+    if isinstance(instrs, Instructions) and not instrs.materialized:  # columnar chunks of a trace: kept as columns
+        from nprof.device.columns_merge import lazy_columns
+
+        return lazy_columns(instrs)
+    return instruction_columns(instrs)

@@ -39,10 +39,16 @@ def uses_mx(program: Program) -> bool:
         quantize = pc.any(pc.equal(table.column("opcode"), Opcode.QUANTIZE_MX.value)).as_py()
         found = bool(quantize or pc.any(pc.is_in(dtypes, pa.array(sorted(PACKED_MX)))).as_py())
     else:
-        found = any(
-            ins.opcode is Opcode.QUANTIZE_MX or any(a.dtype in PACKED_MX for a in ins.ins)
-            for ins in program.instructions
-        )
+        from nprof.program.lazy import Instructions
+
+        instrs = program.instructions
+        segments = instrs.segments() if isinstance(instrs, Instructions) and not instrs.materialized else [(0, instrs)]
+        kinds = (
+            pair
+            for _, seg in segments
+            for pair in (((i.opcode, i.ins) for i in seg) if isinstance(seg, (list, tuple)) else seg.kinds())
+        )  # (a columnar chunk of a trace tells its opcodes and read operands without making its instructions)
+        found = any(op is Opcode.QUANTIZE_MX or any(a.dtype in PACKED_MX for a in ins) for op, ins in kinds)
     object.__setattr__(program, _USES_MX, found)
     return found
 

@@ -15,6 +15,11 @@ Formats (NKI API reference: `nki.language` MX dtypes, `nisa.nc_matmul_mx`, `nisa
 scale): out[m, n] = sum over p, j of st[p, m, j] * 2**(s_st(p, m) - 127) * mv[p, n, j] * 2**(s_mv(p, n) - 127),
 accumulated in float32 (into the destination when `accumulate`).
 
+`moving_fmax(preset, dst_dtype)`: the largest moving free size of a matmul into a `dst_dtype` PSUM tile: on
+NeuronCore-v4 the whole PSUM of a partition (NKI API reference, `nisa.nc_matmul` / `nisa.nc_matmul_mx`, "Tile
+size": up to 4096 for float32 `dst` or 8192 for bfloat16, "matching the size of 8x PSUM banks (the entire
+PSUM)"), before it one PSUM bank of fp32 (`nl.tile_size.gemm_moving_fmax`, 512).
+
 `quantize_mx(ins, mem)`: QUANTIZE_MX of a bf16/fp16 [P, 4F] tile into a [P, F] x4 tile and its scales, the
 scale of a group X = 2**(floor(log2(amax)) - (Emax - 1)) (Emax 8 for e4m3fn, 15 for e5m2; an all-zero group
 2**-127), each value divided by X and rounded to the element type (nearest even, saturating at its largest
@@ -26,7 +31,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from nprof.arch.isa import Access, Instruction
+from nprof.arch.isa import ITEMSIZE, Access, Instruction
+from nprof.arch.presets import Preset
 from nprof.device.memory import Memory
 
 ELEMENT = {  # packed MX type -> (element numpy type, values per item, bits per value)
@@ -35,6 +41,13 @@ ELEMENT = {  # packed MX type -> (element numpy type, values per item, bits per 
     "mxfp4_e2m1_x4": (ml_dtypes.float4_e2m1fn, 4, 4),
 }
 EMAX = {"mxfp8_e4m3_x4": 8, "mxfp8_e5m2_x4": 15}  # largest unbiased exponent of the element type (quantize_mx)
+
+
+def moving_fmax(preset: Preset, dst_dtype: str) -> int:
+    """The largest moving free size of one matmul writing `dst_dtype` (see module doc)."""
+    if preset.core == "NeuronCore-v4":
+        return preset.psum_partition_bytes // ITEMSIZE.get(dst_dtype, 4)
+    return preset.gemm_moving_fmax
 
 
 def _raw(mem: Memory, acc: Access) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from nprof.arch import cost
 from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
+from nprof.device.mx import moving_fmax
 from nprof.errors import NprofError
 
 SLOT_LD, SLOT_MM, SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD, SLOT_SYNC = range(6)
@@ -119,15 +120,17 @@ def template(name: str, preset: Preset, i: int, ins: Instruction, ii: list, oo: 
 
 
 def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, preset: Preset) -> None:
-    """The TensorE tile limits: K <= pmax, stationary free <= 128, moving free <= 512, result in PSUM."""
+    """The TensorE tile limits: K <= pmax, stationary free <= 128, moving free <= 512 (NeuronCore-v4: the whole
+    PSUM, `nprof.device.mx.moving_fmax`), result in PSUM."""
     k, m, n = ii[0].partitions, ii[0].free_elements, ii[1].free_elements
+    nmax = moving_fmax(preset, ins.outs[0].dtype) if ins.outs else preset.gemm_moving_fmax
     problem = None
     if k > preset.pmax or ii[1].partitions != k:
         problem = f"contraction sizes {k} and {ii[1].partitions} must be equal and <= {preset.pmax}"
     elif m > preset.gemm_stationary_fmax:
         problem = f"stationary free size {m} exceeds {preset.gemm_stationary_fmax}"
-    elif n > preset.gemm_moving_fmax:
-        problem = f"moving free size {n} exceeds {preset.gemm_moving_fmax}"
+    elif n > nmax:
+        problem = f"moving free size {n} exceeds {nmax}"
     elif not oo or oo[0].mem != 2:
         problem = "its result must go to PSUM"
     if problem:

@@ -3,7 +3,8 @@
 Contract: one line per metric, `name  value  unit`, names left-aligned in one
 column so `grep -e nc_idx -e total_time` gives `name value` lines; groups are
 introduced by a `# Group` line. Values use `format_value` (6 significant digits).
-After the metrics, a `# Findings` section lists what the analysis found, in
+After the metrics, a `# Verdict` line gives the `bound` row's reason in the viewer's words (both come from
+`nprof.analysis.verdict.verdict`), then a `# Findings` section lists what the analysis found, in
 plain words, most important first, each with up to three source lines to blame.
 A profile simulated on a preset with unpublished figures (trn3) starts with one
 `# Assumed hardware figures: ...` line naming which figures rest on them and listing
@@ -16,6 +17,7 @@ from typing import BinaryIO
 
 from nprof.analysis import DEFAULT_THRESHOLDS, Thresholds, describe, findings, summary_metrics
 from nprof.analysis.summary import format_value
+from nprof.analysis.verdict import verdict
 from nprof.export.options import ExportOptions
 from nprof.profile import Profile
 from nprof.store.info import GROUP_ORDER
@@ -54,7 +56,13 @@ def render_notes(profile: Profile) -> str:
     return f"# {note}\n\n" if note else ""
 
 
+def render_verdict(metrics: dict[str, int | float | str]) -> str:
+    """The `# Verdict` line: the bound of the metrics and why, as the viewer's Summary tab says it."""
+    return f"\n# Verdict: {verdict(metrics).text}\n"
+
+
 def write(profile: Profile, out: BinaryIO, options: ExportOptions) -> None:
-    """Write the notes of `profile`, its summary table, then its findings, to `out`."""
+    """Write the notes of `profile`, its summary table, its verdict, then its findings, to `out`."""
     metrics = summary_metrics(profile, thresholds=options.thresholds)
-    out.write((render_notes(profile) + render(metrics) + render_findings(profile, options.thresholds)).encode())
+    text = render_notes(profile) + render(metrics) + render_verdict(metrics)
+    out.write((text + render_findings(profile, options.thresholds)).encode())

@@ -4,7 +4,9 @@
 `import nprof.nki.isa as nisa`, `from nprof.nki.typing import tensor` replace
 the `neuronxcc` imports of an AWS NKI kernel. `nki.jit`, `nki.simulate_kernel`,
 `nki.benchmark` and `nki.profile` run kernels on the simulated device
-(`nprof.nki.decorators`); `nki.compiler` is the allocation-control API;
+(`nprof.nki.decorators`); `nki.tensor` is the class of kernel tensors and tiles
+(`nprof.nki.tensor.NkiTensor`; import from the module by its full name);
+`nki.compiler` is the allocation-control API;
 `nki.collectives` records CC-core collectives for multi-worker runs;
 `nprof.nki.trace.ProgramBuilder` traces kernels into a Program directly (the
 compiler's entry point).
@@ -17,6 +19,7 @@ from typing import Any
 from nprof.nki import collectives, compiler, isa, language, typing  # collectives: nki.collectives (multi-worker)
 from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate, simulate_kernel
 from nprof.nki.kernel import Kernel
+from nprof.nki.tensor import NkiTensor
 from nprof.nki.trace import ProgramBuilder
 
 
@@ -28,6 +31,7 @@ class _TraceModule(types.ModuleType):
 
 
 sys.modules["nprof.nki.trace"].__class__ = _TraceModule
+tensor = NkiTensor  # `nki.tensor`: the class of kernel tensors and tiles (2.26 API); module: nprof.nki.tensor
 
 __all__ = [
     "Kernel",
@@ -42,5 +46,6 @@ __all__ = [
     "profile",
     "simulate",
     "simulate_kernel",
+    "tensor",
     "typing",
 ]

@@ -38,6 +38,10 @@ class Blocks:
     born: dict[int, int] = field(default_factory=dict)  # block -> instruction count when it was placed
     group_live: dict[int, int] = field(default_factory=dict)  # group start -> blocks not yet dead
 
+    def view_stride(self, view: NkiTensor) -> int:
+        """Elements of `view`'s dtype between blocks (a view may read the tile in another dtype: `.view`)."""
+        return self.nbytes // _itemsize(view)  # (a block occupies exactly its stride)
+
     def free_block(self, block: int) -> None:
         """Block `block` is dead; its group's range is freed with the last block of the group."""
         entry = self.placed.get(block)
@@ -71,7 +75,8 @@ def placed_at(view: NkiTensor) -> int:
     base = view.base
     blocks = getattr(base, "blocks", None)
     if blocks is not None:
-        return max((blocks.born.get(b, 0) for b in range(*_inclusive(block_span(view, blocks.stride)))), default=0)
+        span = _inclusive(block_span(view, blocks.view_stride(view)))
+        return max((blocks.born.get(b, 0) for b in range(*span)), default=0)
     return getattr(base, "born", 0)
 
 
@@ -81,7 +86,7 @@ def _inclusive(span: tuple[int, int]) -> tuple[int, int]:
 
 def place(view: NkiTensor, blocks: Blocks, align: int | None, now: int = 0) -> tuple[int, list[int]]:
     """Byte delta so that `delta + e0 * itemsize` addresses the view's blocks, and the blocks it touches."""
-    b0, b1 = block_span(view, blocks.stride)
+    b0, b1 = block_span(view, blocks.view_stride(view))
     span = list(range(b0, b1 + 1))
     missing = [b for b in span if b not in blocks.placed]
     if missing and len(missing) != len(span):
@@ -101,5 +106,8 @@ def place(view: NkiTensor, blocks: Blocks, align: int | None, now: int = 0) -> t
         raise kernel_error(
             f"this view of tile {view.name!r} spans blocks {b0}..{b1} placed apart; index one block at a time"
         )
-    itemsize = np.dtype(NUMPY[view.dtype_name]).itemsize
-    return offsets[0] - b0 * blocks.stride * itemsize, span
+    return offsets[0] - b0 * blocks.nbytes, span
+
+
+def _itemsize(view: NkiTensor) -> int:
+    return int(np.dtype(NUMPY[view.dtype_name]).itemsize)

@@ -31,18 +31,21 @@ import math
 import numpy as np
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
+from nprof.compiled import run_detached
 from nprof.errors import NprofError
 from nprof.nki import depcore as core
 from nprof.nki import depregions as lay
 
-_ONCHIP = {Space.SBUF: 0, Space.PSUM: 1}  # memory index of the on-chip memories (HBM tensors follow)
+ONCHIP_MEMORY = {Space.SBUF: 0, Space.PSUM: 1}  # memory index of the on-chip memories (HBM tensors follow)
 _LOADED: list[bool] = []  # the compiled core has run in this process
 
 
 class DepTracker:
     """Conflict detection over all memories of one Program (see module doc)."""
 
-    def __init__(self, hbm_shapes: dict[str, tuple[int, ...]] | None = None, capacity: int = 1024) -> None:
+    def __init__(
+        self, hbm_shapes: dict[str, tuple[int, ...]] | None = None, capacity: int = 1024, *, warm: bool = True
+    ) -> None:
         self._shapes = hbm_shapes if hbm_shapes is not None else {}
         self._hbm: dict[str, int] = {}  # HBM tensor -> memory index
         self._undeclared: dict[str, int] = {}  # HBM tensors accessed before their shape was known
@@ -56,17 +59,8 @@ class DepTracker:
         self._count = 0  # instruction indices recorded: 0 .. _count - 1
         self._memory(0, ())
         self._memory(1, ())
-        if not _LOADED:  # compile (or load) the core now, before the kernel's tiles exist (see `_load_core`)
-            self._load_core()
-
-    def _load_core(self) -> None:
-        """Run the compiled functions once on empty input: compiling them in the middle of a trace (the first
-        use after an install or an edit) changed the Program traced (the matmul tutorial's PSUM placement after
-        the first replayed loop; cause not found), so it happens here, before any tile exists."""
-        core.record(self._e, self._p, self._h, self._m, self._t, self._io, 0, 0, 0)
-        core.last_writer(self._e, self._p, self._h, self._m, np.array([0, 4, 0, 1, 0, 1, 0], np.int64))
-        core.rehash(self._e, self._t, self._t.shape[0])
-        _LOADED.append(True)
+        if warm and not _LOADED:  # compile (or load) the core now, on a thread of its own (see `_warm_core`)
+            run_detached(_warm_core)
 
     @property
     def scanned(self) -> int:
@@ -111,7 +105,7 @@ class DepTracker:
     def _encode(self, accs: tuple[Access, ...], out: list[int]) -> None:
         """Append the accesses in depcore's IO encoding to `out`."""
         for acc in accs:
-            sid = _ONCHIP.get(acc.space)
+            sid = ONCHIP_MEMORY.get(acc.space)
             if sid is None:
                 sid = self._hbm_memory(acc.tensor)
             free = acc.free
@@ -176,3 +170,27 @@ class DepTracker:
         self._encode((acc,), ints)
         writer = core.last_writer(self._e, self._p, self._h, self._m, self._load(ints))
         return None if writer < 0 else writer
+
+
+def _warm_core() -> None:
+    """Run the compiled functions once on a throwaway tracker. Their first call compiles them (after an install
+    or an edit) and numba then keeps the tracebacks of the typing failures it met, whose frames reach every frame
+    of the calling stack: made during a trace, that kept a kernel's tile (a local of nprof's operator frames)
+    alive to the end, and its memory was never reused (the tiled matmul's PSUM placement changed from the first
+    tile on). So the tracker runs this on a thread of its own (`nprof.compiled.run_detached`), before any tile
+    exists (tests/nki/test_trace_determinism.py)."""
+    t = DepTracker(capacity=16, warm=False)
+    core.record(t._e, t._p, t._h, t._m, t._t, t._io, 0, 0, 0)
+    core.last_writer(t._e, t._p, t._h, t._m, np.array([0, 4, 0, 1, 0, 1, 0], np.int64))
+    core.rehash(t._e, t._t, t._t.shape[0])
+    from nprof.nki import alloc_batch, depbatch  # (the compiled code of nprof.nki.stamp too)
+
+    empty = np.zeros((0, 2), np.int64)
+    alloc_batch.run(np.zeros(12, np.int64), empty[:, 0].copy(), empty[:, 0].copy(), empty, np.zeros((0, 5),
+                    np.int64), 0, 0)  # fmt: skip
+
+    state = np.zeros(depbatch.KEY, np.int64)
+    none = np.zeros((0, 4), np.int64)
+    depbatch.run(t._e, t._p, t._h, t._m, t._t, np.zeros((0, 0), np.int64), t._io, state, none,
+                 np.zeros(1, np.int64), np.zeros(1, np.int64), 0)  # fmt: skip
+    _LOADED.append(True)

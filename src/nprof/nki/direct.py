@@ -83,19 +83,24 @@ class DirectBlocks:
             base.builder.direct.pin(base, hit, parts, self.nbytes)
         return hit
 
+    def view_stride(self, view: NkiTensor) -> int:
+        """Elements of `view`'s dtype between blocks (a view may read the tile in another dtype: `.view`)."""
+        return self.stride * int(np.dtype(NUMPY[self.base.dtype]).itemsize) // _itemsize(view)
+
     def place_view(self, view: NkiTensor, now: int) -> tuple[int, list[int]]:
         """Byte delta so that `delta + e0 * itemsize` addresses the view's logical tiles, and those tiles."""
-        b0, b1 = block_span(view, self.stride)
+        stride = self.view_stride(view)
+        b0, b1 = block_span(view, stride)
         span = list(range(b0, b1 + 1))
         first = self.locate(b0)
         for k, b in enumerate(span[1:], 1):
             part, byte = self.locate(b)
-            if part != first[0] or byte != first[1] + k * self.stride * _itemsize(view):
+            if part != first[0] or byte != first[1] + k * stride * _itemsize(view):
                 raise kernel_error(
                     f"this view of {view.name!r} spans logical tiles {b0}..{b1} that the direct allocation places "
                     "apart; index one block at a time"
                 )
-        return first[1] - b0 * self.stride * _itemsize(view), span
+        return first[1] - b0 * stride * _itemsize(view), span
 
     def free_block(self, block: int) -> None:
         """Direct tiles are never freed by liveness: their memory is the kernel's to manage."""

@@ -10,9 +10,10 @@ by the ratio.
 * On chip (SBUF/PSUM): any item sizes. The view's base is a `DtypeAlias` of
   the tile: the same memory, lifetime and dependencies (SBUF/PSUM are
   byte-addressed in the device model, `nprof.device.memory`), read and written
-  in the new dtype. Tiles with block axes before the partition axis or placed
-  by direct allocation are viewed at the same item size only (KernelError
-  otherwise, naming the fix).
+  in the new dtype. A tile with block axes before the partition axis keeps its
+  blocks where they are (the block stride is the same bytes, counted in the new
+  items), whether placed whole, block by block (`nprof.nki.blocks`) or by
+  direct allocation.
 * HBM: the same item size (a different one raises KernelError: view the
   on-chip tile after loading it instead).
 """
@@ -80,9 +81,6 @@ def view_as(t: NkiTensor, dtype: Any) -> NkiTensor:
     if ITEMSIZE[old] == ITEMSIZE[new]:  # the same elements, read as another type: any layout
         same = tile if new == tile.dtype else DtypeAlias(tile, new, tile.shape)
         return NkiTensor(same, t._p0, t._e0, t._dims, t._checks)
-    if tile.blocks is not None or _blocks_first(tile):
-        raise kernel_error(f"view({new}) of the {old} tile {tile.name!r} changes the item size of a tile with "
-                           "block axes or a direct allocation; view a plain [P, F...] tile instead")  # fmt: skip
     if t.ndim == 1:  # a [P] tile: its one free element is the last axis
         t = t.pad_free(2)
     e0, dims = _rescale(t, ITEMSIZE[old], ITEMSIZE[new])
@@ -90,10 +88,6 @@ def view_as(t: NkiTensor, dtype: Any) -> NkiTensor:
     root_shape = (*tile.shape[:-1], row // ITEMSIZE[new]) if row % ITEMSIZE[new] == 0 else tile.shape  # cosmetic
     seen = tile if new == tile.dtype else DtypeAlias(tile, new, root_shape)
     return NkiTensor(seen, t._p0, e0, dims, ())
-
-
-def _blocks_first(tile: OnChip) -> bool:
-    return tile.partition_axis > 0 and any(s > 1 for s in tile.shape[: tile.partition_axis])
 
 
 def _rescale(t: NkiTensor, old: int, new: int) -> tuple[int, tuple[tuple[int, int, int], ...]]:

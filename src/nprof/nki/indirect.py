@@ -185,7 +185,7 @@ def index_dynamic(t: NkiTensor, items: tuple[Any, ...]) -> IndirectView:
     item = items[k]
     if isinstance(item, NkiTensor):
         item = DynIndex(item)
-    idx = _index_tile(item.tile)
+    idx = index_tile(item.tile)
     vector = math.prod(idx.shape) > 1
     if isinstance(item, DynSlice):
         placeholder: Any = slice(0, item.size)
@@ -209,8 +209,10 @@ def index_dynamic(t: NkiTensor, items: tuple[Any, ...]) -> IndirectView:
     return IndirectView(view, idx, t, k, es, size, lo, hi)
 
 
-def _index_tile(tile: NkiTensor) -> NkiTensor:
+def index_tile(tile: Any) -> NkiTensor:
     """Check a runtime index tile: SBUF integers, one per partition ([P, 1]) or a single value."""
+    if not isinstance(tile, NkiTensor):
+        raise kernel_error(f"runtime indices are an SBUF tile of integers, got {type(tile).__name__}")
     if tile.space is not Space.SBUF:
         raise kernel_error(f"runtime indices must be in SBUF (nl.load them first), got {tile.name!r} in {tile.space}")
     if tile.dtype_name not in _INT:

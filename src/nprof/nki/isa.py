@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Engine, Opcode, Space
+from nprof.device.mx import moving_fmax
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.calls import beta2
@@ -49,6 +50,7 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     vector_engine,
 )
 from nprof.nki.masks import note_mask, operand_box, skipped_by
+from nprof.nki.pe_tiling import check_tiling
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -95,11 +97,11 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               dst: Any = None, accumulate: Any = None, perf_mode: Any = None, name: Any = None) -> Any:  # fmt: skip
     """stationary.T @ moving on TensorE: into a new fp32 PSUM tile [M, N] (accumulate with `psum += ...`), or
     into `dst` (beta 2; `accumulate` True/False, or None to infer); PSUM operands are copied to SBUF first.
-    `is_transpose` runs as a plain matmul (equal to the transpose when `moving` is an identity); tiling, one-zero
-    hints and perf modes warn (not modelled)."""
+    `is_transpose` runs as a plain matmul (equal to the transpose when `moving` is an identity); tiling mode is
+    checked (`nprof.nki.pe_tiling`); one-zero hints and perf modes warn (not modelled)."""
     skip = skipped_by(mask, "nc_matmul")
-    _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False), tile_size=(tile_size, ()),
-                  is_moving_onezero=(is_moving_onezero, False), tile_position=(tile_position, ()))  # fmt: skip
+    _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False),
+                  is_moving_onezero=(is_moving_onezero, False))  # fmt: skip
     builder = _trace.current()
     p = builder.preset
     st, mv = _c.tile(stationary, "stationary", masked_ok=True), _c.tile(moving, "moving", masked_ok=True)
@@ -114,6 +116,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     if st.ndim != 2:
         raise kernel_error(f"nc_matmul stationary must be a 2-D tile [K, M], got shape {st.shape}")
     k, m = st.shape
+    double = "double_row" in str(getattr(perf_mode, "value", perf_mode))
+    check_tiling("nisa.nc_matmul", tile_position, tile_size, k, m, p.core, double_row=double)
     if mv.shape[0] != k:
         raise kernel_error(
             f"nc_matmul contraction mismatch: stationary {st.shape} and moving {mv.shape} must share the "
@@ -126,10 +130,10 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         raise kernel_error(
             f"nc_matmul stationary free size {m} exceeds {p.gemm_stationary_fmax} (nl.tile_size.gemm_stationary_fmax)"
         )
-    if n > p.gemm_moving_fmax:
-        raise kernel_error(
-            f"nc_matmul moving free size {n} exceeds {p.gemm_moving_fmax} (nl.tile_size.gemm_moving_fmax)"
-        )
+    nmax = moving_fmax(p, dst.dtype_name if isinstance(dst, NkiTensor) else "float32")  # v4: the whole PSUM
+    if n > nmax:
+        raise kernel_error(f"nc_matmul moving free size {n} exceeds {nmax} (nl.tile_size.gemm_moving_fmax"
+                           f"{'; NeuronCore-v4: the whole PSUM' if nmax > p.gemm_moving_fmax else ''})")  # fmt: skip
     flat = mv.flatten_free()
     if flat is None:
         flat = _c.copy(mv).flatten_free()

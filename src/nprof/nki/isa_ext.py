@@ -11,9 +11,12 @@ fails at its own line instead of on an AttributeError.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 from typing import Any
+
+import numpy as np
 
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
@@ -125,7 +128,7 @@ def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: 
 @beta2(("dst", "predicate", "on_true", "on_false", "reduce_res", "reduce_cmd", "reduce_op", "reverse_pred", "name"),
        at=0)  # fmt: skip
 def select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_res: Any = None,
-                  reduce_cmd: Any = _isa_enums.reduce_cmd.idle, reduce_op: Any = None, reverse_pred: bool = False,
+                  reduce_cmd: Any = _isa_enums.reduce_cmd.idle, reduce_op: Any = np.amax, reverse_pred: bool = False,
                   mask: Any = None, dtype: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
     """dst = where(predicate, on_true, on_false) (SELECT), then optionally reduce dst's free axes into
     reduce_res (TENSOR_REDUCE; two instructions where the hardware fuses them)."""
@@ -284,14 +287,16 @@ def affine_select_pattern(dst: Any, pattern: Any, channel_multiplier: int, on_tr
 def unsupported(qualname: str, params: str, why: str) -> Any:
     """A function named `qualname` ("nisa.dropout") with parameters `params` ("data prob *mask") that raises a
     KernelError saying why nprof cannot run it (names from a `*`-prefixed one on are keyword-only; those and
-    names ending in `?` default to None)."""
+    names ending in `?` default to None; `name=literal` gives that default)."""
     kind: inspect._ParameterKind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     fields: list[inspect.Parameter] = []
     for p in params.split():
         if p.startswith("*"):
             kind, p = inspect.Parameter.KEYWORD_ONLY, p[1:]
+        p, eq, literal = p.partition("=")
         optional = kind is inspect.Parameter.KEYWORD_ONLY or p.endswith("?")
-        fields.append(inspect.Parameter(p.rstrip("?"), kind, default=None if optional else inspect.Parameter.empty))
+        default = ast.literal_eval(literal) if eq else None if optional else inspect.Parameter.empty
+        fields.append(inspect.Parameter(p.rstrip("?"), kind, default=default))
 
     def fn(*args: Any, **kwargs: Any) -> Any:
         fn.__signature__.bind(*args, **kwargs)  # type: ignore[attr-defined]  # TypeError for unknown keywords

@@ -6,11 +6,12 @@ and the NKI "Trainium3 Architecture Guide"; the formats and numerics are in `npr
 * `nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
   accumulate=None, name=None)`: one LDWEIGHTS (stationary data and scale) and one MATMUL with four inputs.
   Data tiles are x4 MX types in SBUF with the same partition count (a multiple of 32, at most 128); the
-  stationary free size is even and at most 128, the moving one at most `gemm_moving_fmax` (512: nprof keeps an
-  MX result within one PSUM bank, AWS allows the whole PSUM); scales are uint8 / float8_e8m0fnu SBUF tiles with
+  stationary free size is even and at most 128, the moving one at most the whole PSUM of a partition (4096 for
+  an fp32 `dst`, 8192 for bf16: `nprof.device.mx.moving_fmax`); scales are uint8 / float8_e8m0fnu SBUF tiles with
   the data's free size, spread over quadrants (`nprof.device.mx.scale_rows`); `dst` is an fp32 or bf16 PSUM
   tile [M, N]. `accumulate=None` infers the flag as `nc_matmul(dst=...)` does. Row tiling
-  (`tile_position`/`tile_size`) warns (not modelled). The cost is a BF16 matmul of N columns: each processing
+  (`tile_position`/`tile_size`) is checked as AWS defines it (`nprof.nki.pe_tiling`).
+  The cost is a BF16 matmul of N columns: each processing
   element multiplies the 4 values of an item per cycle (the guide's 4x MX throughput).
 * `quantize_mx(dst, src, dst_scale, name=None)`: one VectorE QUANTIZE_MX; `src` bf16/fp16 [P, 4F] (P a
   multiple of 32, at most 128), `dst` [P, F] float8_e4m3fn_x4 / float8_e5m2_x4, `dst_scale` uint8 /
@@ -24,9 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import PACKED_MX, Engine, Opcode, Space, attrs
+from nprof.device.mx import moving_fmax
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
-from nprof.nki.calls import unmodelled
+from nprof.nki.pe_tiling import check_tiling
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -38,19 +40,18 @@ def nc_matmul_mx(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, stati
                  name: Any = None) -> NkiTensor:  # fmt: skip
     """MX matmul into PSUM `dst` (see module doc)."""
     builder = _v4("nc_matmul_mx")
-    if tile_position is not None or tile_size is not None:
-        unmodelled("nisa.nc_matmul_mx", "tile_position" if tile_position is not None else "tile_size",
-                   "row tiling is not modelled: the matmul uses the whole array")  # fmt: skip
     st, mv = _data(stationary, "stationary"), _data(moving, "moving")
     k, m = st.shape[0], _c._numel_free(st)
     n = _c._numel_free(mv)
     if mv.shape[0] != k or k % 32 or k > builder.preset.pmax:
         raise kernel_error(f"nc_matmul_mx: stationary {st.shape} and moving {mv.shape} need the same partition "
                            f"count, a multiple of 32 up to {builder.preset.pmax}")  # fmt: skip
-    if m % 2 or m > builder.preset.gemm_stationary_fmax or n > builder.preset.gemm_moving_fmax:
+    nmax = moving_fmax(builder.preset, getattr(dst, "dtype_name", "float32"))
+    if m % 2 or m > builder.preset.gemm_stationary_fmax or n > nmax:
         raise kernel_error(f"nc_matmul_mx: stationary free size {m} must be even and <= "
-                           f"{builder.preset.gemm_stationary_fmax}, moving free size {n} <= "
-                           f"{builder.preset.gemm_moving_fmax}; tile the matmul")  # fmt: skip
+                           f"{builder.preset.gemm_stationary_fmax}, moving free size {n} <= {nmax} (the whole PSUM "
+                           f"for a {getattr(dst, 'dtype_name', 'float32')} dst); tile the matmul")  # fmt: skip
+    check_tiling("nisa.nc_matmul_mx", tile_position, tile_size, k, m, builder.preset.core, rows_only=True)
     sts, mvs = _scale(stationary_scale, "stationary_scale", st), _scale(moving_scale, "moving_scale", mv)
     if not isinstance(dst, NkiTensor) or dst.space is not Space.PSUM or dst.dtype_name not in ("float32", "bfloat16"):
         raise kernel_error("nc_matmul_mx dst must be an fp32 or bf16 PSUM tile (nl.ndarray(..., buffer=nl.psum))")

@@ -283,5 +283,5 @@ def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None) -> NkiTen
     from nprof.nki.dropout import dropout_tile
 
     return dropout_tile(x, rate, dtype, mask, "nl.dropout")
-all_reduce = unsupported("nl.all_reduce", "x op program_axes *dtype *mask *parallel_reduce *asynchronous",
+all_reduce = unsupported("nl.all_reduce", "x op program_axes *dtype *mask *parallel_reduce=True *asynchronous=False",
                          "use nprof.nki.collectives for collectives across workers")  # fmt: skip

@@ -14,10 +14,12 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import numpy as np
+
 from nprof.arch.isa import Engine, Opcode
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
-from nprof.nki.isa_enums import alu_name, reduce_cmd, reduce_name
+from nprof.nki.isa_enums import alu_name, fp32, reduce_cmd, reduce_name
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
 
@@ -34,12 +36,10 @@ def _register(parts: int) -> NkiTensor:
 
 
 def range_select(*, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,
-                 reduce_cmd: Any = reduce_cmd.idle, reduce_res: Any = None, reduce_op: Any = None,
-                 range_start: int = 0, on_false_value: float | None = None, mask: Any = None,
+                 reduce_cmd: Any = reduce_cmd.idle, reduce_res: Any = None, reduce_op: Any = np.amax,
+                 range_start: int = 0, on_false_value: float | None = fp32.min, mask: Any = None,
                  dtype: Any = None) -> NkiTensor:  # fmt: skip
     """See module doc."""
-    from nprof.nki.isa_enums import fp32
-
     x = _c.tile(on_true_tile, "on_true_tile")
     cmps = (alu_name(comp_op0), alu_name(comp_op1))
     if any(c not in _COMPARISONS for c in cmps):

@@ -31,15 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Access, Space
 from nprof.nki.replay_pure import pure_body
+from nprof.nki.stamp import stamp
 
 if TYPE_CHECKING:
     from nprof.nki.tensor import OnChip
     from nprof.nki.trace import ProgramBuilder
 
 ENABLED = os.environ.get("NPROF_TRACE_REPLAY", "1") != "0"  # tests switch it off to compare with the plain trace
+STAMP = os.environ.get("NPROF_TRACE_STAMP", "1") != "0"  # iterations made in bulk (nprof.nki.stamp) where allowed
+STAMP_MIN_EVENTS = 64  # events (iterations x body events) below which iterations are replayed one by one
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
-STATS = {"loops": 0, "iterations": 0}  # loops replayed and iterations replayed in this process (tests, benches)
+STATS = {"loops": 0, "iterations": 0, "stamped": 0}  # loops and iterations replayed, iterations of them stamped
 
 # -- recording -------------------------------------------------------------------------------------------------
 class Recorder:
@@ -292,6 +295,11 @@ class Plan:
         last = self.length - 1
         STATS["loops"] += 1
         STATS["iterations"] += last - n
+        if STAMP and (last - n) * len(events) >= STAMP_MIN_EVENTS:  # all iterations at once (enclosing loops
+            # being logged are told, nprof.nki.stamp_tell); a few small iterations replay faster one by one
+            stamp(self.builder, events, ints, step, n, last)
+            STATS["stamped"] += last - n
+            return last
         for k in range(n, last):
             shift = k - (n - 1)
             replay(self.builder, events, [a + shift * d for a, d in zip(ints, step, strict=True)])

@@ -1,24 +1,29 @@
 """Which `nl.affine_range` / `nl.sequential_range` loops `nprof.nki.replay` may replay: pure bodies.
 
-Contract: `pure_body(frame)` is True when the loop at `frame`'s current line has a body of only assignments,
-`nl`/`nisa` calls (spelt `module.function`), `+ - *` arithmetic, subscripts of tiles (names bound to tiles at
-the loop's start, or bound in the body only to call results), attributes subscripted by constants, and inner
-`nl` loops that are pure in turn. Such a body has no effects beyond the builder requests it makes and no control
-flow on values; the replay still checks that its requests repeat (nprof.nki.replay).
+Contract: `pure_body(frame)` is True when the loop at `frame`'s current line has a body of only assignments, `del`
+of names, `nl`/`nisa` calls (spelt `module.function`), calls of pure helpers (a plain Python function of the kernel
+whose body is only assignments and a `return` of `+ - *` arithmetic, tuples and `slice(...)`, e.g. an index helper),
+`+ - *` arithmetic, subscripts of tiles (names bound to tiles at the loop's start, or bound in the body only to call
+results), attributes subscripted by constants, and inner `nl` loops that are pure in turn. Such a body has no
+effects beyond the builder requests it makes and no control flow on values; the replay still checks that its
+requests repeat (nprof.nki.replay).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import textwrap
-from types import CodeType, FrameType, ModuleType
+from types import CodeType, FrameType, FunctionType, ModuleType
 
 _PURE: dict[tuple[CodeType, int], bool] = {}
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.USub, ast.UAdd)
 _NODES = (ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice,
           ast.Tuple, ast.List, ast.Attribute, ast.Call, ast.keyword, ast.Assign, ast.AugAssign, ast.Expr, ast.Pass,
-          *_OPS)  # fmt: skip
+          ast.Delete, ast.Del, *_OPS)  # fmt: skip
+_HELPER_NODES = (ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.Call,
+                 ast.Assign, ast.Return, ast.Expr, *_OPS)  # fmt: skip
 
 
 # -- which loops qualify ---------------------------------------------------------------------------------------
@@ -29,7 +34,7 @@ def pure_body(frame: FrameType) -> bool:
     hit = _PURE.get(key)
     if hit is None:
         hit = _PURE[key] = _check_loop(frame)
-    return hit and _tiles_subscripted(frame)
+    return hit and _tiles_subscripted(frame) and _same_helpers(frame)
 
 
 def _loop_node(frame: FrameType) -> ast.For | None:
@@ -47,8 +52,13 @@ def _loop_node(frame: FrameType) -> ast.For | None:
 
 def _check_loop(frame: FrameType) -> bool:
     node = _loop_node(frame)
-    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame):
+    helpers: dict[str, CodeType | None] = {}
+    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame, helpers):
         return False
+    if any(isinstance(s, ast.Delete) and not all(isinstance(t, ast.Name) for t in s.targets)
+           for stmt in node.body for s in ast.walk(stmt)):  # fmt: skip
+        return False  # (`del name` only: deleting items or attributes changes objects the log does not cover)
+    _HELPERS[(frame.f_code, frame.f_lineno)] = helpers
     subscripted = {s.value.id for stmt in node.body for s in ast.walk(stmt)
                    if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
     bound = {t.id for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Name) and
@@ -75,16 +85,22 @@ def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
     return True
 
 
-def _pure(body: list[ast.stmt], frame: FrameType) -> bool:
+def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType | None]) -> bool:
     """The statements of a pure body (see `pure_body`); inner nl loops are pure in turn (their range may be any
     expression of nki calls: a range that varies changes the logged requests, which then do not replay)."""
     for stmt in body:
+        if isinstance(stmt, ast.FunctionDef):  # a helper defined in the body: pure by its code alone
+            slice_ok = frame.f_globals.get("slice", builtins.slice) is builtins.slice and "slice" not in frame.f_locals
+            if not _pure_def(stmt, slice_ok):
+                return False
+            helpers[stmt.name] = None
+            continue
         if isinstance(stmt, ast.For):
             if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
                 return False
             if not all(_nki_call(c.func, frame) for c in ast.walk(stmt.iter) if isinstance(c, ast.Call)):
                 return False
-            if not _pure(stmt.body, frame):
+            if not _pure(stmt.body, frame, helpers):
                 return False
             continue
         for sub in ast.walk(stmt):
@@ -92,7 +108,7 @@ def _pure(body: list[ast.stmt], frame: FrameType) -> bool:
                 return False
             if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
                 return False
-            if isinstance(sub, ast.Call) and not _nki_call(sub.func, frame):
+            if isinstance(sub, ast.Call) and not (_nki_call(sub.func, frame) or _helper_call(sub, frame, helpers)):
                 return False
             if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) and not isinstance(
                 sub.slice, ast.Constant
@@ -104,6 +120,89 @@ def _pure(body: list[ast.stmt], frame: FrameType) -> bool:
 
 
 _SUBSCRIPTED: dict[tuple[CodeType, int], frozenset[str]] = {}
+_HELPERS: dict[tuple[CodeType, int], dict[str, CodeType | None]] = {}  # per loop: its pure helpers (None: def
+# in the body), by name
+_HELPER_OK: dict[CodeType, bool] = {}
+
+
+def _resolve(name: str, frame: FrameType) -> object:
+    return frame.f_locals.get(name, frame.f_globals.get(name))
+
+
+def _helper_call(call: ast.Call, frame: FrameType, helpers: dict[str, CodeType | None]) -> bool:
+    """A call, with positional arguments only, of a pure helper function (see module doc); noted in `helpers`."""
+    func = call.func
+    if not isinstance(func, ast.Name) or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    if func.id in helpers and helpers[func.id] is None:
+        return True  # defined by the body itself (checked there)
+    value = _resolve(func.id, frame)
+    if not isinstance(value, FunctionType):
+        return False
+    ok = _HELPER_OK.get(value.__code__)
+    if ok is None:
+        ok = _HELPER_OK[value.__code__] = _pure_helper(value)
+    if ok:
+        helpers[func.id] = value.__code__
+    return ok
+
+
+def _pure_helper(fn: FunctionType) -> bool:
+    """Is `fn` a pure helper: plain positional parameters, no defaults, a body of assignments to names and one
+    final `return`, with only names, constants, `+ - *`, tuples and calls of the builtin `slice`?"""
+    code = fn.__code__
+    if fn.__defaults__ or fn.__kwdefaults__ or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return False
+    if code.co_kwonlyargcount or code.co_posonlyargcount:
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, ast.FunctionDef):
+        return False
+    slice_ok = fn.__globals__.get("slice", builtins.slice) is builtins.slice and "slice" not in code.co_freevars
+    return _pure_def(node, slice_ok)
+
+
+def _pure_def(node: ast.FunctionDef, slice_ok: bool) -> bool:
+    """The code rules of a pure helper (see `_pure_helper`); `slice_ok`: `slice` names the builtin there."""
+    a = node.args
+    if node.decorator_list or a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults or a.kw_defaults:
+        return False
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return False
+    if not all(isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in body[:-1]):
+        return False
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if not isinstance(sub, _HELPER_NODES):
+                return False
+            if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
+                return False
+            if isinstance(sub, ast.Call) and not (
+                slice_ok and isinstance(sub.func, ast.Name) and sub.func.id == "slice" and not sub.keywords
+            ):
+                return False
+    return True
+
+
+def _same_helpers(frame: FrameType) -> bool:
+    """Do the helper names of the loop at `frame` still call the functions checked (a name may be rebound)?"""
+    helpers = _HELPERS.get((frame.f_code, frame.f_lineno))
+    if not helpers:
+        return True
+    for name, code in helpers.items():
+        if code is None:  # defined in the body
+            continue
+        value = _resolve(name, frame)
+        if not isinstance(value, FunctionType) or value.__code__ is not code:
+            return False
+    return True
 
 
 def _nki_call(func: ast.expr, frame: FrameType) -> bool:

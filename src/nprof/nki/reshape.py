@@ -93,6 +93,33 @@ class ViewReshapes:
 
         return compute.broadcast_operand(cast("NkiTensor", self), shape)
 
+    # -- methods of AWS's `nki.tensor` class (Neuron 2.26 API reference: assert_shape, astype, expand_dims,
+    #    itemsize; broadcast_to, reshape, view, dtype, ndim and shape are defined elsewhere on the class)
+    def assert_shape(self, shape: tuple[int, ...] | list[int]) -> NkiTensor:
+        """This tensor, after checking it has `shape` (KernelError naming both shapes otherwise)."""
+        if tuple(int(s) for s in shape) != tuple(self.shape):
+            raise kernel_error(f"assert_shape: the tensor has shape {tuple(self.shape)}, not {tuple(shape)}")
+        return cast("NkiTensor", self)
+
+    def astype(self, dtype: Any) -> NkiTensor:
+        """A copy of this tile cast to `dtype` (a copy always occurs: `nl.copy(self, dtype=dtype)`)."""
+        from nprof.nki import compute
+
+        return compute.copy(self, dtype=dtype)
+
+    def expand_dims(self, axis: Any) -> NkiTensor:
+        """A view with a size-1 axis inserted at `axis` (`nl.expand_dims`)."""
+        from nprof.nki.language_ext import expand_dims
+
+        return expand_dims(self, axis)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one element."""
+        from nprof.arch.isa import ITEMSIZE
+
+        return ITEMSIZE[self.dtype_name]  # type: ignore[attr-defined]
+
     def flatten_free(self) -> NkiTensor | None:
         """A (P, prod(free)) view when the free axes are contiguous, else None (bounds checked now)."""
         self.check_bounds()

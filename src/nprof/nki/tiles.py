@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 MAX_ALLOC_RECORDS = 20_000  # tile allocations kept in Program.meta['allocations'] (the memory view)
 
 
+def _v4(preset: Any) -> bool:
+    return preset.core == "NeuronCore-v4"
+
+
+def psum_tile_bytes(preset: Any, blocks: int) -> int:
+    """The most bytes per partition of one block of a PSUM tile of `blocks` blocks: a bank, or on NeuronCore-v4
+    the whole PSUM for a tile of one block (the NKI API reference lets one `nc_matmul` / `nc_matmul_mx` write up
+    to "8x PSUM banks (the entire PSUM)"; its `dst` is such a tile; `nprof.device.mx.moving_fmax`)."""
+    return preset.psum_partition_bytes if _v4(preset) and blocks <= 1 else preset.psum_bank_bytes
+
+
 class TileAllocation:
     """Mixin of `ProgramBuilder`: SBUF/PSUM tile allocation (see module doc)."""
 
@@ -90,10 +101,11 @@ class TileAllocation:
             )
         if base.space is Space.PSUM:
             per_block = math.prod(shape[partition_axis + 1 :]) * ITEMSIZE[base.dtype]
-            if per_block > p.psum_bank_bytes:
+            if per_block > psum_tile_bytes(p, math.prod(shape[:partition_axis])):
+                whole = " (NeuronCore-v4: a tile of one block may span the whole PSUM)" if _v4(p) else ""
                 raise kernel_error(
                     f"PSUM tile {shape} {base.dtype} needs {per_block} bytes per partition; a PSUM bank holds "
-                    f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax)"
+                    f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax){whole}"
                 )
 
     def materialize(self, base: OnChip, source: str | None = None) -> None:
@@ -101,14 +113,9 @@ class TileAllocation:
         kernel line it is recorded at (default: the running one)."""
         if base.byte_offset >= 0:
             return
-        p = self.preset
         shape, partition_axis, item = base.shape, base.partition_axis, ITEMSIZE[base.dtype]
         blocks = math.prod(shape[:partition_axis])
-        per_block = math.prod(shape[partition_axis + 1 :]) * item
-        nbytes, align, block_elems = blocks * per_block, None, 0
-        if base.space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
-            stride = psum_block_bytes(shape, partition_axis, base.dtype, p.psum_bank_bytes)
-            nbytes, align, block_elems = blocks * stride, max(stride, 64), stride // item
+        nbytes, align, block_elems = self.placement(shape, base.dtype, base.space, partition_axis)
         allocator = self._sbuf if base.space is Space.SBUF else self._psum
         if self._uses_total is not None and blocks > 1:  # each block its own live range (nprof.nki.blocks)
             stride = block_stride_elems(base)
@@ -133,6 +140,20 @@ class TileAllocation:
                 self.allocations.append([str.__str__(base.space), base.name, offset, nbytes, parts, source])
             if self._rec is not None:
                 self._rec.materialize(base, source)
+
+    def placement(self, shape: tuple[int, ...], dtype: str, space: Space, partition_axis: int
+                  ) -> tuple[int, int | None, int]:  # fmt: skip
+        """(bytes per partition, alignment (None: the allocator's), PSUM element stride between blocks (0: packed))
+        that `materialize` reserves for a tile of this shape."""
+        item = ITEMSIZE[dtype]
+        blocks = math.prod(shape[:partition_axis])
+        per_block = math.prod(shape[partition_axis + 1 :]) * item
+        if space is Space.PSUM and blocks > 1:  # blocks packed into banks, none straddling one
+            stride = psum_block_bytes(shape, partition_axis, dtype, self.preset.psum_bank_bytes)
+            return blocks * stride, max(stride, 64), stride // item
+        if space is Space.PSUM and blocks * per_block > self.preset.psum_bank_bytes:  # a v4 tile of whole banks
+            return blocks * per_block, self.preset.psum_bank_bytes, 0
+        return blocks * per_block, None, 0
 
     def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
         """The error for a tile (or block) that does not fit, at the user's line."""

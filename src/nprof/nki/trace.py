@@ -57,6 +57,7 @@ from nprof.nki.scopes import LoopScopes, old_generation_paused
 from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import HbmBase, NkiTensor, OnChip
 from nprof.nki.tiles import TileAllocation
+from nprof.program.lazy import Instructions
 from nprof.program.model import Program, TensorDecl
 
 _ACTIVE: list[ProgramBuilder] = []
@@ -85,7 +86,7 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
         p = self.preset
         self._tensors: dict[str, HbmBase] = {}
         self._constants: dict[str, np.ndarray] = {}
-        self._instructions: list[Instruction] = []
+        self._instructions = Instructions()  # objects, and columnar chunks of stamped loops (nprof.nki.stamp)
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._deps = DepTracker(self._shapes)
         self._sbuf = Allocator(p.sbuf_partition_bytes)
@@ -321,7 +322,9 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
             name=self.name,
             preset=self.preset_name,
             tensors=decls,
-            instructions=tuple(self._instructions),
+            instructions=(
+                self._instructions.frozen() if not self._instructions.materialized else tuple(self._instructions)
+            ),  # (made into objects only if someone reads them)
             constants=dict(self._constants),
             sbuf_bytes=self._sbuf.high_water,
             psum_bytes=self._psum.high_water,

@@ -219,6 +219,7 @@ class Profile:
             checked(box.path, tables, info.world_size)
             for name, table in tables.items():
                 remember(table, codes[name])
+            pa.default_memory_pool().release_unused()  # the decode's freed chunks: ~10% of the tables' size
             return cls(info, **tables)
         finally:
             box.close()

@@ -12,7 +12,7 @@ bounds; SBUF/PSUM Accesses stay within the preset's partitions and bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -49,7 +49,8 @@ class Program:
     name: str  # kernel or graph name
     preset: str  # device preset it was built for: "trn1" or "trn2"
     tensors: tuple[TensorDecl, ...]  # every HBM tensor
-    instructions: tuple[Instruction, ...]  # in program order; deps index into this tuple
+    instructions: tuple[Instruction, ...]  # in program order; deps index into it (a tracer may give a lazy
+    # nprof.program.lazy.Instructions: the same sequence, made into objects when first read)
     constants: Mapping[str, np.ndarray] = field(default_factory=dict)  # initial values of weight tensors
     sbuf_bytes: int = 0  # per-partition SBUF bytes the program allocates (high-water mark)
     psum_bytes: int = 0  # per-partition PSUM bytes the program allocates (high-water mark)
@@ -72,8 +73,22 @@ class Program:
     def validate(self) -> None:
         """Raise NprofError naming the first instruction that breaks an invariant."""
         elements = {t.name: t.elements for t in self.tensors}
+        from nprof.program.lazy import Instructions
+
+        instrs = self.instructions
+        if not isinstance(instrs, Instructions) or instrs.materialized:
+            self._check(instrs, 0, elements)
+            return
+        for start, segment in instrs.segments():
+            if isinstance(segment, list):
+                self._check(segment, start, elements)
+            elif not segment.in_bounds(elements):  # (its dependencies are earlier by construction)
+                self._check(segment.materialize(), start, elements)
+
+    def _check(self, instrs: Sequence[Instruction], start: int, elements: dict[str, int]) -> None:
+        """`validate` for instructions `start`, `start + 1`, ... of the program."""
         hbm = Space.HBM
-        for i, ins in enumerate(self.instructions):
+        for i, ins in enumerate(instrs, start):
             deps = ins.deps
             if deps and (min(deps) < 0 or max(deps) >= i):
                 d = next(d for d in deps if not 0 <= d < i)

@@ -100,27 +100,12 @@ def summary_answer(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], flat: b
     order = [g for g in GROUP_ORDER if g in groups] + [g for g in groups if g not in GROUP_ORDER]
     ai = metrics.get("mm_arithmetic_intensity")
     ratio = metrics.get("peak_flops_bandwidth_ratio")
-    bound = metrics.get("bound")
-    from nprof.analysis.findings import low_utilisation
+    from nprof.analysis.verdict import verdict
 
-    low = low_utilisation(metrics)
-    if low:
-        bound, text = "latency", f"latency/overhead-bound: {low}"
-    elif bound in ("memory", "compute"):
-        rel = "below" if bound == "memory" else "at or above"
-        text = (
-            f"{bound}-bound: matmul arithmetic intensity {ai:.4g} FLOP/B is {rel} the device ratio {ratio:.4g} FLOP/B"
-        )
-    elif bound == "latency":  # the summary's own verdict: fixed DMA latencies on the critical path
-        share = metrics.get("dma_latency_path_percent")
-        part = f"{share:.3g}% of the run" if isinstance(share, int | float) else "much of the run"
-        text = f"latency-bound: {part} is fixed DMA latency waited out one transfer after another on the critical path"
-    else:
-        bound = None
-        text = "unknown: the verdict needs matmuls, HBM traffic and device peaks"
+    v = verdict(metrics)  # the rule of the summary's `bound` field: summary-text shows the same
     return {
         "groups": [{"name": g, "metrics": groups[g]} for g in order],
-        "verdict": {"bound": bound, "arithmetic_intensity": ai, "peak_flops_bandwidth_ratio": ratio, "text": text},
+        "verdict": {"bound": v.bound, "arithmetic_intensity": ai, "peak_flops_bandwidth_ratio": ratio, "text": v.text},
     }
 
 

@@ -2,8 +2,8 @@
 
 Contract: `build_profile_db(profile, path, analyse, bar, parts, source)` writes a complete
 DuckDB database at `path` (which must not exist; timeline tables in row groups of
-ROW_GROUP_SIZE rows so zone maps prune range reads tightly, the reverse dependency index in
-RAW_ROW_GROUP_SIZE groups) plus the parts directory `parts` beside it (the Profile's own
+ROW_GROUP_SIZE rows so zone maps prune range reads tightly, the reverse dependency index and the
+analysis tables in RAW_ROW_GROUP_SIZE groups) plus the parts directory `parts` beside it (the Profile's own
 tables as Parquet, read in place: nothing ingest does not derive is copied into DuckDB), with the tables of
 `analyse` (the analysis passes), and returns the catalog facts
 (`BuildResult`). It never touches the catalog; `Store.ingest` builds into a
@@ -43,7 +43,8 @@ import pyarrow.compute as pc
 from nprof.analysis.facts import release as release_facts
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
-from nprof.store.ingest_events import event_columns, np_col
+from nprof.store.deps_rev import deps_rev_table, write_deps_rev_sql
+from nprof.store.ingest_events import event_columns, events_only
 from nprof.store.ingest_lod import LOD_SCHEMA as LOD_SCHEMA
 from nprof.store.ingest_lod import lod_table as _lod_table
 from nprof.store.raw_parts import create_views, parts_name, search_path_config, write_parts
@@ -70,21 +71,6 @@ class BuildResult:
 def dump_value(value: Any) -> str:
     """`value` as JSON text for the meta table (numpy values allowed, anything else as its str)."""
     return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
-
-
-def _deps_rev(p: Profile) -> pa.Table:
-    ids, deps = [], []
-    for t in (p.instructions, p.dma):
-        col = t["deps"].combine_chunks() if t.num_rows else None
-        if col is None or len(col) == 0:
-            continue
-        lengths = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
-        ids.append(np.repeat(np_col(t["id"]), lengths))
-        deps.append(pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.int64))
-    dep = np.concatenate(deps) if deps else np.zeros(0, dtype=np.int64)
-    idv = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-    order = np.argsort(dep, kind="stable")
-    return pa.table({"dep": dep[order], "id": idv[order]})
 
 
 def _derived_counters(rows: list[RowInfo]) -> list[str]:
@@ -141,15 +127,40 @@ def close_build_db(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
-def _write_raw(con: duckdb.DuckDBPyConnection, p: Profile, parts_dir: Path, source: Path | None) -> None:
-    """The Profile's own tables as Parquet parts read in place through views, plus the reverse dependency index."""
+class Handoff:
+    """A Profile handed to `build_profile_db` by its only holder (`Store.ingest_file`): the build drops it
+    as soon as it has read what it needs (after the event columns), so its tables are freed before the
+    events, pyramids and analysis tables are written. `info`/`event_count` stay readable after the drop."""
+
+    def __init__(self, profile: Profile) -> None:
+        self._profile: Profile | None = profile
+        self.info = profile.info
+        self.event_count = profile.event_count
+
+    def get(self) -> Profile:
+        """The profile; RuntimeError once dropped (a build step reading it too late is a bug)."""
+        if self._profile is None:
+            raise RuntimeError("the profile of this ingest was already released")
+        return self._profile
+
+    def drop(self) -> None:
+        """Let the profile be freed (this handoff held its last reference, unless the caller kept one)."""
+        self._profile = None
+
+
+def _write_raw(con: duckdb.DuckDBPyConnection, held: list[Profile], parts_dir: Path, source: Path | None) -> None:
+    """The Profile's own tables as Parquet parts read in place through views, plus the reverse dependency index.
+    `held`: [the profile], taken out at once (the job's arguments then no longer hold it once this returns,
+    before its result is set: a worker thread's job item outlives its result)."""
+    p = held.pop()
     write_parts(p, parts_dir, source)
     create_views(con, parts_dir.name)
-    put_table(con, "deps_rev", _deps_rev(p))
+    if not write_deps_rev_sql(con, p):
+        put_table(con, "deps_rev", deps_rev_table(p))
 
 
 def build_profile_db(
-    p: Profile,
+    p: Profile | Handoff,
     path: Path,
     analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
     bar: Progress,
@@ -159,45 +170,50 @@ def build_profile_db(
 ) -> BuildResult:
     """Write the profile database at `path` and the raw tables in the parts directory `parts` beside it
     (`source`: the Profile file `p` was loaded from, whose members are then copied; see
-    `nprof.store.raw_parts`); `bar` advances 5 steps.
+    `nprof.store.raw_parts`); `bar` advances 5 steps. A `Handoff` is dropped once the event columns are
+    built (the caller then holds no other reference: the Profile is freed before the tables are written).
 
     `order` "overlap" (the default): the raw tables are written on a second cursor from a worker thread
     while this thread runs the analysis passes, and the events and analysis tables while it builds the
     pyramids (numpy and Arrow): DuckDB releases the GIL, so its writer and the numpy work share the two
     cores. "writer-first" / "analysis-first": every step on this thread, the raw tables before / after
     the analysis (the same database; for measuring what the overlap gains, bench/ingest.py --orders).
-    The raw tables are written with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency index,
-    read by dep); the database is then re-attached with ROW_GROUP_SIZE for the timeline tables, whose
-    zone maps need small groups. `BuildResult.steps` holds each step's wall seconds.
+    The raw and analysis tables are written with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency
+    index is read by dep, the analysis tables whole or by page: ~0.45 s CPU less for 10^7 events, whose
+    pending-DMA counter series has 5 M points); the database is then re-attached with ROW_GROUP_SIZE for the
+    timeline tables, whose zone maps need small groups. `BuildResult.steps` holds each step's wall seconds.
     """
     if order not in ORDERS:
         raise ValueError(f"unknown ingest order {order!r}; use one of {', '.join(ORDERS)}")
+    own = p if isinstance(p, Handoff) else Handoff(p)
+    del p  # from here on only `own` holds the profile, so that dropping it frees it
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
     parts = parts or parts_name()
     steps: dict[str, float] = {}
     pool = ThreadPoolExecutor(1, thread_name_prefix="nprof-ingest") if order == "overlap" else _Inline()
 
     def raw() -> Future[None]:
-        return pool.submit(_timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, p,
+        return pool.submit(_timed, steps, "raw tables (background)", _on_cursor, con, _write_raw, [own.get()],
                            path.parent / parts, source)  # fmt: skip
 
     raw_job = None if order == "analysis-first" else raw()
     done = False
     jobs: list[Future[None]] = []
     try:
-        analysis, summary = _timed(steps, "analysis passes", analyse, p)
+        analysis, summary = _timed(steps, "analysis passes", analyse, own.get())
         written = raw_job = raw_job or raw()
+        named = {f"analysis_{name}": table for name, table in analysis.items()}  # after the raw tables, big groups
+        jobs.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_all, named))
 
         def write_events(events: pa.Table) -> None:  # in the background while the pyramids are built
             _timed(steps, "wait for raw tables", written.result)
+            _timed(steps, "wait for analysis tables", jobs[0].result)
             _timed(steps, "re-attach", _reattach, con, path)
             jobs.append(
                 pool.submit(_timed, steps, "write events (background)", _on_cursor, con, put_table, "events", events)
             )
-            named = {f"analysis_{name}": table for name, table in analysis.items()}
-            jobs.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_all, named))
 
-        tables, meta_stats = _timeline_of_profile(p, bar, steps, write_events)
+        tables, meta_stats = _timeline_of_profile(own, bar, steps, write_events)
         for job in jobs:
             _timed(steps, "wait for background writes", job.result)
         bar.advance(1)
@@ -207,7 +223,7 @@ def build_profile_db(
         t = time.perf_counter()
         meta = {
             "store_format": STORE_FORMAT,
-            "manifest": p.info.to_json(),
+            "manifest": own.info.to_json(),
             "summary": summary,
             "analysis_tables": list(analysis),
             "stats": meta_stats,
@@ -224,7 +240,7 @@ def build_profile_db(
         if not done:
             con.close()
     bar.advance(1)
-    return BuildResult(p.event_count, p.total_time_ns, steps, parts)
+    return BuildResult(own.event_count, meta_stats["total_time_ns"], steps, parts)
 
 
 ORDERS = ("overlap", "writer-first", "analysis-first")
@@ -268,29 +284,42 @@ def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any
 
 
 def _timeline_of_profile(
-    p: Profile, bar: Progress, steps: dict[str, float], write_events: Callable[[pa.Table], None]
+    own: Handoff, bar: Progress, steps: dict[str, float], write_events: Callable[[pa.Table], None]
 ) -> tuple[dict[str, pa.Table], dict[str, Any]]:
-    """Hands the events table of `p` to `write_events`, then returns the other timeline tables
-    (lod, rows, opcodes, sources) and the stats for `meta`."""
+    """Hands the events table of the profile to `write_events` (the profile dropped first), then returns the
+    other timeline tables (lod, rows, opcodes, sources) and the stats for `meta`."""
+    p = own.get()
     total_time = p.total_time_ns
-    release_facts(p, keep_strings=True)  # the analysis' per-event arrays are no longer needed: free them first
-    rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, p)
+    stats = {
+        "total_time_ns": total_time,
+        "event_count": p.event_count,
+        "instruction_count": p.instructions.num_rows,
+        "dma_count": p.dma.num_rows,
+        "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
+        "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+    }
+    sampled = sorted(v for v in pc.unique(p.counters["name"]).to_pylist() if v is not None)
+    slim = events_only(p)
+    release_facts(p, keep_strings=True, into=slim)  # the analysis' per-event arrays go, the string codes stay
+    del p
+    own.drop()  # the other columns go now, before the event columns are gathered
+    pa.default_memory_pool().release_unused()  # (Arrow's allocator keeps freed pages otherwise)
+    rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, slim)
+    release_facts(slim)
+    del slim
+    pa.default_memory_pool().release_unused()
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
     write_events(events_table(cols))
-    sampled = sorted(v for v in pc.unique(p.counters["name"]).to_pylist() if v is not None)
     tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, steps)
     bar.advance(1)
     return tables, {
         "t_max": span,
         "total_time_ns": total_time,
         "base_level": base,
-        "event_count": p.event_count,
+        "event_count": stats["event_count"],
         "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
-        "instruction_count": p.instructions.num_rows,
-        "dma_count": p.dma.num_rows,
-        "flops": int(pc.sum(p.instructions["flops"]).as_py() or 0),
-        "hw_flops": int(pc.sum(p.instructions["hw_flops"]).as_py() or 0),
+        **{k: stats[k] for k in ("instruction_count", "dma_count", "flops", "hw_flops")},
         "events_layer": True,
     }
 

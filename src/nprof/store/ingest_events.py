@@ -7,6 +7,8 @@ int64 otherwise) sorted by (row, ts), ties in table order (instructions before D
 `op` codes index `opnames` (opcodes and DMA directions), `src`/`layer` index `srcnames`
 (-1: none; `src` is nki_source_location, else layer). `dma_slice(rows, cols)` selects the
 events on DMA-queue rows: a slice when those rows are contiguous (always, in display order), else a mask.
+`events_only(p)` is `p` cut to the columns `event_columns` reads (the same columns, so the same result):
+the ingest frees the rest of a big profile before gathering the events.
 
 Speed: string columns are dictionary-encoded once per Profile, shared with the analysis
 passes (`nprof.analysis.facts` caches the encodings on the Profile); the output columns
@@ -119,6 +121,24 @@ class _Part:
             out[:] = src
         else:
             np.take(src, self.order, out=out, mode="clip")
+
+
+EVENT_SOURCES = {  # the columns of each table `event_columns` reads
+    "instructions": ("id", "ts", "duration", "track", "opcode", "nki_source_location", "layer", "flops"),
+    "dma": ("id", "ts", "duration", "queue", "direction", "nki_source_location", "layer", "bytes"),
+}
+
+
+def events_only(p: Profile) -> Profile:
+    """`p` with only the instructions and dma columns `event_columns` reads (the same arrays, no copy) and
+    empty collectives and counters: what the events need, so the rest of a big profile can be freed first."""
+    return Profile(
+        p.info,
+        p.instructions.select(list(EVENT_SOURCES["instructions"])),
+        p.dma.select(list(EVENT_SOURCES["dma"])),
+        p.collectives.schema.empty_table(),
+        p.counters.schema.empty_table(),
+    )
 
 
 def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str]]:

@@ -50,7 +50,8 @@ def search_path_config(directory: Path) -> dict[str, Any]:
     return {"file_search_path": str(directory)}
 
 
-def _sorted_ids(table: pa.Table) -> bool:
+def in_id_order(table: pa.Table) -> bool:
+    """Whether the rows of `table` are in increasing id order (True for a table without ids); one pass, no sort."""
     if table.num_rows < 2 or "id" not in table.column_names:
         return True
     ids = table["id"].to_numpy()
@@ -60,7 +61,7 @@ def _sorted_ids(table: pa.Table) -> bool:
 def _ordered(name: str, table: pa.Table) -> pa.Table:
     """Instructions and dma by id, counters by (name, ts); no copy when already in order."""
     if name in ("instructions", "dma"):
-        if _sorted_ids(table):
+        if in_id_order(table):
             return table
         return table.take(pa.array(np.argsort(table["id"].to_numpy(), kind="stable")))
     if name == "counters" and table.num_rows:
@@ -90,7 +91,7 @@ def _members(source: Path | None) -> dict[str, tuple[int, int]]:
 
 def _copied(name: str, table: pa.Table, source: Path, span: tuple[int, int], dest: Path) -> bool:
     """Copy the member when it holds exactly `table` in the order the store wants; False otherwise."""
-    if (name in ("instructions", "dma") and not _sorted_ids(table)) or (name == "counters" and table.num_rows > 1):
+    if (name in ("instructions", "dma") and not in_id_order(table)) or (name == "counters" and table.num_rows > 1):
         return False
     _copy_member(source, *span, dest)
     meta = pq.read_metadata(dest)

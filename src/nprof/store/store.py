@@ -44,7 +44,7 @@ from nprof.errors import NprofError
 from nprof.profile import Profile
 from nprof.progress import progress
 from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
-from nprof.store.ingest import build_profile_db
+from nprof.store.ingest import Handoff, build_profile_db
 from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ class Store:
     # ---- ingest --------------------------------------------------------------------------
     def ingest(
         self,
-        p: Profile,
+        p: Profile | Handoff,
         profile_id: str,
         *,
         display_name: str | None = None,
@@ -191,7 +191,8 @@ class Store:
     ) -> dict[str, Any]:
         """Store `p` under `profile_id` atomically (see module doc); returns the catalog entry.
         `raw_source`: the nprof Profile file `p` was loaded from (its tables are then copied, not re-encoded);
-        `thresholds`: when findings are reported (None: the defaults)."""
+        `thresholds`: when findings are reported (None: the defaults). A `Handoff` (`p` held nowhere else) lets
+        the build free the profile once its event columns are built."""
         check_id(profile_id)
         with self.claim(profile_id):
             analyse = partial(run_analysis, thresholds=thresholds)
@@ -199,7 +200,7 @@ class Store:
 
     def _ingest(
         self,
-        p: Profile,
+        p: Profile | Handoff,
         profile_id: str,
         display_name: str | None,
         force: bool,
@@ -211,6 +212,7 @@ class Store:
     ) -> dict[str, Any]:
         if not force and self.catalog.get(profile_id) is not None:
             raise self._exists(profile_id)
+        info = p.info
         self._sweep_tmp()
         tmp = self.dir / "tmp" / f"{profile_id}.{os.getpid()}.{secrets.token_hex(4)}.duckdb"
         parts = parts_name()
@@ -219,16 +221,16 @@ class Store:
                 result = build_profile_db(p, tmp, analyse, bar, parts, raw_source)
             entry = {
                 "id": profile_id,
-                "display_name": display_name or p.info.name or profile_id,
-                "name": p.info.name,
-                "device": p.info.device,
-                "preset": p.info.preset,
-                "created": p.info.created,
+                "display_name": display_name or info.name or profile_id,
+                "name": info.name,
+                "device": info.device,
+                "preset": info.preset,
+                "created": info.created,
                 "ingested": datetime.now(UTC).isoformat(timespec="seconds"),
                 "total_time_ns": result.total_time_ns,
                 "event_count": result.event_count,
-                "rank": p.info.rank,
-                "world_size": p.info.world_size,
+                "rank": info.rank,
+                "world_size": info.world_size,
                 "group": group,
                 "source": source,
                 "fingerprint": fingerprint,
@@ -289,11 +291,11 @@ class Store:
             if not force and self.catalog.get(profile_id) is not None:
                 raise self._exists(profile_id)
             kind = sniff_kind(src)  # an nprof file keeps its string columns encoded: ingest reads their codes
-            p = Profile.load(src, encoded=True) if kind == "ntff" else open_profile(src)
+            own = Handoff(Profile.load(src, encoded=True) if kind == "ntff" else open_profile(src))  # own: sole holder
             entry = self.ingest(
-                p,
+                own,
                 profile_id,
-                display_name=display_name or p.info.name or src.stem,
+                display_name=display_name or own.info.name or src.stem,
                 force=force,
                 source=str(src),
                 fingerprint=fingerprint,

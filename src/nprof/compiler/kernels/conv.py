@@ -21,9 +21,10 @@ from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.conv_strided import strided_input_grad
 from nprof.compiler.kernels.conv_taps import live_taps, stacked_input
 from nprof.compiler.kernels.conv_taps import shaped as _shaped
-from nprof.compiler.kernels.hbm import load, store, window
+from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
@@ -53,15 +54,17 @@ def _nchw(v: View, c0: int, cc: int) -> Access:
 
 
 def _padded(v: View, c0: int, cc: int, pad: tuple[int, int], slack: int = 0) -> NkiTensor:
-    """SBUF tile [cc, N, H + 2ph + slack, W + 2pw] of channels c0.. of `v`, zero around (one DMA)."""
-    n, c, h, w = v.shape
+    """SBUF tile [cc, N, H + 2ph + slack, W + 2pw] of channels c0.. of `v`, zero around: the channels as they
+    are in HBM ([cc, N, H*W]: one contiguous run per image, or the producer's tile still in SBUF: no DMA),
+    copied into the padded tile on chip (a DMA straight into its rows would pay the per-chunk overhead for
+    every row: 8-element rows cost 8x their bytes)."""
+    n, _, h, w = v.shape
     ph, pw = pad
+    dense = _shaped(load(_nchw(v, c0, cc)), (n, h, w))
     if ph == pw == slack == 0:
-        return _shaped(load(_nchw(v, c0, cc)), (n, h, w))
-    tile = nisa.memset((cc, n, h + 2 * ph + slack, w + 2 * pw), 0.0, nl.float32)
-    a = _nchw(v, c0, cc)
-    src = window(Access(a.space, a.tensor, a.dtype, a.offset, cc, ((c * h * w, n), (w, h), (1, w)), 0, h * w))
-    nisa.dma_copy(dst=tile[:, :, ph : ph + h, pw : pw + w], src=src)
+        return dense
+    tile = nisa.memset((cc, n, h + 2 * ph + slack, w + 2 * pw), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+    engines.copy(dense, dst=tile[:, :, ph : ph + h, pw : pw + w])
     return tile
 
 
@@ -213,6 +216,9 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
 
 def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], padding: tuple[int, int],
                            dilation: tuple[int, int]) -> None:  # fmt: skip
+    if stride != (1, 1):  # by output phase: no zero-dilated gradient (kernels.conv_strided)
+        strided_input_grad(dx, g, w, stride, padding, dilation)
+        return
     n, c, h, wd = dx.shape
     oc, _, kh, kw = w.shape
     (dh, dw), (ph, pw) = dilation, padding

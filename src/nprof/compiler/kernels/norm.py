@@ -15,11 +15,17 @@ from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels.hbm import flat, load, store
-from nprof.compiler.kernels.norm_spread import batch_norm_backward_spread, spread_factor
+from nprof.compiler.kernels.norm_spread import (
+    batch_norm_backward_spread,
+    batch_norm_spread,
+    spread_access,
+    spread_factor,
+)
 from nprof.compiler.views import FREE_MAX, View, numel, row_tiles
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
+from nprof.nki import trace
 from nprof.nki.isa import BN_STATS_FMAX
 from nprof.nki.tensor import NkiTensor
 
@@ -90,8 +96,14 @@ def batch_norm_kernel(outs: tuple[View, View, View, View, View], x: View, weight
     passes. `outs` = (out, save_mean, save_rstd, new running_mean, new running_var), as
     ``aten._native_batch_norm_legit_functional`` returns them (running var updated with the unbiased
     variance, n / (n - 1))."""
-    out, save_mean, save_rstd, new_mean, new_var = outs
+    out = outs[0]
     count = x.shape[0] * numel(x.shape[2:])
+    k = spread_factor(tuple(x.shape)) if x.is_contiguous and out.is_contiguous else 1
+    holds = getattr(trace.current(), "holds", None)
+    if k > 1 and holds is not None and holds(spread_access(x, k)):  # the producer left x spread: stay spread
+        mean, var, rstd = batch_norm_spread(out, x, weight, bias, eps, k)
+        _statistics(outs, running, (mean, var, rstd), count, momentum, (0, x.shape[1]))
+        return
     for c0 in range(0, x.shape[1], 128):
         cc = min(128, x.shape[1] - c0)
         blocks = _channel_blocks(x, c0, cc)
@@ -116,12 +128,22 @@ def batch_norm_kernel(outs: tuple[View, View, View, View, View], x: View, weight
             y = nisa.activation(op="copy", data=flat(load(a)), scale=scale, bias=shift)
             into = dataclasses.replace(a, tensor=out.tensor, offset=a.offset - x.offset + out.offset)
             store(into, y.unflatten_free(into.shape[1:]))  # in the pattern's shape: kept in SBUF for the consumer
-        unbiased = nisa.tensor_scalar(var, "multiply", count / max(count - 1, 1))
-        for dst, stat, run in ((new_mean, mean, running[0]), (new_var, unbiased, running[1])):
-            kept = nisa.tensor_scalar(flat(load(_col(run, c0, cc))), "multiply", 1.0 - momentum)
-            store(_col(dst, c0, cc), nisa.tensor_tensor(nisa.tensor_scalar(stat, "multiply", momentum), kept, "add"))
-        store(_col(save_mean, c0, cc), mean)
-        store(_col(save_rstd, c0, cc), rstd)
+        _statistics(outs, running, (mean, var, rstd), count, momentum, (c0, cc))
+
+
+def _statistics(outs: tuple[View, ...], running: tuple[View, View], stats: tuple[NkiTensor, NkiTensor, NkiTensor],
+                count: int, momentum: float, chunk: tuple[int, int]) -> None:  # fmt: skip
+    """Store channels chunk[0].. (chunk[1] of them) of the new running statistics (running var updated with
+    the unbiased variance) and the saved mean and rstd, from the [cc, 1] columns (mean, biased var, rstd)."""
+    _, save_mean, save_rstd, new_mean, new_var = outs
+    mean, var, rstd = stats
+    c0, cc = chunk
+    unbiased = nisa.tensor_scalar(var, "multiply", count / max(count - 1, 1))
+    for dst, stat, run in ((new_mean, mean, running[0]), (new_var, unbiased, running[1])):
+        kept = nisa.tensor_scalar(flat(load(_col(run, c0, cc))), "multiply", 1.0 - momentum)
+        store(_col(dst, c0, cc), nisa.tensor_tensor(nisa.tensor_scalar(stat, "multiply", momentum), kept, "add"))
+    store(_col(save_mean, c0, cc), mean)
+    store(_col(save_rstd, c0, cc), rstd)
 
 
 def _reduced(blocks: list[Access], per_block: Any) -> NkiTensor:

@@ -30,7 +30,7 @@ export function titleBar(info) {
     meta.incomplete ? h("span", { class: "title-note warn", id: "incomplete-note", title: meta.incomplete }, `incomplete: ${meta.incomplete}`) : null,
     meta.system && meta.system !== "1" ? h("span", { class: "title-note muted", id: "system-note" }, meta.system) : null,
     info.assumptions
-      ? h("span", { class: "title-note assumed", id: "assumed-note", title: info.assumptions }, `${p.preset || "preset"}: times rest partly on assumed hardware figures (Summary tab lists them)`)
+      ? h("span", { class: "title-note assumed", id: "assumed-note", title: info.assumptions }, `${p.preset ? `${p.preset}: ` : ""}simulated times rest partly on assumed hardware figures (Summary tab lists them)`)
       : null,
   ];
   return h(

@@ -1,0 +1,169 @@
+"""Few-channel "same" convolutions spread over all 128 partitions (NKI): rows of the images on partitions.
+
+Contract: `spread_factor(x_shape, w_shape, stride, padding, dilation)` is k > 1 when the convolution is 2-D,
+stride 1, dilation 1, "same" (odd kernel, padding (KH-1)/2 and (KW-1)/2), with OC <= `SPREAD_MAX_C` output
+channels (128 % OC == 0, k = 128 / OC), k * C <= 128, H % k == 0 (blocks of rb = H / k rows), the padding
+rows within one block and the tiles within `SBUF_SHARE`; else 1. `conv_spread_kernel(out, x, w, bias, k,
+padding)` is `kernels.conv.conv_kernel` for those, in the layout of `kernels.norm_spread`: channel c on
+partitions c * k .. c * k + k - 1, partition c * k + j holding rows j * rb .. j * rb + rb - 1 of every image
+(one HBM access: partition stride rb * W). So the input is read by one DMA (none when the producer's tile
+is still in SBUF: a spread batch norm or ReLU stored it in that very pattern), the output lands on all 128
+partitions, and the batch norm, ReLU and residual add after it run on 128 partitions instead of OC.
+
+How: the input lies in an SBUF tile E [C * k, N, rb + 2 ph, W + 2 pw], each partition's rb rows between ph
+halo rows and pw zero columns on each side; the halo rows are the neighbouring blocks' edge rows (one DMA
+each way, partition p from p -/+ 1), zero where the block is the image's first or last (a select, not a
+multiply: an inf next door stays out). Each kernel tap (i, j) is then the window E[:, :, i : i + rb,
+j : j + W], and out[(oc, b), pixel] = sum over taps of st_tap[(c, b'), (oc, b)] * window[(c, b'), pixel]
+with the block-diagonal stationary st_tap[(c, b'), (oc, b)] = W[oc, c, tap] if b == b' else 0 (built on
+chip: the tap's weights repeated k times per row, one TensorE transpose, a select by a 0/1 mask). One
+matmul per tap and PSUM bank of 512 pixels per partition: for 16 channels of 32x32 images, 9 matmuls of
+512 columns where the stacked kernel needs 16.
+
+Non-finite inputs: a stationary zero meets every moving value of its row, so an inf or NaN input element
+also makes NaN at the same row and column within every other row block of its image (0 x inf), where eager
+keeps those outputs finite; every output eager makes non-finite is non-finite here too, and the halo rows
+that stand for zero padding are zeroed by a select, so a neighbouring channel's value never enters them.
+"""
+
+from __future__ import annotations
+
+from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels.conv_taps import shaped, source
+from nprof.compiler.kernels.hbm import load, store
+from nprof.compiler.kernels.norm_spread import SPREAD_MAX_C
+from nprof.compiler.kernels.norm_spread import spread as spread_columns
+from nprof.compiler.views import View
+from nprof.nki import isa as nisa
+from nprof.nki import language as nl
+from nprof.nki.tensor import NkiTensor
+
+P = 128
+PSUM_FREE = 512
+SBUF_SHARE = 64 * 1024  # bytes per partition the padded input and the result may take together
+
+
+def spread_factor(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tuple[int, int],
+                  padding: tuple[int, int], dilation: tuple[int, int]) -> int:  # fmt: skip
+    """k (see module doc), or 1 when the convolution does not spread."""
+    n, c, h, w = x_shape
+    oc, _, kh, kw = w_shape
+    same = kh % 2 == 1 and kw % 2 == 1 and padding == ((kh - 1) // 2, (kw - 1) // 2)
+    if stride != (1, 1) or dilation != (1, 1) or not same or oc > SPREAD_MAX_C or P % oc:
+        return 1
+    k = P // oc
+    if c * k > P or h % k or w > PSUM_FREE:
+        return 1
+    rb = h // k
+    ph, pw = padding
+    padded = n * (rb + 2 * ph) * (w + 2 * pw) * 4
+    if ph > rb or rb * w > PSUM_FREE or padded + n * rb * w * 4 > SBUF_SHARE:
+        return 1
+    return k
+
+
+def _rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Access:
+    """HBM access [last - first, N, count] of a contiguous NCHW view seen with k row blocks per channel:
+    partition p (first <= p < last) reads `count` elements from the start of its block plus `shift`."""
+    n, c, h, w = v.shape
+    part = h // k * w
+    return Access(Space.HBM, v.tensor, v.dtype, v.offset + first * part + shift, last - first,
+                  ((c * h * w, n), (1, count)), 0, part)  # fmt: skip
+
+
+def _predicate(rows: int, k: int, cols: int, col_step: int, want: int) -> NkiTensor:
+    """[rows, cols] 0/1: 1.0 where (p - col_step * f) mod k == want (p the partition, f the column)."""
+    expr = nl.arange(rows)[:, None] + nl.arange(cols)[None, :] * -col_step
+    offset = nisa.tensor_scalar(nisa.iota(expr, dtype=nl.float32), "add", float(k * (cols + 1)))
+    return nisa.tensor_scalar(nisa.tensor_scalar(offset, "mod", float(k)), "is_equal", float(want))
+
+
+def _column_over(col: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
+    """The [P, 1] column `col` seen as [P, *free] (every element of a partition its value: stride 0)."""
+    p0, e0, dims = col.access_key()
+    return NkiTensor(col.base, p0, e0, (dims[0], *((0, 0, f) for f in free)), ())
+
+
+def _repeat(t: NkiTensor, k: int) -> NkiTensor:
+    """The view of `t` with a last dimension of k repeating each element (stride 0)."""
+    p0, e0, dims = t.access_key()
+    return NkiTensor(t.base, p0, e0, (*dims, (0, 0, k)), ())
+
+
+def _padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
+    """E [C * k, N, rb + 2 ph, W + 2 pw] (see module doc)."""
+    n, c, h, w = x.shape
+    ph, pw = pad
+    rb, parts = h // k, c * k
+    e = nisa.memset((parts, n, rb + 2 * ph, w + 2 * pw), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+    center = shaped(load(_rows(x, k, 0, parts, 0, rb * w)), (n, rb, w))
+    nisa.tensor_copy(center, dst=e[:, :, ph : ph + rb, pw : pw + w])
+    if ph == 0 or parts == 1:
+        return e
+    # the halo: rows of the previous block above (partition p from p - 1), of the next block below
+    nisa.dma_copy(dst=e[1:parts, :, 0:ph, pw : pw + w],
+                  src=source(_rows(x, k, 1, parts, -ph * w, ph * w)))  # fmt: skip
+    nisa.dma_copy(dst=e[0 : parts - 1, :, ph + rb : 2 * ph + rb, pw : pw + w],
+                  src=source(_rows(x, k, 0, parts - 1, rb * w, ph * w)))  # fmt: skip
+    for rows, want in ((slice(0, ph), 0), (slice(ph + rb, 2 * ph + rb), k - 1)):  # the image's own edges: zero
+        edge = _column_over(_predicate(parts, k, 1, 0, want), (n, rows.stop - rows.start, w))
+        nisa.tensor_copy_predicated(src=0.0, dst=e[:, :, rows, pw : pw + w], predicate=edge)
+    return e
+
+
+def _stationaries(w: View, k: int) -> list[NkiTensor]:
+    """Per tap t: st_t [C * k, OC * k] = W[oc, c, t] where the blocks match, else 0 (see module doc): every
+    tap's weights repeated k times per row (one copy), one TensorE transpose per tap into one PSUM tile, one
+    select by the block mask for all taps."""
+    oc, c, kh, kw = w.shape
+    taps = kh * kw
+    natural = load(Access(Space.HBM, w.tensor, w.dtype, w.offset, oc, ((1, c * taps),), 0, c * taps))
+    p0, e0, dims = natural.access_key()
+    by_tap = NkiTensor(natural.base, p0, e0, (dims[0], (0, 1, taps), (0, taps, c), (0, 0, k)), ())
+    rows = nisa.tensor_copy(by_tap, engine=nisa.scalar_engine)  # [OC, taps, C, k]: W[oc, c, t] k times
+    mask = _predicate(c * k, k, oc * k, 1, 0)  # block of the row == block of the column
+    mp0, me0, mdims = mask.access_key()
+    st = nisa.memset((c * k, taps, oc, k), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+    per = max(1, PSUM_FREE // oc)  # taps whose transposes share one PSUM bank
+    for t0 in range(0, taps, per):
+        tn = min(per, taps - t0)
+        cols = nl.ndarray((c * k, tn * oc), dtype=nl.float32, buffer=nl.psum)
+        for t in range(tn):
+            nisa.nc_transpose(shaped(rows, (taps, c * k))[:, t0 + t, :], dst=cols[:, t * oc : (t + 1) * oc])
+        per_tap = NkiTensor(mask.base, mp0, me0, (mdims[0], (0, 0, tn), (0, k, oc), (0, 1, k)), ())
+        nisa.tensor_copy_predicated(src=_repeat(cols.unflatten_free((tn, oc)), k), dst=st[:, t0 : t0 + tn],
+                                    predicate=per_tap)  # fmt: skip
+    flat = shaped(st, (taps, oc * k))
+    return [flat[:, t, :] for t in range(taps)]
+
+
+def conv_spread_kernel(out: View, x: View, w: View, bias: View | None, k: int, padding: tuple[int, int]) -> None:
+    """See module doc."""
+    n, _, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    rb = h // k
+    stationary = _stationaries(w, k)  # first: it needs only the weights, so it runs while the input arrives
+    e = _padded_input(x, k, padding)
+    shift = None
+    if bias is not None:
+        col = load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset, oc, ((0, 1),), 0, bias.strides[0]))
+        shift = spread_columns(col, k)
+    res = nl.ndarray((P, n, rb * wd), dtype=nl.float32, buffer=nl.sbuf)
+    group = max(1, PSUM_FREE // (rb * wd))
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    for n0 in range(0, n, group):
+        g = min(group, n - n0)
+        acc = nl.ndarray((P, g * rb * wd), dtype=nl.float32, buffer=nl.psum)
+        for t, (i, j) in enumerate(taps):
+            prod = nisa.nc_matmul(stationary[t], e[:, n0 : n0 + g, i : i + rb, j : j + wd])
+            if t == 0:
+                acc[...] = prod
+            else:
+                acc += prod
+        dst = res[:, n0 : n0 + g, :]
+        if shift is None:
+            nisa.tensor_copy(acc.unflatten_free((g, rb * wd)), dst=dst)
+        else:
+            nisa.tensor_scalar(acc.unflatten_free((g, rb * wd)), "add", shift, dst=dst)
+    store(_rows(out, k, 0, P, 0, rb * wd), res)
+

@@ -1,0 +1,274 @@
+"""Stamping out replayed loop iterations in bulk: what `nprof.nki.replay.replay` does per iteration, for all of them.
+
+Contract: `stamp(builder, events, ints, step, first, last)` makes the builder requests of iterations
+first..last-1 of a loop whose template (`replay.template`: events, the integers of iteration first-1, their step)
+is known, and leaves the builder exactly as calling `replay.replay` for each iteration would: the same
+instructions (operands, attrs, dependencies, DMA queues, sources), tile names, allocator state and allocation
+records, dependency-tracker state and loaded matmul weights; and the recorders of enclosing loops being logged
+get the events a replay would have given them (`nprof.nki.stamp_tell`).
+
+How: the tiles are placed by the builder's own allocator, iteration by iteration in event order (allocations
+and frees only: no tile objects); every operand's integers are computed for all iterations at once (numpy); one
+call of compiled code (`nprof.nki.depbatch`) registers every instruction with the dependency tracker's core and
+makes the matmul decisions in order. The results are kept as a columnar chunk of the builder's instructions
+(`nprof.nki.stamp_chunk`), made into `Instruction` objects only when someone reads them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nprof.arch.isa import ITEMSIZE, Access, Opcode, Space
+from nprof.nki import alloc_batch, depbatch
+from nprof.nki.alloc import OutOfMemory
+from nprof.nki.deps import ONCHIP_MEMORY
+from nprof.nki.stamp_chunk import StampedChunk
+from nprof.nki.stamp_tell import tell
+from nprof.nki.tiles import MAX_ALLOC_RECORDS
+
+if TYPE_CHECKING:
+    from nprof.nki.trace import ProgramBuilder
+
+
+class _Codes(dict[Any, int]):
+    """Small-int codes of names and dtypes (equal strings, equal codes)."""
+
+    def of(self, value: Any) -> int:
+        code = self.get(value)
+        if code is None:
+            code = self[value] = len(self)
+        return code
+
+
+class _Template:
+    """The loop body's events turned into a stream row with holes (see depbatch) and operand descriptions."""
+
+    def __init__(self, builder: ProgramBuilder, events: list[Any]) -> None:
+        self.builder = builder
+        self.codes = _Codes()
+        self.row: list[int] = []
+        self.holes: dict[str, list[tuple[int, int]]] = {"int": [], "tile": [], "name": []}  # (row position, col)
+        self.tile_of_hole: list[int] = []  # tile of each "tile" hole
+        self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
+        self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source) / ("f", t)
+        self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
+        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source) / ("free",
+        # tile) / ("op", index into ops), for recorders of enclosing loops (nprof.nki.stamp_tell)
+        self.operands: list[tuple[Any, ...]] = []
+        self.col = 0  # next integer column
+        self.per_iteration = 0  # instructions at most
+        self.width = 0  # longest access encoding
+        for ev in events:
+            self._event(ev)
+
+    def _event(self, ev: tuple[Any, ...]) -> None:
+        kind, b = ev[0], self.builder
+        if kind == "alloc":
+            shape, dtype, space, axis = ev[1], ev[2], ev[3], ev[4]
+            nbytes, align, _ = b.placement(shape, dtype, space, axis)
+            parts = shape[axis] if shape else 1
+            self.tiles.append((space, dtype, shape, axis, nbytes, align, parts))
+            self.steps.append(("a", len(self.tiles) - 1))
+            self.order.append(("alloc", ev))
+        elif kind == "mat":
+            self.steps.append(("m", ev[1][1], ev[2]))
+            self.order.append(("mat", ev[1][1], ev[2]))
+            self.row += (depbatch.MAT, ev[1][1])
+        elif kind == "free":
+            self.steps.append(("f", ev[1][1]))
+            self.order.append(("free", ev[1][1]))
+        elif kind == "app":
+            _, engine, opcode, outs_k, ins_k, attrs_, source = ev
+            outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
+            ins = [self._operand(k) for k in ins_k]
+            queue = -1
+            if opcode is Opcode.DMA_DIRECT2D:
+                queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
+            self.row += (depbatch.APP, len(self.ops), int(opcode is Opcode.TRANSPOSE), len(ins), len(outs))
+            for k in (*ins, *outs):
+                self._encode(k)
+            self.order.append(("op", len(self.ops)))
+            self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
+            self.per_iteration += 1
+        else:  # "mm"
+            _, stat_k, mov_k, out_k, asked, checked, placed, source = ev
+            stat, mov, out = self._operand(stat_k), self._operand(mov_k), self._operand(out_k)
+            fixed = placed[0] == "P"
+            self.row += (depbatch.MM, len(self.ops), int(asked), int(checked), 0 if fixed else 1,
+                         placed[1] if fixed else placed[2])  # fmt: skip
+            for k in (stat, mov, out):
+                self._encode(k)
+            self.order.append(("op", len(self.ops)))
+            self.ops.append((None, None, (out,), (stat, mov), None, -1, source))
+            self.per_iteration += 2
+
+    def _operand(self, key: tuple[Any, ...]) -> int:
+        """Number an operand; its two integers are the next two columns."""
+        self.operands.append((key, self.col))
+        self.col += 2
+        return len(self.operands) - 1
+
+    def _encode(self, k: int) -> None:
+        """Append operand k's access to the row, holes where it varies."""
+        key, col = self.operands[k]
+        row, holes, codes = self.row, self.holes, self.codes
+        if key[0] == "H":
+            _, tensor, dtype, parts, free = key
+            sid = self.builder._deps._hbm_memory(tensor)
+            row += (codes.of(("n", tensor)), codes.of(("d", dtype)), sid, ITEMSIZE[dtype], 0, parts, 0, 0, len(free))
+            holes["int"] += [(len(row) - 5, col), (len(row) - 2, col + 1)]
+        else:
+            space, dtype, parts, free = key[1], key[3], key[4], key[5]
+            name = codes.of(("n", key[2])) if key[0] == "P" else 0
+            row += (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
+            holes["int"].append((len(row) - 3, col + 1))
+            if key[0] == "P":
+                holes["int"].append((len(row) - 5, col))
+            else:
+                holes["tile"].append((len(row) - 5, col))
+                self.tile_of_hole.append(key[2][1])
+                holes["name"].append((len(row) - 9, key[2][1]))
+        for pair in free:
+            row += pair
+        self.width = max(self.width, 7 + 2 * len(free))
+
+
+def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
+    """Place every iteration's tiles with the builder's allocator, in event order: (byte offsets [iterations,
+    tiles], names); allocation records and the tile counter as the plain replay leaves them."""
+    listeners = builder._sbuf.listener, builder._psum.listener
+    builder._sbuf.listener = builder._psum.listener = None  # (enclosing loops' recorders are told by stamp_tell)
+    try:
+        return _placed(builder, t, iterations)
+    finally:
+        builder._sbuf.listener, builder._psum.listener = listeners
+
+
+def _placed(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
+    """`_place` with the listeners off: SBUF and PSUM placed by the compiled allocator (`nprof.nki.alloc_batch`,
+    each memory on its own: a step touches one), then names and allocation records."""
+    offsets = np.zeros((iterations, len(t.tiles)), np.int64)
+    failures = []
+    for memory, allocator in ((Space.SBUF, builder._sbuf), (Space.PSUM, builder._psum)):
+        steps = [(1 if step[0] == "m" else 2, step[1], t.tiles[step[1]][4], t.tiles[step[1]][5] or 0, p)
+                 for p, step in enumerate(t.steps) if step[0] != "a" and t.tiles[step[1]][0] is memory]  # fmt: skip
+        if not steps:
+            continue
+        state, starts, ends, pinned = alloc_batch.load(allocator)
+        placed, starts, ends = alloc_batch.run(state, starts, ends, pinned, np.asarray(steps, np.int64), iterations,
+                                               len(t.tiles))  # fmt: skip
+        alloc_batch.store(allocator, state, starts, ends)
+        if state[alloc_batch.FAIL]:  # (the first failure in event order is the one a replay meets)
+            step = steps[int(state[alloc_batch.FAIL_R])]
+            err = OutOfMemory(int(state[alloc_batch.FAIL]), int(state[alloc_batch.LIVE]), allocator.capacity)
+            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err))
+        mine = [k for k, tile in enumerate(t.tiles) if tile[0] is memory]
+        offsets[:, mine] = placed[:, mine]
+    if failures:
+        _, tile, err = min(failures, key=lambda f: f[0])
+        raise builder.over_capacity(_stand_in(builder, tile), err)
+    return offsets, _names(builder, t, iterations, offsets)
+
+
+def _names(builder: ProgramBuilder, t: _Template, iterations: int, offsets: np.ndarray) -> list[list[str]]:
+    """The tiles' names (the builder's counter advanced as `new_tile` advances it) and allocation records."""
+    names: list[list[str]] = []
+    records = builder.allocations
+    prefix = ["sbuf" if tile[0] is Space.SBUF else "psum" for tile in t.tiles]
+    mats = [step for step in t.steps if step[0] == "m"]
+    here = None
+    for j in range(iterations):
+        counter = builder._counter
+        row = [f"{prefix[k]}_{counter + k + 1}" for k in range(len(t.tiles))]
+        builder._counter = counter + len(t.tiles)
+        names.append(row)
+        if len(records) < MAX_ALLOC_RECORDS:
+            at = offsets[j].tolist()
+            for _, k, source in mats:
+                if len(records) >= MAX_ALLOC_RECORDS:
+                    break
+                if source is None:
+                    here = here or builder.source()
+                    source = here
+                tile = t.tiles[k]
+                records.append([str.__str__(tile[0]), row[k], at[k], tile[4], tile[6], source])
+    return names
+
+
+def _stand_in(builder: ProgramBuilder, tile: tuple[Any, ...]) -> Any:
+    """A tile object for the over-capacity message."""
+    from nprof.nki.tensor import OnChip
+
+    return OnChip(tile[0], "", tile[1], tile[2], tile[3], -1, 0, builder)
+
+
+def _stream(t: _Template, values: np.ndarray, offsets: np.ndarray, names: list[list[str]]) -> np.ndarray:
+    """One stream row per iteration: the template's row with its holes filled."""
+    stream = np.tile(np.asarray(t.row, np.int64), (len(values), 1))
+    at, col = np.asarray(t.holes["int"], np.int64).reshape(-1, 2).T
+    stream[:, at] = values[:, col]
+    at, col = np.asarray(t.holes["tile"], np.int64).reshape(-1, 2).T
+    stream[:, at] = offsets[:, np.asarray(t.tile_of_hole, np.int64)] + values[:, col]
+    if t.holes["name"]:
+        codes = t.codes
+        name_codes = np.asarray([[codes.of(("n", n)) for n in row] for row in names], np.int64)
+        at, tile = np.asarray(t.holes["name"], np.int64).T
+        stream[:, at] = name_codes[:, tile]
+    return stream
+
+
+def _tracker_state(builder: ProgramBuilder, t: _Template) -> np.ndarray:
+    """depbatch's `state` for the builder's loaded weights."""
+    state = np.zeros(depbatch.KEY + 8 + t.width, np.int64)
+    state[0], state[4] = len(builder._instructions), -1
+    loaded = builder._stationary
+    if loaded is not None:
+        a: Access = loaded[0]
+        key = [t.codes.of(("n", a.tensor)), t.codes.of(("d", a.dtype))]
+        enc: list[int] = []
+        builder._deps._encode((a,), enc)
+        key += enc
+        if len(key) <= state.shape[0] - depbatch.KEY:  # (a longer key cannot equal any of the body's)
+            state[1], state[2], state[3] = 1, loaded[1], len(key)
+            state[depbatch.KEY : depbatch.KEY + len(key)] = key
+        else:
+            state[1], state[2], state[3] = 1, loaded[1], 0
+    return state
+
+
+def stamp(builder: ProgramBuilder, events: list[Any], ints: list[int], step: list[int], first: int, last: int
+          ) -> None:  # fmt: skip
+    """Make iterations first..last-1 (see module doc)."""
+    count = last - first
+    if count <= 0:
+        return
+    builder.flush()
+    t = _Template(builder, events)
+    shifts = np.arange(1, count + 1, dtype=np.int64)
+    values = np.asarray(ints, np.int64)[None, :] + shifts[:, None] * np.asarray(step, np.int64)[None, :]
+    offsets, names = _place(builder, t, count)
+    stream = _stream(t, values, offsets, names)
+    state = _tracker_state(builder, t)
+    made = count * t.per_iteration
+    tracker = builder._deps
+    tracker._count = max(tracker._count, int(state[0]))
+    io = np.zeros(len(t.row) + tracker._count + made + 16, np.int64)
+    out = np.zeros((made, 4), np.int64)
+    dep_off = np.zeros(made + 1, np.int64)
+    E, P, T, deps, n, _ = depbatch.run(tracker._e, tracker._p, tracker._h, tracker._m, tracker._t, stream, io, state,
+                                       out, np.empty(4 * made + 16, np.int64), dep_off, len(t.tiles))  # fmt: skip
+    tracker._e, tracker._p, tracker._t = E, P, T
+    tracker._count = max(tracker._count, int(state[0]))
+    layer, hlo = (builder._scopes[-1][0], builder._scopes[-1][1]) if builder._scopes else (None, None)
+    chunk = StampedChunk(t.ops, t.operands, values, offsets, names, out[:n], deps, dep_off[: n + 1], (layer, hlo))
+    start = len(builder._instructions)
+    builder._instructions.add_chunk(chunk)
+    if state[4] == -2:
+        builder._stationary = None
+    elif state[4] >= 0:
+        row = int(state[4])
+        builder._stationary = (chunk.operand(row, "ins", 0), start + row)
+    if builder._rec is not None:  # an enclosing loop is being logged: told what a replay would have told it
+        tell(builder, t.order, t.operands, chunk)
