@@ -122,3 +122,33 @@ def test_tap_rows_matches_a_brute_force_scan() -> None:
                         inside = [o for o in range(out) if 0 <= o * stride + tap * dil - pad < size]
                         lo, hi = conv_taps.tap_rows(out, tap, stride, pad, dil, size)
                         assert list(range(lo, hi)) == inside, (stride, pad, dil, tap, size)
+
+
+def test_strided_input_gradient_zeroes_the_phases_no_tap_reaches() -> None:
+    """A 1x1 stride-2 convolution's input gradient reaches one phase of four; the others must be zero even when
+    PSUM holds earlier values (a matmul before it filled every bank): a phase without taps is never evicted."""
+    import numpy as np
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from nprof.compiler.backend import decompositions
+    from nprof.compiler.lower import GraphPlan, lower_graph
+    from nprof.compiler.packing import pack_inputs, unpack_outputs
+    from nprof.device import simulate
+
+    gen = torch.Generator().manual_seed(7)
+    a, b = torch.randn(128, 64, generator=gen), torch.randn(64, 4096, generator=gen)
+    g, x, w = torch.randn(8, 8, 2, 2, generator=gen), torch.randn(8, 4, 4, 4, generator=gen), torch.randn(8, 4, 1, 1)
+
+    def fn(a, b, g, x, w):  # type: ignore[no-untyped-def]
+        m = a @ b  # lowered first: its results pass through every PSUM bank
+        dx = torch.ops.aten.convolution_backward(g, x, w, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1,
+                                                 [True, False, False])[0]  # fmt: skip
+        return m, dx
+
+    args = {"a": a, "b": b, "g": g, "x": x, "w": w}
+    gm = make_fx(fn, decomposition_table=decompositions())(*args.values())
+    program, slots = lower_graph(gm, GraphPlan("phases", "inference", list(args), ["o0", "o1"]))
+    inputs = pack_inputs(program, {k: v.numpy() for k, v in args.items()})
+    outputs = unpack_outputs(program, simulate(program, inputs, numerics=True).outputs)
+    got = np.asarray(outputs[slots[1].name]).reshape(slots[1].shape)
+    np.testing.assert_allclose(got, fn(*args.values())[1].numpy(), rtol=1e-5, atol=1e-5)  # type: ignore

@@ -114,16 +114,16 @@ def test_regather_groups_follow_the_partition_shifts() -> None:
     """The selection-matrix groups of a [(B, T), C] read of a [T, (B, C)] tile: one per batch, kept partition
     = output partition - 32 b, kept column 64 b; a run split across kept partitions is refused."""
     from nprof.arch.isa import Access
-    from nprof.compiler.regather import _groups, _positions
+    from nprof.compiler.regather import kept_positions, matmul_groups
 
     key = Access(Space.HBM, "y", "float32", 0, 32, ((2048, 4), (1, 64)), 0, 64)  # [T, (B, C)] of [B, T, C]
     rows = Access(Space.HBM, "y", "float32", 0, 128, ((1, 64),), 0, 64)
-    found = _positions(key, rows)
+    found = kept_positions(key, rows)
     assert found is not None
-    assert _groups(*found, 64) == [(0, 64 * g, 32 * g, 32 * (g + 1), 0) for g in range(4)]
+    assert matmul_groups(*found, 64) == [(0, 64 * g, 32 * g, 32 * (g + 1), 0) for g in range(4)]
     column = Access(Space.HBM, "y", "float32", 0, 1, ((64, 40),), 0, 0)  # 40 rows' first elements
-    found = _positions(key, column)
-    assert found is not None and _groups(*found, 40) is None
+    found = kept_positions(key, column)
+    assert found is not None and matmul_groups(*found, 40) is None
 
 
 @pytest.mark.parametrize("shape", [(4, 32, 64), (3, 10, 20), (2, 3, 5, 7)])

@@ -272,3 +272,22 @@ def test_inner_loops_stamped_while_the_outer_loop_is_logged(monkeypatch: pytest.
     replays whole n loops: 4 + 5 * 4 iterations stamped, the Program as the plain trace's."""
     assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - 5) + 5 * (9 - 5)
     assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - 5) + 5 * (9 - 5)
+
+
+def test_loop_sources_read_as_inspect_reads_them() -> None:
+    """replay_pure.source_lines gives inspect.getsourcelines' answer (without its pass over every module)."""
+    import inspect
+    import sys
+
+    from nprof.nki.replay_pure import source_lines
+
+    def decorated(f: Any) -> Any:
+        return f
+
+    @decorated
+    def inner(x: int) -> int:
+        return x + 1
+
+    functions = [f for f in vars(sys.modules[__name__]).values() if inspect.isfunction(f)] + [inner, decorated]
+    for f in functions:
+        assert source_lines(f.__code__) == inspect.getsourcelines(f.__code__), f.__name__

@@ -11,7 +11,8 @@ and `events_to_profile` over dicts), which imports those traces or raises their 
 How: msgspec splits the event list into raw spans (views of the input), then decodes chunks of `CHUNK`
 events (one copy of their contiguous bytes each) into small typed structs holding only the fields the
 importer reads (the args keys of `ARG_KEYS`, list values as raw text decoded once per distinct text and
-shared; unknown keys are skipped without building objects), and transposes them into columns: slices
+shared; unknown keys are skipped without building objects), and reads them into columns, one C-level map
+per field (counting the types of pid/tid and scalar args on the way, for the checks): slices
 (args as `chrome_events.ArgColumns`), flows (`chrome_events.FLOW_KEYS`), Kineto [memory] counters. The peak
 holds the file, one chunk of structs and the columns, never a dict per event. Events of other phases
 (B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own fold

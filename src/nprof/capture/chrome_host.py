@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from operator import is_not
 
 import numpy as np
@@ -76,7 +76,8 @@ def own_flops(h: Host) -> tuple[list[int], list[bool]]:
     flops_memo: dict[tuple[str, int, int], int] = {}
     tensor_names = {nm for nm in set(h.names) if engine_of(nm) == "tensor"}
     dims, conc = h.args.raw("Input Dims"), h.args.raw("Concrete Inputs")
-    for i in [i for i, nm in enumerate(h.names) if nm in tensor_names and dims[i] is not ABSENT]:
+    candidates = compress(range(len(h.names)), map(tensor_names.__contains__, h.names))
+    for i in [i for i in candidates if dims[i] is not ABSENT]:
         nm, c = h.names[i], None if conc[i] is ABSENT else conc[i]
         key = (nm, id(dims[i]), id(c))  # the values outlive the memo; equal texts share one (chrome_fast)
         got = flops_memo.get(key)

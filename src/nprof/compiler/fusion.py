@@ -297,9 +297,9 @@ class FusingBuilder(ProgramBuilder):
 
     def stage_output(self, access: Access, tile: NkiTensor) -> bool:
         """Stage the store of `tile` to `access` (`packing.OutputStage.stage`); False: store it now."""
-        if any(stage.stage(access, tile) for stage in self.stages):
-            return True
-        return self.blocks is not None and self.blocks.stage(access, tile)
+        return any(stage.stage(access, tile) for stage in self.stages) or (
+            self.blocks is not None and self.blocks.stage(access, tile)
+        )
 
     def _release(self, base: OnChip) -> None:
         if id(base) in self._kept or any(stage.owns(base) for stage in self.stages) or (

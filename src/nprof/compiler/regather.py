@@ -50,7 +50,7 @@ def _trailing_run(a: Access) -> int:
     return run
 
 
-def _positions(key: Access, a: Access) -> tuple[np.ndarray, np.ndarray] | None:
+def kept_positions(key: Access, a: Access) -> tuple[np.ndarray, np.ndarray] | None:
     """(kept partition, kept free index) of every element of `a` ([P, F]) in a tile holding `key`, or None."""
     flat = addresses(key).ravel()
     order = np.argsort(flat, kind="stable")
@@ -63,7 +63,7 @@ def _positions(key: Access, a: Access) -> tuple[np.ndarray, np.ndarray] | None:
     return np.divmod(order[pos], per)
 
 
-def _groups(q: np.ndarray, f: np.ndarray, run: int) -> list[tuple[int, int, int, int, int]] | None:
+def matmul_groups(q: np.ndarray, f: np.ndarray, run: int) -> list[tuple[int, int, int, int, int]] | None:
     """The matmul groups (run index o, kept column, first output partition, end, kept partition of the first)
     of the positions `q`, `f` ([P, O * run]), or None when they do not split so."""
     parts = q.shape[0]
@@ -95,8 +95,8 @@ def regather(builder: Any, a: Access) -> NkiTensor | None:
         flat = tile.flatten_free()
         if flat is None:
             continue
-        found = _positions(key, a)
-        groups = _groups(*found, run) if found is not None else None
+        found = kept_positions(key, a)
+        groups = matmul_groups(*found, run) if found is not None else None
         if groups is None:
             continue
         return _build(flat, a, groups, run)
@@ -181,8 +181,8 @@ def _regatherable(builder: Any, a: Access) -> bool:
     for key, tile in builder.kept_covering(a):
         if tile.flatten_free() is None:
             continue
-        found = _positions(key, a)
-        if found is not None and _groups(*found, run) is not None:
+        found = kept_positions(key, a)
+        if found is not None and matmul_groups(*found, run) is not None:
             return True
     return False
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import linecache
+import re
 import textwrap
 from types import CodeType, FrameType, FunctionType, ModuleType
 
@@ -37,10 +39,30 @@ def pure_body(frame: FrameType) -> bool:
     return hit and _tiles_subscripted(frame) and _same_helpers(frame)
 
 
+_DEF = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|^(\s*@)")  # (inspect.findsource's)
+
+
+def source_lines(code: CodeType) -> tuple[list[str], int]:
+    """`inspect.getsourcelines(code)` read through `linecache` alone: the same (lines, first line number), without
+    `inspect.getmodule`'s pass over every loaded module (~30 ms each call with torch loaded). OSError when the
+    source is not available."""
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        raise OSError("source not available")
+    lnum = code.co_firstlineno - 1
+    while lnum > 0:  # back to the def (or its first decorator), as inspect.findsource does for code objects
+        if lnum >= len(lines):
+            raise OSError("lineno is out of bounds")
+        if _DEF.match(lines[lnum]):
+            break
+        lnum -= 1
+    return inspect.getblock(lines[lnum:]), lnum + 1
+
+
 def _loop_node(frame: FrameType) -> ast.For | None:
     code = frame.f_code
     try:
-        lines, first = inspect.getsourcelines(code)
+        lines, first = source_lines(code)
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return None
@@ -156,7 +178,7 @@ def _pure_helper(fn: FunctionType) -> bool:
     if code.co_kwonlyargcount or code.co_posonlyargcount:
         return False
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        tree = ast.parse(textwrap.dedent("".join(source_lines(code)[0])))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return False
     node = tree.body[0] if len(tree.body) == 1 else None

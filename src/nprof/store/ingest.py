@@ -220,7 +220,6 @@ def build_profile_db(
         for name, table in tables.items():
             _timed(steps, f"write {name}", put_table, con, name, table)
         bar.advance(1)
-        t = time.perf_counter()
         meta = {
             "store_format": STORE_FORMAT,
             "manifest": own.info.to_json(),
@@ -229,8 +228,7 @@ def build_profile_db(
             "stats": meta_stats,
             "parts": parts,
         }
-        put_table(con, "meta", pa.table({"key": list(meta), "value": [dump_value(v) for v in meta.values()]}))
-        steps["write meta"] = time.perf_counter() - t
+        _timed(steps, "write meta", put_meta, con, meta)
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
@@ -244,6 +242,11 @@ def build_profile_db(
 
 
 ORDERS = ("overlap", "writer-first", "analysis-first")
+
+
+def put_meta(con: duckdb.DuckDBPyConnection, meta: dict[str, Any]) -> None:
+    """Create the `meta(key, value)` table: each value as JSON text (`dump_value`)."""
+    put_table(con, "meta", pa.table({"key": list(meta), "value": [dump_value(v) for v in meta.values()]}))
 
 
 class _Inline(Executor):

@@ -172,8 +172,8 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
         STORE_FORMAT,
         TIMELINE_ONLY_TABLES,
         close_build_db,
-        dump_value,
         open_build_db,
+        put_meta,
         put_table,
         write_timeline,
     )
@@ -208,7 +208,7 @@ def build_timeline_store(store: Store, profile_id: str, n: int, seed: int = 0) -
             "analysis_tables": [],
             "stats": stats,
         }
-        put_table(con, "meta", pa.table({"key": list(meta), "value": [dump_value(v) for v in meta.values()]}))
+        put_meta(con, meta)
         close_build_db(con)
         done = True
     finally:

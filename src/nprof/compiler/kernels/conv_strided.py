@@ -61,7 +61,7 @@ def strided_input_grad(dx: View, g: View, w: View, stride: tuple[int, int], padd
     for ry, rx in itertools.product(range(stride[0]), range(stride[1])):
         ay, rows = _offsets(h, ry, stride[0], padding[0], dilation[0], kh)
         ax, cols = _offsets(wd, rx, stride[1], padding[1], dilation[1], kw)
-        if ay and ax:
+        if ay and ax and rows and cols:  # a phase no tap reaches stays zero (no PSUM accumulation to evict)
             phases.append(((ry, rx), (ay, ax), [(i * kw + j, (oy, ox)) for (i, oy), (j, ox) in
                                                 itertools.product(rows, cols)]))  # fmt: skip
     offs = [o for *_, taps in phases for _, o in taps] or [(0, 0)]
