@@ -29,10 +29,10 @@ from nprof.nki.tensor import NkiTensor
 MAX_GROUPS = 16  # matmuls one regather may take (~0.05 us each, vs a DMA's ~2 us on the critical path)
 MAX_SELECTIONS = 8  # distinct selection matrices it may build (an iota and a compare each, ~0.15 us)
 MAX_RUN = 512  # elements of a run (one PSUM bank of fp32)
-# Runs of a single element (a CNN's per-channel columns) are left to DMAs: with them the resnet18-shaped zoo
-# model's loss after 2 steps moved from 1.2% to 7.5% off eager once merged with main's conv kernels, although
-# regather matches numpy on those very patterns (tests/compiler/test_layouts.py); a kept tile that is stale for
-# such loads is suspected and not yet found. Attention layouts move runs of 16..64 elements.
+# Runs of a single element (a CNN's per-channel columns) are left to DMAs: they moved the resnet18-shaped zoo
+# model's loss 7.5% off eager while main's conv_strided evicted stale PSUM values (fixed in main 9e961b9; with
+# the fix the zoo model trains right with them too), and their effect on the CNN benches is not measured yet.
+# Attention layouts move runs of 16..64 elements.
 MIN_RUN = 2
 
 
