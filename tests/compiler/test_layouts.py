@@ -142,3 +142,60 @@ def test_batch_sum_of_kept_rows_is_one_selection_matmul(shape: tuple[int, ...]) 
     np.testing.assert_allclose(got[0], y.sum(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], (y * 2.0).sum(0, keepdims=True), rtol=1e-5, atol=1e-5)
     assert _internal_dmas(program) == []
+
+
+@pytest.mark.parametrize("rows", [192, 256, 200])
+def test_weights_of_more_than_128_rows_move_in_one_dma(rows: int) -> None:
+    """A [rows, 64] weight read transposed by x @ w.T, and a [rows, 64] weight gradient g.T @ x: one DMA each
+    when rows split into equal tiles of 32..128 (192 = 2 x 96, 256 = 2 x 128; 200 = 2 x 100); equal to numpy."""
+    gen = torch.Generator().manual_seed(rows)
+    x, w = torch.randn(128, 64, generator=gen), torch.randn(rows, 64, generator=gen)
+    g = torch.randn(128, rows, generator=gen)
+
+    def fn(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x @ w.t(), g.t() @ x
+
+    program, got = _lower(fn, [x, w, g])
+    np.testing.assert_allclose(got[0], x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[1], g.numpy().T @ x.numpy(), rtol=1e-5, atol=1e-4)
+    dmas = [ins for ins in program.instructions if ins.opcode is Opcode.DMA_DIRECT2D]
+    assert sum(a.tensor == "in1" for ins in dmas for a in ins.ins) == 1
+    assert sum(a.tensor == "o1" for ins in dmas for a in ins.outs) == 1
+
+
+@pytest.mark.parametrize(
+    ("kept", "access"),
+    [
+        ((8, 8, ((64, 4), (1, 8))), (0, 32, 8, ((1, 8),))),  # [T, (B, C)] kept, [(B, T), C] rows read
+        ((32, 8, ((1, 8),)), (128, 16, 8, ((1, 8),))),  # rows kept, partitions 16.. read on 0..
+        ((32, 8, ((1, 8),)), (0, 8, 8, ((64, 4), (1, 8)))),  # rows kept, [8, (4, 8)] blocks read
+    ],
+)
+def test_regather_equals_the_hbm_pattern(kept: tuple, access: tuple) -> None:
+    """A tile kept under one pattern, read back under another through `regather`: the values the HBM pattern
+    addresses, element for element (numerics simulated)."""
+    from nprof.arch.isa import Access
+    from nprof.compiler.kernels.hbm import load, window
+    from nprof.compiler.regather import regather
+    from nprof.compiler.subtile import addresses
+    from nprof.nki import language as nl
+
+    key = Access(Space.HBM, "t", "float32", 0, kept[0], kept[2], 0, kept[1])
+    offset, p, stride, free = access
+    a = Access(Space.HBM, "t", "float32", offset, p, free, 0, stride)
+    builder = fusion.FusingBuilder("regather_test")
+    builder.hbm_tensor("t", (256,), "float32", "input")
+    builder.hbm_tensor("o", (a.partitions * a.free_elements,), "float32", "output")
+
+    def kernel() -> None:
+        load(key)
+        got = regather(builder, a)
+        assert got is not None
+        flat = got.flatten_free() if got.ndim > 2 else got
+        nl.store(window(Access(Space.HBM, "o", "float32", 0, a.partitions, ((1, a.free_elements),), 0,
+                               a.free_elements)), value=flat)  # fmt: skip
+
+    builder.call(kernel)
+    values = np.arange(256, dtype=np.float32) * 1.5 - 7.0
+    out = simulate(builder.build(), {"t": values}, numerics=True).outputs["o"]
+    np.testing.assert_array_equal(out.ravel(), values[addresses(a).ravel()])

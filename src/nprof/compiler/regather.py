@@ -7,10 +7,11 @@ row-major [(B, T), C] embedding read as [T, (B, C)] by a broadcast add — the e
 partitions, but TensorE can: ``S.T @ kept`` with a 0/1 selection matrix S puts kept partition q on output
 partition p wherever S[q, p] = 1. `regather(builder, a)` returns an fp32 SBUF tile holding exactly the HBM
 pattern `a` when one kept contiguous tile holds every element of it such that each run of `a`'s innermost
-free dim sits contiguous on one kept partition and the runs split into at most `MAX_GROUPS` groups (same run
+free dims sits contiguous on one kept partition and the runs split into at most `MAX_GROUPS` groups (same run
 index, same kept column, kept partition = output partition + a constant over a contiguous range of output
-partitions): one matmul per group (S built by a GpSimdE iota and a VectorE compare), accumulated in PSUM per
-run and copied to SBUF. Otherwise None (the caller DMAs it). Exact: each output element receives exactly one
+partitions): one matmul per group (S built by a GpSimdE iota and a VectorE compare, one per distinct shift,
+at most `MAX_SELECTIONS`), accumulated in PSUM per run and copied to SBUF. Otherwise None (the caller DMAs
+it). Exact: each output element receives exactly one
 kept element times 1.0 plus zeros (fp32 PSUM accumulation of exact products).
 """
 
@@ -25,8 +26,14 @@ from nprof.arch.isa import Access
 from nprof.compiler.subtile import addresses
 from nprof.nki.tensor import NkiTensor
 
-MAX_GROUPS = 8  # matmuls one regather may take (each ~0.1 us with its selection matrix, vs a ~2 us DMA)
+MAX_GROUPS = 16  # matmuls one regather may take (~0.05 us each, vs a DMA's ~2 us on the critical path)
+MAX_SELECTIONS = 8  # distinct selection matrices it may build (an iota and a compare each, ~0.15 us)
 MAX_RUN = 512  # elements of a run (one PSUM bank of fp32)
+# Runs of a single element (a CNN's per-channel columns) are left to DMAs: they moved the resnet18-shaped zoo
+# model's loss 7.5% off eager while main's conv_strided evicted stale PSUM values (fixed in main 9e961b9; with
+# the fix the zoo model trains right with them too), and their effect on the CNN benches is not measured yet.
+# Attention layouts move runs of 16..64 elements.
+MIN_RUN = 2
 
 
 def _trailing_run(a: Access) -> int:
@@ -74,13 +81,15 @@ def matmul_groups(q: np.ndarray, f: np.ndarray, run: int) -> list[tuple[int, int
             p0 = p
             if len(groups) > MAX_GROUPS:
                 return None
+    if len({(p1 - p0, q0, p0) for _, _, p0, p1, q0 in groups}) > MAX_SELECTIONS:
+        return None
     return groups
 
 
 def regather(builder: Any, a: Access) -> NkiTensor | None:
     """The SBUF tile of `a` moved across partitions from a kept tile (see module doc), or None."""
     run = _trailing_run(a)
-    if a.partitions > builder.preset.pmax or run > MAX_RUN:
+    if a.partitions > builder.preset.pmax or not MIN_RUN <= run <= MAX_RUN:
         return None
     for key, tile in builder.kept_covering(a):
         flat = tile.flatten_free()
@@ -114,11 +123,14 @@ def _build(kept: NkiTensor, a: Access, groups: list[tuple[int, int, int, int, in
     parts = a.partitions
     runs = max(o for o, *_ in groups) + 1
     res = nl.ndarray((parts, runs * run), dtype=nl.float32, buffer=nl.sbuf)
+    selections: dict[tuple[int, int, int], NkiTensor] = {}  # one per partition shift, shared by the runs
     for o in range(runs):
         acc = nl.ndarray((parts, run), dtype=nl.float32, buffer=nl.psum)
         mine = [g for g in groups if g[0] == o]
         for i, (_, col, p0, p1, q0) in enumerate(mine):
-            stationary = _selection(p1 - p0, q0, p0, p1, parts)
+            stationary = selections.get((p1 - p0, q0, p0))
+            if stationary is None:
+                stationary = selections[(p1 - p0, q0, p0)] = _selection(p1 - p0, q0, p0, p1, parts)
             moving = kept[q0 : q0 + (p1 - p0), col : col + run]
             if i == 0:
                 acc[...] = nisa.nc_matmul(stationary, moving)
@@ -164,7 +176,7 @@ MAX_PIECES = 4
 def _regatherable(builder: Any, a: Access) -> bool:
     """Would `regather` serve `a` (without emitting anything)?"""
     run = _trailing_run(a)
-    if a.partitions > builder.preset.pmax or run > MAX_RUN:
+    if a.partitions > builder.preset.pmax or not MIN_RUN <= run <= MAX_RUN:
         return False
     for key, tile in builder.kept_covering(a):
         if tile.flatten_free() is None:

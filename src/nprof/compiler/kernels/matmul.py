@@ -47,6 +47,15 @@ def load_tile(v: View, r0: int, rt: int, c0: int, ct: int, dtype: Any = nl.float
         return engines.copy(nisa.nc_transpose(load(view_access(v_t, 0, (c0, r0), (ct, rt), (1,)), dtype)),
                                 dtype=dtype)  # fmt: skip
     tile = nl.ndarray((rt, ct), dtype=dtype, buffer=nl.sbuf)
+    chunk = max(d for d in range(1, 129) if ct % d == 0)
+    if chunk >= 32:  # every chunk of natural rows in one DMA [chunk, ct / chunk, rt] (one trigger slot, not several)
+        a = view_access(v_t, 0, (c0, r0), (chunk, rt), (1,))
+        a = Access(a.space, a.tensor, a.dtype, a.offset, chunk, ((chunk * v_t.strides[0], ct // chunk), *a.free), 0,
+                   a.partition_stride)  # fmt: skip
+        natural = load(a, dtype)
+        for i in range(ct // chunk):
+            engines.copy(nisa.nc_transpose(natural[:, i, :]), dtype=dtype, dst=tile[:, i * chunk : (i + 1) * chunk])
+        return tile
     for j in range(0, ct, 128):
         cc = min(128, ct - j)
         natural = load(view_access(v_t, 0, (c0 + j, r0), (cc, rt), (1,)), dtype)
@@ -131,9 +140,10 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
     dt = operand_dtype(a, b)
     resident = -(-k // K_TILE) * n * 4 <= RESIDENT_BYTES  # the moving operand fits: load it once
     moving = k_tiles(b, 0, n, dt) if resident else []
-    whole = _one_store(out)
-    for m0 in range(0, m, M_TILE):
-        mt = min(M_TILE, m - m0)
+    m_tile = _m_tile(m)
+    whole = _one_store(out, m_tile)
+    for m0 in range(0, m, m_tile):
+        mt = min(m_tile, m - m0)
         stationary = k_tiles(a_t, m0, mt, dt)
         for n0 in range(0, n, N_TILE):
             nt = min(N_TILE, n - n0)
@@ -143,7 +153,7 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
                 _accumulate(acc, i, stationary[i], mv)
             bt = None if bias is None else load(view_access(bias, 0, (m0, n0), (mt, nt), (1,)))
             if whole is not None:  # gathered in SBUF, one store at the end
-                _epilogue(acc, bt, alpha, beta, dst=whole[1][:, m0 // M_TILE, n0 : n0 + nt])
+                _epilogue(acc, bt, alpha, beta, dst=whole[1][:, m0 // m_tile, n0 : n0 + nt])
                 continue
             # one store per PSUM tile: the first tiles' transfers overlap the next tiles' matmuls
             store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), _epilogue(acc, bt, alpha, beta))
@@ -154,18 +164,27 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
 ONE_STORE_BYTES = 16 * 1024  # bytes per partition of a result gathered in SBUF for one store
 
 
-def _one_store(out: View) -> tuple[Access, NkiTensor] | None:
+def _m_tile(m: int) -> int:
+    """Rows of the output tiles: 128, or for M > 128 not a multiple of 128 the largest divisor of M up to 128
+    when it is at least 32 (M = 192 as two tiles of 96: whole tiles, so one DMA can store them all)."""
+    if m <= M_TILE or m % M_TILE == 0:
+        return M_TILE
+    best = max(d for d in range(1, M_TILE + 1) if m % d == 0)
+    return best if best >= 32 else M_TILE
+
+
+def _one_store(out: View, m_tile: int = M_TILE) -> tuple[Access, NkiTensor] | None:
     """(the store pattern, an SBUF tile [rows, M tiles, N]) gathering a [M, N] result of several PSUM tiles
-    for one store (every DMA takes a trigger slot): rows contiguous, M <= 128 or whole M tiles, at most
+    for one store (every DMA takes a trigger slot): rows contiguous, M <= `m_tile` or whole M tiles, at most
     `ONE_STORE_BYTES` per partition; None: one store per PSUM tile."""
     m, n = out.shape
-    tiles = -(-m // M_TILE)
-    if out.strides[1] != 1 or (m > M_TILE and m % M_TILE) or tiles * n * 4 > ONE_STORE_BYTES:
+    tiles = -(-m // m_tile)
+    if out.strides[1] != 1 or (m > m_tile and m % m_tile) or tiles * n * 4 > ONE_STORE_BYTES:
         return None
     if tiles * -(-n // N_TILE) < 2:
         return None
-    rows = min(m, M_TILE)
-    a = Access(Space.HBM, out.tensor, out.dtype, out.offset, rows, ((M_TILE * out.strides[0], tiles), (1, n)), 0,
+    rows = min(m, m_tile)
+    a = Access(Space.HBM, out.tensor, out.dtype, out.offset, rows, ((m_tile * out.strides[0], tiles), (1, n)), 0,
                out.strides[0])  # fmt: skip
     return a, nl.ndarray((rows, tiles, n), dtype=nl.float32, buffer=nl.sbuf)
 
