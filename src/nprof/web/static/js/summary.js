@@ -143,7 +143,8 @@ export class SummaryPanel {
       h("dl", {}, terms.map(([k, d]) => [h("dt", {}, k), h("dd", {}, d)])),
     );
     const assumedEl = v.info.assumptions ? h("p", { class: "assumed-figures", id: "assumed-figures" }, v.info.assumptions) : null;
-    this.el.replaceChildren(
+    // replaceChildren writes a null argument as the text "null": absent sections are dropped first
+    const sections = [
       verdictEl,
       assumedEl,
       rooflineSection(roof),
@@ -151,7 +152,8 @@ export class SummaryPanel {
       h("div", { class: "metric-groups" }, groups, progEl),
       h("div", { class: "summary-tables" }, parts),
       termEl,
-    );
+    ];
+    this.el.replaceChildren(...sections.filter(Boolean));
   }
 }
 
