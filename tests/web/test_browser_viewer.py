@@ -262,7 +262,8 @@ def test_summary_tab(page, server):
     text = page.inner_text("#panel-summary")
     for heading in ("Engines", "Layers", "DMA queues", "Opcodes", "Program", "Terminology"):
         assert heading.lower() in text.lower()
-    top = [t.strip() for t in page.eval_on_selector("#panel-summary", "el => [...el.childNodes].map(n => n.textContent.slice(0, 40))")]
+    child_texts = "el => [...el.childNodes].map(n => n.textContent.slice(0, 40))"
+    top = [t.strip() for t in page.eval_on_selector("#panel-summary", child_texts)]
     assert not {"null", "undefined"} & set(top), top  # an absent section (no trn3 note here) leaves no stray text
     shot(page, "summary")
 
