@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof import nki
 
@@ -35,7 +36,6 @@ def run_tiles(fn: Callable[..., Any], *arrays: np.ndarray, out_dtype: Any = None
 def quantize_scales(src: Any) -> Any:
     """A trn3 kernel: load a [32, 16] input, `nisa.quantize_mx` it to float8_e4m3fn_x4, return the [32, 4] uint8
     scales (a program with an MX instruction, for the tests of where MX may run)."""
-    import nprof.nki.isa as nisa
 
     t = nl.ndarray(src.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=src)
@@ -45,3 +45,23 @@ def quantize_scales(src: Any) -> Any:
     out = nl.ndarray((32, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=scale)
     return out
+
+
+def dst_matmul(tile_position: Any = (), tile_size: Any = ()) -> Callable[..., Any]:
+    """A kernel in the beta-2 call style: a.T @ b by one `nc_matmul` into a PSUM `dst` (optionally in a tiling-mode
+    tile), copied to SBUF and stored to a new HBM output."""
+
+    def kernel(a, b):
+        sa = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        sb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sa, src=a)
+        nisa.dma_copy(dst=sb, src=b)
+        acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, sa, sb, tile_position=tile_position, tile_size=tile_size)
+        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    return kernel

@@ -13,6 +13,7 @@ import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof import nki
 from nprof.errors import KernelError
+from tests.nki.helpers import dst_matmul
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]  # OCP FP4 E2M1 magnitudes by the low 3 bits; bit 3 is the sign
 
@@ -238,23 +239,9 @@ def test_nc_matmul_mx_moving_beyond_the_psum_is_refused() -> None:
 def test_nc_matmul_moving_limit_by_core(target: str, n: int, fits: bool) -> None:
     """NKI API reference (nc_matmul, tile size): moving free size <= 512 (one fp32 PSUM bank) on NeuronCore-v2/-v3;
     from NeuronCore-v4 up to the whole PSUM (4096 fp32)."""
-
-    def kernel(a, b):
-        sa = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        sb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=sa, src=a)
-        nisa.dma_copy(dst=sb, src=b)
-        acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(acc, sa, sb)
-        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=res, src=acc)
-        out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=res)
-        return out
-
     rng = np.random.default_rng(n)
     a, b = rng.standard_normal((64, 16)).astype(np.float32), rng.standard_normal((64, n)).astype(np.float32)
-    run = nki.jit(kernel, platform_target=target)
+    run = nki.jit(dst_matmul(), platform_target=target)
     if not fits:
         with pytest.raises(KernelError, match="PSUM bank holds"):
             run(a, b)

@@ -7,29 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nprof.nki.isa as nisa
-import nprof.nki.language as nl
 from nprof import nki
 from nprof.errors import KernelError
 from nprof.nki.calls import NkiCompatWarning
 from nprof.nki.pe_tiling import check_tiling
-
-
-def _matmul(position, size):
-    def kernel(a, b):
-        sa = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        sb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=sa, src=a)
-        nisa.dma_copy(dst=sb, src=b)
-        acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(acc, sa, sb, tile_position=position, tile_size=size)
-        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=res, src=acc)
-        out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=res)
-        return out
-
-    return kernel
+from tests.nki.helpers import dst_matmul
 
 
 @pytest.mark.parametrize(("position", "size"), [((64, 0), (64, 128)), ((32, 96), (32, 32)), ((0, 64), (64, 64))])
@@ -38,7 +20,7 @@ def test_a_tiled_matmul_computes_the_same_product(position, size) -> None:
     a = rng.standard_normal((size[0], size[1])).astype(np.float32)  # the stationary fills its tile
     b = rng.standard_normal((size[0], 40)).astype(np.float32)
     with pytest.warns(NkiCompatWarning, match=r"nc_matmul\(tile_position=\)"):
-        got = nki.jit(_matmul(position, size), platform_target="trn2")(a, b)
+        got = nki.jit(dst_matmul(position, size), platform_target="trn2")(a, b)
     np.testing.assert_allclose(got, a.T @ b, rtol=1e-4, atol=1e-4)
 
 
