@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Access, Space
 from nprof.nki.replay_pure import affine_body, pure_body
+from nprof.nki.source import user_location
 from nprof.nki.stamp import stamp
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class Recorder:
             self.fail("a tile from before the loop is placed in its body")
             return
         self.at[(base.space is Space.SBUF, base.byte_offset)] = (self.iteration - hit[0], hit[1], hit[0])
-        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source))
+        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source, user_location(full_path=True)))
 
     def freed(self, sbuf: bool, start: int) -> None:
         if self.parent is not None:
@@ -212,7 +213,7 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
         if kind == "alloc":
             tiles.append(builder.new_tile(ev[1], ev[2], ev[3], "", ev[4], lazy=True))
         elif kind == "mat":
-            builder.materialize(tiles[ev[1][1]], source=ev[2])
+            builder.materialize(tiles[ev[1][1]], source=ev[2], where=ev[3])
         elif kind == "free":
             tiles[ev[1][1]] = None  # the last reference: the tile's finalizer frees its memory
         elif kind == "app":

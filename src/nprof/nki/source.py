@@ -51,7 +51,8 @@ def user_location(full_path: bool = False) -> str | None:
     return f"{_NAMES[frame.f_code]}:{frame.f_lineno}"
 
 
-def kernel_error(message: str) -> KernelError:
-    """A KernelError whose message starts with the user's `file:line`."""
-    where = user_location(full_path=True) or "<unknown>:0"
+def kernel_error(message: str, where: str | None = None) -> KernelError:
+    """A KernelError whose message starts with the user's `file:line` (`where`: that of a request replayed from a
+    log, `nprof.nki.replay`, which the running line is not)."""
+    where = where or user_location(full_path=True) or "<unknown>:0"
     return KernelError(f"{where}: {message}")

@@ -53,9 +53,9 @@ class _Template:
         self.tile_of_hole: list[int] = []  # tile of each "tile" hole
         self._segments: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # operand key -> its encoding (`_segment`)
         self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
-        self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source) / ("f", t)
+        self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source, where) / ("f", t)
         self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
-        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source) / ("free",
+        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source, where) / ("free",
         # tile) / ("op", index into ops), for recorders of enclosing loops (nprof.nki.stamp_tell)
         self.operands: list[tuple[Any, ...]] = []
         self.col = 0  # next integer column
@@ -74,8 +74,8 @@ class _Template:
             self.steps.append(("a", len(self.tiles) - 1))
             self.order.append(("alloc", ev))
         elif kind == "mat":
-            self.steps.append(("m", ev[1][1], ev[2]))
-            self.order.append(("mat", ev[1][1], ev[2]))
+            self.steps.append(("m", ev[1][1], ev[2], ev[3]))
+            self.order.append(("mat", ev[1][1], ev[2], ev[3]))
             self.row += (depbatch.MAT, ev[1][1])
         elif kind == "free":
             self.steps.append(("f", ev[1][1]))
@@ -174,12 +174,12 @@ def _placed(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.
         if state[alloc_batch.FAIL]:  # (the first failure in event order is the one a replay meets)
             step = steps[int(state[alloc_batch.FAIL_R])]
             err = OutOfMemory(int(state[alloc_batch.FAIL]), int(state[alloc_batch.LIVE]), allocator.capacity)
-            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err))
+            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err, t.steps[step[4]][3]))
         mine = [k for k, tile in enumerate(t.tiles) if tile[0] is memory]
         offsets[:, mine] = placed[:, mine]
     if failures:
-        _, tile, err = min(failures, key=lambda f: f[0])
-        raise builder.over_capacity(_stand_in(builder, tile), err)
+        _, tile, err, where = min(failures, key=lambda f: f[0])
+        raise builder.over_capacity(_stand_in(builder, tile), err, where)
     return offsets, _names(builder, t, iterations, offsets)
 
 
@@ -188,7 +188,7 @@ def _names(builder: ProgramBuilder, t: _Template, iterations: int, offsets: np.n
     names: list[list[str]] = []
     records = builder.allocations
     prefix = ["sbuf" if tile[0] is Space.SBUF else "psum" for tile in t.tiles]
-    mats = [step for step in t.steps if step[0] == "m"]
+    mats = [step[:3] for step in t.steps if step[0] == "m"]
     here = None
     for j in range(iterations):
         counter = builder._counter

@@ -129,7 +129,7 @@ class _Teller:
             elif kind == "alloc":
                 events.append(step[1])
             elif kind == "mat":
-                events.append(("mat", (0, first + step[1]), self.source(step[2])))
+                events.append(("mat", (0, first + step[1]), self.source(step[2]), step[3]))
             else:
                 events.append(("free", (0, first + step[1])))
         self.row = row
