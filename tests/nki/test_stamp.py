@@ -292,3 +292,43 @@ def test_loop_sources_read_as_inspect_reads_them() -> None:
     functions = [f for f in vars(sys.modules[__name__]).values() if inspect.isfunction(f)] + [inner, decorated]
     for f in functions:
         assert source_lines(f.__code__) == inspect.getsourcelines(f.__code__), f.__name__
+
+
+def halves(x):
+    """Each iteration stores the lower half of a tile's partitions (operands starting at partition 64)."""
+    R = x.shape[0]
+    out = nl.ndarray((R // 2, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(R // T):
+        t = nl.exp(nl.load(x[r * T : (r + 1) * T, 0:64]))
+        nl.store(out[r * 64 : (r + 1) * 64, 0:64], value=t[64:T, 0:64])
+    return out
+
+
+def test_program_files_written_from_the_stamped_columns(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_program writes a traced Program whose stamped iterations are still columns without making an
+    `Instruction` (`program.table.columns_table`), and the file holds exactly what the object path writes."""
+    import dataclasses
+    import zipfile
+
+    from nprof.program.file import load_program, save_program
+
+    def members(path: Any) -> dict[str, bytes]:
+        with zipfile.ZipFile(path) as zf:
+            return {name: zf.read(name) for name in zf.namelist()}
+
+    monkeypatch.setattr(replay, "STAMP_MIN_EVENTS", 0)  # (small test loops stamp too)
+    rng = random.Random(11)
+    cases = [(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)]), (transposing, [(11 * T, T), (T, T)]),
+             (activations, [(10 * T, 256), (T, 1)]), (blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)]),
+             (halves, [(12 * T, 64)])]  # fmt: skip
+    k_ = rng.choice([1, 3]) * T
+    cases += [(tiled, [(k_, rng.choice([8, 11]) * T), (k_, rng.choice([1, 2]) * 512)])]
+    for k, (kernel, shapes) in enumerate(cases):
+        lazy = _trace(kernel, shapes)
+        save_program(lazy, tmp_path / f"lazy{k}.ntff")
+        assert not lazy.instructions.materialized, kernel.__name__
+        assert any(not isinstance(seg, list) for _, seg in lazy.instructions.segments()), kernel.__name__
+        objects = dataclasses.replace(lazy, instructions=tuple(lazy.instructions))
+        save_program(objects, tmp_path / f"objects{k}.ntff")
+        assert members(tmp_path / f"lazy{k}.ntff") == members(tmp_path / f"objects{k}.ntff"), kernel.__name__
+        assert tuple(load_program(tmp_path / f"lazy{k}.ntff").instructions) == objects.instructions
