@@ -219,6 +219,50 @@ def blocked(lhsT, rhs):
     return out
 
 
+def _block_free(bm: int, bn: int) -> Callable[..., Any]:
+    """Blocks of bm stationary and bn moving tiles loaded once per block and reused across it (deep nesting)."""
+
+    def block_free(lhsT, rhs):
+        K, M = lhsT.shape
+        N = rhs.shape[1]
+        kt = K // T
+        out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+        for m in nl.affine_range(M // (T * bm)):
+            a = nl.ndarray((bm, kt, nl.par_dim(T), T), dtype=lhsT.dtype, buffer=nl.sbuf)
+            for i in nl.affine_range(bm):
+                for k in nl.affine_range(kt):
+                    a[i, k] = nl.load(lhsT[k * T : (k + 1) * T, (m * bm + i) * T : (m * bm + i + 1) * T])
+            for n in nl.affine_range(N // (512 * bn)):
+                b = nl.ndarray((bn, kt, nl.par_dim(T), 512), dtype=rhs.dtype, buffer=nl.sbuf)
+                for j in nl.affine_range(bn):
+                    for k in nl.affine_range(kt):
+                        b[j, k] = nl.load(rhs[k * T : (k + 1) * T, (n * bn + j) * 512 : (n * bn + j + 1) * 512])
+                for i in nl.affine_range(bm):
+                    for j in nl.affine_range(bn):
+                        acc = nl.zeros((T, 512), nl.float32, buffer=nl.psum)
+                        for k in nl.affine_range(kt):
+                            acc += nisa.nc_matmul(a[i, k], b[j, k])
+                        r0, c0 = (m * bm + i) * T, (n * bn + j) * 512
+                        nl.store(out[r0 : r0 + T, c0 : c0 + 512], value=nl.copy(acc, dtype=out.dtype))
+                del b
+            del a
+        return out
+
+    return block_free
+
+
+def test_deep_nesting_random_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Block sizes and loop lengths drawn at random: every level of the nest stamps or replays (outer levels
+    replaying whole stamped inner loops), and the Program is the plain trace's."""
+    rng = random.Random(5)
+    for _ in range(3):
+        bm, bn = rng.choice([1, 2]), rng.choice([1, 2])
+        kt, mb, nb = rng.choice([1, 8, 9]), rng.choice([8, 9]), rng.choice([1, 8])
+        kernel = _block_free(bm, bn)
+        shapes = [(kt * T, mb * bm * T), (kt * T, nb * bn * 512)]
+        assert _three(kernel, shapes, monkeypatch) > 0, (bm, bn, kt, mb, nb)
+
+
 ROWS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
 
 
