@@ -129,6 +129,25 @@ def activations(x, y):
     return out
 
 
+def rewritten_weights(x, y):
+    """Each inner iteration multiplies by the weights tile, rewrites it, multiplies again: its first matmul reuses
+    the weights the previous iteration loaded after its write, so whether it needs an LDWEIGHTS depends on the
+    weights loaded last (an outer loop replaying the inner loops' logged LDWEIGHTS must keep track of them)."""
+    M = x.shape[0]
+    out = nl.ndarray((T, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    u = nl.ndarray((T, T), dtype=x.dtype, buffer=nl.sbuf)
+    u[...] = nl.load(x[0:T, 0:T])
+    r = nl.load(y[0:T, 0:512])
+    nl.store(out[0:T, 0:512], value=nl.copy(nisa.nc_matmul(u, r), dtype=out.dtype))
+    for m in nl.affine_range(M // T):
+        for k in nl.affine_range(9):
+            p = nisa.nc_matmul(u, r)
+            u[...] = nl.load(x[m * T : (m + 1) * T, k * T : (k + 1) * T])
+            q = nisa.nc_matmul(u, r)
+            nl.store(out[0:T, 0:512], value=nl.add(p, q))
+    return out
+
+
 def test_matmul_tutorial_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _three(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)], monkeypatch) == 10 - A
     assert _three(hoisted, [(3 * T, 9 * T), (3 * T, 9 * 512)], monkeypatch) > 0
@@ -137,6 +156,7 @@ def test_matmul_tutorial_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_weights_kept_and_displaced(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _three(same_weights, [(T, T), (T, 12 * 512)], monkeypatch) == 12 - A
     assert _three(transposing, [(11 * T, T), (T, T)], monkeypatch) == 11 - A
+    assert _three(rewritten_weights, [(9 * T, 9 * T), (T, 512)], monkeypatch) == (9 - A) + A * (9 - A)
 
 
 def test_activations_and_accumulators(monkeypatch: pytest.MonkeyPatch) -> None:

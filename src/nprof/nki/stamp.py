@@ -87,7 +87,7 @@ class _Template:
             queue = -1
             if opcode is Opcode.DMA_DIRECT2D:
                 queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
-            self.row += (depbatch.APP, len(self.ops), int(opcode is Opcode.TRANSPOSE), len(ins), len(outs))
+            self.row += (depbatch.APP, len(self.ops), depbatch.weights_effect(opcode, len(ins)), len(ins), len(outs))
             for k in (*ins, *outs):
                 self._encode(k)
             self.order.append(("op", len(self.ops)))

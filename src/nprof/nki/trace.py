@@ -289,6 +289,9 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
         self._instructions.append(Instruction(engine, opcode, outs, ins, attrs_, deps, queue, source, layer, hlo))
         if opcode is Opcode.TRANSPOSE:
             self._stationary = None  # the transpose goes through the array and displaces loaded weights
+        elif opcode is Opcode.LDWEIGHTS:  # (as `_emit_matmul` notes it; also for one replayed from a log, whose
+            # matmul decisions were logged as instructions: nprof.nki.replay; MX weights are not reusable)
+            self._stationary = (ins[0], index) if len(ins) == 1 else None
         if self._dying:
             self.release_dead()
         return index
