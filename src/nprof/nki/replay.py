@@ -35,6 +35,7 @@ from nprof.arch.isa import Access, Space
 from nprof.nki.replay_pure import affine_body, pure_body
 from nprof.nki.source import user_location
 from nprof.nki.stamp import stamp
+from nprof.nki.stamp_tell import Told, flat
 
 if TYPE_CHECKING:
     from nprof.nki.tensor import OnChip
@@ -161,7 +162,8 @@ class Recorder:
 # -- the template and its replay -------------------------------------------------------------------------------
 def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[int], list[int]] | None:
     """(events, integers of the last logged iteration, their step per iteration) when all logs have the same
-    events and their integers lie on lines; None otherwise."""
+    events and their integers lie on lines; None otherwise. (Its events may hold `stamp_tell.Told`s: `flat` lays
+    them out.)"""
     events = logs[0][0]
     if any(e != events for e, _ in logs[1:]) or len({len(i) for _, i in logs}) != 1:
         return None
@@ -169,9 +171,11 @@ def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[i
     for (_, a), (_, b) in itertools.pairwise(logs):
         if any(y - x != d for x, y, d in zip(a, b, step, strict=True)):
             return None
-    frees = [e[1] for e in events if e[0] == "free"]
-    mats = [e[1] for e in events if e[0] == "mat"]
-    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not _own_tiles(events):
+    plain = [e for e in events if type(e) is not Told]  # (a Told's own tiles are placed and freed within it)
+    frees = [e[1] for e in plain if e[0] == "free"]
+    mats = [e[1] for e in plain if e[0] == "mat"]
+    own = _own_tiles(plain) and all(e.own_tiles() for e in events if type(e) is Told)
+    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not own:
         return None  # every tile placed in an iteration is freed within it, and no other
     return events, list(logs[-1][1]), step
 
@@ -304,6 +308,7 @@ class Plan:
             stamp(self.builder, events, ints, step, n, last)
             STATS["stamped"] += last - n
             return last
+        events = flat(events)
         for k in range(n, last):
             shift = k - (n - 1)
             replay(self.builder, events, [a + shift * d for a, d in zip(ints, step, strict=True)])

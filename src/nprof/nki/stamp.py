@@ -25,7 +25,7 @@ from nprof.nki import alloc_batch, depbatch
 from nprof.nki.alloc import OutOfMemory
 from nprof.nki.deps import ONCHIP_MEMORY
 from nprof.nki.stamp_chunk import StampedChunk
-from nprof.nki.stamp_tell import tell
+from nprof.nki.stamp_tell import Told, tell
 from nprof.nki.tiles import MAX_ALLOC_RECORDS
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class _Template:
         self.holes: dict[str, list[int]] = {"int": [], "tile": [], "name": []}  # row position, col (tile), ...
         self.tile_of_hole: list[int] = []  # tile of each "tile" hole
         self._segments: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # operand key -> its encoding (`_segment`)
+        self._placements: dict[tuple[Any, ...], tuple[int, int | None, int]] = {}  # alloc event -> placement
         self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
         self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source, where) / ("f", t)
         self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
@@ -65,10 +66,16 @@ class _Template:
             self._event(ev)
 
     def _event(self, ev: tuple[Any, ...]) -> None:
-        kind, b = ev[0], self.builder
+        if type(ev) is Told:  # an inner loop's stamped iterations (nprof.nki.stamp_tell), not laid out as tuples
+            ev.walk(self._event, self._app)
+            return
+        kind = ev[0]
         if kind == "alloc":
             shape, dtype, space, axis = ev[1], ev[2], ev[3], ev[4]
-            nbytes, align, _ = b.placement(shape, dtype, space, axis)
+            placed = self._placements.get(ev)
+            if placed is None:
+                placed = self._placements[ev] = self.builder.placement(shape, dtype, space, axis)
+            nbytes, align, _ = placed
             parts = shape[axis] if shape else 1
             self.tiles.append((space, dtype, shape, axis, nbytes, align, parts))
             self.steps.append(("a", len(self.tiles) - 1))
@@ -81,18 +88,7 @@ class _Template:
             self.steps.append(("f", ev[1][1]))
             self.order.append(("free", ev[1][1]))
         elif kind == "app":
-            _, engine, opcode, outs_k, ins_k, attrs_, source = ev
-            outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
-            ins = [self._operand(k) for k in ins_k]
-            queue = -1
-            if opcode is Opcode.DMA_DIRECT2D:
-                queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
-            self.row += (depbatch.APP, len(self.ops), depbatch.weights_effect(opcode, len(ins)), len(ins), len(outs))
-            for k in (*ins, *outs):
-                self._encode(k)
-            self.order.append(("op", len(self.ops)))
-            self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
-            self.per_iteration += 1
+            self._app(*ev[1:])
         else:  # "mm"
             _, stat_k, mov_k, out_k, asked, checked, placed, source = ev
             stat, mov, out = self._operand(stat_k), self._operand(mov_k), self._operand(out_k)
@@ -104,6 +100,22 @@ class _Template:
             self.order.append(("op", len(self.ops)))
             self.ops.append((None, None, (out,), (stat, mov), None, -1, source))
             self.per_iteration += 2
+
+    def _app(self, engine: Any, opcode: Opcode, outs_k: tuple[Any, ...], ins_k: tuple[Any, ...], attrs_: Any,
+             source: str | None) -> None:  # fmt: skip
+        """An "app" event: one instruction with operand keys `outs_k`, `ins_k`."""
+        b = self.builder
+        outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
+        ins = [self._operand(k) for k in ins_k]
+        queue = -1
+        if opcode is Opcode.DMA_DIRECT2D:
+            queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
+        self.row += (depbatch.APP, len(self.ops), depbatch.weights_effect(opcode, len(ins)), len(ins), len(outs))
+        for k in (*ins, *outs):
+            self._encode(k)
+        self.order.append(("op", len(self.ops)))
+        self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
+        self.per_iteration += 1
 
     def _operand(self, key: tuple[Any, ...]) -> int:
         """Number an operand; its two integers are the next two columns."""
