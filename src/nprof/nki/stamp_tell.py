@@ -144,23 +144,29 @@ def _ints(told: Told, shift: list[int]) -> list[int]:
     """The integers of every instruction the chunk made, in order (per operand, outs then ins: its two integers,
     the first shifted as `_keys` says)."""
     chunk, operands = told.chunk, told.operands
-    per_variant: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
-    cols: list[int] = []
-    shifts: list[int] = []
-    widths: list[int] = []
-    for ev, what, acc in chunk.made[:, [0, 2, 3]].tolist():
-        hit = per_variant.get((ev, what, acc))
-        if hit is None:
-            _, _, o, i, _ = _variant(chunk.ops[ev], what, acc)
-            hit = per_variant[(ev, what, acc)] = ([c for k in (*o, *i) for c in (operands[k][1], operands[k][1] + 1)],
-                                                  [x for k in (*o, *i) for x in (shift[k], 0)])  # fmt: skip
-        cols += hit[0]
-        shifts += hit[1]
-        widths.append(len(hit[0]))
-    if not cols:
+    made = chunk.made
+    if not len(made):
         return []
-    iteration = np.repeat(chunk.made[:, 1], np.asarray(widths, np.int64))
-    return (chunk.values[iteration, np.asarray(cols, np.int64)] + np.asarray(shifts, np.int64)).tolist()
+    variant = (made[:, 0] * 3 + made[:, 2]) * 2 + made[:, 3]
+    used, local = np.unique(variant, return_inverse=True)
+    lists = []
+    for v in used.tolist():
+        _, _, o, i, _ = _variant(chunk.ops[v // 6], (v % 6) // 2, v % 2)
+        lists.append([(operands[k][1], shift[k]) for k in (*o, *i)])
+    width = max(len(x) for x in lists)
+    if not width:
+        return []
+    cols = np.zeros((len(lists), 2 * width), np.int64)
+    shifts = np.zeros((len(lists), 2 * width), np.int64)
+    for v, pairs in enumerate(lists):
+        for p, (col, sh) in enumerate(pairs):
+            cols[v, 2 * p : 2 * p + 2] = (col, col + 1)
+            shifts[v, 2 * p] = sh
+    valid = np.arange(2 * width)[None, :] < 2 * np.asarray([len(x) for x in lists], np.int64)[:, None]
+    local = local.reshape(-1)
+    keep = valid[local]
+    values = chunk.values[made[:, 1][:, None], cols[local]] + shifts[local]
+    return values[keep].tolist()
 
 
 def _source(builder: ProgramBuilder, source: str | None, here: list[str | None]) -> str | None:
