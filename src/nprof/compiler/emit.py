@@ -23,7 +23,8 @@ import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler.blockstage import blocks_program, finish_blocks
-from nprof.compiler.fusion import FusingBuilder, dead_stores
+from nprof.compiler.deadstores import dead_stores
+from nprof.compiler.fusion import FusingBuilder
 from nprof.compiler.packing import (
     COLUMNS_NAME,
     INTS_NAME,
