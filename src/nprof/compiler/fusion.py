@@ -40,6 +40,7 @@ from nprof.arch.isa import Access, Opcode, Space
 from nprof.compiler import packing
 from nprof.compiler.blockstage import BlockStage
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
+from nprof.compiler.rowpack import RowPack, load_rows
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
 from nprof.nki.tensor import NkiTensor, OnChip
@@ -70,6 +71,8 @@ class FusingBuilder(ProgramBuilder):
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
+        self.rows: RowPack | None = None  # the packed inputs of at most pmax rows (`nprof.compiler.rowpack`)
+        self.rows_written: set[str] = set()  # members of `rows` an instruction writes (read from their own tensor)
         # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
         self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
                        if self.fusing and packing.ENABLED else [])  # fmt: skip
@@ -80,7 +83,11 @@ class FusingBuilder(ProgramBuilder):
     def packed_load(self, access: Access) -> NkiTensor | None:
         """A load of `access` served from the group tile of a packed input (`nprof.compiler.packing`), or
         None (not a member, not a group pattern, or fusion off)."""
-        if self.pack is None or not self.fusing or not self.pack.holds(access.tensor):
+        if not self.fusing or access.space is not Space.HBM:
+            return None
+        if self.rows is not None and access.tensor in self.rows.members:
+            return load_rows(self, self.rows, access, self.rows_written)
+        if self.pack is None or not self.pack.holds(access.tensor):
             return None
         return load_member(self, self.pack, access)
 
@@ -276,6 +283,8 @@ class FusingBuilder(ProgramBuilder):
                 if entry is not None and entry[0] != self._scope_key():
                     del self._tiling[out.tensor]  # another node writes it: its tiling is no longer known
                 self._loads.pop(out.tensor, None)
+                if self.rows is not None and out.space is Space.HBM and out.tensor in self.rows.members:
+                    self.rows_written.add(out.tensor)  # later reads of it come from its own tensor
         index = super()._append(engine, opcode, outs, *rest, **kw)
         if opcode is Opcode.DMA_DIRECT2D:
             # a compiled graph's DMAs all carry the user's line of their node: spread them round-robin over

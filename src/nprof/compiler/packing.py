@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nprof.arch.isa import Access, Instruction, Space
+from nprof.compiler.rowpack import ROWS_NAME, rows_values
 from nprof.compiler.staging import (  # noqa: F401  (re-exported: the packing API in one place)
     INT_OUT_PACK_NAME,
     OUT_PACK_NAME,
@@ -223,6 +224,9 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
         return dict(arrays)
     out = dict(arrays)
     for name, layout in packs.items():
+        if name == ROWS_NAME:
+            out[name] = rows_values(layout, arrays)
+            continue
         if name == COLUMNS_NAME:
             width = max(int(j) + column_count(int(n), PMAX) for _, j, n in layout)
             grid = np.zeros((PMAX, width), np.float32)
@@ -238,9 +242,11 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
         for member, off, n in layout:
             value[int(off) : int(off) + int(n)] = np.asarray(arrays[member], dtype).reshape(-1)
         out[name] = value
+    declared = {t.name for t in program.tensors}
     for layout in packs.values():
-        for member, _, _ in layout:
-            out.pop(member, None)
+        for member, *_ in layout:
+            if member not in declared:  # a member still declared is also read from its own tensor
+                out.pop(member, None)
     return out
 
 
