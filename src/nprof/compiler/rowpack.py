@@ -5,9 +5,9 @@ apart on any queue) and a fixed latency, so a graph reading ten activations of [
 ten trigger slots before its last operand arrives. The Neuron compiler, not the framework, chooses where a
 graph's tensors live in HBM, so the fp32 graph inputs too large for the small-input pack
 (`nprof.compiler.packing`) that are R rows of C elements (the last dim; C <= `ROW_COLS_MAX`), R the same
-for all (the row count <= `pmax` with the most bytes), are laid side by side in one input `ROWS_NAME`
-``[R, W]`` row-major (W the columns, at most `ROWS_WIDTH_MAX`): element (r, c) of the member whose first
-column is j at ``r * W + j + c`` (`plan_rows`). The first load of any member (`load_rows`) loads the whole
+for all (the row count <= `pmax` of two members or more with the most bytes), are laid side by side in one
+input `ROWS_NAME` ``[R, W]`` row-major (W the columns, at most `ROWS_WIDTH_MAX`): element (r, c) of the member whose
+first column is j at ``r * W + j + c`` (`plan_rows`). The first load of any member (`load_rows`) loads the whole
 pack with one DMA of R partitions (one contiguous run each) and the fusion cache (`nprof.compiler.fusion`)
 keeps the tile; a member's row block is then a window of it, and any other access of a member (a transposed
 load) is a DMA of its own.
@@ -55,8 +55,8 @@ class RowPack:
 
 def plan_rows(decls: Sequence[TensorDecl], exclude: Iterable[str], pmax: int) -> RowPack | None:
     """The row pack of the fp32 inputs among `decls` (not in `exclude`) of R rows, R <= `pmax` the row count
-    with the most bytes of such inputs (one row count: no padding rows to move), in declaration order while
-    the width allows; None when fewer than `MIN_MEMBERS` qualify."""
+    of at least `MIN_MEMBERS` such inputs with the most bytes (one row count: no padding rows to move), in
+    declaration order while the width allows; None when fewer than `MIN_MEMBERS` qualify."""
     skip = set(exclude)
     shapes: dict[str, tuple[int, int]] = {}
     for d in decls:
@@ -67,8 +67,11 @@ def plan_rows(decls: Sequence[TensorDecl], exclude: Iterable[str], pmax: int) ->
         if 0 < rows <= pmax and 0 < cols <= ROW_COLS_MAX:
             shapes[d.name] = (rows, cols)
     by_rows: dict[int, int] = {}
+    count: dict[int, int] = {}
     for rows, cols in shapes.values():
         by_rows[rows] = by_rows.get(rows, 0) + rows * cols
+        count[rows] = count.get(rows, 0) + 1
+    by_rows = {r: n for r, n in by_rows.items() if count[r] >= MIN_MEMBERS}
     if not by_rows:
         return None
     best = max(by_rows, key=lambda r: (by_rows[r], r))
