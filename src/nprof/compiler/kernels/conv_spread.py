@@ -111,13 +111,12 @@ def _padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
     return e
 
 
-def _stationaries(w: View, k: int) -> list[NkiTensor]:
-    """Per tap t: st_t [C * k, OC * k] = W[oc, c, t] where the blocks match, else 0 (see module doc): every
-    tap's weights repeated k times per row (one copy), one TensorE transpose per tap into one PSUM tile, one
-    select by the block mask for all taps."""
-    oc, c, kh, kw = w.shape
-    taps = kh * kw
-    natural = load(Access(Space.HBM, w.tensor, w.dtype, w.offset, oc, ((1, c * taps),), 0, c * taps))
+def _stationaries(natural: NkiTensor, c: int, taps: int, k: int) -> list[NkiTensor]:
+    """Per tap t: st_t [C * k, OC * k] = W[oc, c, t] where the blocks match, else 0 (see module doc), from the
+    weights' rows `natural` [OC, C * taps] (column c * taps + t): every tap's weights repeated k times per
+    row (one copy), one TensorE transpose per tap into one PSUM tile, one select by the block mask for all
+    taps."""
+    oc = natural.shape[0]
     p0, e0, dims = natural.access_key()
     by_tap = NkiTensor(natural.base, p0, e0, (dims[0], (0, 1, taps), (0, taps, c), (0, 0, k)), ())
     rows = nisa.tensor_copy(by_tap, engine=nisa.scalar_engine)  # [OC, taps, C, k]: W[oc, c, t] k times
@@ -137,12 +136,43 @@ def _stationaries(w: View, k: int) -> list[NkiTensor]:
     return [flat[:, t, :] for t in range(taps)]
 
 
+def _natural(w: View) -> NkiTensor:
+    """W [OC, C, KH, KW] as its rows [OC, C * KH * KW] (one DMA)."""
+    oc, c, kh, kw = w.shape
+    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset, oc, ((1, c * kh * kw),), 0, c * kh * kw))
+
+
+def transposed_rows(w: View) -> NkiTensor:
+    """W [OC, C, KH, KW] as the rows [C, OC * KH * KW] of its input gradient's weights (row c, column
+    o * taps + t = W[o, c, t]; one DMA)."""
+    oc, c, kh, kw = w.shape
+    taps = kh * kw
+    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset, c, ((c * taps, oc), (1, taps)), 0, taps))
+
+
 def conv_spread_kernel(out: View, x: View, w: View, bias: View | None, k: int, padding: tuple[int, int]) -> None:
     """See module doc."""
-    n, _, h, wd = x.shape
+    _, c, kh, kw = w.shape
+    stationary = _stationaries(_natural(w), c, kh * kw, k)  # first: it needs only the weights (input in flight)
+    _spread_conv(out, x, stationary, bias, k, padding, (kh, kw))
+
+
+def conv_spread_input_grad(dx: View, g: View, w: View, k: int, padding: tuple[int, int]) -> None:
+    """dx [N, C, H, W], the input gradient of a spread convolution of weights `w` [OC, C, KH, KW] for the
+    output gradient `g` [N, OC, H, W]: the same convolution of g with the flipped, transposed weights
+    (`spread_factor` of g's shape and [C, OC, KH, KW] gives k), stored in the spread layout."""
     oc, _, kh, kw = w.shape
+    taps = kh * kw
+    stationary = _stationaries(transposed_rows(w), oc, taps, k)
+    _spread_conv(dx, g, stationary[::-1], None, k, padding, (kh, kw))  # tap t of the flipped kernel: taps-1-t
+
+
+def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | None, k: int,
+                 padding: tuple[int, int], kernel: tuple[int, int]) -> None:  # fmt: skip
+    """out = the spread convolution of x with the per-tap block-diagonal `stationary` (+ bias), stored spread."""
+    n, _, h, wd = x.shape
+    oc = out.shape[1]
     rb = h // k
-    stationary = _stationaries(w, k)  # first: it needs only the weights, so it runs while the input arrives
     e = _padded_input(x, k, padding)
     shift = None
     if bias is not None:
@@ -150,7 +180,7 @@ def conv_spread_kernel(out: View, x: View, w: View, bias: View | None, k: int, p
         shift = spread_columns(col, k)
     res = nl.ndarray((P, n, rb * wd), dtype=nl.float32, buffer=nl.sbuf)
     group = max(1, PSUM_FREE // (rb * wd))
-    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     for n0 in range(0, n, group):
         g = min(group, n - n0)
         acc = nl.ndarray((P, g * rb * wd), dtype=nl.float32, buffer=nl.psum)
@@ -166,4 +196,3 @@ def conv_spread_kernel(out: View, x: View, w: View, bias: View | None, k: int, p
         else:
             nisa.tensor_scalar(acc.unflatten_free((g, rb * wd)), "add", shift, dst=dst)
     store(_rows(out, k, 0, P, 0, rb * wd), res)
-
