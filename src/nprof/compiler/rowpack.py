@@ -105,7 +105,7 @@ def in_rows(pack: RowPack, a: Access) -> Access | None:
     if a.offset < 0 or pstride is None or any(s is None for s, _ in free) or c0 + reach >= cols:
         return None
     return dataclasses.replace(a, tensor=ROWS_NAME, offset=r0 * pack.width + j + c0, partition_stride=pstride,
-                               free=tuple((int(s), n) for s, n in free))  # fmt: skip
+                               free=tuple((int(s or 0), n) for s, n in free))  # fmt: skip
 
 
 def load_rows(builder: object, pack: RowPack, a: Access, written: set[str]) -> NkiTensor | None:
@@ -156,7 +156,7 @@ def rows_program(program: Program, pack: RowPack, written: set[str]) -> Program:
 
 def rows_values(layout: Sequence[Sequence[object]], arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     """The flat values of the row pack from its members' (`layout` as recorded by `rows_program`)."""
-    entries = [(str(m), int(j), int(n), int(c)) for m, j, n, c in layout]  # type: ignore[misc]
+    entries = [(str(m), int(str(j)), int(str(n)), int(str(c))) for m, j, n, c in layout]
     parts = max(n // c for _, _, n, c in entries)
     width = max(j + c for _, j, _, c in entries)
     grid = np.zeros((parts, width), np.float32)
