@@ -33,6 +33,15 @@ def test_plan_takes_the_row_count_with_the_most_bytes() -> None:
     assert rowpack.plan_rows(decls[:2], exclude=(), pmax=128) is None  # one member per row count
 
 
+def test_inputs_the_runtime_draws_are_never_packed() -> None:
+    """A dropout mask (`rng.*`) is drawn after packing on every call: neither pack may hold it."""
+    decls = [TensorDecl("rng.a", (32, 100), "float32", "input"), TensorDecl("rng.b", (32, 50), "float32", "input"),
+             TensorDecl("x", (32, 10), "float32", "input"), TensorDecl("rng.c", (4,), "float32", "input"),
+             TensorDecl("rng.d", (4,), "float32", "input")]  # fmt: skip
+    assert rowpack.plan_rows(decls, exclude=(), pmax=128) is None
+    assert packing.plan_pack(decls) is None
+
+
 def _reference(pack: rowpack.RowPack, a: Access) -> np.ndarray:
     """The pack offsets of `a`'s elements, element by element: (r, c) of the member at r * W + j + c."""
     j, _, cols = pack.members[a.tensor]

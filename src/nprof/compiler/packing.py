@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nprof.arch.isa import Access, Instruction, Space
-from nprof.compiler.rowpack import ROWS_NAME, rows_values
+from nprof.compiler.rowpack import RNG_PREFIX, ROWS_NAME, rows_values
 from nprof.compiler.staging import (  # noqa: F401  (re-exported: the packing API in one place)
     INT_OUT_PACK_NAME,
     OUT_PACK_NAME,
@@ -89,7 +89,8 @@ def plan_pack(decls: Sequence[TensorDecl]) -> Pack | None:
     scalar inputs (declaration order); None when neither has 2 members."""
     if not ENABLED:
         return None
-    small = [d for d in decls if d.kind == "input" and d.dtype == "float32" and d.elements <= MAX_MEMBER]
+    small = [d for d in decls if d.kind == "input" and d.dtype == "float32" and d.elements <= MAX_MEMBER
+             and not d.name.startswith(RNG_PREFIX)]
     ints = [d.name for d in decls if d.kind == "input" and d.dtype == "int32" and d.elements == 1]
     ints = ints if len(ints) >= 2 else []
     small = small if len(small) >= 2 else []

@@ -35,6 +35,7 @@ from nprof.nki.tensor import NkiTensor
 from nprof.program.model import Program, TensorDecl
 
 ROWS_NAME = "packed.rows"
+RNG_PREFIX = "rng."  # program inputs the runtime fills with fresh random numbers on every call: never packed
 ROW_COLS_MAX = 2048  # elements of a member's rows
 ROWS_WIDTH_MAX = 4096  # columns of the pack (16 KiB per partition of the kept tile)
 MIN_MEMBERS = 2
@@ -60,7 +61,7 @@ def plan_rows(decls: Sequence[TensorDecl], exclude: Iterable[str], pmax: int) ->
     skip = set(exclude)
     shapes: dict[str, tuple[int, int]] = {}
     for d in decls:
-        if d.kind != "input" or d.dtype != "float32" or d.name in skip or not d.shape:
+        if d.kind != "input" or d.dtype != "float32" or d.name in skip or not d.shape or d.name.startswith(RNG_PREFIX):
             continue
         cols = int(d.shape[-1])
         rows = d.elements // max(cols, 1)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
-from nprof.compiler.kernels.conv_spread import padded_input, block_predicate, block_rows
+from nprof.compiler.kernels.conv_spread import block_predicate, block_rows, padded_input
 from nprof.compiler.kernels.conv_taps import shaped
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.norm_spread import per_channel
