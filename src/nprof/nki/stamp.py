@@ -16,6 +16,7 @@ makes the matmul decisions in order. The results are kept as a columnar chunk of
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,8 +49,8 @@ class _Template:
     def __init__(self, builder: ProgramBuilder, events: list[Any]) -> None:
         self.builder = builder
         self.codes = _Codes()
-        self.row: list[int] = []
-        self.holes: dict[str, list[int]] = {"int": [], "tile": [], "name": []}  # row position, col (tile), ...
+        self.row = array("q")  # (int64, read by numpy without a copy)
+        self.holes = {"int": array("q"), "tile": array("q"), "name": array("q")}  # row position, col (tile), ...
         self.tile_of_hole: list[int] = []  # tile of each "tile" hole
         self._segments: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # operand key -> its encoding (`_segment`)
         self._placements: dict[tuple[Any, ...], tuple[int, int | None, int]] = {}  # alloc event -> placement
@@ -83,7 +84,7 @@ class _Template:
         elif kind == "mat":
             self.steps.append(("m", ev[1][1], ev[2], ev[3]))
             self.order.append(("mat", ev[1][1], ev[2], ev[3]))
-            self.row += (depbatch.MAT, ev[1][1])
+            self.row.extend((depbatch.MAT, ev[1][1]))
         elif kind == "free":
             self.steps.append(("f", ev[1][1]))
             self.order.append(("free", ev[1][1]))
@@ -93,8 +94,8 @@ class _Template:
             _, stat_k, mov_k, out_k, asked, checked, placed, source = ev
             stat, mov, out = self._operand(stat_k), self._operand(mov_k), self._operand(out_k)
             fixed = placed[0] == "P"
-            self.row += (depbatch.MM, len(self.ops), int(asked), int(checked), 0 if fixed else 1,
-                         placed[1] if fixed else placed[2])  # fmt: skip
+            self.row.extend((depbatch.MM, len(self.ops), int(asked), int(checked), 0 if fixed else 1,
+                             placed[1] if fixed else placed[2]))  # fmt: skip
             for k in (stat, mov, out):
                 self._encode(k)
             self.order.append(("op", len(self.ops)))
@@ -110,7 +111,7 @@ class _Template:
         queue = -1
         if opcode is Opcode.DMA_DIRECT2D:
             queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
-        self.row += (depbatch.APP, len(self.ops), depbatch.weights_effect(opcode, len(ins)), len(ins), len(outs))
+        self.row.extend((depbatch.APP, len(self.ops), depbatch.weights_effect(opcode, len(ins)), len(ins), len(outs)))
         for k in (*ins, *outs):
             self._encode(k)
         self.order.append(("op", len(self.ops)))
@@ -133,15 +134,13 @@ class _Template:
         at = len(row)
         row += seg[0]
         ints = holes["int"]
-        ints += (at + seg[1], col + 1)
-        if seg[2] == "P":
-            ints += (at + 4, col)
-        elif seg[2] == "T":
-            holes["tile"] += (at + 4, col)
+        ints.extend((at + seg[1], col + 1))
+        if seg[2] == "T":
+            holes["tile"].extend((at + 4, col))
             self.tile_of_hole.append(seg[3])
-            holes["name"] += (at, seg[3])
+            holes["name"].extend((at, seg[3]))
         else:
-            ints += (at + 4, col)
+            ints.extend((at + 4, col))
         self.width = max(self.width, len(seg[0]) - 2)
 
     def _segment(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -151,11 +150,11 @@ class _Template:
             _, tensor, dtype, parts, free = key
             sid = self.builder._deps._hbm_memory(tensor)
             head = (codes.of(("n", tensor)), codes.of(("d", dtype)), sid, ITEMSIZE[dtype], 0, parts, 0, 0, len(free))
-            return (*head, *(x for pair in free for x in pair)), 7, "H", -1
+            return array("q", (*head, *(x for pair in free for x in pair))), 7, "H", -1
         space, dtype, parts, free = key[1], key[3], key[4], key[5]
         name = codes.of(("n", key[2])) if key[0] == "P" else 0
         head = (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
-        return (*head, *(x for pair in free for x in pair)), 6, key[0], key[2][1] if key[0] == "T" else -1
+        return array("q", (*head, *(x for pair in free for x in pair))), 6, key[0], key[2][1] if key[0] == "T" else -1
 
 
 def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
@@ -229,15 +228,15 @@ def _stand_in(builder: ProgramBuilder, tile: tuple[Any, ...]) -> Any:
 
 def _stream(t: _Template, values: np.ndarray, offsets: np.ndarray, names: list[list[str]]) -> np.ndarray:
     """One stream row per iteration: the template's row with its holes filled."""
-    stream = np.tile(np.array(t.row, np.int64), (len(values), 1))
-    at, col = np.array(t.holes["int"], np.int64).reshape(-1, 2).T
+    stream = np.tile(np.frombuffer(t.row, np.int64), (len(values), 1))
+    at, col = np.frombuffer(t.holes["int"], np.int64).reshape(-1, 2).T
     stream[:, at] = values[:, col]
-    at, col = np.array(t.holes["tile"], np.int64).reshape(-1, 2).T
+    at, col = np.frombuffer(t.holes["tile"], np.int64).reshape(-1, 2).T
     stream[:, at] = offsets[:, np.array(t.tile_of_hole, np.int64)] + values[:, col]
     if t.holes["name"]:
         codes = t.codes
         name_codes = np.array([[codes.of(("n", n)) for n in row] for row in names], np.int64)
-        at, tile = np.array(t.holes["name"], np.int64).reshape(-1, 2).T
+        at, tile = np.frombuffer(t.holes["name"], np.int64).reshape(-1, 2).T
         stream[:, at] = name_codes[:, tile]
     return stream
 
