@@ -34,13 +34,22 @@ if TYPE_CHECKING:
 
 
 class _Codes(dict[Any, int]):
-    """Small-int codes of names and dtypes (equal strings, equal codes)."""
+    """Small-int codes of names and dtypes (equal strings, equal codes; `reserve`d codes stand for strings met
+    nowhere else)."""
+
+    next = 0
 
     def of(self, value: Any) -> int:
         code = self.get(value)
         if code is None:
-            code = self[value] = len(self)
+            code = self[value] = self.next
+            self.next += 1
         return code
+
+    def reserve(self, n: int) -> int:
+        """The first of `n` codes no string has."""
+        self.next += n
+        return self.next - n
 
 
 class _Template:
@@ -233,9 +242,9 @@ def _stream(t: _Template, values: np.ndarray, offsets: np.ndarray, names: list[l
     stream[:, at] = values[:, col]
     at, col = np.frombuffer(t.holes["tile"], np.int64).reshape(-1, 2).T
     stream[:, at] = offsets[:, np.array(t.tile_of_hole, np.int64)] + values[:, col]
-    if t.holes["name"]:
-        codes = t.codes
-        name_codes = np.array([[codes.of(("n", n)) for n in row] for row in names], np.int64)
+    if t.holes["name"]:  # (the iterations' tiles have new names, each its own code)
+        first = t.codes.reserve(len(names) * len(t.tiles))
+        name_codes = np.arange(first, first + len(names) * len(t.tiles), dtype=np.int64).reshape(len(names), -1)
         at, tile = np.frombuffer(t.holes["name"], np.int64).reshape(-1, 2).T
         stream[:, at] = name_codes[:, tile]
     return stream
