@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
 
 
+_WEIGHTS_OPS = (Opcode.TRANSPOSE, Opcode.LDWEIGHTS)  # (instructions that change the loaded weights)
+
+
 class _Codes(dict[Any, int]):
     """Small-int codes of names and dtypes (equal strings, equal codes; `reserve`d codes stand for strings met
     nowhere else)."""
@@ -114,17 +117,23 @@ class _Template:
     def _app(self, engine: Any, opcode: Opcode, outs_k: tuple[Any, ...], ins_k: tuple[Any, ...], attrs_: Any,
              source: str | None) -> None:  # fmt: skip
         """An "app" event: one instruction with operand keys `outs_k`, `ins_k`."""
-        b = self.builder
-        outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
-        ins = [self._operand(k) for k in ins_k]
+        b, operands, col = self.builder, self.operands, self.col
+        first, n_out = len(operands), len(outs_k)  # (the integers are logged outs first, then ins)
+        for key in (*outs_k, *ins_k):
+            operands.append((key, col))
+            col += 2
+        self.col = col
+        outs, ins = tuple(range(first, first + n_out)), tuple(range(first + n_out, len(operands)))
         queue = -1
         if opcode is Opcode.DMA_DIRECT2D:
             queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
-        self.row.extend((depbatch.APP, len(self.ops), depbatch.weights_effect(opcode, len(ins)), len(ins), len(outs)))
+        effect = depbatch.weights_effect(opcode, len(ins)) if opcode in _WEIGHTS_OPS else 0
+        op = len(self.ops)
+        self.row.extend((depbatch.APP, op, effect, len(ins), n_out))
         for k in (*ins, *outs):
             self._encode(k)
-        self.order.append(("op", len(self.ops)))
-        self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
+        self.order.append(("op", op))
+        self.ops.append((engine, opcode, outs, ins, attrs_, queue, source))
         self.per_iteration += 1
 
     def _operand(self, key: tuple[Any, ...]) -> int:
@@ -138,7 +147,14 @@ class _Template:
         key, col = self.operands[k]
         seg = self._segments.get(key)
         if seg is None:
-            seg = self._segments[key] = self._segment(key)
+            if key[0] == "T":  # (the encoding does not depend on which tile: made once per kind of operand)
+                spec = ("T", key[1], None, *key[3:])
+                base = self._segments.get(spec)
+                if base is None:
+                    base = self._segments[spec] = self._segment(key)
+                seg = self._segments[key] = (base[0], base[1], "T", key[2][1])
+            else:
+                seg = self._segments[key] = self._segment(key)
         row, holes = self.row, self.holes
         at = len(row)
         row += seg[0]
