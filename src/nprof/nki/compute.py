@@ -43,13 +43,14 @@ def dname(dtype: Any) -> str:
         raise kernel_error(str(err)) from None
 
 
+_HBM = Space.HBM  # (module constant: an enum member's attribute lookup is slow on hot paths)
 MM_WRITTEN: weakref.WeakKeyDictionary[OnChip, set[Any]] = weakref.WeakKeyDictionary()
 """PSUM regions (access keys per tile) a beta-2 `nc_matmul(dst, ...)` wrote since the tile was last read."""
 
 
 def consumed(t: NkiTensor) -> None:
     """`t` is read by an instruction: the next beta-2 matmul into its PSUM tile starts a new sum."""
-    if isinstance(t.base, OnChip) and t.base in MM_WRITTEN:
+    if MM_WRITTEN.data and isinstance(t.base, OnChip) and t.base in MM_WRITTEN:  # (.data: no weakref made)
         del MM_WRITTEN[t.base]
 
 
@@ -57,7 +58,7 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool
     """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values, and for an
     operand-masked view (`tile[mask]`) unless `masked_ok` (matmul operands: the only ones NKI masks so)."""
     if isinstance(x, NkiTensor):
-        if x.is_hbm:
+        if x._base.space is _HBM:
             raise kernel_error(
                 f"{what} {x.name!r} is in HBM; compute engines read SBUF/PSUM — nl.load it into a tile first"
             )
@@ -66,12 +67,13 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool
                 f"{what}: operand masking (tile[mask]) applies to matmul operands only (NKI API Masking); "
                 "pass mask= to this instruction instead"
             )
-        if x.dtype_name in PACKED_MX and not packed_ok:
+        if x._base.dtype in PACKED_MX and not packed_ok:
             raise packed_error(what, x.dtype_name)
         builder = trace.current()
-        if builder.is_pending(x):
+        if builder._pending is not None and builder.is_pending(x):
             builder.flush()
-        consumed(x)
+        if MM_WRITTEN.data:
+            consumed(x)
         return x
     if hasattr(x, "dyn_attrs"):  # an IndirectView (nprof.nki.indirect)
         raise kernel_error(f"{what} cannot be indexed with runtime values: {NOT_A_TILE}")
@@ -90,11 +92,15 @@ def new_tile(shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF, name
 
 def emit(engine: Engine, opcode: Opcode, outs: list[NkiTensor], ins: list[NkiTensor], **kw: Any) -> None:
     """Emit one instruction over views (skipped when a mask left nothing to do)."""
-    if any(v.empty for v in outs) or any(v.empty for v in ins):
-        return
-    views = partition_first([*outs, *ins])  # whole multi-block tiles: partition axis first
-    accs = tuple(v.access() for v in views)
-    trace.current().emit(engine, opcode, accs[: len(outs)], accs[len(outs) :], attrs(**kw))
+    views = [*outs, *ins]
+    for v in views:
+        for _, _, size in v._dims:
+            if not size:
+                return
+    views = partition_first(views)  # whole multi-block tiles: partition axis first
+    accs = tuple([v.access() for v in views])
+    n = len(outs)
+    trace.current().emit(engine, opcode, accs[:n], accs[n:], attrs(**kw) if kw else ())
 
 
 def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor) -> list[NkiTensor]:

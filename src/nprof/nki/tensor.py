@@ -17,6 +17,7 @@ operand. Integer-indexing the partition axis keeps it as a size-1 axis.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,10 @@ class OnChip:
 
 
 Dim = tuple[int, int, int]  # (partition step, element step, size)
+_HBM = Space.HBM  # (a module constant: an enum member's attribute lookup is slow on the hot paths)
+_SCALAR_DIMS: tuple[Dim, ...] = ((0, 1, 1),)  # the operand of a rank-0 view
+_NO_FREE = ((1, 1),)
+_SIZE = operator.itemgetter(2)  # a Dim's size  # the free pattern of an operand without free axes
 Check = tuple[int, tuple[int, ...], int, str]  # 0 <= const + sum(coef_k * i_k) < size, else error naming label
 
 
@@ -104,7 +109,7 @@ class NkiTensor(ViewReshapes, TileOperators):
     # -- user-visible properties --------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple([d[2] for d in self._dims])  # (a list display: no generator on this hot path)
+        return tuple(map(_SIZE, self._dims))  # (itemgetter: no Python-level call on this hot path)
 
     @property
     def ndim(self) -> int:
@@ -136,7 +141,7 @@ class NkiTensor(ViewReshapes, TileOperators):
 
     @property
     def is_hbm(self) -> bool:
-        return self._base.space is Space.HBM
+        return self._base.space is _HBM
 
     def __repr__(self) -> str:
         return f"NkiTensor({self._base.space}:{self._base.name}, shape={self.shape}, dtype={self._base.dtype})"
@@ -184,19 +189,21 @@ class NkiTensor(ViewReshapes, TileOperators):
         return NkiTensor(self._base, 0, 0, tuple(reversed(dims)), ())
 
     # -- indexing -----------------------------------------------------------------------------
-    def __getitem__(self, items: Any) -> NkiTensor:
-        return self.index(items)
-
     def index(self, items: Any) -> NkiTensor:
-        if isinstance(items, Predicate):  # `tile[mask]`: operand masking of a matmul input (nprof.nki.masks)
+        """The view `self[items]` (ints, slices, None, Ellipsis, `nl.arange` expressions, a mask, runtime values)."""
+        if items.__class__ is tuple:
+            plain = self._index_plain(items)
+            if plain is not None:
+                return plain
+        elif isinstance(items, Predicate):  # `tile[mask]`: operand masking of a matmul input (nprof.nki.masks)
             from nprof.nki.masks import operand_masked
 
             return operand_masked(self, items)
         if not isinstance(items, tuple):
             items = (items,)
-        plain = self._index_plain(items)
-        if plain is not None:
-            return plain
+            plain = self._index_plain(items)
+            if plain is not None:
+                return plain
         if any(item is Ellipsis for item in items):
             k = items.index(Ellipsis)
             fill = self.ndim - (len(items) - 1 - sum(1 for i in items if i is None))
@@ -210,6 +217,8 @@ class NkiTensor(ViewReshapes, TileOperators):
         if any(isinstance(item, IndexExpr) for item in items):
             return self._index_affine(items)
         return self._index_basic(items)
+
+    __getitem__ = index
 
     def _index_plain(self, items: tuple[Any, ...]) -> NkiTensor | None:
         """The fast path of `_index_basic` for the common index: in-range ints and unit-step slices within the
@@ -285,9 +294,9 @@ class NkiTensor(ViewReshapes, TileOperators):
                 sizes.append(1)
                 continue
             size = self._dims[axis][2]
-            partition = self._dims[axis][0] == 1 and not self.is_hbm
+            partition = self._dims[axis][0] == 1 and self._base.space is not _HBM
             if isinstance(item, slice):
-                start, stop, step = _slice_range(item, size, self._label(axis))
+                start, stop, step = _slice_range(item, size, self, axis)
                 length = len(range(start, stop, step))
                 if stop > size:  # NKI: a slice past the end is valid when a mask= narrows the access
                     beyond.append((start, len(sizes), step, size, self._label(axis)))
@@ -404,32 +413,33 @@ class NkiTensor(ViewReshapes, TileOperators):
 
     def access(self) -> Access:
         """The ISA operand for this view (bounds checked; partition axis first)."""
-        self.check_bounds()
+        if self._checks:
+            self.check_bounds()
         base = self._base
-        delta = 0
-        if base.space is not Space.HBM:
-            if not base.alive:
-                raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
-            if base.byte_offset < 0:
-                base.builder.materialize(base)
-            delta = base.builder.note_use(self)
-        dims = self._dims or ((0, 1, 1),)
-        if base.space is Space.HBM:
+        dims = self._dims or _SCALAR_DIMS
+        if base.space is _HBM:
             _, pstride, parts = dims[0]
-            free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
-            return Access(Space.HBM, base.name, base.dtype, self._e0, parts, free, 0, pstride)
+            free = tuple([(es, size) for _, es, size in dims[1:]]) or _NO_FREE
+            return Access(_HBM, base.name, base.dtype, self._e0, parts, free, 0, pstride)
+        if not base.alive:
+            raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
+        if base.byte_offset < 0:
+            base.builder.materialize(base)
+        delta = base.builder.note_use(self)
         ps0, es0, parts = dims[0]
-        if (ps0 != 1 and parts > 1) or (es0 != 0 and parts > 1):
+        if parts > 1 and (ps0 != 1 or es0 != 0):
             raise kernel_error(
                 f"the first axis of a view of tile {base.name!r} must be its partition axis; "
                 "move the partition index first"
             )
-        for ps, _, size in dims[1:]:
+        free = []
+        for ps, es, size in dims[1:]:
             if ps and size > 1:
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
-        free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
+            free.append((es, size))
         offset = delta + self._e0 * ITEMSIZE[base.dtype]
-        return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0 + base.part0, 1)
+        return Access(base.space, base.name, base.dtype, offset, parts, tuple(free) or _NO_FREE, self._p0 + base.part0,
+                      1)  # fmt: skip
 
 
 def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
@@ -440,6 +450,12 @@ def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
     partition-first. Operands that place the partition axis at different positions of the same logical
     shape would pair different elements: KernelError.
     """
+    for v in views:  # the common case: every on-chip operand already starts with its partition axis
+        dims = v._dims
+        if len(dims) > 1 and v._base.space is not _HBM and not (dims[0][0] and dims[0][2] > 1):
+            break
+    else:
+        return views
     moves = {v._partition_pos() for v in views if not v.is_hbm and v.ndim > 1}
     if moves <= {0}:
         return views
@@ -472,7 +488,9 @@ def _block_elems(base: OnChip) -> int:
     return stride // np.dtype(NUMPY[base.dtype]).itemsize
 
 
-def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
+def _slice_range(item: slice, size: int, view: NkiTensor, axis: int) -> tuple[int, int, int]:
+    """(start, stop, step) of `item` on axis `axis` (of size `size`) of `view`; KernelError naming the axis when
+    it is out of bounds or empty (a stop past the end is kept: a mask may narrow it)."""
     step = 1 if item.step is None else int(item.step)
     if step == 0:
         raise kernel_error("slice step cannot be zero")
@@ -486,10 +504,11 @@ def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
         stop += size
     if start < 0 or start >= size or start > stop:
         raise kernel_error(
-            f"slice {item.start}:{item.stop} is out of bounds for {label}; use a shorter slice or an index with mask="
+            f"slice {item.start}:{item.stop} is out of bounds for {view._label(axis)}; use a shorter slice or an "
+            "index with mask="
         )
     if start == stop:
-        raise kernel_error(f"slice {item.start}:{item.stop} on {label} is empty")
+        raise kernel_error(f"slice {item.start}:{item.stop} on {view._label(axis)} is empty")
     return start, stop, step
 
 
