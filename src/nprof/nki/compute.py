@@ -23,6 +23,7 @@ from nprof.arch.isa import PACKED_MX, Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
+from nprof.nki.indirection import GROUP, TensorIndirection
 from nprof.nki.masks import mask_box, note_mask, operand_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip, partition_first
@@ -75,6 +76,8 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool
         if MM_WRITTEN.data:
             consumed(x)
         return x
+    if isinstance(x, TensorIndirection):  # `t.indirect(index)`: its columns gathered first (nprof.nki.indirection)
+        return x.gathered(GROUP["vector"])
     if hasattr(x, "dyn_attrs"):  # an IndirectView (nprof.nki.indirect)
         raise kernel_error(f"{what} cannot be indexed with runtime values: {NOT_A_TILE}")
     raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")

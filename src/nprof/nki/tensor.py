@@ -159,6 +159,26 @@ class NkiTensor(ViewIndexing, ViewReshapes, TileOperators):
 
         return view_as(self, dtype)
 
+    def select(self, dim: int, index: Any) -> Any:
+        """One element along `dim`, the dim removed; `index` an int or a one-element SBUF tensor read at run time
+        (newer NKI API; `nprof.nki.indirection`)."""
+        from nprof.nki.indirection import select
+
+        return select(self, dim, index)
+
+    def vector_select(self, dim: int, vector_offset: Any) -> Any:
+        """Rows of this HBM tensor at per-partition runtime offsets (newer NKI API; `nprof.nki.indirection`)."""
+        from nprof.nki.indirection import vector_select
+
+        return vector_select(self, dim, vector_offset)
+
+    def indirect(self, index: Any, num_elem: int | None = None) -> Any:
+        """Tensor indirection: the columns of this tile at the runtime offsets in `index`, an operand of a compute
+        instruction (NeuronCore-v4; `nprof.nki.indirection`)."""
+        from nprof.nki.indirection import indirect
+
+        return indirect(self, index, num_elem)
+
     def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
            indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:  # fmt: skip
         """An explicit [[stride, count], ...] access pattern over this tensor's storage (AWS `NkiTensor.ap`;
