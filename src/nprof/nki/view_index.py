@@ -127,7 +127,7 @@ class ViewIndexing:
                         ncoefs[k] += cj * c
             checks.append((nc, tuple(ncoefs), size, label))
         checks.extend(new)
-        dims = tuple((pst[k], est[k], sizes[k]) for k in range(n))
+        dims = tuple(zip(pst, est, sizes, strict=True))  # (C-level: no generator on this hot path)
         return self.__class__(self._base, p0, e0, dims, tuple(checks))
 
     def _label(self, axis: int) -> str:
