@@ -154,7 +154,7 @@ def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: st
     t = ndarray(shape, dtype, buffer, name)
     if t.is_hbm:
         raise kernel_error("filled HBM tensors are not supported; fill an SBUF tile and nl.store it")
-    t[...] = float(fill_value)
+    _c.assign(t, float(fill_value))  # (`t[...] = value`: the whole new tile is the view `t` itself)
     return t
 
 
