@@ -59,3 +59,13 @@ def test_merge_matches_start_order_reference_on_random_intervals() -> None:
         end = start + rng.integers(-5, 120, n)  # empty and reversed intervals included
         s, e = iv.merge(start, end)
         assert (s.tolist(), e.tolist()) == _merge_by_start_order(start, end)
+
+
+def test_merge_by_end_matches_start_order_reference_on_end_sorted_intervals() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(0, 200))
+        end = np.sort(rng.integers(-50, 2000, n))  # the contract: ends in order, starts anywhere before them
+        start = end - rng.integers(-5, 150 if rng.random() < 0.5 else 8, n)  # empty and reversed ones dropped
+        s, e = iv.merge_by_end(start, end)
+        assert (s.tolist(), e.tolist()) == _merge_by_start_order(start, end)

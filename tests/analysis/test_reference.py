@@ -55,6 +55,9 @@ def _check(rows: list[dict], groups: dict[object, list[dict]]) -> None:
         top = Counter(e["nki_source_location"] for e in members).most_common()
         best = top[0][1]
         assert r["source"].split(", ")[0] in {s for s, c in top if c == best}
+        if r["kind"] == "small_dma":  # the message gives the mean partitions per transfer
+            mean = sum(max(e["partitions"], 1) for e in members) / len(members)
+            assert f"over {mean:.0f} partition" in r["message"]
 
 
 @pytest.mark.parametrize("seed", range(12))

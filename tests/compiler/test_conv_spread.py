@@ -92,7 +92,7 @@ def test_split_dims_makes_the_spread_pattern_a_box_every_operand_follows() -> No
     elements of the pattern (brute force) for a contiguous operand, and a scalar broadcast follows it; a
     channels-last operand cannot (its channels do not merge with the row blocks): no spec."""
     from nprof.arch.isa import Access, Space
-    from nprof.compiler.fusion import split_dims
+    from nprof.compiler.tilechoice import split_dims
     from nprof.compiler.views import View, retile
 
     shape = (4, 16, 32, 32)

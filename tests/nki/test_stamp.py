@@ -24,6 +24,7 @@ from nprof.nki.typing import tensor
 from nprof.program.model import Program
 
 T = 128
+A = replay.RECORDED_AFFINE + 1  # iterations of an affine loop not replayed: those logged, and the last
 
 
 def _trace(kernel: Callable[..., Any], shapes: list[tuple[int, ...]]) -> Program:
@@ -129,24 +130,24 @@ def activations(x, y):
 
 
 def test_matmul_tutorial_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)], monkeypatch) == 10 - 5
+    assert _three(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)], monkeypatch) == 10 - A
     assert _three(hoisted, [(3 * T, 9 * T), (3 * T, 9 * 512)], monkeypatch) > 0
 
 
 def test_weights_kept_and_displaced(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(same_weights, [(T, T), (T, 12 * 512)], monkeypatch) == 12 - 5
-    assert _three(transposing, [(11 * T, T), (T, T)], monkeypatch) == 11 - 5
+    assert _three(same_weights, [(T, T), (T, 12 * 512)], monkeypatch) == 12 - A
+    assert _three(transposing, [(11 * T, T), (T, T)], monkeypatch) == 11 - A
 
 
 def test_activations_and_accumulators(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(activations, [(10 * T, 256), (T, 1)], monkeypatch) == 10 - 5
+    assert _three(activations, [(10 * T, 256), (T, 1)], monkeypatch) == 10 - A
 
 
 def test_random_tilings(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(7)
     for _ in range(3):
         k, m, n = rng.choice([1, 2, 5]), rng.choice([8, 9, 12]), rng.choice([1, 2, 3])
-        assert _three(tiled, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m - 5
+        assert _three(tiled, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m - A
 
 
 def test_stamped_programs_stay_columnar_through_simulation() -> None:
@@ -259,7 +260,7 @@ def helper_rows(x):
 
 
 def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(helper_rows, [(10 * T, 8)], monkeypatch) == 10 - 5
+    assert _three(helper_rows, [(10 * T, 8)], monkeypatch) == 10 - A
     assert _three(blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)], monkeypatch) > 0
     assert _three(floor_helper, [(3 * T, 8)], monkeypatch) == 0
     loops = replay.STATS["loops"]
@@ -269,9 +270,9 @@ def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_inner_loops_stamped_while_the_outer_loop_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:
     """The n loop stamps inside the m loop's logged iterations (its recorder told in bulk); the m loop then
-    replays whole n loops: 4 + 5 * 4 iterations stamped, the Program as the plain trace's."""
-    assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - 5) + 5 * (9 - 5)
-    assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - 5) + 5 * (9 - 5)
+    replays whole n loops: 9 - A + A * (9 - A) iterations stamped, the Program as the plain trace's."""
+    assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - A) + A * (9 - A)
+    assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - A) + A * (9 - A)
 
 
 def test_loop_sources_read_as_inspect_reads_them() -> None:

@@ -45,6 +45,28 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return start[first], reach[last]
 
 
+def merge_by_end(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`merge` for intervals whose ends are non-decreasing (e.g. waits [ts - wait, ts) of time-sorted rows):
+    no sort. Going back from the last interval, the running minimum of the starts is where the block reaching
+    each end begins; a block closes before an interval whose end is below every later start."""
+    start = np.asarray(start, dtype=_I64)
+    end = np.asarray(end, dtype=_I64)
+    keep = end > start
+    if not keep.all():
+        start, end = start[keep], end[keep]
+    if start.size == 0:
+        return np.empty(0, _I64), np.empty(0, _I64)
+    low = np.minimum.accumulate(start[::-1])[::-1]  # low[i] = min(start[i:])
+    close = np.empty(start.size, dtype=bool)
+    close[-1] = True
+    np.less(end[:-1], low[1:], out=close[:-1])
+    last = np.flatnonzero(close)
+    first = np.empty_like(last)
+    first[0] = 0
+    first[1:] = last[:-1] + 1
+    return low[first], end[last]
+
+
 def union_length(start: np.ndarray, end: np.ndarray) -> int:
     """Total time covered by at least one interval."""
     s, e = merge(start, end)

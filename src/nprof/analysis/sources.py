@@ -40,11 +40,14 @@ def top_per_group(
 ) -> list[list[str]]:
     """Most frequent source names per group, vectorised: rows give their group index and source code (-1 = none)."""
     out: list[list[str]] = [[] for _ in range(n_groups)]
-    keep = source_codes >= 0
-    if not keep.any() or not names:
+    if not names or source_codes.size == 0:
         return out
+    keep = source_codes >= 0
+    if not keep.all():  # no copies when every row has a source
+        group_of_row, source_codes = group_of_row[keep], source_codes[keep]
     width = len(names)
-    pair = group_of_row[keep].astype(np.int64) * width + source_codes[keep]
+    pair = group_of_row.astype(np.int64) * width
+    pair += source_codes
     if n_groups * width <= 4_000_000:  # a dense count table: no sort
         dense = np.bincount(pair, minlength=n_groups * width)
         uniq = np.flatnonzero(dense)

@@ -54,23 +54,32 @@ def _table(cols: dict[str, list], offsets: np.ndarray, ids: np.ndarray) -> pa.Ta
 
 
 def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.ndarray, message: Message) -> pa.Table:
-    """One warning per distinct code among DMA `rows` (codes aligned with rows; -1 = skip)."""
+    """One warning per distinct code among DMA `rows` (ascending; codes aligned with rows; -1 = skip)."""
     f = facts(profile)
     group_codes, offsets, order = group_rows(codes)
     if group_codes.size == 0:
         return SCHEMA.empty_table()
-    members = rows[order]  # grouped by code, table order within a group
     starts = offsets[:-1]
+    firsts = rows[order[starts]]  # each group's first row (table order)
     counts = np.diff(offsets)
-    nbytes = np.add.reduceat(f.d_bytes[members], starts)  # exact int64 sums per group
-    parts = np.add.reduceat(f.d_partitions[members], starts)
-    # members of a group keep table order, so with time-sorted transfers the first one starts earliest
-    ts = f.d_ts[members[starts]] if iv.is_sorted(f.d_ts) else np.minimum.reduceat(f.d_ts[members], starts)
-    end = np.maximum.reduceat(f.d_end[members], starts)
-    tensors = profile.dma["tensor"].take(pa.array(members[starts])).to_pylist()
+    # per-group figures accumulated in table order (sequential reads; exact int64 sums, min and max)
+    slot = np.zeros(int(group_codes[-1]) + 1, np.intp)
+    slot[group_codes] = np.arange(group_codes.size)
+    kept = codes >= 0
+    group, picked = (slot[codes], rows) if kept.all() else (slot[codes[kept]], rows[kept])
+    nbytes, parts = np.zeros(group_codes.size, np.int64), np.zeros(group_codes.size, np.int64)
+    np.add.at(nbytes, group, f.d_bytes[picked])
+    np.add.at(parts, group, f.d_partitions[picked])
+    end = np.full(group_codes.size, np.iinfo(np.int64).min)
+    np.maximum.at(end, group, f.d_end[picked])
+    if iv.is_sorted(f.d_ts):  # the first member of a group (table order) starts earliest
+        ts = f.d_ts[firsts]
+    else:
+        ts = np.full(group_codes.size, np.iinfo(np.int64).max)
+        np.minimum.at(ts, group, f.d_ts[picked])
+    tensors = profile.dma["tensor"].take(pa.array(firsts)).to_pylist()
     src_codes, src_names = f.source("dma")
-    group_index = np.repeat(np.arange(group_codes.size), counts)
-    sources = top_per_group(group_index, src_codes[members], src_names, group_codes.size)
+    sources = top_per_group(group, src_codes[picked], src_names, group_codes.size)
     cols: dict[str, list] = {n: [] for n in SCHEMA.names if n != "event_ids"}
     for g in range(group_codes.size):
         n = int(counts[g])
@@ -82,7 +91,8 @@ def _grouped_warnings(profile: Profile, kind: str, rows: np.ndarray, codes: np.n
         cols["source"].append(", ".join(sources[g]) or None)
         cols["count"].append(n)
         cols["bytes"].append(int(nbytes[g]))
-    return _table(cols, offsets - offsets[0], f.d_id[members])
+    ids = f.d_id[rows][order]  # grouped, table order within groups: one random gather
+    return _table(cols, offsets - offsets[0], ids)
 
 
 def _tensor_reloads(profile: Profile, limit: int) -> pa.Table:

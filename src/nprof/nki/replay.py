@@ -6,7 +6,9 @@ makes the same builder requests with integer operands (HBM offsets, offsets with
 loop index. So `Loop.__iter__` (nprof.nki.scopes) runs iterations 0..3 of such a loop plainly while a `Recorder`
 logs the builder requests they make, and when the four logs have the same structure and their integers lie on
 one line, it *replays* iterations 4..N-2 from the log (`replay`) and runs iteration N-1 plainly again (so the
-kernel's Python names end as after a plain trace). Anything else falls back to the plain trace, unchanged.
+kernel's Python names end as after a plain trace). A body whose source is affine in the loop variable
+(`nprof.nki.replay_affine`: its integers are affine by construction) is logged for iterations 0..1 only.
+Anything else falls back to the plain trace, unchanged.
 An inner loop replays inside an outer loop's logged iterations; its requests are told to every enclosing
 recorder, so the outer loop later replays whole inner loops.
 
@@ -30,7 +32,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Access, Space
-from nprof.nki.replay_pure import pure_body
+from nprof.nki.replay_pure import affine_body, pure_body
 from nprof.nki.stamp import stamp
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ STAMP = os.environ.get("NPROF_TRACE_STAMP", "1") != "0"  # iterations made in bu
 STAMP_MIN_EVENTS = 64  # events (iterations x body events) below which iterations are replayed one by one
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
+RECORDED_AFFINE = 2  # the same for a body affine in the loop variable by its source (nprof.nki.replay_affine)
 STATS = {"loops": 0, "iterations": 0, "stamped": 0}  # loops and iterations replayed, iterations of them stamped
 
 # -- recording -------------------------------------------------------------------------------------------------
@@ -245,8 +248,8 @@ def _fingerprint(builder: ProgramBuilder) -> tuple[Any, ...]:
 class Plan:
     """Records the first `RECORDED` iterations of one loop and replays the rest but the last (see module doc)."""
 
-    def __init__(self, builder: ProgramBuilder, length: int) -> None:
-        self.builder, self.length = builder, length
+    def __init__(self, builder: ProgramBuilder, length: int, recorded: int = RECORDED) -> None:
+        self.builder, self.length, self.recorded = builder, length, recorded
         self.outer = (builder._rec, builder._sbuf.listener, builder._psum.listener)  # an enclosing loop's
         self.rec = Recorder(builder, builder._rec)
         self.logs: list[tuple[list[Any], list[int]]] = []
@@ -265,7 +268,7 @@ class Plan:
                 or type(builder) is not ProgramBuilder or not builder.replay_ok or builder.direct.tiles
                 or not pure_body(frame)):  # fmt: skip
             return None
-        return Plan(builder, length)
+        return Plan(builder, length, RECORDED_AFFINE if affine_body(frame) else RECORDED)
 
     def detach(self) -> None:
         """Stop logging: the enclosing loop's recorder (if any) is told the builder's requests again."""
@@ -284,7 +287,7 @@ class Plan:
         if rec.failed or not self.prints[-1][8] or (n > 1 and self.prints[-1] != self.prints[1]):
             self.detach()
             return n
-        if n < RECORDED:
+        if n < self.recorded:
             rec.start(n)
             return n
         self.detach()

@@ -49,8 +49,9 @@ class _Template:
         self.builder = builder
         self.codes = _Codes()
         self.row: list[int] = []
-        self.holes: dict[str, list[tuple[int, int]]] = {"int": [], "tile": [], "name": []}  # (row position, col)
+        self.holes: dict[str, list[int]] = {"int": [], "tile": [], "name": []}  # row position, col (tile), ...
         self.tile_of_hole: list[int] = []  # tile of each "tile" hole
+        self._segments: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # operand key -> its encoding (`_segment`)
         self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
         self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source) / ("f", t)
         self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
@@ -113,26 +114,36 @@ class _Template:
     def _encode(self, k: int) -> None:
         """Append operand k's access to the row, holes where it varies."""
         key, col = self.operands[k]
-        row, holes, codes = self.row, self.holes, self.codes
+        seg = self._segments.get(key)
+        if seg is None:
+            seg = self._segments[key] = self._segment(key)
+        row, holes = self.row, self.holes
+        at = len(row)
+        row += seg[0]
+        ints = holes["int"]
+        ints += (at + seg[1], col + 1)
+        if seg[2] == "P":
+            ints += (at + 4, col)
+        elif seg[2] == "T":
+            holes["tile"] += (at + 4, col)
+            self.tile_of_hole.append(seg[3])
+            holes["name"] += (at, seg[3])
+        else:
+            ints += (at + 4, col)
+        self.width = max(self.width, len(seg[0]) - 2)
+
+    def _segment(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """(encoding with zeros at the holes, position of the second integer's hole, kind, tile of a "T" key)."""
+        codes = self.codes
         if key[0] == "H":
             _, tensor, dtype, parts, free = key
             sid = self.builder._deps._hbm_memory(tensor)
-            row += (codes.of(("n", tensor)), codes.of(("d", dtype)), sid, ITEMSIZE[dtype], 0, parts, 0, 0, len(free))
-            holes["int"] += [(len(row) - 5, col), (len(row) - 2, col + 1)]
-        else:
-            space, dtype, parts, free = key[1], key[3], key[4], key[5]
-            name = codes.of(("n", key[2])) if key[0] == "P" else 0
-            row += (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
-            holes["int"].append((len(row) - 3, col + 1))
-            if key[0] == "P":
-                holes["int"].append((len(row) - 5, col))
-            else:
-                holes["tile"].append((len(row) - 5, col))
-                self.tile_of_hole.append(key[2][1])
-                holes["name"].append((len(row) - 9, key[2][1]))
-        for pair in free:
-            row += pair
-        self.width = max(self.width, 7 + 2 * len(free))
+            head = (codes.of(("n", tensor)), codes.of(("d", dtype)), sid, ITEMSIZE[dtype], 0, parts, 0, 0, len(free))
+            return (*head, *(x for pair in free for x in pair)), 7, "H", -1
+        space, dtype, parts, free = key[1], key[3], key[4], key[5]
+        name = codes.of(("n", key[2])) if key[0] == "P" else 0
+        head = (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
+        return (*head, *(x for pair in free for x in pair)), 6, key[0], key[2][1] if key[0] == "T" else -1
 
 
 def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
@@ -206,15 +217,15 @@ def _stand_in(builder: ProgramBuilder, tile: tuple[Any, ...]) -> Any:
 
 def _stream(t: _Template, values: np.ndarray, offsets: np.ndarray, names: list[list[str]]) -> np.ndarray:
     """One stream row per iteration: the template's row with its holes filled."""
-    stream = np.tile(np.asarray(t.row, np.int64), (len(values), 1))
-    at, col = np.asarray(t.holes["int"], np.int64).reshape(-1, 2).T
+    stream = np.tile(np.array(t.row, np.int64), (len(values), 1))
+    at, col = np.array(t.holes["int"], np.int64).reshape(-1, 2).T
     stream[:, at] = values[:, col]
-    at, col = np.asarray(t.holes["tile"], np.int64).reshape(-1, 2).T
-    stream[:, at] = offsets[:, np.asarray(t.tile_of_hole, np.int64)] + values[:, col]
+    at, col = np.array(t.holes["tile"], np.int64).reshape(-1, 2).T
+    stream[:, at] = offsets[:, np.array(t.tile_of_hole, np.int64)] + values[:, col]
     if t.holes["name"]:
         codes = t.codes
-        name_codes = np.asarray([[codes.of(("n", n)) for n in row] for row in names], np.int64)
-        at, tile = np.asarray(t.holes["name"], np.int64).T
+        name_codes = np.array([[codes.of(("n", n)) for n in row] for row in names], np.int64)
+        at, tile = np.array(t.holes["name"], np.int64).reshape(-1, 2).T
         stream[:, at] = name_codes[:, tile]
     return stream
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from nprof.arch.isa import Engine, Opcode
 
 if TYPE_CHECKING:
@@ -64,19 +66,41 @@ class _Teller:
         self.keys, self.shift = _keys(rec, operands)
         self.made = chunk.made.tolist()
         self.row = 0
-        self.first = 0  # the recorder's number of the iteration's first tile
-        self.vals: list[int] = []
-        self.made_keys: dict[int, Any] = {}
+        self.variants: dict[tuple[int, int, int], tuple[Any, ...]] = {}  # (event, what, acc) -> its instruction
 
-    def key_of(self, k: int) -> Any:
-        hit = self.made_keys.get(k)
+    def variant(self, op: int, what: int, acc: int) -> tuple[Any, ...]:
+        """(engine, opcode, outs, ins, attrs) of the instruction `what` of event `op` (operand numbers)."""
+        hit = self.variants.get((op, what, acc))
         if hit is None:
-            key = self.keys[k]
-            if isinstance(key, int):
-                spec = self.operands[k][0]
-                key = ("T", spec[1], (0, self.first + key), spec[3], spec[4], spec[5])
-            hit = self.made_keys[k] = key
+            engine, opcode, outs, ins, attrs_, _, _ = self.chunk.ops[op]
+            if what == 0:
+                hit = (engine, opcode, outs, ins, attrs_)
+            elif what == 1:
+                hit = (Engine.TENSOR, Opcode.LDWEIGHTS, (), ins[:1], ())
+            else:
+                hit = (Engine.TENSOR, Opcode.MATMUL, outs, ins, _ACCUMULATE[acc])
+            self.variants[(op, what, acc)] = hit
         return hit
+
+    def ints(self) -> list[int]:
+        """The integers of every instruction made, in order (per operand, outs then ins: its two integers, the
+        first shifted as `_keys` says)."""
+        cols: list[int] = []
+        shifts: list[int] = []
+        operands, shift = self.operands, self.shift
+        per_row = []
+        for ev, _, what, acc in self.made:
+            _, _, o, i, _ = self.variant(ev, what, acc)
+            per_row.append(len(o) + len(i))
+            for k in (*o, *i):
+                col = operands[k][1]
+                cols += (col, col + 1)
+                shifts += (shift[k], 0)
+        if not cols:
+            return []
+        iteration = np.repeat(self.chunk.made[:, 1], 2 * np.asarray(per_row, np.int64))
+        values = self.chunk.values[iteration, np.asarray(cols, np.int64)] + np.asarray(shifts, np.int64)
+        return values.tolist()
 
     def source(self, source: str | None) -> str | None:
         if source is None:
@@ -85,38 +109,35 @@ class _Teller:
             source = self.here[0]
         return source
 
-    def ops(self, op: int, j: int) -> None:
-        """The `app` events of the instructions event `op` made in iteration j."""
-        engine, opcode, outs, ins, attrs_, _, source = self.chunk.ops[op]
-        made, rec, operands, shift, vals = self.made, self.rec, self.operands, self.shift, self.vals
-        while self.row < len(made) and made[self.row][0] == op and made[self.row][1] == j:
-            what, acc = made[self.row][2], made[self.row][3]
-            if what == 0:
-                o, i, eng, opc, at = outs, ins, engine, opcode, attrs_
-            elif what == 1:
-                o, i, eng, opc, at = (), ins[:1], Engine.TENSOR, Opcode.LDWEIGHTS, ()
-            else:
-                o, i, eng, opc, at = outs, ins, Engine.TENSOR, Opcode.MATMUL, _ACCUMULATE[acc]
-            for k in (*o, *i):
-                col = operands[k][1]
-                rec.ints.append(vals[col] + shift[k])
-                rec.ints.append(vals[col + 1])
-            rec.events.append(("app", eng, opc, tuple(map(self.key_of, o)), tuple(map(self.key_of, i)), at, source))
-            self.row += 1
-
-    def iteration(self, order: list[tuple[Any, ...]], j: int, vals: list[int], first: int) -> None:
-        self.vals, self.first, self.made_keys = vals, first, {}
+    def iteration(self, order: list[tuple[Any, ...]], j: int, first: int) -> None:
+        """The events of iteration j, its tiles numbered from `first` in the recorder."""
+        keys = [k if not isinstance(k, int) else _tile_key(spec[0], first + k)
+                for k, spec in zip(self.keys, self.operands, strict=True)]  # fmt: skip
         events = self.rec.events
+        made, row = self.made, self.row
         for step in order:
             kind = step[0]
-            if kind == "alloc":
+            if kind == "op":
+                op = step[1]
+                while row < len(made) and made[row][0] == op and made[row][1] == j:
+                    _, _, what, acc = made[row]
+                    eng, opc, o, i, at = self.variant(op, what, acc)
+                    source = self.chunk.ops[op][6]
+                    events.append(("app", eng, opc, tuple([keys[k] for k in o]), tuple([keys[k] for k in i]), at,
+                                   source))  # fmt: skip
+                    row += 1
+            elif kind == "alloc":
                 events.append(step[1])
             elif kind == "mat":
                 events.append(("mat", (0, first + step[1]), self.source(step[2])))
-            elif kind == "free":
-                events.append(("free", (0, first + step[1])))
             else:
-                self.ops(step[1], j)
+                events.append(("free", (0, first + step[1])))
+        self.row = row
+
+
+def _tile_key(spec: tuple[Any, ...], number: int) -> tuple[Any, ...]:
+    """The recorder's key of an operand (`spec`, keyed "T" in the chunk) on its tile numbered `number`."""
+    return ("T", spec[1], (0, number), spec[3], spec[4], spec[5])
 
 
 def _tell_one(builder: ProgramBuilder, rec: Recorder, order: list[tuple[Any, ...]], operands: list[tuple[Any, ...]],
@@ -124,7 +145,7 @@ def _tell_one(builder: ProgramBuilder, rec: Recorder, order: list[tuple[Any, ...
     teller = _Teller(builder, rec, operands, chunk, here)
     per = sum(1 for step in order if step[0] == "alloc")
     base = rec.count
-    values = chunk.values.tolist()
-    for j, vals in enumerate(values):
-        teller.iteration(order, j, vals, base + j * per)
-    rec.count = base + per * len(values)
+    rec.ints += teller.ints()
+    for j in range(len(chunk.values)):
+        teller.iteration(order, j, base + j * per)
+    rec.count = base + per * len(chunk.values)

@@ -63,7 +63,7 @@ def spread_factor(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tu
     return k
 
 
-def _rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Access:
+def block_rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Access:
     """HBM access [last - first, N, count] of a contiguous NCHW view seen with k row blocks per channel:
     partition p (first <= p < last) reads `count` elements from the start of its block plus `shift`."""
     n, c, h, w = v.shape
@@ -72,7 +72,7 @@ def _rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Acc
                   ((c * h * w, n), (1, count)), 0, part)  # fmt: skip
 
 
-def _predicate(rows: int, k: int, cols: int, col_step: int, want: int) -> NkiTensor:
+def block_predicate(rows: int, k: int, cols: int, col_step: int, want: int) -> NkiTensor:
     """[rows, cols] 0/1: 1.0 where (p - col_step * f) mod k == want (p the partition, f the column)."""
     expr = nl.arange(rows)[:, None] + nl.arange(cols)[None, :] * -col_step
     offset = nisa.tensor_scalar(nisa.iota(expr, dtype=nl.float32), "add", float(k * (cols + 1)))
@@ -91,13 +91,13 @@ def _repeat(t: NkiTensor, k: int) -> NkiTensor:
     return NkiTensor(t.base, p0, e0, (*dims, (0, 0, k)), ())
 
 
-def _padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
+def padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
     """E [C * k, N, rb + 2 ph, W + 2 pw] (see module doc)."""
     n, c, h, w = x.shape
     ph, pw = pad
     rb, parts = h // k, c * k
     e = nisa.memset((parts, n, rb + 2 * ph, w + 2 * pw), 0.0, nl.float32, engine=nisa.gpsimd_engine)
-    center = shaped(load(_rows(x, k, 0, parts, 0, rb * w)), (n, rb, w))
+    center = shaped(load(block_rows(x, k, 0, parts, 0, rb * w)), (n, rb, w))
     nisa.tensor_copy(center, dst=e[:, :, ph : ph + rb, pw : pw + w])
     if ph == 0 or parts == 1:
         return e
@@ -107,11 +107,11 @@ def _padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
         return e
     # the halo: rows of the previous block above (partition p from p - 1), of the next block below
     nisa.dma_copy(dst=e[1:parts, :, 0:ph, pw : pw + w],
-                  src=source(_rows(x, k, 1, parts, -ph * w, ph * w)))  # fmt: skip
+                  src=source(block_rows(x, k, 1, parts, -ph * w, ph * w)))  # fmt: skip
     nisa.dma_copy(dst=e[0 : parts - 1, :, ph + rb : 2 * ph + rb, pw : pw + w],
-                  src=source(_rows(x, k, 0, parts - 1, rb * w, ph * w)))  # fmt: skip
+                  src=source(block_rows(x, k, 0, parts - 1, rb * w, ph * w)))  # fmt: skip
     for rows, want in ((slice(0, ph), 0), (slice(ph + rb, 2 * ph + rb), k - 1)):  # the image's own edges: zero
-        edge = _column_over(_predicate(parts, k, 1, 0, want), (n, rows.stop - rows.start, w))
+        edge = _column_over(block_predicate(parts, k, 1, 0, want), (n, rows.stop - rows.start, w))
         nisa.tensor_copy_predicated(src=0.0, dst=e[:, :, rows, pw : pw + w], predicate=edge)
     return e
 
@@ -152,7 +152,7 @@ def _stationaries(natural: NkiTensor, c: int, taps: int, k: int) -> list[NkiTens
     p0, e0, dims = natural.access_key()
     by_tap = NkiTensor(natural.base, p0, e0, (dims[0], (0, 1, taps), (0, taps, c), (0, 0, k)), ())
     rows = nisa.tensor_copy(by_tap, engine=nisa.scalar_engine)  # [OC, taps, C, k]: W[oc, c, t] k times
-    mask = _predicate(c * k, k, oc * k, 1, 0)  # block of the row == block of the column
+    mask = block_predicate(c * k, k, oc * k, 1, 0)  # block of the row == block of the column
     mp0, me0, mdims = mask.access_key()
     st = nisa.memset((c * k, taps, oc, k), 0.0, nl.float32, engine=nisa.gpsimd_engine)
     per = max(1, PSUM_FREE // oc)  # taps whose transposes share one PSUM bank
@@ -205,7 +205,7 @@ def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | N
     n, _, h, wd = x.shape
     oc = out.shape[1]
     rb = h // k
-    e = _padded_input(x, k, padding)
+    e = padded_input(x, k, padding)
     shift = None
     if bias is not None:
         col = load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset, oc, ((0, 1),), 0, bias.strides[0]))
@@ -227,4 +227,4 @@ def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | N
             nisa.tensor_copy(acc.unflatten_free((g, rb * wd)), dst=dst)
         else:
             nisa.tensor_scalar(acc.unflatten_free((g, rb * wd)), "add", shift, dst=dst)
-    store(_rows(out, k, 0, P, 0, rb * wd), res)
+    store(block_rows(out, k, 0, P, 0, rb * wd), res)

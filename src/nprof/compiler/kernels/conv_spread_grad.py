@@ -6,7 +6,7 @@ output pixels of g[n, oc, pixel] * x[n, c, pixel + tap offset] (zero outside the
 each partition one block of rb = H / k rows of every image (the layout the spread batch norm and the spread
 convolution store, so both operands are usually still in SBUF: no DMA, or one DMA each when not).
 
-How: x lies in the padded tile E of `conv_spread._padded_input` (halo rows from the neighbouring blocks,
+How: x lies in the padded tile E of `conv_spread.padded_input` (halo rows from the neighbouring blocks,
 zero at the image edges). The contraction runs over pixels, so pixels go on the partitions: per chunk of at
 most 128 pixels of one block (a few whole rows of one image), g's chunk is transposed once to [pixels,
 (oc, b)] and every tap's window of E to [pixels, (c, b')] (TensorE transposes: data moves), and one matmul
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
-from nprof.compiler.kernels.conv_spread import _padded_input, _predicate, _rows
+from nprof.compiler.kernels.conv_spread import block_predicate, block_rows, padded_input
 from nprof.compiler.kernels.conv_taps import shaped
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.norm_spread import per_channel
@@ -42,7 +42,7 @@ def _chunks(n: int, rb: int, wd: int) -> list[tuple[int, int, int]]:
 def _diagonal_sums(accs: list[NkiTensor], per: int, taps: int, c: int, k: int) -> NkiTensor:
     """[128, taps * C]: column t * C + c of partition (oc, b) = A_t[(oc, b), (c, b)] (see module doc)."""
     width = c * k
-    mask = _predicate(P, k, width, 1, 0)  # 1 where the column's block equals the partition's
+    mask = block_predicate(P, k, width, 1, 0)  # 1 where the column's block equals the partition's
     mp0, me0, mdims = mask.access_key()
     sums = nl.ndarray((P, taps * c), dtype=nl.float32, buffer=nl.sbuf)
     for a, acc in enumerate(accs):
@@ -62,8 +62,8 @@ def conv_spread_weight_grad(dw: View, g: View, x: View, k: int, padding: tuple[i
     n, c, h, wd = x.shape
     oc, _, kh, kw = dw.shape
     rb, taps, width = h // k, kh * kw, c * k
-    gs = shaped(load(_rows(g, k, 0, P, 0, rb * wd)), (n, rb, wd))  # [(oc, b), N, rb, W]
-    e = _padded_input(x, k, padding)  # [(c, b), N, rb + 2 ph, W + 2 pw]
+    gs = shaped(load(block_rows(g, k, 0, P, 0, rb * wd)), (n, rb, wd))  # [(oc, b), N, rb, W]
+    e = padded_input(x, k, padding)  # [(c, b), N, rb + 2 ph, W + 2 pw]
     per = max(1, PSUM_FREE // width)  # taps whose accumulators share one PSUM bank
     accs = [nl.ndarray((P, min(per, taps - t0) * width), dtype=nl.float32, buffer=nl.psum)
             for t0 in range(0, taps, per)]  # fmt: skip

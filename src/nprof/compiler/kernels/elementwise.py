@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nprof.arch.isa import Access
-from nprof.compiler import fusion
+from nprof.compiler import tilechoice
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View, row_tiles
 from nprof.nki import isa as nisa
@@ -48,7 +48,7 @@ _SWAPPED_CMP = {"is_ge": "is_le", "is_le": "is_ge", "is_gt": "is_lt", "is_lt": "
 def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
     views = [op for op in operands if isinstance(op, View)]
     default = list(row_tiles(out.shape, [out.strides, *(v.strides for v in views)], fold=True))
-    specs = fusion.tiles_for(out, views, default) or default
+    specs = tilechoice.tiles_for(out, views, default) or default
     for spec in specs:
         column = [all(strides[k] == 0 for strides, _ in spec.free) for k in range(1, len(views) + 1)]
         use_columns = getattr(body, "accepts_columns", False) and not all(column)
