@@ -127,7 +127,7 @@ def _halo_by_transposes(e: NkiTensor, center: NkiTensor, k: int, pad: tuple[int,
     src_rows = slice(0, ph) if below else slice(rb - ph, rb)
     dst_rows = slice(ph + rb, 2 * ph + rb) if below else slice(0, ph)
     group = max(1, P // (ph * w))  # images per transpose (at most 128 elements per partition)
-    edge = _predicate(parts, k, 1, 0, k - 1 if below else 0)
+    edge = block_predicate(parts, k, 1, 0, k - 1 if below else 0)
     for n0 in range(0, n, group):
         g = min(group, n - n0)
         f = g * ph * w
