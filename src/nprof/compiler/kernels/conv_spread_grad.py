@@ -75,7 +75,7 @@ def _diagonal_sums(accs: list[NkiTensor], per: int, taps: int, c: int, k: int) -
     sums = nl.ndarray((parts, taps * c), dtype=nl.float32, buffer=nl.sbuf)
     for a, acc in enumerate(accs):
         tn = acc.shape[1] // width
-        diag = nisa.memset((parts, tn, width), 0.0, nl.float32)
+        diag = nisa.memset((parts, tn, width), 0.0, nl.float32, engine=nisa.gpsimd_engine)
         per_tap = NkiTensor(mask.base, mp0, me0, (mdims[0], (0, 0, tn), *mdims[1:]), ())
         nisa.tensor_copy_predicated(src=acc.unflatten_free((tn, width)), dst=diag, predicate=per_tap)
         t0 = a * per
@@ -101,13 +101,15 @@ def conv_spread_weight_grad(dw: View, g: View, x: View, k: int, padding: tuple[i
     for q, (img, im, r0, rt) in enumerate(_chunks(n, rbo, ow)):
         pixels = im * rt * ow
         g_t = engines.copy(nisa.nc_transpose(shaped(gs[:, img : img + im, r0 : r0 + rt, :], (pixels,))))
-        for t in range(taps):
+        x_t = []  # every tap's window transposed first: TensorE runs the transposes back to back while the
+        for t in range(taps):  # copies out of PSUM proceed, then the matmuls (none waits on its own copy)
             i, j = divmod(t, kw)
             y0 = i + r0 * sh
             win = engines.copy(e[:, img : img + im, y0 : y0 + (rt - 1) * sh + 1 : sh, j : j + (ow - 1) * sw + 1 : sw])
-            x_t = engines.copy(nisa.nc_transpose(shaped(win, (pixels,))))  # [pixels, (c, b')]
+            x_t.append(engines.copy(nisa.nc_transpose(shaped(win, (pixels,)))))  # [pixels, (c, b')]
+        for t in range(taps):
             acc = accs[t // per][:, (t % per) * width : (t % per + 1) * width]
-            prod = nisa.nc_matmul(g_t, x_t)
+            prod = nisa.nc_matmul(g_t, x_t[t])
             if q == 0:
                 acc[...] = prod
             else:
