@@ -161,3 +161,33 @@ def test_spread_weight_grad_keeps_an_inf_in_its_own_channel() -> None:
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
     same = np.isfinite(want)
     np.testing.assert_allclose(got[same], want[same], rtol=1e-4, atol=1e-3)
+
+
+# (batch, in channels, out channels, kernel, image size, stride, padding): weight gradients of k != 128 / OC
+STRIDED = [
+    (4, 16, 32, 3, 32, 2, 1),  # a resnet stage's first conv: x on 64 partitions (k = 4), blocks of 8 -> 4 rows
+    (4, 16, 32, 1, 32, 2, 0),  # its 1x1 shortcut: no halo
+    (2, 32, 16, 3, 16, 1, 1),  # more inputs than outputs: g on 64 partitions
+    (3, 8, 16, 3, 16, 2, 1),  # 8 blocks of 2 -> 1 row, three images per pixel chunk
+]
+
+
+@pytest.mark.parametrize("case", STRIDED, ids=[str(c) for c in STRIDED])
+def test_spread_weight_grad_of_strided_convolutions_matches_eager(case: tuple) -> None:
+    from nprof.compiler.kernels.conv_spread_grad import weight_grad_factor
+
+    n, cin, cout, k, size, stride, pad = case
+    geometry = ((stride, stride), (pad, pad), (1, 1))
+    assert weight_grad_factor((n, cin, size, size), (cout, cin, k, k), *geometry) > 1
+    gen = torch.Generator().manual_seed(cin + cout + stride)
+    out = (size + 2 * pad - k) // stride + 1
+    args = {"g": torch.randn(n, cout, out, out, generator=gen), "x": torch.randn(n, cin, size, size, generator=gen),
+            "w": torch.randn(cout, cin, k, k, generator=gen)}  # fmt: skip
+
+    def fn(g, x, w):  # type: ignore[no-untyped-def]
+        return (torch.ops.aten.convolution_backward(g, x, w, None, [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1,
+                                                    [False, True, False])[1],)  # fmt: skip
+
+    got, _ = _run(fn, args)
+    want = fn(*args.values())[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))

@@ -15,7 +15,7 @@ from typing import Any
 from nprof.compiler.kernels import conv as direct
 from nprof.compiler.kernels import conv_spread
 from nprof.compiler.kernels import elementwise as ew
-from nprof.compiler.kernels.conv_spread_grad import conv_spread_weight_grad
+from nprof.compiler.kernels.conv_spread_grad import conv_spread_weight_grad, weight_grad_factor
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.reduce import reduce_kernel
 from nprof.compiler.lower import Lowerer
@@ -114,23 +114,25 @@ def spread_backward(xv: View, wv: View, stride: Any, padding: Any, dilation: Any
     s, p, d = _pairs(stride, padding, dilation)
     n, c, h, w = xv.shape
     oc, _, kh, kw = wv.shape
-    k = {"weight": conv_spread.spread_factor((n, c, h, w), (oc, c, kh, kw), s, p, d),
+    k = {"weight": weight_grad_factor((n, c, h, w), (oc, c, kh, kw), s, p, d),
          "input": conv_spread.spread_factor((n, oc, h, w), (c, oc, kh, kw), s, p, d)}  # fmt: skip
     return bool(parts) and all(k[part] > 1 for part in parts)
 
 
-def _spread_backward(lw: Lowerer, g: View, xv: View, wv: View, padding: Any, output_mask: Any) -> tuple:
+def _spread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                     output_mask: Any) -> tuple:  # fmt: skip
     """convolution_backward in the spread layout (`spread_backward` said yes for the wanted parts)."""
-    pad = _pairs(padding)[0]
+    s, pad, d = _pairs(stride, padding, dilation)
     g, xv, wv = as_contiguous(lw, g), as_contiguous(lw, xv), as_contiguous(lw, wv)
-    c, oc = xv.shape[1], wv.shape[0]
+    c = xv.shape[1]
     results: list[Any] = [None, None, None]
     if output_mask[0]:
         results[0] = lw.new_tensor(index=0)
         lw.em.call(conv_spread.conv_spread_input_grad, results[0], g, wv, conv_spread.P // c, pad)
     if output_mask[1]:
         results[1] = lw.new_tensor(index=1)
-        lw.em.call(conv_spread_weight_grad, results[1], g, xv, conv_spread.P // oc, pad)
+        k = weight_grad_factor(tuple(xv.shape), tuple(wv.shape), s, pad, d)
+        lw.em.call(conv_spread_weight_grad, results[1], g, xv, k, pad, s)
     if output_mask[2]:
         results[2] = lw.new_tensor(index=2)
         lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")
@@ -181,7 +183,7 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
               for part, wanted in zip(("input", "weight"), output_mask[:2], strict=True)]  # fmt: skip
     if not any(spread):
         return _unspread_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
-    results = list(_spread_backward(lw, g, xv, wv, padding, [*spread, output_mask[2]]))
+    results = list(_spread_backward(lw, g, xv, wv, stride, padding, dilation, [*spread, output_mask[2]]))
     rest = [wanted and not s for wanted, s in zip(output_mask[:2], spread, strict=True)]
     if any(rest):  # the part that does not spread (a gradient whose flipped convolution has too many channels)
         other = _unspread_backward(lw, g, xv, wv, stride, padding, dilation, [*rest, False])

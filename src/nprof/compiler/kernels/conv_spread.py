@@ -29,6 +29,7 @@ that stand for zero padding are zeroed by a select, so a neighbouring channel's 
 from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped, source
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.norm_spread import SPREAD_MAX_C
@@ -100,6 +101,10 @@ def padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
     nisa.tensor_copy(center, dst=e[:, :, ph : ph + rb, pw : pw + w])
     if ph == 0 or parts == 1:
         return e
+    if ph * w <= P:  # the halo rows moved across partitions on TensorE: no DMA latency on the critical path
+        for below in (False, True):
+            _halo_by_transposes(e, center, k, pad, below)
+        return e
     # the halo: rows of the previous block above (partition p from p - 1), of the next block below
     nisa.dma_copy(dst=e[1:parts, :, 0:ph, pw : pw + w],
                   src=source(block_rows(x, k, 1, parts, -ph * w, ph * w)))  # fmt: skip
@@ -109,6 +114,33 @@ def padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
         edge = _column_over(block_predicate(parts, k, 1, 0, want), (n, rows.stop - rows.start, w))
         nisa.tensor_copy_predicated(src=0.0, dst=e[:, :, rows, pw : pw + w], predicate=edge)
     return e
+
+
+def _halo_by_transposes(e: NkiTensor, center: NkiTensor, k: int, pad: tuple[int, int], below: bool) -> None:
+    """E's halo rows above (or `below`) each block: partition p's ph rows of every image are the last (first)
+    ph rows of partition p - 1 (p + 1), written where that partition is the same channel's neighbouring block
+    and left zero at the image's own edge. The rows cross partitions by TensorE transposes (data moves, no
+    multiplication): transpose [parts, rows] -> [rows, parts], shift the columns by one, transpose back,
+    then a select by the edge mask writes them into E (zero elsewhere from E's memset)."""
+    parts, n, rb, w = center.shape
+    ph, pw = pad
+    src_rows = slice(0, ph) if below else slice(rb - ph, rb)
+    dst_rows = slice(ph + rb, 2 * ph + rb) if below else slice(0, ph)
+    group = max(1, P // (ph * w))  # images per transpose (at most 128 elements per partition)
+    edge = block_predicate(parts, k, 1, 0, k - 1 if below else 0)
+    for n0 in range(0, n, group):
+        g = min(group, n - n0)
+        f = g * ph * w
+        rows = engines.copy(center[:, n0 : n0 + g, src_rows, :])  # [parts, g, ph, w]
+        cols = nisa.nc_transpose(shaped(rows, (f,)))  # [f, parts]
+        moved = nisa.memset((f, parts), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+        if below:  # partition p takes p + 1
+            engines.copy(cols[:, 1:parts], dst=moved[:, 0 : parts - 1])
+        else:
+            engines.copy(cols[:, 0 : parts - 1], dst=moved[:, 1:parts])
+        back = nisa.nc_transpose(moved).unflatten_free((g, ph, w))  # [parts, g, ph, w]
+        nisa.tensor_copy_predicated(src=back, dst=e[:, n0 : n0 + g, dst_rows, pw : pw + w],
+                                    predicate=_column_over(edge, (g, ph, w)), reverse_pred=True)  # fmt: skip
 
 
 def _stationaries(natural: NkiTensor, c: int, taps: int, k: int) -> list[NkiTensor]:
