@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 from msgspec import UNSET, Raw, UnsetType, field
+from msgspec.structs import astuple
 
 from nprof.capture.chrome_events import ABSENT, ARG_KEYS, FLOW_KEYS, FLOW_PHASES, OTHER_PHASES, memory_counters
 
@@ -79,11 +80,10 @@ class _Event(msgspec.Struct, gc=False):
 
 EVENTS = msgspec.json.Decoder(list[_Event])
 _NO_ARGS = _Args()
-_ARG_GETS = tuple(map(attrgetter, _Args.__struct_fields__[: len(ARG_KEYS)]))  # 8 scalars, then 5 raw spans
 _INTERNED_ARGS = frozenset({"registers per thread", "shared memory", "bytes"})  # memo keys downstream
-_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args")
-_PH, _NAME, _CAT, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, _FIELDS)
-_FLOW_GETS = tuple(map(attrgetter, FLOW_KEYS))
+_FIELDS = _Event.__struct_fields__
+_X_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
+_NAME, _TS, _ARGS = map(attrgetter, ("name", "ts", "args"))
 _INTERN_FLOW = frozenset({"cat", "pid", "tid"})
 _NUMBERS = frozenset({int, float, bool})  # isinstance(v, int | float) for JSON values
 _INSTANTS = frozenset({"i", "I", "n"})
@@ -128,14 +128,15 @@ class Interned(dict[Any, Any]):
 def read_chunk(block: bytes, spans: list[Any], trace: FastTrace) -> list[Any] | None:
     """Decode one chunk into `trace`'s columns (see module doc)."""
     events = EVENTS.decode(block)
-    phases = list(map(_PH, events))
+    fields = dict(zip(_FIELDS, zip(*map(astuple, events), strict=True), strict=True))  # one pass over structs
+    phases = fields["ph"]
     kinds = set(phases)
     trace.n_phased += len(phases) - phases.count(None)
-    xs = events if kinds == {"X"} else list(compress(events, map(eq, phases, repeat("X"))))
+    xs = fields if kinds == {"X"} else _select(fields, _X_FIELDS, list(map(eq, phases, repeat("X"))))
     if not _slices(xs, trace):
         return None
     if not kinds.isdisjoint(FLOW_PHASES):
-        _flows(list(compress(events, map(contains, repeat(FLOW_PHASES), phases))), trace)
+        _flows(_select(fields, FLOW_KEYS, list(map(contains, repeat(FLOW_PHASES), phases))), trace)
     if kinds.isdisjoint(OTHER_PHASES):
         return []
     is_other = list(map(OTHER_PHASES.__contains__, phases))
@@ -145,36 +146,40 @@ def read_chunk(block: bytes, spans: list[Any], trace: FastTrace) -> list[Any] | 
     return loads(b"[" + b",".join(compress(spans, is_other)) + b"]")
 
 
-def _slices(xs: list[Any], trace: FastTrace) -> bool:
-    """Append the X slices `xs` to the slice columns; False when one has no ts (not plain)."""
-    m = len(xs)
+def _select(fields: dict[str, tuple[Any, ...]], keys: tuple[str, ...], mask: list[bool]) -> dict[str, Any]:
+    """The columns `keys` of `fields` at the events of `mask`."""
+    return {k: list(compress(fields[k], mask)) for k in keys}
+
+
+def _slices(xs: dict[str, Any], trace: FastTrace) -> bool:
+    """Append the columns of X slices `xs` to the slice columns; False when one has no ts (not plain)."""
     cols, intern = trace.slices, trace.interned.__getitem__
-    for key, get in (("name", _NAME), ("cat", _CAT), ("pid", _PID), ("tid", _TID)):
-        cols[key] += map(intern, map(get, xs))  # one object per distinct value
+    for key in ("name", "cat", "pid", "tid"):
+        cols[key] += map(intern, xs[key])  # one object per distinct value
     try:
-        ts = np.fromiter(map(_TS, xs), np.float64, m)  # float arrays per chunk: no float object per slice
+        ts = np.array(xs["ts"], np.float64)  # float arrays per chunk: no float object per slice
     except TypeError:  # UNSET: a slice without ts
         return False
     cols["ts"].append(ts)
-    cols["dur"].append(np.fromiter(map(_DUR, xs), np.float64, m))
-    _args(list(map(_ARGS, xs)), trace)
+    cols["dur"].append(np.array(xs["dur"], np.float64))
+    _args(xs["args"], trace)
     return True
 
 
-def _flows(flows: list[Any], trace: FastTrace) -> None:
-    """Append a chunk's flow events to the columns `trace.flows` (cat/pid/tid interned, ts as floats; ph and bp
-    are one-character strings, which Python shares already)."""
+def _flows(flows: dict[str, Any], trace: FastTrace) -> None:
+    """Append a chunk's flow events (columns) to the columns `trace.flows` (cat/pid/tid interned, ts as floats;
+    ph and bp are one-character strings, which Python shares already)."""
     intern = trace.interned.__getitem__
-    for key, get in zip(FLOW_KEYS, _FLOW_GETS, strict=True):
+    for key in FLOW_KEYS:
         if key == "ts":
             try:
-                trace.flows[key].append(np.fromiter(map(get, flows), np.float64, len(flows)))
+                trace.flows[key].append(np.array(flows[key], np.float64))
             except TypeError:  # UNSET
                 raise ValueError("a flow event has no ts") from None  # the reference refuses it
         elif key in _INTERN_FLOW:
-            trace.flows[key] += map(intern, map(get, flows))
+            trace.flows[key] += map(intern, flows[key])
         else:
-            trace.flows[key] += map(get, flows)
+            trace.flows[key] += flows[key]
 
 
 def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
@@ -219,19 +224,19 @@ def _memory_names(dev_type: Any, dev_id: Any) -> tuple[str, str | None]:
     return out[0][1], (out[1][1] if len(out) > 1 else None)
 
 
-def _args(found: list[Any], trace: FastTrace) -> None:
+def _args(found: list[Any] | tuple[Any, ...], trace: FastTrace) -> None:
     """Append the args structs of a chunk's X slices (None where args is null or absent) to the columns
     `trace.args` (ARG_KEYS; a key enters when a slice first has it); list values are decoded once per distinct
-    text (`chrome_fast.loads`, as the reference) and shared."""
+    text (`loads`, as the reference) and shared."""
     m = len(found)
     if None in found:
         found = [f or _NO_ARGS for f in found]
-    for k, (key, get) in enumerate(zip(ARG_KEYS, _ARG_GETS, strict=True)):
-        col: list[Any] = list(map(get, found))
+    columns = zip(*map(astuple, found), strict=True) if m else repeat((), len(ARG_KEYS))  # one pass over the structs
+    for k, (key, col) in enumerate(zip(ARG_KEYS, columns, strict=False)):
         if k >= 8:  # raw spans
-            col = [] if col.count(_NO_RAW) == m else _shared_values(col, trace.shapes.setdefault(key, {}))
+            col = () if col.count(_NO_RAW) == m else _shared_values(col, trace.shapes.setdefault(key, {}))
         elif col.count(UNSET) == m:
-            col = []
+            col = ()
         elif key in _INTERNED_ARGS:
             col = list(map(trace.interned.__getitem__, col))
         have = trace.args.get(key)
@@ -244,7 +249,7 @@ def _args(found: list[Any], trace: FastTrace) -> None:
     trace.n_x += m
 
 
-def _shared_values(raws: list[Any], shapes: dict[bytes, Any]) -> list[Any]:
+def _shared_values(raws: tuple[Any, ...], shapes: dict[bytes, Any]) -> list[Any]:
     """The values of raw JSON spans (ABSENT for an empty one), one object per distinct text (`shapes`: text ->
     value, updated)."""
     texts = b"\n".join(raws).split(b"\n")  # one C-level pass: JSON values hold no raw newline inside a string
