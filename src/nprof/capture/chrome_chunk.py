@@ -234,7 +234,7 @@ def _args(found: list[Any] | tuple[Any, ...], trace: FastTrace) -> None:
     columns = zip(*map(astuple, found), strict=True) if m else repeat((), len(ARG_KEYS))  # one pass over the structs
     for k, (key, col) in enumerate(zip(ARG_KEYS, columns, strict=False)):
         if k >= 8:  # raw spans
-            col = () if col.count(_NO_RAW) == m else _shared_values(col, trace.shapes.setdefault(key, {}))
+            col = () if col.count(_NO_RAW) == m else _shared_values(col, trace, key)
         elif col.count(UNSET) == m:
             col = ()
         elif key in _INTERNED_ARGS:
@@ -249,12 +249,21 @@ def _args(found: list[Any] | tuple[Any, ...], trace: FastTrace) -> None:
     trace.n_x += m
 
 
-def _shared_values(raws: tuple[Any, ...], shapes: dict[bytes, Any]) -> list[Any]:
-    """The values of raw JSON spans (ABSENT for an empty one), one object per distinct text (`shapes`: text ->
-    value, updated)."""
+class Values(dict[bytes, Any]):
+    """JSON texts -> their values (`loads`; ABSENT for b""), each decoded on its first lookup."""
+
+    def __missing__(self, text: bytes) -> Any:
+        value = self[text] = loads(text) if text else ABSENT
+        return value
+
+
+def _shared_values(raws: tuple[Any, ...], trace: FastTrace, key: str) -> list[Any]:
+    """The values of args `key`'s raw JSON spans (ABSENT for an empty one), one object per distinct text
+    (`trace.shapes[key]`, updated)."""
+    shapes = trace.shapes.get(key)
+    if shapes is None:
+        shapes = trace.shapes[key] = Values()
     texts = b"\n".join(raws).split(b"\n")  # one C-level pass: JSON values hold no raw newline inside a string
     if len(texts) != len(raws):  # a newline between the tokens of a value (an indented file): one at a time
         texts = list(map(bytes, raws))
-    for text in set(texts) - shapes.keys():
-        shapes[text] = loads(text) if text else ABSENT
     return list(map(shapes.__getitem__, texts))

@@ -72,6 +72,7 @@ class FastTrace:
     interned: dict[Any, Any] = dc_field(default_factory=dict)  # name/cat/pid/tid values, one object each
     # (a `chrome_chunk.Interned`)
     shapes: dict[str, dict[bytes, Any]] = dc_field(default_factory=dict)  # per args key: list values by text
+    # (`chrome_chunk.Values`)
     args: dict[str, list[Any]] = dc_field(default_factory=dict)  # ArgColumns.cols of the X slices so far
     types: dict[str, set[type]] = dc_field(default_factory=dict)  # the types pid/tid/scalar args columns can
     # hold (the typed schema's)
