@@ -82,8 +82,7 @@ EVENTS = msgspec.json.Decoder(list[_Event])
 _NO_ARGS = _Args()
 _INTERNED_ARGS = frozenset({"registers per thread", "shared memory", "bytes"})  # memo keys downstream
 _FIELDS = _Event.__struct_fields__
-_X_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
-_NAME, _TS, _ARGS = map(attrgetter, ("name", "ts", "args"))
+_PH, _NAME, _TS, _ARGS = map(attrgetter, ("ph", "name", "ts", "args"))
 _INTERN_FLOW = frozenset({"cat", "pid", "tid"})
 _NUMBERS = frozenset({int, float, bool})  # isinstance(v, int | float) for JSON values
 _INSTANTS = frozenset({"i", "I", "n"})
@@ -128,15 +127,14 @@ class Interned(dict[Any, Any]):
 def read_chunk(block: bytes, spans: list[Any], trace: FastTrace) -> list[Any] | None:
     """Decode one chunk into `trace`'s columns (see module doc)."""
     events = EVENTS.decode(block)
-    fields = dict(zip(_FIELDS, zip(*map(astuple, events), strict=True), strict=True))  # one pass over structs
-    phases = fields["ph"]
+    phases = list(map(_PH, events))
     kinds = set(phases)
     trace.n_phased += len(phases) - phases.count(None)
-    xs = fields if kinds == {"X"} else _select(fields, _X_FIELDS, list(map(eq, phases, repeat("X"))))
-    if not _slices(xs, trace):
+    xs = events if kinds == {"X"} else list(compress(events, map(eq, phases, repeat("X"))))
+    if not _slices(_columns(xs), trace):
         return None
     if not kinds.isdisjoint(FLOW_PHASES):
-        _flows(_select(fields, FLOW_KEYS, list(map(contains, repeat(FLOW_PHASES), phases))), trace)
+        _flows(_columns(list(compress(events, map(contains, repeat(FLOW_PHASES), phases)))), trace)
     if kinds.isdisjoint(OTHER_PHASES):
         return []
     is_other = list(map(OTHER_PHASES.__contains__, phases))
@@ -146,9 +144,11 @@ def read_chunk(block: bytes, spans: list[Any], trace: FastTrace) -> list[Any] | 
     return loads(b"[" + b",".join(compress(spans, is_other)) + b"]")
 
 
-def _select(fields: dict[str, tuple[Any, ...]], keys: tuple[str, ...], mask: list[bool]) -> dict[str, Any]:
-    """The columns `keys` of `fields` at the events of `mask`."""
-    return {k: list(compress(fields[k], mask)) for k in keys}
+def _columns(events: list[Any]) -> dict[str, tuple[Any, ...]]:
+    """The fields of `events` (structs) as columns: one pass over the structs (a tuple each), transposed."""
+    if not events:
+        return dict.fromkeys(_FIELDS, ())
+    return dict(zip(_FIELDS, zip(*map(astuple, events), strict=True), strict=True))
 
 
 def _slices(xs: dict[str, Any], trace: FastTrace) -> bool:
