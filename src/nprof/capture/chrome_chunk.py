@@ -11,8 +11,9 @@ Why typed: the schema states the types the checks allow (`chrome_check`): pid/ti
 args a number, string or null, ts/dur numbers, names strings; msgspec then validates each value in C as it reads it
 and the columns need no type pass of their own (`FastTrace.types` records the schema's types). The schema is
 narrower than the checks where a value would need care (a float or bool pid, a null dur, a non-string name...):
-such traces, never written by torch.profiler or Kineto, take the reference path. A chunk costs msgspec's decode
-plus about one C-level pass (`map`) per column read; no Python code runs per event.
+such traces, never written by torch.profiler or Kineto, take the reference path. A chunk costs msgspec's decode,
+one transposition of its structs (`msgspec.structs.astuple` + `zip`: each struct visited once) and a few C-level
+passes per column (interning, counts, list values looked up by text); no Python code runs per event.
 """
 
 from __future__ import annotations

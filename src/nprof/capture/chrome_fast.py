@@ -11,18 +11,20 @@ errors.
 
 How: msgspec splits the event list into raw spans (views of the input), then decodes chunks of `CHUNK`
 events (one copy of their contiguous bytes each) with a typed schema into small structs holding only the
-fields the importer reads, and reads them into columns, one C-level map per column (`chrome_chunk`: why typed,
-and the passes). The peak holds the file, one chunk of structs and the columns, never a dict per event.
+fields the importer reads, and transposes them into columns (`chrome_chunk`: why typed, and the passes). The
+peak holds the file, one chunk of structs and the columns, never a dict per event.
 Events of other phases (B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own
 fold (`chrome_events.fold_other_events`). Numbers follow `loads`' rule in both paths. Without msgspec installed
 `fast_parse` returns None.
 
-Why msgspec, measured on a 96 MB real-shaped Kineto trace (311 k events, CPU s on this machine): msgspec's typed
-decode of every field the importer reads 0.20 (its bare scan of the events 0.08); pyarrow's JSON reader 0.25 for
-five of those fields, and it refuses a column whose type changes (Kineto's pid: a number, a string in metadata);
-DuckDB's read_json 0.34 for eight; orjson into dicts 1.0; numba costs ~0.45 s to load in each process before it
-reads a byte (HTA takes 0.14 s for a whole 6 k-event trace). So msgspec scans, and the work after it is column
-passes.
+Why msgspec (measured on this 2-core machine, CPU s, on the real-shaped traces of bench/chrome_import.py):
+on mlp384 (73 MB, 210 k events) orjson into dicts takes 1.0; msgspec's typed decode of every field the importer
+reads 0.13 in chunks; pyarrow's JSON reader (the events re-serialised as NDJSON, an explicit schema) 0.25 for five
+fields, and it refuses a column whose type changes (Kineto's pid: a number, a string in metadata events); on
+mlp384.cuda (96 MB) DuckDB's read_json 0.34 for eight columns on one thread; numba costs ~0.45 s to load in each
+process before it reads a byte (HTA imports a whole 6 k-event trace in 0.14 s). So msgspec scans, and the rest is
+column passes: one transposition per chunk of `CHUNK` events (`chrome_chunk`), which costs about half of a map
+per field (each struct is visited once, while the chunk is in the CPU cache).
 """
 
 from __future__ import annotations
