@@ -388,4 +388,3 @@ def _numel_free(x: NkiTensor) -> int:
     return n
 
 
-from nprof.nki.assign import assign, inplace, matmul_target  # noqa: E402, F401  (re-exported: compute.assign...)
