@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from nprof.arch.isa import Access, Engine, Instruction, Opcode
+from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space
 from nprof.gcpause import gc_paused
 from nprof.program.columns import operand_column, operand_lists
 
@@ -62,6 +62,7 @@ INSTRUCTIONS = pa.schema(
     ]
 )
 _CACHE_ATTR = "_instruction_table"
+_SPACES = (Space.HBM, Space.SBUF, Space.PSUM)  # AccessColumns' space codes (nprof.device.columns.SPACES)
 
 
 def instruction_table(program: Program) -> pa.Table:
@@ -100,7 +101,7 @@ def columns_table(cols: Any) -> pa.Table:
     dims = pa.StructArray.from_arrays([pa.array(acc.free_stride, pa.int64()), pa.array(acc.free_size, pa.int64())],
                                       fields=list(free_type.value_type))  # fmt: skip
     children = {
-        "space": strings([str.__str__(s) for s in _spaces()], acc.space),
+        "space": strings([str.__str__(s) for s in _SPACES], acc.space),
         "tensor": strings(acc.tensor_names, acc.tensor),
         "dtype": strings(acc.dtype_names, acc.dtype),
         "offset": pa.array(acc.offset, pa.int64()),
@@ -132,10 +133,6 @@ def columns_table(cols: Any) -> pa.Table:
     )
 
 
-def _spaces() -> tuple[Any, ...]:
-    from nprof.device.columns import SPACES
-
-    return SPACES
 
 
 def _build(instrs: tuple[Instruction, ...]) -> pa.Table:
