@@ -57,7 +57,7 @@ class Recorder:
         self.builder = builder
         self.parent = parent  # the recorder of an enclosing loop: told every request too
         self.iteration = 0
-        self.events: list[tuple[Any, ...]] = []
+        self.events: list[Any] = []  # event tuples, and `stamp_tell.Told`s
         self.ints: list[int] = []
         self.tiles: dict[int, tuple[int, int, weakref.ref[OnChip]]] = {}  # id(base) -> (iteration, index, base)
         self.by_name: dict[str, int] = {}  # body tile name -> id(base)
