@@ -354,7 +354,8 @@ def compare(path: Path, n: int, skip_hta: bool, repeat: int = 1) -> int:
     """Print nprof's and HTA's import figures for one trace file (each in child processes, the same measure:
     times of the load call, peak RSS over the RSS after the library imports)."""
     size = os.path.getsize(path)
-    print(f"trace: {n} events, {size / 1e6:.1f} MB ({path.name})")
+    load = f"; machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
+    print(f"trace: {n} events, {size / 1e6:.1f} MB ({path.name}){load}")
     t_nprof, c_nprof, rss = in_child("nprof", path, repeat)
     print(
         f"  nprof import: {t_nprof:.2f} s wall, {c_nprof:.2f} s CPU ({n / t_nprof:,.0f} events/s); "

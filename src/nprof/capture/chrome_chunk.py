@@ -117,8 +117,8 @@ def loads(raw: bytes | memoryview) -> Any:
 
 
 class Interned(dict[Any, Any]):
-    """One object per distinct value: `interned[v]` is the first value equal to v seen (keys are ints, strings
-    and None only: 1, 1.0 and True would collide)."""
+    """One object per distinct value: `interned[v]` is the first value equal to v seen (keys are ints, strings,
+    None and UNSET only, as the schema types them: 1, 1.0 and True would collide)."""
 
     def __missing__(self, key: Any) -> Any:
         self[key] = key
