@@ -19,6 +19,7 @@ passes per column (interning, counts, list values looked up by text); no Python 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import attrgetter, contains, eq
 from typing import TYPE_CHECKING, Any
@@ -206,15 +207,16 @@ def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
             counters += chain.from_iterable(zip(first, zip(times, repeat(names[1]), reserved), strict=True))
         return
     labels: dict[tuple[Any, ...], tuple[str, str | None]] = {}
+    found: tuple[str, str | None] | None
     for ts, dt, di, alloc, res in zip(times, dev_type, dev_id, allocated, reserved, strict=True):
         key = (dt, di, dt.__class__, di.__class__)
-        names = labels.get(key)
-        if names is None:
-            names = labels[key] = _memory_names(0 if dt is UNSET else dt, 0 if di is UNSET else di)
+        found = labels.get(key)
+        if found is None:
+            found = labels[key] = _memory_names(0 if dt is UNSET else dt, 0 if di is UNSET else di)
         if alloc.__class__ in _NUMBERS:
-            counters.append((ts, names[0], alloc))
-        if names[1] is not None and res.__class__ in _NUMBERS:
-            counters.append((ts, names[1], res))
+            counters.append((ts, found[0], alloc))
+        if found[1] is not None and res.__class__ in _NUMBERS:
+            counters.append((ts, found[1], res))
 
 
 def _memory_names(dev_type: Any, dev_id: Any) -> tuple[str, str | None]:
@@ -233,6 +235,7 @@ def _args(found: list[Any] | tuple[Any, ...], trace: FastTrace) -> None:
     if None in found:
         found = [f or _NO_ARGS for f in found]
     columns = zip(*map(astuple, found), strict=True) if m else repeat((), len(ARG_KEYS))  # one pass over the structs
+    col: Sequence[Any]
     for k, (key, col) in enumerate(zip(ARG_KEYS, columns, strict=False)):
         if k >= 8:  # raw spans
             col = () if col.count(_NO_RAW) == m else _shared_values(col, trace, key)

@@ -48,7 +48,7 @@ try:
     from nprof.capture.chrome_chunk import SCHEMA_TYPES, Interned, loads, read_chunk
 except ImportError:  # pragma: no cover - msgspec is a core dependency; the reference path still works
     msgspec = None  # type: ignore[assignment]
-    loads = orjson.loads
+    loads = orjson.loads  # type: ignore[assignment]
 
 CHUNK = 512  # events decoded at a time: their structs stay in the CPU cache for the column passes
 # the top-level keys the importer reads (manifest `trace.<key>`; deviceProperties names the GPU)
