@@ -228,7 +228,9 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
     else:
         res = _dma_transpose_sbuf(src, mask, dtype)
     if dst is not None:
-        _c.assign(dst, res)
+        from nprof.nki.assign import assign
+
+        assign(dst, res)
         return dst
     return res
 

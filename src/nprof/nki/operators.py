@@ -33,6 +33,19 @@ def _compute() -> Any:
 _COMPUTE: Any = None
 
 
+def _assign() -> Any:
+    """`nprof.nki.assign` (imported on first use: it imports this module through nprof.nki.compute)."""
+    global _ASSIGN
+    if _ASSIGN is None:
+        from nprof.nki import assign
+
+        _ASSIGN = assign
+    return _ASSIGN
+
+
+_ASSIGN: Any = None
+
+
 class TileOperators:
     """Operator overloads of kernel tensors (see module doc)."""
 
@@ -98,19 +111,19 @@ class TileOperators:
         return self._op("binary", "logical_or", self, o)
 
     def __iadd__(self, o: Any) -> Any:
-        return self._op("inplace", "add", self, o)
+        return _assign().inplace("add", self, o)
 
     def __isub__(self, o: Any) -> Any:
-        return self._op("inplace", "subtract", self, o)
+        return _assign().inplace("subtract", self, o)
 
     def __imul__(self, o: Any) -> Any:
-        return self._op("inplace", "multiply", self, o)
+        return _assign().inplace("multiply", self, o)
 
     def __itruediv__(self, o: Any) -> Any:
-        return self._op("inplace", "divide", self, o)
+        return _assign().inplace("divide", self, o)
 
     def __setitem__(self, items: Any, value: Any) -> None:
-        self._op("assign", self.index(items), value)
+        _assign().assign(self.index(items), value)
 
     def __bool__(self) -> bool:
         raise kernel_error("a tile has no truth value at trace time; use nl.where or a mask instead of `if`")
