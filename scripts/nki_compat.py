@@ -189,8 +189,8 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
         res = {"runs": "no", "err": None, "why": first}
     if name in extra.PYTEST_FULL and res["runs"] == "yes":
         res["why"] = "no test marked for simulation: run in full (nothing in it needs a device)"
-    if longer:
-        res["why"] = f"limit {timeout:.0f} s: {longer[1]}" + (f"; {res['why']}" if res["why"] else "")
+    if longer:  # (after its own reason: the table cuts long lines)
+        res["why"] = (f"{res['why']}; " if res["why"] else "") + f"limit {timeout:.0f} s: {longer[1]}"
     known = extra.PYTEST_KNOWN.get(name)
     if known and res["runs"] != "yes" and known[1] in res["why"]:
         res = {"runs": known[0], "err": None, "why": known[2]}

@@ -37,18 +37,25 @@ class NkiCompatWarning(UserWarning):
     """An NKI parameter nprof accepts but does not model (the kernel still runs; the value is ignored)."""
 
 
+def first_in_kernel(key: str) -> bool:
+    """True the first time `key` is asked about in the kernel being traced (always True outside a kernel): the
+    once-per-kernel rule of nprof's compatibility warnings."""
+    try:
+        builder: Any = _trace.current()
+    except Exception:  # outside a kernel: every time (no kernel to attach "once" to)
+        return True
+    seen = _WARNED.setdefault(builder, set())
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
 def unmodelled(func: str, param: str, detail: str = "") -> None:
     """Warn once per traced kernel that `func`'s `param` is accepted but not modelled by nprof."""
     key = f"{func}({param}=)"
-    try:
-        builder: Any = _trace.current()
-    except Exception:  # outside a kernel: warn every time (no kernel to attach "once" to)
-        builder = None
-    if builder is not None:
-        seen = _WARNED.setdefault(builder, set())
-        if key in seen:
-            return
-        seen.add(key)
+    if not first_in_kernel(key):
+        return
     where = user_location() or "<kernel>"
     extra = f" ({detail})" if detail else ""
     warnings.warn(f"{where}: {key} is accepted but not modelled by nprof; it is ignored{extra}",

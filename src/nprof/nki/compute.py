@@ -24,7 +24,7 @@ from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
 from nprof.nki.indirection import GROUP, TensorIndirection
-from nprof.nki.masks import _OPERAND, mask_box, note_mask, operand_box
+from nprof.nki.masks import mask_box, note_mask, operand_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip, partition_first
 
@@ -63,7 +63,7 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool
             raise kernel_error(
                 f"{what} {x.name!r} is in HBM; compute engines read SBUF/PSUM — nl.load it into a tile first"
             )
-        if not masked_ok and _OPERAND.data and operand_box(x) is not None:  # (.data: no masked operand alive)
+        if not masked_ok and operand_box(x) is not None:
             raise kernel_error(
                 f"{what}: operand masking (tile[mask]) applies to matmul operands only (NKI API Masking); "
                 "pass mask= to this instruction instead"
@@ -386,5 +386,4 @@ def _numel_free(x: NkiTensor) -> int:
     for s in x.shape[1:]:
         n *= s
     return n
-
 

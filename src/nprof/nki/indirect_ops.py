@@ -99,7 +99,7 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None) -> None:
     emit_dma(dst.restrict(_box(mask, dst.shape)), _value_tile(value, dst, mask), rmw=rmw)
 
 
-def _copy_engine(value: Any, *views: Any) -> Engine:
+def copy_engine(value: Any, *views: Any) -> Engine:
     """The engine of a dynamic copy: `engine=`, else GpSimdE (VectorE when PSUM is involved: GpSimdE has no
     PSUM port)."""
     if value is not None and value != engine.unknown:
@@ -119,7 +119,7 @@ def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None,
     res = _c.new_tile(src.shape, _c.dname(dtype) if dtype is not None else src.dtype_name)
     box = _box(mask, src.shape)
     s = src.restrict(box) if box else src
-    emit_dynamic_copy(res.restrict(box) if box else res, s, _copy_engine(engine, res, s))
+    emit_dynamic_copy(res.restrict(box) if box else res, s, copy_engine(engine, res, s))
     return res
 
 
@@ -140,7 +140,7 @@ def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any 
         x = flat.unflatten_free(dst.shape[1:])
     box = _box(mask, dst.shape)
     d = dst.restrict(box) if box else dst
-    emit_dynamic_copy(d, x.restrict(box) if box else x, _copy_engine(engine, d, x))
+    emit_dynamic_copy(d, x.restrict(box) if box else x, copy_engine(engine, d, x))
 
 
 def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:

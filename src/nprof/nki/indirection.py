@@ -156,26 +156,26 @@ class TensorIndirection:
         """A new SBUF tile [P, num_elem] holding the columns (one dynamic copy per column, see module doc)."""
         from nprof.nki import compute as _c
         from nprof.nki.indirect import DynSlice, emit_dynamic_copy, index_dynamic
-        from nprof.nki.indirect_ops import _copy_engine
+        from nprof.nki.indirect_ops import copy_engine
 
         self._check(group)
         res = _c.new_tile(self.shape, self.dtype_name)
         for i in range(self.num_elem):
             src = index_dynamic(self.view, (slice(None), DynSlice(self._offset(i, group), 1)))
             col = res[:, i : i + 1]
-            emit_dynamic_copy(col, src, _copy_engine(None, col, self.view))
+            emit_dynamic_copy(col, src, copy_engine(None, col, self.view))
         return res
 
     def scatter(self, value: NkiTensor, group: int) -> None:
         """Write `value` [P, num_elem] into the columns (one dynamic copy per column)."""
         from nprof.nki.indirect import DynSlice, emit_dynamic_copy, index_dynamic
-        from nprof.nki.indirect_ops import _copy_engine
+        from nprof.nki.indirect_ops import copy_engine
 
         self._check(group)
         for i in range(self.num_elem):
             dst = index_dynamic(self.view, (slice(None), DynSlice(self._offset(i, group), 1)))
             col = value[:, i : i + 1]
-            emit_dynamic_copy(dst, col, _copy_engine(None, col, self.view))
+            emit_dynamic_copy(dst, col, copy_engine(None, col, self.view))
 
 
 def indirect(t: NkiTensor, index: Any, num_elem: int | None = None) -> TensorIndirection:
@@ -225,13 +225,10 @@ def resolve(args: tuple[Any, ...], kwargs: dict[str, Any], group: int) -> tuple[
 
 def _warn_once() -> None:
     """The timing caveat of the model, once per traced kernel."""
-    from nprof.nki.calls import _WARNED, NkiCompatWarning
+    from nprof.nki.calls import NkiCompatWarning, first_in_kernel
 
-    builder = _trace.current()
-    seen = _WARNED.setdefault(builder, set())
-    if "indirect" in seen:
+    if not first_in_kernel("tensor indirection"):
         return
-    seen.add("indirect")
     warnings.warn(f"{user_location() or '<kernel>'}: tensor indirection (.indirect) is modelled as one dynamic copy "
                   "per column before (gather) or after (scatter) the instruction: values exact, time overstated",
                   NkiCompatWarning, stacklevel=4)  # fmt: skip
