@@ -26,6 +26,7 @@ from nprof.compiler.kernels.onehot import (
 from nprof.compiler.kernels.reduce import argmax_kernel, reduce_kernel, softmax_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
 from nprof.compiler.ops import LOWERINGS, as_contiguous, elementwise_op, materialize_const, register, view_of
+from nprof.compiler.packing import RNG_PREFIX
 from nprof.compiler.views import View, numel
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -278,7 +279,7 @@ def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
         return src, Const(1.0, src.shape, "bool")
     if p >= 1.0:
         return Const(0.0, src.shape, "float32"), Const(0.0, src.shape, "bool")
-    name = f"rng.{lw.node.name}"
+    name = f"{RNG_PREFIX}{lw.node.name}"
     lw.em.hbm_tensor(name, src.shape, "float32", "input")
     lw.rng_draws[name] = {"bernoulli": 1.0 - float(p), "dtype": graphinfo.torch_dtype_name(lw.meta(x).dtype)}
     keep = View.whole(name, "float32", src.shape)
