@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from nprof.arch.isa import Access, Space  # noqa: E402
-from nprof.compiler import fusion  # noqa: E402
+from nprof.compiler import extents, fusion  # noqa: E402
 from nprof.compiler.backend import decompositions  # noqa: E402
 from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
 from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
@@ -130,15 +130,14 @@ def test_a_write_drops_only_the_kept_tiles_whose_span_it_meets() -> None:
         assert builder.lookup(first) is None and builder.lookup(second) is None
 
     builder.call(kernel)
-    assert fusion.span(columns) == (0, 240)
+    assert extents.span(columns) == (0, 240)
 
 
 def test_exact_cover_matches_a_set_reference_on_random_patterns() -> None:
-    """`fusion._exact_cover` (one bincount) against the plain rule: every element addressed exactly once."""
+    """`extents.exact_cover` (one bincount) against the plain rule: every element addressed exactly once."""
     import random
 
     from nprof.arch.isa import Access, Space
-    from nprof.compiler import fusion
 
     def addresses(a: Access) -> list[int]:
         out = [a.offset + p * a.partition_stride for p in range(a.partitions)]
@@ -165,6 +164,6 @@ def test_exact_cover_matches_a_set_reference_on_random_patterns() -> None:
             ])
         flat = [i for a in accesses for i in addresses(a)]
         expected = len(flat) == n and sorted(flat) == list(range(n))
-        assert fusion._exact_cover(accesses, n) == expected
+        assert extents.exact_cover(accesses, n) == expected
         verdicts.add(expected)
     assert verdicts == {True, False}  # both outcomes exercised

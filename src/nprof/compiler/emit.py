@@ -90,7 +90,8 @@ class Emitter:
                 self.builder.hbm_tensor(INTS_NAME, (len(pack.ints),), "int32", "input", None)
             self.builder.pack = pack
         if self.builder.fusing and packing.ENABLED:  # the inputs of at most pmax rows (`compiler.rowpack`)
-            rows = plan_rows(list(self.tensors.values()), pack.members if pack is not None else (),
+            filled = [name for name in self.tensors if name.startswith(packing.RNG_PREFIX)]  # after packing
+            rows = plan_rows(list(self.tensors.values()), [*(pack.members if pack is not None else ()), *filled],
                              self.builder.preset.pmax)  # fmt: skip
             if rows is not None:
                 self.builder.hbm_tensor(ROWS_NAME, (rows.parts * rows.width,), "float32", "input", None)

@@ -26,7 +26,7 @@ from nprof.compiler.kernels.onehot import (
 from nprof.compiler.kernels.reduce import argmax_kernel, reduce_kernel, softmax_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
 from nprof.compiler.ops import LOWERINGS, as_contiguous, elementwise_op, materialize_const, register, view_of
-from nprof.compiler.rowpack import RNG_PREFIX
+from nprof.compiler.packing import RNG_PREFIX
 from nprof.compiler.views import View, numel
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa

@@ -32,8 +32,7 @@ import numpy as np
 
 from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
-from nprof.compiler.packing import INTS_NAME, PACKED_META, pack_inputs, unpack_outputs
-from nprof.compiler.rowpack import RNG_PREFIX
+from nprof.compiler.packing import INTS_NAME, PACKED_META, RNG_PREFIX, pack_inputs, unpack_outputs
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Access
-from nprof.compiler.fusion import FusingBuilder, numel_of
+from nprof.compiler.extents import numel_of
+from nprof.compiler.fusion import FusingBuilder
 
 
 def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> list[Any] | None:
