@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -84,8 +86,15 @@ def _reference_wait_ns(p, engine: str) -> int:
     return len(waiting - running)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_engine_wait_matches_a_plain_reference(seed: int) -> None:
+def test_engine_wait_matches_a_plain_reference(seed: int, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths: the merges (numpy) and the compiled loop (`engine_core`, forced from 0 rows)."""
+    latency = importlib.import_module("nprof.analysis.latency")
+    if compiled:
+        monkeypatch.setattr(latency, "COMPILED_FROM", 0)
+    else:
+        monkeypatch.setattr(latency, "load_compiled", lambda *a, **k: None)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 120))
     dense = seed % 2 == 0  # most rows wait (one interval per row) or few do (the busy union plus the waits)

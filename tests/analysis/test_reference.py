@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
+from nprof.analysis import facts as facts_module
 from nprof.analysis.counters import pending_dma
 from nprof.analysis.facts import facts
 from nprof.analysis.findings import engine_tracks
@@ -92,12 +93,16 @@ def test_pending_dma_matches_a_sweep(seed: int) -> None:
     assert list(zip(ts.tolist(), value.tolist(), strict=True)) == expected
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_compute_union_matches_a_sweep(seed: int) -> None:
+def test_compute_union_matches_a_sweep(seed: int, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-engine merges by numpy and by the compiled loop (time-sorted rows, forced from 0 rows)."""
+    monkeypatch.setattr(facts_module, "ENGINE_COMPILED_FROM", 0 if compiled else 10**12)
     rng = np.random.default_rng(200 + seed)
     n = int(rng.integers(1, 200))
     engines = rng.choice(["tensor", "vector", "scalar", "sync"], n).tolist()
-    ts = rng.integers(0, 3000, n).tolist()
+    ts = rng.integers(0, 3000, n)
+    ts = (np.sort(ts) if compiled else ts).tolist()
     dur = rng.integers(0, 200, n).tolist()
     p = make({"ts": ts, "duration": dur, "engine": engines})
     starts, ends = facts(p).compute_merged

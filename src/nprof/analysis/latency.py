@@ -25,10 +25,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nprof.analysis import intervals as iv
-from nprof.analysis.facts import facts, to_numpy
+from nprof.analysis.facts import ENGINE_COMPILED_FROM, facts, to_numpy
+from nprof.compiled import load_compiled
 from nprof.profile import Profile
 
 MAX_LAYERS = 3
+COMPILED_FROM = ENGINE_COMPILED_FROM  # an engine's rows from which its waits run compiled (see facts)
 
 
 def engine_wait_ns(profile: Profile, engine: str) -> int:
@@ -39,12 +41,17 @@ def engine_wait_ns(profile: Profile, engine: str) -> int:
 
 def _engine_wait_ns(profile: Profile, engine: str) -> int:
     """`engine_wait_ns` computed as |W ∪ B| - |B| (= |W| - |W ∩ B|), W the waits [ts - wait, ts) and B the busy
-    time (merged, cached): one merge, no intersection. With time-sorted rows the waits end in order, so W is
-    merged without a sort and W ∪ B merges two sorted runs (linear); else all intervals merge at once."""
+    time: by the compiled loop (`nprof.analysis.engine_core`) for a big engine with time-sorted rows, else by
+    merges. With time-sorted rows the waits end in order, so W is merged without a sort and W ∪ B merges two
+    sorted runs (linear); else all intervals merge at once."""
     f = facts(profile)
     wait_all = f.i_col("wait_ns")
-    rows = f.engine_rows(engine)  # ascending: the engine's rows, grouped once for every engine
-    rows = rows[wait_all[rows] > 0]
+    everyone = f.engine_rows(engine)  # ascending: the engine's rows, grouped once for every engine
+    core = load_compiled("nprof.analysis.engine_core", everyone.size, COMPILED_FROM, loaded="numba")
+    if core is not None and f.i_ts_sorted:
+        union, busy_ns = core.wait_union(everyone, f.i_ts, f.i_end, wait_all)
+        return max(0, int(union) - int(busy_ns))
+    rows = everyone[wait_all[everyone] > 0]
     if rows.size == 0:
         return 0
     busy = f.engine_merged(engine)

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Access, Space
 from nprof.nki.replay_pure import affine_body, pure_body
+from nprof.nki.source import user_location
 from nprof.nki.stamp import stamp
+from nprof.nki.stamp_tell import Told, flat
 
 if TYPE_CHECKING:
     from nprof.nki.tensor import OnChip
@@ -106,7 +108,7 @@ class Recorder:
             self.fail("a tile from before the loop is placed in its body")
             return
         self.at[(base.space is Space.SBUF, base.byte_offset)] = (self.iteration - hit[0], hit[1], hit[0])
-        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source))
+        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source, user_location(full_path=True)))
 
     def freed(self, sbuf: bool, start: int) -> None:
         if self.parent is not None:
@@ -160,7 +162,8 @@ class Recorder:
 # -- the template and its replay -------------------------------------------------------------------------------
 def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[int], list[int]] | None:
     """(events, integers of the last logged iteration, their step per iteration) when all logs have the same
-    events and their integers lie on lines; None otherwise."""
+    events and their integers lie on lines; None otherwise. (Its events may hold `stamp_tell.Told`s: `flat` lays
+    them out.)"""
     events = logs[0][0]
     if any(e != events for e, _ in logs[1:]) or len({len(i) for _, i in logs}) != 1:
         return None
@@ -168,9 +171,11 @@ def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[i
     for (_, a), (_, b) in itertools.pairwise(logs):
         if any(y - x != d for x, y, d in zip(a, b, step, strict=True)):
             return None
-    frees = [e[1] for e in events if e[0] == "free"]
-    mats = [e[1] for e in events if e[0] == "mat"]
-    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not _own_tiles(events):
+    plain = [e for e in events if type(e) is not Told]  # (a Told's own tiles are placed and freed within it)
+    frees = [e[1] for e in plain if e[0] == "free"]
+    mats = [e[1] for e in plain if e[0] == "mat"]
+    own = _own_tiles(plain) and all(e.own_tiles() for e in events if type(e) is Told)
+    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not own:
         return None  # every tile placed in an iteration is freed within it, and no other
     return events, list(logs[-1][1]), step
 
@@ -212,7 +217,7 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
         if kind == "alloc":
             tiles.append(builder.new_tile(ev[1], ev[2], ev[3], "", ev[4], lazy=True))
         elif kind == "mat":
-            builder.materialize(tiles[ev[1][1]], source=ev[2])
+            builder.materialize(tiles[ev[1][1]], source=ev[2], where=ev[3])
         elif kind == "free":
             tiles[ev[1][1]] = None  # the last reference: the tile's finalizer frees its memory
         elif kind == "app":
@@ -303,6 +308,7 @@ class Plan:
             stamp(self.builder, events, ints, step, n, last)
             STATS["stamped"] += last - n
             return last
+        events = flat(events)
         for k in range(n, last):
             shift = k - (n - 1)
             replay(self.builder, events, [a + shift * d for a, d in zip(ints, step, strict=True)])
