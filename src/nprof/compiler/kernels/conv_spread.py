@@ -218,7 +218,8 @@ def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | N
         g = min(group, n - n0)
         acc = nl.ndarray((P, g * rb * wd), dtype=nl.float32, buffer=nl.psum)
         for t, (i, j) in enumerate(taps):
-            prod = nisa.nc_matmul(stationary[t], e[:, n0 : n0 + g, i : i + rb, j : j + wd])
+            window = nisa.tensor_copy(e[:, n0 : n0 + g, i : i + rb, j : j + wd], engine=nisa.gpsimd_engine)
+            prod = nisa.nc_matmul(stationary[t], window)  # TensorE reads a contiguous copy: made on GpSimdE
             if t == 0:
                 acc[...] = prod
             else:
