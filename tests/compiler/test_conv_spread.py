@@ -191,3 +191,23 @@ def test_spread_weight_grad_of_strided_convolutions_matches_eager(case: tuple) -
     got, _ = _run(fn, args)
     want = fn(*args.values())[0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("k", [3, 1])
+def test_strided_input_grad_of_few_channels_is_stored_spread(k: int) -> None:
+    """The input gradient of a stride-2 convolution from 16 channels (`kernels.conv_strided`) leaves SBUF in the
+    spread layout (128 partitions, moved there by `norm_spread.respread`'s transposes), equal to eager's."""
+    pad = (k - 1) // 2
+    gen = torch.Generator().manual_seed(11 + k)
+    args = {"g": torch.randn(4, 32, 16, 16, generator=gen), "x": torch.randn(4, 16, 32, 32, generator=gen),
+            "w": torch.randn(32, 16, k, k, generator=gen)}  # fmt: skip
+
+    def fn(g, x, w):  # type: ignore[no-untyped-def]
+        return (torch.ops.aten.convolution_backward(g, x, w, None, [2, 2], [pad, pad], [1, 1], False, [0, 0], 1,
+                                                    [True, False, False])[0],)  # fmt: skip
+
+    got, program = _run(fn, args)
+    np.testing.assert_allclose(got, fn(*args.values())[0].numpy(), rtol=1e-4, atol=1e-4)
+    stores = [ins.outs[0] for ins in program.instructions if ins.opcode.name == "DMA_DIRECT2D"
+              and ins.outs[0].space.name == "HBM" and ins.outs[0].partitions > 1]  # fmt: skip
+    assert stores and all(a.partitions == 128 for a in stores)

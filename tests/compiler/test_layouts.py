@@ -215,3 +215,20 @@ def test_a_broadcast_operand_is_loaded_once_per_distinct_element() -> None:
     read = sum(a.elements for ins in program.instructions if ins.opcode is Opcode.DMA_DIRECT2D
                for a in ins.ins if a.space is Space.HBM)  # fmt: skip
     assert read == 4 * 128
+
+
+def test_few_channel_images_are_tiled_in_the_spread_layout() -> None:
+    """A ReLU backward on [4, 16, 32, 32] (no producer tiling to follow: graph inputs) runs on all 128
+    partitions, channel c on partitions 8c..8c+7, each a block of 4 rows of every image (the spread layout the
+    spread convolutions and batch norms keep in SBUF), not on 16 or 64; the result equals eager's."""
+    gen = torch.Generator().manual_seed(4)
+    x, g = torch.randn(4, 16, 32, 32, generator=gen), torch.randn(4, 16, 32, 32, generator=gen)
+
+    def fn(x, g):  # type: ignore[no-untyped-def]
+        return (torch.where(x <= 0, 0.0, g),)
+
+    program, (got,) = _lower(fn, [x, g])
+    np.testing.assert_array_equal(got, fn(x, g)[0].numpy())
+    dmas = [a for ins in program.instructions if ins.opcode is Opcode.DMA_DIRECT2D
+            for a in (*ins.ins, *ins.outs) if a.space is Space.HBM]  # fmt: skip
+    assert dmas and all(a.partitions == 128 and a.partition_stride == 128 for a in dmas)

@@ -273,16 +273,19 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
         c0, cc = ci * P, xp.shape[0]
         for t, tap in live:
             accs = [nl.ndarray((d.shape[0], cc), dtype=nl.float32, buffer=nl.psum) for d in dwn]
-            for b, (img, im, r0, rt) in enumerate(blocks):
-                win = _windows(xp, img, im, r0, rt, ow, tap, stride, dilation)
-                win = _shaped(engines.copy(win), (im * rt * ow,))
-                x_t = engines.copy(nisa.nc_transpose(win))  # [pixels, cc]
-                for k, acc in enumerate(accs):
-                    prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)  # [oc chunk, cc]
-                    if b == 0:
-                        acc[...] = prod
-                    else:
-                        acc += prod
+            for b0 in range(0, len(blocks), BATCH):  # a batch of windows transposed first: TensorE runs them
+                x_ts = []  # back to back, then the matmuls (none waits on the copy out of PSUM just before it)
+                for img, im, r0, rt in blocks[b0 : b0 + BATCH]:
+                    win = _windows(xp, img, im, r0, rt, ow, tap, stride, dilation)
+                    win = _shaped(engines.copy(win), (im * rt * ow,))
+                    x_ts.append(engines.copy(nisa.nc_transpose(win)))  # [pixels, cc]
+                for b, x_t in enumerate(x_ts, b0):
+                    for k, acc in enumerate(accs):
+                        prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)  # [oc chunk, cc]
+                        if b == 0:
+                            acc[...] = prod
+                        else:
+                            acc += prod
             for d, acc in zip(dwn, accs, strict=True):
                 engines.copy(acc, dst=d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt])
     per = c * nt
@@ -290,6 +293,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
 
 
+BATCH = 8  # pixel blocks whose transposes a weight-gradient kernel issues before their matmuls
 STACK_MAX_C = 32  # input channels up to which a convolution stacks kernel taps on the partitions
 
 
@@ -376,14 +380,15 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
     for group in groups:
         stacked = stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
         accs = [nl.ndarray((d.shape[0], len(group) * c), dtype=nl.float32, buffer=nl.psum) for d in dwn]
-        for b, (p0, pt) in enumerate(blocks):
-            x_t = engines.copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt]))  # [pixels, taps * C]
-            for k, acc in enumerate(accs):
-                prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
-                if b == 0:
-                    acc[...] = prod
-                else:
-                    acc += prod
+        for b0 in range(0, len(blocks), BATCH):  # a batch of transposes first (see conv_weight_grad_kernel)
+            x_ts = [engines.copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt])) for p0, pt in blocks[b0 : b0 + BATCH]]
+            for b, x_t in enumerate(x_ts, b0):
+                for k, acc in enumerate(accs):
+                    prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
+                    if b == 0:
+                        acc[...] = prod
+                    else:
+                        acc += prod
         for d, acc in zip(dwn, accs, strict=True):
             for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
                 engines.copy(acc[:, j * c : (j + 1) * c], dst=d[:, t : (c - 1) * nt + t + 1 : nt])

@@ -75,8 +75,9 @@ def block_rows(v: View, k: int, first: int, last: int, shift: int, count: int) -
 def block_predicate(rows: int, k: int, cols: int, col_step: int, want: int) -> NkiTensor:
     """[rows, cols] 0/1: 1.0 where (p - col_step * f) mod k == want (p the partition, f the column)."""
     expr = nl.arange(rows)[:, None] + nl.arange(cols)[None, :] * -col_step
-    offset = nisa.tensor_scalar(nisa.iota(expr, dtype=nl.float32), "add", float(k * (cols + 1)))
-    return nisa.tensor_scalar(nisa.tensor_scalar(offset, "mod", float(k)), "is_equal", float(want))
+    gp = nisa.gpsimd_engine  # it depends on nothing: GpSimdE builds it off the VectorE queue the kernel waits on
+    offset = nisa.tensor_scalar(nisa.iota(expr, dtype=nl.float32), "add", float(k * (cols + 1)), engine=gp)
+    return nisa.tensor_scalar(offset, "mod", float(k), op1="is_equal", operand1=float(want), engine=gp)
 
 
 def _column_over(col: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
@@ -151,7 +152,7 @@ def _stationaries(natural: NkiTensor, c: int, taps: int, k: int) -> list[NkiTens
     oc = natural.shape[0]
     p0, e0, dims = natural.access_key()
     by_tap = NkiTensor(natural.base, p0, e0, (dims[0], (0, 1, taps), (0, taps, c), (0, 0, k)), ())
-    rows = nisa.tensor_copy(by_tap, engine=nisa.scalar_engine)  # [OC, taps, C, k]: W[oc, c, t] k times
+    rows = nisa.tensor_copy(by_tap, engine=nisa.gpsimd_engine)  # [OC, taps, C, k]: W[oc, c, t] k times
     mask = block_predicate(c * k, k, oc * k, 1, 0)  # block of the row == block of the column
     mp0, me0, mdims = mask.access_key()
     st = nisa.memset((c * k, taps, oc, k), 0.0, nl.float32, engine=nisa.gpsimd_engine)
@@ -217,7 +218,8 @@ def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | N
         g = min(group, n - n0)
         acc = nl.ndarray((P, g * rb * wd), dtype=nl.float32, buffer=nl.psum)
         for t, (i, j) in enumerate(taps):
-            prod = nisa.nc_matmul(stationary[t], e[:, n0 : n0 + g, i : i + rb, j : j + wd])
+            window = nisa.tensor_copy(e[:, n0 : n0 + g, i : i + rb, j : j + wd], engine=nisa.gpsimd_engine)
+            prod = nisa.nc_matmul(stationary[t], window)  # TensorE reads a contiguous copy: made on GpSimdE
             if t == 0:
                 acc[...] = prod
             else:

@@ -8,8 +8,10 @@ phase (y mod sh, x mod sw): input row y = a * sh + ry reads output row oy = a + 
 through kernel row i exactly when sh divides ry + ph - i * dh, so each phase is a stride-1 correlation of the
 undilated gradient (in SBUF once, zero-padded by the largest offsets) with the taps of that phase only:
 per (phase, block of at most 512 pixels) one PSUM accumulation over its taps and 128-channel chunks of OC,
-evicted into the strided positions of the resident result, which is stored by one DMA per 128 channels. A
-phase no tap reaches is zero (a 1x1 stride-2 convolution reaches one phase of four).
+evicted into the strided positions of the resident result, which is stored by one DMA per 128 channels (few
+channels: moved into the spread layout of `kernels.norm_spread` by TensorE transposes and stored in it, the
+layout the spread batch norm and ReLU backward after it keep in SBUF). A phase no tap reaches is zero (a 1x1
+stride-2 convolution reaches one phase of four).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped
 from nprof.compiler.kernels.hbm import load, store
+from nprof.compiler.kernels.norm_spread import respread, spread_access, spread_factor
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
@@ -94,4 +97,8 @@ def strided_input_grad(dx: View, g: View, w: View, stride: tuple[int, int], padd
                 dst = res[:, n0 : n0 + gi, y : y + (ra - 1) * stride[0] + 1 : stride[0],
                           x : x + (ax - 1) * stride[1] + 1 : stride[1]]  # fmt: skip
                 engines.copy(acc.unflatten_free((gi, ra, ax)), dst=dst)
-        store(_nchw(dx, c0, cc), shaped(res, (n, h * wd)))
+        k = spread_factor(tuple(dx.shape)) if c <= P and h * wd <= P * P else 1
+        if k > 1 and h * wd // k <= P:  # few channels: stored in the spread layout the consumers keep in SBUF
+            store(spread_access(dx, k), respread(shaped(res, (n, h * wd)), k))
+        else:
+            store(_nchw(dx, c0, cc), shaped(res, (n, h * wd)))

@@ -47,7 +47,8 @@ _SWAPPED_CMP = {"is_ge": "is_le", "is_le": "is_ge", "is_gt": "is_lt", "is_lt": "
 
 def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
     views = [op for op in operands if isinstance(op, View)]
-    default = list(row_tiles(out.shape, [out.strides, *(v.strides for v in views)], fold=True))
+    default = _spread_tiles(out, views) or list(row_tiles(out.shape, [out.strides, *(v.strides for v in views)],
+                                                          fold=True))  # fmt: skip
     specs = tilechoice.tiles_for(out, views, default) or default
     for spec in specs:
         column = [all(strides[k] == 0 for strides, _ in spec.free) for k in range(1, len(views) + 1)]
@@ -65,6 +66,23 @@ def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
                 tiles.append(op)
         exact = getattr(body, "boolean", False)
         store(spec.access(0, out), body(tiles, (spec.partitions, *spec.free_sizes)), exact=exact)
+
+
+def _spread_tiles(out: View, views: list[View]) -> list[Any] | None:
+    """The tiling of a contiguous [N, C, H, W] output of few channels in the spread layout of
+    `kernels.norm_spread` (C * k = 128 partitions, each a block of rows of every image), when every operand can
+    follow it: the layout the spread convolutions and batch norms keep in SBUF, and 128 partitions for a
+    ReLU backward or residual add where the plain tiling would use C (or N * C); else None."""
+    from nprof.compiler.kernels.norm_spread import spread_access, spread_factor
+    from nprof.compiler.views import retile
+
+    if len(out.shape) != 4 or out.offset != 0 or not out.is_contiguous:
+        return None
+    k = spread_factor(tuple(out.shape))
+    if k <= 1:
+        return None
+    a = spread_access(out, k)
+    return retile([a], *tilechoice.split_dims([a], out.shape, [out.strides, *(v.strides for v in views)]))
 
 
 def _operand(a: Access, strided: bool) -> NkiTensor:

@@ -64,6 +64,22 @@ def spread(col: NkiTensor, k: int) -> NkiTensor:
     return nisa.tensor_copy(nisa.nc_transpose(wide))
 
 
+def respread(res: NkiTensor, k: int) -> NkiTensor:
+    """A channels-on-partitions tile [C, N, plane] (plane % k == 0, plane / k <= 128, C * k <= 128) in the
+    spread layout [C * k, N, plane / k] (module doc), moved across partitions by TensorE transposes only (data
+    moves, exact): per image, each of the k parts transposed into the columns (c, part) of one PSUM tile, then
+    that [plane / k, C * k] tile transposed back."""
+    c, n, plane = res.shape
+    part = plane // k
+    out = nl.ndarray((c * k, n, part), dtype=nl.float32, buffer=nl.sbuf)
+    for img in range(n):
+        cols = nl.ndarray((part, c * k), dtype=nl.float32, buffer=nl.psum)
+        for b in range(k):
+            nisa.nc_transpose(res[:, img, b * part : (b + 1) * part], dst=cols[:, b : c * k : k])
+        nisa.tensor_copy(nisa.nc_transpose(nisa.tensor_copy(cols)), dst=out[:, img, :])
+    return out
+
+
 def _columns(p: int, m: int) -> NkiTensor:
     """A [p, m] tile whose columns the kernel fills one by one (one transpose then moves them all)."""
     return nl.ndarray((p, m), dtype=nl.float32, buffer=nl.sbuf)
