@@ -194,10 +194,26 @@ def _roofline_ns(module: str, flops: int) -> tuple[float, int, int, int]:
     profile = STATS.last_profile[module]
     issued = int(np.asarray(profile.instructions["flops"]).sum())
     itemsize = {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1}
-    compulsory = sum(int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in program.tensors if t.kind != "internal")
+    compulsory = _compulsory_bytes(program, itemsize)
     info = profile.info
     bound = max(flops / info.peak_flops, compulsory / info.hbm_bandwidth) * 1e9
     return bound, flops, compulsory, issued
+
+
+def _compulsory_bytes(program: object, itemsize: dict[str, int]) -> int:
+    """Bytes of the program's inputs, weights and outputs, an input pack (`nprof.compiler.packing`,
+    `nprof.compiler.rowpack`) counted as its distinct members' elements (4 bytes each: fp32 or int32), not its
+    padding nor twice for a member two packs hold."""
+    import json
+
+    import numpy as np
+
+    from nprof.compiler.packing import PACKED_META
+
+    packs = json.loads(program.meta.get(PACKED_META, "{}"))  # type: ignore[attr-defined]
+    members = {str(entry[0]): int(entry[2]) for layout in packs.values() for entry in layout}
+    tensors = [t for t in program.tensors if t.kind != "internal" and t.name not in packs]  # type: ignore[attr-defined]
+    return sum(int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in tensors) + 4 * sum(members.values())
 
 
 def _model_flops(model: object, inputs: object, target: object, loss_fn: Callable[..., object]) -> dict[str, int]:

@@ -13,9 +13,9 @@ shared machine; wall time is printed beside it. `--before DIR` measures the same
 operations nl.load / nisa.nc_matmul / `+=` perform, with views built by hand), no kernel Python and no nl/nisa
 layer: the speed a record-and-replay of loop bodies that re-runs the builder (allocation, dependencies,
 instruction objects) could reach at best. Loops whose body is pure are replayed (`nprof.nki.replay`: iterations
-after the fourth made from a log through the builder's own operations, exact); `--plain` adds, per variant, the
-rate with replay switched off (the plain trace) in the `plain` column (not for flash_attn_bwd, whose trace the
-kernel caches within the process).
+after the second (bodies affine in the loop variable) or the fourth made from a log through the builder's own
+operations, exact); `--plain` adds, per variant, the rate with replay switched off (the plain trace) in the
+`plain` column (not for flash_attn_bwd, whose trace the kernel caches within the process).
 
 Usage: .venv/bin/python bench/nki_trace.py [--scale 1.0] [--variants tiled,...,flash_attn_bwd] [--before DIR]
   --scale s  M = 4096 * s (the fully blocked variant needs M >= 2048).

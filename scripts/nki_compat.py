@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -166,13 +167,17 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
     name = f"{source}:{path.stem}"
     if name in extra.PYTEST_FULL:
         args = tuple(a for a in args if a != "--simulation-only")
+    longer = extra.PYTEST_TIMEOUT.get(name)
+    timeout = max(timeout, longer[0]) if longer else timeout
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "nprof_compat_seed",
            str(path), *args]  # fmt: skip
+    before = _children_cpu()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=path.parent,
                               env=_env(tree, source, path.parent))  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
+    cpu = _children_cpu() - before
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode == 5:  # pytest: nothing collected (no test in the file, or none marked for simulation)
         res = {"runs": "n/a", "err": None, "why": f"no test to run here ({summary})"}
@@ -184,10 +189,19 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
         res = {"runs": "no", "err": None, "why": first}
     if name in extra.PYTEST_FULL and res["runs"] == "yes":
         res["why"] = "no test marked for simulation: run in full (nothing in it needs a device)"
+    if longer:
+        res["why"] = f"limit {timeout:.0f} s: {longer[1]}" + (f"; {res['why']}" if res["why"] else "")
     known = extra.PYTEST_KNOWN.get(name)
     if known and res["runs"] != "yes" and known[1] in res["why"]:
         res = {"runs": known[0], "err": None, "why": known[2]}
+    res["cpu"] = cpu
     return res
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_script(name: str, tree: Path, source: str, path: Path, timeout: float) -> dict[str, Any]:

@@ -157,6 +157,13 @@ def test_a_real_torch_profiler_trace_equals_the_reference(tmp_path: Path, monkey
         b'[[{"ph": "X", "ts": 1, "dur": 2}]]',  # a list of event lists
         b'[{"ph": "B", "ts": 1, "name": "a"}, {"ph": "X", "ts": 1, "dur": 2}]',  # a B never ended
         b'[{"ph": "X", "dur": 2}]',  # a slice without ts
+        b'[{"ph": "X", "ts": 1, "dur": 2}, {"ph": "f", "id": 1, "cat": "ac2g"}]',  # a flow without ts
+        b'[{"ph": "X", "ts": 1, "dur": 2}, {"ph": "i", "name": "[memory]"}]',  # a [memory] instant without ts
+        b'[{"ph": "X", "ts": 1, "dur": 2, "pid": 1.5}]',  # types the schema leaves to the reference
+        b'[{"ph": "X", "ts": true, "dur": 2}]',
+        b'[{"ph": "X", "ts": 1, "dur": null}]',
+        b'[{"ph": "X", "ts": 1, "dur": 2, "name": 5}]',
+        b'[{"ph": "X", "ts": 1, "dur": 2, "args": {"bytes": 2.5}}]',
         b'[{"ph": "X", "ts": 1, "dur": 2, "args": [1]}]',  # args not an object
         b'[{"ph": ["X"], "ts": 1}]',  # a phase that is not a string
         b'{"instruction": []}',  # profile JSON, not a trace
@@ -288,4 +295,42 @@ def test_odd_times_are_read_alike(field: str, dur: Any, tmp_path: Path, monkeypa
     [e for e in events if e.get("ph") == "X"][3][field] = dur
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({"traceEvents": events}))
+    _assert_same_outcome(path, monkeypatch)
+
+
+@pytest.mark.parametrize("name", ["kineto_cuda_small.json", "kineto_sync_mtia.json"])
+def test_the_fixture_traces_equal_the_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = Path(__file__).parent.parent / "fixtures" / name
+    assert fast_parse(path.read_bytes()) is not None
+    _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))
+
+
+@pytest.mark.parametrize("reserved", [True, False])
+@pytest.mark.parametrize("device", [(1, 0), (1, 1.0), (0, 3), (True, 2), (None, 1)])
+def test_memory_instants_of_one_device_equal_the_reference(
+    device: tuple[Any, Any], reserved: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[memory] instants of one device with number totals are read column-wise: the same counters, in the same
+    order, as the reference's instant-by-instant rule."""
+    rng = random.Random(7)
+    events = [e for e in _events(rng, 300) if e.get("name") != "[memory]"]
+    for k in range(40):
+        args: dict[str, Any] = {"Total Allocated": rng.choice([rng.randrange(1 << 30), 2.5, True]),
+                                "Device Type": device[0], "Device Id": device[1]}  # fmt: skip
+        if reserved:
+            args["Total Reserved"] = rng.choice([1 << 30, 0.5])
+        events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 7, "ts": 1000.0 + 3 * k, "args": args})
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    monkeypatch.setattr("nprof.capture.chrome_fast.CHUNK", 64)
+    assert fast_parse(path.read_bytes()) is not None
+    _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))
+
+
+def test_memory_instants_with_null_args_equal_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events(random.Random(2), 200)
+    events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 7, "ts": 1001.0, "args": None})
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    assert fast_parse(path.read_bytes()) is not None
     _assert_same_outcome(path, monkeypatch)

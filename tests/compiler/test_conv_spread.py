@@ -92,7 +92,7 @@ def test_split_dims_makes_the_spread_pattern_a_box_every_operand_follows() -> No
     elements of the pattern (brute force) for a contiguous operand, and a scalar broadcast follows it; a
     channels-last operand cannot (its channels do not merge with the row blocks): no spec."""
     from nprof.arch.isa import Access, Space
-    from nprof.compiler.fusion import split_dims
+    from nprof.compiler.tilechoice import split_dims
     from nprof.compiler.views import View, retile
 
     shape = (4, 16, 32, 32)
@@ -113,3 +113,81 @@ def test_split_dims_makes_the_spread_pattern_a_box_every_operand_follows() -> No
     assert elements(specs[0].access(0, View("t", "float32", shape, contiguous, 0))) == elements(a)
     assert elements(specs[0].access(1, View("u", "float32", shape, scalar, 0))) == {0}
     assert retile([a], *split_dims([a], shape, [contiguous, last])) is None
+
+
+BACKWARD = [c[:5] for c in SPREAD] + [(2, 16, 16, 3, 8)]  # + 8 rows in 8 blocks of 1 (halo = a whole block)
+
+
+def _backward(n: int, cin: int, cout: int, k: int, size: int) -> object:
+    def fn(g, x, w):  # type: ignore[no-untyped-def]
+        return torch.ops.aten.convolution_backward(g, x, w, None, [1, 1], [(k - 1) // 2] * 2, [1, 1], False, [0, 0], 1,
+                                                   [cin != 3, True, False])[:2]  # fmt: skip
+
+    return fn
+
+
+@pytest.mark.parametrize("case", BACKWARD, ids=[str(c) for c in BACKWARD])
+def test_spread_conv_backward_matches_eager(case: tuple) -> None:
+    """Input and weight gradients (`conv_spread_input_grad`, `conv_spread_weight_grad`) against torch's: the
+    weight gradient spreads in every case here, the input gradient where its flipped convolution spreads (not
+    for 8 <- 32 channels: 32 x 16 partitions), the other part runs the direct kernels beside it."""
+    from nprof.compiler.ops_conv import spread_backward
+    from nprof.compiler.views import View
+
+    n, cin, cout, k, size = case
+    pad = ((k - 1) // 2,) * 2
+    xv, wv = View.whole("x", "float32", (n, cin, size, size)), View.whole("w", "float32", (cout, cin, k, k))
+    assert spread_backward(xv, wv, (1, 1), pad, (1, 1), ("weight",))
+    gen = torch.Generator().manual_seed(cout + size)
+    args = {"g": torch.randn(n, cout, size, size, generator=gen), "x": torch.randn(n, cin, size, size, generator=gen),
+            "w": torch.randn(cout, cin, k, k, generator=gen)}  # fmt: skip
+    fn = _backward(n, cin, cout, k, size)
+    want = fn(*args.values())
+    for i in (0, 1) if cin != 3 else (1,):
+        got, _ = _run(lambda *a, i=i: (fn(*a)[i],), args)
+        np.testing.assert_allclose(got, want[i].numpy(), rtol=1e-4, atol=1e-4 * float(want[i].abs().max()))
+
+
+def test_spread_weight_grad_keeps_an_inf_in_its_own_channel() -> None:
+    """An inf in input channel 2: the weight gradient is non-finite exactly where eager's is (the off-diagonal
+    blocks that pair it with other blocks' rows are dropped by a select, never multiplied by 0)."""
+    gen = torch.Generator().manual_seed(7)
+    args = {"g": torch.randn(2, 16, 32, 32, generator=gen), "x": torch.randn(2, 16, 32, 32, generator=gen),
+            "w": torch.randn(16, 16, 3, 3, generator=gen)}  # fmt: skip
+    args["x"][1, 2, 31, 7] = float("inf")
+    fn = _backward(2, 16, 16, 3, 32)
+    got, _ = _run(lambda *a: (fn(*a)[1],), args)
+    want = fn(*args.values())[1].numpy()
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+    same = np.isfinite(want)
+    np.testing.assert_allclose(got[same], want[same], rtol=1e-4, atol=1e-3)
+
+
+# (batch, in channels, out channels, kernel, image size, stride, padding): weight gradients of k != 128 / OC
+STRIDED = [
+    (4, 16, 32, 3, 32, 2, 1),  # a resnet stage's first conv: x on 64 partitions (k = 4), blocks of 8 -> 4 rows
+    (4, 16, 32, 1, 32, 2, 0),  # its 1x1 shortcut: no halo
+    (2, 32, 16, 3, 16, 1, 1),  # more inputs than outputs: g on 64 partitions
+    (3, 8, 16, 3, 16, 2, 1),  # 8 blocks of 2 -> 1 row, three images per pixel chunk
+]
+
+
+@pytest.mark.parametrize("case", STRIDED, ids=[str(c) for c in STRIDED])
+def test_spread_weight_grad_of_strided_convolutions_matches_eager(case: tuple) -> None:
+    from nprof.compiler.kernels.conv_spread_grad import weight_grad_factor
+
+    n, cin, cout, k, size, stride, pad = case
+    geometry = ((stride, stride), (pad, pad), (1, 1))
+    assert weight_grad_factor((n, cin, size, size), (cout, cin, k, k), *geometry) > 1
+    gen = torch.Generator().manual_seed(cin + cout + stride)
+    out = (size + 2 * pad - k) // stride + 1
+    args = {"g": torch.randn(n, cout, out, out, generator=gen), "x": torch.randn(n, cin, size, size, generator=gen),
+            "w": torch.randn(cout, cin, k, k, generator=gen)}  # fmt: skip
+
+    def fn(g, x, w):  # type: ignore[no-untyped-def]
+        return (torch.ops.aten.convolution_backward(g, x, w, None, [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1,
+                                                    [False, True, False])[1],)  # fmt: skip
+
+    got, _ = _run(fn, args)
+    want = fn(*args.values())[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))

@@ -133,24 +133,6 @@ def test_a_write_drops_only_the_kept_tiles_whose_span_it_meets() -> None:
     assert fusion.span(columns) == (0, 240)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_remap_deps_matches_a_plain_renumbering(seed: int) -> None:
-    """dead_stores' vectorised renumbering against the obvious loop, on random programs' deps."""
-    rng = random.Random(seed)
-    n = rng.choice([0, 1, 7, 300])
-    deps = [tuple(sorted(rng.sample(range(i), min(i, rng.randrange(6))))) for i in range(n)]
-    keep = [rng.random() < 0.7 for _ in range(n)]
-    new_index = {}
-    for i, k in enumerate(keep):
-        if k:
-            new_index[i] = len(new_index)
-    want = [tuple(new_index[x] for x in d if x in new_index) for d in deps]
-    got = fusion.remap_deps(deps, keep)
-    assert got == want
-    for old, new, w in zip(deps, got, want, strict=True):
-        assert (new is old) == (w == old)  # unchanged deps keep their tuple
-
-
 def test_exact_cover_matches_a_set_reference_on_random_patterns() -> None:
     """`fusion._exact_cover` (one bincount) against the plain rule: every element addressed exactly once."""
     import random

@@ -199,3 +199,19 @@ def test_regather_equals_the_hbm_pattern(kept: tuple, access: tuple) -> None:
     values = np.arange(256, dtype=np.float32) * 1.5 - 7.0
     out = simulate(builder.build(), {"t": values}, numerics=True).outputs["o"]
     np.testing.assert_array_equal(out.ravel(), values[addresses(a).ravel()])
+
+
+def test_a_broadcast_operand_is_loaded_once_per_distinct_element() -> None:
+    """The gradient of a spatial mean, expand [4, 128, 1, 1] -> [4, 128, 4, 4] divided by 16: the expanded input
+    is read by DMAs of its 512 distinct values (2 KiB), seen with zero strides on chip, not 16 times each (one
+    4-byte chunk per element); the result equals eager's."""
+    x = torch.randn(4, 128, 1, 1, generator=torch.Generator().manual_seed(3))
+
+    def fn(x):  # type: ignore[no-untyped-def]
+        return (x.expand(4, 128, 4, 4) / 16,)
+
+    program, (got,) = _lower(fn, [x])
+    np.testing.assert_array_equal(got, fn(x)[0].numpy())
+    read = sum(a.elements for ins in program.instructions if ins.opcode is Opcode.DMA_DIRECT2D
+               for a in ins.ins if a.space is Space.HBM)  # fmt: skip
+    assert read == 4 * 128

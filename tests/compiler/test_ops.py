@@ -148,6 +148,13 @@ def test_embedding() -> None:
     check_fn(lambda w: F.embedding(idx, w, padding_idx=3) * 2.0, r(10, 6))
 
 
+def test_embedding_by_arange_positions() -> None:
+    """Position embeddings (indices arange(start, start + n), lowered as a view of the table's rows), as the
+    output itself and added to another input (sliced rows, gradients through the rows only)."""
+    check_fn(lambda w: F.embedding(torch.arange(2, 7), w), r(10, 6))
+    check_fn(lambda w, x: x + F.embedding(torch.arange(0, 4), w), r(10, 6), r(3, 4, 6, seed=1))
+
+
 def test_argmax_and_max_indices() -> None:
     x = torch.randn(5, 6, generator=torch.Generator().manual_seed(4))
     x[1, 2] = x[1, 4] = 9.0  # a tie: the first index wins, as on the host

@@ -43,11 +43,13 @@ def _entries(section: str) -> list[tuple[str, str, list[str]]]:
 
 
 def _lookup(mod: str, name: str) -> Any:
-    """The object named; a method of `nki.tensor` without its `self` (its signature as called on a tensor)."""
-    if mod != "nki.tensor":
+    """The object named; a method of `nki.tensor` / `nki.FrameworkKernel` without its `self` (its signature as called
+    on an instance)."""
+    if mod not in ("nki.tensor", "nki.FrameworkKernel"):
         return getattr(MODULES[mod], name)
-    attr = inspect.getattr_static(NkiTensor, name)
-    return attr if isinstance(attr, property) else functools.partial(getattr(NkiTensor, name), None)
+    cls = NkiTensor if mod == "nki.tensor" else nki.FrameworkKernel
+    attr = inspect.getattr_static(cls, name)
+    return attr if isinstance(attr, property) else functools.partial(getattr(cls, name), None)
 
 
 @pytest.mark.parametrize(("mod", "name", "params"), _entries("") + _entries("newer"),

@@ -67,3 +67,49 @@ def test_fast_path_equals_the_general_path_on_random_views():
             assert got == want, (view, items)
             checked += 1
     assert checked > 400
+
+
+def _partition_first_rule(views):
+    """The rule `partition_first` implements, without its early return: every on-chip operand of rank > 1 is
+    read with its partition axis first; the positions must agree (else an error)."""
+    moves = {v._partition_pos() for v in views if not v.is_hbm and v.ndim > 1}
+    if moves <= {0}:
+        return [_state(v) for v in views]
+    if len(moves) > 1:
+        return "error"
+    (pos,) = moves
+    return [_state(v if v.is_hbm or v.ndim <= 1 else v._move_to_front(pos)) for v in views]
+
+
+def test_partition_first_early_return_equals_the_rule_on_random_operands():
+    from nprof.nki.tensor import partition_first
+
+    b = ProgramBuilder("pf")
+    rng = random.Random(11)
+    with b.active():
+        roots = [
+            b.hbm_tensor("h", (6, 10, 12), "bfloat16"),
+            b.alloc((64, 40), "float32", Space.SBUF),
+            b.alloc((1, 40), "float32", Space.SBUF),
+            b.alloc((3, 32, 24), "bfloat16", Space.SBUF, partition_axis=1),
+            b.alloc((2, 16, 32), "float32", Space.PSUM, partition_axis=1),
+        ]
+        moved = 0
+        for _ in range(500):
+            views = []
+            for _ in range(rng.randint(1, 3)):
+                view = rng.choice(roots)
+                items = tuple(_item(rng, s) for s in view.shape[: rng.randint(1, view.ndim)])
+                try:
+                    view = view.index(items)
+                except Exception:
+                    pass
+                views.append(view)
+            want = _partition_first_rule(views)
+            try:
+                got = [_state(v) for v in partition_first(views)]
+            except Exception:
+                got = "error"
+            assert got == want, views
+            moved += want != [_state(v) for v in views]
+    assert moved > 20  # the general path ran too, not only the early return

@@ -24,6 +24,7 @@ from nprof.nki.typing import tensor
 from nprof.program.model import Program
 
 T = 128
+A = replay.RECORDED_AFFINE + 1  # iterations of an affine loop not replayed: those logged, and the last
 
 
 def _trace(kernel: Callable[..., Any], shapes: list[tuple[int, ...]]) -> Program:
@@ -128,25 +129,45 @@ def activations(x, y):
     return out
 
 
+def rewritten_weights(x, y):
+    """Each inner iteration multiplies by the weights tile, rewrites it, multiplies again: its first matmul reuses
+    the weights the previous iteration loaded after its write, so whether it needs an LDWEIGHTS depends on the
+    weights loaded last (an outer loop replaying the inner loops' logged LDWEIGHTS must keep track of them)."""
+    M = x.shape[0]
+    out = nl.ndarray((T, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    u = nl.ndarray((T, T), dtype=x.dtype, buffer=nl.sbuf)
+    u[...] = nl.load(x[0:T, 0:T])
+    r = nl.load(y[0:T, 0:512])
+    nl.store(out[0:T, 0:512], value=nl.copy(nisa.nc_matmul(u, r), dtype=out.dtype))
+    for m in nl.affine_range(M // T):
+        for k in nl.affine_range(9):
+            p = nisa.nc_matmul(u, r)
+            u[...] = nl.load(x[m * T : (m + 1) * T, k * T : (k + 1) * T])
+            q = nisa.nc_matmul(u, r)
+            nl.store(out[0:T, 0:512], value=nl.add(p, q))
+    return out
+
+
 def test_matmul_tutorial_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)], monkeypatch) == 10 - 5
+    assert _three(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)], monkeypatch) == 10 - A
     assert _three(hoisted, [(3 * T, 9 * T), (3 * T, 9 * 512)], monkeypatch) > 0
 
 
 def test_weights_kept_and_displaced(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(same_weights, [(T, T), (T, 12 * 512)], monkeypatch) == 12 - 5
-    assert _three(transposing, [(11 * T, T), (T, T)], monkeypatch) == 11 - 5
+    assert _three(same_weights, [(T, T), (T, 12 * 512)], monkeypatch) == 12 - A
+    assert _three(transposing, [(11 * T, T), (T, T)], monkeypatch) == 11 - A
+    assert _three(rewritten_weights, [(9 * T, 9 * T), (T, 512)], monkeypatch) == (9 - A) + A * (9 - A)
 
 
 def test_activations_and_accumulators(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(activations, [(10 * T, 256), (T, 1)], monkeypatch) == 10 - 5
+    assert _three(activations, [(10 * T, 256), (T, 1)], monkeypatch) == 10 - A
 
 
 def test_random_tilings(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(7)
     for _ in range(3):
         k, m, n = rng.choice([1, 2, 5]), rng.choice([8, 9, 12]), rng.choice([1, 2, 3])
-        assert _three(tiled, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m - 5
+        assert _three(tiled, [(k * T, m * T), (k * T, n * 512)], monkeypatch) == m - A
 
 
 def test_stamped_programs_stay_columnar_through_simulation() -> None:
@@ -218,6 +239,50 @@ def blocked(lhsT, rhs):
     return out
 
 
+def _block_free(bm: int, bn: int) -> Callable[..., Any]:
+    """Blocks of bm stationary and bn moving tiles loaded once per block and reused across it (deep nesting)."""
+
+    def block_free(lhsT, rhs):
+        K, M = lhsT.shape
+        N = rhs.shape[1]
+        kt = K // T
+        out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+        for m in nl.affine_range(M // (T * bm)):
+            a = nl.ndarray((bm, kt, nl.par_dim(T), T), dtype=lhsT.dtype, buffer=nl.sbuf)
+            for i in nl.affine_range(bm):
+                for k in nl.affine_range(kt):
+                    a[i, k] = nl.load(lhsT[k * T : (k + 1) * T, (m * bm + i) * T : (m * bm + i + 1) * T])
+            for n in nl.affine_range(N // (512 * bn)):
+                b = nl.ndarray((bn, kt, nl.par_dim(T), 512), dtype=rhs.dtype, buffer=nl.sbuf)
+                for j in nl.affine_range(bn):
+                    for k in nl.affine_range(kt):
+                        b[j, k] = nl.load(rhs[k * T : (k + 1) * T, (n * bn + j) * 512 : (n * bn + j + 1) * 512])
+                for i in nl.affine_range(bm):
+                    for j in nl.affine_range(bn):
+                        acc = nl.zeros((T, 512), nl.float32, buffer=nl.psum)
+                        for k in nl.affine_range(kt):
+                            acc += nisa.nc_matmul(a[i, k], b[j, k])
+                        r0, c0 = (m * bm + i) * T, (n * bn + j) * 512
+                        nl.store(out[r0 : r0 + T, c0 : c0 + 512], value=nl.copy(acc, dtype=out.dtype))
+                del b
+            del a
+        return out
+
+    return block_free
+
+
+def test_deep_nesting_random_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Block sizes and loop lengths drawn at random: every level of the nest stamps or replays (outer levels
+    replaying whole stamped inner loops), and the Program is the plain trace's."""
+    rng = random.Random(5)
+    for _ in range(3):
+        bm, bn = rng.choice([1, 2]), rng.choice([1, 2])
+        kt, mb, nb = rng.choice([1, 8, 9]), rng.choice([8, 9]), rng.choice([1, 8])
+        kernel = _block_free(bm, bn)
+        shapes = [(kt * T, mb * bm * T), (kt * T, nb * bn * 512)]
+        assert _three(kernel, shapes, monkeypatch) > 0, (bm, bn, kt, mb, nb)
+
+
 ROWS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
 
 
@@ -259,7 +324,7 @@ def helper_rows(x):
 
 
 def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _three(helper_rows, [(10 * T, 8)], monkeypatch) == 10 - 5
+    assert _three(helper_rows, [(10 * T, 8)], monkeypatch) == 10 - A
     assert _three(blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)], monkeypatch) > 0
     assert _three(floor_helper, [(3 * T, 8)], monkeypatch) == 0
     loops = replay.STATS["loops"]
@@ -269,9 +334,9 @@ def test_helpers_and_del(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_inner_loops_stamped_while_the_outer_loop_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:
     """The n loop stamps inside the m loop's logged iterations (its recorder told in bulk); the m loop then
-    replays whole n loops: 4 + 5 * 4 iterations stamped, the Program as the plain trace's."""
-    assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - 5) + 5 * (9 - 5)
-    assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - 5) + 5 * (9 - 5)
+    replays whole n loops: 9 - A + A * (9 - A) iterations stamped, the Program as the plain trace's."""
+    assert _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch) == (9 - A) + A * (9 - A)
+    assert _three(hoisted, [(2 * T, 8 * T), (2 * T, 9 * 512)], monkeypatch) == (8 - A) + A * (9 - A)
 
 
 def test_loop_sources_read_as_inspect_reads_them() -> None:
@@ -291,3 +356,43 @@ def test_loop_sources_read_as_inspect_reads_them() -> None:
     functions = [f for f in vars(sys.modules[__name__]).values() if inspect.isfunction(f)] + [inner, decorated]
     for f in functions:
         assert source_lines(f.__code__) == inspect.getsourcelines(f.__code__), f.__name__
+
+
+def halves(x):
+    """Each iteration stores the lower half of a tile's partitions (operands starting at partition 64)."""
+    R = x.shape[0]
+    out = nl.ndarray((R // 2, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(R // T):
+        t = nl.exp(nl.load(x[r * T : (r + 1) * T, 0:64]))
+        nl.store(out[r * 64 : (r + 1) * 64, 0:64], value=t[64:T, 0:64])
+    return out
+
+
+def test_program_files_written_from_the_stamped_columns(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_program writes a traced Program whose stamped iterations are still columns without making an
+    `Instruction` (`program.table.columns_table`), and the file holds exactly what the object path writes."""
+    import dataclasses
+    import zipfile
+
+    from nprof.program.file import load_program, save_program
+
+    def members(path: Any) -> dict[str, bytes]:
+        with zipfile.ZipFile(path) as zf:
+            return {name: zf.read(name) for name in zf.namelist()}
+
+    monkeypatch.setattr(replay, "STAMP_MIN_EVENTS", 0)  # (small test loops stamp too)
+    rng = random.Random(11)
+    cases = [(tiled, [(4 * T, 10 * T), (4 * T, 2 * 512)]), (transposing, [(11 * T, T), (T, T)]),
+             (activations, [(10 * T, 256), (T, 1)]), (blocked, [(4 * T, 9 * T), (4 * T, 9 * 512)]),
+             (halves, [(12 * T, 64)])]  # fmt: skip
+    k_ = rng.choice([1, 3]) * T
+    cases += [(tiled, [(k_, rng.choice([8, 11]) * T), (k_, rng.choice([1, 2]) * 512)])]
+    for k, (kernel, shapes) in enumerate(cases):
+        lazy = _trace(kernel, shapes)
+        save_program(lazy, tmp_path / f"lazy{k}.ntff")
+        assert not lazy.instructions.materialized, kernel.__name__
+        assert any(not isinstance(seg, list) for _, seg in lazy.instructions.segments()), kernel.__name__
+        objects = dataclasses.replace(lazy, instructions=tuple(lazy.instructions))
+        save_program(objects, tmp_path / f"objects{k}.ntff")
+        assert members(tmp_path / f"lazy{k}.ntff") == members(tmp_path / f"objects{k}.ntff"), kernel.__name__
+        assert tuple(load_program(tmp_path / f"lazy{k}.ntff").instructions) == objects.instructions

@@ -145,6 +145,9 @@ class Space(StrEnum):
     PSUM = "psum"
 
 
+SPACES = (Space.HBM, Space.SBUF, Space.PSUM)  # a space's code in columnar accesses is its index here
+
+
 class Opcode(StrEnum):
     """Opcodes, named as the real profiler names them."""
 

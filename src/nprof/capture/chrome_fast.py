@@ -4,20 +4,27 @@ Contract: `fast_parse(raw) -> FastTrace | None` reads the bytes of a Chrome trac
 or a bare event list) into what `chrome.events_to_profile` builds from fully parsed events: the slice
 columns (`chrome_events.SliceColumns`), flows, counters, thread names and counts, plus the top-level metadata.
 It returns None whenever the trace is anything but plain (not a JSON object or list, no ``traceEvents``,
-an event that is not an object, a non-string phase, a slice or flow without ``ts``, args that are not an
-object, a ``B`` never ended, invalid UTF-8, ...): the caller then runs the reference path (`chrome.load_json`
-and `events_to_profile` over dicts), which imports those traces or raises their one-line errors.
+an event that is not an object, a value of a type the typed schema does not take, a slice or flow without
+``ts``, args that are not an object, a ``B`` never ended, invalid UTF-8, ...): the caller then runs the reference
+path (`chrome.load_json` and `events_to_profile` over dicts), which imports those traces or raises their one-line
+errors.
 
 How: msgspec splits the event list into raw spans (views of the input), then decodes chunks of `CHUNK`
-events (one copy of their contiguous bytes each) into small typed structs holding only the fields the
-importer reads (the args keys of `ARG_KEYS`, list values as raw text decoded once per distinct text and
-shared; unknown keys are skipped without building objects), and reads them into columns, one C-level map
-per field (counting the types of pid/tid and scalar args on the way, for the checks): slices
-(args as `chrome_events.ArgColumns`), flows (`chrome_events.FLOW_KEYS`), Kineto [memory] counters. The peak
-holds the file, one chunk of structs and the columns, never a dict per event. Events of other phases
-(B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own fold
-(`chrome_events.fold_other_events`). Numbers follow `loads`' rule in both paths. Without msgspec installed
+events (one copy of their contiguous bytes each) with a typed schema into small structs holding only the
+fields the importer reads, and transposes them into columns (`chrome_chunk`: why typed, and the passes). The
+peak holds the file, one chunk of structs and the columns, never a dict per event.
+Events of other phases (B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own
+fold (`chrome_events.fold_other_events`). Numbers follow `loads`' rule in both paths. Without msgspec installed
 `fast_parse` returns None.
+
+Why msgspec (measured on this 2-core machine, CPU s, on the real-shaped traces of bench/chrome_import.py):
+on mlp384 (73 MB, 210 k events) orjson into dicts takes 1.0; msgspec's typed decode of every field the importer
+reads 0.13 in chunks; pyarrow's JSON reader (the events re-serialised as NDJSON, an explicit schema) 0.25 for five
+fields, and it refuses a column whose type changes (Kineto's pid: a number, a string in metadata events); on
+mlp384.cuda (96 MB) DuckDB's read_json 0.34 for eight columns on one thread; numba costs ~0.45 s to load in each
+process before it reads a byte (HTA imports a whole 6 k-event trace in 0.14 s). So msgspec scans, and the rest is
+column passes: one transposition per chunk of `CHUNK` events (`chrome_chunk`), which costs about half of a map
+per field (each struct is visited once, while the chunk is in the CPU cache).
 """
 
 from __future__ import annotations
@@ -27,56 +34,27 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from itertools import compress, repeat
-from operator import attrgetter, contains, eq
 from typing import Any
 
 import numpy as np
 import orjson
 
-from nprof.capture.chrome_events import (
-    ABSENT,
-    ARG_KEYS,
-    FLOW_KEYS,
-    FLOW_PHASES,
-    OTHER_PHASES,
-    ArgColumns,
-    fold_other_events,
-    memory_counters,
-)
+from nprof.capture.chrome_events import ABSENT, FLOW_KEYS, ArgColumns, fold_other_events
 
 try:
     import msgspec
-    from msgspec import UNSET, Raw, field
+    from msgspec import Raw
+
+    from nprof.capture.chrome_chunk import SCHEMA_TYPES, Interned, loads, read_chunk
 except ImportError:  # pragma: no cover - msgspec is a core dependency; the reference path still works
     msgspec = None  # type: ignore[assignment]
+    loads = orjson.loads
 
-CHUNK = 2048  # events decoded at a time: bounds the transient structs to a few MB
+CHUNK = 512  # events decoded at a time: their structs stay in the CPU cache for the column passes
 # the top-level keys the importer reads (manifest `trace.<key>`; deviceProperties names the GPU)
 META_KEYS = ("deviceProperties", "schemaVersion", "host_name", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
              "traceName")  # fmt: skip
 _SLICE_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur")
-_INTERN_FLOW = frozenset({"cat", "pid", "tid"})
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def loads(raw: bytes | memoryview) -> Any:
-    """Decode JSON text as both import paths read it: msgspec's rules (integers exact at any size) and a
-    number beyond the double range read as +-inf (as JavaScript's JSON.parse does), not a refusal. The fast
-    path skips the numbers it does not read without a range check, so this keeps the two paths equal: an
-    unread 1e400 is accepted by both, a read one is refused by the checks (times, bytes, counters).
-    Invalid JSON raises ValueError (msgspec.DecodeError, json.JSONDecodeError) or RecursionError."""
-    if msgspec is None:
-        return orjson.loads(raw)
-    try:
-        return msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        if not str(exc).startswith("Number out of range"):
-            raise
-    return json.loads(bytes(raw), parse_constant=_no_constant)  # Python's json: 1e400 -> inf, big ints exact
 
 
 @dataclass
@@ -94,69 +72,17 @@ class FastTrace:
     n_phased: int
     meta: dict[str, Any]
     interned: dict[Any, Any] = dc_field(default_factory=dict)  # name/cat/pid/tid values, one object each
+    # (a `chrome_chunk.Interned`)
     shapes: dict[str, dict[bytes, Any]] = dc_field(default_factory=dict)  # per args key: list values by text
+    # (`chrome_chunk.Values`)
     args: dict[str, list[Any]] = dc_field(default_factory=dict)  # ArgColumns.cols of the X slices so far
-    types: dict[str, set[type]] = dc_field(default_factory=dict)  # the types in pid/tid/scalar args columns
+    types: dict[str, set[type]] = dc_field(default_factory=dict)  # the types pid/tid/scalar args columns can
+    # hold (the typed schema's)
     n_x: int = 0  # X slices so far
 
 
 if msgspec is not None:
-
     _NO_RAW = Raw(b"")
-
-    def _arg(name: str) -> Any:
-        return field(name=name, default=UNSET)
-
-    class _Args(msgspec.Struct, gc=False):
-        """The args keys the importer reads (ARG_KEYS; others are skipped by the decoder): scalars as values
-        (UNSET = ABSENT where absent), list values as raw spans: a training loop repeats them, so each
-        distinct text is decoded once and its value shared by the slices that carry it."""
-
-        device: Any = UNSET
-        stream: Any = UNSET
-        correlation: Any = UNSET
-        external_id: Any = _arg("External id")
-        sequence_number: Any = _arg("Sequence number")
-        registers: Any = _arg("registers per thread")
-        shared: Any = _arg("shared memory")
-        bytes: Any = UNSET
-        input_dims: Raw = field(name="Input Dims", default=_NO_RAW)
-        input_type: Raw = field(name="Input type", default=_NO_RAW)
-        concrete: Raw = field(name="Concrete Inputs", default=_NO_RAW)
-        grid: Raw = _NO_RAW
-        block: Raw = _NO_RAW
-        # the keys of Kineto's [memory] instants (read by `_memory`, after the ARG_KEYS above)
-        total_allocated: Any = _arg("Total Allocated")
-        total_reserved: Any = _arg("Total Reserved")
-        device_type: Any = _arg("Device Type")
-        device_id: Any = _arg("Device Id")
-
-    class _Event(msgspec.Struct, gc=False):
-        """The top-level fields of an event the importer reads, with the reference's defaults for absent
-        ones (`dict.get`), except `ts` (UNSET: the reference requires it on slices and flows). Args that
-        are not an object (or null) fail the decode: the reference path then takes the trace."""
-
-        ph: Any = None
-        name: Any = ""
-        cat: Any = None
-        pid: Any = None
-        tid: Any = None
-        ts: Any = UNSET
-        dur: Any = None
-        id: Any = None
-        bp: Any = None
-        args: _Args | None = None
-
-    _EVENTS = msgspec.json.Decoder(list[_Event])
-    _NO_ARGS = _Args()
-    # one getter per column: a map per column costs less than a tuple per event and a transposition
-    _ARG_GETS = tuple(map(attrgetter, _Args.__struct_fields__[: len(ARG_KEYS)]))  # ARG_KEYS: 8 scalars, raw spans
-    _X_GETS = tuple(map(attrgetter, ("name", "cat", "pid", "tid", "ts", "dur", "args")))
-    _FLOW_GETS = tuple(map(attrgetter, FLOW_KEYS))
-    _INTERNED = {str, int, type(None), type(UNSET)}
-    _ABSENT_ONLY = {type(UNSET)}
-    _NUMBER_TYPES = frozenset({int, float, bool})  # isinstance(v, int | float) for JSON values
-    _INSTANTS = frozenset({"i", "I", "n"})  # equal values of these types are interchangeable
     _RAWS = msgspec.json.Decoder(list[Raw])
 
     class _Top(msgspec.Struct, gc=False):
@@ -206,12 +132,16 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         spans, meta = top
         utf8 = not raw.isascii()  # ASCII (the usual trace) is valid UTF-8: no per-chunk check
         flows: dict[str, Any] = {k: [] for k in FLOW_KEYS}
-        out = FastTrace({k: [] for k in _SLICE_FIELDS}, flows, [], {}, len(spans), 0, meta)
+        out = FastTrace({k: [] for k in _SLICE_FIELDS}, flows, [], {}, len(spans), 0, meta, Interned())
+        out.types = dict(SCHEMA_TYPES)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
         blocks = _Blocks(raw, spans)
         for a in range(0, len(spans), CHUNK):
-            others = _chunk(blocks, a, out, utf8)
+            block = blocks(a, min(a + CHUNK, len(spans)))
+            if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
+                block.decode("utf-8")
+            others = read_chunk(block, spans[a : a + CHUNK], out)
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
@@ -254,22 +184,6 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
     return out if out.ndim == 1 else None
 
 
-def _flows(flows: list[Any], out: FastTrace) -> None:
-    """Append a chunk's flow events to the columns `out.flows` (repeated cat/pid/tid values interned, ts as
-    floats; ph and bp are one-character strings, which Python shares already)."""
-    for key, get in zip(FLOW_KEYS, _FLOW_GETS, strict=True):
-        col = list(map(get, flows))
-        if key == "ts":
-            ts = _floats(col)
-            if ts is None:
-                raise ValueError("a flow event has a non-numeric ts")  # the reference refuses it
-            out.flows[key].append(ts)
-        elif key in _INTERN_FLOW and set(map(type, col)) <= _INTERNED:
-            out.flows[key] += map(out.interned.setdefault, col, col)
-        else:
-            out.flows[key] += col
-
-
 class _Blocks:
     """JSON arrays of consecutive event spans of `raw`: one copy of the bytes from the first span to the last
     (msgspec's Raw spans are views of the input, and only commas and blanks lie between them), else joined."""
@@ -289,110 +203,3 @@ class _Blocks:
 def _address(buffer: Any) -> int:
     """The memory address of a buffer's first byte."""
     return int(np.frombuffer(buffer, np.uint8).__array_interface__["data"][0])
-
-
-def _chunk(blocks: _Blocks, a: int, out: FastTrace, utf8: bool) -> list[dict[str, Any]] | None:
-    """Decode events spans[a:a + CHUNK] into `out` (slices, flows, [memory] counters); returns the chunk's
-    other events (B/E/C/i/M, as dicts: none when all are instants), None when not plain. `utf8`: check the
-    text is valid UTF-8."""
-    spans = blocks.spans
-    block = blocks(a, min(a + CHUNK, len(spans)))
-    if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
-        block.decode("utf-8")
-    events = _EVENTS.decode(block)
-    phases = list(map(attrgetter("ph"), events))
-    if not set(map(type, phases)) <= {str, type(None)}:
-        return None
-    out.n_phased += len(phases) - phases.count(None)
-    xs = list(compress(events, map(eq, phases, repeat("X"))))
-    flows = list(compress(events, map(contains, repeat(FLOW_PHASES), phases)))
-    x_cols = [list(map(get, xs)) for get in _X_GETS]  # the X slices' fields as columns: C-level passes
-    if UNSET in x_cols[4] or UNSET in map(attrgetter("ts"), flows):
-        return None
-    cols = out.slices
-    for key, col in zip(("name", "cat", "pid", "tid"), x_cols, strict=False):
-        types = set(map(type, col))
-        out.types.setdefault(key, set()).update(types)
-        if types <= _INTERNED:
-            cols[key] += map(out.interned.setdefault, col, col)  # one object per distinct value
-        else:
-            cols[key] += col
-    times = [_floats(x_cols[4]), _floats(x_cols[5], none=0)]
-    if times[0] is None or times[1] is None:
-        return None
-    cols["ts"].append(times[0])  # float arrays per chunk: no float object per slice
-    cols["dur"].append(times[1])
-    _args(x_cols[6], out)
-    _flows(flows, out)
-    is_other = list(map(OTHER_PHASES.__contains__, phases))
-    others = list(compress(events, is_other))
-    if set(compress(phases, is_other)) <= _INSTANTS:  # instants only (Kineto's [memory]): typed, no dicts
-        _memory(others, out.counters)
-        return []
-    return loads(b"[" + b",".join(compress(spans[a : a + len(phases)], is_other)) + b"]")
-
-
-def _memory(instants: list[Any], counters: list[tuple[Any, str, Any]]) -> None:
-    """Append the counters of Kineto [memory] instants (typed events), by the reference's rule
-    (`chrome_events.memory_counters`: a total counts when it is a number, bools included), with the
-    counter names made once per distinct (Device Type, Device Id) values and types."""
-    mem = list(compress(instants, map(eq, map(attrgetter("name"), instants), repeat("[memory]"))))
-    times = list(map(attrgetter("ts"), mem))
-    if UNSET in times:
-        raise KeyError("ts")
-    labels: dict[tuple[Any, ...], tuple[str, str | None]] = {}
-    append = counters.append
-    for ts, a in zip(times, map(attrgetter("args"), mem), strict=True):
-        a = a or _NO_ARGS
-        dev_type, dev_id = a.device_type, a.device_id
-        key = (dev_type, dev_id, dev_type.__class__, dev_id.__class__)  # 1, 1.0 and True name differently
-        names = labels.get(key)
-        if names is None:
-            names = labels[key] = _memory_names(0 if dev_type is UNSET else dev_type, 0 if dev_id is UNSET else dev_id)
-        if a.total_allocated.__class__ in _NUMBER_TYPES:
-            append((ts, names[0], a.total_allocated))
-        if names[1] is not None and a.total_reserved.__class__ in _NUMBER_TYPES:
-            append((ts, names[1], a.total_reserved))
-
-
-def _memory_names(dev_type: Any, dev_id: Any) -> tuple[str, str | None]:
-    """(allocated counter, reserved counter or None) of a [memory] instant's device, as `memory_counters`
-    names them (it is the rule: each name is read off a one-instant run of it)."""
-    out: list[tuple[Any, str, Any]] = []
-    memory_counters(0, dev_type, dev_id, 0, 0, out)
-    return out[0][1], (out[1][1] if len(out) > 1 else None)
-
-
-def _args(found: list[Any], out: FastTrace) -> None:
-    """Append the args structs of a chunk's X slices (None where args is null or absent) to the columns
-    `out.args` (ARG_KEYS; a key enters when a slice first has it); list values are decoded once per distinct
-    text (`loads`, as the reference) and shared. The types met in each scalar column are added to
-    `out.types` (`chrome_check.check_slices` then needs no pass of its own)."""
-    m = len(found)
-    if None in found:
-        found = [f or _NO_ARGS for f in found]
-    for k, (key, get) in enumerate(zip(ARG_KEYS, _ARG_GETS, strict=True)):
-        col: list[Any] | tuple[Any, ...] = list(map(get, found))
-        if k >= 8:  # raw spans
-            if col.count(_NO_RAW) == m:
-                col = ()
-            else:
-                texts = list(map(bytes, col))
-                shapes = out.shapes.setdefault(key, {})
-                for text in set(texts) - shapes.keys():
-                    shapes[text] = loads(text) if text else ABSENT
-                col = list(map(shapes.__getitem__, texts))
-        elif (types := set(map(type, col))) == _ABSENT_ONLY:
-            col = ()
-        else:
-            out.types.setdefault(key, set()).update(types)
-            if k in (5, 6, 7) and types <= _INTERNED:  # registers, shared memory, bytes: memo keys
-                col = list(map(out.interned.setdefault, col, col))
-        have = out.args.get(key)
-        if col:
-            if have is None:
-                out.args[key] = have = [ABSENT] * out.n_x
-            have += col
-        elif have is not None:
-            have += repeat(ABSENT, m)
-    out.n_x += m

@@ -166,17 +166,24 @@ class Paths:
 
     def path(self, r: int) -> str:
         """The op path of host slice r, itself included."""
-        got = self._memo.get(r)
-        if got is None:
-            name = opcode(self._names[r])
-            p = self._par[r]
-            if p < 0:
-                got = name
-            else:
-                above = self.path(p)
-                got = above if above.endswith(name) and above.rsplit(" > ", 1)[-1] == name else f"{above} > {name}"
-            self._memo[r] = got
-        return got
+        memo, par = self._memo, self._par
+        got = memo.get(r)
+        if got is not None:
+            return got
+        up = []  # r and its ancestors up to the first with a path (a loop: no recursion per level)
+        node = r
+        while node >= 0 and node not in memo:
+            up.append(node)
+            node = par[node]
+        above = memo[node] if node >= 0 else None
+        for node in reversed(up):
+            name = opcode(self._names[node])
+            if above is None:
+                above = name
+            elif not (above.endswith(name) and above.rsplit(" > ", 1)[-1] == name):
+                above = f"{above} > {name}"
+            memo[node] = above
+        return above  # type: ignore[return-value]
 
     def parent_paths(self, slices: list[int]) -> list[str | None]:
         """`chain(r, False)` for each host slice r of `slices` (None for -1), once per distinct parent."""

@@ -41,6 +41,7 @@ from nprof.capture.chrome_nest import TRACK_SHIFT, first_marked, vector_nest
 from nprof.compiled import load_compiled
 
 _PY_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
+_UNSEEN = object()
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _NOT_USER = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "\\Lib\\")
 _NPROF_DIR = str(Path(__file__).resolve().parent.parent)
@@ -193,6 +194,7 @@ class Context:
         self.rank = np.empty(len(order), dtype=np.int64)
         self.rank[order] = np.arange(len(order))
         self._memo: dict[int, tuple[str | None, str | None, int, bool]] = {}
+        self._frames: dict[str, str | None] = {}  # user_frame per distinct name (a loop repeats its frames)
 
     def innermost(self, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
         """Innermost context slice containing each [start, end) on the same track (-1 if none): from the
@@ -227,6 +229,13 @@ class Context:
             out.append(c)
         return out
 
+    def _user_frame(self, name: str) -> str | None:
+        """`user_frame(name)`, once per distinct name."""
+        got = self._frames.get(name, _UNSEEN)
+        if got is _UNSEEN:
+            got = self._frames[name] = user_frame(name)
+        return got  # type: ignore[return-value]
+
     def info(self, c: int) -> tuple[str | None, str | None, int, bool]:
         """(layer, source, iteration, explicit source) for context slice c (memoised, computed from its parents)."""
         if c < 0:
@@ -249,7 +258,7 @@ class Context:
                 layer = name[14:]
             elif name.startswith("nprof.src: "):
                 source, explicit = name[11:], True
-            elif not explicit and (frame := user_frame(name)):
+            elif not explicit and (frame := self._user_frame(name)):
                 source = frame
             elif (step := _STEP.match(name)) is not None:
                 iteration = int(step.group(1))

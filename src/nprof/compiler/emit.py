@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
+from nprof.compiler import packing
 from nprof.compiler.blockstage import blocks_program, finish_blocks
-from nprof.compiler.fusion import FusingBuilder, dead_stores
+from nprof.compiler.deadstores import dead_stores
+from nprof.compiler.fusion import FusingBuilder
 from nprof.compiler.packing import (
     COLUMNS_NAME,
     INTS_NAME,
@@ -33,6 +35,7 @@ from nprof.compiler.packing import (
     plan_pack,
     staged_program,
 )
+from nprof.compiler.rowpack import ROWS_NAME, plan_rows, rows_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -86,6 +89,12 @@ class Emitter:
             if pack.ints:
                 self.builder.hbm_tensor(INTS_NAME, (len(pack.ints),), "int32", "input", None)
             self.builder.pack = pack
+        if self.builder.fusing and packing.ENABLED:  # the inputs of at most pmax rows (`compiler.rowpack`)
+            rows = plan_rows(list(self.tensors.values()), pack.members if pack is not None else (),
+                             self.builder.preset.pmax)  # fmt: skip
+            if rows is not None:
+                self.builder.hbm_tensor(ROWS_NAME, (rows.parts * rows.width,), "float32", "input", None)
+                self.builder.rows = rows
 
     def _emit(
         self,
@@ -112,6 +121,8 @@ class Emitter:
         program = dead_stores(program) if self.builder.fusing else program
         if self.builder.pack is not None:
             program = packed_program(program, self.builder.pack)
+        if self.builder.rows is not None:
+            program = rows_program(program, self.builder.rows, self.builder.rows_written)
         for stage, k in stages:  # staged small outputs
             if k:
                 program = staged_program(program, stage.columns, stage.sizes, k, stage.pmax, stage.name)

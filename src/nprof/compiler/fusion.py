@@ -22,14 +22,13 @@ unchanged. Kept tiles use at most `budget_fraction` of SBUF per partition, least
 when a kernel's own allocation does not fit, the whole cache is dropped and the allocation retried.
 A tile handed to the running kernel is freed with that kernel's tiles, never under it.
 
-`dead_stores(program)` (applied by `nprof.compiler.emit.Emitter.build`) then removes the DMAs that write
-internal HBM tensors nothing reads any more, with the dependencies on them.
+Around it: `nprof.compiler.tilechoice` picks the tiling a kernel follows so that its operands' kept tiles
+serve it, and `nprof.compiler.deadstores` removes the stores nothing reads any more once it is built.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,11 +40,11 @@ from nprof.arch.isa import Access, Opcode, Space
 from nprof.compiler import packing
 from nprof.compiler.blockstage import BlockStage
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
+from nprof.compiler.rowpack import RowPack, load_rows
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
 from nprof.nki.tensor import NkiTensor, OnChip
 from nprof.nki.trace import ProgramBuilder
-from nprof.program.model import Program
 
 ENABLED = True  # module switch for tests comparing fused with unfused lowering
 
@@ -72,6 +71,8 @@ class FusingBuilder(ProgramBuilder):
         self._copies = 0
         self._patterns: dict[Access, KeptPattern] = {}  # kept key -> its address tables (sub-tile lookups)
         self.pack: Pack | None = None  # the packed small inputs (`nprof.compiler.packing`), set by the emitter
+        self.rows: RowPack | None = None  # the packed inputs of at most pmax rows (`nprof.compiler.rowpack`)
+        self.rows_written: set[str] = set()  # members of `rows` an instruction writes (read from their own tensor)
         # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
         self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
                        if self.fusing and packing.ENABLED else [])  # fmt: skip
@@ -82,7 +83,11 @@ class FusingBuilder(ProgramBuilder):
     def packed_load(self, access: Access) -> NkiTensor | None:
         """A load of `access` served from the group tile of a packed input (`nprof.compiler.packing`), or
         None (not a member, not a group pattern, or fusion off)."""
-        if self.pack is None or not self.fusing or not self.pack.holds(access.tensor):
+        if not self.fusing or access.space is not Space.HBM:
+            return None
+        if self.rows is not None and access.tensor in self.rows.members:
+            return load_rows(self, self.rows, access, self.rows_written)
+        if self.pack is None or not self.pack.holds(access.tensor):
             return None
         return load_member(self, self.pack, access)
 
@@ -278,6 +283,8 @@ class FusingBuilder(ProgramBuilder):
                 if entry is not None and entry[0] != self._scope_key():
                     del self._tiling[out.tensor]  # another node writes it: its tiling is no longer known
                 self._loads.pop(out.tensor, None)
+                if self.rows is not None and out.space is Space.HBM and out.tensor in self.rows.members:
+                    self.rows_written.add(out.tensor)  # later reads of it come from its own tensor
         index = super()._append(engine, opcode, outs, *rest, **kw)
         if opcode is Opcode.DMA_DIRECT2D:
             # a compiled graph's DMAs all carry the user's line of their node: spread them round-robin over
@@ -384,104 +391,3 @@ def _exact_cover(accesses: list[Access], n: int) -> bool:
         parts.append(idx)
     counts = np.bincount(np.concatenate(parts), minlength=n)  # one pass (np.add.at per access was ~10x slower)
     return bool((counts == 1).all())
-
-
-def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> list[Any] | None:
-    """TileSpecs for an elementwise kernel writing View `out` from `views` (all broadcast to out.shape): among
-    the tilings with which the producers of whole contiguous operands stored them (so their tiles are still
-    in SBUF) and `fallback`, the one needing the fewest DMAs (operand loads not held in SBUF, plus stores of
-    a non-internal output), the earlier on ties; None when there is no candidate."""
-    from nprof.compiler.views import retile
-    from nprof.nki import trace
-
-    builder = trace.current()
-    if not isinstance(builder, FusingBuilder) or not builder.fusing:
-        return fallback
-    strides = [out.strides, *(v.strides for v in views)]
-    candidates = []
-    for v in views:
-        decl = builder.tensors().get(v.tensor)
-        if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
-            continue
-        accesses = builder.tiling(v.tensor, tuple(v.shape))
-        specs = retile(accesses, *split_dims(accesses, v.shape, strides)) if accesses is not None else None
-        if specs is not None:
-            candidates.append(specs)
-    if fallback is not None:
-        candidates.append(fallback)
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
-    kept_out = builder.tensors()[out.tensor].kind == "internal"
-
-    def dmas(specs: list[Any]) -> int:
-        loads = sum(not builder.holds(spec.access(k, v)) for spec in specs for k, v in enumerate(views, 1))
-        return loads + (0 if kept_out else len(specs))
-
-    return min(candidates, key=dmas)
-
-
-def split_dims(accesses: list[Access], shape: Any, strides: list[Any]) -> tuple[list[int], list[tuple[int, ...]]]:
-    """`shape` and the operands' `strides` with a dim split in two wherever a run of `accesses` (patterns on
-    a contiguous tensor of that shape) steps by a multiple f of its contiguous stride below the next dim's:
-    blocks of f rows on partitions (`kernels.norm_spread`'s layout) are then boxes `views.retile` follows.
-    The same elements at the same offsets, for every operand."""
-    from nprof.compiler.views import contiguous_strides
-
-    shape, strides = [int(n) for n in shape], [list(st) for st in strides]
-    steps = {st for a in accesses for st, n in ((a.partition_stride, a.partitions), *a.free) if n > 1 and st > 0}
-    for step in sorted(steps, reverse=True):
-        cs = contiguous_strides(shape)
-        if step in cs:
-            continue
-        d = next((i for i in range(len(shape)) if cs[i] < step and (i == 0 or step < cs[i - 1])), None)
-        if d is None or step % cs[d] or shape[d] % (step // cs[d]):
-            continue
-        f = step // cs[d]
-        shape[d : d + 1] = [shape[d] // f, f]
-        for st in strides:
-            st[d : d + 1] = [st[d] * f, st[d]]
-    return shape, [tuple(st) for st in strides]
-
-
-def dead_stores(program: Program) -> Program:
-    """`program` without the DMAs writing internal HBM tensors that no instruction reads (see module doc)."""
-    internal = {t.name for t in program.tensors if t.kind == "internal"}
-    read = {a.tensor for ins in program.instructions for a in ins.ins if a.space is Space.HBM}
-    dead = internal - read
-    if not dead:
-        return program
-    instrs = program.instructions
-    keep = [
-        not (ins.opcode is Opcode.DMA_DIRECT2D and ins.outs and ins.outs[0].space is Space.HBM
-             and ins.outs[0].tensor in dead)
-        for ins in instrs
-    ]  # fmt: skip
-    deps = remap_deps([ins.deps for ins in instrs], keep)
-    kept = [
-        ins if new is ins.deps else dataclasses.replace(ins, deps=new)
-        for ins, k, new in zip(instrs, keep, deps, strict=True)
-        if k
-    ]
-    tensors = tuple(t for t in program.tensors if t.name not in dead)
-    return dataclasses.replace(program, instructions=tuple(kept), tensors=tensors)
-
-
-def remap_deps(deps: list[tuple[int, ...]], keep: list[bool]) -> list[tuple[int, ...]]:
-    """Each instruction's deps renumbered for the program holding only the kept instructions (deps on removed
-    ones dropped); an instruction whose deps do not change gets its own tuple back (the same object). Vectorised:
-    one pass over all deps in numpy, not a Python loop per dependency."""
-    n = len(deps)
-    kept = np.asarray(keep, bool)
-    new_index = np.cumsum(kept) - 1
-    new_index[~kept] = -1
-    lens = np.fromiter((len(d) for d in deps), np.int64, n)
-    flat = np.fromiter(itertools.chain.from_iterable(deps), np.int64, int(lens.sum()))
-    mapped = new_index[flat]
-    seg = np.repeat(np.arange(n), lens)
-    valid = mapped >= 0
-    new_lens = np.bincount(seg[valid], minlength=n)
-    changed = (np.bincount(seg, weights=(mapped != flat), minlength=n) > 0).tolist()
-    values = mapped[valid].tolist()
-    ends = np.cumsum(new_lens).tolist()
-    starts = [0, *ends][:n]
-    return [tuple(values[a:b]) if c else d for d, c, a, b in zip(deps, changed, starts, ends, strict=True)]

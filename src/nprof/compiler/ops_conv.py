@@ -15,6 +15,7 @@ from typing import Any
 from nprof.compiler.kernels import conv as direct
 from nprof.compiler.kernels import conv_spread
 from nprof.compiler.kernels import elementwise as ew
+from nprof.compiler.kernels.conv_spread_grad import conv_spread_weight_grad, weight_grad_factor
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.reduce import reduce_kernel
 from nprof.compiler.lower import Lowerer
@@ -104,6 +105,40 @@ def spread_factor(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) 
     return conv_spread.spread_factor(tuple(xv.shape), tuple(wv.shape), s, p, d)
 
 
+def spread_backward(xv: View, wv: View, stride: Any, padding: Any, dilation: Any, parts: tuple[str, ...]) -> bool:
+    """Do these `parts` of the backward ("input", "weight") run spread (`kernels.conv_spread`,
+    `kernels.conv_spread_grad`)? The weight gradient when the forward spreads; the input gradient when the
+    convolution of the output gradient with the flipped, transposed weights does."""
+    if xv.dtype != "float32" or wv.dtype != "float32" or len(padding) != 2 or len(dilation) != 2:
+        return False
+    s, p, d = _pairs(stride, padding, dilation)
+    n, c, h, w = xv.shape
+    oc, _, kh, kw = wv.shape
+    k = {"weight": weight_grad_factor((n, c, h, w), (oc, c, kh, kw), s, p, d),
+         "input": conv_spread.spread_factor((n, oc, h, w), (c, oc, kh, kw), s, p, d)}  # fmt: skip
+    return bool(parts) and all(k[part] > 1 for part in parts)
+
+
+def _spread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                     output_mask: Any) -> tuple:  # fmt: skip
+    """convolution_backward in the spread layout (`spread_backward` said yes for the wanted parts)."""
+    s, pad, d = _pairs(stride, padding, dilation)
+    g, xv, wv = as_contiguous(lw, g), as_contiguous(lw, xv), as_contiguous(lw, wv)
+    c = xv.shape[1]
+    results: list[Any] = [None, None, None]
+    if output_mask[0]:
+        results[0] = lw.new_tensor(index=0)
+        lw.em.call(conv_spread.conv_spread_input_grad, results[0], g, wv, conv_spread.P // c, pad)
+    if output_mask[1]:
+        results[1] = lw.new_tensor(index=1)
+        k = weight_grad_factor(tuple(xv.shape), tuple(wv.shape), s, pad, d)
+        lw.em.call(conv_spread_weight_grad, results[1], g, xv, k, pad, s)
+    if output_mask[2]:
+        results[2] = lw.new_tensor(index=2)
+        lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")
+    return tuple(results)
+
+
 @register("convolution.default")
 def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
@@ -144,6 +179,21 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
                           output_mask: Any) -> tuple:  # fmt: skip
     g, xv, wv = view_of(lw, grad), view_of(lw, x), view_of(lw, weight)
     _check(lw, xv, stride, transposed, groups)
+    spread = [wanted and spread_backward(xv, wv, stride, padding, dilation, (part,))
+              for part, wanted in zip(("input", "weight"), output_mask[:2], strict=True)]  # fmt: skip
+    if not any(spread):
+        return _unspread_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
+    results = list(_spread_backward(lw, g, xv, wv, stride, padding, dilation, [*spread, output_mask[2]]))
+    rest = [wanted and not s for wanted, s in zip(output_mask[:2], spread, strict=True)]
+    if any(rest):  # the part that does not spread (a gradient whose flipped convolution has too many channels)
+        other = _unspread_backward(lw, g, xv, wv, stride, padding, dilation, [*rest, False])
+        results = [r if r is not None else o for r, o in zip(results, other, strict=True)]
+    return tuple(results)
+
+
+def _unspread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                       output_mask: Any) -> tuple:  # fmt: skip
+    """convolution_backward by the direct kernels (`kernels.conv`) when they fit, else im2col and col2im."""
     parts = tuple(part for part, wanted in zip(("input", "weight"), output_mask[:2], strict=True) if wanted)
     if direct_supported(xv, wv, stride, padding, dilation, parts):
         return _direct_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)

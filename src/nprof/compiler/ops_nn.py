@@ -26,6 +26,7 @@ from nprof.compiler.kernels.onehot import (
 from nprof.compiler.kernels.reduce import argmax_kernel, reduce_kernel, softmax_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
 from nprof.compiler.ops import LOWERINGS, as_contiguous, elementwise_op, materialize_const, register, view_of
+from nprof.compiler.rowpack import RNG_PREFIX
 from nprof.compiler.views import View, numel
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -192,9 +193,29 @@ def _flat_index(lw: Lowerer, idx: Any) -> View:
     return r if r is not None else as_contiguous(lw, v).reshape([numel(v.shape)])  # type: ignore[return-value]
 
 
+def _arange_rows(lw: Lowerer, rows: int) -> tuple[int, int] | None:
+    """(start, count) when the running node's index argument is ``arange(start, start + count)`` with step 1
+    (a position embedding's), rows within the table's `rows`; else None."""
+    node = lw.node.args[1] if len(lw.node.args) > 1 else None
+    if getattr(node, "op", None) != "call_function" or not str(node.target).startswith("aten.arange."):  # type: ignore[union-attr]
+        return None
+    if node.kwargs.keys() & {"start", "end", "step"}:  # type: ignore[union-attr]
+        return None
+    nums = [a for a in node.args if isinstance(a, (int, float))]  # type: ignore[union-attr]
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (*nums[:2], nums[2] if len(nums) > 2 else 1)
+    if not all(isinstance(x, int) for x in (start, end, step)) or step != 1 or not 0 <= start < end <= rows:
+        return None
+    return int(start), int(end - start)
+
+
 @register("embedding.default")
 def _embedding(lw: Lowerer, weight: Any, idx: Any, padding_idx: int = -1, *_: Any) -> View:
+    """Rows of the table by a one-hot matmul; rows ``start .. start + n`` of it (a view, no kernel) when the
+    indices are ``arange(start, start + n)``."""
     w = view_of(lw, weight)
+    span = _arange_rows(lw, w.shape[0])
+    if span is not None:
+        return View(w.tensor, w.dtype, (span[1], w.shape[1]), w.strides, w.offset + span[0] * w.strides[0])
     flat = _flat_index(lw, idx)
     out = lw.new_tensor()
     out2d = out.reshape([flat.shape[0], w.shape[1]])
@@ -258,7 +279,7 @@ def _native_dropout(lw: Lowerer, x: Any, p: float, train: bool | None) -> tuple:
         return src, Const(1.0, src.shape, "bool")
     if p >= 1.0:
         return Const(0.0, src.shape, "float32"), Const(0.0, src.shape, "bool")
-    name = f"rng.{lw.node.name}"
+    name = f"{RNG_PREFIX}{lw.node.name}"
     lw.em.hbm_tensor(name, src.shape, "float32", "input")
     lw.rng_draws[name] = {"bernoulli": 1.0 - float(p), "dtype": graphinfo.torch_dtype_name(lw.meta(x).dtype)}
     keep = View.whole(name, "float32", src.shape)

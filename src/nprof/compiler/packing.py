@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nprof.arch.isa import Access, Instruction, Space
+from nprof.compiler.rowpack import RNG_PREFIX, ROWS_NAME, rows_values
 from nprof.compiler.staging import (  # noqa: F401  (re-exported: the packing API in one place)
     INT_OUT_PACK_NAME,
     OUT_PACK_NAME,
@@ -88,7 +89,8 @@ def plan_pack(decls: Sequence[TensorDecl]) -> Pack | None:
     scalar inputs (declaration order); None when neither has 2 members."""
     if not ENABLED:
         return None
-    small = [d for d in decls if d.kind == "input" and d.dtype == "float32" and d.elements <= MAX_MEMBER]
+    small = [d for d in decls if d.kind == "input" and d.dtype == "float32" and d.elements <= MAX_MEMBER
+             and not d.name.startswith(RNG_PREFIX)]
     ints = [d.name for d in decls if d.kind == "input" and d.dtype == "int32" and d.elements == 1]
     ints = ints if len(ints) >= 2 else []
     small = small if len(small) >= 2 else []
@@ -223,6 +225,9 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
         return dict(arrays)
     out = dict(arrays)
     for name, layout in packs.items():
+        if name == ROWS_NAME:
+            out[name] = rows_values(layout, arrays)
+            continue
         if name == COLUMNS_NAME:
             width = max(int(j) + column_count(int(n), PMAX) for _, j, n in layout)
             grid = np.zeros((PMAX, width), np.float32)
@@ -238,9 +243,11 @@ def pack_inputs(program: Program, arrays: Mapping[str, np.ndarray]) -> dict[str,
         for member, off, n in layout:
             value[int(off) : int(off) + int(n)] = np.asarray(arrays[member], dtype).reshape(-1)
         out[name] = value
+    declared = {t.name for t in program.tensors}
     for layout in packs.values():
-        for member, _, _ in layout:
-            out.pop(member, None)
+        for member, *_ in layout:
+            if member not in declared:  # a member still declared is also read from its own tensor
+                out.pop(member, None)
     return out
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
 from nprof.compiler.packing import INTS_NAME, PACKED_META, pack_inputs, unpack_outputs
+from nprof.compiler.rowpack import RNG_PREFIX
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 
@@ -89,7 +90,6 @@ def notify(kind: str, module: str, start_ns: int, **fields: Any) -> None:
             observer(event)
 
 
-RNG_PREFIX = "rng."  # program inputs the runtime fills with fresh random numbers on every call
 
 
 def draw_rng(shape: Sequence[int], how: dict[str, Any] | None) -> np.ndarray:

@@ -24,12 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nprof.arch.isa import ITEMSIZE, Access, Engine, Instruction, Opcode, Space
+from nprof.arch.isa import ITEMSIZE, SPACES, Access, Engine, Instruction, Opcode
 from nprof.device.accinfo import VALUE_KEY
 from nprof.device.rowcodes import padded, row_codes
 from nprof.program.table import attached_table
 
-SPACES = (Space.HBM, Space.SBUF, Space.PSUM)  # space code = index (device.accinfo.SPACE_INDEX)
 _SPACE_CODE = {s.value: k for k, s in enumerate(SPACES)}
 _OPCODES, _ENGINES = {o: k for k, o in enumerate(Opcode)}, {e: k for k, e in enumerate(Engine)}
 _INS, _OUTS, _DEPS = attrgetter("ins"), attrgetter("outs"), attrgetter("deps")

@@ -25,7 +25,7 @@ from nprof.device.psum import attr, is_zero_fill_attrs
 from nprof.device.rowcodes import padded, row_codes
 from nprof.device.template import Template, template
 
-_HBM, _PSUM = 0, 2  # device.columns.SPACES
+_HBM, _PSUM = 0, 2  # arch.isa.SPACES
 
 
 class Signatures(NamedTuple):

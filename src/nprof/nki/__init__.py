@@ -18,6 +18,7 @@ from typing import Any
 
 from nprof.nki import collectives, compiler, isa, language, typing  # collectives: nki.collectives (multi-worker)
 from nprof.nki.decorators import baremetal, benchmark, jit, profile, simulate, simulate_kernel
+from nprof.nki.framework import FrameworkKernel
 from nprof.nki.kernel import Kernel
 from nprof.nki.tensor import NkiTensor
 from nprof.nki.trace import ProgramBuilder
@@ -34,6 +35,7 @@ sys.modules["nprof.nki.trace"].__class__ = _TraceModule
 tensor = NkiTensor  # `nki.tensor`: the class of kernel tensors and tiles (2.26 API); module: nprof.nki.tensor
 
 __all__ = [
+    "FrameworkKernel",
     "Kernel",
     "ProgramBuilder",
     "baremetal",

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from nprof.nki import indirection as _indirection
 from nprof.nki import trace as _trace
 from nprof.nki.source import user_location
 from nprof.nki.tensor import NkiTensor
@@ -72,7 +73,7 @@ def beta2(names: tuple[str, ...], at: int) -> Callable[[Callable[..., Any]], Cal
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if len(args) > at and isinstance(args[at], NkiTensor):
+            if len(args) > at and (isinstance(args[at], NkiTensor) or _indirection.is_indirect(args[at])):
                 if len(args) > len(names):
                     raise TypeError(f"{fn.__name__}() takes at most {len(names)} positional arguments in the "
                                     f"dst-first style ({', '.join(names)}), got {len(args)}")  # fmt: skip
@@ -81,6 +82,8 @@ def beta2(names: tuple[str, ...], at: int) -> Callable[[Callable[..., Any]], Cal
                         raise TypeError(f"{fn.__name__}() got multiple values for argument {name!r}")
                     kwargs[name] = value
                 args = ()
+            if _indirection.USED:  # tensor indirection operands (`t.indirect(index)`, nprof.nki.indirection)
+                return _with_indirection(fn, args, kwargs)
             return fn(*args, **kwargs)
 
         wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
@@ -88,3 +91,17 @@ def beta2(names: tuple[str, ...], at: int) -> Callable[[Callable[..., Any]], Cal
         return wrapper
 
     return deco
+
+
+def _with_indirection(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call instruction `fn` with its indirect operands gathered and an indirect `dst` scattered after it (G = 32
+    offsets per index group on the Tensor engine, 16 on the others: `nprof.nki.indirection`)."""
+    group = _indirection.GROUP["tensor" if fn.__name__ in ("nc_matmul", "nc_matmul_mx") else "vector"]
+    args, kwargs, scatter = _indirection.resolve(args, kwargs, group)
+    result = fn(*args, **kwargs)
+    if scatter is None:
+        return result
+    tile = kwargs["dst"]
+    _trace.current().flush()  # (a pending matmul into the new tile is committed before its columns are moved)
+    scatter.scatter(tile, group)
+    return scatter if result is tile else result

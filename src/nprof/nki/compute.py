@@ -23,7 +23,8 @@ from nprof.arch.isa import PACKED_MX, Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.dtypes import dtype_name, promote
 from nprof.nki.index import Predicate
-from nprof.nki.masks import mask_box, masked_box, note_mask, operand_box
+from nprof.nki.indirection import GROUP, TensorIndirection
+from nprof.nki.masks import _OPERAND, mask_box, note_mask, operand_box
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip, partition_first
 
@@ -43,13 +44,14 @@ def dname(dtype: Any) -> str:
         raise kernel_error(str(err)) from None
 
 
+_HBM = Space.HBM  # (module constant: an enum member's attribute lookup is slow on hot paths)
 MM_WRITTEN: weakref.WeakKeyDictionary[OnChip, set[Any]] = weakref.WeakKeyDictionary()
 """PSUM regions (access keys per tile) a beta-2 `nc_matmul(dst, ...)` wrote since the tile was last read."""
 
 
 def consumed(t: NkiTensor) -> None:
     """`t` is read by an instruction: the next beta-2 matmul into its PSUM tile starts a new sum."""
-    if isinstance(t.base, OnChip) and t.base in MM_WRITTEN:
+    if MM_WRITTEN.data and isinstance(t.base, OnChip) and t.base in MM_WRITTEN:  # (.data: no weakref made)
         del MM_WRITTEN[t.base]
 
 
@@ -57,22 +59,25 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool
     """`x` as an on-chip tile read as an operand; KernelError for HBM tensors and other values, and for an
     operand-masked view (`tile[mask]`) unless `masked_ok` (matmul operands: the only ones NKI masks so)."""
     if isinstance(x, NkiTensor):
-        if x.is_hbm:
+        if x._base.space is _HBM:
             raise kernel_error(
                 f"{what} {x.name!r} is in HBM; compute engines read SBUF/PSUM — nl.load it into a tile first"
             )
-        if not masked_ok and operand_box(x) is not None:
+        if not masked_ok and _OPERAND.data and operand_box(x) is not None:  # (.data: no masked operand alive)
             raise kernel_error(
                 f"{what}: operand masking (tile[mask]) applies to matmul operands only (NKI API Masking); "
                 "pass mask= to this instruction instead"
             )
-        if x.dtype_name in PACKED_MX and not packed_ok:
+        if x._base.dtype in PACKED_MX and not packed_ok:
             raise packed_error(what, x.dtype_name)
         builder = trace.current()
-        if builder.is_pending(x):
+        if builder._pending is not None and builder.is_pending(x):
             builder.flush()
-        consumed(x)
+        if MM_WRITTEN.data:
+            consumed(x)
         return x
+    if isinstance(x, TensorIndirection):  # `t.indirect(index)`: its columns gathered first (nprof.nki.indirection)
+        return x.gathered(GROUP["vector"])
     if hasattr(x, "dyn_attrs"):  # an IndirectView (nprof.nki.indirect)
         raise kernel_error(f"{what} cannot be indexed with runtime values: {NOT_A_TILE}")
     raise kernel_error(f"{what} must be a tile, got {type(x).__name__}")
@@ -90,11 +95,15 @@ def new_tile(shape: tuple[int, ...], dtype: str, space: Space = Space.SBUF, name
 
 def emit(engine: Engine, opcode: Opcode, outs: list[NkiTensor], ins: list[NkiTensor], **kw: Any) -> None:
     """Emit one instruction over views (skipped when a mask left nothing to do)."""
-    if any(v.empty for v in outs) or any(v.empty for v in ins):
-        return
-    views = partition_first([*outs, *ins])  # whole multi-block tiles: partition axis first
-    accs = tuple(v.access() for v in views)
-    trace.current().emit(engine, opcode, accs[: len(outs)], accs[len(outs) :], attrs(**kw))
+    views = [*outs, *ins]
+    for v in views:
+        for _, _, size in v._dims:
+            if not size:
+                return
+    views = partition_first(views)  # whole multi-block tiles: partition axis first
+    accs = tuple([v.access() for v in views])
+    n = len(outs)
+    trace.current().emit(engine, opcode, accs[:n], accs[n:], attrs(**kw) if kw else ())
 
 
 def apply_mask(mask: Predicate | None, shape: tuple[int, ...], *views: NkiTensor) -> list[NkiTensor]:
@@ -372,76 +381,10 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
-# -- in-place forms and assignment ------------------------------------------------------------
-def inplace(op: str, target: NkiTensor, other: Any) -> NkiTensor:
-    """`target <op>= other`: PSUM `+=` of a fresh matmul accumulates in place; else an op into target."""
-    builder = trace.current()
-    if op == "add" and builder.is_pending(other, "matmul") and not target.is_hbm:
-        builder.commit_matmul(matmul_target(target, other), accumulate=True)
-        return target
-    if target.is_hbm:
-        raise kernel_error("cannot update an HBM tensor in place; compute in a tile and nl.store it")
-    binary(op, target, other, out=target)
-    return target
-
-
-def matmul_target(view: NkiTensor, result: NkiTensor) -> NkiTensor:
-    """Where a pending matmul's `result` lands in `view`: the box its masked operands computed (operand
-    masking leaves the rest of the destination as it was), else all of `view`."""
-    box = masked_box(result) if result.shape == view.shape else None
-    return view if box is None else view.restrict(box)
-
-
-def assign(view: NkiTensor, value: Any) -> None:
-    """`view[...] = value`: copy, matmul retarget, memset of a scalar, or DMA to/from HBM."""
-    if hasattr(view, "assign_from"):  # a view indexed with runtime values (nprof.nki.indirect)
-        view.assign_from(value)
-        return
-    builder = trace.current()
-    if isinstance(value, NkiTensor) and value.base is view.base and value.access_key() == view.access_key():
-        return  # `t[...] += x` already updated t in place
-    if builder.is_pending(value, "matmul") and not view.is_hbm:
-        builder.commit_matmul(matmul_target(view, value), accumulate=False)
-        return
-    if hasattr(value, "assign_into"):  # nl.loop_reduce: the destination is op's other input
-        value.assign_into(view)
-        return
-    if (
-        builder.is_pending(value, "load")
-        and view.space is Space.SBUF
-        and value.shape == view.shape
-        and value.dtype_name == view.dtype_name
-    ):
-        builder.commit_load(view)  # `tile[...] = nl.load(...)`: the DMA writes the tile directly
-        return
-    if is_scalar(value):
-        if view.is_hbm:
-            raise kernel_error("cannot assign a scalar to an HBM tensor; memset a tile and nl.store it")
-        engine = Engine.VECTOR if view.space is Space.PSUM else Engine.GPSIMD  # GpSimdE has no PSUM port
-        emit(engine, Opcode.MEMSET, [view], [], value=float(value))
-        return
-    if not isinstance(value, NkiTensor):
-        raise kernel_error(f"cannot assign a {type(value).__name__} to a tile")
-    if view.is_hbm or value.is_hbm:
-        if value.shape != view.shape:
-            raise kernel_error(f"cannot assign shape {value.shape} to {view.shape}")
-        builder.dma(view, value)
-        return
-    value = tile(value)
-    box = masked_box(value) if value.shape == view.shape else None
-    if box is not None:  # a result computed under mask=: only its box is written (NKI masks the assignment)
-        view, value = view.restrict(box), value.restrict(box)
-    if value.ndim < view.ndim:  # a rank-1 [P] result (a reduction) stored into a [P, 1] view
-        value = value.pad_free(view.ndim)
-    elif value.ndim > view.ndim and all(s == 1 for s in value.shape[view.ndim :]):  # [P, 1] into a [P] view
-        view = view.pad_free(value.ndim)
-    if value.shape != view.shape:
-        value = broadcast_operand(value, view.shape)
-    emit(Engine.VECTOR, Opcode.TENSOR_COPY, [view], [value])
-
-
 def _numel_free(x: NkiTensor) -> int:
     n = 1
     for s in x.shape[1:]:
         n *= s
     return n
+
+

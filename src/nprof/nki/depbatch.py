@@ -10,10 +10,11 @@ a TRANSPOSE displaces the loaded weights). Returns (E, P, T, deps, instructions 
 `dep_off` is filled in place.
 
 Stream events (int64): MAT [1, tile] (the tile is placed now: its `born` is the instruction count); APP [2, event,
-transpose, reads, writes, access...]; MM [3, event, accumulate asked, checked, placed kind (0: fixed, 1: a tile of
-the iteration), placed value, stationary, moving, result]. An access is [name code, dtype code] followed by its
-`DepTracker._encode` form (memory, itemsize, offset, partitions, partition start, partition stride, free dims,
-(stride, size) per free dim); two accesses are equal `Access`es exactly when these integers are equal.
+weights (`weights_effect`: 0 none, DISPLACE, LOAD), reads, writes, access...]; MM [3, event, accumulate asked,
+checked, placed kind (0: fixed, 1: a tile of the iteration), placed value, stationary, moving, result]. An access is
+[name code, dtype code] followed by its `DepTracker._encode` form (memory, itemsize, offset, partitions, partition
+start, partition stride, free dims, (stride, size) per free dim); two accesses are equal `Access`es exactly when
+these integers are equal.
 
 `state` (int64, in and out): [instruction count, weights loaded (0/1), the LDWEIGHTS index, key length, the
 output row of the LDWEIGHTS that loaded them last (-1: none in this call, -2: displaced), then the loaded
@@ -26,10 +27,22 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from nprof.arch.isa import Opcode
 from nprof.nki import depcore as core
 from nprof.nki.depregions import E_NFREE, E_USED, EW, NEED_E, NEED_P, P_NFREE, P_USED, PW, T_USED
 
 MAT, APP, MM = 1, 2, 3
+DISPLACE, LOAD = 1, 2  # what an APP instruction does to the loaded weights (a TRANSPOSE, an MX LDWEIGHTS; an
+# LDWEIGHTS of one stationary, e.g. one a replay logged as an instruction)
+
+
+def weights_effect(opcode: Opcode, reads: int) -> int:
+    """What an instruction other than a stamped matmul does to the loaded weights (`ProgramBuilder._append`)."""
+    if opcode is Opcode.TRANSPOSE:
+        return DISPLACE
+    if opcode is Opcode.LDWEIGHTS:
+        return LOAD if reads == 1 else DISPLACE
+    return 0
 HDR = 2  # name code and dtype code before an access's tracker encoding
 KEY = 5  # where the loaded stationary's key starts in `state`
 
@@ -128,8 +141,9 @@ def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarra
             ev = row[pos + 1]
             if kind == APP:
                 nr, nw = row[pos + 3], row[pos + 4]
-                transpose = row[pos + 2]
+                effect = row[pos + 2]
                 pos += 5
+                first = pos
                 q = 0
                 for _ in range(nr + nw):
                     q = _load(IO, q, row, pos)
@@ -140,8 +154,12 @@ def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarra
                 dep_off[ni + 1] = nd
                 ni += 1
                 count += 1
-                if transpose:
+                if effect == DISPLACE:
                     state[1], state[4] = 0, -2
+                elif effect == LOAD:
+                    n = _length(row, first)
+                    state[1], state[2], state[3], state[4] = 1, count - 1, n, ni - 1
+                    state[KEY : KEY + n] = row[first : first + n]
                 continue
             asked, checked, pkind, pval = row[pos + 2], row[pos + 3], row[pos + 4], row[pos + 5]
             s = pos + 6

@@ -428,3 +428,4 @@ def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oo
 
 from nprof.nki.isa_ext import *  # noqa: E402, F403  (the rest of the 2.26 instruction set)
 from nprof.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402, F401  (NeuronCore-v4 MX instructions)
+from nprof.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402, F401

@@ -21,6 +21,7 @@ import numpy as np
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import isa_enums as _isa_enums
+from nprof.nki.assign import assign
 from nprof.nki.calls import beta2
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
@@ -228,7 +229,7 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
     else:
         res = _dma_transpose_sbuf(src, mask, dtype)
     if dst is not None:
-        _c.assign(dst, res)
+        assign(dst, res)
         return dst
     return res
 

@@ -27,6 +27,7 @@ import numpy as np
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
+from nprof.nki.assign import assign
 from nprof.nki.buffers import Buffer as _Buffer
 from nprof.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     bfloat16,
@@ -154,7 +155,7 @@ def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: st
     t = ndarray(shape, dtype, buffer, name)
     if t.is_hbm:
         raise kernel_error("filled HBM tensors are not supported; fill an SBUF tile and nl.store it")
-    t[...] = float(fill_value)
+    assign(t, float(fill_value))  # (`t[...] = value`: the whole new tile is the view `t` itself)
     return t
 
 

@@ -68,6 +68,8 @@ def masked_box(value: NkiTensor) -> list[tuple[int, int]] | None:
     """
     from nprof.nki.tensor import NkiTensor, OnChip
 
+    if not _MASKED.data:  # (no masked result alive: skip the weak-key lookup)
+        return None
     base = value.base
     if isinstance(base, OnChip) and base in _MASKED and value.access_key() == NkiTensor.root(base).access_key():
         return _MASKED[base]
@@ -114,6 +116,8 @@ def operand_masked(view: NkiTensor, mask: Any) -> NkiTensor:
 
 def operand_box(view: Any) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
     """(shape before masking, box) of a view made by operand masking, None for any other value."""
+    if not _OPERAND.data:  # (no operand-masked view alive: skip the weak-key lookup)
+        return None
     try:
         return _OPERAND.get(view)
     except TypeError:  # unhashable values are never masked operands

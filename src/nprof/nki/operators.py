@@ -42,6 +42,12 @@ class TileOperators:
     def _op(self, name: str, *args: Any) -> Any:
         return getattr(_compute(), name)(*args)
 
+    def _write(self, name: str, *args: Any) -> Any:
+        """`nprof.nki.assign.<name>(*args)` (imported on use: it imports `compute`, which imports this module)."""
+        from nprof.nki import assign
+
+        return getattr(assign, name)(*args)
+
     def __add__(self, o: Any) -> Any:
         if isinstance(o, IndexExpr):  # `offsets[0, i] + iy`: a runtime index (nprof.nki.indirect)
             return _dyn(self, o)
@@ -98,19 +104,19 @@ class TileOperators:
         return self._op("binary", "logical_or", self, o)
 
     def __iadd__(self, o: Any) -> Any:
-        return self._op("inplace", "add", self, o)
+        return self._write("inplace", "add", self, o)
 
     def __isub__(self, o: Any) -> Any:
-        return self._op("inplace", "subtract", self, o)
+        return self._write("inplace", "subtract", self, o)
 
     def __imul__(self, o: Any) -> Any:
-        return self._op("inplace", "multiply", self, o)
+        return self._write("inplace", "multiply", self, o)
 
     def __itruediv__(self, o: Any) -> Any:
-        return self._op("inplace", "divide", self, o)
+        return self._write("inplace", "divide", self, o)
 
     def __setitem__(self, items: Any, value: Any) -> None:
-        self._op("assign", self.index(items), value)
+        self._write("assign", self.index(items), value)
 
     def __bool__(self) -> bool:
         raise kernel_error("a tile has no truth value at trace time; use nl.where or a mask instead of `if`")

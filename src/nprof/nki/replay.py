@@ -6,7 +6,9 @@ makes the same builder requests with integer operands (HBM offsets, offsets with
 loop index. So `Loop.__iter__` (nprof.nki.scopes) runs iterations 0..3 of such a loop plainly while a `Recorder`
 logs the builder requests they make, and when the four logs have the same structure and their integers lie on
 one line, it *replays* iterations 4..N-2 from the log (`replay`) and runs iteration N-1 plainly again (so the
-kernel's Python names end as after a plain trace). Anything else falls back to the plain trace, unchanged.
+kernel's Python names end as after a plain trace). A body whose source is affine in the loop variable
+(`nprof.nki.replay_affine`: its integers are affine by construction) is logged for iterations 0..1 only.
+Anything else falls back to the plain trace, unchanged.
 An inner loop replays inside an outer loop's logged iterations; its requests are told to every enclosing
 recorder, so the outer loop later replays whole inner loops.
 
@@ -30,8 +32,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Access, Space
-from nprof.nki.replay_pure import pure_body
+from nprof.nki.replay_pure import affine_body, pure_body
+from nprof.nki.source import user_location
 from nprof.nki.stamp import stamp
+from nprof.nki.stamp_tell import Told, flat
 
 if TYPE_CHECKING:
     from nprof.nki.tensor import OnChip
@@ -42,6 +46,7 @@ STAMP = os.environ.get("NPROF_TRACE_STAMP", "1") != "0"  # iterations made in bu
 STAMP_MIN_EVENTS = 64  # events (iterations x body events) below which iterations are replayed one by one
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
+RECORDED_AFFINE = 2  # the same for a body affine in the loop variable by its source (nprof.nki.replay_affine)
 STATS = {"loops": 0, "iterations": 0, "stamped": 0}  # loops and iterations replayed, iterations of them stamped
 
 # -- recording -------------------------------------------------------------------------------------------------
@@ -103,7 +108,7 @@ class Recorder:
             self.fail("a tile from before the loop is placed in its body")
             return
         self.at[(base.space is Space.SBUF, base.byte_offset)] = (self.iteration - hit[0], hit[1], hit[0])
-        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source))
+        self.events.append(("mat", (self.iteration - hit[0], hit[1]), source, user_location(full_path=True)))
 
     def freed(self, sbuf: bool, start: int) -> None:
         if self.parent is not None:
@@ -157,7 +162,8 @@ class Recorder:
 # -- the template and its replay -------------------------------------------------------------------------------
 def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[int], list[int]] | None:
     """(events, integers of the last logged iteration, their step per iteration) when all logs have the same
-    events and their integers lie on lines; None otherwise."""
+    events and their integers lie on lines; None otherwise. (Its events may hold `stamp_tell.Told`s: `flat` lays
+    them out.)"""
     events = logs[0][0]
     if any(e != events for e, _ in logs[1:]) or len({len(i) for _, i in logs}) != 1:
         return None
@@ -165,9 +171,11 @@ def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[i
     for (_, a), (_, b) in itertools.pairwise(logs):
         if any(y - x != d for x, y, d in zip(a, b, step, strict=True)):
             return None
-    frees = [e[1] for e in events if e[0] == "free"]
-    mats = [e[1] for e in events if e[0] == "mat"]
-    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not _own_tiles(events):
+    plain = [e for e in events if type(e) is not Told]  # (a Told's own tiles are placed and freed within it)
+    frees = [e[1] for e in plain if e[0] == "free"]
+    mats = [e[1] for e in plain if e[0] == "mat"]
+    own = _own_tiles(plain) and all(e.own_tiles() for e in events if type(e) is Told)
+    if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not own:
         return None  # every tile placed in an iteration is freed within it, and no other
     return events, list(logs[-1][1]), step
 
@@ -209,7 +217,7 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
         if kind == "alloc":
             tiles.append(builder.new_tile(ev[1], ev[2], ev[3], "", ev[4], lazy=True))
         elif kind == "mat":
-            builder.materialize(tiles[ev[1][1]], source=ev[2])
+            builder.materialize(tiles[ev[1][1]], source=ev[2], where=ev[3])
         elif kind == "free":
             tiles[ev[1][1]] = None  # the last reference: the tile's finalizer frees its memory
         elif kind == "app":
@@ -245,8 +253,8 @@ def _fingerprint(builder: ProgramBuilder) -> tuple[Any, ...]:
 class Plan:
     """Records the first `RECORDED` iterations of one loop and replays the rest but the last (see module doc)."""
 
-    def __init__(self, builder: ProgramBuilder, length: int) -> None:
-        self.builder, self.length = builder, length
+    def __init__(self, builder: ProgramBuilder, length: int, recorded: int = RECORDED) -> None:
+        self.builder, self.length, self.recorded = builder, length, recorded
         self.outer = (builder._rec, builder._sbuf.listener, builder._psum.listener)  # an enclosing loop's
         self.rec = Recorder(builder, builder._rec)
         self.logs: list[tuple[list[Any], list[int]]] = []
@@ -265,7 +273,7 @@ class Plan:
                 or type(builder) is not ProgramBuilder or not builder.replay_ok or builder.direct.tiles
                 or not pure_body(frame)):  # fmt: skip
             return None
-        return Plan(builder, length)
+        return Plan(builder, length, RECORDED_AFFINE if affine_body(frame) else RECORDED)
 
     def detach(self) -> None:
         """Stop logging: the enclosing loop's recorder (if any) is told the builder's requests again."""
@@ -284,7 +292,7 @@ class Plan:
         if rec.failed or not self.prints[-1][8] or (n > 1 and self.prints[-1] != self.prints[1]):
             self.detach()
             return n
-        if n < RECORDED:
+        if n < self.recorded:
             rec.start(n)
             return n
         self.detach()
@@ -300,6 +308,7 @@ class Plan:
             stamp(self.builder, events, ints, step, n, last)
             STATS["stamped"] += last - n
             return last
+        events = flat(events)
         for k in range(n, last):
             shift = k - (n - 1)
             replay(self.builder, events, [a + shift * d for a, d in zip(ints, step, strict=True)])

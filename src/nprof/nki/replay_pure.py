@@ -19,6 +19,8 @@ import re
 import textwrap
 from types import CodeType, FrameType, FunctionType, ModuleType
 
+from nprof.nki.replay_affine import affine
+
 _PURE: dict[tuple[CodeType, int], bool] = {}
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.USub, ast.UAdd)
 _NODES = (ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice,
@@ -88,7 +90,25 @@ def _check_loop(frame: FrameType) -> bool:
     if not _tiles_by_call(node, subscripted & bound):
         return False
     _SUBSCRIPTED[(frame.f_code, frame.f_lineno)] = frozenset(subscripted - bound)
+    _AFFINE[(frame.f_code, frame.f_lineno)] = affine(node, _helper_defs(node, helpers))
     return True
+
+
+def _helper_defs(loop: ast.For, helpers: dict[str, CodeType | None]) -> dict[str, ast.FunctionDef]:
+    """The syntax trees of a loop's pure helpers (those defined in its body, then the kernel's or module's)."""
+    defs = {n.name: n for n in ast.walk(loop) if isinstance(n, ast.FunctionDef) and helpers.get(n.name, 0) is None}
+    for name, code in helpers.items():
+        if code is not None:
+            tree = ast.parse(textwrap.dedent("".join(source_lines(code)[0])))
+            if isinstance(tree.body[0], ast.FunctionDef):
+                defs[name] = tree.body[0]
+    return defs
+
+
+def affine_body(frame: FrameType) -> bool:
+    """Is the body of the loop at `frame`'s current line, found pure by `pure_body`, affine in the loop variable by
+    its source (`nprof.nki.replay_affine`)?"""
+    return _AFFINE.get((frame.f_code, frame.f_lineno), False)
 
 
 def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
@@ -142,6 +162,7 @@ def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType | 
 
 
 _SUBSCRIPTED: dict[tuple[CodeType, int], frozenset[str]] = {}
+_AFFINE: dict[tuple[CodeType, int], bool] = {}  # per pure loop: is its body affine in the loop variable?
 _HELPERS: dict[tuple[CodeType, int], dict[str, CodeType | None]] = {}  # per loop: its pure helpers (None: def
 # in the body), by name
 _HELPER_OK: dict[CodeType, bool] = {}

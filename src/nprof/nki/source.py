@@ -26,9 +26,13 @@ def _name(code: CodeType) -> str | None:
     return name
 
 
-def user_frame() -> FrameType | None:
-    """The innermost frame whose code is not in the `nprof.nki` package (nor frozen), or None."""
-    frame: FrameType | None = sys._getframe(1)
+def user_frame(skip: int = 0) -> FrameType | None:
+    """The innermost frame whose code is not in the `nprof.nki` package (nor frozen), or None; `skip`: how many
+    frames above the caller's are known to be nprof's (jumped over without making their frame objects)."""
+    try:
+        frame: FrameType | None = sys._getframe(1 + skip)
+    except ValueError:  # (fewer frames than that)
+        frame = sys._getframe(1)
     names = _NAMES
     while frame is not None:
         code = frame.f_code
@@ -41,9 +45,10 @@ def user_frame() -> FrameType | None:
     return None
 
 
-def user_location(full_path: bool = False) -> str | None:
-    """`file.py:LINE` of the user's current kernel line (full path if asked), or None."""
-    frame = user_frame()
+def user_location(full_path: bool = False, skip: int = 0) -> str | None:
+    """`file.py:LINE` of the user's current kernel line (full path if asked), or None; `skip`: frames above the
+    caller's known to be nprof's (see `user_frame`)."""
+    frame = user_frame(1 + skip)
     if frame is None:
         return None
     if full_path:
@@ -51,7 +56,8 @@ def user_location(full_path: bool = False) -> str | None:
     return f"{_NAMES[frame.f_code]}:{frame.f_lineno}"
 
 
-def kernel_error(message: str) -> KernelError:
-    """A KernelError whose message starts with the user's `file:line`."""
-    where = user_location(full_path=True) or "<unknown>:0"
+def kernel_error(message: str, where: str | None = None) -> KernelError:
+    """A KernelError whose message starts with the user's `file:line` (`where`: that of a request replayed from a
+    log, `nprof.nki.replay`, which the running line is not)."""
+    where = where or user_location(full_path=True) or "<unknown>:0"
     return KernelError(f"{where}: {message}")

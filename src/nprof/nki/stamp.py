@@ -16,6 +16,7 @@ makes the matmul decisions in order. The results are kept as a columnar chunk of
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,21 +26,33 @@ from nprof.nki import alloc_batch, depbatch
 from nprof.nki.alloc import OutOfMemory
 from nprof.nki.deps import ONCHIP_MEMORY
 from nprof.nki.stamp_chunk import StampedChunk
-from nprof.nki.stamp_tell import tell
+from nprof.nki.stamp_tell import Told, tell
 from nprof.nki.tiles import MAX_ALLOC_RECORDS
 
 if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
 
 
+_WEIGHTS_OPS = (Opcode.TRANSPOSE, Opcode.LDWEIGHTS)  # (instructions that change the loaded weights)
+
+
 class _Codes(dict[Any, int]):
-    """Small-int codes of names and dtypes (equal strings, equal codes)."""
+    """Small-int codes of names and dtypes (equal strings, equal codes; `reserve`d codes stand for strings met
+    nowhere else)."""
+
+    next = 0
 
     def of(self, value: Any) -> int:
         code = self.get(value)
         if code is None:
-            code = self[value] = len(self)
+            code = self[value] = self.next
+            self.next += 1
         return code
+
+    def reserve(self, n: int) -> int:
+        """The first of `n` codes no string has."""
+        self.next += n
+        return self.next - n
 
 
 class _Template:
@@ -48,13 +61,15 @@ class _Template:
     def __init__(self, builder: ProgramBuilder, events: list[Any]) -> None:
         self.builder = builder
         self.codes = _Codes()
-        self.row: list[int] = []
-        self.holes: dict[str, list[tuple[int, int]]] = {"int": [], "tile": [], "name": []}  # (row position, col)
+        self.row = array("q")  # (int64, read by numpy without a copy)
+        self.holes = {"int": array("q"), "tile": array("q"), "name": array("q")}  # row position, col (tile), ...
         self.tile_of_hole: list[int] = []  # tile of each "tile" hole
+        self._segments: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # operand key -> its encoding (`_segment`)
+        self._placements: dict[tuple[Any, ...], tuple[int, int | None, int]] = {}  # alloc event -> placement
         self.tiles: list[tuple[Space, str, tuple[int, ...], int, int, int | None, int]] = []
-        self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source) / ("f", t)
+        self.steps: list[tuple[Any, ...]] = []  # allocation order: ("a", t) / ("m", t, source, where) / ("f", t)
         self.ops: list[tuple[Any, ...]] = []  # per event index: what builds its instructions
-        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source) / ("free",
+        self.order: list[tuple[Any, ...]] = []  # the events: ("alloc", event) / ("mat", tile, source, where) / ("free",
         # tile) / ("op", index into ops), for recorders of enclosing loops (nprof.nki.stamp_tell)
         self.operands: list[tuple[Any, ...]] = []
         self.col = 0  # next integer column
@@ -64,45 +79,62 @@ class _Template:
             self._event(ev)
 
     def _event(self, ev: tuple[Any, ...]) -> None:
-        kind, b = ev[0], self.builder
+        if type(ev) is Told:  # an inner loop's stamped iterations (nprof.nki.stamp_tell), not laid out as tuples
+            ev.walk(self._event, self._app)
+            return
+        kind = ev[0]
         if kind == "alloc":
             shape, dtype, space, axis = ev[1], ev[2], ev[3], ev[4]
-            nbytes, align, _ = b.placement(shape, dtype, space, axis)
+            placed = self._placements.get(ev)
+            if placed is None:
+                placed = self._placements[ev] = self.builder.placement(shape, dtype, space, axis)
+            nbytes, align, _ = placed
             parts = shape[axis] if shape else 1
             self.tiles.append((space, dtype, shape, axis, nbytes, align, parts))
             self.steps.append(("a", len(self.tiles) - 1))
             self.order.append(("alloc", ev))
         elif kind == "mat":
-            self.steps.append(("m", ev[1][1], ev[2]))
-            self.order.append(("mat", ev[1][1], ev[2]))
-            self.row += (depbatch.MAT, ev[1][1])
+            self.steps.append(("m", ev[1][1], ev[2], ev[3]))
+            self.order.append(("mat", ev[1][1], ev[2], ev[3]))
+            self.row.extend((depbatch.MAT, ev[1][1]))
         elif kind == "free":
             self.steps.append(("f", ev[1][1]))
             self.order.append(("free", ev[1][1]))
         elif kind == "app":
-            _, engine, opcode, outs_k, ins_k, attrs_, source = ev
-            outs = [self._operand(k) for k in outs_k]  # (the integers are logged outs first, then ins)
-            ins = [self._operand(k) for k in ins_k]
-            queue = -1
-            if opcode is Opcode.DMA_DIRECT2D:
-                queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
-            self.row += (depbatch.APP, len(self.ops), int(opcode is Opcode.TRANSPOSE), len(ins), len(outs))
-            for k in (*ins, *outs):
-                self._encode(k)
-            self.order.append(("op", len(self.ops)))
-            self.ops.append((engine, opcode, tuple(outs), tuple(ins), attrs_, queue, source))
-            self.per_iteration += 1
+            self._app(*ev[1:])
         else:  # "mm"
             _, stat_k, mov_k, out_k, asked, checked, placed, source = ev
             stat, mov, out = self._operand(stat_k), self._operand(mov_k), self._operand(out_k)
             fixed = placed[0] == "P"
-            self.row += (depbatch.MM, len(self.ops), int(asked), int(checked), 0 if fixed else 1,
-                         placed[1] if fixed else placed[2])  # fmt: skip
+            self.row.extend((depbatch.MM, len(self.ops), int(asked), int(checked), 0 if fixed else 1,
+                             placed[1] if fixed else placed[2]))  # fmt: skip
             for k in (stat, mov, out):
                 self._encode(k)
             self.order.append(("op", len(self.ops)))
             self.ops.append((None, None, (out,), (stat, mov), None, -1, source))
             self.per_iteration += 2
+
+    def _app(self, engine: Any, opcode: Opcode, outs_k: tuple[Any, ...], ins_k: tuple[Any, ...], attrs_: Any,
+             source: str | None) -> None:  # fmt: skip
+        """An "app" event: one instruction with operand keys `outs_k`, `ins_k`."""
+        b, operands, col = self.builder, self.operands, self.col
+        first, n_out = len(operands), len(outs_k)  # (the integers are logged outs first, then ins)
+        for key in (*outs_k, *ins_k):
+            operands.append((key, col))
+            col += 2
+        self.col = col
+        outs, ins = tuple(range(first, first + n_out)), tuple(range(first + n_out, len(operands)))
+        queue = -1
+        if opcode is Opcode.DMA_DIRECT2D:
+            queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
+        effect = depbatch.weights_effect(opcode, len(ins)) if opcode in _WEIGHTS_OPS else 0
+        op = len(self.ops)
+        self.row.extend((depbatch.APP, op, effect, len(ins), n_out))
+        for k in (*ins, *outs):
+            self._encode(k)
+        self.order.append(("op", op))
+        self.ops.append((engine, opcode, outs, ins, attrs_, queue, source))
+        self.per_iteration += 1
 
     def _operand(self, key: tuple[Any, ...]) -> int:
         """Number an operand; its two integers are the next two columns."""
@@ -113,26 +145,41 @@ class _Template:
     def _encode(self, k: int) -> None:
         """Append operand k's access to the row, holes where it varies."""
         key, col = self.operands[k]
-        row, holes, codes = self.row, self.holes, self.codes
+        seg = self._segments.get(key)
+        if seg is None:
+            if key[0] == "T":  # (the encoding does not depend on which tile: made once per kind of operand)
+                spec = ("T", key[1], None, *key[3:])
+                base = self._segments.get(spec)
+                if base is None:
+                    base = self._segments[spec] = self._segment(key)
+                seg = self._segments[key] = (base[0], base[1], "T", key[2][1])
+            else:
+                seg = self._segments[key] = self._segment(key)
+        row, holes = self.row, self.holes
+        at = len(row)
+        row += seg[0]
+        ints = holes["int"]
+        ints.extend((at + seg[1], col + 1))
+        if seg[2] == "T":
+            holes["tile"].extend((at + 4, col))
+            self.tile_of_hole.append(seg[3])
+            holes["name"].extend((at, seg[3]))
+        else:
+            ints.extend((at + 4, col))
+        self.width = max(self.width, len(seg[0]) - 2)
+
+    def _segment(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """(encoding with zeros at the holes, position of the second integer's hole, kind, tile of a "T" key)."""
+        codes = self.codes
         if key[0] == "H":
             _, tensor, dtype, parts, free = key
             sid = self.builder._deps._hbm_memory(tensor)
-            row += (codes.of(("n", tensor)), codes.of(("d", dtype)), sid, ITEMSIZE[dtype], 0, parts, 0, 0, len(free))
-            holes["int"] += [(len(row) - 5, col), (len(row) - 2, col + 1)]
-        else:
-            space, dtype, parts, free = key[1], key[3], key[4], key[5]
-            name = codes.of(("n", key[2])) if key[0] == "P" else 0
-            row += (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
-            holes["int"].append((len(row) - 3, col + 1))
-            if key[0] == "P":
-                holes["int"].append((len(row) - 5, col))
-            else:
-                holes["tile"].append((len(row) - 5, col))
-                self.tile_of_hole.append(key[2][1])
-                holes["name"].append((len(row) - 9, key[2][1]))
-        for pair in free:
-            row += pair
-        self.width = max(self.width, 7 + 2 * len(free))
+            head = (codes.of(("n", tensor)), codes.of(("d", dtype)), sid, ITEMSIZE[dtype], 0, parts, 0, 0, len(free))
+            return array("q", (*head, *(x for pair in free for x in pair))), 7, "H", -1
+        space, dtype, parts, free = key[1], key[3], key[4], key[5]
+        name = codes.of(("n", key[2])) if key[0] == "P" else 0
+        head = (name, codes.of(("d", dtype)), ONCHIP_MEMORY[space], ITEMSIZE[dtype], 0, parts, 0, 1, len(free))
+        return array("q", (*head, *(x for pair in free for x in pair))), 6, key[0], key[2][1] if key[0] == "T" else -1
 
 
 def _place(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.ndarray, list[list[str]]]:
@@ -163,12 +210,12 @@ def _placed(builder: ProgramBuilder, t: _Template, iterations: int) -> tuple[np.
         if state[alloc_batch.FAIL]:  # (the first failure in event order is the one a replay meets)
             step = steps[int(state[alloc_batch.FAIL_R])]
             err = OutOfMemory(int(state[alloc_batch.FAIL]), int(state[alloc_batch.LIVE]), allocator.capacity)
-            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err))
+            failures.append(((int(state[alloc_batch.FAIL_J]), step[4]), t.tiles[step[1]], err, t.steps[step[4]][3]))
         mine = [k for k, tile in enumerate(t.tiles) if tile[0] is memory]
         offsets[:, mine] = placed[:, mine]
     if failures:
-        _, tile, err = min(failures, key=lambda f: f[0])
-        raise builder.over_capacity(_stand_in(builder, tile), err)
+        _, tile, err, where = min(failures, key=lambda f: f[0])
+        raise builder.over_capacity(_stand_in(builder, tile), err, where)
     return offsets, _names(builder, t, iterations, offsets)
 
 
@@ -177,7 +224,7 @@ def _names(builder: ProgramBuilder, t: _Template, iterations: int, offsets: np.n
     names: list[list[str]] = []
     records = builder.allocations
     prefix = ["sbuf" if tile[0] is Space.SBUF else "psum" for tile in t.tiles]
-    mats = [step for step in t.steps if step[0] == "m"]
+    mats = [step[:3] for step in t.steps if step[0] == "m"]
     here = None
     for j in range(iterations):
         counter = builder._counter
@@ -206,15 +253,15 @@ def _stand_in(builder: ProgramBuilder, tile: tuple[Any, ...]) -> Any:
 
 def _stream(t: _Template, values: np.ndarray, offsets: np.ndarray, names: list[list[str]]) -> np.ndarray:
     """One stream row per iteration: the template's row with its holes filled."""
-    stream = np.tile(np.asarray(t.row, np.int64), (len(values), 1))
-    at, col = np.asarray(t.holes["int"], np.int64).reshape(-1, 2).T
+    stream = np.tile(np.frombuffer(t.row, np.int64), (len(values), 1))
+    at, col = np.frombuffer(t.holes["int"], np.int64).reshape(-1, 2).T
     stream[:, at] = values[:, col]
-    at, col = np.asarray(t.holes["tile"], np.int64).reshape(-1, 2).T
-    stream[:, at] = offsets[:, np.asarray(t.tile_of_hole, np.int64)] + values[:, col]
-    if t.holes["name"]:
-        codes = t.codes
-        name_codes = np.asarray([[codes.of(("n", n)) for n in row] for row in names], np.int64)
-        at, tile = np.asarray(t.holes["name"], np.int64).T
+    at, col = np.frombuffer(t.holes["tile"], np.int64).reshape(-1, 2).T
+    stream[:, at] = offsets[:, np.array(t.tile_of_hole, np.int64)] + values[:, col]
+    if t.holes["name"]:  # (the iterations' tiles have new names, each its own code)
+        first = t.codes.reserve(len(names) * len(t.tiles))
+        name_codes = np.arange(first, first + len(names) * len(t.tiles), dtype=np.int64).reshape(len(names), -1)
+        at, tile = np.frombuffer(t.holes["name"], np.int64).reshape(-1, 2).T
         stream[:, at] = name_codes[:, tile]
     return stream
 

@@ -26,7 +26,7 @@ _ACCESS_SET = [Access.__dict__[f].__set__ for f in _FIELDS]  # (slots: frozen __
 _INSTR_FIELDS = ("engine", "opcode", "outs", "ins", "attrs", "deps", "queue", "source", "layer", "hlo_name")
 _INSTR_SET = [Instruction.__dict__[f].__set__ for f in _INSTR_FIELDS]
 _ACCUMULATE = ((("accumulate", False),), (("accumulate", True),))
-_SPACE_CODE = {Space.HBM: 0, Space.SBUF: 1, Space.PSUM: 2}  # nprof.device.columns.SPACES
+_SPACE_CODE = {Space.HBM: 0, Space.SBUF: 1, Space.PSUM: 2}  # nprof.arch.isa.SPACES
 
 
 def _access(space: Space, tensor: str, dtype: str, offset: int, parts: int, free: Any, start: int, stride: int

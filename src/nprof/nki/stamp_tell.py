@@ -13,7 +13,10 @@ when it ends, so nothing later can name them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from nprof.arch.isa import Engine, Opcode
 
@@ -55,76 +58,144 @@ def _keys(rec: Recorder, operands: list[tuple[Any, ...]]) -> tuple[list[Any], li
     return keys, shift
 
 
-class _Teller:
-    """Tells one recorder the chunk's iterations (see module doc)."""
+class Told:
+    """The events a replay of a stamped chunk's iterations would have logged in one recorder, made on demand (an
+    outer loop's log compares them, and lays them out only for the log it replays or stamps). Two are equal when
+    their events are (a sufficient test on what makes them: the loop body's events, the instructions made, the
+    operand keys in the recorder, the recorder's first tile number)."""
 
-    def __init__(self, builder: ProgramBuilder, rec: Recorder, operands: list[tuple[Any, ...]], chunk: StampedChunk,
-                 here: list[str | None]) -> None:  # fmt: skip
-        self.builder, self.rec, self.operands, self.chunk, self.here = builder, rec, operands, chunk, here
-        self.keys, self.shift = _keys(rec, operands)
-        self.made = chunk.made.tolist()
-        self.row = 0
-        self.first = 0  # the recorder's number of the iteration's first tile
-        self.vals: list[int] = []
-        self.made_keys: dict[int, Any] = {}
+    __slots__ = ("_events", "_signature", "chunk", "first", "keys", "mat_sources", "operands", "order", "per")
 
-    def key_of(self, k: int) -> Any:
-        hit = self.made_keys.get(k)
-        if hit is None:
-            key = self.keys[k]
-            if isinstance(key, int):
-                spec = self.operands[k][0]
-                key = ("T", spec[1], (0, self.first + key), spec[3], spec[4], spec[5])
-            hit = self.made_keys[k] = key
-        return hit
+    def __init__(self, builder: ProgramBuilder, rec: Recorder, order: list[tuple[Any, ...]],
+                 operands: list[tuple[Any, ...]], chunk: StampedChunk, here: list[str | None]) -> None:  # fmt: skip
+        self.order, self.operands, self.chunk = order, operands, chunk
+        self.keys, shift = _keys(rec, operands)
+        self.first = rec.count
+        self.per = sum(1 for step in order if step[0] == "alloc")
+        self.mat_sources = [_source(builder, step[2], here) for step in order if step[0] == "mat"]
+        self._events: list[tuple[Any, ...]] | None = None
+        self._signature: tuple[Any, ...] | None = None
+        rec.ints += _ints(self, shift)
+        rec.count = self.first + self.per * len(chunk.values)
 
-    def source(self, source: str | None) -> str | None:
-        if source is None:
-            if not self.here:
-                self.here.append(self.builder.source())
-            source = self.here[0]
-        return source
+    def signature(self) -> tuple[Any, ...]:
+        if self._signature is None:
+            made = self.chunk.made
+            self._signature = (self.first, self.per, made.shape, made.tobytes(), self.order, self.chunk.ops,
+                               [key if key[0] == "T" else None for key, _ in self.operands], self.keys,
+                               self.mat_sources)  # fmt: skip
+        return self._signature
 
-    def ops(self, op: int, j: int) -> None:
-        """The `app` events of the instructions event `op` made in iteration j."""
-        engine, opcode, outs, ins, attrs_, _, source = self.chunk.ops[op]
-        made, rec, operands, shift, vals = self.made, self.rec, self.operands, self.shift, self.vals
-        while self.row < len(made) and made[self.row][0] == op and made[self.row][1] == j:
-            what, acc = made[self.row][2], made[self.row][3]
-            if what == 0:
-                o, i, eng, opc, at = outs, ins, engine, opcode, attrs_
-            elif what == 1:
-                o, i, eng, opc, at = (), ins[:1], Engine.TENSOR, Opcode.LDWEIGHTS, ()
-            else:
-                o, i, eng, opc, at = outs, ins, Engine.TENSOR, Opcode.MATMUL, _ACCUMULATE[acc]
-            for k in (*o, *i):
-                col = operands[k][1]
-                rec.ints.append(vals[col] + shift[k])
-                rec.ints.append(vals[col + 1])
-            rec.events.append(("app", eng, opc, tuple(map(self.key_of, o)), tuple(map(self.key_of, i)), at, source))
-            self.row += 1
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Told) and (other is self or self.signature() == other.signature())
 
-    def iteration(self, order: list[tuple[Any, ...]], j: int, vals: list[int], first: int) -> None:
-        self.vals, self.first, self.made_keys = vals, first, {}
-        events = self.rec.events
-        for step in order:
-            kind = step[0]
-            if kind == "alloc":
-                events.append(step[1])
-            elif kind == "mat":
-                events.append(("mat", (0, first + step[1]), self.source(step[2])))
-            elif kind == "free":
-                events.append(("free", (0, first + step[1])))
-            else:
-                self.ops(step[1], j)
+    __hash__ = None  # type: ignore[assignment]
+
+    def own_tiles(self) -> bool:
+        """Do its operands name only tiles of the recorder's iteration (or from before the recorder's loop)?"""
+        return all(isinstance(k, int) or k[0] != "T" or k[2][0] == 0 for k in self.keys)
+
+    def events(self) -> list[tuple[Any, ...]]:
+        """The events, in order (see module doc)."""
+        if self._events is None:
+            out: list[tuple[Any, ...]] = []
+            self.walk(out.append, lambda *app: out.append(("app", *app)))
+            self._events = out
+        return self._events
+
+    def walk(self, event: Callable[[tuple[Any, ...]], Any], app: Callable[..., Any]) -> None:
+        """Call `event(ev)` for each alloc, mat and free event and `app(engine, opcode, out keys, in keys, attrs,
+        source)` for each instruction's "app" event, in order (what `events` lays out)."""
+        made, ops = self.chunk.made.tolist(), self.chunk.ops
+        row = 0
+        for j in range(len(self.chunk.values)):
+            first = self.first + j * self.per
+            keys = [k if not isinstance(k, int) else _tile_key(spec[0], first + k)
+                    for k, spec in zip(self.keys, self.operands, strict=True)]  # fmt: skip
+            sources = iter(self.mat_sources)
+            for step in self.order:
+                kind = step[0]
+                if kind == "op":
+                    op = step[1]
+                    while row < len(made) and made[row][0] == op and made[row][1] == j:
+                        eng, opc, o, i, at = _variant(ops[op], made[row][2], made[row][3])
+                        app(eng, opc, tuple([keys[k] for k in o]), tuple([keys[k] for k in i]), at, ops[op][6])
+                        row += 1
+                elif kind == "alloc":
+                    event(step[1])
+                elif kind == "mat":
+                    event(("mat", (0, first + step[1]), next(sources), step[3]))
+                else:
+                    event(("free", (0, first + step[1])))
+
+
+def _variant(op: tuple[Any, ...], what: int, acc: int) -> tuple[Any, ...]:
+    """(engine, opcode, outs, ins, attrs) of the instruction `what` (0 the event's own, 1 LDWEIGHTS, 2 MATMUL) of
+    a chunk event `op` (operand numbers)."""
+    engine, opcode, outs, ins, attrs_, _, _ = op
+    if what == 0:
+        return engine, opcode, outs, ins, attrs_
+    if what == 1:
+        return Engine.TENSOR, Opcode.LDWEIGHTS, (), ins[:1], ()
+    return Engine.TENSOR, Opcode.MATMUL, outs, ins, _ACCUMULATE[acc]
+
+
+def _ints(told: Told, shift: list[int]) -> list[int]:
+    """The integers of every instruction the chunk made, in order (per operand, outs then ins: its two integers,
+    the first shifted as `_keys` says)."""
+    chunk, operands = told.chunk, told.operands
+    made = chunk.made
+    if not len(made):
+        return []
+    variant = (made[:, 0] * 3 + made[:, 2]) * 2 + made[:, 3]
+    used, local = np.unique(variant, return_inverse=True)
+    lists = []
+    for v in used.tolist():
+        _, _, o, i, _ = _variant(chunk.ops[v // 6], (v % 6) // 2, v % 2)
+        lists.append([(operands[k][1], shift[k]) for k in (*o, *i)])
+    width = max(len(x) for x in lists)
+    if not width:
+        return []
+    cols = np.zeros((len(lists), 2 * width), np.int64)
+    shifts = np.zeros((len(lists), 2 * width), np.int64)
+    for v, pairs in enumerate(lists):
+        for p, (col, sh) in enumerate(pairs):
+            cols[v, 2 * p : 2 * p + 2] = (col, col + 1)
+            shifts[v, 2 * p] = sh
+    valid = np.arange(2 * width)[None, :] < 2 * np.asarray([len(x) for x in lists], np.int64)[:, None]
+    local = local.reshape(-1)
+    keep = valid[local]
+    values = chunk.values[made[:, 1][:, None], cols[local]] + shifts[local]
+    return values[keep].tolist()
+
+
+def _source(builder: ProgramBuilder, source: str | None, here: list[str | None]) -> str | None:
+    """A tile's recorded source (the running kernel line when it has none, looked up once per stamp)."""
+    if source is None:
+        if not here:
+            here.append(builder.source())
+        source = here[0]
+    return source
+
+
+def _tile_key(spec: tuple[Any, ...], number: int) -> tuple[Any, ...]:
+    """The recorder's key of an operand (`spec`, keyed "T" in the chunk) on its tile numbered `number`."""
+    return ("T", spec[1], (0, number), spec[3], spec[4], spec[5])
+
+
+def flat(events: list[Any]) -> list[tuple[Any, ...]]:
+    """A log's events with every `Told` laid out."""
+    if not any(type(e) is Told for e in events):
+        return events
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if type(e) is Told:
+            out += e.events()
+        else:
+            out.append(e)
+    return out
 
 
 def _tell_one(builder: ProgramBuilder, rec: Recorder, order: list[tuple[Any, ...]], operands: list[tuple[Any, ...]],
               chunk: StampedChunk, here: list[str | None]) -> None:  # fmt: skip
-    teller = _Teller(builder, rec, operands, chunk, here)
-    per = sum(1 for step in order if step[0] == "alloc")
-    base = rec.count
-    values = chunk.values.tolist()
-    for j, vals in enumerate(values):
-        teller.iteration(order, j, vals, base + j * per)
-    rec.count = base + per * len(values)
+    rec.events.append(Told(builder, rec, order, operands, chunk, here))

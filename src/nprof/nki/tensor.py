@@ -4,7 +4,8 @@ Every value a kernel touches is an `NkiTensor`: a strided view of one *base*
 (an `HbmBase` declared in the Program, or an `OnChip` SBUF/PSUM allocation).
 A view keeps, per logical dimension, a (partition step, element step, size)
 triple, so indexing with integers, slices or `nl.arange` expressions composes
-exactly into the ISA's `Access` patterns. Bounds are checked when the view is
+exactly into the ISA's `Access` patterns (indexing: `nprof.nki.view_index`;
+shape-changing views: `nprof.nki.reshape`; operators: `nprof.nki.operators`). Bounds are checked when the view is
 used (after `mask=` has narrowed it), so an out-of-bounds access fails with the
 user's `file:line` instead of reading garbage.
 
@@ -17,6 +18,7 @@ operand. Integer-indexing the partition axis keeps it as a size-1 axis.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +26,10 @@ import numpy as np
 
 from nprof.arch.isa import ITEMSIZE, Access, Space
 from nprof.nki.dtypes import NUMPY
-from nprof.nki.index import IndexExpr, Predicate
 from nprof.nki.operators import TileOperators
 from nprof.nki.reshape import ViewReshapes
 from nprof.nki.source import kernel_error
+from nprof.nki.view_index import ViewIndexing
 
 if TYPE_CHECKING:
     from nprof.nki.trace import ProgramBuilder
@@ -69,10 +71,14 @@ class OnChip:
 
 
 Dim = tuple[int, int, int]  # (partition step, element step, size)
+_HBM = Space.HBM  # (a module constant: an enum member's attribute lookup is slow on the hot paths)
+_SCALAR_DIMS: tuple[Dim, ...] = ((0, 1, 1),)  # the operand of a rank-0 view
+_NO_FREE = ((1, 1),)
+_SIZE = operator.itemgetter(2)  # a Dim's size  # the free pattern of an operand without free axes
 Check = tuple[int, tuple[int, ...], int, str]  # 0 <= const + sum(coef_k * i_k) < size, else error naming label
 
 
-class NkiTensor(ViewReshapes, TileOperators):
+class NkiTensor(ViewIndexing, ViewReshapes, TileOperators):
     """A view of an HBM tensor or an on-chip tile (see module doc)."""
 
     __slots__ = ("__weakref__", "_base", "_checks", "_dims", "_e0", "_p0")
@@ -104,7 +110,7 @@ class NkiTensor(ViewReshapes, TileOperators):
     # -- user-visible properties --------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple([d[2] for d in self._dims])  # (a list display: no generator on this hot path)
+        return tuple(map(_SIZE, self._dims))  # (itemgetter: no Python-level call on this hot path)
 
     @property
     def ndim(self) -> int:
@@ -136,7 +142,7 @@ class NkiTensor(ViewReshapes, TileOperators):
 
     @property
     def is_hbm(self) -> bool:
-        return self._base.space is Space.HBM
+        return self._base.space is _HBM
 
     def __repr__(self) -> str:
         return f"NkiTensor({self._base.space}:{self._base.name}, shape={self.shape}, dtype={self._base.dtype})"
@@ -152,6 +158,26 @@ class NkiTensor(ViewReshapes, TileOperators):
         from nprof.nki.dtype_views import view_as
 
         return view_as(self, dtype)
+
+    def select(self, dim: int, index: Any) -> Any:
+        """One element along `dim`, the dim removed; `index` an int or a one-element SBUF tensor read at run time
+        (newer NKI API; `nprof.nki.indirection`)."""
+        from nprof.nki.indirection import select
+
+        return select(self, dim, index)
+
+    def vector_select(self, dim: int, vector_offset: Any) -> Any:
+        """Rows of this HBM tensor at per-partition runtime offsets (newer NKI API; `nprof.nki.indirection`)."""
+        from nprof.nki.indirection import vector_select
+
+        return vector_select(self, dim, vector_offset)
+
+    def indirect(self, index: Any, num_elem: int | None = None) -> Any:
+        """Tensor indirection: the columns of this tile at the runtime offsets in `index`, an operand of a compute
+        instruction (NeuronCore-v4; `nprof.nki.indirection`)."""
+        from nprof.nki.indirection import indirect
+
+        return indirect(self, index, num_elem)
 
     def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
            indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:  # fmt: skip
@@ -182,182 +208,6 @@ class NkiTensor(ViewReshapes, TileOperators):
             dims.append((0, stride, size))
             stride *= size
         return NkiTensor(self._base, 0, 0, tuple(reversed(dims)), ())
-
-    # -- indexing -----------------------------------------------------------------------------
-    def __getitem__(self, items: Any) -> NkiTensor:
-        return self.index(items)
-
-    def index(self, items: Any) -> NkiTensor:
-        if isinstance(items, Predicate):  # `tile[mask]`: operand masking of a matmul input (nprof.nki.masks)
-            from nprof.nki.masks import operand_masked
-
-            return operand_masked(self, items)
-        if not isinstance(items, tuple):
-            items = (items,)
-        plain = self._index_plain(items)
-        if plain is not None:
-            return plain
-        if any(item is Ellipsis for item in items):
-            k = items.index(Ellipsis)
-            fill = self.ndim - (len(items) - 1 - sum(1 for i in items if i is None))
-            items = items[:k] + (slice(None),) * fill + items[k + 1 :]
-        real = [item for item in items if item is not None]
-        if len(real) == 2 and self.ndim == 1 and not self.is_hbm:  # a [P] tile (e.g. `buf[:, i]`) read as [P, 1]
-            return self.pad_free(2).index(items)
-        if len(real) > self.ndim:
-            raise kernel_error(f"too many indices ({len(real)}) for {self.name!r} of shape {self.shape}")
-        items = items + (slice(None),) * (self.ndim - len(real))
-        if any(isinstance(item, IndexExpr) for item in items):
-            return self._index_affine(items)
-        return self._index_basic(items)
-
-    def _index_plain(self, items: tuple[Any, ...]) -> NkiTensor | None:
-        """The fast path of `_index_basic` for the common index: in-range ints and unit-step slices within the
-        axis, on a view without pending bounds checks; None for anything else (the general path decides)."""
-        if self._checks or len(items) > len(self._dims):
-            return None
-        p0, e0 = self._p0, self._e0
-        keep_partition = self._base.space is not Space.HBM
-        dims = []
-        for (ps, es, size), item in zip(self._dims, items, strict=False):
-            if type(item) is slice:
-                start, stop = item.start, item.stop
-                start = 0 if start is None else start
-                stop = size if stop is None else stop
-                if (
-                    (item.step is not None and item.step != 1)
-                    or type(start) is not int
-                    or type(stop) is not int
-                    or not 0 <= start < stop <= size
-                ):
-                    return None
-                dims.append((ps, es, stop - start))
-            elif type(item) is int and 0 <= item < size:
-                start = item
-                if ps == 1 and keep_partition:  # the partition axis stays, as a size-1 axis
-                    dims.append((ps, es, 1))
-            else:
-                return None
-            p0 += start * ps
-            e0 += start * es
-        dims.extend(self._dims[len(items) :])
-        return NkiTensor(self._base, p0, e0, tuple(dims), ())
-
-    def _compose(
-        self, per_dim: list[tuple[int, tuple[int, ...]]], sizes: tuple[int, ...], new: list[Check]
-    ) -> NkiTensor:
-        """Compose with one affine map per current dim: (const, coef per new dim)."""
-        p0, e0 = self._p0, self._e0
-        n = len(sizes)
-        pst = [0] * n
-        est = [0] * n
-        for (ps, es, _), (const, coefs) in zip(self._dims, per_dim, strict=True):
-            p0 += const * ps
-            e0 += const * es
-            for k, c in enumerate(coefs):
-                if c:
-                    pst[k] += c * ps
-                    est[k] += c * es
-        checks = []
-        for const, coefs, size, label in self._checks:
-            nc = const
-            ncoefs = [0] * n
-            for j, cj in enumerate(coefs):
-                if cj:
-                    nc += cj * per_dim[j][0]
-                    for k, c in enumerate(per_dim[j][1]):
-                        ncoefs[k] += cj * c
-            checks.append((nc, tuple(ncoefs), size, label))
-        checks.extend(new)
-        dims = tuple((pst[k], est[k], sizes[k]) for k in range(n))
-        return NkiTensor(self._base, p0, e0, dims, tuple(checks))
-
-    def _label(self, axis: int) -> str:
-        return f"axis {axis} (size {self._dims[axis][2]}) of {self._base.name!r}"
-
-    def _index_basic(self, items: tuple[Any, ...]) -> NkiTensor:
-        per_dim: list[tuple[int, list[int]]] = []
-        sizes: list[int] = []
-        beyond: list[tuple[int, int, int, int, str]] = []  # slices past the end, checked at use (after mask=)
-        axis = 0
-        for item in items:
-            if item is None:
-                sizes.append(1)
-                continue
-            size = self._dims[axis][2]
-            partition = self._dims[axis][0] == 1 and not self.is_hbm
-            if isinstance(item, slice):
-                start, stop, step = _slice_range(item, size, self._label(axis))
-                length = len(range(start, stop, step))
-                if stop > size:  # NKI: a slice past the end is valid when a mask= narrows the access
-                    beyond.append((start, len(sizes), step, size, self._label(axis)))
-                per_dim.append((start, [len(sizes), step]))
-                sizes.append(length)
-            else:
-                try:
-                    i = int(item)
-                except TypeError:
-                    return self._index_runtime(items, item)
-                if i < 0:
-                    i += size
-                if not 0 <= i < size:
-                    raise kernel_error(f"index {int(item)} is out of bounds for {self._label(axis)}")
-                if partition:  # keep the partition axis as a size-1 axis
-                    per_dim.append((i, [len(sizes), 1]))
-                    sizes.append(1)
-                else:
-                    per_dim.append((i, [-1, 0]))
-            axis += 1
-        n = len(sizes)
-        resolved = []
-        for const, (k, c) in per_dim:
-            coefs = [0] * n
-            if k >= 0:
-                coefs[k] = c
-            resolved.append((const, tuple(coefs)))
-        checks = [(start, tuple(step if k == dim else 0 for k in range(n)), size, label)
-                  for start, dim, step, size, label in beyond]  # fmt: skip
-        return self._compose(resolved, tuple(sizes), checks)
-
-    def _index_affine(self, items: tuple[Any, ...]) -> NkiTensor:
-        if any(item is None for item in items):
-            raise kernel_error("cannot mix None (new axis) with nl.arange indices; add the axis to the arange instead")
-        exprs = [item for item in items if isinstance(item, IndexExpr)]
-        n = max(e.ndim for e in exprs)
-        sizes = [1] * n
-        per_dim: list[tuple[int, tuple[int, ...]]] = []
-        new: list[Check] = []
-        for axis, item in enumerate(items):
-            if isinstance(item, slice):
-                if item != slice(None) or self._dims[axis][2] != 1:
-                    raise kernel_error(
-                        "cannot mix slices with nl.arange indices; index every axis with an nl.arange expression"
-                    )
-                per_dim.append((0, (0,) * n))
-                continue
-            if not isinstance(item, IndexExpr):
-                try:
-                    item = IndexExpr(0, int(item), ())
-                except TypeError:
-                    return self._index_runtime(items, item)
-            coefs = [0] * n
-            for dim, (coef, size) in item.term_map(n).items():
-                if sizes[dim] not in (1, size) and coef:
-                    raise kernel_error(f"index expressions of sizes {sizes[dim]} and {size} do not broadcast")
-                sizes[dim] = max(sizes[dim], size)
-                coefs[dim] = coef
-            per_dim.append((item.const, tuple(coefs)))
-            new.append((item.const, tuple(coefs), self._dims[axis][2], self._label(axis)))
-        return self._compose(per_dim, tuple(sizes), new)
-
-    def _index_runtime(self, items: tuple[Any, ...], item: Any) -> Any:
-        """`self[items]` where `item` is not static: an IndirectView if it is read at run time
-        (`nprof.nki.indirect`), else a KernelError."""
-        from nprof.nki import indirect
-
-        if not indirect.is_dynamic(item):
-            raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}")
-        return indirect.index_dynamic(self, items)
 
     def _partition_pos(self) -> int:
         """Position of the partition axis among this on-chip view's axes (0 when it is first or absent)."""
@@ -404,32 +254,33 @@ class NkiTensor(ViewReshapes, TileOperators):
 
     def access(self) -> Access:
         """The ISA operand for this view (bounds checked; partition axis first)."""
-        self.check_bounds()
+        if self._checks:
+            self.check_bounds()
         base = self._base
-        delta = 0
-        if base.space is not Space.HBM:
-            if not base.alive:
-                raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
-            if base.byte_offset < 0:
-                base.builder.materialize(base)
-            delta = base.builder.note_use(self)
-        dims = self._dims or ((0, 1, 1),)
-        if base.space is Space.HBM:
+        dims = self._dims or _SCALAR_DIMS
+        if base.space is _HBM:
             _, pstride, parts = dims[0]
-            free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
-            return Access(Space.HBM, base.name, base.dtype, self._e0, parts, free, 0, pstride)
+            free = tuple([(es, size) for _, es, size in dims[1:]]) or _NO_FREE
+            return Access(_HBM, base.name, base.dtype, self._e0, parts, free, 0, pstride)
+        if not base.alive:
+            raise kernel_error(f"tile {base.name!r} is used after the kernel that allocated it returned")
+        if base.byte_offset < 0:
+            base.builder.materialize(base)
+        delta = base.builder.note_use(self)
         ps0, es0, parts = dims[0]
-        if (ps0 != 1 and parts > 1) or (es0 != 0 and parts > 1):
+        if parts > 1 and (ps0 != 1 or es0 != 0):
             raise kernel_error(
                 f"the first axis of a view of tile {base.name!r} must be its partition axis; "
                 "move the partition index first"
             )
-        for ps, _, size in dims[1:]:
+        free = []
+        for ps, es, size in dims[1:]:
             if ps and size > 1:
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
-        free = tuple((es, size) for _, es, size in dims[1:]) or ((1, 1),)
+            free.append((es, size))
         offset = delta + self._e0 * ITEMSIZE[base.dtype]
-        return Access(base.space, base.name, base.dtype, offset, parts, free, self._p0 + base.part0, 1)
+        return Access(base.space, base.name, base.dtype, offset, parts, tuple(free) or _NO_FREE, self._p0 + base.part0,
+                      1)  # fmt: skip
 
 
 def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
@@ -440,6 +291,12 @@ def partition_first(views: list[NkiTensor]) -> list[NkiTensor]:
     partition-first. Operands that place the partition axis at different positions of the same logical
     shape would pair different elements: KernelError.
     """
+    for v in views:  # the common case: every on-chip operand already starts with its partition axis
+        dims = v._dims
+        if len(dims) > 1 and v._base.space is not _HBM and not (dims[0][0] and dims[0][2] > 1):
+            break
+    else:
+        return views
     moves = {v._partition_pos() for v in views if not v.is_hbm and v.ndim > 1}
     if moves <= {0}:
         return views
@@ -470,27 +327,6 @@ def _block_elems(base: OnChip) -> int:
     bank = base.builder.preset.psum_bank_bytes
     stride = psum_block_bytes(base.shape, base.partition_axis, base.dtype, bank)
     return stride // np.dtype(NUMPY[base.dtype]).itemsize
-
-
-def _slice_range(item: slice, size: int, label: str) -> tuple[int, int, int]:
-    step = 1 if item.step is None else int(item.step)
-    if step == 0:
-        raise kernel_error("slice step cannot be zero")
-    if step < 0:
-        return item.indices(size)
-    start = 0 if item.start is None else int(item.start)
-    stop = size if item.stop is None else int(item.stop)
-    if start < 0:
-        start += size
-    if stop < 0:
-        stop += size
-    if start < 0 or start >= size or start > stop:
-        raise kernel_error(
-            f"slice {item.start}:{item.stop} is out of bounds for {label}; use a shorter slice or an index with mask="
-        )
-    if start == stop:
-        raise kernel_error(f"slice {item.start}:{item.stop} on {label} is empty")
-    return start, stop, step
 
 
 from nprof.nki.masks import mask_box  # noqa: E402, F401  (re-exported: nprof.nki.tensor.mask_box)

@@ -108,9 +108,10 @@ class TileAllocation:
                     f"{p.psum_bank_bytes} ({p.psum_fmax} fp32, nl.tile_size.psum_fmax){whole}"
                 )
 
-    def materialize(self, base: OnChip, source: str | None = None) -> None:
+    def materialize(self, base: OnChip, source: str | None = None, where: str | None = None) -> None:
         """Reserve memory for a (lazily allocated) tile; KernelError when the memory is full. `source`: the
-        kernel line it is recorded at (default: the running one)."""
+        kernel line it is recorded at (default: the running one); `where`: the full `file:line` an error names
+        (default: the running one; a replayed request's own, see nprof.nki.replay)."""
         if base.byte_offset >= 0:
             return
         shape, partition_axis, item = base.shape, base.partition_axis, ITEMSIZE[base.dtype]
@@ -128,7 +129,7 @@ class TileAllocation:
         try:
             offset = allocator.alloc(nbytes, align)
         except OutOfMemory as err:
-            raise self.over_capacity(base, err) from None
+            raise self.over_capacity(base, err, where) from None
         base.byte_offset, base.bytes_per_partition, base.block_elems = offset, nbytes, block_elems
         base.born = len(self._instructions)
         base.token = weakref.finalize(base, allocator.free, offset)
@@ -155,15 +156,15 @@ class TileAllocation:
             return blocks * per_block, self.preset.psum_bank_bytes, 0
         return blocks * per_block, None, 0
 
-    def over_capacity(self, base: OnChip, err: OutOfMemory) -> OverCapacity:
-        """The error for a tile (or block) that does not fit, at the user's line."""
+    def over_capacity(self, base: OnChip, err: OutOfMemory, where: str | None = None) -> OverCapacity:
+        """The error for a tile (or block) that does not fit, at the user's line (`where`: see `kernel_error`)."""
         label = "SBUF" if base.space is Space.SBUF else "PSUM"
         how = "even with each tile freed after its last use" if self._uses_total is not None else "live"
         msg = (
             f"{label} over capacity: a {base.shape} {base.dtype} tile needs {err.need} bytes per partition with "
             f"{err.live} of {err.capacity} {how}; use smaller tiles or fewer buffers"
         )
-        return OverCapacity(str(kernel_error(msg)))
+        return OverCapacity(str(kernel_error(msg, where)))
 
     def _release(self, base: OnChip) -> None:
         base.alive = False

@@ -61,6 +61,7 @@ from nprof.program.lazy import Instructions
 from nprof.program.model import Program, TensorDecl
 
 _ACTIVE: list[ProgramBuilder] = []
+_DMA, _TRANSPOSE = Opcode.DMA_DIRECT2D, Opcode.TRANSPOSE  # (module constants: enum lookups are slow per instruction)
 
 
 def current() -> ProgramBuilder:
@@ -243,9 +244,10 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
 
     # -- emission -----------------------------------------------------------------------------
     def source(self) -> str | None:
+        """The `file:line` instructions recorded now carry: the scope's, else the kernel line running."""
         if self._scopes and self._scopes[-1][2]:
             return self._scopes[-1][2]
-        return user_location()
+        return user_location(skip=1)  # (this method's caller is nprof's: ProgramBuilder methods)
 
     def emit(
         self,
@@ -279,16 +281,23 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
         index = len(self._instructions)
         if self._rec is not None:
             self._rec.append(engine, opcode, outs, ins, attrs_, source, bool(extra_reads or extra_writes))
+        if extra_reads or extra_writes:
+            reads, writes = ins + extra_reads, outs + extra_writes
+        else:
+            reads, writes = ins, outs
         if self.direct.tiles:  # lifetime conflicts between directly allocated tiles (nprof.nki.direct)
-            self.direct.check(index, outs + extra_writes, ins + extra_reads, source)
-        deps = self._deps.record(index, ins + extra_reads, outs + extra_writes)
+            self.direct.check(index, writes, reads, source)
+        deps = self._deps.record(index, reads, writes)
         queue = -1
-        if opcode is Opcode.DMA_DIRECT2D:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
+        if opcode is _DMA:  # one queue per DMA statement (nprof.arch.cost: DMA queues)
             queue = self._dma_sites.setdefault(source, len(self._dma_sites)) % self.preset.dma_queues
         layer, hlo = (self._scopes[-1][0], self._scopes[-1][1]) if self._scopes else (None, None)
         self._instructions.append(Instruction(engine, opcode, outs, ins, attrs_, deps, queue, source, layer, hlo))
-        if opcode is Opcode.TRANSPOSE:
+        if opcode is _TRANSPOSE:
             self._stationary = None  # the transpose goes through the array and displaces loaded weights
+        elif opcode is Opcode.LDWEIGHTS:  # (as `_emit_matmul` notes it; also for one replayed from a log, whose
+            # matmul decisions were logged as instructions: nprof.nki.replay; MX weights are not reusable)
+            self._stationary = (ins[0], index) if len(ins) == 1 else None
         if self._dying:
             self.release_dead()
         return index

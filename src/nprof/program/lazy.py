@@ -32,8 +32,8 @@ class Chunk(Protocol):
         """Does every HBM operand name a tensor of `elements` (element counts by name) and stay within it?"""
         ...
 
-    def columns(self, start: int) -> Any:
-        """The block as `nprof.device.columns.Columns` (its instruction indices start at `start`)."""
+    def columns(self) -> Any:
+        """The block as `nprof.device.columns.Columns` (dependencies as indices in the whole program)."""
         ...
 
 

@@ -13,7 +13,9 @@ Contract: `instruction_table(program)` returns a `pa.Table` with exactly the sch
 The table is built once per Program and cached on it (a Program is immutable), so consumers (the file writer,
 the simulator's plan) may call this freely. A producer that already holds the columns (a columnar trace)
 attaches them with `attach_table(program, table)`; `instruction_table` then returns them without touching
-`Program.instructions`.
+`Program.instructions`. Instructions still partly held as columnar chunks (`nprof.program.lazy`: stamped loop
+iterations of a trace) are written from the chunks' columns (`columns_table`), no `Instruction` made: the same
+table as from the objects.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from nprof.arch.isa import Access, Engine, Instruction, Opcode
+from nprof.arch.isa import SPACES, Access, Engine, Instruction, Opcode
 from nprof.gcpause import gc_paused
 from nprof.program.columns import operand_column, operand_lists
 
@@ -67,10 +69,67 @@ def instruction_table(program: Program) -> pa.Table:
     cached = attached_table(program)
     if cached is not None:
         return cached
+    from nprof.program.lazy import Instructions
+
+    instrs = program.instructions
     with gc_paused():  # (millions of live objects: a full collection per batch of new lists would dominate)
-        table = _build(program.instructions)
+        if isinstance(instrs, Instructions) and not instrs.materialized:
+            parts = [_build(seg) if isinstance(seg, list) else columns_table(seg.columns()) for _, seg in
+                     instrs.segments()]  # fmt: skip
+            table = pa.concat_tables(parts) if parts else _build(())
+        else:
+            table = _build(instrs)
     attach_table(program, table)
     return table
+
+
+def _text(attrs: tuple[tuple[str, Any], ...]) -> str:
+    """The attrs column's JSON text of one instruction's attrs ("" when none)."""
+    return json.dumps([[k, v] for k, v in attrs]) if attrs else ""
+
+
+def columns_table(cols: Any) -> pa.Table:
+    """The `INSTRUCTIONS` table of instructions given as `nprof.device.columns.Columns` (deps absolute): what
+    `_build` gives for the same instructions as objects."""
+    acc = cols.acc
+
+    def strings(values: list[Any], codes: np.ndarray) -> pa.Array:
+        return pa.array(values, pa.string()).take(pa.array(np.asarray(codes, np.int64)))
+
+    free_type = ACCESS.field("free").type
+    dims = pa.StructArray.from_arrays([pa.array(acc.free_stride, pa.int64()), pa.array(acc.free_size, pa.int64())],
+                                      fields=list(free_type.value_type))  # fmt: skip
+    children = {
+        "space": strings([str.__str__(s) for s in SPACES], acc.space),
+        "tensor": strings(acc.tensor_names, acc.tensor),
+        "dtype": strings(acc.dtype_names, acc.dtype),
+        "offset": pa.array(acc.offset, pa.int64()),
+        "partitions": pa.array(acc.partitions, pa.int32()),
+        "free": pa.ListArray.from_arrays(pa.array(acc.free_offsets.astype(np.int32)), dims, type=free_type),
+        "partition_start": pa.array(acc.partition_start, pa.int32()),
+        "partition_stride": pa.array(acc.partition_stride, pa.int64()),
+    }
+    structs = pa.StructArray.from_arrays([children[f.name] for f in ACCESS], fields=list(ACCESS))
+
+    def operands(offsets: np.ndarray, rows: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), structs.take(pa.array(rows, pa.int64())))
+
+    deps_at = pa.array(cols.deps_offsets.astype(np.int32))
+    return pa.Table.from_pydict(
+        {
+            "engine": strings([e.value for e in cols.engines], cols.engine),
+            "opcode": strings([o.value for o in cols.opcodes], cols.opcode),
+            "queue": pa.array(cols.queue, pa.int32()),
+            "deps": pa.ListArray.from_arrays(deps_at, pa.array(cols.deps_flat, pa.int64())),
+            "source": cols.source,
+            "layer": cols.layer,
+            "hlo_name": cols.hlo_name,
+            "attrs": strings([_text(a) for a in cols.attrs_values], cols.attrs),
+            "ins": operands(cols.ins_offsets, cols.ins),
+            "outs": operands(cols.outs_offsets, cols.outs),
+        },
+        schema=INSTRUCTIONS,
+    )
 
 
 def _build(instrs: tuple[Instruction, ...]) -> pa.Table:
@@ -87,7 +146,7 @@ def _build(instrs: tuple[Instruction, ...]) -> pa.Table:
     def text(attrs: tuple[tuple[str, Any], ...]) -> str:
         hit = texts.get(attrs)
         if hit is None:
-            hit = texts[attrs] = json.dumps([[k, v] for k, v in attrs])
+            hit = texts[attrs] = _text(attrs)
         return hit
 
     deps = [i.deps for i in instrs]

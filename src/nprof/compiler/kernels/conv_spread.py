@@ -29,6 +29,7 @@ that stand for zero padding are zeroed by a select, so a neighbouring channel's 
 from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped, source
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.norm_spread import SPREAD_MAX_C
@@ -62,7 +63,7 @@ def spread_factor(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tu
     return k
 
 
-def _rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Access:
+def block_rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Access:
     """HBM access [last - first, N, count] of a contiguous NCHW view seen with k row blocks per channel:
     partition p (first <= p < last) reads `count` elements from the start of its block plus `shift`."""
     n, c, h, w = v.shape
@@ -71,7 +72,7 @@ def _rows(v: View, k: int, first: int, last: int, shift: int, count: int) -> Acc
                   ((c * h * w, n), (1, count)), 0, part)  # fmt: skip
 
 
-def _predicate(rows: int, k: int, cols: int, col_step: int, want: int) -> NkiTensor:
+def block_predicate(rows: int, k: int, cols: int, col_step: int, want: int) -> NkiTensor:
     """[rows, cols] 0/1: 1.0 where (p - col_step * f) mod k == want (p the partition, f the column)."""
     expr = nl.arange(rows)[:, None] + nl.arange(cols)[None, :] * -col_step
     offset = nisa.tensor_scalar(nisa.iota(expr, dtype=nl.float32), "add", float(k * (cols + 1)))
@@ -90,38 +91,68 @@ def _repeat(t: NkiTensor, k: int) -> NkiTensor:
     return NkiTensor(t.base, p0, e0, (*dims, (0, 0, k)), ())
 
 
-def _padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
+def padded_input(x: View, k: int, pad: tuple[int, int]) -> NkiTensor:
     """E [C * k, N, rb + 2 ph, W + 2 pw] (see module doc)."""
     n, c, h, w = x.shape
     ph, pw = pad
     rb, parts = h // k, c * k
     e = nisa.memset((parts, n, rb + 2 * ph, w + 2 * pw), 0.0, nl.float32, engine=nisa.gpsimd_engine)
-    center = shaped(load(_rows(x, k, 0, parts, 0, rb * w)), (n, rb, w))
+    center = shaped(load(block_rows(x, k, 0, parts, 0, rb * w)), (n, rb, w))
     nisa.tensor_copy(center, dst=e[:, :, ph : ph + rb, pw : pw + w])
     if ph == 0 or parts == 1:
         return e
+    if ph * w <= P:  # the halo rows moved across partitions on TensorE: no DMA latency on the critical path
+        for below in (False, True):
+            _halo_by_transposes(e, center, k, pad, below)
+        return e
     # the halo: rows of the previous block above (partition p from p - 1), of the next block below
     nisa.dma_copy(dst=e[1:parts, :, 0:ph, pw : pw + w],
-                  src=source(_rows(x, k, 1, parts, -ph * w, ph * w)))  # fmt: skip
+                  src=source(block_rows(x, k, 1, parts, -ph * w, ph * w)))  # fmt: skip
     nisa.dma_copy(dst=e[0 : parts - 1, :, ph + rb : 2 * ph + rb, pw : pw + w],
-                  src=source(_rows(x, k, 0, parts - 1, rb * w, ph * w)))  # fmt: skip
+                  src=source(block_rows(x, k, 0, parts - 1, rb * w, ph * w)))  # fmt: skip
     for rows, want in ((slice(0, ph), 0), (slice(ph + rb, 2 * ph + rb), k - 1)):  # the image's own edges: zero
-        edge = _column_over(_predicate(parts, k, 1, 0, want), (n, rows.stop - rows.start, w))
+        edge = _column_over(block_predicate(parts, k, 1, 0, want), (n, rows.stop - rows.start, w))
         nisa.tensor_copy_predicated(src=0.0, dst=e[:, :, rows, pw : pw + w], predicate=edge)
     return e
 
 
-def _stationaries(w: View, k: int) -> list[NkiTensor]:
-    """Per tap t: st_t [C * k, OC * k] = W[oc, c, t] where the blocks match, else 0 (see module doc): every
-    tap's weights repeated k times per row (one copy), one TensorE transpose per tap into one PSUM tile, one
-    select by the block mask for all taps."""
-    oc, c, kh, kw = w.shape
-    taps = kh * kw
-    natural = load(Access(Space.HBM, w.tensor, w.dtype, w.offset, oc, ((1, c * taps),), 0, c * taps))
+def _halo_by_transposes(e: NkiTensor, center: NkiTensor, k: int, pad: tuple[int, int], below: bool) -> None:
+    """E's halo rows above (or `below`) each block: partition p's ph rows of every image are the last (first)
+    ph rows of partition p - 1 (p + 1), written where that partition is the same channel's neighbouring block
+    and left zero at the image's own edge. The rows cross partitions by TensorE transposes (data moves, no
+    multiplication): transpose [parts, rows] -> [rows, parts], shift the columns by one, transpose back,
+    then a select by the edge mask writes them into E (zero elsewhere from E's memset)."""
+    parts, n, rb, w = center.shape
+    ph, pw = pad
+    src_rows = slice(0, ph) if below else slice(rb - ph, rb)
+    dst_rows = slice(ph + rb, 2 * ph + rb) if below else slice(0, ph)
+    group = max(1, P // (ph * w))  # images per transpose (at most 128 elements per partition)
+    edge = block_predicate(parts, k, 1, 0, k - 1 if below else 0)
+    for n0 in range(0, n, group):
+        g = min(group, n - n0)
+        f = g * ph * w
+        rows = engines.copy(center[:, n0 : n0 + g, src_rows, :])  # [parts, g, ph, w]
+        cols = nisa.nc_transpose(shaped(rows, (f,)))  # [f, parts]
+        moved = nisa.memset((f, parts), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+        if below:  # partition p takes p + 1
+            engines.copy(cols[:, 1:parts], dst=moved[:, 0 : parts - 1])
+        else:
+            engines.copy(cols[:, 0 : parts - 1], dst=moved[:, 1:parts])
+        back = nisa.nc_transpose(moved).unflatten_free((g, ph, w))  # [parts, g, ph, w]
+        nisa.tensor_copy_predicated(src=back, dst=e[:, n0 : n0 + g, dst_rows, pw : pw + w],
+                                    predicate=_column_over(edge, (g, ph, w)), reverse_pred=True)  # fmt: skip
+
+
+def _stationaries(natural: NkiTensor, c: int, taps: int, k: int) -> list[NkiTensor]:
+    """Per tap t: st_t [C * k, OC * k] = W[oc, c, t] where the blocks match, else 0 (see module doc), from the
+    weights' rows `natural` [OC, C * taps] (column c * taps + t): every tap's weights repeated k times per
+    row (one copy), one TensorE transpose per tap into one PSUM tile, one select by the block mask for all
+    taps."""
+    oc = natural.shape[0]
     p0, e0, dims = natural.access_key()
     by_tap = NkiTensor(natural.base, p0, e0, (dims[0], (0, 1, taps), (0, taps, c), (0, 0, k)), ())
     rows = nisa.tensor_copy(by_tap, engine=nisa.scalar_engine)  # [OC, taps, C, k]: W[oc, c, t] k times
-    mask = _predicate(c * k, k, oc * k, 1, 0)  # block of the row == block of the column
+    mask = block_predicate(c * k, k, oc * k, 1, 0)  # block of the row == block of the column
     mp0, me0, mdims = mask.access_key()
     st = nisa.memset((c * k, taps, oc, k), 0.0, nl.float32, engine=nisa.gpsimd_engine)
     per = max(1, PSUM_FREE // oc)  # taps whose transposes share one PSUM bank
@@ -137,20 +168,51 @@ def _stationaries(w: View, k: int) -> list[NkiTensor]:
     return [flat[:, t, :] for t in range(taps)]
 
 
+def _natural(w: View) -> NkiTensor:
+    """W [OC, C, KH, KW] as its rows [OC, C * KH * KW] (one DMA)."""
+    oc, c, kh, kw = w.shape
+    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset, oc, ((1, c * kh * kw),), 0, c * kh * kw))
+
+
+def transposed_rows(w: View) -> NkiTensor:
+    """W [OC, C, KH, KW] as the rows [C, OC * KH * KW] of its input gradient's weights (row c, column
+    o * taps + t = W[o, c, t]; one DMA)."""
+    oc, c, kh, kw = w.shape
+    taps = kh * kw
+    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset, c, ((c * taps, oc), (1, taps)), 0, taps))
+
+
 def conv_spread_kernel(out: View, x: View, w: View, bias: View | None, k: int, padding: tuple[int, int]) -> None:
     """See module doc."""
-    n, _, h, wd = x.shape
+    _, c, kh, kw = w.shape
+    stationary = _stationaries(_natural(w), c, kh * kw, k)  # first: it needs only the weights (input in flight)
+    _spread_conv(out, x, stationary, bias, k, padding, (kh, kw))
+
+
+def conv_spread_input_grad(dx: View, g: View, w: View, k: int, padding: tuple[int, int]) -> None:
+    """dx [N, C, H, W], the input gradient of a spread convolution of weights `w` [OC, C, KH, KW] for the
+    output gradient `g` [N, OC, H, W]: the same convolution of g with the flipped, transposed weights
+    (`spread_factor` of g's shape and [C, OC, KH, KW] gives k), stored in the spread layout."""
     oc, _, kh, kw = w.shape
+    taps = kh * kw
+    stationary = _stationaries(transposed_rows(w), oc, taps, k)
+    _spread_conv(dx, g, stationary[::-1], None, k, padding, (kh, kw))  # tap t of the flipped kernel: taps-1-t
+
+
+def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | None, k: int,
+                 padding: tuple[int, int], kernel: tuple[int, int]) -> None:  # fmt: skip
+    """out = the spread convolution of x with the per-tap block-diagonal `stationary` (+ bias), stored spread."""
+    n, _, h, wd = x.shape
+    oc = out.shape[1]
     rb = h // k
-    stationary = _stationaries(w, k)  # first: it needs only the weights, so it runs while the input arrives
-    e = _padded_input(x, k, padding)
+    e = padded_input(x, k, padding)
     shift = None
     if bias is not None:
         col = load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset, oc, ((0, 1),), 0, bias.strides[0]))
         shift = spread_columns(col, k)
     res = nl.ndarray((P, n, rb * wd), dtype=nl.float32, buffer=nl.sbuf)
     group = max(1, PSUM_FREE // (rb * wd))
-    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     for n0 in range(0, n, group):
         g = min(group, n - n0)
         acc = nl.ndarray((P, g * rb * wd), dtype=nl.float32, buffer=nl.psum)
@@ -165,5 +227,4 @@ def conv_spread_kernel(out: View, x: View, w: View, bias: View | None, k: int, p
             nisa.tensor_copy(acc.unflatten_free((g, rb * wd)), dst=dst)
         else:
             nisa.tensor_scalar(acc.unflatten_free((g, rb * wd)), "add", shift, dst=dst)
-    store(_rows(out, k, 0, P, 0, rb * wd), res)
-
+    store(block_rows(out, k, 0, P, 0, rb * wd), res)

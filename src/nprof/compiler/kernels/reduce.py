@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nprof.arch.isa import Access, Space
-from nprof.compiler import fusion
+from nprof.compiler import tilechoice
 from nprof.compiler.kernels.hbm import flat, load, store
 from nprof.compiler.kernels.matmul import sum_rows_kernel
 from nprof.compiler.views import FREE_MAX, PMAX, TileSpec, View, numel, row_tiles, view_access
@@ -162,9 +162,9 @@ def _reduce_all(out: View, src: View, op: str, scale: float) -> None:
 
 def row_specs(out: View, src: View, dim: int, fallback: list[TileSpec]) -> list[TileSpec]:
     """Tiles for a row-wise kernel along `dim` of `src` writing `out` (same shape): the tiling with which the
-    producer of `src` stored it (its tiles are then still in SBUF, `fusion.tiles_for`) when every tile of it
+    producer of `src` stored it (its tiles are then still in SBUF, `tilechoice.tiles_for`) when every tile of it
     holds whole rows as its innermost free dim, else `fallback` (which must hold whole rows so)."""
-    specs = fusion.tiles_for(out, [src], fallback)
+    specs = tilechoice.tiles_for(out, [src], fallback)
     n = src.shape[dim]
     if specs is None or specs is fallback:
         return fallback
