@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
+import numpy as np
 import pytest
 
 from nprof.analysis import describe, summary_metrics
@@ -118,3 +120,37 @@ def test_a_trace_that_records_no_writes_shows_no_write_bytes() -> None:
     m = summary_metrics(import_chrome_trace(fixture))
     assert m["hbm_read_bytes"] > 0 and "hbm_write_bytes" not in m
     assert "mbu_estimated_percent" in m
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_memory_bytes_match_a_per_event_sum(seed: int) -> None:
+    """The summary's <mem>_read/write_bytes held to plain sums over the instructions and DMA transfers."""
+    rng = np.random.default_rng(seed)
+    n_i, n_d = int(rng.integers(1, 40)), int(rng.integers(1, 60))
+    cols = {
+        f"{m}_{w}_bytes": rng.integers(0, 1000, n_i).tolist()
+        for m in ("hbm", "sbuf", "psum")
+        for w in ("read", "write")
+    }
+    directions = ["hbm->sbuf", "sbuf -> hbm", "sbuf->sbuf", "psum->sbuf", None]
+    p = make(
+        {"ts": list(range(n_i)), "duration": [1] * n_i, **cols},
+        {"ts": list(range(n_d)), "duration": [1] * n_d, "bytes": rng.integers(0, 5000, n_d).tolist(),
+         "direction": [directions[int(k)] for k in rng.integers(0, len(directions), n_d)]},
+    )  # fmt: skip
+    m = summary_metrics(p)
+    for mem in ("hbm", "sbuf", "psum"):
+        for way, side in (("read", 0), ("write", 1)):
+            want = sum(cols[f"{mem}_{way}_bytes"]) + sum(
+                e["bytes"] for e in p.dma.to_pylist()
+                if e["direction"] and e["direction"].split("->")[side].strip() == mem
+            )  # fmt: skip
+            assert m[f"{mem}_{way}_bytes"] == want, (mem, way)
+
+
+def test_repeat_string_is_n_copies() -> None:
+    counters = importlib.import_module("nprof.analysis.counters")
+    for value, n in (("pending_dma", 5), ("", 3), ("x", 0), ("é", 2)):
+        arr = counters.repeat_string(value, n)
+        arr.validate(full=True)
+        assert arr.to_pylist() == [value] * n

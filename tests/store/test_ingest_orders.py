@@ -104,3 +104,37 @@ def test_a_handoff_frees_the_profile_during_the_build(tmp_path: Path, monkeypatc
     with pytest.raises(RuntimeError, match="already released"):
         own.get()
     assert _contents(tmp_path / "handed.duckdb") == _contents(tmp_path / "held.duckdb")
+
+
+def test_a_late_raw_tables_job_still_has_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load the background writer may start only after the build dropped the handed-off profile (the
+    flaky "profile already released"): the job must hold the profile itself. Its thread here waits until the
+    drop before running."""
+    import threading
+
+    import nprof.store.ingest as ingest_mod
+    from nprof.store.ingest import Handoff
+
+    p = synthetic_profile(2000, seed=6)
+    with progress(5, "test") as bar:
+        build_profile_db(p, tmp_path / "held.duckdb", run_analysis, bar, "held.parts")
+    own = Handoff(p)
+    del p
+    dropped = threading.Event()
+    drop, on_cursor = Handoff.drop, ingest_mod._on_cursor
+
+    def drop_and_tell(self: Handoff) -> None:
+        drop(self)
+        dropped.set()
+
+    def late(con: Any, fn: Any, *args: Any) -> None:
+        if fn is ingest_mod._write_raw:
+            assert dropped.wait(60), "the build never dropped the profile"
+        on_cursor(con, fn, *args)
+
+    monkeypatch.setattr(Handoff, "drop", drop_and_tell)
+    monkeypatch.setattr(ingest_mod, "_on_cursor", late)
+    with progress(5, "test") as bar:
+        build_profile_db(own, tmp_path / "late.duckdb", run_analysis, bar, "late.parts")
+    assert dropped.is_set()
+    assert _contents(tmp_path / "late.duckdb") == _contents(tmp_path / "held.duckdb")

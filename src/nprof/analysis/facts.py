@@ -312,12 +312,12 @@ class Facts:
             if t.num_rows == 0:
                 self.__dict__[key] = (np.empty(0, np.int32), [])
             else:
-                cols = [t[c] for c in ("nki_source_location", "hlo_name", "layer") if t[c].null_count < t.num_rows]
-                if not cols:
-                    self.__dict__[key] = (np.full(t.num_rows, -1, np.int32), [])
-                else:
-                    cols = [plain(c) for c in cols]
-                    self.__dict__[key] = encode(pc.coalesce(*cols) if len(cols) > 1 else cols[0])
+                from nprof.analysis.sources import coalesce_codes
+
+                cols = [c for c in ("nki_source_location", "hlo_name", "layer") if t[c].null_count < t.num_rows]
+                # the columns' own (shared, cached) encodings combined: no decoding and re-encoding of strings
+                self.__dict__[key] = coalesce_codes([self.strings(table, c) for c in cols]) if cols else (
+                    np.full(t.num_rows, -1, np.int32), [])  # fmt: skip
         return self.__dict__[key]
 
     def column(self, table: str, name: str) -> np.ndarray | tuple[np.ndarray, pa.Array]:

@@ -269,12 +269,16 @@ def _memory_bytes(profile: Profile) -> dict[str, int]:
     virtual = profile.info.device == "virtual-neuroncore"
     n_instr, n_dma = profile.instructions.num_rows, profile.dma.num_rows
     out: dict[str, int] = {}
+    per_direction = np.zeros(len(f.direction[1]) + 1, np.int64)  # exact byte sums per direction code (-1: last)
+    if n_dma:
+        np.add.at(per_direction, f.direction[0], f.d_bytes)
     for mem in _MEMORIES:
         read = int(f.i_col(f"{mem}_read_bytes").sum()) if n_instr else 0
         write = int(f.i_col(f"{mem}_write_bytes").sum()) if n_instr else 0
-        if n_dma:
-            read += int(f.d_bytes[f.direction_mask(src=mem)].sum())
-            write += int(f.d_bytes[f.direction_mask(dst=mem)].sum())
+        for i, name in enumerate(f.direction[1] if n_dma else []):
+            src, _, dst = (x.strip() for x in name.partition("->"))  # as `Facts.direction_mask` reads them
+            read += int(per_direction[i]) if src == mem else 0
+            write += int(per_direction[i]) if dst == mem else 0
         if virtual or read:
             out[f"{mem}_read_bytes"] = read
         if virtual or write:  # a trace that records no writes (Chrome imports: reads only) shows none, not 0

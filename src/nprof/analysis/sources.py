@@ -64,6 +64,33 @@ def top_per_group(
     return out
 
 
+def coalesce_codes(encodings: list[tuple[np.ndarray, list[str | None]]]) -> tuple[np.ndarray, list[str]]:
+    """Codes of the first non-null of several dictionary-encoded string columns (each as int32 codes, -1 for
+    null, and its distinct values), numbered by first appearance: exactly what dictionary-encoding the
+    coalesced strings gives (`nprof.analysis.facts.encode`), without decoding them. A value in several
+    columns' dictionaries gets one code."""
+    union: dict[str, int] = {}
+    merged: np.ndarray | None = None
+    for codes, names in encodings:
+        lut = np.array([-1 if v is None else union.setdefault(v, len(union)) for v in names] + [-1], np.int64)
+        mapped = lut[codes]  # code -1 (null) reads the last entry
+        merged = mapped if merged is None else np.where(merged >= 0, merged, mapped)
+    if merged is None or not union:
+        return np.full(0 if merged is None else merged.size, -1, np.int32), []
+    valid = merged >= 0
+    first = np.full(len(union), merged.size, np.int64)  # each value's first row
+    if valid.all():
+        np.minimum.at(first, merged, np.arange(merged.size))
+    else:
+        np.minimum.at(first, merged[valid], np.flatnonzero(valid))
+    seen = np.flatnonzero(first < merged.size)
+    seen = seen[np.argsort(first[seen])]
+    renumber = np.full(len(union) + 1, -1, np.int32)  # the last entry maps null (-1) to -1
+    renumber[seen] = np.arange(seen.size)
+    names_of = list(union)
+    return renumber[merged], [names_of[k] for k in seen.tolist()]
+
+
 def group_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group row positions by integer code (codes < 0 ignored).
 

@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nprof.analysis.facts import release as release_facts
+from nprof.gcpause import gc_paused
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
 from nprof.store.deps_rev import deps_rev_table, write_deps_rev_sql
@@ -187,6 +188,13 @@ def build_profile_db(
         raise ValueError(f"unknown ingest order {order!r}; use one of {', '.join(ORDERS)}")
     own = p if isinstance(p, Handoff) else Handoff(p)
     del p  # from here on only `own` holds the profile, so that dropping it frees it
+    with gc_paused():  # the build makes many acyclic objects (tables, lists of names): no collector passes
+        return _build(own, path, analyse, bar, parts, source, order)
+
+
+def _build(own: Handoff, path: Path, analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
+           bar: Progress, parts: str | None, source: Path | None, order: str) -> BuildResult:  # fmt: skip
+    """`build_profile_db` on a Handoff."""
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
     parts = parts or parts_name()
     steps: dict[str, float] = {}

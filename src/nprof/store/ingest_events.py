@@ -116,6 +116,9 @@ class _Part:
         return np_col(t["bytes" if name == "nbytes" else "flops"], dt)
 
     def gather(self, name: str, out: np.ndarray) -> None:
+        if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
+            out.fill(0)  # a column this table does not have: no zeros array to permute
+            return
         src = self.column(name)
         if self.order is None:
             out[:] = src
