@@ -9,6 +9,7 @@ of kernel helpers, nested loops), so a test also says whether replay ran.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -177,3 +178,25 @@ def test_nested_loops_replay_whole_inner_loops(monkeypatch: pytest.MonkeyPatch) 
     # m, n and k loops of 8: the m loop replays iterations A-1..6 whole (their n and k loops included)
     assert _both(mm_tiles, [(8 * T, 8 * T), (8 * T, 8 * 512)], monkeypatch) == (8 - A) * (1 + A + A * A)
     assert replay.STATS["loops"] - loops == 1 + A + A * A
+
+
+def test_on_lines_matches_the_plain_check() -> None:
+    """The numpy check that logged integers lie on lines equals the plain pairwise check (random lists, int64
+    edges and integers beyond int64)."""
+
+    def plain(ints: list[list[int]], step: list[int]) -> bool:
+        return all(y - x == d for p, q in itertools.pairwise(ints) for x, y, d in zip(p, q, step, strict=True))
+
+    rng = random.Random(14)
+    for _ in range(400):
+        n, width = rng.randint(2, 5), rng.randint(0, 4)
+        big = rng.choice([10, 1 << 40, 1 << 62, 1 << 70])
+        start = [rng.randint(-big, big) for _ in range(width)]
+        step = [rng.randint(-big, big) for _ in range(width)]
+        ints = [[s + k * d for s, d in zip(start, step, strict=True)] for k in range(n)]
+        if width and rng.random() < 0.5:
+            ints[rng.randrange(n)][rng.randrange(width)] += rng.choice([1, -1, 1 << 63])
+        assert replay._on_lines(ints, step) == plain(ints, step), (ints, step)
+    edge = 3 << 61  # (in int64, but the difference of -edge and edge is not)
+    assert replay._on_lines([[-edge], [edge]], [2 * edge])
+    assert not replay._on_lines([[edge], [-edge]], [2 * edge])

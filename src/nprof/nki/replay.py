@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from nprof.arch.isa import Access, Space
 from nprof.nki.replay_pure import affine_body, pure_body
 from nprof.nki.source import user_location
@@ -168,9 +170,8 @@ def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[i
     if any(e != events for e, _ in logs[1:]) or len({len(i) for _, i in logs}) != 1:
         return None
     step = [b - a for a, b in zip(logs[-2][1], logs[-1][1], strict=True)]
-    for (_, a), (_, b) in itertools.pairwise(logs):
-        if any(y - x != d for x, y, d in zip(a, b, step, strict=True)):
-            return None
+    if not _on_lines([i for _, i in logs], step):
+        return None
     plain = [e for e in events if type(e) is not Told]  # (a Told's own tiles are placed and freed within it)
     frees = [e[1] for e in plain if e[0] == "free"]
     mats = [e[1] for e in plain if e[0] == "mat"]
@@ -178,6 +179,17 @@ def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[i
     if sorted(frees) != sorted(mats) or len(set(mats)) != len(mats) or not own:
         return None  # every tile placed in an iteration is freed within it, and no other
     return events, list(logs[-1][1]), step
+
+
+def _on_lines(ints: list[list[int]], step: list[int]) -> bool:
+    """Does each list of integers (all of one length) differ from the one before by `step`?"""
+    try:
+        a = np.array(ints, np.int64)
+    except OverflowError:
+        a = None
+    if a is None or (a.size and int(np.abs(a).max()) >= 1 << 61):  # (int64 arithmetic exact below that)
+        return all(y - x == d for p, q in itertools.pairwise(ints) for x, y, d in zip(p, q, step, strict=True))
+    return bool((np.diff(a, axis=0) == np.array(step, np.int64)).all())
 
 
 def _own_tiles(events: list[Any]) -> bool:

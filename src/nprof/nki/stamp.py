@@ -75,12 +75,14 @@ class _Template:
         self.col = 0  # next integer column
         self.per_iteration = 0  # instructions at most
         self.width = 0  # longest access encoding
+        self.op_at, self.tile_at = array("q"), array("q")  # row positions holding an op index / a tile number
+        self.hole_operand: list[int] = []  # operand of each "tile" hole
         for ev in events:
             self._event(ev)
 
     def _event(self, ev: tuple[Any, ...]) -> None:
         if type(ev) is Told:  # an inner loop's stamped iterations (nprof.nki.stamp_tell), not laid out as tuples
-            ev.walk(self._event, self._app)
+            self._told(ev)
             return
         kind = ev[0]
         if kind == "alloc":
@@ -96,6 +98,7 @@ class _Template:
         elif kind == "mat":
             self.steps.append(("m", ev[1][1], ev[2], ev[3]))
             self.order.append(("mat", ev[1][1], ev[2], ev[3]))
+            self.tile_at.append(len(self.row) + 1)
             self.row.extend((depbatch.MAT, ev[1][1]))
         elif kind == "free":
             self.steps.append(("f", ev[1][1]))
@@ -129,12 +132,71 @@ class _Template:
             queue = b._dma_sites.setdefault(source, len(b._dma_sites)) % b.preset.dma_queues
         effect = depbatch.weights_effect(opcode, len(ins)) if opcode in _WEIGHTS_OPS else 0
         op = len(self.ops)
+        self.op_at.append(len(self.row) + 1)
         self.row.extend((depbatch.APP, op, effect, len(ins), n_out))
         for k in (*ins, *outs):
             self._encode(k)
         self.order.append(("op", op))
         self.ops.append((engine, opcode, outs, ins, attrs_, queue, source))
         self.per_iteration += 1
+
+    def _told(self, told: Told) -> None:
+        """A Told's iterations in order: one whose instructions are made as the previous one's (same events,
+        LDWEIGHTS and accumulate decisions) is that one's contribution shifted (`_repeat`), else walked."""
+        made = told.chunk.made
+        n, fixed = len(told.chunk.values), {id(k) for k in told.keys if not isinstance(k, int)}
+        bounds = np.searchsorted(made[:, 1], np.arange(n + 1)).tolist()
+        pattern = made[:, [0, 2, 3]]
+        rows, before, last = made.tolist(), None, b""
+        for j in range(n):
+            this = pattern[bounds[j] : bounds[j + 1]].tobytes()
+            if before is not None and this == last:
+                before = self._repeat(before, told.per, fixed)
+                continue
+            mark = self._mark()
+            told.walk_iteration(j, rows, bounds[j], self._event, self._app)
+            before, last = (mark, self._mark()), this
+
+    def _mark(self) -> tuple[int, ...]:
+        """The lengths of what an iteration appends to (and the column and instruction counters)."""
+        h = self.holes
+        return (len(self.row), len(h["int"]), len(h["tile"]), len(h["name"]), len(self.tiles), len(self.ops),
+                len(self.operands), len(self.op_at), len(self.tile_at), self.col, self.per_iteration, len(self.order),
+                len(self.steps))  # fmt: skip
+
+    def _repeat(self, span: tuple[tuple[int, ...], tuple[int, ...]], per: int, fixed: set[int]
+                ) -> tuple[tuple[int, ...], tuple[int, ...]]:  # fmt: skip
+        """Append the contribution between marks `span` again, for the next iteration: its tiles numbered `per`
+        on, its operands, columns, instructions and row positions after the span's; returns the new span."""
+        a, b = span
+        start = self._mark()
+        drow, dops, dopd, dcol = b[0] - a[0], b[5] - a[5], b[6] - a[6], b[9] - a[9]
+        seg = np.frombuffer(self.row, np.int64)[a[0] : b[0]].copy()
+        seg[np.frombuffer(self.op_at, np.int64)[a[7] : b[7]] - a[0]] += dops
+        seg[np.frombuffer(self.tile_at, np.int64)[a[8] : b[8]] - a[0]] += per
+        self.row.frombytes(seg.tobytes())
+        self.op_at.frombytes((np.frombuffer(self.op_at, np.int64)[a[7] : b[7]] + drow).tobytes())
+        self.tile_at.frombytes((np.frombuffer(self.tile_at, np.int64)[a[8] : b[8]] + drow).tobytes())
+        operands = self.operands
+        moved = [0 if id(operands[k][0]) in fixed else per for k in self.hole_operand[a[2] // 2 : b[2] // 2]]
+        for kind, k, shift in (("int", 1, (drow, dcol)), ("tile", 2, (drow, dcol)), ("name", 3, (drow, 0))):
+            holes = np.frombuffer(self.holes[kind], np.int64)[a[k] : b[k]].reshape(-1, 2) + np.asarray(shift)
+            if kind == "name":
+                holes[:, 1] += moved
+            self.holes[kind].frombytes(holes.tobytes())
+        self.tile_of_hole += [k + m for k, m in zip(self.tile_of_hole[a[2] // 2 : b[2] // 2], moved, strict=True)]
+        self.hole_operand += [k + dopd for k in self.hole_operand[a[2] // 2 : b[2] // 2]]
+        self.tiles += self.tiles[a[4] : b[4]]
+        self.steps += [(s[0], s[1] + per, *s[2:]) for s in self.steps[a[12] : b[12]]]
+        self.order += [s if s[0] == "alloc" else (s[0], s[1] + (dops if s[0] == "op" else per), *s[2:])
+                       for s in self.order[a[11] : b[11]]]  # fmt: skip
+        self.ops += [(e, o, tuple([x + dopd for x in outs]), tuple([x + dopd for x in ins]), at, q, src)
+                     for e, o, outs, ins, at, q, src in self.ops[a[5] : b[5]]]  # fmt: skip
+        self.operands += [(key if id(key) in fixed else ("T", key[1], (0, key[2][1] + per), *key[3:]), col + dcol)
+                          for key, col in self.operands[a[6] : b[6]]]  # fmt: skip
+        self.col += dcol
+        self.per_iteration += b[10] - a[10]
+        return start, self._mark()
 
     def _operand(self, key: tuple[Any, ...]) -> int:
         """Number an operand; its two integers are the next two columns."""
@@ -163,6 +225,7 @@ class _Template:
         if seg[2] == "T":
             holes["tile"].extend((at + 4, col))
             self.tile_of_hole.append(seg[3])
+            self.hole_operand.append(k)
             holes["name"].extend((at, seg[3]))
         else:
             ints.extend((at + 4, col))

@@ -106,27 +106,35 @@ class Told:
     def walk(self, event: Callable[[tuple[Any, ...]], Any], app: Callable[..., Any]) -> None:
         """Call `event(ev)` for each alloc, mat and free event and `app(engine, opcode, out keys, in keys, attrs,
         source)` for each instruction's "app" event, in order (what `events` lays out)."""
-        made, ops = self.chunk.made.tolist(), self.chunk.ops
+        made = self.chunk.made.tolist()
         row = 0
         for j in range(len(self.chunk.values)):
-            first = self.first + j * self.per
-            keys = [k if not isinstance(k, int) else _tile_key(spec[0], first + k)
-                    for k, spec in zip(self.keys, self.operands, strict=True)]  # fmt: skip
-            sources = iter(self.mat_sources)
-            for step in self.order:
-                kind = step[0]
-                if kind == "op":
-                    op = step[1]
-                    while row < len(made) and made[row][0] == op and made[row][1] == j:
-                        eng, opc, o, i, at = _variant(ops[op], made[row][2], made[row][3])
-                        app(eng, opc, tuple([keys[k] for k in o]), tuple([keys[k] for k in i]), at, ops[op][6])
-                        row += 1
-                elif kind == "alloc":
-                    event(step[1])
-                elif kind == "mat":
-                    event(("mat", (0, first + step[1]), next(sources), step[3]))
-                else:
-                    event(("free", (0, first + step[1])))
+            row = self.walk_iteration(j, made, row, event, app)
+
+    def walk_iteration(self, j: int, made: list[list[int]], row: int, event: Callable[[tuple[Any, ...]], Any],
+                       app: Callable[..., Any]) -> int:  # fmt: skip
+        """`walk` for iteration j alone, its instructions from `made` (the chunk's, as lists) row `row` on; returns
+        the row after its last."""
+        ops = self.chunk.ops
+        first = self.first + j * self.per
+        keys = [k if not isinstance(k, int) else _tile_key(spec[0], first + k)
+                for k, spec in zip(self.keys, self.operands, strict=True)]  # fmt: skip
+        sources = iter(self.mat_sources)
+        for step in self.order:
+            kind = step[0]
+            if kind == "op":
+                op = step[1]
+                while row < len(made) and made[row][0] == op and made[row][1] == j:
+                    eng, opc, o, i, at = _variant(ops[op], made[row][2], made[row][3])
+                    app(eng, opc, tuple([keys[k] for k in o]), tuple([keys[k] for k in i]), at, ops[op][6])
+                    row += 1
+            elif kind == "alloc":
+                event(step[1])
+            elif kind == "mat":
+                event(("mat", (0, first + step[1]), next(sources), step[3]))
+            else:
+                event(("free", (0, first + step[1])))
+        return row
 
 
 def _variant(op: tuple[Any, ...], what: int, acc: int) -> tuple[Any, ...]:
