@@ -331,14 +331,14 @@ class FusingBuilder(ProgramBuilder):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)
 
-    def materialize(self, base: OnChip, source: str | None = None) -> None:
+    def materialize(self, base: OnChip, source: str | None = None, where: str | None = None) -> None:
         try:
-            super().materialize(base, source)
+            super().materialize(base, source, where)
         except KernelError:
             if not self._cache:
                 raise
             self.drop_all()
-            super().materialize(base, source)
+            super().materialize(base, source, where)
 
     def alloc(self, *args: Any, **kwargs: Any) -> NkiTensor:
         tile = super().alloc(*args, **kwargs)
