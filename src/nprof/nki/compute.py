@@ -51,7 +51,7 @@ MM_WRITTEN: weakref.WeakKeyDictionary[OnChip, set[Any]] = weakref.WeakKeyDiction
 
 def consumed(t: NkiTensor) -> None:
     """`t` is read by an instruction: the next beta-2 matmul into its PSUM tile starts a new sum."""
-    if MM_WRITTEN.data and isinstance(t.base, OnChip) and t.base in MM_WRITTEN:  # (.data: no weakref made)
+    if MM_WRITTEN.data and isinstance(t.base, OnChip) and t.base in MM_WRITTEN:  # type: ignore[attr-defined]  # (.data, CPython's dict inside: no weakref made)
         del MM_WRITTEN[t.base]
 
 
@@ -73,7 +73,7 @@ def tile(x: Any, what: str = "operand", masked_ok: bool = False, packed_ok: bool
         builder = trace.current()
         if builder._pending is not None and builder.is_pending(x):
             builder.flush()
-        if MM_WRITTEN.data:
+        if MM_WRITTEN.data:  # type: ignore[attr-defined]
             consumed(x)
         return x
     if isinstance(x, TensorIndirection):  # `t.indirect(index)`: its columns gathered first (nprof.nki.indirection)

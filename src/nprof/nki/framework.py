@@ -110,7 +110,7 @@ def _key(spec: Any) -> Any:
     return ("value", spec)
 
 
-def _names(structure: Any, reshaped: type) -> list[str]:
+def _names(structure: Any, reshaped: Any) -> list[str]:
     """The HBM tensor names of a traced kernel's return structure, in order."""
     if structure is None:
         return []

@@ -68,7 +68,7 @@ def masked_box(value: NkiTensor) -> list[tuple[int, int]] | None:
     """
     from nprof.nki.tensor import NkiTensor, OnChip
 
-    if not _MASKED.data:  # (no masked result alive: skip the weak-key lookup)
+    if not _MASKED.data:  # type: ignore[attr-defined]  # (CPython's dict inside; no masked result alive: skip the weak-key lookup)
         return None
     base = value.base
     if isinstance(base, OnChip) and base in _MASKED and value.access_key() == NkiTensor.root(base).access_key():
@@ -116,7 +116,7 @@ def operand_masked(view: NkiTensor, mask: Any) -> NkiTensor:
 
 def operand_box(view: Any) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
     """(shape before masking, box) of a view made by operand masking, None for any other value."""
-    if not _OPERAND.data:  # (no operand-masked view alive: skip the weak-key lookup)
+    if not _OPERAND.data:  # type: ignore[attr-defined]  # (CPython's dict inside; no operand-masked view alive: skip the weak-key lookup)
         return None
     try:
         return _OPERAND.get(view)

@@ -273,13 +273,13 @@ class NkiTensor(ViewIndexing, ViewReshapes, TileOperators):
                 f"the first axis of a view of tile {base.name!r} must be its partition axis; "
                 "move the partition index first"
             )
-        free = []
+        axes: list[tuple[int, int]] = []
         for ps, es, size in dims[1:]:
             if ps and size > 1:
                 raise kernel_error(f"tile {base.name!r}: the partition axis can only be the first axis of an operand")
-            free.append((es, size))
+            axes.append((es, size))
         offset = delta + self._e0 * ITEMSIZE[base.dtype]
-        return Access(base.space, base.name, base.dtype, offset, parts, tuple(free) or _NO_FREE, self._p0 + base.part0,
+        return Access(base.space, base.name, base.dtype, offset, parts, tuple(axes) or _NO_FREE, self._p0 + base.part0,
                       1)  # fmt: skip
 
 

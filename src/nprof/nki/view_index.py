@@ -37,6 +37,7 @@ class ViewIndexing:
     ndim: Any
     is_hbm: Any
     pad_free: Any
+    name: Any
 
     def index(self, items: Any) -> NkiTensor:
         """The view `self[items]` (ints, slices, None, Ellipsis, `nl.arange` expressions, a mask, runtime values)."""
@@ -47,7 +48,7 @@ class ViewIndexing:
         elif isinstance(items, Predicate):  # `tile[mask]`: operand masking of a matmul input (nprof.nki.masks)
             from nprof.nki.masks import operand_masked
 
-            return operand_masked(self, items)
+            return operand_masked(self, items)  # type: ignore[arg-type]  # (a mixin of NkiTensor)
         if not isinstance(items, tuple):
             items = (items,)
             plain = self._index_plain(items)
@@ -99,7 +100,7 @@ class ViewIndexing:
             p0 += start * ps
             e0 += start * es
         dims.extend(self._dims[len(items) :])
-        return self.__class__(self._base, p0, e0, tuple(dims), ())
+        return self.__class__(self._base, p0, e0, tuple(dims), ())  # type: ignore[call-arg,return-value]
 
     def _compose(
         self, per_dim: list[tuple[int, tuple[int, ...]]], sizes: tuple[int, ...], new: list[Check]
@@ -128,7 +129,7 @@ class ViewIndexing:
             checks.append((nc, tuple(ncoefs), size, label))
         checks.extend(new)
         dims = tuple(zip(pst, est, sizes, strict=True))  # (C-level: no generator on this hot path)
-        return self.__class__(self._base, p0, e0, dims, tuple(checks))
+        return self.__class__(self._base, p0, e0, dims, tuple(checks))  # type: ignore[call-arg,return-value]
 
     def _label(self, axis: int) -> str:
         return f"axis {axis} (size {self._dims[axis][2]}) of {self._base.name!r}"
@@ -145,7 +146,7 @@ class ViewIndexing:
             size = self._dims[axis][2]
             partition = self._dims[axis][0] == 1 and self._base.space is not _HBM
             if isinstance(item, slice):
-                start, stop, step = _slice_range(item, size, self, axis)
+                start, stop, step = _slice_range(item, size, self, axis)  # type: ignore[arg-type]
                 length = len(range(start, stop, step))
                 if stop > size:  # NKI: a slice past the end is valid when a mask= narrows the access
                     beyond.append((start, len(sizes), step, size, self._label(axis)))
@@ -215,7 +216,7 @@ class ViewIndexing:
 
         if not indirect.is_dynamic(item):
             raise kernel_error(f"unsupported index {item!r} for {self._base.name!r}")
-        return indirect.index_dynamic(self, items)
+        return indirect.index_dynamic(self, items)  # type: ignore[arg-type]
 
 
 def _slice_range(item: slice, size: int, view: NkiTensor, axis: int) -> tuple[int, int, int]:
