@@ -8,6 +8,7 @@ layer) of a set of rows, most frequent first.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +65,7 @@ def top_per_group(
     return out
 
 
-def coalesce_codes(encodings: list[tuple[np.ndarray, list[str | None]]]) -> tuple[np.ndarray, list[str]]:
+def coalesce_codes(encodings: Sequence[tuple[np.ndarray, Sequence[str | None]]]) -> tuple[np.ndarray, list[str]]:
     """Codes of the first non-null of several dictionary-encoded string columns (each as int32 codes, -1 for
     null, and its distinct values), numbered by first appearance: exactly what dictionary-encoding the
     coalesced strings gives (`nprof.analysis.facts.encode`), without decoding them. A value in several
