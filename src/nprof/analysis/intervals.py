@@ -17,15 +17,21 @@ def is_sorted(a: np.ndarray) -> bool:
     return a.size < 2 or bool(np.all(a[1:] >= a[:-1]))
 
 
-def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into the disjoint, sorted intervals of their union (empty ones dropped)."""
+def _nonempty(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`start`/`end` as int64 arrays without the empty intervals (order kept)."""
     start = np.asarray(start, dtype=_I64)
     end = np.asarray(end, dtype=_I64)
     keep = end > start
     if not keep.all():
         start, end = start[keep], end[keep]
+    return start, end
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into the disjoint, sorted intervals of their union (empty ones dropped)."""
+    start, end = _nonempty(start, end)
     if start.size == 0:
-        return np.empty(0, _I64), np.empty(0, _I64)
+        return start, end
     if is_sorted(start):
         reach = np.maximum.accumulate(end)
     else:
@@ -49,13 +55,9 @@ def merge_by_end(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
     """`merge` for intervals whose ends are non-decreasing (e.g. waits [ts - wait, ts) of time-sorted rows):
     no sort. Going back from the last interval, the running minimum of the starts is where the block reaching
     each end begins; a block closes before an interval whose end is below every later start."""
-    start = np.asarray(start, dtype=_I64)
-    end = np.asarray(end, dtype=_I64)
-    keep = end > start
-    if not keep.all():
-        start, end = start[keep], end[keep]
+    start, end = _nonempty(start, end)
     if start.size == 0:
-        return np.empty(0, _I64), np.empty(0, _I64)
+        return start, end
     low = np.minimum.accumulate(start[::-1])[::-1]  # low[i] = min(start[i:])
     close = np.empty(start.size, dtype=bool)
     close[-1] = True

@@ -36,6 +36,7 @@ from typing import Any
 from nprof.arch.isa import Engine, Opcode, Space, attrs
 from nprof.nki import trace
 from nprof.nki.index import IndexExpr
+from nprof.nki.indirection import ViewAttributes
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, partition_first
 
@@ -84,7 +85,7 @@ def is_dynamic(item: Any) -> bool:
 
 
 @dataclass(frozen=True, eq=False)
-class IndirectView:
+class IndirectView(ViewAttributes):
     """A tensor indexed with runtime values (see module doc). `view` is the access pattern with the dynamic axis
     at its static part; the runtime value moves it by `stride` elements per unit on an axis of extent `size`."""
 
@@ -110,24 +111,8 @@ class IndirectView:
         return self.view.ndim
 
     @property
-    def dtype(self) -> Any:
-        return self.view.dtype
-
-    @property
-    def dtype_name(self) -> str:
-        return self.view.dtype_name
-
-    @property
     def is_hbm(self) -> bool:
         return self.view.is_hbm
-
-    @property
-    def space(self) -> Space:
-        return self.view.space
-
-    @property
-    def name(self) -> str:
-        return self.view.name
 
     def __repr__(self) -> str:
         return f"IndirectView({self.view!r}, index={self.index!r})"

@@ -86,7 +86,31 @@ def _dim(t: NkiTensor, dim: Any, what: str) -> int:
     return d
 
 
-class TensorIndirection:
+class ViewAttributes:
+    """The element type, memory and name of a stand-in for the tensor `view` (a runtime-indexed or indirect view):
+    read from `view`."""
+
+    __slots__ = ()
+    view: NkiTensor
+
+    @property
+    def dtype(self) -> Any:
+        return self.view.dtype
+
+    @property
+    def dtype_name(self) -> str:
+        return self.view.dtype_name
+
+    @property
+    def space(self) -> Space:
+        return self.view.space
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+
+class TensorIndirection(ViewAttributes):
     """`t.indirect(index, num_elem)`: the columns of tile `t` at runtime offsets (see module doc). Not a tile:
     compute instructions gather it on reading and scatter into it on writing."""
 
@@ -104,24 +128,8 @@ class TensorIndirection:
         return 2
 
     @property
-    def dtype(self) -> Any:
-        return self.view.dtype
-
-    @property
-    def dtype_name(self) -> str:
-        return self.view.dtype_name
-
-    @property
-    def space(self) -> Space:
-        return self.view.space
-
-    @property
     def is_hbm(self) -> bool:
         return False
-
-    @property
-    def name(self) -> str:
-        return self.view.name
 
     def __repr__(self) -> str:
         return f"TensorIndirection({self.view!r}, index={self.index.name}, num_elem={self.num_elem})"

@@ -8,6 +8,7 @@ accumulates in PSUM); item assignment copies, memsets a scalar, or DMAs.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from nprof.nki.index import IndexExpr
@@ -20,30 +21,15 @@ def _dyn(tile: Any, expr: IndexExpr) -> Any:
     return DynIndex(tile, expr)
 
 
-def _compute() -> Any:
-    """`nprof.nki.compute` (imported on first use: it imports this module)."""
-    global _COMPUTE
-    if _COMPUTE is None:
-        from nprof.nki import compute
-
-        _COMPUTE = compute
-    return _COMPUTE
+def _module(name: str) -> Any:
+    """`nprof.nki.<name>` (`compute` or `assign`), imported on first use: both import this module."""
+    module = _MODULES.get(name)
+    if module is None:
+        module = _MODULES[name] = importlib.import_module(f"nprof.nki.{name}")
+    return module
 
 
-_COMPUTE: Any = None
-
-
-def _assign() -> Any:
-    """`nprof.nki.assign` (imported on first use: it imports this module through nprof.nki.compute)."""
-    global _ASSIGN
-    if _ASSIGN is None:
-        from nprof.nki import assign
-
-        _ASSIGN = assign
-    return _ASSIGN
-
-
-_ASSIGN: Any = None
+_MODULES: dict[str, Any] = {}
 
 
 class TileOperators:
@@ -53,7 +39,7 @@ class TileOperators:
     index: Any  # NkiTensor.index
 
     def _op(self, name: str, *args: Any) -> Any:
-        return getattr(_compute(), name)(*args)
+        return getattr(_module("compute"), name)(*args)
 
     def __add__(self, o: Any) -> Any:
         if isinstance(o, IndexExpr):  # `offsets[0, i] + iy`: a runtime index (nprof.nki.indirect)
@@ -111,19 +97,19 @@ class TileOperators:
         return self._op("binary", "logical_or", self, o)
 
     def __iadd__(self, o: Any) -> Any:
-        return _assign().inplace("add", self, o)
+        return _module("assign").inplace("add", self, o)
 
     def __isub__(self, o: Any) -> Any:
-        return _assign().inplace("subtract", self, o)
+        return _module("assign").inplace("subtract", self, o)
 
     def __imul__(self, o: Any) -> Any:
-        return _assign().inplace("multiply", self, o)
+        return _module("assign").inplace("multiply", self, o)
 
     def __itruediv__(self, o: Any) -> Any:
-        return _assign().inplace("divide", self, o)
+        return _module("assign").inplace("divide", self, o)
 
     def __setitem__(self, items: Any, value: Any) -> None:
-        _assign().assign(self.index(items), value)
+        _module("assign").assign(self.index(items), value)
 
     def __bool__(self) -> bool:
         raise kernel_error("a tile has no truth value at trace time; use nl.where or a mask instead of `if`")
