@@ -20,7 +20,7 @@ from nprof.nki.calls import unmodelled as _unmodelled
 from nprof.nki.calls import unmodelled_if as _unmodelled_if
 from nprof.nki.isa_enums import matmul_perf_mode
 from nprof.nki.masks import note_mask, operand_box, skipped_by
-from nprof.nki.pe_tiling import check_tiling
+from nprof.nki.pe_tiling import check_tiling, tile_tag
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -63,7 +63,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         raise kernel_error(f"nc_matmul stationary must be a 2-D tile [K, M], got shape {st.shape}")
     k, m = st.shape
     double = "double_row" in str(getattr(perf_mode, "value", perf_mode))
-    check_tiling("nisa.nc_matmul", tile_position, tile_size, k, m, p.core, double_row=double)
+    tile = tile_tag(check_tiling("nisa.nc_matmul", tile_position, tile_size, k, m, p.core, double_row=double))
     if mv.shape[0] != k:
         raise kernel_error(
             f"nc_matmul contraction mismatch: stationary {st.shape} and moving {mv.shape} must share the "
@@ -88,14 +88,14 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         full = (out_box[0][1], out_box[1][1])
         box = [out_box[0][0], out_box[1][0]]
         res = builder.alloc(full, "float32", Space.PSUM, lazy=True)
-        builder.set_pending(st, flat, res.restrict(box), skip=skip, more=more)
+        builder.set_pending(st, flat, res.restrict(box), skip=skip, more=more, tile=tile)
         note_mask(res, box)
         if dst is None:
             return res
         _commit_into(dst.restrict(box) if tuple(dst.shape) == full else dst, accumulate)
         return dst
     res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
-    builder.set_pending(st, flat, res, skip=skip, more=more)
+    builder.set_pending(st, flat, res, skip=skip, more=more, tile=tile)
     if dst is None:
         return res
     _commit_into(dst, accumulate)
