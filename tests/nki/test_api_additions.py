@@ -134,6 +134,16 @@ def test_var_keepdims_of_the_newer_api() -> None:
     np.testing.assert_allclose(out, np.stack([x.var(1), x.var(1)], axis=1), rtol=1e-4)
 
 
+def test_buffer_predicates_of_the_newer_api() -> None:
+    table = {nl.sbuf: (False, True, False, True), nl.psum: (False, True, True, False),
+             nl.shared_hbm: (True, False, False, False), nl.private_hbm: (True, False, False, False),
+             nl.hbm: (True, False, False, False), "sbuf": (False, True, False, True)}  # fmt: skip
+    for buffer, want in table.items():
+        assert (nl.is_hbm(buffer), nl.is_on_chip(buffer), nl.is_psum(buffer), nl.is_sbuf(buffer)) == want, buffer
+    with pytest.raises(TypeError, match="takes a buffer"):
+        nl.is_sbuf("dram")
+
+
 def test_comparisons_default_to_bool_tiles() -> None:
     x = rand((4, 8), 9)
     out = run_tiles(lambda t: nl.less(t, 0.0), x)

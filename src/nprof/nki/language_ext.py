@@ -26,6 +26,7 @@ from nprof.arch.isa import Space
 from nprof.nki import compute as _c
 from nprof.nki import language as _nl
 from nprof.nki import trace as _trace
+from nprof.nki.buffers import is_hbm, is_on_chip, is_psum, is_sbuf
 from nprof.nki.dtypes import NUMPY
 from nprof.nki.indirect_ops import atomic_rmw, gather_flattened
 from nprof.nki.isa_ext import unsupported
@@ -57,6 +58,10 @@ __all__ = [
     "gemm_grid",
     "gemm_stationary_grid",
     "invert",
+    "is_hbm",
+    "is_on_chip",
+    "is_psum",
+    "is_sbuf",
     "left_shift",
     "logical_not",
     "logical_xor",
