@@ -28,7 +28,7 @@ from nprof.capture.chrome_host import (
     own_flops,
     row_info,
 )
-from nprof.capture.chrome_tree import TRACK_SHIFT, Context, dep_lists, flow_deps, select_work
+from nprof.capture.chrome_tree import TRACK_SHIFT, Context, dep_lists, flow_deps, pair_codes, select_work
 from nprof.capture.opclass import engine_of
 from nprof.errors import NprofError
 
@@ -179,18 +179,6 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     track_code = np.asarray([codes.get(label, -1) for label in pair_labels], dtype=np.int64)[pair]
     track_code[dev] = np.fromiter(map(codes.__getitem__, dev_labels), dtype=np.int64, count=len(dev))
     return track_names, track_code, {key: codes[label] for key, label in keymap.items()}
-
-
-def pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
-    """(code of each slice's (pid, tid) pair, 0..k-1; the first slice of each code): the pairs a dict of
-    (pid, tid) tuples tells apart (1, 1.0 and True are one pid), without a tuple per slice."""
-    n = len(pids)
-    pid_of = {p: i for i, p in enumerate(dict.fromkeys(pids))}
-    tid_of = {t: i for i, t in enumerate(dict.fromkeys(tids))}
-    combo = np.fromiter(map(pid_of.__getitem__, pids), np.int64, n) * len(tid_of)
-    combo += np.fromiter(map(tid_of.__getitem__, tids), np.int64, n)
-    _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
-    return inverse.reshape(-1), first.tolist()
 
 
 def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_bytes: np.ndarray) -> _Device:
