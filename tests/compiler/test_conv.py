@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,28 @@ def test_strided_input_gradient_zeroes_the_phases_no_tap_reaches() -> None:
     outputs = unpack_outputs(program, simulate(program, inputs, numerics=True).outputs)
     got = np.asarray(outputs[slots[1].name]).reshape(slots[1].shape)
     np.testing.assert_allclose(got, fn(*args.values())[1].numpy(), rtol=1e-5, atol=1e-5)  # type: ignore
+
+
+@pytest.mark.parametrize(("size", "kernel", "stride", "pad", "dil"), [(32, 7, 2, 3, 1), (3, 7, 2, 3, 1),
+                                                                      (11, 3, 2, 1, 2), (9, 3, 3, 0, 1)])  # fmt: skip
+def test_strided_stacked_taps_picked_per_kernel_row_match_eager(size: int, kernel: int, stride: int, pad: int,
+                                                                 dil: int, monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    """Few-channel strided convolutions (a resnet stem; a 3x3 image under a 7x7 kernel, where one output column
+    reads left padding for some taps and right padding for others; dilated; stride 3): the stacked input built
+    with one on-chip pick per kernel row (`conv_taps.staged_row`) gives eager's outputs and gradients, in fewer
+    copies than one pick per tap (`ROW_PICKS` off)."""
+    x = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(5)).requires_grad_(True)
+
+    def make() -> torch.nn.Module:
+        return torch.nn.Conv2d(3, 8, kernel, stride, pad, dil, bias=False)
+
+    copies = {}
+    for on in (False, True):
+        monkeypatch.setattr(conv_taps, "ROW_PICKS", on)
+        monkeypatch.setenv("NPROF_CACHE", str(tmp_path / str(on)))  # the switch is not part of the cache key
+        STATS.reset()
+        check_module(make, x)
+        fw = next(iter(STATS.last_profile.values()))  # the forward graph runs first
+        copies[on] = sum(op == "TENSOR_COPY" for op in fw.instructions["opcode"].to_pylist())
+    assert copies[True] < copies[False], copies

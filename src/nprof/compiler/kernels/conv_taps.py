@@ -8,7 +8,9 @@ r0..r1 is moved as one contiguous run per (channel, image) — whole input rows 
 offset — and the few columns that run wraps into the neighbouring row (the padding columns) are zeroed after
 it on-chip: a transfer of N chunks per partition instead of one chunk per window row (the DMA cost model
 charges every contiguous chunk `dma_chunk_overhead_bytes`: 31-element rows cost more in overhead than in
-data). Other geometries move one window row per chunk.
+data). Other (strided) geometries stage each tap's input rows as one run per (channel, image) and pick the
+window on-chip; the taps of one kernel row share that pick (`staged_row`: one copy of all their partitions,
+the stages offset so the window sits at the same place in each) instead of one copy of C partitions per tap.
 """
 
 from __future__ import annotations
@@ -75,6 +77,11 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
     stage = nl.ndarray((len(group) * c, n, h, w), dtype=nl.float32, buffer=nl.sbuf) if staged else None
     if not runs:
         nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32, dst=tile)
+    done: set[int] = set()
+    if not runs and ROW_PICKS:
+        for j0, ks in _tap_row_runs(group):
+            if staged_row(x, tile, (j0, group[j0][0], ks), out_hw, (stride, padding, dil)):
+                done.update(range(j0, j0 + len(ks)))
     for j, (i, k) in enumerate(group):
         block = tile[j * c : (j + 1) * c]
         r0, r1 = tap_rows(oh, i, stride[0], padding[0], dil[0], h)
@@ -82,7 +89,7 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
         if runs:
             _row_runs(x, block, (r0, r1), (q0, q1), i * dil[0] - padding[0], k * dil[1] - padding[1])
             continue
-        if r1 <= r0 or q1 <= q0:
+        if r1 <= r0 or q1 <= q0 or j in done:
             continue
         row0, col0 = r0 * stride[0] + i * dil[0] - padding[0], q0 * stride[1] + k * dil[1] - padding[1]
         if stage is not None:
@@ -95,6 +102,70 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
 
 
 STAGE_MAX_BYTES = 32 * 1024  # SBUF bytes per partition a strided tap may stage its input rows in
+ROW_PICKS = True  # module switch: one on-chip pick per row of kernel taps (`staged_row`); tests compare both
+
+
+def _tap_row_runs(group: list[tuple[int, int]]) -> list[tuple[int, list[int]]]:
+    """The group's taps as runs of consecutive taps of one kernel row: (index of the first, their columns)."""
+    out: list[tuple[int, list[int]]] = []
+    for j, (i, k) in enumerate(group):
+        if out and group[out[-1][0]][0] == i and out[-1][1][-1] == k - 1:
+            out[-1][1].append(k)
+        else:
+            out.append((j, [k]))
+    return out
+
+
+def staged_row(x: View, tile: NkiTensor, run: tuple[int, int, list[int]], out_hw: tuple[int, int],
+               geometry: tuple[tuple[int, int], ...]) -> bool:  # fmt: skip
+    """Blocks j0.. of the stacked `tile` for the consecutive taps (i, k) of `run` = (j0, i, ks) of one kernel row,
+    strided geometry (stride, padding, dilation): each tap's input rows move as one contiguous run per
+    (channel, image), as in `_staged`, but each lands `(ks[-1] - k) * dw` elements further into its stage, so
+    that one strided on-chip copy picks every tap's window at once (the same position in every partition: a
+    copy of the run's C * len(ks) partitions instead of one 3-partition copy per tap: VectorE time is per
+    element of a partition, not per partition). The columns a tap reads from the padding then hold
+    neighbouring data and are zeroed after it, one memset per such output column. False (nothing emitted)
+    when the stage would not fit `STAGE_MAX_BYTES` or the stride is wider than a stage row."""
+    n, c, h, w = x.shape
+    (j0, i, ks), (oh, ow) = run, out_hw
+    (sh, sw), (ph, pw), (dh, dw) = geometry
+    r0, r1 = tap_rows(oh, i, sh, ph, dh, h)
+    if r1 <= r0:
+        return True  # the taps read only padding rows: their blocks stay zero
+    row0, span = r0 * sh + i * dh - ph, (r1 - 1 - r0) * sh + 1
+    shift = max(0, ks[-1] * dw - pw)  # stage element e of tap k holds input element row0 * W + e + k * dw - pw - shift
+    need = max(shift + pw - ks[0] * dw + span * w, shift + (r1 - 1 - r0) * sh * w + (ow - 1) * sw + 1)
+    per = -(-need // (sh * w)) * sh * w  # stage elements per image: whole strides of sh input rows
+    if (ow - 1) * sw >= sh * w or (n * per + shift) * 4 > STAGE_MAX_BYTES:
+        return False
+    parts = slice(j0 * c, (j0 + len(ks)) * c)
+    stage = nl.ndarray((tile.shape[0], n * per + shift), dtype=nl.float32, buffer=nl.sbuf)
+    src = Access(Space.HBM, x.tensor, x.dtype, x.offset + row0 * w, c, ((c * h * w, n), (1, span * w)), 0, h * w)
+    for m, k in enumerate(ks):
+        e0 = shift + pw - k * dw
+        dst = stage[(j0 + m) * c : (j0 + m + 1) * c, : n * per].unflatten_free((n, per))[:, :, e0 : e0 + span * w]
+        nisa.dma_copy(dst=dst, src=source(src))
+    window = stage[parts, shift : shift + n * per].unflatten_free((n, per // (sh * w), sh * w))
+    engines.copy(window[:, :, : r1 - r0, : (ow - 1) * sw + 1 : sw], dst=tile[parts, :, r0:r1, :])
+    cols = [tap_rows(ow, k, sw, pw, dw, w) for k in ks]
+    for q in range(ow):  # the taps reading padding at output column q: a prefix (left) and a suffix (right) of ks
+        bad = [m for m, (q0, q1) in enumerate(cols) if not q0 <= q < q1]
+        for first, last in _segments(bad):
+            rows = slice((j0 + first) * c, (j0 + last + 1) * c)
+            zero = (rows.stop - rows.start, n, r1 - r0, 1)  # on GpSimdE: off the VectorE queue the picks use
+            nisa.memset(zero, 0.0, nl.float32, dst=tile[rows, :, r0:r1, q : q + 1], engine=nisa.gpsimd_engine)
+    return True
+
+
+def _segments(indices: list[int]) -> list[tuple[int, int]]:
+    """Sorted `indices` as maximal runs of consecutive integers (first, last)."""
+    out: list[tuple[int, int]] = []
+    for m in indices:
+        if out and out[-1][1] == m - 1:
+            out[-1] = (out[-1][0], m)
+        else:
+            out.append((m, m))
+    return out
 
 
 def _staged(x: View, block: NkiTensor, stage: NkiTensor, rows: tuple[int, int, int], cols: tuple[int, int, int],
