@@ -188,12 +188,14 @@ class _Template:
         self.hole_operand += [k + dopd for k in self.hole_operand[a[2] // 2 : b[2] // 2]]
         self.tiles += self.tiles[a[4] : b[4]]
         self.steps += [(s[0], s[1] + per, *s[2:]) for s in self.steps[a[12] : b[12]]]
-        self.order += [s if s[0] == "alloc" else (s[0], s[1] + (dops if s[0] == "op" else per), *s[2:])
+        by_kind = {"op": dops, "mat": per, "free": per}
+        self.order += [s if s[0] == "alloc" else (s[0], s[1] + by_kind[s[0]], *s[2:])
                        for s in self.order[a[11] : b[11]]]  # fmt: skip
-        self.ops += [(e, o, tuple([x + dopd for x in outs]), tuple([x + dopd for x in ins]), at, q, src)
+        add = dopd.__add__
+        self.ops += [(e, o, tuple(map(add, outs)), tuple(map(add, ins)), at, q, src)
                      for e, o, outs, ins, at, q, src in self.ops[a[5] : b[5]]]  # fmt: skip
-        self.operands += [(key if id(key) in fixed else ("T", key[1], (0, key[2][1] + per), *key[3:]), col + dcol)
-                          for key, col in self.operands[a[6] : b[6]]]  # fmt: skip
+        self.operands += [(key if id(key) in fixed else ("T", key[1], (0, key[2][1] + per), key[3], key[4], key[5]),
+                           col + dcol) for key, col in self.operands[a[6] : b[6]]]  # fmt: skip
         self.col += dcol
         self.per_iteration += b[10] - a[10]
         return start, self._mark()
