@@ -32,22 +32,21 @@ def test_a_wrong_step_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_repeated_iteration_on_the_previous_tiles_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An inner loop's stamped iteration copied for the next one (`stamp._Template._repeat`) with its operands left
-    on the previous iteration's tiles gives a wrong Program, which the comparison catches."""
-    repeat = stamp._Template._repeat
+    """An inner loop's stamped iteration copied for the next ones (`stamp._Template._repeat` / `_copy`) with its
+    operands left on the previous iteration's tiles gives a wrong Program, which the comparison catches."""
+    copy = stamp._Template._copy
     calls: list[int] = []
 
-    def stale(self: Any, span: Any, per: int, fixed: set[int]) -> Any:
+    def stale(self: Any, steps: Any, order: Any, ops: Any, kept: Any, per: int, *rest: Any) -> None:
         first = len(self.operands)
-        out = repeat(self, span, per, fixed)
+        copy(self, steps, order, ops, kept, per, *rest)
         calls.append(per)
         for k in range(first, len(self.operands)):
             key, col = self.operands[k]
-            if key[0] == "T" and id(key) not in fixed and key[2][1] >= per:
+            if key[0] == "T" and key[2][1] >= per:
                 self.operands[k] = (("T", key[1], (0, key[2][1] - per), *key[3:]), col)
-        return out
 
-    monkeypatch.setattr(stamp._Template, "_repeat", stale)
+    monkeypatch.setattr(stamp._Template, "_copy", stale)
     with pytest.raises(AssertionError, match=r"^(replayed|stamped)"):
         _three(tiled, [(2 * T, 9 * T), (2 * T, 9 * 512)], monkeypatch)
     assert calls, "the copy-with-shift path did not run: the test proves nothing"
