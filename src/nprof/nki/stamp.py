@@ -147,7 +147,7 @@ class _Template:
         n, fixed = len(told.chunk.values), {id(k) for k in told.keys if not isinstance(k, int)}
         bounds = np.searchsorted(made[:, 1], np.arange(n + 1)).tolist()
         pattern = made[:, [0, 2, 3]]
-        rows, before, last = made.tolist(), None, b""
+        before, last = None, b""
         j = 0
         while j < n:
             this = pattern[bounds[j] : bounds[j + 1]].tobytes()
@@ -159,7 +159,7 @@ class _Template:
                 j += times
                 continue
             mark = self._mark()
-            told.walk_iteration(j, rows, bounds[j], self._event, self._app)
+            told.walk_iteration(j, made[bounds[j] : bounds[j + 1]].tolist(), 0, self._event, self._app)
             before, last = (mark, self._mark()), this
             j += 1
 
