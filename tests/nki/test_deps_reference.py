@@ -4,6 +4,7 @@ The reference keeps every entry of a memory in one flat list and checks each wit
 out plainly (overlap, containment), so only the tracker's indexing and fast paths are under test.
 """
 
+import dataclasses
 import functools
 import random
 
@@ -162,12 +163,48 @@ def test_tensors_of_more_axes_than_a_box_holds_are_refused_by_name():
         tracker.record(0, (Access(Space.HBM, "big", "float32", 0, 2, ((1, 2),), 0, 2),), ())
 
 
-def _compare(seeds: range, steps: int, capacity: int) -> None:
+def test_coarser_buckets_and_far_addresses_match_the_reference():
+    """On-chip regions spread over megabytes (past the last bucket, as in a lifetime probe's unbounded memory),
+    with the default buckets and with buckets 64 times coarser (`DepTracker.coarsen`): the reference's
+    dependencies."""
+    _compare(range(11, 15), steps=300, capacity=1024, far=True)
+    _compare(range(11, 15), steps=300, capacity=1024, far=True, coarsen=64)
+    _compare(range(15, 17), steps=300, capacity=1024, coarsen=64)
+
+
+def test_coarser_buckets_scan_fewer_entries_far_out():
+    """Tiles placed over 8 MiB of unbounded SBUF: with the default buckets every region lies past the last bucket
+    and each access scans all of them; coarsened buckets keep the scan short (the probe's speed-up can fail)."""
+    scans = []
+    for factor in (1, 64):
+        tracker = DepTracker()
+        if factor > 1:
+            tracker.coarsen(factor)
+        for i in range(1500):
+            acc = Access(Space.SBUF, f"t{i}", "float32", 300_000 + i * 4096, 128, ((1, 512),), 0, 1)
+            tracker.record(2 * i, (), (acc,))
+            tracker.record(2 * i + 1, (acc,), ())
+        scans.append(tracker.scanned)
+    assert scans[1] * 20 < scans[0], scans
+
+
+def _far(rng: random.Random, made: list[Access]) -> Access:
+    """`_reused_or_new`, new on-chip accesses moved by a random multiple of 256 KiB (up to 5 MiB)."""
+    n = len(made)
+    acc = _reused_or_new(rng, made)
+    if len(made) > n and acc.space is not Space.HBM:
+        acc = made[-1] = dataclasses.replace(acc, offset=acc.offset + rng.randrange(21) * 256 * 1024)
+    return acc
+
+
+def _compare(seeds: range, steps: int, capacity: int, far: bool = False, coarsen: int = 1) -> None:
     for seed in seeds:
         rng = random.Random(seed)
         fast, ref = DepTracker(dict(SHAPES), capacity=capacity), Reference()
+        if coarsen > 1:
+            fast.coarsen(coarsen)
         made: list[Access] = []  # the same operand objects come back (the tracker remembers recent regions)
-        access = functools.partial(_reused_or_new, rng, made)
+        access = functools.partial(_far if far else _reused_or_new, rng, made)
         for i in range(steps):
             reads = [access() for _ in range(rng.randint(0, 2))]
             writes = [access() for _ in range(rng.randint(0, 1))]

@@ -14,7 +14,7 @@ weights (`weights_effect`: 0 none, DISPLACE, LOAD), reads, writes, access...]; M
 checked, placed kind (0: fixed, 1: a tile of the iteration), placed value, stationary, moving, result]. An access is
 [name code, dtype code] followed by its `DepTracker._encode` form (memory, itemsize, offset, partitions, partition
 start, partition stride, free dims, (stride, size) per free dim); two accesses are equal `Access`es exactly when
-these integers are equal.
+these integers are equal. (Regions are decoded by `nprof.nki.depregions`, whose on-chip bucket width is per memory.)
 
 `state` (int64, in and out): [instruction count, weights loaded (0/1), the LDWEIGHTS index, key length, the
 output row of the LDWEIGHTS that loaded them last (-1: none in this call, -2: displaced), then the loaded

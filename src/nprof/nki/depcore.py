@@ -16,7 +16,8 @@ reports it lacks room, before anything changed):
 * `IO`: the accesses of one call, encoded by `DepTracker._encode` in deps.py: memory, itemsize, offset, partitions,
   partition start, partition stride, free-dim count, then (stride, size) per free dim.
 
-Column names and the region geometry are in `nprof.nki.depregions`.
+Column names and the region geometry are in `nprof.nki.depregions` (an on-chip memory's bucket width is its H row's
+GRAN column, so a tracker may coarsen it: numba's cache does not follow edits of depregions, this note changes with it).
 
 The rules (what conflicts, what a read joins, what a write replaces) are the module doc of deps.py; bucketing only
 narrows the entries examined (a region is in every bucket its span touches, so overlapping regions share one).

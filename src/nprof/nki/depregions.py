@@ -13,7 +13,8 @@ from numba import njit
 MAXR = 8  # HBM tensor axes a region box can have
 NBK = 258  # bucket slots per memory: slot 0 for entries spanning too much (or past the last), then 257 buckets
 WIDE = 64  # a region touching more buckets than this goes to slot 0
-GRANULE = (1024, 512)  # bucket width in bytes: SBUF, PSUM (HBM: rows per bucket, from the layout)
+GRANULE = (1024, 512)  # bucket width in bytes: SBUF, PSUM (H[sid, GRAN]; a tracker may coarsen it; HBM: rows per
+# bucket, from the layout)
 
 # E columns
 SID, STATE, HASBOX, RANK, S0, S1, WRITER, RHEAD, RTAIL, BF, BL, NODES, NEXT, DIDX, BOX = range(15)
@@ -52,7 +53,7 @@ def decode_region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> i
         b1 = off + (hi + 1) * item
         row[HASBOX], row[RANK], row[S0], row[S1] = 1, 2, b0, b1
         row[BOX], row[BOX + 1], row[BOX + 2], row[BOX + 3] = pst, pst + parts, b0, b1
-        first, last = b0 // GRANULE[kind], (b1 - 1) // GRANULE[kind]
+        first, last = b0 // H[sid, GRAN], (b1 - 1) // H[sid, GRAN]  # (bytes per bucket: GRANULE, or coarser)
     else:
         pext = pstr * (parts - 1)
         flo = off + lo + min(0, pext)

@@ -59,8 +59,19 @@ class DepTracker:
         self._count = 0  # instruction indices recorded: 0 .. _count - 1
         self._memory(0, ())
         self._memory(1, ())
+        self._h[[0, 1], lay.GRAN] = lay.GRANULE
         if warm and not _LOADED:  # compile (or load) the core now, on a thread of its own (see `_warm_core`)
             run_detached(_warm_core)
+
+    def coarsen(self, factor: int) -> None:
+        """Bucket SBUF and PSUM `factor` times coarser (before anything is recorded): a trace whose on-chip memory
+        is unbounded (a lifetime probe, `ProgramBuilder.plan_lifetimes`) places tiles far past the real capacity,
+        where fixed buckets would put every region in the one list of regions past the last bucket, and each
+        access would scan all of them. Bucketing only narrows the entries examined: the dependencies are the
+        same."""
+        if self._count:
+            raise RuntimeError("DepTracker.coarsen: regions were recorded already")
+        self._h[[0, 1], lay.GRAN] = [g * factor for g in lay.GRANULE]
 
     @property
     def scanned(self) -> int:

@@ -37,6 +37,7 @@ from nprof.arch.isa import Access, Space
 from nprof.nki.replay_pure import affine_body, pure_body
 from nprof.nki.source import user_location
 from nprof.nki.stamp import stamp
+from nprof.nki.stamp_chunk import make_access
 from nprof.nki.stamp_tell import Told, flat
 
 if TYPE_CHECKING:
@@ -217,12 +218,12 @@ def replay(builder: ProgramBuilder, events: list[Any], ints: list[int]) -> None:
     def access(key: tuple[Any, ...]) -> Access:
         a, b = next(it), next(it)
         if key[0] == "H":
-            return Access(Space.HBM, key[1], key[2], a, key[3], key[4], 0, b)
+            return make_access(Space.HBM, key[1], key[2], a, key[3], key[4], 0, b)
         if key[0] == "P":
-            return Access(key[1], key[2], key[3], a, key[4], key[5], b, 1)
+            return make_access(key[1], key[2], key[3], a, key[4], key[5], b, 1)
         base = tiles[key[2][1]]
         assert base is not None
-        return Access(key[1], base.name, key[3], base.byte_offset + a, key[4], key[5], b, 1)
+        return make_access(key[1], base.name, key[3], base.byte_offset + a, key[4], key[5], b, 1)
 
     for ev in events:
         kind = ev[0]
@@ -255,11 +256,18 @@ def _fingerprint(builder: ProgramBuilder) -> tuple[Any, ...]:
     return (
         len(builder._tensors), builder.cc_next, len(builder.meta), len(builder.direct.tiles),
         len(builder.abandoned_loops), len(builder._scopes), builder._shared_next, len(builder._shared),
-        builder._pending is None, len(compute.MM_WRITTEN), sum(len(v) for v in compute.MM_WRITTEN.values()),
-        len(masks._MASKED), sum(len(v) for v in masks._MASKED.values()), len(masks._OPERAND),
+        builder._pending is None, *_sizes(compute.MM_WRITTEN), *_sizes(masks._MASKED), len(masks._OPERAND),
         len(range_select._REGISTER),
         len(language_ext._RNG),
     )  # fmt: skip
+
+
+def _sizes(table: weakref.WeakKeyDictionary[Any, Any]) -> tuple[int, int]:
+    """(entries, total length of their values) of a weak-keyed table, read from its inner dict (CPython's `.data`:
+    iterating the table itself guards against concurrent removal at several times the cost; a key that died is
+    removed from `.data` by its callback at once, outside an iteration of the table)."""
+    data = table.data  # type: ignore[attr-defined]
+    return len(data), sum(map(len, data.values()))
 
 
 class Plan:

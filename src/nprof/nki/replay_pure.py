@@ -22,6 +22,7 @@ from types import CodeType, FrameType, FunctionType, ModuleType
 from nprof.nki.replay_affine import affine
 
 _PURE: dict[tuple[CodeType, int], bool] = {}
+_LOOPS: dict[CodeType, list[ast.For]] = {}  # per kernel function: its loops (`_loops`)
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.USub, ast.UAdd)
 _NODES = (ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice,
           ast.Tuple, ast.List, ast.Attribute, ast.Call, ast.keyword, ast.Assign, ast.AugAssign, ast.Expr, ast.Pass,
@@ -62,16 +63,28 @@ def source_lines(code: CodeType) -> tuple[list[str], int]:
 
 
 def _loop_node(frame: FrameType) -> ast.For | None:
-    code = frame.f_code
-    try:
-        lines, first = source_lines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-    ast.increment_lineno(tree, first - 1)
+    """The `for` statement of the loop at `frame`'s current line (None when its source is unavailable or the line
+    holds no single loop)."""
+    loops = _loops(frame.f_code)
     line = frame.f_lineno
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.For) and line in (n.lineno, n.iter.lineno)]
+    found = [n for n in loops if line in (n.lineno, n.iter.lineno)]
     return found[0] if len(found) == 1 else None
+
+
+def _loops(code: CodeType) -> list[ast.For]:
+    """The `for` statements of a function's source, at their lines in the file: parsed once per code object (a
+    kernel has a few loops; parsing and tokenizing its source for each one cost more than the check itself)."""
+    hit = _LOOPS.get(code)
+    if hit is None:
+        try:
+            lines, first = source_lines(code)
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            hit = _LOOPS[code] = []
+            return hit
+        ast.increment_lineno(tree, first - 1)
+        hit = _LOOPS[code] = [n for n in ast.walk(tree) if isinstance(n, ast.For)]
+    return hit
 
 
 def _check_loop(frame: FrameType) -> bool:

@@ -60,6 +60,8 @@ def old_generation_paused() -> Iterator[None]:
 
 
 _WHOLE = [-1]  # the "block" of a single-block tile
+PROBE_BUCKETS = 64  # dependency buckets this many times coarser in a lifetime probe (SBUF: 64 KiB each, 16 MiB in
+# all before the list of regions past the last bucket; nprof.nki.deps.DepTracker.coarsen)
 
 
 class LoopScopes:
@@ -74,6 +76,7 @@ class LoopScopes:
     _instructions: Any
     _sbuf: Any
     _psum: Any
+    _deps: Any
     _release: Any
     direct: Any
 
@@ -84,6 +87,7 @@ class LoopScopes:
         self.replay_ok = not virtual and uses_total is None  # loops replayed only in plain traces (nprof.nki.replay)
         if virtual:
             self._sbuf.capacity = self._psum.capacity = 1 << 40
+            self._deps.coarsen(PROBE_BUCKETS)  # (tiles placed far past the capacity: coarser dependency buckets)
 
     def note_use(self, view: NkiTensor) -> int:
         """An instruction being built reads or writes `view` (of an on-chip tile): count the use of its tile, or of

@@ -147,15 +147,21 @@ class _Template:
         n, fixed = len(told.chunk.values), {id(k) for k in told.keys if not isinstance(k, int)}
         bounds = np.searchsorted(made[:, 1], np.arange(n + 1)).tolist()
         pattern = made[:, [0, 2, 3]]
-        rows, before, last = made.tolist(), None, b""
-        for j in range(n):
+        before, last = None, b""
+        j = 0
+        while j < n:
             this = pattern[bounds[j] : bounds[j + 1]].tobytes()
-            if before is not None and this == last:
-                before = self._repeat(before, told.per, fixed)
+            if before is not None and this == last:  # a run of such iterations is copied in one go
+                times = 1
+                while j + times < n and pattern[bounds[j + times] : bounds[j + times + 1]].tobytes() == last:
+                    times += 1
+                before = self._repeat(before, told.per, fixed, times)
+                j += times
                 continue
             mark = self._mark()
-            told.walk_iteration(j, rows, bounds[j], self._event, self._app)
+            told.walk_iteration(j, made[bounds[j] : bounds[j + 1]].tolist(), 0, self._event, self._app)
             before, last = (mark, self._mark()), this
+            j += 1
 
     def _mark(self) -> tuple[int, ...]:
         """The lengths of what an iteration appends to (and the column and instruction counters)."""
@@ -164,39 +170,53 @@ class _Template:
                 len(self.operands), len(self.op_at), len(self.tile_at), self.col, self.per_iteration, len(self.order),
                 len(self.steps))  # fmt: skip
 
-    def _repeat(self, span: tuple[tuple[int, ...], tuple[int, ...]], per: int, fixed: set[int]
+    def _repeat(self, span: tuple[tuple[int, ...], tuple[int, ...]], per: int, fixed: set[int], times: int = 1
                 ) -> tuple[tuple[int, ...], tuple[int, ...]]:  # fmt: skip
-        """Append the contribution between marks `span` again, for the next iteration: its tiles numbered `per`
-        on, its operands, columns, instructions and row positions after the span's; returns the new span."""
+        """Append the contribution between marks `span` again `times` times, for the next iterations: copy t (1..)
+        with its tiles numbered t * `per` on, its operands, columns, instructions and row positions t spans after
+        the span's; returns the span of the last copy."""
         a, b = span
-        start = self._mark()
         drow, dops, dopd, dcol = b[0] - a[0], b[5] - a[5], b[6] - a[6], b[9] - a[9]
-        seg = np.frombuffer(self.row, np.int64)[a[0] : b[0]].copy()
-        seg[np.frombuffer(self.op_at, np.int64)[a[7] : b[7]] - a[0]] += dops
-        seg[np.frombuffer(self.tile_at, np.int64)[a[8] : b[8]] - a[0]] += per
+        t = np.arange(1, times + 1, dtype=np.int64)[:, None]  # (copy number down the rows)
+        op_at = np.frombuffer(self.op_at, np.int64)[a[7] : b[7]].copy()  # (copies: the arrays grow below)
+        tile_at = np.frombuffer(self.tile_at, np.int64)[a[8] : b[8]].copy()
+        seg = np.tile(np.frombuffer(self.row, np.int64)[a[0] : b[0]], (times, 1))
+        seg[:, op_at - a[0]] += t * dops
+        seg[:, tile_at - a[0]] += t * per
         self.row.frombytes(seg.tobytes())
-        self.op_at.frombytes((np.frombuffer(self.op_at, np.int64)[a[7] : b[7]] + drow).tobytes())
-        self.tile_at.frombytes((np.frombuffer(self.tile_at, np.int64)[a[8] : b[8]] + drow).tobytes())
-        operands = self.operands
-        moved = [0 if id(operands[k][0]) in fixed else per for k in self.hole_operand[a[2] // 2 : b[2] // 2]]
+        self.op_at.frombytes((op_at + t * drow).tobytes())
+        self.tile_at.frombytes((tile_at + t * drow).tobytes())
+        operands, h0, h1 = self.operands, a[2] // 2, b[2] // 2
+        moved = np.asarray([0 if id(operands[k][0]) in fixed else per for k in self.hole_operand[h0:h1]], np.int64)
         for kind, k, shift in (("int", 1, (drow, dcol)), ("tile", 2, (drow, dcol)), ("name", 3, (drow, 0))):
-            holes = np.frombuffer(self.holes[kind], np.int64)[a[k] : b[k]].reshape(-1, 2) + np.asarray(shift)
+            holes = np.frombuffer(self.holes[kind], np.int64)[a[k] : b[k]].reshape(1, -1, 2) + t[:, :, None] * shift
             if kind == "name":
-                holes[:, 1] += moved
+                holes[:, :, 1] += t * moved
             self.holes[kind].frombytes(holes.tobytes())
-        self.tile_of_hole += [k + m for k, m in zip(self.tile_of_hole[a[2] // 2 : b[2] // 2], moved, strict=True)]
-        self.hole_operand += [k + dopd for k in self.hole_operand[a[2] // 2 : b[2] // 2]]
-        self.tiles += self.tiles[a[4] : b[4]]
-        self.steps += [(s[0], s[1] + per, *s[2:]) for s in self.steps[a[12] : b[12]]]
-        self.order += [s if s[0] == "alloc" else (s[0], s[1] + (dops if s[0] == "op" else per), *s[2:])
-                       for s in self.order[a[11] : b[11]]]  # fmt: skip
-        self.ops += [(e, o, tuple([x + dopd for x in outs]), tuple([x + dopd for x in ins]), at, q, src)
-                     for e, o, outs, ins, at, q, src in self.ops[a[5] : b[5]]]  # fmt: skip
-        self.operands += [(key if id(key) in fixed else ("T", key[1], (0, key[2][1] + per), *key[3:]), col + dcol)
-                          for key, col in self.operands[a[6] : b[6]]]  # fmt: skip
-        self.col += dcol
-        self.per_iteration += b[10] - a[10]
-        return start, self._mark()
+        self.tile_of_hole += (np.asarray(self.tile_of_hole[h0:h1], np.int64) + t * moved).reshape(-1).tolist()
+        self.hole_operand += (np.asarray(self.hole_operand[h0:h1], np.int64) + t * dopd).reshape(-1).tolist()
+        self.tiles += self.tiles[a[4] : b[4]] * times
+        steps, order, ops, kept = (self.steps[a[12] : b[12]], self.order[a[11] : b[11]], self.ops[a[5] : b[5]],
+                                   self.operands[a[6] : b[6]])  # fmt: skip
+        for c in range(1, times + 1):
+            self._copy(steps, order, ops, kept, c * per, c * dops, c * dopd, c * dcol, fixed)
+        self.col += dcol * times
+        self.per_iteration += (b[10] - a[10]) * times
+        end = self._mark()
+        return tuple(e - (y - x) for e, x, y in zip(end, a, b, strict=True)), end
+
+    def _copy(self, steps: list[Any], order: list[Any], ops: list[Any], kept: list[Any], per: int, dops: int,
+              dopd: int, dcol: int, fixed: set[int]) -> None:  # fmt: skip
+        """Append one copy of a span's steps, order, ops and operands, shifted: tiles by `per`, ops by `dops`,
+        operands by `dopd`, columns by `dcol` (operands of `fixed` keys keep them)."""
+        self.steps += [(s[0], s[1] + per, *s[2:]) for s in steps]
+        by_kind = {"op": dops, "mat": per, "free": per}
+        self.order += [s if s[0] == "alloc" else (s[0], s[1] + by_kind[s[0]], *s[2:]) for s in order]
+        add = dopd.__add__
+        self.ops += [(e, o, tuple(map(add, outs)), tuple(map(add, ins)), at, q, src)
+                     for e, o, outs, ins, at, q, src in ops]  # fmt: skip
+        self.operands += [(key if id(key) in fixed else ("T", key[1], (0, key[2][1] + per), key[3], key[4], key[5]),
+                           col + dcol) for key, col in kept]  # fmt: skip
 
     def _operand(self, key: tuple[Any, ...]) -> int:
         """Number an operand; its two integers are the next two columns."""

@@ -29,9 +29,10 @@ _ACCUMULATE = ((("accumulate", False),), (("accumulate", True),))
 _SPACE_CODE = {Space.HBM: 0, Space.SBUF: 1, Space.PSUM: 2}  # nprof.arch.isa.SPACES
 
 
-def _access(space: Space, tensor: str, dtype: str, offset: int, parts: int, free: Any, start: int, stride: int
+def make_access(space: Space, tensor: str, dtype: str, offset: int, parts: int, free: Any, start: int, stride: int
             ) -> Access:  # fmt: skip
-    """Access(...) with the same field values, built through the slot descriptors."""
+    """Access(...) with the same field values, built through the slot descriptors (twice as fast as the frozen
+    dataclass's __init__; for the tracer's replay paths)."""
     a = object.__new__(Access)
     s0, s1, s2, s3, s4, s5, s6, s7 = _ACCESS_SET
     s0(a, space), s1(a, tensor), s2(a, dtype), s3(a, offset), s4(a, parts), s5(a, free), s6(a, start), s7(a, stride)
@@ -68,11 +69,11 @@ class StampedChunk:
         key, col = self.operands[k]
         x, y = vals[col], vals[col + 1]
         if key[0] == "H":
-            return _access(Space.HBM, key[1], key[2], x, key[3], key[4], 0, y)
+            return make_access(Space.HBM, key[1], key[2], x, key[3], key[4], 0, y)
         if key[0] == "P":
-            return _access(key[1], key[2], key[3], x, key[4], key[5], y, 1)
+            return make_access(key[1], key[2], key[3], x, key[4], key[5], y, 1)
         tile = key[2][1]
-        return _access(key[1], tile_names[tile], key[3], tile_off[tile] + x, key[4], key[5], y, 1)
+        return make_access(key[1], tile_names[tile], key[3], tile_off[tile] + x, key[4], key[5], y, 1)
 
     def operand(self, row: int, which: str, position: int) -> Access:
         """The Access of operand `position` of the `which` ("ins"/"outs") of instruction `row` of the chunk."""
