@@ -3,7 +3,7 @@
 Usage (from the repository root, with the venv):
 
     PYTHONPATH=src .venv/bin/python scripts/nki_compat.py [--full] [--only SUBSTR] [--timeout S]
-        [--no-pytest] [--keep DIR]
+        [--no-pytest] [--keep DIR] [--skip SUBSTR]
 
 Extracts the public sources named in `nki_compat_cases.SOURCES` (the local
 mirrors of aws-neuron/aws-neuron-sdk at Neuron 2.26 and aws-neuron/nki-samples)
@@ -162,15 +162,17 @@ def _env(tree: Path, source: str, here: Path) -> dict[str, str]:
     return {"PYTHONPATH": path, "PATH": "/usr/bin:/bin", "HOME": str(tree)}  # HOME: files it writes land here
 
 
-def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeout: float) -> dict[str, Any]:
-    """pytest on one public unit-test file; passed/failed counts and the first assertion or error line."""
+def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeout: float,
+               case: str = "") -> dict[str, Any]:  # fmt: skip
+    """pytest on one public unit-test file (or its one test `case`, a pytest node id); passed/failed counts
+    and the first assertion or error line."""
     name = f"{source}:{path.stem}"
     if name in extra.PYTEST_FULL:
         args = tuple(a for a in args if a != "--simulation-only")
     longer = extra.PYTEST_TIMEOUT.get(name)
     timeout = max(timeout, longer[0]) if longer else timeout
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "nprof_compat_seed",
-           str(path), *args]  # fmt: skip
+           case or str(path), *args]  # fmt: skip
     before = _children_cpu()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=path.parent,
@@ -179,7 +181,10 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
         return {"runs": "no", "err": None, "why": f"timeout after {timeout:.0f} s"}
     cpu = _children_cpu() - before
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    if proc.returncode == 5:  # pytest: nothing collected (no test in the file, or none marked for simulation)
+    if proc.returncode < 0:  # killed (the kernel's OOM killer sends SIGKILL): say so, not an empty reason
+        res = {"runs": "no", "err": None, "why": f"killed by signal {-proc.returncode}"
+               f"{' (SIGKILL: out of memory?)' if proc.returncode == -9 else ''}"}  # fmt: skip
+    elif proc.returncode == 5:  # pytest: nothing collected (no test in the file, or none marked for simulation)
         res = {"runs": "n/a", "err": None, "why": f"no test to run here ({summary})"}
     elif proc.returncode == 0:
         res = {"runs": "yes", "err": None, "why": "" if "passed" in summary else summary}
@@ -196,6 +201,15 @@ def run_pytest(tree: Path, source: str, path: Path, args: tuple[str, ...], timeo
         res = {"runs": known[0], "err": None, "why": known[2]}
     res["cpu"] = cpu
     return res
+
+
+def pytest_cases(tree: Path, source: str, path: Path, args: tuple[str, ...]) -> list[str]:
+    """The node ids pytest collects from one public unit-test file with `args` (its own selection rules)."""
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(path), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=path.parent,
+                          env=_env(tree, source, path.parent))  # fmt: skip
+    ids = [ln.strip() for ln in proc.stdout.splitlines() if "::" in ln]
+    return [f"{path}::{node.split('::', 1)[1]}" for node in ids]  # (ids are relative to pytest's rootdir)
 
 
 def _children_cpu() -> float:
@@ -250,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--full", action="store_true", help="published input sizes (slow) instead of small ones")
     ap.add_argument("--only", default="", help="run only rows whose name contains this")
+    ap.add_argument("--skip", default="", help="leave out rows whose name contains this")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per kernel / test file")
     ap.add_argument("--no-pytest", action="store_true", help="skip the public unit-test files")
     ap.add_argument("--keep", default="", help="extract into this directory (kept) instead of a temp dir")
@@ -272,21 +287,29 @@ def _report(tree: Path, opts: argparse.Namespace) -> int:
     print(f"{'kernel':<34} {'runs':<8} {'error':>8} {'cpu s':>7}  why not")
     counts: dict[str, int] = {}
 
+    def wanted(name: str) -> bool:
+        return opts.only in name and not (opts.skip and opts.skip in name)
+
     def show(name: str, res: dict[str, Any], prefix: str = "") -> None:
         counts[prefix + res["runs"]] = counts.get(prefix + res["runs"], 0) + 1
         print(_row(name, res), flush=True)
 
     for case in CASES:
-        if opts.only in case.name:
+        if wanted(case.name):
             show(case.name, _subprocess_case(case.name, tree, opts.full, opts.timeout))
     for name, source, rel in extra.SCRIPTS:
-        if opts.only in name:
+        if wanted(name):
             show(name, run_script(name, tree, source, tree / source / rel, opts.timeout), "scripts ")
     if not opts.no_pytest:
         for source, sub, args in cases_mod.PYTEST:
             for path in sorted((tree / source / sub).glob("test_*.py")):
                 name = f"{source}:{path.stem}"
-                if opts.only in name:
+                if name in extra.PYTEST_SPLIT:  # a row per test case, each in its own pytest
+                    for case in pytest_cases(tree, source, path, args):
+                        row = name + case[case.index("[") :] if "[" in case else f"{name}::{case.split('::')[-1]}"
+                        if wanted(row):
+                            show(row, run_pytest(tree, source, path, args, opts.timeout, case), "test cases ")
+                elif wanted(name):
                     show(name, run_pytest(tree, source, path, args, opts.timeout), "tests ")
     print("summary: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     return 0

@@ -144,6 +144,15 @@ def test_buffer_predicates_of_the_newer_api() -> None:
         nl.is_sbuf("dram")
 
 
+def test_nl_no_reorder_is_the_compiler_directive() -> None:
+    def fn(t):
+        with nl.no_reorder():
+            return nl.exp(t)
+
+    x = rand((4, 8), 13)
+    np.testing.assert_allclose(run_tiles(fn, x), np.exp(x), rtol=1e-5)
+
+
 def test_comparisons_default_to_bool_tiles() -> None:
     x = rand((4, 8), 9)
     out = run_tiles(lambda t: nl.less(t, 0.0), x)

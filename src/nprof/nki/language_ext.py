@@ -69,6 +69,7 @@ __all__ = [
     "mish",
     "mod",
     "nc",
+    "no_reorder",
     "rand",
     "random_seed",
     "right_shift",
@@ -291,3 +292,10 @@ def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None) -> NkiTen
     return dropout_tile(x, rate, dtype, mask, "nl.dropout")
 all_reduce = unsupported("nl.all_reduce", "x op program_axes *dtype *mask *parallel_reduce=True *asynchronous=False",
                          "use nprof.nki.collectives for collectives across workers")  # fmt: skip
+
+
+def no_reorder() -> Any:
+    """`with nl.no_reorder():` (newer API; `nki.compiler.no_reorder` in 2.26): instructions in program order."""
+    from nprof.nki import compiler
+
+    return compiler.no_reorder()
