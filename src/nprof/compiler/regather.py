@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from nprof.arch.isa import Access
+from nprof.arch.isa import Access, Space
 from nprof.compiler.subtile import addresses
 from nprof.nki.tensor import NkiTensor
 
@@ -103,14 +103,31 @@ def regather(builder: Any, a: Access) -> NkiTensor | None:
     return None
 
 
+SELECTIONS_NAME = "const.selection"  # the name the fusion cache keeps the selection matrices under (never in HBM)
+
+
 def _selection(rows: int, kept_lo: int, p0: int, p1: int, parts: int) -> NkiTensor:
-    """S [rows, parts] on kept partitions kept_lo.. (rows of them): S[k, m] = 1 iff m = p0 + k < p1."""
+    """S [rows, parts] on kept partitions kept_lo.. (rows of them): S[k, m] = 1 iff m = p0 + k < p1. The whole
+    matrix [kept_lo + rows, parts] holds S[k, m] = (m - k + shift == 0) with shift = kept_lo - p0, the same
+    element at the same row-major address for every row count: one built earlier in the program with that
+    shift and width and still kept by the fusion cache (under a name no HBM tensor has, one per shift and
+    width, so nothing invalidates it and its windows hold the same elements; an eviction only means building
+    it again) is reused instead of another iota and compare."""
     from nprof.nki import isa as nisa
     from nprof.nki import language as nl
+    from nprof.nki import trace
 
     total = kept_lo + rows
-    ramp = nisa.iota(nl.arange(total)[:, None] * -1 + nl.arange(parts)[None, :] + (kept_lo - p0), dtype=nl.float32)
-    sel = nisa.tensor_scalar(ramp, "is_equal", 0.0)
+    shift = kept_lo - p0
+    builder = trace.current()
+    key = Access(Space.HBM, f"{SELECTIONS_NAME}.{shift}.{parts}", "float32", 0, total, ((1, parts),), 0, parts)
+    lookup, remember = getattr(builder, "lookup", None), getattr(builder, "remember", None)
+    sel = lookup(key) if lookup is not None else None
+    if sel is None:
+        ramp = nisa.iota(nl.arange(total)[:, None] * -1 + nl.arange(parts)[None, :] + shift, dtype=nl.float32)
+        sel = nisa.tensor_scalar(ramp, "is_equal", 0.0)
+        if remember is not None:
+            remember(key, sel, stored=False)
     return sel[kept_lo:total, :]
 
 
