@@ -235,8 +235,8 @@ def test_few_channel_images_are_tiled_in_the_spread_layout() -> None:
 
 
 def test_regathers_with_one_partition_shift_share_one_selection_matrix() -> None:
-    """Two regathers moving rows by the same partition shift build the 0/1 selection once (one iota), and
-    both read back exactly the elements of their HBM pattern (a wider read reuses the kept matrix's rows)."""
+    """Two regathers moving rows by the same partition shift build the 0/1 selection band once (one iota), and
+    both read back exactly the elements of their HBM pattern (each selection a window of the kept band)."""
     from nprof.arch.isa import Access
     from nprof.compiler.kernels.hbm import load, window
     from nprof.compiler.regather import regather
