@@ -97,10 +97,12 @@ def test_flow_chains_match_the_plain_loop(seed: int) -> None:
     keys = [pool[int(i)] for i in rng.integers(0, len(pool), m)]
     times = rng.integers(0, 40, m)
     rows = rng.integers(0, n, m)
-    deps: list[list[int]] = [[] for _ in range(n)]
-    chrome_tree.chain_flows(keys, times.astype(np.int64), rows.astype(np.int64), deps)
+    chain = chrome_tree.pair_codes([k[0] for k in keys], [k[1] for k in keys])[0]
+    dst, src = chrome_tree.chain_flows(chain, times.astype(np.int64), rows.astype(np.int64))
     ref = _chain_reference(keys, times.tolist(), rows.tolist(), n)
-    assert [sorted(d) for d in deps] == [sorted(d) for d in ref]
+    assert sorted(zip(dst.tolist(), src.tolist(), strict=True)) == sorted((b, a) for b in range(n) for a in ref[b])
+    offsets, values = chrome_tree.dep_lists(n, dst, src)
+    assert [values[offsets[r] : offsets[r + 1]].tolist() for r in range(n)] == [sorted(set(d)) for d in ref]
 
 
 def _nested(rng: np.random.Generator, lo: int, hi: int, depth: int, track: int, out: list[tuple[int, ...]]) -> None:

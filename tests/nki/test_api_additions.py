@@ -119,6 +119,31 @@ def test_nl_math_reductions_and_casts() -> None:
     np.testing.assert_allclose(out[:, 74], x.sum(1), rtol=1e-5)
 
 
+def test_var_keepdims_of_the_newer_api() -> None:
+    x = rand((16, 24), 10)
+
+    def fn(t):
+        kept, dropped = nl.var(t, axis=1, keepdims=True), nl.var(t, axis=1, keepdims=False)
+        assert kept.shape == (16, 1) and dropped.shape == (16,) and nl.var(t, axis=1).shape == (16, 1)  # 2.26
+        out = nl.ndarray((16, 2), dtype=nl.float32)
+        out[:, 0:1] = kept
+        out[:, 1:2] = nl.expand_dims(dropped, 1)
+        return out
+
+    out = run_tiles(fn, x)
+    np.testing.assert_allclose(out, np.stack([x.var(1), x.var(1)], axis=1), rtol=1e-4)
+
+
+def test_buffer_predicates_of_the_newer_api() -> None:
+    table = {nl.sbuf: (False, True, False, True), nl.psum: (False, True, True, False),
+             nl.shared_hbm: (True, False, False, False), nl.private_hbm: (True, False, False, False),
+             nl.hbm: (True, False, False, False), "sbuf": (False, True, False, True)}  # fmt: skip
+    for buffer, want in table.items():
+        assert (nl.is_hbm(buffer), nl.is_on_chip(buffer), nl.is_psum(buffer), nl.is_sbuf(buffer)) == want, buffer
+    with pytest.raises(TypeError, match="takes a buffer"):
+        nl.is_sbuf("dram")
+
+
 def test_comparisons_default_to_bool_tiles() -> None:
     x = rand((4, 8), 9)
     out = run_tiles(lambda t: nl.less(t, 0.0), x)

@@ -53,6 +53,14 @@ Choices where the table is silent (documented here, tested by hand):
   "MIN_II_DYNAMIC is roughly 600 engine cycles"). GATHER (nl.gather_flattened,
   run on GpSimdE like nisa.nc_n_gather) has no published cost: it is charged
   like iota, 150 + N cycles.
+* Free bookkeeping instructions (attrs `inline` or `register`) take no engine time. `inline`: the per-column
+  copies that carry tensor indirection (`.indirect`, NeuronCore-v4; `nprof.nki.indirection`): the NKI
+  Trainium3 architecture guide ("SBUF/PSUM indirect access": "all compute engines can perform a gather access
+  pattern to directly access those three vectors in a single instruction") puts the addressing inside the
+  instruction, which is costed on the gathered operand's shape. `register`: virtual-register operations on
+  immediates and registers only (`nisa.register_alloc(x)`, `register_move`; AWS API reference: "operates on
+  virtual registers only and does not access SBUF, PSUM, or HBM", an engine-sequencer operation). A dependent
+  instruction still pays the usual dependency latency after them.
 * DMA transposes (attrs `transpose`, `nisa.dma_transpose` of an SBUF tile):
   stated assumption, AWS publishes no figure: every element is its own chunk,
   as for `nl.load_transpose2d`'s transposing HBM pattern (whose element
@@ -74,8 +82,9 @@ from nprof.arch.presets import Preset
 
 _FAST_TT_OPS = frozenset({"add", "multiply", "subtract"})
 
-# Version of the timing rules (this module + device.schedule); a profile's manifest records it (`model_meta`).
-MODEL_VERSION = "2"
+# Version of the timing rules (this module + device.schedule + device.pe_tiles); a profile's manifest records it
+# (`model_meta`). 3: TensorE tiling mode (matmuls on disjoint PE tiles overlap).
+MODEL_VERSION = "3"
 
 
 def model_meta(preset: Preset) -> dict[str, str]:
@@ -247,6 +256,8 @@ def instruction_cycles(ins: Instruction, preset: Preset) -> float:
         return ldweights_cycles(a.partitions if a else preset.pmax, a.dtype if a else "bfloat16", preset)
     if op is Opcode.TRANSPOSE:
         return transpose_cycles(a.partitions if a else 1, _n(a))
+    if ins.attr("inline") or ins.attr("register"):  # bookkeeping of the model, no engine time (module doc)
+        return 0.0
     n = max((x.free_elements for x in (*ins.ins, *ins.outs)), default=1)
     if op is Opcode.ACTIVATE:
         return activation_cycles(_n(a), preset, reduce=ins.attr("reduce_op") is not None and len(ins.outs) > 1)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from nprof import __version__
 from nprof.capture.chrome_check import check_counters, check_events, check_flows, check_slices, check_times
@@ -56,6 +57,7 @@ from nprof.errors import NprofError
 from nprof.gcpause import gc_paused
 from nprof.profile import Profile, ProfileInfo
 from nprof.profile.model import validated
+from nprof.profile.schema import TABLES
 
 MAX_GZIP_RATIO = 100  # real Chrome/Kineto traces compress 5-30x
 GZIP_SLACK = 64 << 20  # ... plus this many bytes, for tiny files
@@ -249,7 +251,18 @@ def _slices_to_profile(
         peaks = gpu_peaks(base_info.device_name, rows.dtype)
         if peaks is not None:
             base_info = replace(base_info, peak_flops=peaks[0], hbm_bandwidth=peaks[1], peaks_source=peaks[2])
-    return Profile.build(base_info, rows.instructions, rows.dma, None, rows.counters)
+    tables = (_arrow("instructions", rows.instructions), _arrow("dma", rows.dma), _arrow("counters", rows.counters))
+    return Profile.build(base_info, tables[0], tables[1], None, tables[2])
+
+
+def _arrow(table: str, columns: dict[str, Any]) -> dict[str, Any]:
+    """`columns` of profile table `table` as Arrow arrays of its schema's types (as `Profile.build` makes them),
+    allocated by the system allocator: Arrow's default pool (mimalloc) grew the peak RSS by 10 MB to build
+    1 MB of tables from mlp32.cuda in bench/chrome_import.py (it commits memory in steps of megabytes), while
+    malloc reuses what the parse freed."""
+    schema, pool = TABLES[table], pa.system_memory_pool()
+    return {k: v if isinstance(v, pa.Array) else pa.array(v, schema.field(k).type, memory_pool=pool)
+            for k, v in columns.items()}  # fmt: skip
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,11 +1,11 @@
 """One chunk of a plain Chrome trace decoded into columns: the typed schema and the column passes of `chrome_fast`.
 
-Contract: `read_chunk(block, spans, trace)` decodes `block` (a JSON array of the events `spans`, raw spans of the
-input) with the typed msgspec schema below and appends its X slices, flows and Kineto [memory] counters to the
-columns of `trace` (a `chrome_fast.FastTrace`); it returns the chunk's other events (B/E/C/i/M) as dicts for the
-reference's fold (none when they are all instants), or None when the chunk is not plain. Anything the schema
-refuses raises msgspec.ValidationError (the caller then takes the reference path, which imports the trace or
-raises its one-line error).
+Contract: `read_chunk(block, trace)` decodes `block` (a JSON array of one chunk of the input's events) with the
+typed msgspec schema below and appends its X slices, flows and Kineto [memory] counters to the columns of `trace`
+(a `chrome_fast.FastTrace`); it returns the chunk's other events (B/E/C/i/M) as dicts for the reference's fold
+(none when they are all instants), or None when the chunk is not plain. Anything the schema refuses raises
+msgspec.ValidationError (the caller then takes the reference path, which imports the trace or raises its one-line
+error). Args keys the checks alone read (`External id`) are validated by the schema and not stored.
 
 Why typed: the schema states the types the checks allow (`chrome_check`): pid/tid int, string or null, the scalar
 args a number, string or null, ts/dur numbers, names strings; msgspec then validates each value in C as it reads it
@@ -81,11 +81,15 @@ class _Event(msgspec.Struct, gc=False):
 
 
 EVENTS = msgspec.json.Decoder(list[_Event])
+RAWS = msgspec.json.Decoder(list[Raw])
 _NO_ARGS = _Args()
+# read by the checks only, whose rule (a number, string or null) the schema applied as it decoded: not stored
+_CHECKED_ONLY = frozenset({"External id"})
 _INTERNED_ARGS = frozenset({"registers per thread", "shared memory", "bytes"})  # memo keys downstream
 _FIELDS = _Event.__struct_fields__
 _PH, _NAME, _TS, _ARGS = map(attrgetter, ("ph", "name", "ts", "args"))
-_INTERN_FLOW = frozenset({"cat", "pid", "tid"})
+_INTERN_FLOW = frozenset({"ph", "cat", "pid", "tid"})  # (msgspec makes a new string for each "s", "f"...)
+_STRINGS = frozenset({str, type(None)})
 _NUMBERS = frozenset({int, float, bool})  # isinstance(v, int | float) for JSON values
 _INSTANTS = frozenset({"i", "I", "n"})
 # the types each column can hold, by the schema (the checks read these instead of a pass over the column)
@@ -126,7 +130,7 @@ class Interned(dict[Any, Any]):
         return key
 
 
-def read_chunk(block: bytes, spans: list[Any], trace: FastTrace) -> list[Any] | None:
+def read_chunk(block: bytes, trace: FastTrace) -> list[Any] | None:
     """Decode one chunk into `trace`'s columns (see module doc)."""
     events = EVENTS.decode(block)
     phases = list(map(_PH, events))
@@ -143,6 +147,7 @@ def read_chunk(block: bytes, spans: list[Any], trace: FastTrace) -> list[Any] | 
     if kinds & OTHER_PHASES <= _INSTANTS:  # instants only (Kineto's [memory]): typed, no dicts
         _memory(list(compress(events, is_other)), trace.counters)
         return []
+    spans = RAWS.decode(block)  # the chunk's events as raw spans: only these are decoded to dicts
     return loads(b"[" + b",".join(compress(spans, is_other)) + b"]")
 
 
@@ -178,7 +183,7 @@ def _flows(flows: dict[str, Any], trace: FastTrace) -> None:
                 trace.flows[key].append(np.array(flows[key], np.float64))
             except TypeError:  # UNSET
                 raise ValueError("a flow event has no ts") from None  # the reference refuses it
-        elif key in _INTERN_FLOW:
+        elif key in _INTERN_FLOW or (key == "bp" and set(map(type, flows[key])) <= _STRINGS):
             trace.flows[key] += map(intern, flows[key])
         else:
             trace.flows[key] += flows[key]
@@ -237,6 +242,8 @@ def _args(found: list[Any] | tuple[Any, ...], trace: FastTrace) -> None:
     columns = zip(*map(astuple, found), strict=True) if m else repeat((), len(ARG_KEYS))  # one pass over the structs
     col: Sequence[Any]
     for k, (key, col) in enumerate(zip(ARG_KEYS, columns, strict=False)):
+        if key in _CHECKED_ONLY:
+            continue
         if k >= 8:  # raw spans
             col = () if col.count(_NO_RAW) == m else _shared_values(col, trace, key)
         elif col.count(UNSET) == m:

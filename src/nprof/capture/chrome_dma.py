@@ -5,7 +5,7 @@ table columns in timestamp order: queue ``memcpy:<device>:<stream>`` or
 ``memset:<device>:<stream>``, direction from the memcpy kind (HtoD -> host->device,
 DtoH -> device->host, DtoD / PtoP -> device->device, HtoH -> host->host; memsets:
 ``memset``), bytes from the slice's ``bytes`` arg, and layer / source / iteration /
-op path / dependency of the host row that launched it.
+op path of the host row that launched it (`chrome_rows` adds their deps).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ def dma_columns(
     t0: int,
     info_of: dict[int, tuple[str | None, str | None, int]],
     chain: Callable[[int, bool], str | None],
-    deps: list[list[int]],
     n_i: int,
 ) -> dict[str, Any]:
     o = d_order.tolist()
@@ -68,7 +67,6 @@ def dma_columns(
         "layer": layer,
         "hlo_name": hlo,
         "nki_source_location": src,
-        "deps": [sorted(set(deps[n_i + k])) for k in range(len(o))],
         "iteration": np.asarray(it, dtype=np.int32),
     }
 

@@ -9,10 +9,10 @@ an event that is not an object, a value of a type the typed schema does not take
 path (`chrome.load_json` and `events_to_profile` over dicts), which imports those traces or raises their one-line
 errors.
 
-How: msgspec splits the event list into raw spans (views of the input), then decodes chunks of `CHUNK`
-events (one copy of their contiguous bytes each) with a typed schema into small structs holding only the
-fields the importer reads, and transposes them into columns (`chrome_chunk`: why typed, and the passes). The
-peak holds the file, one chunk of structs and the columns, never a dict per event.
+How: msgspec splits the event list into raw spans (views of the input), kept only as each chunk's byte
+range, then decodes chunks of `CHUNK` events (one copy of their contiguous bytes each) with a typed schema into
+small structs holding only the fields the importer reads, and transposes them into columns (`chrome_chunk`: why
+typed, and the passes). The peak holds the file, one chunk of structs and the columns, never a dict per event.
 Events of other phases (B/E/C/M, rare) are decoded to dicts with `loads` and go through the reference's own
 fold (`chrome_events.fold_other_events`). Numbers follow `loads`' rule in both paths. Without msgspec installed
 `fast_parse` returns None.
@@ -45,7 +45,7 @@ try:
     import msgspec
     from msgspec import Raw
 
-    from nprof.capture.chrome_chunk import SCHEMA_TYPES, Interned, loads, read_chunk
+    from nprof.capture.chrome_chunk import RAWS, SCHEMA_TYPES, Interned, loads, read_chunk
 except ImportError:  # pragma: no cover - msgspec is a core dependency; the reference path still works
     msgspec = None  # type: ignore[assignment]
     loads = orjson.loads  # type: ignore[assignment]
@@ -83,7 +83,6 @@ class FastTrace:
 
 if msgspec is not None:
     _NO_RAW = Raw(b"")
-    _RAWS = msgspec.json.Decoder(list[Raw])
 
     class _Top(msgspec.Struct, gc=False):
         """A trace object: its events as raw spans and the metadata keys the importer reads (META_KEYS)."""
@@ -113,7 +112,7 @@ def _top_level(raw: bytes) -> tuple[list[Any], dict[str, Any]] | None:
     """(raw event spans, metadata) of a trace object or bare list; None for anything else."""
     head = _first_byte(raw)
     if head == b"[":
-        return _RAWS.decode(raw), {}
+        return RAWS.decode(raw), {}
     if head != b"{":
         return None
     top = _TOP.decode(raw)
@@ -130,18 +129,22 @@ def fast_parse(raw: bytes) -> FastTrace | None:
         if top is None:
             return None
         spans, meta = top
+        n = len(spans)
+        blocks = _Blocks(raw, spans)  # each chunk's bytes; the span objects (~100 B an event) are let go here
+        del spans, top
+        if blocks.bounds is None:
+            return None  # pragma: no cover - spans copied out of the input
         utf8 = not raw.isascii()  # ASCII (the usual trace) is valid UTF-8: no per-chunk check
         flows: dict[str, Any] = {k: [] for k in FLOW_KEYS}
-        out = FastTrace({k: [] for k in _SLICE_FIELDS}, flows, [], {}, len(spans), 0, meta, Interned())
+        out = FastTrace({k: [] for k in _SLICE_FIELDS}, flows, [], {}, n, 0, meta, Interned())
         out.types = dict(SCHEMA_TYPES)
         xs: list[dict[str, Any]] = []
         open_b: defaultdict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
-        blocks = _Blocks(raw, spans)
-        for a in range(0, len(spans), CHUNK):
-            block = blocks(a, min(a + CHUNK, len(spans)))
+        for k in range(len(blocks.bounds)):
+            block = blocks(k)
             if utf8:  # skipped fields are not validated by the typed decoder; the reference rejects invalid UTF-8
                 block.decode("utf-8")
-            others = read_chunk(block, spans[a : a + CHUNK], out)
+            others = read_chunk(block, out)
             if others is None:
                 return None
             fold_other_events(others, [e.get("ph") for e in others], xs, out.counters, out.names, open_b)
@@ -185,19 +188,24 @@ def _floats(values: Iterable[Any], none: float | None = None) -> np.ndarray | No
 
 
 class _Blocks:
-    """JSON arrays of consecutive event spans of `raw`: one copy of the bytes from the first span to the last
-    (msgspec's Raw spans are views of the input, and only commas and blanks lie between them), else joined."""
+    """JSON arrays of `CHUNK` consecutive event spans of `raw`: one copy of the bytes from a chunk's first span
+    to its last (msgspec's Raw spans are views of the input, and only commas and blanks lie between them).
+    Only each chunk's byte range is kept (`bounds`; None when a span is not a view of `raw`)."""
 
     def __init__(self, raw: bytes, spans: list[Any]) -> None:
-        self.spans, self.view, self.size, self.base = spans, memoryview(raw), len(raw), _address(raw)
+        self.view, base = memoryview(raw), _address(raw)
+        bounds = []
+        for a in range(0, len(spans), CHUNK):
+            first, last = spans[a], spans[min(a + CHUNK, len(spans)) - 1]
+            lo, hi = _address(first) - base, _address(last) - base + len(last)
+            bounds.append((lo, hi))
+        ok = all(0 <= lo <= hi <= len(raw) for lo, hi in bounds)
+        self.bounds: list[tuple[int, int]] | None = bounds if ok else None
 
-    def __call__(self, a: int, b: int) -> bytes:
-        """The events spans[a:b] as one JSON array."""
-        first, last = self.spans[a], self.spans[b - 1]
-        lo, hi = _address(first) - self.base, _address(last) - self.base + len(last)
-        if 0 <= lo <= hi <= self.size:
-            return b"".join((b"[", self.view[lo:hi], b"]"))
-        return b"[" + b",".join(self.spans[a:b]) + b"]"  # pragma: no cover - spans copied out of the input
+    def __call__(self, k: int) -> bytes:
+        """The events of chunk k as one JSON array."""
+        lo, hi = self.bounds[k]  # type: ignore[index]
+        return b"".join((b"[", self.view[lo:hi], b"]"))
 
 
 def _address(buffer: Any) -> int:

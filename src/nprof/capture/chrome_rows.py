@@ -14,6 +14,7 @@ from operator import is_not, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 from nprof.capture.chrome_dma import dma_columns
 from nprof.capture.chrome_events import ABSENT
@@ -27,7 +28,7 @@ from nprof.capture.chrome_host import (
     own_flops,
     row_info,
 )
-from nprof.capture.chrome_tree import TRACK_SHIFT, Context, flow_deps, select_work
+from nprof.capture.chrome_tree import TRACK_SHIFT, Context, dep_lists, flow_deps, pair_codes, select_work
 from nprof.capture.opclass import engine_of
 from nprof.errors import NprofError
 
@@ -180,18 +181,6 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     return track_names, track_code, {key: codes[label] for key, label in keymap.items()}
 
 
-def pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
-    """(code of each slice's (pid, tid) pair, 0..k-1; the first slice of each code): the pairs a dict of
-    (pid, tid) tuples tells apart (1, 1.0 and True are one pid), without a tuple per slice."""
-    n = len(pids)
-    pid_of = {p: i for i, p in enumerate(dict.fromkeys(pids))}
-    tid_of = {t: i for i, t in enumerate(dict.fromkeys(tids))}
-    combo = np.fromiter(map(pid_of.__getitem__, pids), np.int64, n) * len(tid_of)
-    combo += np.fromiter(map(tid_of.__getitem__, tids), np.int64, n)
-    _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
-    return inverse.reshape(-1), first.tolist()
-
-
 def _device_work(s: _Slices, h: Host, own_l: list[int], flops: np.ndarray, read_bytes: np.ndarray) -> _Device:
     """The device slices linked to their launching host rows. On a GPU run an op's FLOPs move from its host
     row to its first kernel (tensor-engine kernels first) and its input bytes to its earliest kernel (reads
@@ -286,33 +275,28 @@ def _t0(parts: list[np.ndarray]) -> int:
 def _ids_and_deps(
     s: _Slices,
     ins: _Instr,
-    r_list: list[int],
+    rows: np.ndarray,
     d_idx: list[int],
     d_owner: list[int],
     flows: dict[str, Any],
     f_ns: np.ndarray,
     by_thread: dict[tuple[Any, Any], int],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """(i_order, d_order, d_id, deps): instruction ids in (start, track) order, dma ids after them
-    in start order; each kernel and dma depends on its owner's row, plus the trace's flow events."""
+    in start order; each kernel and dma depends on its owner's row (`rows`: the emitted host slices, first
+    in `ins`), plus the trace's flow events; deps as `chrome_tree.dep_lists` of every id."""
     i_order = np.lexsort((ins.track, ins.start))
     n_i = len(i_order)
     row_id = np.empty(n_i, dtype=np.int64)
     row_id[i_order] = np.arange(n_i)
-    row_id_l = row_id.tolist()
-    id_of_host = dict(zip(r_list, row_id_l, strict=False))  # host rows come first
+    id_of_host = np.full(int(rows.max()) + 1 if len(rows) else 0, -1, dtype=np.int64)
+    id_of_host[rows] = row_id[: len(rows)]  # host rows come first
     d_order = np.argsort(s.start[d_idx], kind="stable") if d_idx else np.zeros(0, np.int64)
     d_id = np.empty(len(d_idx), dtype=np.int64)
     d_id[d_order] = np.arange(len(d_idx)) + n_i
-    deps: list[list[int]] = [[] for _ in range(n_i + len(d_idx))]
-    for k in range(ins.n_r, n_i):
-        o = ins.owner[k]
-        if o >= 0:
-            deps[row_id_l[k]].append(id_of_host[o])
-    for j, o in zip(d_id.tolist(), d_owner, strict=True):
-        if o >= 0:
-            deps[j].append(id_of_host[o])
-    flow_deps(
+    k_owner = np.asarray(ins.owner[ins.n_r :], dtype=np.int64)
+    d_own = np.asarray(d_owner, dtype=np.int64)
+    flow_dst, flow_src = flow_deps(
         flows,
         f_ns,
         by_thread,
@@ -320,13 +304,24 @@ def _ids_and_deps(
         np.concatenate([ins.start, s.start[d_idx]]),
         np.concatenate([ins.start + ins.dur, s.end[d_idx]]),
         np.concatenate([row_id, d_id]),
-        deps,
     )
-    return i_order, d_order, d_id, deps
+    dst = np.concatenate([row_id[ins.n_r :][k_owner >= 0], d_id[d_own >= 0], flow_dst])
+    src = np.concatenate([id_of_host[k_owner[k_owner >= 0]], id_of_host[d_own[d_own >= 0]], flow_src])
+    return i_order, d_order, d_id, dep_lists(n_i + len(d_idx), dst.astype(np.int64), src.astype(np.int64))
+
+
+def deps_column(deps: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> pa.Array:
+    """The deps of ids lo..hi-1 (`chrome_tree.dep_lists`) as an Arrow list<int64> column (no list per row)."""
+    offsets, values = deps
+    off = offsets[lo : hi + 1]
+    return pa.ListArray.from_arrays(
+        pa.array(off - off[0], pa.int32()), pa.array(values[off[0] : off[-1]], pa.int64()),
+        pool=pa.system_memory_pool(),
+    )  # fmt: skip
 
 
 def _instruction_columns(
-    ins: _Instr, i_order: np.ndarray, deps: list[list[int]], t0: int, track_names: list[str]
+    ins: _Instr, i_order: np.ndarray, deps: tuple[np.ndarray, np.ndarray], t0: int, track_names: list[str]
 ) -> dict[str, Any]:
     """The instructions table's columns in id order; with device work present, host rows are engine "host"
     (so engine totals are device-only)."""
@@ -354,7 +349,7 @@ def _instruction_columns(
         "flops": ins.flops[i_order],
         "hw_flops": ins.flops[i_order],
         "hbm_read_bytes": ins.bytes[i_order],
-        "deps": [d if len(d) < 2 else sorted(set(d)) for d in deps[: len(order)]],  # most have 0 or 1
+        "deps": deps_column(deps, 0, len(order)),
         "iteration": np.asarray(perm(list(map(itemgetter(2), ins.info))), dtype=np.int32),
     }
 
@@ -395,12 +390,11 @@ def build_profile(
     d_owner = list(map(d.owner.__getitem__, dma_pos.tolist()))
     d_host = list(map(d.launch.__getitem__, dma_pos.tolist()))
     t0 = _t0([ins.start, start[d_idx], h.start, start[d.idx]] + ([c_ns] if len(c_ts) else []))
-    i_order, d_order, d_id, deps = _ids_and_deps(s, ins, rows.tolist(), d_idx, d_owner, flows, f_ns, by_thread)
+    i_order, d_order, d_id, deps = _ids_and_deps(s, ins, rows, d_idx, d_owner, flows, f_ns, by_thread)
     instructions = _instruction_columns(ins, i_order, deps, t0, track_names)
     n_i = len(i_order)
-    dma = dma_columns(
-        d_idx, d_owner, d_host, d_order, d_id, s.names, s.args, start, dur, t0, info_of, paths.chain, deps, n_i
-    )
+    dma = dma_columns(d_idx, d_owner, d_host, d_order, d_id, s.names, s.args, start, dur, t0, info_of, paths.chain, n_i)
+    dma["deps"] = deps_column(deps, n_i, n_i + len(d_idx))
     counter_cols = {
         "ts": c_ns - t0,
         "name": [c[1] for c in counters],

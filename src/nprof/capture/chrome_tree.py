@@ -274,11 +274,11 @@ def flow_deps(
     start: np.ndarray,
     end: np.ndarray,
     ids: np.ndarray,
-    deps: list[list[int]],
-) -> None:
-    """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bind flow points to rows (enclosing slice; `f` without bp=e: next slice) and chain them as deps:
+    (dependent row ids, the row ids they depend on), as `chain_flows`."""
     if not len(f_ns) or not len(ids):
-        return
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     order = np.lexsort((start, track))
     keys = (track[order] << TRACK_SHIFT) | start[order]
     t_sorted, e_sorted, id_sorted = track[order], end[order], ids[order]
@@ -294,21 +294,42 @@ def flow_deps(
     next_ok &= t_sorted[q] == f_trk
     bound = np.where(enclosing, id_sorted[p], np.where(next_ok, id_sorted[q], -1))
     bound[f_trk < 0] = -1
-    k = np.flatnonzero(bound >= 0)
-    cats, ids_f = flows["cat"], flows["id"]
-    keys_k = list(zip(map(cats.__getitem__, k.tolist()), map(ids_f.__getitem__, k.tolist()), strict=True))
-    chain_flows(keys_k, f_ns[k], bound[k], deps)
+    k = np.flatnonzero(bound >= 0).tolist()
+    chain = pair_codes(list(map(flows["cat"].__getitem__, k)), list(map(flows["id"].__getitem__, k)))[0]
+    return chain_flows(chain, f_ns[k], bound[k])
 
 
-def chain_flows(keys: list[Any], times: np.ndarray, rows: np.ndarray, deps: list[list[int]]) -> None:
-    """Chain bound flow points: points with equal `keys` ((cat, id)), taken by (time, row), each depend
-    on the previous one's row (`deps[row]` gets it) unless it is the same row."""
-    if not keys:
-        return
-    codes = {c: i for i, c in enumerate(dict.fromkeys(keys))}  # (cat, id) -> chain code
-    chain = np.fromiter(map(codes.__getitem__, keys), dtype=np.int64, count=len(keys))
+def pair_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[int]]:
+    """(code of each item's (pid, tid) pair, 0..k-1; the first item of each code): the pairs a dict of
+    (pid, tid) tuples tells apart (1, 1.0 and True are one pid), without a tuple per item."""
+    n = len(pids)
+    pid_of = {p: i for i, p in enumerate(dict.fromkeys(pids))}
+    tid_of = {t: i for i, t in enumerate(dict.fromkeys(tids))}
+    combo = np.fromiter(map(pid_of.__getitem__, pids), np.int64, n) * len(tid_of)
+    combo += np.fromiter(map(tid_of.__getitem__, tids), np.int64, n)
+    _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first.tolist()
+
+
+def chain_flows(chain: np.ndarray, times: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Chain bound flow points: points with equal `chain` codes (of their (cat, id): `pair_codes`), taken by
+    (time, row), each depend on the previous one's row unless it is the same row: (dependent rows, the rows
+    they depend on)."""
+    if not len(chain):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     o = np.lexsort((rows, times, chain))  # each chain's points by (time, row)
     a_row, b_row = rows[o[:-1]], rows[o[1:]]
     link = (chain[o[:-1]] == chain[o[1:]]) & (a_row != b_row)
-    for src, dst in zip(a_row[link].tolist(), b_row[link].tolist(), strict=True):
-        deps[dst].append(src)
+    return b_row[link], a_row[link]
+
+
+def dep_lists(n: int, dst: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The dependencies of rows 0..n-1 from (dependent, dependency) pairs, as (offsets, values): row r's are
+    values[offsets[r]:offsets[r + 1]], sorted and distinct (`sorted(set(...))` of its pairs)."""
+    o = np.lexsort((src, dst))
+    d, v = dst[o], src[o]
+    keep = np.ones(len(d), dtype=bool)
+    keep[1:] = (d[1:] != d[:-1]) | (v[1:] != v[:-1])
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(d[keep], minlength=n), out=offsets[1:])
+    return offsets, v[keep].astype(np.int64)

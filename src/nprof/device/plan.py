@@ -40,6 +40,7 @@ import pyarrow as pa
 from nprof.arch.presets import Preset
 from nprof.device.columns import Columns, program_columns
 from nprof.device.order import by_slot, dep_lists, partners, track_order
+from nprof.device.pe_tiles import tile_links
 from nprof.device.psum import elided_fills
 from nprof.device.rowcodes import padded, row_codes
 from nprof.device.signatures import Signatures, first_items, signatures
@@ -187,12 +188,14 @@ def assemble(
     lat, lat0, dur = (spread(f, np.float64, True) for f in ("lat", "lat0", "dur"))
     rw = np.asarray([t.rw for t in ts], np.int64).reshape(len(ts), 6).take(of, axis=0)
     flops, hw_flops = spread("flops", np.int64), spread("hw_flops", np.int64)
-    dep1, lat1 = _fast_path(offsets, flat, slot, is_dma, lat, lat0)
     tracks, engines = slot_names(preset)
     pm, pl = partners(slot, is_tr)
+    prev0, pe = _prev_on_track(slot, is_tr, elided), spread("pe_mask", np.int64)
+    if pe.any():  # TensorE tiling mode: matmuls on disjoint PE tiles overlap (device.pe_tiles)
+        prev0, offsets, flat = tile_links(prev0, offsets, flat, (slot == SLOT_MM) & ~elided, pe)
+    dep1, lat1 = _fast_path(offsets, flat, slot, is_dma, lat, lat0)
     order, prev = track_order(
-        slot, elided, _prev_on_track(slot, is_tr, elided), np.where(slot == SLOT_LD, pm, pl), dur, lat, lat0,
-        offsets, flat, preset.sched_window,
+        slot, elided, prev0, np.where(slot == SLOT_LD, pm, pl), dur, lat, lat0, offsets, flat, preset.sched_window
     )  # fmt: skip
     sig_t = sigs.template.tolist()
     return Plan(

@@ -14,6 +14,7 @@ from nprof.arch import cost
 from nprof.arch.isa import COLLECTIVES, Engine, Instruction, Opcode
 from nprof.arch.presets import Preset
 from nprof.device.mx import moving_fmax
+from nprof.device.pe_tiles import tile_mask
 from nprof.errors import NprofError
 
 SLOT_LD, SLOT_MM, SLOT_VECTOR, SLOT_SCALAR, SLOT_GPSIMD, SLOT_SYNC = range(6)
@@ -44,6 +45,7 @@ class Template(NamedTuple):
     is_transpose: bool = False
     opcode: str = ""
     dma_rate: float = 0.0  # DMA: bytes/ns alone, counting chunk overhead as bytes
+    pe_mask: int = 0  # MATMUL in tiling mode: the PE quadrants of its tile (`device.pe_tiles`); 0: the whole array
 
 
 def where(i: int, ins: Instruction) -> str:
@@ -116,7 +118,8 @@ def template(name: str, preset: Preset, i: int, ins: Instruction, ii: list, oo: 
         raise NprofError(f"program {name!r}: {where(i, ins)} is malformed ({exc})") from exc
     dur = cycles * 1e9 / preset.clock_hz(eng.value)
     lat = cost.dependency_latency_ns(eng, preset)
-    return Template(s, dur, lat, 0.0, False, tuple(rw), flops, hw, attr_text, "", op is Opcode.TRANSPOSE)
+    pe = tile_mask(ins.attr("pe_tile")) if op is Opcode.MATMUL else 0
+    return Template(s, dur, lat, 0.0, False, tuple(rw), flops, hw, attr_text, "", op is Opcode.TRANSPOSE, pe_mask=pe)
 
 
 def _check_matmul(name: str, i: int, ins: Instruction, ii: list, oo: list, preset: Preset) -> None:

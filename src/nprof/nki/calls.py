@@ -69,18 +69,27 @@ def unmodelled_if(func: str, **params: tuple[Any, Any]) -> None:
             unmodelled(func, name)
 
 
-def beta2(names: tuple[str, ...], at: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def beta2(names: tuple[str, ...], at: int | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Accept the beta-2 positional style of a 2.26-style function (see module doc).
 
     A call is beta-2 style when positional argument `at` is a tile (2.26 has a
-    non-tile parameter there, or fewer positionals); its positional arguments are
-    then bound, in order, to `names` (beta 2's parameter order, `dst` first).
+    non-tile parameter there, or fewer positionals), or, with `at=None`, when it
+    has more positional arguments than the 2.26 form takes; its positional
+    arguments are then bound, in order, to `names` (beta 2's order, `dst` first).
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = inspect.signature(fn).parameters.values()
+        most = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+        def dst_first(args: tuple[Any, ...]) -> bool:
+            if at is None:
+                return len(args) > most
+            return len(args) > at and (isinstance(args[at], NkiTensor) or _indirection.is_indirect(args[at]))
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if len(args) > at and (isinstance(args[at], NkiTensor) or _indirection.is_indirect(args[at])):
+            if dst_first(args):
                 if len(args) > len(names):
                     raise TypeError(f"{fn.__name__}() takes at most {len(names)} positional arguments in the "
                                     f"dst-first style ({', '.join(names)}), got {len(args)}")  # fmt: skip

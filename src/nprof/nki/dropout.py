@@ -37,19 +37,19 @@ def _constant(values: np.ndarray, hint: str) -> NkiTensor:
     return nl.load(src)
 
 
-def dropout_tile(data: Any, prob: Any, dtype: Any, mask: Any, what: str) -> NkiTensor:
-    """`data` with each element zeroed with probability `prob` (see module doc)."""
+def dropout_tile(data: Any, prob: Any, dtype: Any, mask: Any, what: str, out: Any = None) -> NkiTensor:
+    """`data` with each element zeroed with probability `prob` (see module doc), into a new tile or `out`."""
     x = _c.tile(data, "data")
     u = _uniform(x.shape)
     dt = _c.dname(dtype) if dtype is not None else x.dtype_name
     if _c.is_scalar(prob):
         p = float(prob)
         keep = _constant((u >= p).astype(np.float32), "dropout_keep")
-        return _c.tensor_tensor(x, keep, "multiply", dtype=dt, mask=mask)
+        return _c.tensor_tensor(x, keep, "multiply", dtype=dt, mask=mask, out=out)
     pt = _c.tile(prob, "prob")
     if pt.shape[0] not in (1, x.shape[0]) or any(s != 1 for s in pt.shape[1:]):
         raise kernel_error(f"{what}: prob must be a scalar or a [{x.shape[0]}, 1] tile, got {pt.shape}")
     if pt.shape[0] != x.shape[0]:
         pt = _c.broadcast_operand(pt if pt.ndim == 2 else pt.pad_free(2), (x.shape[0], 1))
     keep = _c.tensor_scalar(_constant(u, "dropout_uniform"), "is_ge", pt, dtype="float32", mask=mask)
-    return _c.tensor_tensor(x, keep, "multiply", dtype=dt, mask=mask)
+    return _c.tensor_tensor(x, keep, "multiply", dtype=dt, mask=mask, out=out)

@@ -279,8 +279,9 @@ def emit_dma(dst: Any, src: Any, *, oob: str = "error", rmw: str | None = None, 
                  extra_reads=cover if side == "src" else (), extra_writes=cover if side == "dst" else ())  # fmt: skip
 
 
-def emit_dynamic_copy(dst: Any, src: Any, engine: Engine, dtype_cast: bool = False) -> None:
-    """One on-chip TENSOR_COPY with a runtime offset on `dst` or `src` (cost of a dynamic copy)."""
+def emit_dynamic_copy(dst: Any, src: Any, engine: Engine, dtype_cast: bool = False, inline: bool = False) -> None:
+    """One on-chip TENSOR_COPY with a runtime offset on `dst` or `src` (cost of a dynamic copy; `inline`: no
+    time, the copy carries the addressing of a tensor-indirection operand, `arch.cost`)."""
     iv = dst if isinstance(dst, IndirectView) else src
     d = dst.view if isinstance(dst, IndirectView) else dst
     s = src.view if isinstance(src, IndirectView) else src
@@ -301,5 +302,6 @@ def emit_dynamic_copy(dst: Any, src: Any, engine: Engine, dtype_cast: bool = Fal
     side = "dst" if iv is dst else "src"
     cover = (_cover(iv.cover),)
     trace.current().emit(engine, Opcode.TENSOR_COPY, (out,), (inp, iv.index.access()),
-                         attrs(dynamic=True, **iv.dyn_attrs(side)), extra_reads=cover if side == "src" else (),
+                         attrs(dynamic=True, inline=inline or None, **iv.dyn_attrs(side)),
+                         extra_reads=cover if side == "src" else (),
                          extra_writes=cover if side == "dst" else ())  # fmt: skip

@@ -8,7 +8,10 @@ reference states are checked at trace time with the kernel's line.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -16,11 +19,11 @@ import numpy as np
 from nprof.arch.isa import Engine, Opcode, Space
 from nprof.nki import compute as _c
 from nprof.nki import trace
-from nprof.nki.calls import beta2
+from nprof.nki.calls import NkiCompatWarning, beta2, first_in_kernel
 from nprof.nki.indirect import IndirectView, emit_dma, emit_dynamic_copy
 from nprof.nki.isa_enums import device_engine, engine, oob_mode
 from nprof.nki.masks import mask_box
-from nprof.nki.source import kernel_error
+from nprof.nki.source import kernel_error, user_location
 from nprof.nki.tensor import NkiTensor
 
 _INT = ("int32", "uint32", "int16", "uint16", "int8", "uint8")
@@ -202,9 +205,28 @@ def local_gather(src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_val
     return res
 
 
-def nc_stream_shuffle(src: Any, dst: Any, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None) -> None:
+def _positional_order_note(fn: Any) -> Any:
+    """`fn` that warns once per kernel when called with src and dst by position: 2.26 orders them (src, dst),
+    beta 2 (dst, src), and both are tiles, so nprof reads them in the 2.26 order (module doc of calls)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if len(args) >= 2 and first_in_kernel("nc_stream_shuffle positional src/dst"):
+            warnings.warn(f"{user_location() or '<kernel>'}: nisa.nc_stream_shuffle got src and dst by position: "
+                          "read in the 2.26 order (src, dst); beta 2's order is (dst, src): pass them by keyword",
+                          NkiCompatWarning, stacklevel=2)  # fmt: skip
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return wrapper
+
+
+@_positional_order_note
+def nc_stream_shuffle(src: Any, dst: Any, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None,
+                      name: Any = None) -> None:  # fmt: skip
     """VectorE cross-partition move within each quadrant of 32 partitions: dst row i = src row shuffle_mask[i]
-    (255: unchanged), the same mask for every quadrant (NKI API reference, with its three constraints)."""
+    (255: unchanged), the same mask for every quadrant (NKI API reference, with its three constraints). Positional
+    src and dst are read in the 2.26 order and warn (beta 2 orders them dst, src)."""
     s, d = _c.tile(src, "src"), _c.tile(dst, "dst")
     if s.dtype_name != d.dtype_name or (dtype is not None and _c.dname(dtype) != d.dtype_name):
         raise kernel_error("nc_stream_shuffle: dst must have the same dtype as src")

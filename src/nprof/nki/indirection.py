@@ -25,20 +25,21 @@ copy `nisa.tensor_copy_dynamic_src` emits, reading its offset from `index` at
 run time), then reads that tile; an instruction writing one writes a new tile
 that is then scattered, one dynamic copy per column. The values are exact,
 including runtime offsets past the row (an IndexError, as for every runtime
-index); the hardware indexes inside the one instruction, so nprof's time for
-it is that of the extra copies (warned once per kernel). The base-partition
-rules the reference gives for manually allocated operands are not checked.
+index). The hardware indexes inside the one instruction (NKI Trainium3 guide,
+"SBUF/PSUM indirect access"), so the copies are tagged `inline` and take no
+time (`nprof.arch.cost`): the instruction is timed on its gathered operand,
+plus one dependency latency after the copies. The base-partition rules the
+reference gives for manually allocated operands are not checked.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Space
 from nprof.nki import trace as _trace
-from nprof.nki.source import kernel_error, user_location
+from nprof.nki.source import kernel_error
 
 if TYPE_CHECKING:
     from nprof.nki.tensor import NkiTensor
@@ -158,7 +159,6 @@ class TensorIndirection(ViewAttributes):
                 f"i // {group}] on this engine, so at most {group * cols} offsets fit; pass num_elem <= "
                 f"{min(group * cols, parts * cols)}"
             )
-        _warn_once()
 
     def gathered(self, group: int) -> NkiTensor:
         """A new SBUF tile [P, num_elem] holding the columns (one dynamic copy per column, see module doc)."""
@@ -171,7 +171,7 @@ class TensorIndirection(ViewAttributes):
         for i in range(self.num_elem):
             src = index_dynamic(self.view, (slice(None), DynSlice(self._offset(i, group), 1)))
             col = res[:, i : i + 1]
-            emit_dynamic_copy(col, src, copy_engine(None, col, self.view))
+            emit_dynamic_copy(col, src, copy_engine(None, col, self.view), inline=True)
         return res
 
     def scatter(self, value: NkiTensor, group: int) -> None:
@@ -183,7 +183,7 @@ class TensorIndirection(ViewAttributes):
         for i in range(self.num_elem):
             dst = index_dynamic(self.view, (slice(None), DynSlice(self._offset(i, group), 1)))
             col = value[:, i : i + 1]
-            emit_dynamic_copy(dst, col, copy_engine(None, col, self.view))
+            emit_dynamic_copy(dst, col, copy_engine(None, col, self.view), inline=True)
 
 
 def indirect(t: NkiTensor, index: Any, num_elem: int | None = None) -> TensorIndirection:
@@ -229,14 +229,3 @@ def resolve(args: tuple[Any, ...], kwargs: dict[str, Any], group: int) -> tuple[
     args = tuple(a.gathered(group) if isinstance(a, TensorIndirection) else a for a in args)
     kwargs = {k: v.gathered(group) if isinstance(v, TensorIndirection) else v for k, v in kwargs.items()}
     return args, kwargs, scatter
-
-
-def _warn_once() -> None:
-    """The timing caveat of the model, once per traced kernel."""
-    from nprof.nki.calls import NkiCompatWarning, first_in_kernel
-
-    if not first_in_kernel("tensor indirection"):
-        return
-    warnings.warn(f"{user_location() or '<kernel>'}: tensor indirection (.indirect) is modelled as one dynamic copy "
-                  "per column before (gather) or after (scatter) the instruction: values exact, time overstated",
-                  NkiCompatWarning, stacklevel=4)  # fmt: skip

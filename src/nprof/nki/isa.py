@@ -7,13 +7,11 @@ the first argument or `dst=` (`nisa.nc_matmul(psum, stationary, moving)`,
 accept `nl` functions (`nl.add`, `nl.exp`, `nl.max`...), numpy ufuncs or ISA
 names. Each call emits exactly one instruction (plus LDWEIGHTS before a
 matmul whose stationary changed) with the semantics of `nprof.arch.isa`; the
-instructions added after 2.26's core set live in `nprof.nki.isa_ext`.
+instructions added after 2.26's core set live in `nprof.nki.isa_ext`, the
+matmul (`nc_matmul`, its call styles and operand forms) in `nprof.nki.isa_matmul`.
 
-A beta-2 `nc_matmul(dst, ...)` with `accumulate=None` overwrites `dst` on the
-first matmul into that region since it was allocated or last read by another
-instruction, and accumulates after that (the compiler's inference, see
-docs/nki.md). Differences from the hardware, by design: transposes of
-`nc_transpose` into PSUM run on TensorE.
+Differences from the hardware, by design: transposes of `nc_transpose` into
+PSUM run on TensorE.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Engine, Opcode, Space
-from nprof.device.mx import moving_fmax
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
 from nprof.nki.calls import beta2
@@ -49,10 +46,8 @@ from nprof.nki.isa_enums import (  # noqa: F401  (re-exported as nisa.<name>)
     unknown_engine,
     vector_engine,
 )
-from nprof.nki.masks import note_mask, operand_box, skipped_by
-from nprof.nki.pe_tiling import check_tiling
 from nprof.nki.source import kernel_error
-from nprof.nki.tensor import NkiTensor, OnChip
+from nprof.nki.tensor import NkiTensor
 
 
 def _engine(value: Any, default: Engine, allowed: tuple[Engine, ...]) -> Engine:
@@ -79,113 +74,6 @@ def _dtype_for(dst: NkiTensor | None, dtype: Any, what: str) -> Any:
 
 
 # -- TensorE --------------------------------------------------------------------------------------
-def _commit_into(dst: NkiTensor, accumulate: Any) -> None:
-    """Commit the pending MATMUL into `dst`, inferring `accumulate=None` (see module doc)."""
-    if not isinstance(dst, NkiTensor) or dst.space is not Space.PSUM:
-        raise kernel_error("nc_matmul dst must be a PSUM tile (nl.ndarray(..., buffer=nl.psum))")
-    written = _c.MM_WRITTEN.setdefault(dst.base, set()) if isinstance(dst.base, OnChip) else set()
-    key = dst.access_key()
-    acc = key in written if accumulate is None else bool(accumulate)
-    written.add(key)
-    _trace.current().commit_matmul(dst, accumulate=acc)
-
-
-@beta2(("dst", "stationary", "moving", "is_stationary_onezero", "is_moving_onezero", "is_transpose", "accumulate",
-        "tile_position", "tile_size", "perf_mode", "name"), at=2)  # fmt: skip
-def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
-              is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
-              dst: Any = None, accumulate: Any = None, perf_mode: Any = None, name: Any = None) -> Any:  # fmt: skip
-    """stationary.T @ moving on TensorE: into a new fp32 PSUM tile [M, N] (accumulate with `psum += ...`), or
-    into `dst` (beta 2; `accumulate` True/False, or None to infer); PSUM operands are copied to SBUF first.
-    `is_transpose` runs as a plain matmul (equal to the transpose when `moving` is an identity); tiling mode is
-    checked (`nprof.nki.pe_tiling`); one-zero hints and perf modes warn (not modelled)."""
-    skip = skipped_by(mask, "nc_matmul")
-    _unmodelled_if("nisa.nc_matmul", is_stationary_onezero=(is_stationary_onezero, False),
-                  is_moving_onezero=(is_moving_onezero, False))  # fmt: skip
-    builder = _trace.current()
-    p = builder.preset
-    st, mv = _c.tile(stationary, "stationary", masked_ok=True), _c.tile(moving, "moving", masked_ok=True)
-    out_box = _operand_out_box(st, mv)
-    # TensorE reads SBUF only: a PSUM operand is first copied to SBUF (one VectorE copy, as the compiler inserts)
-    st, mv = (_c.copy(t) if t.space is Space.PSUM else t for t in (st, mv))
-    more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()
-    if perf_mode not in (None, matmul_perf_mode.none, "none"):
-        _unmodelled("nisa.nc_matmul", "perf_mode", "the double-row speed-up is not modelled")
-        if "double_row" in str(getattr(perf_mode, "value", perf_mode)):
-            st, mv, more = _double_row(st, mv)
-    if st.ndim != 2:
-        raise kernel_error(f"nc_matmul stationary must be a 2-D tile [K, M], got shape {st.shape}")
-    k, m = st.shape
-    double = "double_row" in str(getattr(perf_mode, "value", perf_mode))
-    check_tiling("nisa.nc_matmul", tile_position, tile_size, k, m, p.core, double_row=double)
-    if mv.shape[0] != k:
-        raise kernel_error(
-            f"nc_matmul contraction mismatch: stationary {st.shape} and moving {mv.shape} must share the "
-            "partition (K) axis"
-        )
-    n = _c._numel_free(mv)
-    if k > p.pmax:
-        raise kernel_error(f"nc_matmul contraction size {k} exceeds {p.pmax} partitions; tile K and accumulate")
-    if m > p.gemm_stationary_fmax:
-        raise kernel_error(
-            f"nc_matmul stationary free size {m} exceeds {p.gemm_stationary_fmax} (nl.tile_size.gemm_stationary_fmax)"
-        )
-    nmax = moving_fmax(p, dst.dtype_name if isinstance(dst, NkiTensor) else "float32")  # v4: the whole PSUM
-    if n > nmax:
-        raise kernel_error(f"nc_matmul moving free size {n} exceeds {nmax} (nl.tile_size.gemm_moving_fmax"
-                           f"{'; NeuronCore-v4: the whole PSUM' if nmax > p.gemm_moving_fmax else ''})")  # fmt: skip
-    flat = mv.flatten_free()
-    if flat is None:
-        flat = _c.copy(mv).flatten_free()
-    assert flat is not None
-    if out_box is not None:  # operand masking: the full-shape result, computed in the operands' box only
-        full = (out_box[0][1], out_box[1][1])
-        box = [out_box[0][0], out_box[1][0]]
-        res = builder.alloc(full, "float32", Space.PSUM, lazy=True)
-        builder.set_pending(st, flat, res.restrict(box), skip=skip, more=more)
-        note_mask(res, box)
-        if dst is None:
-            return res
-        _commit_into(dst.restrict(box) if tuple(dst.shape) == full else dst, accumulate)
-        return dst
-    res = builder.alloc((m, *mv.shape[1:]) if mv.ndim > 2 else (m, n), "float32", Space.PSUM, lazy=True)
-    builder.set_pending(st, flat, res, skip=skip, more=more)
-    if dst is None:
-        return res
-    _commit_into(dst, accumulate)
-    return dst
-
-
-def _operand_out_box(st: NkiTensor, mv: NkiTensor) -> tuple[tuple[tuple[int, int], int], ...] | None:
-    """For masked matmul operands (`lhsT[mask]`, NKI API Masking): per output axis, ((lo, hi), full size) —
-    rows from the stationary's free axis, columns from the moving's — or None when neither is masked. A mask
-    on the partition (contraction) axis narrows K only; both operands must then agree on K."""
-    st_m, mv_m = operand_box(st), operand_box(mv)
-    if st_m is None and mv_m is None:
-        return None
-    if st.ndim != 2 or mv.ndim != 2:
-        raise kernel_error("operand masking of nc_matmul takes 2-D operands [K, M] and [K, N]")
-    rows = (st_m[1][1], st_m[0][1]) if st_m else ((0, st.shape[1]), st.shape[1])
-    cols = (mv_m[1][1], mv_m[0][1]) if mv_m else ((0, mv.shape[1]), mv.shape[1])
-    return rows, cols
-
-
-def _double_row(st: NkiTensor, mv: NkiTensor) -> tuple[NkiTensor, NkiTensor, tuple[tuple[NkiTensor, NkiTensor], ...]]:
-    """A double-row matmul's operands: stationary [K, 2, M] and moving [K, 2, N] contract over K and the row pair
-    (result [M, N] = sum over k, r of st[k, r, :] x mv[k, r, :], AWS's nc_matmul double_row_gen3 example);
-    run as two accumulating matmuls, one per row of the pair."""
-    if st.ndim != 3 or mv.ndim != 3 or st.shape[1] != 2 or mv.shape[1] != 2:
-        raise kernel_error(
-            f"a double-row nc_matmul takes stationary [K, 2, M] and moving [K, 2, N], got {st.shape} and {mv.shape}"
-        )
-    return st[:, 0, :], mv[:, 0, :], ((st[:, 1, :], _flat(mv[:, 1, :])),)
-
-
-def _flat(t: NkiTensor) -> NkiTensor:
-    flat = t.flatten_free()
-    return flat if flat is not None else _c.copy(t)
-
-
 @beta2(("dst", "data", "engine", "name"), at=1)
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, dst: Any = None,
                  name: Any = None) -> NkiTensor:  # fmt: skip
@@ -427,5 +315,6 @@ def dma_copy(dst: Any, src: Any, *, mask: Any = None, dst_rmw_op: Any = None, oo
 
 
 from nprof.nki.isa_ext import *  # noqa: E402, F403  (the rest of the 2.26 instruction set)
+from nprof.nki.isa_matmul import nc_matmul  # noqa: E402, F401  (TensorE matmul)
 from nprof.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402, F401  (NeuronCore-v4 MX instructions)
 from nprof.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402, F401

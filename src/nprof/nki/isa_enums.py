@@ -103,7 +103,8 @@ _NP_ACT = {
     np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.reciprocal: "reciprocal", np.square: "square",
     np.abs: "abs", np.negative: "negative", np.sign: "sign", np.sin: "sin", np.cos: "cos",
 }  # fmt: skip
-_NP_REDUCE = {np.sum: "add", np.prod: "multiply"}  # numpy reductions as reduce_op (AWS's SD attention: np.sum)
+_NP_REDUCE = {np.sum: "add", np.prod: "multiply", np.amax: "max", np.amin: "min", np.max: "max", np.min: "min"}
+# (numpy reductions as reduce_op: AWS's SD attention passes np.sum; np.amax is range_select's default)
 _REDUCE = {"add": "add", "maximum": "max", "minimum": "min", "max": "max", "min": "min", "multiply": "multiply"}
 
 

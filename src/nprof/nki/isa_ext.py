@@ -311,25 +311,29 @@ def unsupported(qualname: str, params: str, why: str) -> Any:
     return fn
 
 
-def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:
-    """`data` with each element replaced by 0 with probability `prob` (a scalar or [P, 1]); see
-    `nprof.nki.dropout` for the model of the random draws."""
+@beta2(("dst", "data", "prob", "name"), at=None)
+def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None, dst: Any = None,
+            name: Any = None) -> NkiTensor:  # fmt: skip
+    """`data` with each element replaced by 0 with probability `prob` (a scalar or [P, 1]), into a new tile or
+    `dst` (beta 2); see `nprof.nki.dropout` for the model of the random draws."""
     from nprof.nki.dropout import dropout_tile
 
-    return dropout_tile(data, prob, dtype, mask, "nisa.dropout")
+    return dropout_tile(data, prob, _isa()._dtype_for(dst, dtype, "dropout"), mask, "nisa.dropout", out=dst)
 
 
-def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> NkiTensor:
+@beta2(("dst", "segment_ids", "name"), at=None)
+def sequence_bounds(*, segment_ids: Any, dtype: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:
     """Per element of a [1, N] tile of segment ids, the start and (exclusive) end index of its segment:
-    [1, 2, N]; padding (id 0) gets (N, -1) (GpSimdE SEQUENCE_BOUNDS, AWS NKI 2.26 reference)."""
+    [1, 2, N] (a new tile, or `dst` in beta 2); padding (id 0) gets (N, -1) (GpSimdE SEQUENCE_BOUNDS, AWS NKI
+    2.26 reference)."""
     ids = _c.tile(segment_ids, "segment_ids")
     if ids.shape[0] != 1 or ids.dtype_name not in ("float32", "int32"):
         raise kernel_error(f"sequence_bounds takes a [1, N] float32 or int32 tile, got {ids.shape} {ids.dtype_name}")
-    dt = _c.dname(dtype) if dtype is not None else ids.dtype_name
+    dt = _dt(dst, dtype, ids.dtype_name, "sequence_bounds")
     if dt not in ("float32", "int32"):
         raise kernel_error(f"sequence_bounds dtype must be float32 or int32, got {dt}")
     n = _c._numel_free(ids)
-    res = _c.new_tile((1, 2, n), dt)
+    res = _c.result_tile(dst, (1, 2, n), dt)
     _c.emit(Engine.GPSIMD, Opcode.SEQUENCE_BOUNDS, [res], [ids])
     return res
 

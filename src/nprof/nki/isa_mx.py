@@ -28,7 +28,7 @@ from nprof.arch.isa import PACKED_MX, Engine, Opcode, Space, attrs
 from nprof.device.mx import moving_fmax
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
-from nprof.nki.pe_tiling import check_tiling
+from nprof.nki.pe_tiling import check_tiling, tile_tag
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor, OnChip
 
@@ -51,7 +51,8 @@ def nc_matmul_mx(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, stati
         raise kernel_error(f"nc_matmul_mx: stationary free size {m} must be even and <= "
                            f"{builder.preset.gemm_stationary_fmax}, moving free size {n} <= {nmax} (the whole PSUM "
                            f"for a {getattr(dst, 'dtype_name', 'float32')} dst); tile the matmul")  # fmt: skip
-    check_tiling("nisa.nc_matmul_mx", tile_position, tile_size, k, m, builder.preset.core, rows_only=True)
+    tile = tile_tag(check_tiling("nisa.nc_matmul_mx", tile_position, tile_size, k, m, builder.preset.core,
+                                 rows_only=True))  # fmt: skip
     sts, mvs = _scale(stationary_scale, "stationary_scale", st), _scale(moving_scale, "moving_scale", mv)
     if not isinstance(dst, NkiTensor) or dst.space is not Space.PSUM or dst.dtype_name not in ("float32", "bfloat16"):
         raise kernel_error("nc_matmul_mx dst must be an fp32 or bf16 PSUM tile (nl.ndarray(..., buffer=nl.psum))")
@@ -62,9 +63,9 @@ def nc_matmul_mx(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, stati
     written.add(dst.access_key())
     builder.flush()
     st_acc, sts_acc = st.access(), sts.access()
-    builder.emit(Engine.TENSOR, Opcode.LDWEIGHTS, (), (st_acc, sts_acc))
+    builder.emit(Engine.TENSOR, Opcode.LDWEIGHTS, (), (st_acc, sts_acc), attrs(pe_tile=tile))
     builder.emit(Engine.TENSOR, Opcode.MATMUL, (dst.access(),), (st_acc, mv.access(), sts_acc, mvs.access()),
-                 attrs(accumulate=acc))  # fmt: skip
+                 attrs(accumulate=acc, pe_tile=tile))  # fmt: skip
     builder._stationary = None  # the array holds MX weights now: the next nc_matmul loads its own
     return dst
 

@@ -26,6 +26,7 @@ from nprof.arch.isa import Space
 from nprof.nki import compute as _c
 from nprof.nki import language as _nl
 from nprof.nki import trace as _trace
+from nprof.nki.buffers import is_hbm, is_on_chip, is_psum, is_sbuf
 from nprof.nki.dtypes import NUMPY
 from nprof.nki.indirect_ops import atomic_rmw, gather_flattened
 from nprof.nki.isa_ext import unsupported
@@ -57,6 +58,10 @@ __all__ = [
     "gemm_grid",
     "gemm_stationary_grid",
     "invert",
+    "is_hbm",
+    "is_on_chip",
+    "is_psum",
+    "is_sbuf",
     "left_shift",
     "logical_not",
     "logical_xor",
@@ -114,14 +119,15 @@ def all(x: Any, axis: Any, *, dtype: Any = _nl.bool_, mask: Any = None) -> NkiTe
     return _c.reduce("min", flags, axis, dtype=dtype, mask=mask)
 
 
-def var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
-    """Population variance over the free axes `axis`: mean((x - mean(x))^2), kept as [P, 1]."""
+def var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool | None = None) -> NkiTensor:
+    """Population variance over the free axes `axis`: mean((x - mean(x))^2), kept as [P, 1] (2.26, and
+    `keepdims=True`), or with the reduced axes dropped (`keepdims=False`, the newer API's default)."""
     t = _c.tile(x, "var input")
     n = math.prod(t.shape[a] for a in _c._axes(axis, t.ndim))
     neg_mean = _c.reduce("add", t, axis, dtype="float32", mask=mask, keepdims=True)
     neg_mean = _c.tensor_scalar(neg_mean, "multiply", -1.0 / n, out=neg_mean)
     sq = _c.activation("square", t, bias=neg_mean, dtype="float32", mask=mask)
-    total = _c.reduce("add", sq, axis, dtype="float32", mask=mask, keepdims=True)
+    total = _c.reduce("add", sq, axis, dtype="float32", mask=mask, keepdims=keepdims is not False)
     return _c.tensor_scalar(total, "multiply", 1.0 / n, dtype=dtype if dtype is not None else t.dtype)
 
 

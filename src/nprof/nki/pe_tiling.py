@@ -9,17 +9,16 @@ to enable tiling (neither: the whole array, `(0, 0)` and `(128, 128)`). The stat
 the tile: K <= row_size, M <= column_size. `nc_matmul_mx` supports row tiling only (column_size 128, start
 column 0). The FP8 `double_row` performance mode cannot be combined with column tiling.
 
-What nprof models: the checks above (a kernel the compiler would reject is refused with its line), and the
-result, which is the same as on the whole array. What it does not: matmuls on disjoint tiles running at the
-same time on the hardware; here they run one after another on TensorE, so a kernel that uses tiling is timed
-pessimistically — `check_tiling` warns once per kernel naming the parameter.
+What nprof models: the checks above (a kernel the compiler would reject is refused with its line), the
+result, which is the same as on the whole array, and the timing: the instruction pair is tagged with its tile
+(`tile_tag`), and the timing model lets matmuls on disjoint tiles run at the same time (`nprof.device.pe_tiles`,
+which states the rule).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nprof.nki.calls import unmodelled
 from nprof.nki.source import kernel_error
 
 ARRAY = 128  # rows and columns of processing elements
@@ -73,6 +72,10 @@ def check_tiling(func: str, tile_position: Any, tile_size: Any, k: int, m: int, 
                            "K must be <= row_size and M <= column_size")  # fmt: skip
     if double_row and cols != ARRAY:
         raise kernel_error(f"{func}: perf_mode double_row cannot be combined with column tiling (column_size {cols})")
-    unmodelled(func, "tile_position", "tiles are checked as AWS defines them and give the same result; matmuls on "
-               "disjoint tiles run one after another here, not at the same time as on the hardware")  # fmt: skip
     return (row, col), (rows, cols)
+
+
+def tile_tag(tiles: Tiles | None) -> str | None:
+    """The `pe_tile` attr of a matmul's instructions: "start_row,start_column,row_size,column_size" (None: the
+    whole array, untagged)."""
+    return None if tiles is None else ",".join(map(str, (*tiles[0], *tiles[1])))

@@ -35,6 +35,7 @@ class _Pending:
     box: list[tuple[int, int]] | None = None  # load: the mask's box over the result tile
     skip: bool = False  # matmul: masked off (mask=False), so committing emits nothing
     more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()  # matmul: further (stationary, moving) pairs accumulated
+    tile: str | None = None  # matmul in TensorE tiling mode: "start_row,start_column,rows,columns"
 
 
 class PendingOps:
@@ -50,12 +51,13 @@ class PendingOps:
     direct: Any
 
     def set_pending(self, stationary: NkiTensor, moving: NkiTensor, result: NkiTensor, skip: bool = False,
-                    more: tuple[tuple[NkiTensor, NkiTensor], ...] = ()) -> None:  # fmt: skip
+                    more: tuple[tuple[NkiTensor, NkiTensor], ...] = (), tile: str | None = None) -> None:  # fmt: skip
         """Record a MATMUL of `stationary`.T @ `moving` into `result`, committed lazily (see `_Pending`);
         `skip`: a masked-off matmul (`mask=False`), which commits to nothing; `more`: (stationary, moving) pairs
-        accumulated after it into the same result (a double-row matmul)."""
+        accumulated after it into the same result (a double-row matmul); `tile`: its PE tile in tiling mode."""
         self.flush()
-        self._pending = _Pending("matmul", stationary, moving, result, self.source(), skip=skip, more=more)
+        self._pending = _Pending("matmul", stationary, moving, result, self.source(), skip=skip, more=more,
+                                 tile=tile)  # fmt: skip
 
     def set_pending_load(self, src: NkiTensor, result: NkiTensor, box: list[tuple[int, int]] | None) -> None:
         """Record a DMA of `src` into `result` (narrowed to `box`), committed lazily (see `_Pending`)."""
@@ -102,16 +104,20 @@ class PendingOps:
         requested = accumulate
         if accumulate and self._fresh(out_view, out):
             accumulate = False  # `psum += matmul` into a region this tile never wrote starts a new sum
-        self._emit_matmul(stat, mov, out, accumulate, pend.source, (requested, True, out_view.base))
+        self._emit_matmul(stat, mov, out, accumulate, pend.source, (requested, True, out_view.base), pend.tile)
         for a, b in pend.more:
             more = (True, False, out_view.base)
-            self._emit_matmul(a.access(), b.access(), out_view.access(), True, pend.source, more)
+            self._emit_matmul(a.access(), b.access(), out_view.access(), True, pend.source, more, pend.tile)
 
     def _emit_matmul(self, stat: Access, mov: Access, out: Access, accumulate: bool, source: str | None,
-                     logged: tuple[bool, bool, Any] | None = None) -> None:  # fmt: skip
+                     logged: tuple[bool, bool, Any] | None = None, tile: str | None = None) -> None:  # fmt: skip
         """LDWEIGHTS (when the stationary operand or its content changed) then MATMUL. `logged`: (accumulate as
-        asked, whether a fresh region turned it off, the result tile) for a loop being logged (nprof.nki.replay)."""
+        asked, whether a fresh region turned it off, the result tile) for a loop being logged (nprof.nki.replay).
+        `tile`: tiling mode (`_emit_tiled`)."""
         rec = self._rec
+        if tile is not None:
+            self._emit_tiled(stat, mov, out, accumulate, source, tile)
+            return
         if rec is not None and logged is not None:
             rec.matmul(stat, mov, out, *logged, source)
             rec.in_matmul = True
@@ -125,6 +131,19 @@ class PendingOps:
         finally:
             if rec is not None:
                 rec.in_matmul = False
+
+    def _emit_tiled(self, stat: Access, mov: Access, out: Access, accumulate: bool, source: str | None,
+                    tile: str) -> None:  # fmt: skip
+        """A matmul in TensorE tiling mode: LDWEIGHTS and MATMUL tagged `pe_tile=tile` (`nprof.device.pe_tiles`
+        times matmuls on disjoint tiles as overlapping). Its weights sit in its tile only, so it always loads
+        them and leaves no weights for the next matmul to reuse (a stated choice: a load is a few cycles and
+        overlaps the matmul before it). A loop holding it is traced plainly (no replay of its iterations)."""
+        if self._rec is not None:
+            self._rec.fail("a matmul in TensorE tiling mode (tile_position)")
+        self._append(Engine.TENSOR, Opcode.LDWEIGHTS, (), (stat,), attrs(pe_tile=tile), source)
+        self._append(Engine.TENSOR, Opcode.MATMUL, (out,), (stat, mov), attrs(accumulate=accumulate, pe_tile=tile),
+                     source)  # fmt: skip
+        self._stationary = None
 
     def _fresh(self, view: NkiTensor, out: Access) -> bool:
         """True when no instruction wrote `out`'s region since its tile (block) was placed there: the compiler

@@ -19,6 +19,7 @@ import numpy as np
 from nprof.arch.isa import Engine, Opcode
 from nprof.nki import compute as _c
 from nprof.nki import trace as _trace
+from nprof.nki.calls import beta2
 from nprof.nki.isa_enums import alu_name, fp32, reduce_cmd, reduce_name
 from nprof.nki.source import kernel_error
 from nprof.nki.tensor import NkiTensor
@@ -35,11 +36,13 @@ def _register(parts: int) -> NkiTensor:
     return reg[0:parts, :]
 
 
+@beta2(("dst", "on_true_tile", "comp_op0", "comp_op1", "bound0", "bound1", "reduce_cmd", "reduce_res", "reduce_op",
+        "range_start", "on_false_value", "name"), at=None)  # fmt: skip
 def range_select(*, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,
                  reduce_cmd: Any = reduce_cmd.idle, reduce_res: Any = None, reduce_op: Any = np.amax,
                  range_start: int = 0, on_false_value: float | None = fp32.min, mask: Any = None,
-                 dtype: Any = None) -> NkiTensor:  # fmt: skip
-    """See module doc."""
+                 dtype: Any = None, dst: Any = None, name: Any = None) -> NkiTensor:  # fmt: skip
+    """See module doc (`dst`: beta 2's destination, else a new tile)."""
     x = _c.tile(on_true_tile, "on_true_tile")
     cmps = (alu_name(comp_op0), alu_name(comp_op1))
     if any(c not in _COMPARISONS for c in cmps):
@@ -53,7 +56,7 @@ def range_select(*, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any
         if b.shape[0] != x.shape[0] or _c._numel_free(b) != 1:
             raise kernel_error(f"range_select bounds must be [{x.shape[0]}, 1] tiles, got {b.shape}")
     cmd = int(getattr(reduce_cmd, "value", reduce_cmd))
-    res = _c.new_tile(x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
+    res = _c.result_tile(dst, x.shape, _c.dname(dtype) if dtype is not None else x.dtype_name)
     outs, ins = [res], [x, b0, b1]
     if cmd in (2, 3) or reduce_res is not None:  # reduce / reset_reduce, or a reduce_res to fill
         reg = _register(x.shape[0])

@@ -13,9 +13,12 @@ one in Python control flow or converting it with `int()` / `range()` is a
 Model (stated): a register is a hidden one-element int32 SBUF tile, and each
 register operation one small instruction on it: a GpSimdE memset for an
 immediate, a VectorE copy between a register and an SBUF tensor or another
-register, one DMA to or from HBM. The hardware's sequencer register operations
-take no engine time; nprof's cost for them is that of these small
-instructions (a few hundred cycles each). Registers hold integers: loading from
+register, one DMA to or from HBM. Operations on immediates and registers only
+(`register_alloc(x)`, `register_move`) are engine-sequencer operations that
+"do not access SBUF, PSUM, or HBM" (the reference): tagged `register`, they take
+no engine time (`nprof.arch.cost`). Loads and stores read or write memory and
+cost their copy or DMA (no published figure for a sequencer's scalar access).
+Registers hold integers: loading from
 or storing to a floating-point tensor is refused (the reference gives no
 conversion).
 """
@@ -88,20 +91,22 @@ def _scalar_tensor(t: Any, what: str) -> NkiTensor:
     return t
 
 
-def _move(dst: NkiTensor, src: NkiTensor) -> None:
-    """One instruction copying a one-element tensor into another (DMA when either is in HBM)."""
+def _move(dst: NkiTensor, src: NkiTensor, register: bool = False) -> None:
+    """One instruction copying a one-element tensor into another (DMA when either is in HBM; `register`: a
+    register-to-register move, no engine time)."""
     src2, dst2 = src.reshape((1, 1)) if src.ndim != 2 else src, dst.reshape((1, 1)) if dst.ndim != 2 else dst
     if src.is_hbm or dst.is_hbm:
         _trace.current().dma(dst2, src2)
     else:
-        _c.emit(Engine.VECTOR, Opcode.TENSOR_COPY, [dst2], [_c.tile(src2)])
+        _c.emit(Engine.VECTOR, Opcode.TENSOR_COPY, [dst2], [_c.tile(src2)], register=register or None)
 
 
 def register_alloc(x: int | None = None) -> VirtualRegister:
     """A new virtual register, uninitialised or set to the integer `x` (one memset; see module doc)."""
     reg = VirtualRegister(_c.new_tile((1, 1), "int32"))
     if x is not None:
-        _c.emit(Engine.GPSIMD, Opcode.MEMSET, [reg.tile], [], value=float(_immediate(x, "register_alloc(x)")))
+        _c.emit(Engine.GPSIMD, Opcode.MEMSET, [reg.tile], [], value=float(_immediate(x, "register_alloc(x)")),
+                register=True)  # fmt: skip
     return reg
 
 
@@ -109,9 +114,10 @@ def register_move(dst: Any, src: Any) -> None:
     """dst = src: an integer constant (a memset) or another register's value (a copy)."""
     reg = _register(dst, "register_move dst")
     if isinstance(src, VirtualRegister):
-        _move(reg.tile, src.tile)
+        _move(reg.tile, src.tile, register=True)
     else:
-        _c.emit(Engine.GPSIMD, Opcode.MEMSET, [reg.tile], [], value=float(_immediate(src, "register_move src")))
+        _c.emit(Engine.GPSIMD, Opcode.MEMSET, [reg.tile], [], value=float(_immediate(src, "register_move src")),
+                register=True)  # fmt: skip
 
 
 def register_load(dst: Any, src: Any) -> None:
