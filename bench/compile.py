@@ -171,7 +171,7 @@ def _packed_floor_ns(module: str, bound: float, transfer: float) -> float:
 
 def _floor_rule(preset_name: str = "trn1") -> str:
     """The cost-model floor's rule in words with the preset's figures and their public sources."""
-    from nprof.arch.cost import dma_pool_bandwidth
+    from nprof.arch.cost import MODEL_VERSION, dma_pool_bandwidth
     from nprof.arch.presets import get_preset
 
     p = get_preset(preset_name)
@@ -180,8 +180,8 @@ def _floor_rule(preset_name: str = "trn1") -> str:
             f"(HARDWARE.md, NKI performance guide); one latency plus the compulsory bytes at the DMA pool's "
             f"{dma_pool_bandwidth(p) / 1e9:.0f} GB/s ({p.dma_queues} DMA engines x "
             f"{p.dma_queue_bandwidth / 1e9:.0f} B/ns, HARDWARE.md: the DMA bandwidth guide); launch cost "
-            f"{p.launch_ns:.0f} ns (fitted, docs/hardware.md)) under cost model v2, all I/O packed in one load and "
-            "one store per graph: no program of these graphs runs faster in the simulator")  # fmt: skip
+            f"{p.launch_ns:.0f} ns (fitted, docs/hardware.md)) under cost model v{MODEL_VERSION}, all I/O packed in "
+            "one load and one store per graph: no program of these graphs runs faster in the simulator")  # fmt: skip
 
 
 def _dma_count(module: str) -> tuple[int, float]:

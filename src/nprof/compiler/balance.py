@@ -14,7 +14,8 @@ the NKI ISA reference (nki.isa.tensor_copy / tensor_tensor / tensor_scalar):
 * never GpSimdE with an operand in PSUM ("GpSimd Engine cannot access PSUM"); never ScalarE unless every
   operand is fp32 ("Scalar Engine ... casting the input tile to FP32 internally": exact for fp32 only);
 * only instructions the kernels left on VectorE (the default engine) move; an instruction a kernel placed on
-  purpose stays where it is, and so do dynamic (runtime-addressed) copies.
+  purpose stays where it is, and so do dynamic (runtime-addressed) copies and the model's free bookkeeping
+  instructions (`inline`, `register`: `nprof.arch.cost`).
 
 Numerics are unchanged: the three engines compute these fp32 operations alike in the simulator.
 """
@@ -35,6 +36,7 @@ _MOVABLE = {
     Opcode.TENSOR_TENSOR: (Engine.VECTOR, Engine.GPSIMD),
     Opcode.TENSOR_SCALAR: (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD),
 }
+_PINNED = ("dynamic", "indirect", "inline", "register")  # runtime addressing, the model's bookkeeping: stay
 _SCALAR_ALU = frozenset({"add", "subtract", "multiply"})
 _FLOAT = frozenset({"float32"})
 
@@ -42,7 +44,7 @@ _FLOAT = frozenset({"float32"})
 def candidates(ins: Instruction) -> Sequence[Engine]:
     """The engines that may run `ins` in its place (see module doc); () when it stays where it is."""
     allowed = _MOVABLE.get(ins.opcode)
-    if allowed is None or ins.engine is not Engine.VECTOR or ins.attr("dynamic") or ins.attr("indirect"):
+    if allowed is None or ins.engine is not Engine.VECTOR or any(ins.attr(k) for k in _PINNED):
         return ()
     operands = (*ins.ins, *ins.outs)
     if any(a.space is Space.PSUM for a in operands):
