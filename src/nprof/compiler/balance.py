@@ -64,6 +64,7 @@ class EngineClock:
     def __init__(self, preset: Preset) -> None:
         self.preset = preset
         self._end: list[float] = []
+        self._start: list[float] = []
         self._free: dict[Engine, float] = {}
         self._last_trigger = -preset.dma_issue_gap_ns
 
@@ -90,11 +91,23 @@ class EngineClock:
             return ins.engine
         return min(options, key=lambda e: (self._finish(ins, e)[1], e is not ins.engine))
 
+    def arrived(self, index: int) -> None:
+        """Record instruction `index` as done at time 0 (a prefetched input: `nprof.compiler.prefetch`)."""
+        while len(self._end) <= index:
+            self._end.append(0.0)
+            self._start.append(0.0)
+
+    def started(self, index: int) -> float:
+        """The estimated start of instruction `index` (added; 0 for one appended without the clock)."""
+        return self._start[index] if index < len(self._start) else 0.0
+
     def add(self, index: int, ins: Instruction) -> None:
         """Record `ins` (at program index `index`) as placed: its engine is busy until its estimated end."""
         while len(self._end) < index:  # instructions appended without us (stamped loop chunks): not estimated
             self._end.append(0.0)
+            self._start.append(0.0)
         start, end = self._finish(ins, ins.engine)
+        self._start.append(start)
         if ins.engine is Engine.DMA:
             self._last_trigger = start
             self._end.append(end)
