@@ -336,7 +336,7 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
               f"({dmas * gap / 1e3:.1f} us of triggers); one "
               f"DMA per compulsory tensor takes >= {triggers / 1e3:.2f} us of DMA triggers, its bytes >= "
               f"{transfer / 1e3:.2f} us through the DMA pool")  # fmt: skip
-    print(f"least step cost model v2 allows with one DMA per compulsory tensor: {least / 1e3:.1f} us = "
+    print(f"least step the cost model allows with one DMA per compulsory tensor: {least / 1e3:.1f} us = "
           f"{least / bound:.1f}x the bound; simulated step {device / least:.2f}x that")  # fmt: skip
     STATS.reset()
     torch._dynamo.reset()  # forget the in-process compiled code: the backend runs again, on a warm cache
