@@ -169,6 +169,21 @@ def _packed_floor_ns(module: str, bound: float, transfer: float) -> float:
     return max(bound, 2 * preset.dma_latency_ns, transfer)
 
 
+def _floor_rule(preset_name: str = "trn1") -> str:
+    """The cost-model floor's rule in words with the preset's figures and their public sources."""
+    from nprof.arch.cost import MODEL_VERSION, dma_pool_bandwidth
+    from nprof.arch.presets import get_preset
+
+    p = get_preset(preset_name)
+    return (f"two fixed DMA latencies, {2 * p.dma_latency_ns / 1e3:.1f} us: a load of every input and the store "
+            f"of a result computed from it, each ~{p.dma_latency_ns / 1e3:.1f} us from semaphore to transfer start "
+            f"(HARDWARE.md, NKI performance guide); one latency plus the compulsory bytes at the DMA pool's "
+            f"{dma_pool_bandwidth(p) / 1e9:.0f} GB/s ({p.dma_queues} DMA engines x "
+            f"{p.dma_queue_bandwidth / 1e9:.0f} B/ns, HARDWARE.md: the DMA bandwidth guide); launch cost "
+            f"{p.launch_ns:.0f} ns (fitted, docs/hardware.md)) under cost model v{MODEL_VERSION}, all I/O packed in "
+            "one load and one store per graph: no program of these graphs runs faster in the simulator")  # fmt: skip
+
+
 def _dma_count(module: str) -> tuple[int, float]:
     """(DMAs in the module's program, the cost model's least gap between two DMA triggers in ns)."""
     from nprof.arch.isa import Opcode
@@ -303,16 +318,17 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
     bounds = [(_roofline_ns(m, model_flops[next(k for n, k in kind_of.items() if m.startswith(n))]), ns, m)
               for m, ns in STATS.device_ns]  # fmt: skip
     bound = sum(b[0][0] for b in bounds)
-    print(
-        f"simulated step: {device / 1e3:.1f} us; roofline bound {bound / 1e3:.1f} us: {device / bound:.1f}x the bound"
-        " (goal <= 2x)"
-    )
-    least = floor = 0.0
-    for (b, flops, hbm, issued), ns, m in bounds:
+    floors = [_packed_floor_ns(m, b, _trigger_floor_ns(m, hbm)[1]) for (b, _, hbm, _), _, m in bounds]
+    floor = sum(floors)
+    print(f"simulated step: {device / 1e3:.1f} us; roofline bound {bound / 1e3:.1f} us: {device / bound:.1f}x the "
+          f"bound (goal <= 2x); beside it the cost-model floor {floor / 1e3:.1f} us = {floor / bound:.1f}x the bound "
+          f"(2x the bound {'is' if floor <= 2 * bound else 'is NOT'} reachable), the step {device / floor:.1f}x "
+          "the floor")  # fmt: skip
+    print(f"  the floor, per graph: max(the bound; {_floor_rule()}); summed over graphs")
+    least = 0.0
+    for ((b, flops, hbm, issued), ns, m), packed in zip(bounds, floors, strict=True):
         triggers, transfer = _trigger_floor_ns(m, hbm)
         least += max(b, triggers, transfer)
-        packed = _packed_floor_ns(m, b, transfer)
-        floor += packed
         dmas, gap = _dma_count(m)
         print(f"  {m[-3:]}: {ns / 1e3:9.1f} us vs bound {b / 1e3:8.2f} us "
               f"({flops / 1e6:.1f} model MFLOP, {issued / 1e6:.1f} issued by matmuls; {hbm / 1e3:.0f} kB) = "
@@ -320,12 +336,8 @@ def bench(label: str, model: object, make_batch: Callable[[], tuple[object, obje
               f"({dmas * gap / 1e3:.1f} us of triggers); one "
               f"DMA per compulsory tensor takes >= {triggers / 1e3:.2f} us of DMA triggers, its bytes >= "
               f"{transfer / 1e3:.2f} us through the DMA pool")  # fmt: skip
-    print(f"least step cost model v2 allows with one DMA per compulsory tensor: {least / 1e3:.1f} us = "
+    print(f"least step the cost model allows with one DMA per compulsory tensor: {least / 1e3:.1f} us = "
           f"{least / bound:.1f}x the bound; simulated step {device / least:.2f}x that")  # fmt: skip
-    print(f"cost-model floor (all I/O packed: one load and one store per graph): {floor / 1e3:.1f} us = "
-          f"{floor / bound:.1f}x the bound; simulated step {device / floor:.1f}x the floor, "
-          f"{device / bound:.1f}x the bound; 2x the bound is {'' if floor <= 2 * bound else 'NOT '}reachable under "
-          "cost model v2")  # fmt: skip
     STATS.reset()
     torch._dynamo.reset()  # forget the in-process compiled code: the backend runs again, on a warm cache
     warm_wall, warm_cpu = _timed(step(torch.compile(model, backend="nprof")))

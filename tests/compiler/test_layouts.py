@@ -232,3 +232,37 @@ def test_few_channel_images_are_tiled_in_the_spread_layout() -> None:
     dmas = [a for ins in program.instructions if ins.opcode is Opcode.DMA_DIRECT2D
             for a in (*ins.ins, *ins.outs) if a.space is Space.HBM]  # fmt: skip
     assert dmas and all(a.partitions == 128 and a.partition_stride == 128 for a in dmas)
+
+
+def test_regathers_with_one_partition_shift_share_one_selection_matrix() -> None:
+    """Two regathers moving rows by the same partition shift build the 0/1 selection band once (one iota), and
+    both read back exactly the elements of their HBM pattern (each selection a window of the kept band)."""
+    from nprof.arch.isa import Access
+    from nprof.compiler.kernels.hbm import load, window
+    from nprof.compiler.regather import regather
+    from nprof.compiler.subtile import addresses
+    from nprof.nki import language as nl
+
+    key = Access(Space.HBM, "t", "float32", 0, 32, ((1, 8),), 0, 8)  # 32 rows of 8 kept on partitions 0..31
+    reads = [Access(Space.HBM, "t", "float32", 128, 16, ((1, 8),), 0, 8),  # rows 16..31 onto partitions 0..15
+             Access(Space.HBM, "t", "float32", 128, 16, ((1, 4),), 0, 8)]  # the left half of the same rows
+    builder = fusion.FusingBuilder("selection_test")
+    builder.hbm_tensor("t", (256,), "float32", "input")
+    for i, a in enumerate(reads):
+        builder.hbm_tensor(f"o{i}", (a.partitions * a.free_elements,), "float32", "output")
+
+    def kernel() -> None:
+        load(key)
+        for i, a in enumerate(reads):
+            got = regather(builder, a)
+            assert got is not None
+            nl.store(window(Access(Space.HBM, f"o{i}", "float32", 0, a.partitions, ((1, a.free_elements),), 0,
+                                   a.free_elements)), value=got)  # fmt: skip
+
+    builder.call(kernel)
+    program = builder.build()
+    assert sum(ins.opcode is Opcode.IOTA for ins in program.instructions) == 1
+    values = np.arange(256, dtype=np.float32) * 0.5 + 3.0
+    out = simulate(program, {"t": values}, numerics=True).outputs
+    for i, a in enumerate(reads):
+        np.testing.assert_array_equal(out[f"o{i}"].ravel(), values[addresses(a).ravel()])

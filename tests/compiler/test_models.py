@@ -48,7 +48,7 @@ def test_mlp_profile_engines_dma_and_layers() -> None:
         engines = dict(duckdb.sql("select opcode, list(distinct engine) from ins group by opcode").fetchall())
         assert engines["MATMUL"] == ["tensor"], module
         assert engines.get("ACTIVATE", ["scalar"]) == ["scalar"], module
-        assert set(engines.get("TENSOR_TENSOR", ["vector"])) == {"vector"}, module
+        assert set(engines.get("TENSOR_TENSOR", ["vector"])) <= {"vector", "gpsimd"}, module  # compiler.balance
         unlabeled = duckdb.sql("select count(*) from ins where layer is null or hlo_name is null").fetchall()
         assert unlabeled == [(0,)], module
         layers = {row[0] for row in duckdb.sql("select distinct layer from ins").fetchall()}

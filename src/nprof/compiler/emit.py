@@ -35,6 +35,7 @@ from nprof.compiler.packing import (
     plan_pack,
     staged_program,
 )
+from nprof.compiler.prefetch import hoist_loads
 from nprof.compiler.rowpack import ROWS_NAME, plan_rows, rows_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
@@ -130,6 +131,7 @@ class Emitter:
         if width and blocks is not None:
             members = {self.renames.get(name, name): m for name, m in blocks.members.items()}
             program = blocks_program(program, members, parts, width, self.builder.preset.pmax)
+        program = hoist_loads(program) if self.builder.fusing else program  # prefetches first, the longest first
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

@@ -35,7 +35,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from nprof.arch.isa import Access, Opcode, Space
-from nprof.compiler import packing
+from nprof.compiler import balance, packing
+from nprof.compiler.balance import EngineClock
 from nprof.compiler.blockstage import BlockStage
 from nprof.compiler.extents import distinct, exact_cover, meet, numel_of, span
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
@@ -77,6 +78,7 @@ class FusingBuilder(ProgramBuilder):
                        if self.fusing and packing.ENABLED else [])  # fmt: skip
         self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
         self.blocks = BlockStage(self) if self.stages else None  # outputs stored as row blocks: one DMA
+        self.clock = EngineClock(self.preset) if self.fusing and balance.ENABLED else None  # `compiler.balance`
 
     # ----- the cache --------------------------------------------------------------------------------------------
     def packed_load(self, access: Access) -> NkiTensor | None:
@@ -296,7 +298,21 @@ class FusingBuilder(ProgramBuilder):
             # for loads: CNN 1015 or 1005 us)
             ins = self._instructions[index]
             self._instructions[index] = dataclasses.replace(ins, queue=self._next_queue(ins))
+        if self.clock is not None:
+            self._rebalance(index)
         return index
+
+    def _rebalance(self, index: int) -> None:
+        """Move instruction `index` to the engine the clock says ends it first (`nprof.compiler.balance`; not
+        while a loop is logged for replay) and record it on the clock."""
+        assert self.clock is not None
+        placed = self._instructions[index]
+        if self._rec is None:
+            chosen = self.clock.choose(placed)
+            if chosen is not placed.engine:
+                placed = dataclasses.replace(placed, engine=chosen)
+                self._instructions[index] = placed
+        self.clock.add(index, placed)
 
     def _next_queue(self, ins: Any) -> int:
         """The queue of the DMA `ins` (see `_append`): loads of graph inputs in turn over the first half of
@@ -315,6 +331,8 @@ class FusingBuilder(ProgramBuilder):
         turn."""
         from nprof.nki import isa as nisa
 
+        if self.clock is not None:
+            return nisa.vector_engine  # placed by the engine clock when appended (`nprof.compiler.balance`)
         self._copies += 1
         return nisa.vector_engine if self._copies % 2 else nisa.scalar_engine
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from nprof.arch.isa import Access
+from nprof.arch.isa import Access, Space
 from nprof.compiler.subtile import addresses
 from nprof.nki.tensor import NkiTensor
 
@@ -103,15 +103,33 @@ def regather(builder: Any, a: Access) -> NkiTensor | None:
     return None
 
 
+BAND_NAME = "const.selection_band"  # the name the fusion cache keeps the selection band under (never in HBM)
+
+
 def _selection(rows: int, kept_lo: int, p0: int, p1: int, parts: int) -> NkiTensor:
-    """S [rows, parts] on kept partitions kept_lo.. (rows of them): S[k, m] = 1 iff m = p0 + k < p1."""
+    """S [rows, parts] on kept partitions kept_lo.. (rows of them): S[k, m] = 1 iff m = p0 + k < p1, i.e.
+    m = k - shift with shift = kept_lo - p0 over the whole [kept_lo + rows, parts] matrix. Every such S is a
+    window of one band B [pmax, 3 * pmax], B[k, j] = 1 iff j = k + pmax: S = B[kept_lo : kept_lo + rows,
+    pmax + shift : pmax + shift + parts] (|shift| < pmax, parts <= pmax). The band is built once per program
+    (a GpSimdE iota and a compare) and kept by the fusion cache under a name no HBM tensor has, so nothing
+    invalidates it (an eviction only means building it again): one iota per program instead of one per
+    regather, off the GpSimdE queue of the later regathers."""
     from nprof.nki import isa as nisa
     from nprof.nki import language as nl
+    from nprof.nki import trace
 
-    total = kept_lo + rows
-    ramp = nisa.iota(nl.arange(total)[:, None] * -1 + nl.arange(parts)[None, :] + (kept_lo - p0), dtype=nl.float32)
-    sel = nisa.tensor_scalar(ramp, "is_equal", 0.0)
-    return sel[kept_lo:total, :]
+    builder = trace.current()
+    pmax = builder.preset.pmax
+    shift = kept_lo - p0
+    key = Access(Space.HBM, BAND_NAME, "float32", 0, pmax, ((1, 3 * pmax),), 0, 3 * pmax)
+    lookup, remember = getattr(builder, "lookup", None), getattr(builder, "remember", None)
+    band = lookup(key) if lookup is not None else None
+    if band is None:
+        ramp = nisa.iota(nl.arange(pmax)[:, None] * -1 + nl.arange(3 * pmax)[None, :] - pmax, dtype=nl.float32)
+        band = nisa.tensor_scalar(ramp, "is_equal", 0.0)
+        if remember is not None:
+            remember(key, band, stored=False)
+    return band[kept_lo : kept_lo + rows, pmax + shift : pmax + shift + parts]
 
 
 def _build(kept: NkiTensor, a: Access, groups: list[tuple[int, int, int, int, int]], run: int) -> NkiTensor:
