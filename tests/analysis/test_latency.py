@@ -111,3 +111,17 @@ def test_engine_wait_matches_a_plain_reference(seed: int, compiled: bool, monkey
     )
     for name in ("tensor", "vector", "scalar", "gpsimd"):
         assert engine_wait_ns(p, name) == _reference_wait_ns(p, name), name
+
+
+def _gap_message(dma_ts: int) -> str:
+    p = make({"ts": [dma_ts + 100], "duration": [50]}, {"ts": [dma_ts], "duration": [100], "bytes": [4096]})
+    (gap,) = [r for r in findings(p).to_pylist() if r["kind"] == "idle_gap"]
+    assert (gap["ts"], gap["end"]) == (0, dma_ts)
+    return gap["message"]
+
+
+def test_a_gap_no_longer_than_the_fixed_dma_latency_is_named_as_that_latency() -> None:
+    assert "fixed ~1.30 us latency" in _gap_message(1300)  # trn1's semaphore-to-transfer latency, no more
+    assert "semaphore wait, a host synchronisation" not in _gap_message(1300)
+    longer = _gap_message(5000)  # longer than any DMA latency: something else held the device back
+    assert "semaphore wait, a host synchronisation" in longer and "fixed ~" not in longer

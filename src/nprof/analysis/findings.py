@@ -23,7 +23,7 @@ import pyarrow as pa
 from nprof.analysis import intervals as iv
 from nprof.analysis.dma_queues import small_mask
 from nprof.analysis.facts import COMPUTE_ENGINES, facts
-from nprof.analysis.latency import engine_wait_ns, latency_findings
+from nprof.analysis.latency import dma_latency_ns, engine_wait_ns, latency_findings
 from nprof.analysis.metrics import summary_metrics
 from nprof.analysis.sources import human_bytes, human_ns, top_sources
 from nprof.analysis.system import system_findings
@@ -197,14 +197,26 @@ def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
             context.append(f"after {_describe_event(profile, int(before[0]))}")
         if after.size:
             context.append(f"before {_describe_event(profile, int(after[0]))}")
+        why = _latency_advice(profile, after, b - a) or advice
         text = (f"nothing runs for {human_ns(b - a)} ({100 * (b - a) / total:.0f}% of the run) from "
                 f"{human_ns(a)} to {human_ns(b)}{' ' + ' and '.join(context) if context else ''}; "
-                f"{advice}")  # fmt: skip
+                f"{why}")  # fmt: skip
         rows_i = np.flatnonzero(np.isin(f.i_id, around))
         rows_d = np.flatnonzero(np.isin(f.d_id, around))
         sources = top_sources(profile.instructions, rows_i) + top_sources(profile.dma, rows_d)
         out.append(finding_row("warning", "idle_gap", "Idle gap", text, a, b, b - a, around, sources))
     return out
+
+
+def _latency_advice(profile: Profile, after: np.ndarray, gap_ns: int) -> str | None:
+    """What to do about a gap that is no longer than the fixed DMA latency and ends where a DMA starts: that
+    DMA was waiting out its fixed cost with nothing else ready to run. None for any other gap."""
+    lat = dma_latency_ns(profile)
+    if not after.size or lat <= 0 or gap_ns > lat or not np.isin(after, facts(profile).d_id).any():
+        return None
+    return (f"the DMA that ends it waits out its fixed ~{human_ns(lat)} latency (semaphore to transfer start, "
+            "the device model's figure) while nothing else is ready to run; issue that transfer earlier, "
+            "overlap it with compute, or merge small transfers so fewer of them pay it")  # fmt: skip
 
 
 def _small_dma(profile: Profile, th: Thresholds) -> list[dict]:

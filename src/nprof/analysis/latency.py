@@ -11,6 +11,7 @@ Contract:
   (`dma_latency_ns`: semaphore to transfer start) — time the run is longer only because a DMA waited out its
   fixed cost. Returns (total ns, DMA rows paying it, ns per row); zeros when the profile's device preset is
   unknown (real hardware).
+* `dma_latency_ns(profile)`: that fixed latency of the profile's preset, 0.0 when unknown.
 * `latency_share(profile)`: that total as a fraction of the run (None when unknown); at and above
   `Thresholds.latency_share` (0.5 by default) the summary's `bound` field says "latency".
 * `latency_findings(profile, at_share)`: the `latency_bound` finding (a warning) when the share reaches
@@ -64,7 +65,9 @@ def _engine_wait_ns(profile: Profile, engine: str) -> int:
                - int((busy[1] - busy[0]).sum()))  # fmt: skip
 
 
-def _dma_latency_ns(profile: Profile) -> float:
+def dma_latency_ns(profile: Profile) -> float:
+    """The profile's device preset's fixed DMA latency (semaphore to transfer start), ns; 0.0 when the preset is
+    unknown (real hardware, or a preset this version does not know)."""
     preset = profile.info.preset
     if not preset:
         return 0.0
@@ -105,7 +108,7 @@ def _columns(profile: Profile) -> tuple[np.ndarray, ...]:
 def _latency_path(profile: Profile) -> tuple[int, np.ndarray, np.ndarray]:
     """Walk the critical path back from the last event: each step goes to the dependency or track predecessor
     that ended last; a DMA started by a dependency (or from time 0) pays up to the fixed latency there."""
-    lat = int(_dma_latency_ns(profile))
+    lat = int(dma_latency_ns(profile))
     unknown = (-1, np.empty(0, np.int64), np.empty(0, np.int64))
     if lat <= 0:
         return unknown
@@ -168,7 +171,7 @@ def latency_findings(profile: Profile, at_share: float) -> list[dict]:
     top = [i for i in np.argsort(-per_layer, kind="stable")[:MAX_LAYERS] if per_layer[i] > 0]
     where = ", ".join(f"{layer_names[i]} ({human_ns(per_layer[i])})" for i in top)
     text = (f"{human_ns(idle)} of the run's critical path ({100 * share:.0f}% of the run) is {rows.size} DMAs waiting "
-            f"out their fixed ~{human_ns(_dma_latency_ns(profile))} latency one after another"
+            f"out their fixed ~{human_ns(dma_latency_ns(profile))} latency one after another"
             f"{'; most in ' + where if where else ''}: fixed DMA latencies, not bandwidth or FLOPs, limit this "
             "run; keep intermediates in SBUF (fuse operations), move more per transfer and issue loads early "
             "on several queues so their latencies overlap")  # fmt: skip
