@@ -78,11 +78,11 @@ def test_the_events_only_profile_gives_the_full_profiles_event_columns(case: str
     path = CASES[case]().save(tmp_path / "p.ntff")
     p = Profile.load(path, encoded=True)
     run_all(p)  # as in ingest: the analysis made the string codes the slim profile inherits
-    rows, cols, opnames, srcnames = event_columns(Profile.load(path))  # the reference: a plain full profile
+    rows, cols, opnames, srcnames, tensors = event_columns(Profile.load(path))  # the reference: a plain full profile
     slim = events_only(p)
     release(p, keep_strings=True, into=slim)
-    got_rows, got, got_ops, got_srcs = event_columns(slim)
-    assert (got_rows, got_ops, got_srcs) == (rows, opnames, srcnames)
+    got_rows, got, got_ops, got_srcs, got_tensors = event_columns(slim)
+    assert (got_rows, got_ops, got_srcs, got_tensors) == (rows, opnames, srcnames, tensors)
     assert list(got) == list(cols)
     for name, want in cols.items():
         assert got[name].dtype == want.dtype and np.array_equal(got[name], want), name

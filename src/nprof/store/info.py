@@ -35,6 +35,8 @@ def load_meta(cur: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     meta["rows"] = rows
     meta["opcodes"] = [n for (n,) in cur.execute("SELECT name FROM opcodes ORDER BY op").fetchall()]
     meta["sources"] = [n for (n,) in cur.execute("SELECT name FROM sources ORDER BY src").fetchall()]
+    if meta.get("stats", {}).get("events_tensor"):  # stores ingested before the events' tensor column lack it
+        meta["tensors"] = [n for (n,) in cur.execute("SELECT name FROM tensors ORDER BY tensor").fetchall()]
     return meta
 
 

@@ -13,14 +13,15 @@ Tables written (all immutable after ingest):
 * `instructions`, `dma`, `collectives`, `counters`: views over the Profile's own tables kept as
   Parquet files in the parts directory beside the database (`nprof.store.raw_parts`: copied
   from the Profile file when possible, else written; instructions/dma by id, counters by name, ts);
-* `events(row, ts, dur, id, op, nbytes, flops, src, layer)`: every instruction and DMA
-  (`src`: source line, else layer; `layer`; both codes into `sources`),
+* `events(row, ts, dur, id, op, nbytes, flops, src, layer, tensor)`: every instruction and DMA
+  (`src`: source line, else layer; `layer`; both codes into `sources`; `tensor`: the DMA's tensor, a code
+  into `tensors`, -1 for none and for instructions; stats `events_tensor` says the column is there),
   sorted by (row, ts) so DuckDB zone maps prune viewport and box-select scans;
 * `lod(level, row, bucket, count, busy, op, nbytes, flops)`: per-row bucket pyramids
   (bucket width 2**level ns, from each row's own base level: ~8 events per bucket)
   sorted by (level, row, bucket); the pending-DMA counter row holds all DMA queues summed;
 * `rows` (display order, kind, event count, max duration, LOD base level),
-  `opcodes(op, name)`, `sources(src, name)`, `deps_rev(dep, id)` (who waits on whom);
+  `opcodes(op, name)`, `sources(src, name)`, `tensors(tensor, name)`, `deps_rev(dep, id)` (who waits on whom);
 * `analysis_<name>` for every table of `nprof.analysis.run_all`;
 * `meta(key, value)` with JSON values: store_format, manifest, summary, analysis table names, stats.
 """
@@ -315,14 +316,14 @@ def _timeline_of_profile(
     del p
     own.drop()  # the other columns go now, before the event columns are gathered
     pa.default_memory_pool().release_unused()  # (Arrow's allocator keeps freed pages otherwise)
-    rows, cols, opnames, srcnames = _timed(steps, "event columns", event_columns, slim)
+    rows, cols, opnames, srcnames, tensornames = _timed(steps, "event columns", event_columns, slim)
     release_facts(slim)
     del slim
     pa.default_memory_pool().release_unused()
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
     write_events(events_table(cols))
-    tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, steps)
+    tables, base = timeline_tables(rows, cols, opnames, srcnames, span, sampled, steps, tensornames)
     bar.advance(1)
     return tables, {
         "t_max": span,
@@ -332,6 +333,7 @@ def _timeline_of_profile(
         "max_dur": int(cols["dur"].max()) if cols["dur"].size else 0,
         **{k: stats[k] for k in ("instruction_count", "dma_count", "flops", "hw_flops")},
         "events_layer": True,
+        "events_tensor": True,
     }
 
 
@@ -367,8 +369,10 @@ def timeline_tables(
     span: int,
     sampled: list[str],
     steps: dict[str, float],
+    tensornames: list[str] | None = None,
 ) -> tuple[dict[str, pa.Table], int]:
-    """lod, rows, opcodes, sources as Arrow tables (cols sorted by row, ts), and the finest LOD base level."""
+    """lod, rows, opcodes, sources (and tensors, given `tensornames`) as Arrow tables (cols sorted by row, ts),
+    and the finest LOD base level."""
     all_rows = rows + counter_rows(len(rows), _derived_counters(rows), sampled)
     dma_total = next((r.index for r in all_rows if r.key == COUNTER_PENDING_DMA), None)
     lod, stats = _timed(steps, "lod pyramids", _lod_table, rows, cols, span, dma_total)
@@ -390,9 +394,12 @@ def timeline_tables(
         }
     )  # fmt: skip
     base = min((s["base_level"] for s in stats.values()), default=0)
-    return {
+    out = {
         "lod": lod,
         "rows": row_table,
         "opcodes": pa.table({"op": pa.array(range(len(opnames)), pa.int32()), "name": opnames}),
         "sources": pa.table({"src": pa.array(range(len(srcnames)), pa.int32()), "name": srcnames}),
-    }, base
+    }
+    if tensornames is not None:
+        out["tensors"] = pa.table({"tensor": pa.array(range(len(tensornames)), pa.int32()), "name": tensornames})
+    return out, base

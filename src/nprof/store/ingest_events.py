@@ -1,11 +1,12 @@
 """Event columns of a profile database: every instruction and DMA as integer columns sorted by (row, ts).
 
-Contract: `event_columns(profile)` returns `(rows, cols, opnames, srcnames)` where `rows`
+Contract: `event_columns(profile)` returns `(rows, cols, opnames, srcnames, tensornames)` where `rows`
 are the event rows in display order (`nprof.store.rows.order_event_rows`), `cols` maps
-row, ts, dur, id, op, nbytes, flops, src, layer to numpy arrays (int16 row, int32 codes,
+row, ts, dur, id, op, nbytes, flops, src, layer, tensor to numpy arrays (int16 row, int32 codes,
 int64 otherwise) sorted by (row, ts), ties in table order (instructions before DMA);
 `op` codes index `opnames` (opcodes and DMA directions), `src`/`layer` index `srcnames`
-(-1: none; `src` is nki_source_location, else layer). `dma_slice(rows, cols)` selects the
+(-1: none; `src` is nki_source_location, else layer), `tensor` indexes `tensornames` (the DMA's
+`tensor`; -1: none, and for every instruction). `dma_slice(rows, cols)` selects the
 events on DMA-queue rows: a slice when those rows are contiguous (always, in display order), else a mask.
 `events_only(p)` is `p` cut to the columns `event_columns` reads (the same columns, so the same result):
 the ingest frees the rest of a big profile before gathering the events.
@@ -38,6 +39,7 @@ EVENT_DTYPES: dict[str, Any] = {
     "flops": np.int64,
     "src": np.int32,
     "layer": np.int32,
+    "tensor": np.int32,
 }
 
 
@@ -111,6 +113,10 @@ class _Part:
             return _source_codes(self.f, self.table, self.maps["src"])
         if name == "layer":
             return codes(self.f, self.table, "layer", self.maps["src"], dt)
+        if name == "tensor":
+            if self.kind == "ins":
+                return np.full(self.n, -1, dtype=dt)
+            return codes(self.f, self.table, "tensor", self.maps["tensor"], dt)
         if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
             return np.zeros(self.n, dtype=dt)  # calloc: untouched pages, read as zeros
         return np_col(t["bytes" if name == "nbytes" else "flops"], dt)
@@ -118,6 +124,9 @@ class _Part:
     def gather(self, name: str, out: np.ndarray) -> None:
         if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
             out.fill(0)  # a column this table does not have: no zeros array to permute
+            return
+        if name == "tensor" and self.kind == "ins":
+            out.fill(-1)
             return
         src = self.column(name)
         if self.order is None:
@@ -128,7 +137,7 @@ class _Part:
 
 EVENT_SOURCES = {  # the columns of each table `event_columns` reads
     "instructions": ("id", "ts", "duration", "track", "opcode", "nki_source_location", "layer", "flops"),
-    "dma": ("id", "ts", "duration", "queue", "direction", "nki_source_location", "layer", "bytes"),
+    "dma": ("id", "ts", "duration", "queue", "direction", "nki_source_location", "layer", "bytes", "tensor"),
 }
 
 
@@ -144,13 +153,19 @@ def events_only(p: Profile) -> Profile:
     )
 
 
-def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str]]:
+def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str], list[str]]:
+    """The event rows, columns and code tables of `p` (see the module doc)."""
     f = facts(p)
     rows = order_event_rows(set(uniques(f, ("instructions", "track"))), set(uniques(f, ("dma", "queue"))))
     row_of = {r.key: r.index for r in rows}
     opnames = uniques(f, ("instructions", "opcode"), ("dma", "direction"))
     srcnames = uniques(f, *((t, c) for t in ("instructions", "dma") for c in ("nki_source_location", "layer")))
-    maps = {"op": {n: i for i, n in enumerate(opnames)}, "src": {n: i for i, n in enumerate(srcnames)}}
+    tensornames = uniques(f, ("dma", "tensor"))
+    maps = {
+        "op": {n: i for i, n in enumerate(opnames)},
+        "src": {n: i for i, n in enumerate(srcnames)},
+        "tensor": {n: i for i, n in enumerate(tensornames)},
+    }
     parts = [
         _Part(f, "instructions", codes(f, "instructions", "track", row_of, np.int16), maps),
         _Part(f, "dma", codes(f, "dma", "queue", row_of, np.int16), maps),
@@ -160,7 +175,7 @@ def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], lis
     if len(parts) == 2 and parts[1].row.max() < parts[0].row.min():
         parts.reverse()  # DMA queues come first in display order: the two tables do not interleave
     elif len(parts) == 2 and not parts[0].row.max() < parts[1].row.min():
-        return rows, _interleaved(parts, n), opnames, srcnames
+        return rows, _interleaved(parts, n), opnames, srcnames, tensornames
     cols = {}
     for name, dt in EVENT_DTYPES.items():
         out = np.empty(n, dtype=dt)
@@ -169,7 +184,7 @@ def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], lis
             x.gather(name, out[at : at + x.n])
             at += x.n
         cols[name] = out
-    return rows, cols, opnames, srcnames
+    return rows, cols, opnames, srcnames, tensornames
 
 
 def _interleaved(parts: list[_Part], n: int) -> dict[str, np.ndarray]:

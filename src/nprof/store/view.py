@@ -192,22 +192,58 @@ def _bucket_layers(
 MAX_LABELLED = 5000
 
 
-def _dma_tensors(cur: duckdb.DuckDBPyConnection, items: dict[str, dict[str, Any]], rows: list[dict]) -> list[str]:
-    """Give DMA rows drawn as events a `tensor` list (index into the returned names, -1 = none): bars are
-    labelled by the tensor they move. Skipped (no lists) above MAX_LABELLED transfers in the answer."""
-    dma = [items[r["key"]] for r in rows if r["kind"] == "dma" and items.get(r["key"], {}).get("mode") == "events"]
-    ids = [i for it in dma for i in it["id"]]
-    if not ids or len(ids) > MAX_LABELLED:
+def _dma_tensors(
+    cur: duckdb.DuckDBPyConnection,
+    items: dict[str, dict[str, Any]],
+    rows: list[dict],
+    ev: dict[str, np.ndarray] | None = None,
+    names: list[str] | None = None,
+) -> list[str]:
+    """Give DMA rows drawn as events a `tensor` list (index into the returned names, in order of first
+    appearance; -1 = none): bars are labelled by the tensor they move. Skipped (no lists) above MAX_LABELLED
+    transfers in the answer. From the fetched events' `tensor` codes (`ev`, into the store's `names`) when
+    the store has that column, else looked up in the `dma` table by id (stores ingested before it)."""
+    dma = [r for r in rows if r["kind"] == "dma" and items.get(r["key"], {}).get("mode") == "events"]
+    n = sum(len(items[r["key"]]["id"]) for r in dma)
+    if not n or n > MAX_LABELLED:
         return []
+    if ev is not None and names is not None and "tensor" in ev:
+        return _tensors_from_codes(items, dma, ev, names)
+    ids = [i for r in dma for i in items[r["key"]]["id"]]
     got = dict(cur.execute(f"SELECT id, tensor FROM dma WHERE id IN ({','.join(map(str, ids))})").fetchall())
-    names: dict[str, int] = {}
-    for it in dma:
-        codes = []
-        for i in it["id"]:
-            t = got.get(i)
-            codes.append(-1 if t is None else names.setdefault(t, len(names)))
-        it["tensor"] = codes
-    return list(names)
+    local: dict[str, int] = {}
+    for r in dma:
+        it = items[r["key"]]
+        it["tensor"] = [-1 if (t := got.get(i)) is None else local.setdefault(t, len(local)) for i in it["id"]]
+    return list(local)
+
+
+def _tensors_from_codes(
+    items: dict[str, dict[str, Any]], dma: list[dict], ev: dict[str, np.ndarray], names: list[str]
+) -> list[str]:
+    """`_dma_tensors` from the fetched events: each row's codes (its slice of `ev`, as its item was built)
+    renumbered in order of first appearance across the rows."""
+    per_row = []
+    for r in dma:
+        if not items[r["key"]]["id"]:
+            per_row.append(np.zeros(0, np.int64))
+            continue
+        ri = int(r["row"])
+        lo, hi = (int(x) for x in np.searchsorted(ev["row"], [ri, ri + 1]))
+        per_row.append(ev["tensor"][lo:hi].astype(np.int64))
+    codes = np.concatenate(per_row)
+    have = codes >= 0
+    uniq, first = np.unique(codes[have], return_index=True)
+    by_first = np.argsort(first, kind="stable")
+    renumber = np.empty(uniq.size, np.int64)
+    renumber[by_first] = np.arange(uniq.size)
+    local = np.full(codes.size, -1, np.int64)
+    local[have] = renumber[np.searchsorted(uniq, codes[have])]
+    at = 0
+    for r, c in zip(dma, per_row, strict=True):
+        items[r["key"]]["tensor"] = local[at : at + c.size].tolist()
+        at += c.size
+    return [names[int(u)] for u in uniq[by_first]]
 
 
 def _estimate(agg: dict[int, dict[str, np.ndarray]], row: dict[str, Any]) -> int:
@@ -248,7 +284,7 @@ def viewport(
     pyramid = [r for r in event_rows if level >= r["base_level"]]
     agg = _pyramid_buckets(cur, pyramid, level, t0, t1, b, width) if pyramid else {}
     fetch = [r for r in event_rows if r not in pyramid or _estimate(agg, r) <= max_items]
-    ev = fetch_events(cur, fetch, t0, t1, with_layer) if fetch else None
+    ev = fetch_events(cur, fetch, t0, t1, with_layer, "tensors" in meta) if fetch else None
     fetched = {int(r["row"]) for r in fetch}
     bw = max(1, math.ceil(b))
     nb = max(1, math.ceil((t1 - t0) / bw))
@@ -282,7 +318,7 @@ def viewport(
                 items[r["key"]] = sampled_counter(cur, r["key"], t0, t1, b, width)
         elif r["key"] not in items:
             items[r["key"]] = {"key": r["key"], "mode": "events", "id": [], "ts": [], "dur": [], "op": []}
-    tensors = _dma_tensors(cur, items, rows)
+    tensors = _dma_tensors(cur, items, rows, ev, meta.get("tensors"))
     out = {
         "t0": t0,
         "t1": t1,

@@ -1,7 +1,8 @@
 """Reads shared by the viewport answers (`view`, `view_counters`): events of rows in a window, pixel columns.
 
-Contract: `fetch_events(cur, rows, t0, t1, layer)` returns the events of `rows` overlapping [t0, t1) as
-numpy columns sorted by (row, ts); `px_group(starts, widths, t0, b, width)` the pixel of each item.
+Contract: `fetch_events(cur, rows, t0, t1, layer, tensor)` returns the events of `rows` overlapping [t0, t1) as
+numpy columns sorted by (row, ts) (with `layer` / `tensor` when asked: stores that have those columns);
+`px_group(starts, widths, t0, b, width)` the pixel of each item.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 
 def fetch_events(
-    cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int, layer: bool = False
+    cur: duckdb.DuckDBPyConnection, rows: list[dict], t0: int, t1: int, layer: bool = False, tensor: bool = False
 ) -> dict[str, np.ndarray]:
     """Events of `rows` overlapping [t0, t1), sorted by (row, ts).
 
@@ -19,7 +20,7 @@ def fetch_events(
     longest event is far longer than the others' (a whole-run span on a CPU thread) are read
     on their own instead of widening every row's scan.
     """
-    extra = ", layer" if layer else ""
+    extra = (", layer" if layer else "") + (", tensor" if tensor else "")
     durs = sorted(int(r["max_dur"]) for r in rows)
     typical = durs[len(durs) // 2]
     together = [r for r in rows if int(r["max_dur"]) <= 4 * typical + 1024]
