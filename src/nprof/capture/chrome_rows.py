@@ -386,6 +386,8 @@ def build_profile(
     paths = Paths(h)
     d = _device_work(s, h, own_l, flops, read_bytes)
     del own, has_inner, own_l, owner, emitted, ctx  # dead from here: the peak below is smaller without them
+    s.args.keep_only({*HOST_KEYS, *KERNEL_KEYS, *DMA_KEYS})  # the only args read from here on
+    h.args.keep_only(HOST_KEYS)
     ins = _instruction_rows(s, h, rows, d, flops, read_bytes, info_of, paths)
     h.args.cols.clear()  # the host args columns gathered for the rows above: each re-gathered if read again
     s.args.keep_only(DMA_KEYS)  # the only args read from here on (`dma_columns`)
