@@ -24,6 +24,9 @@ _DIRECTIONS: tuple[tuple[str, str], ...] = (("HtoD", "host->device"), ("DtoH", "
 _DIRECTIONS += (("DtoD", "device->device"), ("PtoP", "device->device"), ("HtoH", "host->host"))
 
 
+DMA_KEYS = ("device", "stream", "bytes")  # the args keys `dma_columns` reads
+
+
 def dma_columns(
     d_idx: list[int],
     d_owner: list[int],
@@ -40,7 +43,7 @@ def dma_columns(
     n_i: int,
 ) -> dict[str, Any]:
     o = d_order.tolist()
-    devices, streams, byte_col = args.raw("device"), args.raw("stream"), args.raw("bytes")
+    devices, streams, byte_col = map(args.raw, DMA_KEYS)
     queue, direction, nbytes, layer, src, hlo, it = [], [], [], [], [], [], []
     for j in o:
         i = d_idx[j]

@@ -11,7 +11,7 @@ counters and names (shared with `chrome_fast`); `SliceColumns` holds the slices 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import eq, itemgetter
@@ -58,7 +58,7 @@ class ArgColumns:
 
     def __init__(
         self, n: int, cols: dict[str, list[Any]], distinct: dict[str, list[Any]] | None = None,
-        source: tuple[ArgColumns, list[int]] | None = None,
+        source: tuple[ArgColumns, Sequence[int]] | None = None,
     ) -> None:  # fmt: skip
         """`cols`: lists of n values, each with a present value somewhere; `distinct` (optional): per
         list-valued key, its present values, each object once (the fast parse shares equal texts' values);
@@ -103,7 +103,14 @@ class ArgColumns:
         col = self.raw(key)
         return [default if v is ABSENT else v for v in col] if ABSENT in col else col
 
-    def take(self, idx: list[int]) -> ArgColumns:
+    def keep_only(self, keys: Iterable[str]) -> None:
+        """Drop the stored columns of every key but `keys` (memory: a reader done with them lets them go)."""
+        wanted = set(keys)
+        for key in [k for k in self.cols if k not in wanted]:
+            del self.cols[key]
+        self.distinct = {k: v for k, v in self.distinct.items() if k in wanted}
+
+    def take(self, idx: Sequence[int]) -> ArgColumns:
         """The args of slices `idx`, in that order (each column gathered when first read)."""
         return ArgColumns(len(idx), {}, None, (self, idx))
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from nprof.capture.chrome_dma import dma_columns
+from nprof.capture.chrome_dma import DMA_KEYS, dma_columns
 from nprof.capture.chrome_events import ABSENT
 from nprof.capture.chrome_host import (
     Host,
@@ -360,7 +360,8 @@ def build_profile(
 ) -> Rows:
     """The Rows of a parsed trace (`sl`: the slices' name/cat/pid/tid/args columns; times in µs): tracks,
     host nesting and work level, FLOPs and bytes, context, device links, then ids, deps and columns with
-    ts from the earliest start (`Rows.origin_ns`). A trace over 2**45 ns long raises NprofError."""
+    ts from the earliest start (`Rows.origin_ns`). A trace over 2**45 ns long raises NprofError. `sl.args`
+    keeps only the columns of `chrome_dma.DMA_KEYS` afterwards (the others are dropped once read: peak memory)."""
     n = len(sl.name)
     base_us, start, dur, c_ns, f_ns = _to_ns(ts_us, dur_us, c_ts, f_ts)
     end = start + dur
@@ -384,7 +385,12 @@ def build_profile(
     info_of = row_info(h, ctx, rows)
     paths = Paths(h)
     d = _device_work(s, h, own_l, flops, read_bytes)
+    del own, has_inner, own_l, owner, emitted, ctx  # dead from here: the peak below is smaller without them
+    s.args.keep_only({*HOST_KEYS, *KERNEL_KEYS, *DMA_KEYS})  # the only args read from here on
+    h.args.keep_only(HOST_KEYS)
     ins = _instruction_rows(s, h, rows, d, flops, read_bytes, info_of, paths)
+    h.args.cols.clear()  # the host args columns gathered for the rows above: each re-gathered if read again
+    s.args.keep_only(DMA_KEYS)  # the only args read from here on (`dma_columns`)
     dma_pos = np.flatnonzero(kind[d.idx] >= 4)
     d_idx = d.idx[dma_pos].tolist()
     d_owner = list(map(d.owner.__getitem__, dma_pos.tolist()))
