@@ -271,3 +271,16 @@ def test_kernel_moves_match_the_plain_loops(seed: int) -> None:
     got = kernel_moves(is_tensor, start, owner.astype(np.int64), f, b)
     ref = _kernel_moves_reference(is_tensor.tolist(), start.tolist(), owner.tolist(), flops.tolist(), nbytes.tolist())
     assert (got[0].tolist(), got[1].tolist(), f.tolist(), b.tolist()) == ref
+
+
+def test_reading_an_args_column_after_keep_only_dropped_it_raises() -> None:
+    """A dropped key must not read as absent on every slice (a silent wrong result); kept keys still read."""
+    from nprof.capture.chrome_events import ArgColumns
+
+    cols = ArgColumns.from_dicts([{"device": 0, "stream": 7}, {"device": 1}])
+    view = cols.take([1, 0])
+    cols.keep_only({"device"})
+    assert cols.raw("device") == [0, 1] and view.raw("device") == [1, 0]
+    for reader in (cols, view):
+        with pytest.raises(RuntimeError, match="'stream' was released"):
+            reader.raw("stream")

@@ -67,6 +67,7 @@ class ArgColumns:
         self.cols = cols
         self.distinct = distinct or {}
         self._source = source
+        self._dropped: set[str] = set()  # keys `keep_only` let go: reading one is a bug, not an absent key
 
     def present_keys(self) -> Iterable[str]:
         """The keys some slice has."""
@@ -91,7 +92,10 @@ class ArgColumns:
         return self.n
 
     def raw(self, key: str) -> list[Any]:
-        """The column of `key`, ABSENT where a slice lacks it."""
+        """The column of `key`, ABSENT where a slice lacks it; RuntimeError for a key `keep_only` dropped here or
+        in the columns this one gathers from (it would read as absent everywhere: a silent wrong result)."""
+        if key in self._dropped or (self._source is not None and key in self._source[0]._dropped):
+            raise RuntimeError(f"args column {key!r} was released by keep_only before this read")
         col = self.cols.get(key)
         if col is None and self._source is not None and key in self._source[0].present_keys():
             src, idx = self._source
@@ -106,6 +110,7 @@ class ArgColumns:
     def keep_only(self, keys: Iterable[str]) -> None:
         """Drop the stored columns of every key but `keys` (memory: a reader done with them lets them go)."""
         wanted = set(keys)
+        self._dropped |= {k for k in ARG_KEYS if k not in wanted}
         for key in [k for k in self.cols if k not in wanted]:
             del self.cols[key]
         self.distinct = {k: v for k, v in self.distinct.items() if k in wanted}
