@@ -14,7 +14,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "nprof"
 
 # Shared by every stage: errors, atomic writes, the ZIP container, progress bars, command lines, outcomes,
 # the choice of compiled cores.
-BASE = {"errors", "atomic", "container", "progress", "commandline", "outcome", "compiled", "gcpause", "__version__"}
+BASE = {"errors", "atomic", "container", "progress", "commandline", "outcome", "compiled", "compiled_cache", "gcpause",
+        "__version__"}
 
 # Pipeline order (docs/architecture.md): a package may import only packages with a lower rank.
 LAYERS = {

@@ -10,6 +10,10 @@ same results (each core is held to its reference in the tests). Loading numba an
 the tracebacks of the typing failures it met for the whole process (numba's typing context caches them), and a
 traceback's frames reach, through `f_back`, every frame of the calling stack, which then outlive their calls
 with all their local variables. Compiling on a thread of its own leaves the caller's frames out of that chain.
+
+`njit(**options)` is `numba.njit(cache=True, **options)` for nprof's compiled cores, with the on-disk cache keyed
+by the source of every nprof module the function's module imports (`nprof.compiled_cache`): numba's own key
+covers only the function's file, so an edit to a module inlined into it would otherwise load stale code.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 
 def load_compiled(name: str, n: int, compiled_from: int, loaded: str | None = None) -> ModuleType | None:
@@ -46,3 +51,16 @@ def run_detached(fn: Callable[[], None]) -> None:
     thread.join()
     if failed:
         raise failed[0]
+
+
+def njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """A decorator compiling with numba, cached on disk by the sources the function may inline (see module doc)."""
+    import numba
+
+    from nprof import compiled_cache
+
+    def wrap(fn: Callable[..., Any]) -> Any:
+        compiled_cache.track(fn.__module__)
+        return numba.njit(cache=compiled_cache.caching_enabled(), **options)(fn)
+
+    return wrap

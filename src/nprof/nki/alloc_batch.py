@@ -17,12 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from nprof.compiled import njit
 
 CAP, BANK, ALIGN, CURSOR, USED, HIGH, PINNED, N, FAIL, LIVE, FAIL_J, FAIL_R = range(12)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _bisect_right(a: np.ndarray, n: int, x: int) -> int:
     lo, hi = 0, n
     while lo < hi:
@@ -34,7 +35,7 @@ def _bisect_right(a: np.ndarray, n: int, x: int) -> int:
     return lo
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _bisect_left(a: np.ndarray, n: int, x: int) -> int:
     lo, hi = 0, n
     while lo < hi:
@@ -46,7 +47,7 @@ def _bisect_left(a: np.ndarray, n: int, x: int) -> int:
     return lo
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _hits_pinned(pinned: np.ndarray, lo: int, hi: int) -> bool:
     i = 0  # bisect_right(pinned, (lo, 1 << 62)): pinned ranges starting at or before lo
     while i < pinned.shape[0] and pinned[i, 0] <= lo:
@@ -56,7 +57,7 @@ def _hits_pinned(pinned: np.ndarray, lo: int, hi: int) -> bool:
     return i < pinned.shape[0] and pinned[i, 0] < hi
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _fits(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, pinned: np.ndarray, start: int, size: int,
           align: int) -> int:  # fmt: skip
     """`Allocator._fits`: the aligned start, or -1."""
@@ -77,7 +78,7 @@ def _fits(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, pinned: np.nd
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _alloc(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, pinned: np.ndarray, size: int, align: int) -> int:
     """`Allocator.alloc` (room in starts/ends was made beforehand): the start, or -1 when nothing fits."""
     size = max(size, 1)
@@ -113,7 +114,7 @@ def _alloc(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, pinned: np.n
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _free(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, start: int) -> None:
     n = state[N]
     i = _bisect_left(starts, n, start)
@@ -125,7 +126,7 @@ def _free(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, start: int) -
     state[N] = n - 1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def run(state: np.ndarray, starts: np.ndarray, ends: np.ndarray, pinned: np.ndarray, steps: np.ndarray,
         iterations: int, tiles: int) -> tuple:  # fmt: skip
     """See module doc."""

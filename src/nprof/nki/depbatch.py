@@ -25,9 +25,9 @@ accumulate) of the k-th instruction made; its dependencies are deps[dep_off[k]:d
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from nprof.arch.isa import Opcode
+from nprof.compiled import njit
 from nprof.nki import depcore as core
 from nprof.nki.depregions import E_NFREE, E_USED, EW, NEED_E, NEED_P, P_NFREE, P_USED, PW, T_USED
 
@@ -47,7 +47,7 @@ HDR = 2  # name code and dtype code before an access's tracker encoding
 KEY = 5  # where the loaded stationary's key starts in `state`
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _grown(E: np.ndarray, P: np.ndarray, T: np.ndarray, M: np.ndarray) -> tuple:
     """(E, P, T) with the room `record` asked for (M[NEED_E], M[NEED_P]), doubling as `DepTracker._grow` does."""
     if 2 * (M[T_USED] + M[NEED_E]) > T.shape[0]:
@@ -76,13 +76,13 @@ def _grown(E: np.ndarray, P: np.ndarray, T: np.ndarray, M: np.ndarray) -> tuple:
     return E, P, T
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _length(row: np.ndarray, at: int) -> int:
     """Length of the access (with its header) at row[at:]."""
     return HDR + 7 + 2 * row[at + HDR + 6]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _load(IO: np.ndarray, q: int, row: np.ndarray, at: int) -> int:
     """Copy the tracker encoding of the access at row[at:] into IO[q:]; returns the position after it."""
     n = _length(row, at) - HDR
@@ -90,7 +90,7 @@ def _load(IO: np.ndarray, q: int, row: np.ndarray, at: int) -> int:
     return q + n
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, IO: np.ndarray, index: int,
             nreads: int, nwrites: int) -> tuple:  # fmt: skip
     n = core.record(E, P, H, M, T, IO, index, nreads, nwrites)
@@ -100,7 +100,7 @@ def _record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nd
     return E, P, T, n
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _keep(deps: np.ndarray, nd: int, IO: np.ndarray, q: int, n: int) -> tuple:
     """deps with IO[q:q + n] appended at nd (grown when full)."""
     if nd + n > deps.shape[0]:
@@ -111,7 +111,7 @@ def _keep(deps: np.ndarray, nd: int, IO: np.ndarray, q: int, n: int) -> tuple:
     return deps, nd + n
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _same_key(state: np.ndarray, row: np.ndarray, at: int) -> bool:
     n = _length(row, at)
     if state[3] != n:
@@ -122,7 +122,7 @@ def _same_key(state: np.ndarray, row: np.ndarray, at: int) -> bool:
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, stream: np.ndarray,
         IO: np.ndarray, state: np.ndarray, out: np.ndarray, deps: np.ndarray, dep_off: np.ndarray,
         tiles: int) -> tuple:  # fmt: skip

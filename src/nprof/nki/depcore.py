@@ -26,8 +26,8 @@ narrows the entries examined (a region is in every bucket its span touches, so o
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from nprof.compiled import njit
 from nprof.nki.depregions import (
     BF,
     BL,
@@ -71,7 +71,7 @@ from nprof.nki.depregions import (
 )
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _push(buf: np.ndarray, n: int, value: int) -> np.ndarray:
     """`buf` with `value` at position n (a doubled copy when full)."""
     if n == buf.shape[0]:
@@ -82,7 +82,7 @@ def _push(buf: np.ndarray, n: int, value: int) -> np.ndarray:
     return buf
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _candidates(E: np.ndarray, P: np.ndarray, H: np.ndarray, q: np.ndarray, out: np.ndarray) -> tuple:
     """(out, n): the entries of q's memory that may overlap q, each once (a bucket entry is taken at the first
     bucket it shares with q)."""
@@ -106,7 +106,7 @@ def _candidates(E: np.ndarray, P: np.ndarray, H: np.ndarray, q: np.ndarray, out:
     return out, n
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _take(A: np.ndarray, M: np.ndarray, free: int, nfree: int, used: int, link: int) -> int:
     """A free row of table A (room was checked beforehand): the head of its free list (M[free], linked by
     column `link`, M[nfree] long) if any, else the next never-used row (M[used])."""
@@ -120,19 +120,19 @@ def _take(A: np.ndarray, M: np.ndarray, free: int, nfree: int, used: int, link: 
     return r
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _node(P: np.ndarray, M: np.ndarray) -> int:
     """A free P node (room was checked beforehand)."""
     return _take(P, M, P_FREE, P_NFREE, P_USED, NXT)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _row(E: np.ndarray, M: np.ndarray) -> int:
     """A free E row (room was checked beforehand)."""
     return _take(E, M, E_FREE, E_NFREE, E_USED, NEXT)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _add_reader(E: np.ndarray, P: np.ndarray, M: np.ndarray, e: int, index: int) -> None:
     n = _node(P, M)
     P[n, VAL], P[n, NXT] = index, -1
@@ -143,7 +143,7 @@ def _add_reader(E: np.ndarray, P: np.ndarray, M: np.ndarray, e: int, index: int)
     E[e, RTAIL] = n
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _new_entry(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, q: np.ndarray, writer: int,
                reader: int) -> None:  # fmt: skip
     """Enter region q with `writer` (-1: none) and readers [reader] (-1: none) into its buckets."""
@@ -156,7 +156,7 @@ def _new_entry(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, q: np
     _link(E, P, H, M, e)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _link(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, e: int) -> None:
     """Put entry e into the lists of its buckets."""
     sid = E[e, SID]
@@ -172,14 +172,14 @@ def _link(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, e: int) ->
         E[e, NODES] = n
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _free_node(P: np.ndarray, M: np.ndarray, n: int) -> None:
     P[n, NXT] = M[P_FREE]
     M[P_FREE] = n
     M[P_NFREE] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _drop(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, e: int) -> None:
     """Remove entry e: out of its buckets, its nodes and row freed."""
     sid = E[e, SID]
@@ -206,7 +206,7 @@ def _drop(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, e: int) ->
     M[E_NFREE] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _find_deferred(E: np.ndarray, T: np.ndarray, q: np.ndarray) -> int:
     """The slot of T holding the deferred region equal to q, or the free slot where it goes."""
     size = T.shape[0]
@@ -223,7 +223,7 @@ def _find_deferred(E: np.ndarray, T: np.ndarray, q: np.ndarray) -> int:
     return h if free < 0 else free
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _defer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, q: np.ndarray,
            index: int) -> None:  # fmt: skip
     """Keep a read of a memory not written yet: one deferred row per distinct region (found through T), listing
@@ -250,7 +250,7 @@ def _defer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     H[sid, DCOST] += bucket_count(q)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _enter(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, sid: int) -> None:
     """Enter the deferred reads of memory `sid` (one entry per distinct region, with its readers)."""
     r = H[sid, DHEAD]
@@ -265,7 +265,7 @@ def _enter(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     H[sid, DHEAD], H[sid, DTAIL], H[sid, DCOST] = -1, -1, 0
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def rehash(E: np.ndarray, T: np.ndarray, size: int) -> np.ndarray:
     """T with room: a table of `size` slots holding the same deferred regions (no removed slots)."""
     table = np.full(size, -1, np.int64)
@@ -276,7 +276,7 @@ def rehash(E: np.ndarray, T: np.ndarray, size: int) -> np.ndarray:
     return table
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _read(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, q: np.ndarray, index: int,
           deps: np.ndarray, nd: int, scratch: np.ndarray) -> tuple:  # fmt: skip
     """Register a read of region q by `index`: (deps, nd, scratch) with the writers it waits for appended."""
@@ -303,7 +303,7 @@ def _read(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndar
     return deps, nd, scratch
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _write(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, q: np.ndarray, index: int,
            deps: np.ndarray, nd: int, scratch: np.ndarray) -> tuple:  # fmt: skip
     """Register a write of region q by `index`: (deps, nd, scratch) with the accesses it waits for appended;
@@ -332,7 +332,7 @@ def _write(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     return deps, nd, scratch
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, IO: np.ndarray, index: int,
            nreads: int, nwrites: int) -> int:  # fmt: skip
     """Register instruction `index` reading the first `nreads` accesses of IO and writing the next `nwrites`;
@@ -370,7 +370,7 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def last_writer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, IO: np.ndarray) -> int:
     """The latest instruction that wrote any part of the access at IO[0:] (-1 if none)."""
     q = np.empty(EW, np.int64)

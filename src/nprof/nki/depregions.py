@@ -8,7 +8,8 @@ The column layout of the state arrays (see depcore's module doc), decoding one e
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from nprof.compiled import njit
 
 MAXR = 8  # HBM tensor axes a region box can have
 NBK = 258  # bucket slots per memory: slot 0 for entries spanning too much (or past the last), then 257 buckets
@@ -33,7 +34,7 @@ E_FREE, E_USED, E_NFREE, P_FREE, P_USED, P_NFREE, NEED_E, NEED_P, SCANNED, T_USE
 MW = 10
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def decode_region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> int:
     """Decode the access at `io[pos:]` into `row` (E columns SID..BL, BOX); returns the next access's position."""
     sid, item, off, parts, pst, pstr, nf = io[pos], io[pos + 1], io[pos + 2], io[pos + 3], io[pos + 4], \
@@ -71,7 +72,7 @@ def decode_region(H: np.ndarray, io: np.ndarray, pos: int, row: np.ndarray) -> i
     return pos + 7 + 2 * nf
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray) -> int:
     """Write the access's box in the tensor's coordinates into row[BOX:]; 1 if it maps onto the axes, else 0."""
     n = H[sid, HRANK]
@@ -107,7 +108,7 @@ def hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray) 
     return 1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def meets(E: np.ndarray, e: int, q: np.ndarray) -> bool:
     """Does entry `e` overlap region `q` (boxes when both have one, else spans)?"""
     if E[e, HASBOX] and q[HASBOX]:
@@ -118,7 +119,7 @@ def meets(E: np.ndarray, e: int, q: np.ndarray) -> bool:
     return E[e, S0] < q[S1] and q[S0] < E[e, S1]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def inside(E: np.ndarray, e: int, q: np.ndarray, need_box: bool) -> bool:
     """Is entry `e` within region `q`? (`need_box`: with no box on `e` only a box-less `q` covers it by span.)"""
     if E[e, HASBOX] and q[HASBOX]:
@@ -131,7 +132,7 @@ def inside(E: np.ndarray, e: int, q: np.ndarray, need_box: bool) -> bool:
     return q[S0] <= E[e, S0] and E[e, S1] <= q[S1]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def same_region(E: np.ndarray, e: int, q: np.ndarray) -> bool:
     """Same box (or both none) and same span."""
     if E[e, HASBOX] != q[HASBOX] or E[e, S0] != q[S0] or E[e, S1] != q[S1]:
@@ -143,13 +144,13 @@ def same_region(E: np.ndarray, e: int, q: np.ndarray) -> bool:
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def bucket_count(q: np.ndarray) -> int:
     """Bucket lists region q is in."""
     return 1 if q[BF] < 0 else q[BL] - q[BF] + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def region_hash(q: np.ndarray, size: int) -> int:
     """Slot of region q in a hash table of `size` (a power of two) slots."""
     h = q[SID] * 1000003 + q[S0] * 8191 + q[S1] * 131 + q[BF]
