@@ -93,12 +93,12 @@ def _check_loop(frame: FrameType) -> bool:
     if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame, helpers):
         return False
     if any(isinstance(s, ast.Delete) and not all(isinstance(t, ast.Name) for t in s.targets)
-           for stmt in node.body for s in ast.walk(stmt)):  # fmt: skip
+           for stmt in node.body for s in _walk(stmt)):  # fmt: skip
         return False  # (`del name` only: deleting items or attributes changes objects the log does not cover)
     _HELPERS[(frame.f_code, frame.f_lineno)] = helpers
-    subscripted = {s.value.id for stmt in node.body for s in ast.walk(stmt)
+    subscripted = {s.value.id for stmt in node.body for s in _walk(stmt)
                    if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
-    bound = {t.id for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Name) and
+    bound = {t.id for stmt in node.body for t in _walk(stmt) if isinstance(t, ast.Name) and
              isinstance(t.ctx, ast.Store)}  # fmt: skip
     if not _tiles_by_call(node, subscripted & bound):
         return False
@@ -109,13 +109,33 @@ def _check_loop(frame: FrameType) -> bool:
 
 def _helper_defs(loop: ast.For, helpers: dict[str, CodeType | None]) -> dict[str, ast.FunctionDef]:
     """The syntax trees of a loop's pure helpers (those defined in its body, then the kernel's or module's)."""
-    defs = {n.name: n for n in ast.walk(loop) if isinstance(n, ast.FunctionDef) and helpers.get(n.name, 0) is None}
+    defs = {n.name: n for n in _walk(loop) if isinstance(n, ast.FunctionDef) and helpers.get(n.name, 0) is None}
     for name, code in helpers.items():
-        if code is not None:
-            tree = ast.parse(textwrap.dedent("".join(source_lines(code)[0])))
-            if isinstance(tree.body[0], ast.FunctionDef):
-                defs[name] = tree.body[0]
+        body = _parsed(code) if code is not None else None
+        if body and isinstance(body[0], ast.FunctionDef):  # (checked by `_pure_helper` already)
+            defs[name] = body[0]
     return defs
+
+
+def _walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """`ast.walk(node)` (same nodes, same order), listed once per node: the trees checked are kept (`_loops`,
+    `_parsed`), and an inner loop's statements are walked again for each loop enclosing it."""
+    hit = _WALKED.get(node)
+    if hit is None:
+        hit = _WALKED[node] = tuple(ast.walk(node))
+    return hit
+
+
+def _parsed(code: CodeType) -> list[ast.stmt] | None:
+    """The statements of the source of a function's code object (None when unavailable), parsed once per code
+    object: a helper (e.g. a closure the kernel defines) is checked for every loop calling it, and each
+    definition of a closure makes a new function of the same code. The trees are only read."""
+    if code not in _PARSED:
+        try:
+            _PARSED[code] = ast.parse(textwrap.dedent("".join(source_lines(code)[0]))).body
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            _PARSED[code] = None
+    return _PARSED[code]
 
 
 def affine_body(frame: FrameType) -> bool:
@@ -127,14 +147,14 @@ def affine_body(frame: FrameType) -> bool:
 def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
     """Are the subscripted names the body binds bound only to results of calls (nl/nisa: tiles), never to
     other values (a Python list aliased in the body and indexed by the loop variable would not replay)?"""
-    for node in ast.walk(loop):
+    for node in _walk(loop):
         if isinstance(node, ast.For) and node is not loop and isinstance(node.target, ast.Name):
             if node.target.id in names:
                 return False
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id in names:
             return False
         elif isinstance(node, ast.Assign):
-            stored = {t.id for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+            stored = {t.id for target in node.targets for t in _walk(target) if isinstance(t, ast.Name)}
             if stored & names and not isinstance(node.value, ast.Call):
                 return False
     return True
@@ -153,12 +173,12 @@ def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType | 
         if isinstance(stmt, ast.For):
             if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
                 return False
-            if not all(_nki_call(c.func, frame) for c in ast.walk(stmt.iter) if isinstance(c, ast.Call)):
+            if not all(_nki_call(c.func, frame) for c in _walk(stmt.iter) if isinstance(c, ast.Call)):
                 return False
             if not _pure(stmt.body, frame, helpers):
                 return False
             continue
-        for sub in ast.walk(stmt):
+        for sub in _walk(stmt):
             if not isinstance(sub, _NODES):
                 return False
             if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
@@ -179,6 +199,8 @@ _AFFINE: dict[tuple[CodeType, int], bool] = {}  # per pure loop: is its body aff
 _HELPERS: dict[tuple[CodeType, int], dict[str, CodeType | None]] = {}  # per loop: its pure helpers (None: def
 # in the body), by name
 _HELPER_OK: dict[CodeType, bool] = {}
+_WALKED: dict[ast.AST, tuple[ast.AST, ...]] = {}  # (`_walk`)
+_PARSED: dict[CodeType, list[ast.stmt] | None] = {}  # (`_parsed`)
 
 
 def _resolve(name: str, frame: FrameType) -> object:
@@ -211,11 +233,8 @@ def _pure_helper(fn: FunctionType) -> bool:
         return False
     if code.co_kwonlyargcount or code.co_posonlyargcount:
         return False
-    try:
-        tree = ast.parse(textwrap.dedent("".join(source_lines(code)[0])))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return False
-    node = tree.body[0] if len(tree.body) == 1 else None
+    body = _parsed(code)
+    node = body[0] if body is not None and len(body) == 1 else None
     if not isinstance(node, ast.FunctionDef):
         return False
     slice_ok = fn.__globals__.get("slice", builtins.slice) is builtins.slice and "slice" not in code.co_freevars
@@ -235,7 +254,7 @@ def _pure_def(node: ast.FunctionDef, slice_ok: bool) -> bool:
     if not all(isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in body[:-1]):
         return False
     for stmt in body:
-        for sub in ast.walk(stmt):
+        for sub in _walk(stmt):
             if not isinstance(sub, _HELPER_NODES):
                 return False
             if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):

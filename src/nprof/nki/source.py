@@ -4,7 +4,8 @@
 the `nprof.nki` package: that is the kernel line an instruction is attributed
 to (`nki_source_location`) and the line a `KernelError` starts with. Whether a
 code object is nprof's and its file's base name are cached per code object
-(the walk runs once per traced instruction).
+(the walk runs once per traced instruction), keyed by the code object's id: hashing a code object hashes its
+contents, ~3x the cost of the lookup by id; the code objects met are kept alive, so an id is never reused).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from types import CodeType, FrameType
 from nprof.errors import KernelError
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_NAMES: dict[CodeType, str | None] = {}  # code object -> base name of its file, None when it is nprof's
+_NAMES: dict[int, str | None] = {}  # id of a code object -> base name of its file, None when it is nprof's
+_KEPT: list[CodeType] = []  # the code objects of _NAMES (alive: their ids stay theirs)
 
 
 def _name(code: CodeType) -> str | None:
     filename = code.co_filename
     name = None if filename.startswith(_PKG_DIR) or filename.startswith("<frozen") else os.path.basename(filename)
-    _NAMES[code] = name
+    _KEPT.append(code)
+    _NAMES[id(code)] = name
     return name
 
 
@@ -36,7 +39,7 @@ def user_frame(skip: int = 0) -> FrameType | None:
     names = _NAMES
     while frame is not None:
         code = frame.f_code
-        name = names.get(code, 0)
+        name = names.get(id(code), 0)
         if name == 0:
             name = _name(code)
         if name is not None:
@@ -53,7 +56,7 @@ def user_location(full_path: bool = False, skip: int = 0) -> str | None:
         return None
     if full_path:
         return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-    return f"{_NAMES[frame.f_code]}:{frame.f_lineno}"
+    return f"{_NAMES[id(frame.f_code)]}:{frame.f_lineno}"
 
 
 def kernel_error(message: str, where: str | None = None) -> KernelError:
