@@ -30,6 +30,7 @@ from typing import Any
 from numba.core import caching, config
 
 _TRACKED: set[str] = set()  # modules whose compiled functions SourcesLocator stamps
+_IMPORTS: dict[str, set[str]] = {}  # module -> `_imports`
 _DIGESTS: dict[str, str] = {}  # module -> sources_digest, once per process (numba stamps once per function too)
 
 
@@ -46,20 +47,30 @@ def caching_enabled() -> bool:
 
 
 def _source_path(module: str) -> Path | None:
-    """The .py file of `module` (None for a name that is no module, or has no source file)."""
-    loaded = sys.modules.get(module)
-    origin = getattr(loaded, "__file__", None) if loaded is not None else None
-    if origin is None:
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):  # (a name inside a module, not a submodule)
-            return None
-        origin = spec.origin if spec is not None else None
-    return Path(origin) if origin and origin.endswith(".py") else None
+    """The .py file of `module`, found under its top-level package's directory without importing anything (None
+    for a name that is no module file there, e.g. a function imported from a module)."""
+    parts = module.split(".")
+    origin = getattr(sys.modules.get(parts[0]), "__file__", None)
+    if not origin:
+        return None
+    base = Path(origin).parent.joinpath(*parts[1:])
+    for path in ((base.parent / f"{base.name}.py") if len(parts) > 1 else None, base / "__init__.py"):
+        if path is not None and path.is_file():
+            return path
+    return None
 
 
 def _imports(module: str, path: Path) -> set[str]:
-    """The modules `path` (the source of `module`) imports within its top-level package."""
+    """The modules `path` (the source of `module`) imports within its top-level package (parsed once per process
+    and module)."""
+    hit = _IMPORTS.get(module)
+    if hit is None:
+        hit = _IMPORTS[module] = _parsed_imports(module, path)
+    return hit
+
+
+def _parsed_imports(module: str, path: Path) -> set[str]:
+    """`_imports` read from the source."""
     root = module.split(".")[0]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -69,9 +80,10 @@ def _imports(module: str, path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else (
                 node.module or "")  # fmt: skip
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.add(sub if _source_path(sub) is not None else base)
+            if base.split(".")[0] == root:
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if _source_path(sub) is not None else base)
     return {name for name in found if name.split(".")[0] == root}
 
 

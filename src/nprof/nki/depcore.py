@@ -17,7 +17,8 @@ reports it lacks room, before anything changed):
   partition start, partition stride, free-dim count, then (stride, size) per free dim.
 
 Column names and the region geometry are in `nprof.nki.depregions` (an on-chip memory's bucket width is its H row's
-GRAN column, so a tracker may coarsen it: numba's cache does not follow edits of depregions, this note changes with it).
+GRAN column, so a tracker may coarsen it). The on-disk cache of the compiled code is keyed by the sources of
+depregions and every other nprof module this one imports too (`nprof.compiled.njit`): an edit there recompiles.
 
 The rules (what conflicts, what a read joins, what a write replaces) are the module doc of deps.py; bucketing only
 narrows the entries examined (a region is in every bucket its span touches, so overlapping regions share one).
