@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from nprof.capture import chrome_host
 from nprof.capture.chrome_host import Paths, opcode
 from nprof.capture.chrome_nest import fold_down
 
@@ -52,8 +53,12 @@ def _forest(rng: random.Random, n: int, chain: int) -> list[int]:
     return par
 
 
+@pytest.mark.parametrize("fold_from", [0, 10**9])  # the fold, the loop per distinct parent
 @pytest.mark.parametrize("seed", range(6))
-def test_parent_paths_of_every_slice_equal_the_recursive_definition(seed: int) -> None:
+def test_parent_paths_of_every_slice_equal_the_recursive_definition(
+    seed: int, fold_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chrome_host, "FOLD_FROM", fold_from)
     rng = random.Random(seed)
     n = rng.choice([1, 50, 3000])
     par = _forest(rng, n, chain=min(n, rng.choice([1, 300])))
