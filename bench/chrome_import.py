@@ -16,11 +16,13 @@ memcpys, at stated times: this machine has no GPU), and --trace FILE times an ex
 runs in a fresh child process, which reports its wall time, CPU time and peak extra RSS (the peak
 resident size minus the size after importing the libraries, whose import both times exclude: for nprof
 the importer's modules, for HTA `hta.trace_analysis`), printed beside the file size (goal <= 2x), HTA's
-by the same measure beside it. The peak RSS counts the pages of library code a first call touches (shared,
-file-backed: ~4.4 MB of pyarrow's and numpy's for nprof's table building and checks), which weigh on the
-smallest traces; so each figure is also printed "after a first import" (the child imports a 1283-event trace
-first, returns the memory it freed to the system and resets its peak: the fixed per-process cost left out,
-for HTA likewise).
+by the same measure beside it. The peak RSS counts the pages of library code a first call touches (file-backed:
+~2.7 MB of numpy's and pyarrow's for nprof's table building and checks, more for HTA's pandas), which weigh on
+the smallest traces; so two more figures are printed for each importer: the file-backed part of the RSS the
+load added (/proc/self/status RssFile at its end; neither importer maps the trace file, so these are library
+pages) and the peak less it (a lower bound of the private peak: pages touched after the peak are subtracted
+too), and the peak "after a first import" (the child imports a 1283-event trace first, returns the memory it
+freed to the system and resets its peak: the fixed per-process cost left out, for HTA likewise).
 --repeat N runs each child N times and keeps the least of each figure (a busy shared machine).
 It also prints the nprof import's CPU time per stage (parse into columns; checks, rows and tables),
 measured in this process, so a regression can be placed.
@@ -65,9 +67,9 @@ if {warm!r}:  # a first import of a small trace: the library code it touches is 
     gc.collect()
     ctypes.CDLL("libc.so.6").malloc_trim(0)  # the memory it freed goes back to the system: not reused for free
     b.reset_peak()
-base = b.rss_kb("VmRSS")
+base, base_file = b.rss_kb("VmRSS"), b.rss_kb("RssFile")
 w, c = fn(Path({path!r}))[:2]
-print(json.dumps([w, c, (b.rss_kb("VmHWM") - base) * 1024]))
+print(json.dumps([w, c, (b.rss_kb("VmHWM") - base) * 1024, (b.rss_kb("RssFile") - base_file) * 1024]))
 """
 
 
@@ -353,9 +355,11 @@ def _appended(raw: bytes, extra: list[dict[str, Any]]) -> bytes:
     return body.replace(b'"deviceProperties": []', gpu, 1)
 
 
-def in_child(which: str, path: Path, repeat: int = 1, warm: bool = False) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS bytes) of `time_nprof` or `time_hta`, each run in a fresh Python process
-    `repeat` times: the least of each figure (on a busy machine the least is the least disturbed run).
+def in_child(which: str, path: Path, repeat: int = 1, warm: bool = False) -> tuple[float, float, int, int]:
+    """(wall s, CPU s, peak extra RSS bytes, file-backed RSS bytes added) of `time_nprof` or `time_hta`, each
+    run in a fresh Python process `repeat` times: the least of each figure (on a busy machine the least is the
+    least disturbed run). The file-backed RSS added (/proc/self/status RssFile, at the end of the load) is the
+    library code and data pages the load touched first: neither importer maps the trace file.
     `warm`: the child first imports a 1283-event trace (its freed memory returned to the system), so the
     figures leave out the library code a first import touches (a fixed cost per process, not per file)."""
     import subprocess
@@ -366,8 +370,18 @@ def in_child(which: str, path: Path, repeat: int = 1, warm: bool = False) -> tup
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
         runs.append(orjson.loads(out.stdout.strip().splitlines()[-1]))
-    w, c, rss = (min(r[k] for r in runs) for k in range(3))
-    return w, c, rss
+    w, c, rss, file_rss = (min(r[k] for r in runs) for k in range(4))
+    return w, c, rss, file_rss
+
+
+def memory(rss: int, file_rss: int, rss_warm: int, size: int) -> str:
+    """The peak-memory figures of one importer on one file, each stated as measured."""
+    private = rss - file_rss
+    return (
+        f"peak extra RSS {rss / 1e6:.1f} MB = {rss / size:.1f}x the file; of the RSS it added {file_rss / 1e6:.1f} MB "
+        f"is file-backed (library code pages), the peak less those {private / 1e6:.1f} MB = {private / size:.1f}x "
+        f"(a lower bound of the private peak); after a first import: {rss_warm / 1e6:.1f} MB = {rss_warm / size:.1f}x"
+    )
 
 
 def compare(path: Path, n: int, skip_hta: bool, repeat: int = 1) -> int:
@@ -376,26 +390,25 @@ def compare(path: Path, n: int, skip_hta: bool, repeat: int = 1) -> int:
     size = os.path.getsize(path)
     load = f"; machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
     print(f"trace: {n} events, {size / 1e6:.1f} MB ({path.name}){load}")
-    t_nprof, c_nprof, rss = in_child("nprof", path, repeat)
+    t_nprof, c_nprof, rss, file_rss = in_child("nprof", path, repeat)
     rss_warm = in_child("nprof", path, repeat, warm=True)[2]
     print(
         f"  nprof import: {t_nprof:.2f} s wall, {c_nprof:.2f} s CPU ({n / t_nprof:,.0f} events/s); "
-        f"peak extra RSS {rss / 1e6:.1f} MB = {rss / size:.1f}x the file (goal <= 2x); "
-        f"after a first import: {rss_warm / 1e6:.1f} MB = {rss_warm / size:.1f}x"
+        f"{memory(rss, file_rss, rss_warm, size)} (goal: peak <= 2x)"
     )
     stages(path)
     if skip_hta:
         return 0
     try:
-        t_hta, c_hta, rss_hta = in_child("hta", path, repeat)
+        t_hta, c_hta, rss_hta, file_hta = in_child("hta", path, repeat)
     except Exception as exc:  # report why HTA could not load, do not hide it
-        print(f"  HTA: failed to load ({type(exc).__name__}: {exc})")
+        err = getattr(exc, "stderr", None) or str(exc)  # a child's failure: the last line it printed
+        print(f"  HTA: failed to load ({type(exc).__name__}: {err.strip().splitlines()[-1][:200]})")
         return 1
     rss_hta_warm = in_child("hta", path, repeat, warm=True)[2]
     print(
         f"  HTA TraceAnalysis load: {t_hta:.2f} s wall, {c_hta:.2f} s CPU ({n / t_hta:,.0f} events/s); "
-        f"peak extra RSS {rss_hta / 1e6:.1f} MB = {rss_hta / size:.1f}x the file; "
-        f"after a first import: {rss_hta_warm / 1e6:.1f} MB = {rss_hta_warm / size:.1f}x"
+        f"{memory(rss_hta, file_hta, rss_hta_warm, size)}"
     )
     print(
         f"  ratio: nprof is {t_hta / t_nprof:.1f}x faster than HTA (wall), {c_hta / c_nprof:.1f}x (CPU time); "

@@ -1,14 +1,16 @@
 """`chrome_tree.Context.innermost` (a step at a time over all queries) against its plain per-span loop;
-`chrome_tree.pair_codes` (integer codes instead of a (pid, tid) tuple per slice) against a dict of tuples."""
+`chrome_tree.pair_codes` (integer codes instead of a (pid, tid) tuple per slice) against a dict of tuples;
+`Context.info` against its plain recursive definition."""
 
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
 
-from nprof.capture.chrome_tree import Context, pair_codes
+from nprof.capture.chrome_tree import Context, pair_codes, user_frame
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -52,3 +54,45 @@ def test_pair_codes_tell_apart_what_a_dict_of_pairs_does(seed: int) -> None:
     relabel = {c: want[first[c]] for c in range(len(first))}  # np.unique numbers pairs by value, not order
     assert [relabel[c] for c in codes.tolist()] == want
     assert sorted(first) == firsts
+
+
+_CTX_NAMES = [
+    "nn.Module: Linear_0", "nn.Module: Sequential", "nprof.module: blocks.3", "nprof.src: train.py:12",
+    "train.py(40): step", "/home/u/model.py(7): forward", "torch/nn/modules/linear.py(116): forward",
+    "/usr/lib/python3.11/site-packages/x.py(3): f", "ProfilerStep#4", "ProfilerStep#12", "Optimizer.step#SGD.step",
+    "<built-in method addmm>",
+]  # fmt: skip
+
+
+def _plain_info(ctx: Context, c: int) -> tuple[str | None, str | None, int, bool]:
+    """`Context.info` by its definition: the parent's info, updated by the slice's own name."""
+    if c < 0:
+        return None, None, 0, False
+    layer, source, iteration, explicit = _plain_info(ctx, ctx.parent[c])
+    name = ctx.names[c]
+    if name.startswith("nn.Module: "):
+        layer = f"{layer}.{name[11:]}" if layer else name[11:]
+    elif name.startswith("nprof.module: "):
+        layer = name[14:]
+    elif name.startswith("nprof.src: "):
+        source, explicit = name[11:], True
+    elif not explicit and (frame := user_frame(name)):
+        source = frame
+    elif (step := re.match(r"^ProfilerStep#(\d+)$", name)) is not None:
+        iteration = int(step.group(1))
+    return layer, source, iteration, explicit
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_info_matches_its_plain_definition(seed: int) -> None:
+    """`Context.info` (memoised up the parents, each name classified once) against the plain recursion, on
+    nested context slices with module, source, frame and step names, queried in random order."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([0, 1, 30, 600]))
+    track = rng.integers(0, 2, n).astype(np.int64)
+    start = rng.integers(0, 4 * n + 2, n).astype(np.int64)
+    end = start + rng.choice([0, 1, 5, 50, 600, 20000], n)
+    names = [_CTX_NAMES[k] for k in rng.integers(0, int(rng.integers(1, len(_CTX_NAMES) + 1)), n)]
+    ctx = Context(names, track, start, end)
+    queries = [-1, *rng.permutation(n).tolist()]
+    assert [ctx.info(c) for c in queries] == [_plain_info(ctx, c) for c in queries]

@@ -8,6 +8,8 @@ Contract (each held to the plain loops of `chrome_tree` in tests/capture/test_ch
   to its parent's end: a ProfilerStep annotation starting inside a short Python frame, for instance).
 * `first_marked(parent, marked)`: per slice, the root-most ancestor-or-self that is marked (-1 if none).
 * `nearest_marked(parent, marked)`: per slice, the nearest (innermost) ancestor-or-self marked (-1 if none).
+* `fold_down(parent, labels, step)`: a value per node folded down from the roots (`step(parent's value or None,
+  label)`), as codes into its distinct values; `step` runs once per distinct (parent value, label) pair.
 
 How (`vector_nest`): when no slice overruns its parent, the loop's stack just before slice i is pushed
 holds exactly the earlier slices j of its track with end[j] > start[i] (ends along the stack never increase
@@ -19,7 +21,12 @@ last written by it). The parents found are checked: if no child ends after its p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
 import numpy as np
+
+V = TypeVar("V", bound=Hashable)
 
 TRACK_SHIFT = 45  # key = track << TRACK_SHIFT | ts; ts < 2**45 ns (~9.7 hours)
 
@@ -85,3 +92,64 @@ def nearest_marked(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
         up[live] = up[a]
         live = live[(up[live] >= 0) & (out[live] < 0)]
     return out
+
+
+def fold_down(parent: np.ndarray, labels: np.ndarray, step: Callable[[V | None, int], V]) -> tuple[np.ndarray, list[V]]:
+    """(code per node, distinct values): node i's value is values[code[i]] = step(None, labels[i]) at a root,
+    else step(value of parent[i], labels[i]) (values hashable, never None; equal values share one code).
+
+    One depth at a time: the nodes whose parents have codes get theirs by one `np.unique` over (parent code,
+    label) keys, `step` running once per distinct key; once a depth holds too few nodes to pay for the numpy
+    passes (a long chain), the rest are done one by one, up their ancestors (tests/capture/test_chrome_host.py holds
+    it to the plain recursion). A cycle in `parent` raises ValueError."""
+    parent, labels = np.asarray(parent, np.int64), np.asarray(labels, np.int64)
+    n = len(parent)
+    width = int(labels.max()) + 1 if n else 1
+    code = np.full(n, -1, np.int64)
+    values: list[V] = []
+    index: dict[V, int] = {}
+    by_key: dict[int, int] = {}  # (parent code + 1) * width + label -> code
+
+    def code_of(key: int) -> int:
+        got = by_key.get(key)
+        if got is None:
+            above = key // width - 1
+            value = step(values[above] if above >= 0 else None, key % width)
+            got = by_key[key] = index.setdefault(value, len(values))
+            if got == len(values):
+                values.append(value)
+        return got
+
+    pending = np.arange(n, dtype=np.int64)
+    while len(pending):
+        p = parent[pending]
+        above = np.where(p >= 0, code[np.maximum(p, 0)], -1)
+        ready = (p < 0) | (above >= 0)
+        k = int(np.count_nonzero(ready))
+        if k < 64 + len(pending) // 64:  # a thin depth: numpy passes cost more than a loop over what is left
+            break
+        keys, inverse = np.unique((above[ready] + 1) * width + labels[pending[ready]], return_inverse=True)
+        code[pending[ready]] = np.fromiter(map(code_of, keys.tolist()), np.int64, len(keys))[inverse.reshape(-1)]
+        pending = pending[~ready]
+    if len(pending):
+        _fold_rest(pending.tolist(), parent.tolist(), labels.tolist(), code, width, code_of)
+    return code, values
+
+
+def _fold_rest(
+    pending: list[int], parent: list[int], labels: list[int], code: np.ndarray, width: int,
+    code_of: Callable[[int], int],
+) -> None:  # fmt: skip
+    """`fold_down`'s codes for the nodes `pending`, one at a time up their ancestors (`code` updated)."""
+    codes = code.tolist()
+    for i in pending:
+        chain, node = [], i
+        while node >= 0 and codes[node] < 0:
+            chain.append(node)
+            node = parent[node]
+            if len(chain) > len(parent):
+                raise ValueError("parent has a cycle")
+        above = codes[node] if node >= 0 else -1
+        for node in reversed(chain):
+            above = codes[node] = code_of((above + 1) * width + labels[node])
+    code[:] = codes

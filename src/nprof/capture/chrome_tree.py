@@ -195,6 +195,7 @@ class Context:
         self.rank[order] = np.arange(len(order))
         self._memo: dict[int, tuple[str | None, str | None, int, bool]] = {}
         self._frames: dict[str, str | None] = {}  # user_frame per distinct name (a loop repeats its frames)
+        self._kinds: dict[str, tuple[int, str | None, int | None]] = {}  # `_kind` per distinct name
 
     def innermost(self, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
         """Innermost context slice containing each [start, end) on the same track (-1 if none): from the
@@ -236,6 +237,16 @@ class Context:
             got = self._frames[name] = user_frame(name)
         return got  # type: ignore[return-value]
 
+    def _kind(self, name: str) -> tuple[int, str | None, int | None]:
+        """(kind, value, step) of a context slice name, as `info` reads it: 1 nn.Module (value: the module),
+        2 nprof.module (the layer), 3 nprof.src (the source); else 0 with its user frame (or None) and
+        ProfilerStep number (or None)."""
+        for kind, prefix in ((1, "nn.Module: "), (2, "nprof.module: "), (3, "nprof.src: ")):
+            if name.startswith(prefix):
+                return kind, name[len(prefix) :], None
+        step = _STEP.match(name)
+        return 0, self._user_frame(name), None if step is None else int(step.group(1))
+
     def info(self, c: int) -> tuple[str | None, str | None, int, bool]:
         """(layer, source, iteration, explicit source) for context slice c (memoised, computed from its parents)."""
         if c < 0:
@@ -249,19 +260,23 @@ class Context:
             chain.append(node)
             node = self.parent[node]
         layer, source, iteration, explicit = self._memo[node] if node >= 0 else (None, None, 0, False)
+        kinds = self._kinds
         for node in reversed(chain):
             name = self.names[node]
-            if name.startswith("nn.Module: "):
-                module = name[11:]
-                layer = f"{layer}.{module}" if layer else module
-            elif name.startswith("nprof.module: "):
-                layer = name[14:]
-            elif name.startswith("nprof.src: "):
-                source, explicit = name[11:], True
-            elif not explicit and (frame := self._user_frame(name)):
-                source = frame
-            elif (step := _STEP.match(name)) is not None:
-                iteration = int(step.group(1))
+            named = kinds.get(name)
+            if named is None:
+                named = kinds[name] = self._kind(name)
+            kind, value, step = named
+            if kind == 1:  # nn.Module: a level of the module path
+                layer = f"{layer}.{value}" if layer else value
+            elif kind == 2:  # nprof.module: the whole path
+                layer = value
+            elif kind == 3:  # nprof.src: an explicit source line
+                source, explicit = value, True
+            elif not explicit and value:  # a user frame
+                source = value
+            elif step is not None:
+                iteration = step
             self._memo[node] = (layer, source, iteration, explicit)
         return self._memo[c]
 
