@@ -12,8 +12,16 @@ once, outside the timing) and on `Instruction` objects only (the simulator
 first turns them into columns). Also times the NKI exp example when
 `examples/` provides one.
 
+Then a real compiled graph (`--graph resnet18`, bench/compile.py's model at `--image`x`--image`, batch 8):
+one training step through `torch.compile(backend="nprof")` lowers its forward and backward graphs, and for
+each the bench times, on the lowered Program of Instruction objects, what the backend does after lowering up
+to the simulated timing: "before", the program file's table written from the objects (`instruction_table`,
+per instruction) then `simulate(numerics=False)` reading that table; "after", `with_columns` (one pass over
+the objects: the plan's columns and the file's table) then `simulate`. numba is loaded there as in a compile
+process (the compiler uses it), so the compiled scheduler core runs. CPU seconds, best of `--repeat`.
+
 Usage: .venv/bin/python bench/sim_speed.py [--sizes 10000,100000,1000000] [--numeric-max 100000]
-                                            [--repeat 3] [--rows 64]
+                                            [--repeat 3] [--rows 64] [--graph resnet18|none] [--image 64]
 """
 
 from __future__ import annotations
@@ -146,6 +154,8 @@ def main() -> None:
     ap.add_argument("--numeric-max", type=int, default=100000, help="largest size to run with numerics")
     ap.add_argument("--rows", type=int, default=64, help="distinct HBM tiles (0: every tile its own)")
     ap.add_argument("--repeat", type=int, default=3, help="timing-only runs per size (the fastest is shown)")
+    ap.add_argument("--graph", default="resnet18", choices=("resnet18", "none"), help="a real compiled graph")
+    ap.add_argument("--image", type=int, default=64, help="image side of the compiled resnet18 (batch 8)")
     args = ap.parse_args()
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall figures suffer when the machine is busy)"
@@ -177,6 +187,8 @@ def main() -> None:
                 share = 100 * plan_cpu / cpu
                 print(f"{'':>9}   of which plan building (device/plan.py) {plan_cpu:.3f} s CPU ({share:.0f}%)")
     _exp_example()
+    if args.graph != "none":
+        _compiled_graphs(args.image, args.repeat)
 
 
 def _plan_cpu(program: Program, table: object | None) -> float:
@@ -189,6 +201,73 @@ def _plan_cpu(program: Program, table: object | None) -> float:
     c0 = time.process_time()
     build_plan(program, get_preset(program.preset))
     return time.process_time() - c0
+
+
+def _lowered_programs(image: int) -> list[Program]:
+    """The Programs (Instruction objects, as lowered) of one resnet18 training step through torch.compile."""
+    import importlib.util
+
+    import torch
+
+    import nprof.compiler.backend as backend
+
+    spec = importlib.util.spec_from_file_location("bench_compile", Path(__file__).resolve().parent / "compile.py")
+    assert spec is not None and spec.loader is not None
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    lowered: list[Program] = []
+    lower = backend.lower_graph
+
+    def keep(gm: object, plan: object) -> object:  # the lowering's own result, before the backend uses it
+        program, slots = lower(gm, plan)
+        lowered.append(replace(program))
+        return program, slots
+
+    os.environ["NPROF_CACHE"] = tempfile.mkdtemp(prefix="nprof-sim-speed-")
+    os.environ.setdefault("NPROF_NO_PROGRESS", "1")
+    backend.lower_graph = keep  # type: ignore[assignment]
+    try:
+        torch.manual_seed(0)
+        model = models._resnet18()
+        x, y = torch.randn(8, 3, image, image), torch.randint(0, 1000, (8,))
+        torch.nn.functional.cross_entropy(torch.compile(model, backend="nprof")(x), y).backward()
+    finally:
+        backend.lower_graph = lower
+    return lowered
+
+
+def _compiled_graphs(image: int, repeat: int) -> None:
+    """Before/after CPU of (table or columns + timing-only simulate) per lowered graph (see module doc)."""
+    from nprof.device.columns import with_columns
+    from nprof.program.table import instruction_table
+
+    programs = _lowered_programs(image)
+
+    def before(p: Program) -> None:
+        instruction_table(p)
+        simulate(p, numerics=False)
+
+    def after(p: Program) -> None:
+        simulate(with_columns(p), numerics=False)
+
+    print(f"compiled resnet18 (bench/compile.py's layout), batch 8, {image}x{image}: each lowered graph from its "
+          "Instruction objects to its simulated timing (CPU, best of runs; goal >= 1,000,000 instr/s)")  # fmt: skip
+    for p in programs:
+        n = len(p.instructions)
+        deps = sum(len(i.deps) for i in p.instructions)
+        cpu = {}
+        for label, path in (("before", before), ("after", after)):
+            runs = []
+            for _ in range(repeat):
+                copy = replace(p)
+                gc.collect()
+                c0 = time.process_time()
+                path(copy)
+                runs.append(time.process_time() - c0)
+            cpu[label] = min(runs)
+        old, new = cpu["before"], cpu["after"]
+        print(f"  {p.name[-2:]} {n:>7} instructions ({deps / max(n, 1):.0f} deps each): before {old:.3f} s CPU "
+              f"{n / old:>9,.0f} instr/s; after {new:.3f} s CPU {n / new:>9,.0f} instr/s")  # fmt: skip
 
 
 def _exp_example() -> None:

@@ -2,7 +2,8 @@
 
 Held on the programs the compiler emits for a small CNN's forward and backward (copies, transposing copies,
 matmuls, elementwise chains, reductions) and on a hand-written program with overlapping, reshaping and
-dtype-converting copies, each run twice on different random inputs (the kept Memory must not leak state).
+dtype-converting copies and fills of values each dtype rounds, clips or overflows, each run twice on
+different random inputs (the kept Memory must not leak state).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def _kernel_program() -> Program:
     out = b.hbm_tensor("out", (64, 48), "float32", "output")
     low = b.hbm_tensor("low", (64, 48), "bfloat16", "output")
     flat = b.hbm_tensor("flat", (48, 64), "float32", "output")
+    sets = [b.hbm_tensor(f"set{k}", (64, 6), dtype, "output")
+            for k, dtype in enumerate(("bfloat16", "int32", "float32", "bfloat16", "float16"))]  # fmt: skip
 
     def kernel() -> None:
         a, c = nl.load(x), nl.load(y)
@@ -83,6 +86,11 @@ def _kernel_program() -> Program:
         nl.store(out, value=d)
         nl.store(low, value=d)  # a converting DMA (fp32 -> bf16)
         nl.store(flat, value=nisa.nc_transpose(a[:, 0:48]))
+        for k, (value, dtype) in enumerate([(0.1, "bfloat16"), (-3.7, "int32"), (float("-inf"), "float32"),
+                                            (1e39, "bfloat16"), (float("nan"), "float16")]):  # fmt: skip
+            filled = nisa.memset((64, 6), value, getattr(nl, dtype))
+            filled[:, 1:3] = nisa.memset((64, 2), 2.5, getattr(nl, dtype))  # a fill into part of a tile
+            nl.store(sets[k], value=filled)
 
     b.call(kernel)
     return b.build()

@@ -40,6 +40,7 @@ from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.packing import pack_inputs
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
+from nprof.device.columns import with_columns
 from nprof.device.process_group import has_collectives
 from nprof.errors import NprofError, UnsupportedOpError
 from nprof.gcpause import gc_paused
@@ -368,6 +369,7 @@ def _program(
         layer_by_seq=dict(shared["layer_by_seq"]),
     )
     program, slots = lower_graph(gm, plan)
+    program = with_columns(program)  # the file's table and the simulator's plan read these: no second conversion
     manifest = {
         "module": module_dir.name,
         "kind": kind,

@@ -36,8 +36,8 @@ def uses_mx(program: Program) -> bool:
         import pyarrow.compute as pc
 
         dtypes = pc.struct_field(pc.list_flatten(table.column("ins")), "dtype")
-        quantize = pc.any(pc.equal(table.column("opcode"), Opcode.QUANTIZE_MX.value)).as_py()
-        found = bool(quantize or pc.any(pc.is_in(dtypes, pa.array(sorted(PACKED_MX)))).as_py())
+        quantize = pc.any(pc.equal(table.column("opcode"), pa.scalar(Opcode.QUANTIZE_MX.value, pa.string()))).as_py()
+        found = bool(quantize or pc.any(pc.is_in(dtypes, pa.array(sorted(PACKED_MX), pa.string()))).as_py())
     else:
         from nprof.program.lazy import Instructions
 

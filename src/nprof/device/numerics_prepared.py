@@ -11,6 +11,8 @@ the per-instruction copies and conversions:
   views (numpy copies through a temporary when they overlap, as the handler's explicit copy does);
 * a TENSOR_TENSOR add/subtract/multiply/divide/maximum/minimum on float32 operands and result of one shape
   is the ufunc written straight into the result view (float32 arithmetic either way);
+* a MEMSET is one `np.copyto` of its value, converted to the output dtype once (`memory.convert` is
+  element-wise: the handler converts the value broadcast to every element), into the output view;
 * LDWEIGHTS (no numerics) is no step at all.
 
 An instruction whose views cannot be made (out of bounds) keeps its handler, which raises at run time. Errors
@@ -29,7 +31,7 @@ import numpy as np
 from nprof.arch.isa import Instruction, Opcode
 from nprof.arch.presets import Preset
 from nprof.device import numerics as num
-from nprof.device.memory import AccessError, Memory
+from nprof.device.memory import AccessError, Memory, convert
 from nprof.errors import NprofError
 from nprof.program.model import Program
 
@@ -74,7 +76,9 @@ class PreparedNumerics:
                 step = _tensor_tensor_step(self.mem, ins)
                 if step is not None:
                     return step
-        except (AccessError, ValueError, IndexError):
+            if ins.opcode is Opcode.MEMSET and len(ins.outs) == 1:
+                return _memset_step(self.mem, ins)
+        except (AccessError, ValueError, IndexError, TypeError):
             pass  # the handler raises the same error when the instruction runs
         return partial(num.HANDLERS[ins.opcode], ins, self.mem)
 
@@ -112,6 +116,12 @@ def _copy_step(mem: Memory, ins: Instruction) -> Step:
         except ValueError:  # not expressible as a view: reshape (a copy) at every run
             return partial(_copy_reshaped, dst, src)
     return partial(np.copyto, dst, src)
+
+
+def _memset_step(mem: Memory, ins: Instruction) -> Step:
+    out = ins.outs[0]
+    value = convert(np.asarray(np.float64(ins.attr("value", 0.0))), out.dtype)  # as the handler's write converts
+    return partial(np.copyto, mem.view(out), value)
 
 
 def _copy_reshaped(dst: np.ndarray, src: np.ndarray) -> None:

@@ -25,9 +25,23 @@ def _str(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.int64()).cast(pa.string())
 
 
+def _scalar(part: pa.Array | str) -> pa.Array | pa.Scalar:
+    """A plain string as an Arrow scalar (pyarrow 26 converts a Python str argument of a compute function at
+    ~0.4 ms a call, trying to import dateutil each time when it is not installed); arrays as they are."""
+    return pa.scalar(part, pa.string()) if isinstance(part, str) else part
+
+
+_EMPTY = pa.scalar("", pa.string())
+
+
 def _join(*parts: pa.Array | str) -> pa.Array:
     """Element-wise concatenation (plain strings are broadcast)."""
-    return pc.binary_join_element_wise(*parts, "")
+    return pc.binary_join_element_wise(*map(_scalar, parts), _EMPTY)
+
+
+def _if_else(cond: np.ndarray, then: pa.Array | str, otherwise: pa.Array | str) -> pa.Array:
+    """`pc.if_else` of a boolean numpy mask (plain strings are broadcast)."""
+    return pc.if_else(pa.array(cond), _scalar(then), _scalar(otherwise))
 
 
 def _dims_text(offset: np.ndarray, stride: np.ndarray, size: np.ndarray) -> pa.Array:
@@ -42,10 +56,10 @@ def _dims_text(offset: np.ndarray, stride: np.ndarray, size: np.ndarray) -> pa.A
         s = stride[:, k]
         start = np.where(s > 0, rest // np.where(s > 0, s, 1), 0)
         rest = rest - start * s
-        step = pc.if_else(pa.array(s == natural[:, k]), "", _join(":", _str(s)))
+        step = _if_else(s == natural[:, k], "", _join(":", _str(s)))
         parts.append(_join(_str(start), ":", _str(start + size[:, k]), step))
-    text = pc.binary_join_element_wise(*parts, ", ") if parts else pa.array([""] * rows, pa.string())
-    return _join(text, pc.if_else(pa.array(rest != 0), _join(" +", _str(rest)), ""))
+    text = pc.binary_join_element_wise(*parts, _scalar(", ")) if parts else pa.array([""] * rows, pa.string())
+    return _join(text, _if_else(rest != 0, _join(" +", _str(rest)), ""))
 
 
 def _group(acc: AccessColumns, rows: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +82,7 @@ def _texts_of(acc: AccessColumns, rows: np.ndarray, count: int, itemsize: np.nda
     if count:
         lead = _join(lead, ", ", _dims_text(offset // item, stride, size))
     extra = offset % item
-    return _join(lead, pc.if_else(pa.array(extra != 0), _join(" +", _str(extra), "B"), ""))
+    return _join(lead, _if_else(extra != 0, _join(" +", _str(extra), "B"), ""))
 
 
 def operand_texts(acc: AccessColumns) -> pa.Array:
@@ -87,8 +101,8 @@ def operand_texts(acc: AccessColumns) -> pa.Array:
     where = np.empty(n, np.int64)
     where[np.concatenate(order)] = np.arange(n)  # operand k's text is piece row where[k]
     dims = pa.concat_arrays(pieces).take(pa.array(where))
-    space = pa.array([s.value for s in SPACES]).take(pa.array(acc.space))
-    dtype = pa.array([SHORT_DTYPE.get(d, d) for d in acc.dtype_names]).take(pa.array(acc.dtype))
+    space = pa.array([s.value for s in SPACES], pa.string()).take(pa.array(acc.space))
+    dtype = pa.array([SHORT_DTYPE.get(d, d) for d in acc.dtype_names], pa.string()).take(pa.array(acc.dtype))
     tensor = pa.array(acc.tensor_names, pa.string()).take(pa.array(acc.tensor))
     return _join(space, " ", tensor, "[", dims, "] ", dtype)
 
@@ -103,7 +117,7 @@ def _joined(texts: pa.Array, offsets: np.ndarray, values: np.ndarray) -> pa.Arra
     for k in range(widest):
         has = count > k
         text = texts.take(pa.array(np.where(has, values[np.minimum(offsets[:-1] + k, len(values) - 1)], 0)))
-        cols.append(pc.if_else(pa.array(has), _join(", ", text) if k else text, ""))  # (null_handling="skip"
+        cols.append(_if_else(has, _join(", ", text) if k else text, ""))  # (null_handling="skip"
     return _join(*cols)  # drops rows whose items are all null in pyarrow 26, so the separators are explicit)
 
 
@@ -111,4 +125,4 @@ def signature_texts(texts: pa.Array, ins: tuple, outs: tuple, attr_text: pa.Arra
     """`outputs <- inputs` + attrs text per instruction (CSR operand codes `ins`/`outs` into `texts`); ''
     where `blank` (DMAs)."""
     line = _join(_joined(texts, *outs), " <- ", _joined(texts, *ins), attr_text)
-    return pc.if_else(pa.array(blank), "", line)
+    return _if_else(blank, "", line)

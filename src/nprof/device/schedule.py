@@ -52,8 +52,9 @@ program index). The rules, all deterministic:
 
 Two implementations of the same passes: the compiled core (`device.core`, numba) and the pure-Python passes
 (`python_schedule`: `python_list_schedule` here, `device.events`), the readable reference. Both give
-bit-identical start/end; `schedule` runs the compiled core for large plans or once it is loaded
-(`compiled_core`), the Python passes otherwise and when numba is unavailable.
+bit-identical start/end; `schedule` runs the compiled core for large plans or once it or numba is loaded
+(`compiled_core`; a torch.compile process has numba loaded by the compiler, and the core's cached machine
+code then costs ~0.1 s CPU once), the Python passes otherwise and when numba is unavailable.
 """
 
 from __future__ import annotations
@@ -192,8 +193,8 @@ COMPILED_FROM = 100_000
 
 def compiled_core(n: int) -> ModuleType | None:
     """`device.core` for a plan of `n` instructions (module doc), or None: the pure-Python passes then run
-    (small plans before the core is loaded, or numba not installed)."""
-    return load_compiled("nprof.device.core", n, COMPILED_FROM)
+    (small plans before the core or numba is loaded, or numba not installed)."""
+    return load_compiled("nprof.device.core", n, COMPILED_FROM, loaded="numba")
 
 
 def _one_pass(plan: Plan) -> bool:

@@ -1,0 +1,70 @@
+"""Every graph the zoo compiles: the columns `with_columns` gives the lowered program (what the backend attaches
+before the cache write and the simulation) make the same instruction table as the per-instruction writer, the
+same plan as the program's objects, and the same simulated timing and profile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import nprof.compiler.backend as backend  # noqa: E402
+from nprof.arch.presets import get_preset  # noqa: E402
+from nprof.device import simulate  # noqa: E402
+from nprof.device.columns import with_columns  # noqa: E402
+from nprof.device.plan import build_plan  # noqa: E402
+from nprof.program.table import instruction_table  # noqa: E402
+from tests.compiler import zoo  # noqa: E402
+from tests.device.test_plan import _assert_same_plan  # noqa: E402
+
+MODELS: dict[str, Callable[[], tuple[Any, zoo.Batch]]] = {
+    "vit-linear": lambda: zoo.images(zoo.ViT(conv=False), 8),
+    "vit-conv": lambda: zoo.images(zoo.ViT(conv=True), 8),
+    "nanogpt": lambda: zoo.tokens(zoo.NanoGPT(), 32, 8),
+    "lstm": lambda: zoo.tokens(zoo.RNNLM("lstm"), 16, 5),
+    "gru": lambda: zoo.tokens(zoo.RNNLM("gru"), 16, 5),
+    "bag": zoo.bag,
+    "resnet18": lambda: zoo.images(zoo.ResNet18(), 16, batch=8),
+    "gpt2": zoo.gpt2,
+    "bert": zoo.bert,
+}
+
+
+def _lowered(build: Callable[[], tuple[Any, zoo.Batch]], monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The programs (Instruction objects, as lowered) of one compiled training step of a zoo model."""
+    lowered: list[Any] = []
+    lower = backend.lower_graph
+
+    def keep(gm: Any, plan: Any) -> Any:
+        program, slots = lower(gm, plan)
+        lowered.append(replace(program))  # (a copy: the backend caches columns on its own)
+        return program, slots
+
+    monkeypatch.setattr(backend, "lower_graph", keep)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model, batch = build()
+    zoo.train(model, batch, 1, "nprof")
+    return lowered
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "resnet18" else n for n in MODELS])
+def test_every_zoo_graph_has_the_same_table_plan_and_timing_from_its_columns(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if name in ("gpt2", "bert"):
+        pytest.importorskip("transformers")
+    programs = _lowered(MODELS[name], monkeypatch)
+    assert len(programs) >= 2  # forward and backward
+    for program in programs:
+        columnar = with_columns(replace(program))
+        assert instruction_table(columnar).equals(instruction_table(replace(program))), program.name
+        preset = get_preset(program.preset)
+        _assert_same_plan(build_plan(columnar, preset), build_plan(replace(program), preset), program.name)
+        a, b = simulate(columnar, numerics=False), simulate(replace(program), numerics=False)
+        assert a.latencies_ns == b.latencies_ns, program.name
+        assert a.profile.instructions.equals(b.profile.instructions), program.name
