@@ -85,3 +85,20 @@ def test_sources_digest_covers_the_inlined_modules() -> None:
     batch = set(compiled_cache.imported_sources("nprof.nki.depbatch"))
     assert {"nprof.nki.depbatch", "nprof.nki.depcore", "nprof.nki.depregions", "nprof.arch.isa"} <= batch
     assert "nprof.nki" not in batch  # (`from nprof.nki import depcore` names the submodule, not the package)
+
+
+def test_cores_that_import_nprof_modules_use_the_tracked_decorator() -> None:
+    """A module compiled with numba's own `njit(cache=True)` is keyed by its own file only: it must not import
+    another nprof module (whose functions or constants numba would inline); such cores use `nprof.compiled.njit`."""
+    import ast
+
+    offenders = []
+    for path in sorted(SRC.joinpath("nprof").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        plain = any(isinstance(n, ast.ImportFrom) and n.module == "numba" and any(a.name == "njit" for a in n.names)
+                    for n in ast.walk(tree))  # fmt: skip
+        nprof_imports = [n for n in ast.walk(tree) if (isinstance(n, ast.ImportFrom) and (n.module or "").startswith(
+            "nprof")) or (isinstance(n, ast.Import) and any(a.name.startswith("nprof") for a in n.names))]  # fmt: skip
+        if plain and nprof_imports:
+            offenders.append(str(path.relative_to(SRC)))
+    assert offenders == []

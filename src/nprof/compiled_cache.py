@@ -15,7 +15,8 @@ and function-level imports; `from pkg import sub` counts the submodule `pkg.sub`
 edit to one of those files changes the stamp, and numba then treats the index as empty and compiles afresh. An
 unchanged tree keeps hitting the cache (scripts/setup.sh's warm-up). Modules outside the tracked set use numba's
 locators unchanged. When NUMBA_CACHE_LOCATOR_CLASSES overrides numba's locator list, `caching_enabled()` is
-False and `nprof.compiled.njit` compiles without the on-disk cache (correct, slower) rather than risk a stale one.
+False and `nprof.compiled.njit` compiles without the on-disk cache (correct, slower) rather than risk a stale one;
+likewise on a numba without the locator list (`CacheImpl._locator_classes`; `_CacheImpl` in older numbas).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 from numba.core import caching, config
 
+# numba's cache implementation class (`_CacheImpl` in older numbas); None: no on-disk cache (see module doc)
+_IMPL: Any = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
 _TRACKED: set[str] = set()  # modules whose compiled functions SourcesLocator stamps
 _IMPORTS: dict[str, set[str]] = {}  # module -> `_imports`
 _DIGESTS: dict[str, str] = {}  # module -> sources_digest, once per process (numba stamps once per function too)
@@ -36,14 +39,15 @@ _DIGESTS: dict[str, str] = {}  # module -> sources_digest, once per process (num
 
 def track(module: str) -> None:
     """Stamp the cache of `module`'s compiled functions with `sources_digest` (installs `SourcesLocator`)."""
-    if SourcesLocator not in caching.CacheImpl._locator_classes:
-        caching.CacheImpl._locator_classes.insert(0, SourcesLocator)
+    if _IMPL is not None and SourcesLocator not in _IMPL._locator_classes:
+        _IMPL._locator_classes.insert(0, SourcesLocator)
     _TRACKED.add(module)
 
 
 def caching_enabled() -> bool:
-    """False when NUMBA_CACHE_LOCATOR_CLASSES replaces numba's locator list (SourcesLocator would be bypassed)."""
-    return not getattr(config, "CACHE_LOCATOR_CLASSES", "")  # (numba >= 0.61 reads it)
+    """False when NUMBA_CACHE_LOCATOR_CLASSES replaces numba's locator list (SourcesLocator would be bypassed) or
+    this numba has no locator list where it is looked for."""
+    return _IMPL is not None and not getattr(config, "CACHE_LOCATOR_CLASSES", "")  # (newer numbas read it)
 
 
 def _source_path(module: str) -> Path | None:
@@ -136,7 +140,7 @@ class SourcesLocator(caching._CacheLocator):
         module = getattr(py_func, "__module__", None)
         if module not in _TRACKED:
             return None
-        classes: list[Any] = caching.CacheImpl._locator_classes
+        classes: list[Any] = _IMPL._locator_classes
         for locator_class in classes:
             if locator_class is not cls:
                 inner = locator_class.from_function(py_func, py_file)
