@@ -1,22 +1,23 @@
-"""The program order of VectorE, ScalarE and GpSimdE work chosen by a list scheduler, not by kernel order.
-
-Contract: the device runs every engine's instructions in program order (`nprof.device.schedule`, window 1), so in
-the order the kernels emitted them an engine waits for its next instruction's operands while later, independent
-work on it is ready: a convolution's weight preparation (the block-diagonal stationaries of `kernels.conv_spread`,
-which need only the weights) waits on GpSimdE behind the previous layer's batch-norm chain, which waits for that
-layer's matmuls. `list_schedule(program)` reorders the program: a list scheduler follows a cost-model clock
+"""The program order of VectorE, ScalarE and GpSimdE work chosen by a list scheduler, not by kernel order. Contract:
+the device runs every engine's instructions in program order (`nprof.device.schedule`, window 1), so in the order
+the kernels emitted them an engine waits for its next instruction's operands while later, independent work on it is
+ready: a convolution's weight preparation (the block-diagonal stationaries of `kernels.conv_spread`, which need
+only the weights) waits on GpSimdE behind the previous layer's batch-norm chain, which waits for that layer's
+matmuls. `list_schedule(program)` reorders the program: a list scheduler follows a cost-model clock
 (`nprof.arch.cost`: durations, dependency latencies, DMA trigger gaps) and, each time an engine is free, starts on
 VectorE, ScalarE or GpSimdE a ready instruction (dependencies estimated done): the first in program order, or the
 one leading the longest estimated path to the program's end (ties: program order); when none is ready, the one
-ready first. TensorE, the DMAs, Sync and CC keep their program order among themselves (TensorE's weight loads pair
-with the matmul after them; DMA queues are in order), interleaved with the rest by the same clock. The result is
-the order in which the scheduler started the instructions. The clock is an estimate (no DMA queue order or pool
-sharing), and a DMA-bound program may trigger its DMAs later in the new order, so `list_schedule` keeps the order
-the device's own timing model (`nprof.device.simulate` without numerics, a fraction of a second) runs fastest among
-the kernel order and two priorities: program order among the ready instructions, or the longest estimated path to
-the end. A program with collectives keeps the kernel order. Measured on `bench/compile.py` (simulated us, kernel
-order -> scheduled): resnet-shaped CNN forward 218.5 -> 208.8, backward 308.8 -> 296.5; nanoGPT backward 26.8 ->
-24.4.
+ready first. DMAs are triggered as the device triggers them, in order of readiness, `dma_issue_gap_ns` apart (a
+reload waits for its store, not for every hoisted input load before it in program order). TensorE, Sync and CC keep
+their program order among themselves (TensorE's weight loads pair with the matmul after them), interleaved with the
+rest by the same clock. The result is the order in which the scheduler started the instructions. The clock is an
+estimate (no DMA queue order or pool sharing), and a DMA-bound program may trigger its DMAs later in the new order,
+so `list_schedule` keeps the order the device's own timing model (`nprof.device.simulate` without numerics, a
+fraction of a second) runs fastest among the kernel order and two priorities: program order among the ready
+instructions, or the longest estimated path to the end. A program with collectives keeps the kernel order. Measured
+on `bench/compile.py` (simulated us, kernel order -> scheduled): resnet-shaped CNN forward 218.5 -> 208.8, backward
+308.8 -> 296.5 (DMAs by readiness: 201.4 -> 199.0 and 296.5 -> 287.2 on the forward with `kernels.conv_batched`);
+resnet18 forward 456.8 -> 438.8; nanoGPT backward 26.8 -> 24.4.
 
 Exact: the new order is a topological order of the recorded dependencies (an instruction is placed only after all
 of them). The tracer records every read-after-write, write-after-read and write-after-write conflict as a
@@ -36,7 +37,7 @@ from nprof.arch.presets import Preset, get_preset
 from nprof.program.model import Program
 
 ENABLED = True  # module switch (tests compare with the order the kernels emitted)
-REORDERABLE = frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD})
+REORDERABLE = frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD, Engine.DMA})
 
 
 def _latency(ins: Instruction, dep: Instruction, preset: Preset) -> float:
@@ -79,7 +80,8 @@ class _Lanes:
     def release(self, i: int, engine: Engine, at: float) -> None:
         self.released[i] = at
         if engine in REORDERABLE:
-            heapq.heappush(self.pending[engine], (at, -self.level[i], i))
+            key = float(i) if engine is Engine.DMA else -self.level[i]  # DMAs: triggered in order of readiness
+            heapq.heappush(self.pending[engine], (at, key, i))
 
     def candidate(self, engine: Engine, free: float) -> tuple[float, float, int] | None:
         """(start, -priority, instruction) of what `engine` (free at `free`) would start next, or None."""
