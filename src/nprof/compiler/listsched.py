@@ -14,8 +14,8 @@ queues and in program order among the DMAs ready by a trigger slot). TensorE, Sy
 among themselves (TensorE's weight loads pair with the matmul after them), interleaved with the rest by the same
 clock. A candidate order is the order in which the scheduler started the instructions. The clock is an estimate (no
 DMA pool sharing), so `list_schedule` keeps, of the kernel order and two candidates (program-order priority, each
-DMA clock), the one the device's own timing model (`nprof.device.simulate` without numerics, a fraction of a second
-per graph) runs fastest; the kernel order on ties. A program with collectives keeps the kernel order.
+DMA clock), the one the device's own timing model (`nprof.device.schedule`, what `simulate` reports, a fraction of a
+second per graph) runs fastest; the kernel order on ties. A program with collectives keeps the kernel order.
 
 Measured on `bench/compile.py` (simulated us, kernel order -> scheduled): resnet-shaped CNN forward 218.5 ->
 208.8, backward 308.8 -> 275.8; resnet18 forward 456.8 -> 425.8, backward 699.5 -> 662.8; nanoGPT backward
@@ -206,10 +206,8 @@ def _next(lanes: _Lanes, dmas: _DmaLane, free: dict[Engine, float]) -> tuple[flo
 
 def list_schedule(program: Program) -> Program:
     """Of `program` and its orders by `schedule_order` (program-order priority, with and without the DMA queues),
-    the one the device's timing model (`nprof.device.simulate`, no numerics) runs fastest; the kernel order on
-    ties."""
-    from nprof.device import simulate
-
+    the one the device's timing model (`nprof.device.schedule`: the makespan `simulate` reports, without
+    numerics or profile tables) runs fastest; the kernel order on ties."""
     instructions = tuple(program.instructions)
     if not ENABLED or not instructions or any(ins.engine is Engine.CC for ins in instructions):
         return program  # collectives: their timing needs the other ranks, the kernel order stays
@@ -221,11 +219,19 @@ def list_schedule(program: Program) -> Program:
             continue
         candidate = reordered(program, order)
         if best_ns is None:
-            best_ns = simulate(program, numerics=False).profile.info.total_time_ns
-        ns = simulate(candidate, numerics=False).profile.info.total_time_ns
-        if ns is not None and best_ns is not None and ns < best_ns:
+            best_ns = makespan(program, preset)
+        ns = makespan(candidate, preset)
+        if ns < best_ns:
             best, best_ns = candidate, ns
     return best
+
+
+def makespan(program: Program, preset: Preset) -> float:
+    """The simulated time of `program` on `preset` (`nprof.device.schedule`; what `simulate` reports, rounded)."""
+    from nprof.device.plan import build_plan
+    from nprof.device.schedule import schedule
+
+    return float(schedule(build_plan(program, preset), program).makespan)
 
 
 def reordered(program: Program, order: list[int]) -> Program:
