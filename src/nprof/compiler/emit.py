@@ -26,6 +26,7 @@ from nprof.compiler import packing
 from nprof.compiler.blockstage import blocks_program, finish_blocks
 from nprof.compiler.deadstores import dead_stores
 from nprof.compiler.fusion import FusingBuilder
+from nprof.compiler.listsched import list_schedule
 from nprof.compiler.packing import (
     COLUMNS_NAME,
     INTS_NAME,
@@ -132,6 +133,7 @@ class Emitter:
             members = {self.renames.get(name, name): m for name, m in blocks.members.items()}
             program = blocks_program(program, members, parts, width, self.builder.preset.pmax)
         program = hoist_loads(program) if self.builder.fusing else program  # prefetches first, the longest first
+        program = list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)

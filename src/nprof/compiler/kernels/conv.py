@@ -21,6 +21,7 @@ from typing import Any
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
+from nprof.compiler.kernels.conv_batched import batched_images, conv_batched_kernel
 from nprof.compiler.kernels.conv_strided import strided_input_grad
 from nprof.compiler.kernels.conv_taps import live_taps, stacked_input
 from nprof.compiler.kernels.conv_taps import shaped as _shaped
@@ -187,6 +188,10 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
     n, c, _, _ = x.shape
     oc, _, kh, kw = w.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
+    g = batched_images(tuple(x.shape), tuple(w.shape), stride, padding, dilation, bias is not None)
+    if g:  # strided, few channels: images on the partitions (one input DMA on g * C partitions)
+        conv_batched_kernel(out, x, w, stride, padding, g)
+        return
 
     def column(o0: int, mt: int) -> NkiTensor:
         assert bias is not None
