@@ -151,6 +151,15 @@ class Facts:
             self.__dict__[key] = to_numpy(self.instructions[name])
         return self.__dict__[key]
 
+    def i_sum(self, name: str) -> int:
+        """The sum of a numeric instructions column (cached; 0 without instructions); `preset_sums` may give it
+        for a column the profile no longer holds."""
+        key = f"_isum_{name}"
+        if key not in self.__dict__:
+            n = self.instructions.num_rows
+            self.__dict__[key] = int(to_numpy(self.instructions[name]).sum()) if n else 0
+        return self.__dict__[key]
+
     def engine_mask(self, engine: str) -> np.ndarray:
         """Rows of one engine (cached)."""
         key = f"_mask_{engine}"
@@ -367,6 +376,17 @@ def facts(profile: Profile) -> Facts:
     f = Facts(profile)
     _CACHE[key] = (weakref.ref(profile, partial(_evict, key)), f)
     return f
+
+
+def preset(profile: Profile, sums: dict[str, int], memos: dict[str, object]) -> None:
+    """Give the facts of `profile` these instructions column sums (`Facts.i_sum`: column -> sum as it computes
+    it) and memoised values (`Facts.memo`: key -> value as its compute makes it), so a profile cut to fewer
+    columns (the store's ingest: `nprof.store.lean`) answers them without the columns."""
+    f = facts(profile)
+    for name, value in sums.items():
+        f.__dict__[f"_isum_{name}"] = value
+    for key, memo in memos.items():
+        f.__dict__[f"_memo_{key}"] = memo
 
 
 def release(profile: Profile, keep_strings: bool = False, into: Profile | None = None) -> None:

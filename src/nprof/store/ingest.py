@@ -211,8 +211,10 @@ def _build(own: Handoff, path: Path, analyse: Callable[[Profile], tuple[dict[str
     try:
         analysis, summary = _timed(steps, "analysis passes", analyse, own.get())
         written = raw_job = raw_job or raw()
-        named = {f"analysis_{name}": table for name, table in analysis.items()}  # after the raw tables, big groups
+        names = list(analysis)  # the tables themselves go with their write (`_put_all` empties `named`)
+        named = {f"analysis_{name}": analysis.pop(name) for name in names}  # after the raw tables, big groups
         jobs.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_all, named))
+        del named
 
         def write_events(events: pa.Table) -> None:  # in the background while the pyramids are built
             _timed(steps, "wait for raw tables", written.result)
@@ -233,7 +235,7 @@ def _build(own: Handoff, path: Path, analyse: Callable[[Profile], tuple[dict[str
             "store_format": STORE_FORMAT,
             "manifest": own.info.to_json(),
             "summary": summary,
-            "analysis_tables": list(analysis),
+            "analysis_tables": names,
             "stats": meta_stats,
             "parts": parts,
         }
@@ -271,8 +273,9 @@ class _Inline(Executor):
 
 
 def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
-    for name, table in tables.items():
-        put_table(con, name, table)
+    """Write each table of `tables` in order, taking it out of the dict (so it is freed once written)."""
+    for name in list(tables):
+        put_table(con, name, tables.pop(name))
 
 
 def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: Any) -> None:
