@@ -101,10 +101,17 @@ ROW_GROUP_SIZE = 8192  # small row groups: zone maps then prune range reads to a
 RAW_ROW_GROUP_SIZE = 122880  # DuckDB's default, for the raw tables (read by id or whole): ~15% cheaper to write
 
 
+# Without background threads DuckDB's allocator keeps the memory its writes freed (the reverse dependency index
+# of 10^7 events: ~90 MB kept after the query, 9 MB with them): ~5-10 bytes/event less peak RSS at 10^7, measured
+# with the analysis and event-column steps of the ingest; a process-wide DuckDB setting.
+ALLOCATOR_CONFIG = {"allocator_background_threads": True}
+
+
 def open_build_db(path: Path, row_group_size: int = ROW_GROUP_SIZE) -> duckdb.DuckDBPyConnection:
     """A connection whose default database is a new file at `path` (small row groups by default); Parquet
-    paths of views resolve against the file's directory (`nprof.store.raw_parts`)."""
-    con = duckdb.connect(config=search_path_config(path.parent))
+    paths of views resolve against the file's directory (`nprof.store.raw_parts`). DuckDB's allocator purges
+    freed memory on background threads (ALLOCATOR_CONFIG)."""
+    con = duckdb.connect(config={**search_path_config(path.parent), **ALLOCATOR_CONFIG})
     _attach(con, path, row_group_size)
     return con
 
