@@ -161,28 +161,25 @@ class Facts:
         return self.__dict__[key]
 
     def engine_mask(self, engine: str) -> np.ndarray:
-        """Rows of one engine (cached)."""
-        key = f"_mask_{engine}"
-        if key not in self.__dict__:
-            codes, names = self.engine
-            mask = codes == names.index(engine) if engine in names else np.zeros(codes.size, dtype=bool)
-            self.__dict__[key] = mask
-        return self.__dict__[key]
+        """Rows of one engine (not cached: a byte per instruction per engine, one comparison to remake)."""
+        codes, names = self.engine
+        return codes == names.index(engine) if engine in names else np.zeros(codes.size, dtype=bool)
 
     def engine_sum(self, engine: str, column: str) -> int:
         """Sum of an instructions column over one engine's rows (one bincount per column, cached)."""
         key = f"_esum_{column}"
         if key not in self.__dict__:
             names = self.engine[1]
-            codes = self.engine_intp  # bincount converts int32 codes on every call: convert once
+            codes = self.engine_intp  # bincount converts int32 codes on every call: convert once per column
             values = self.i_dur if column == "duration" else self.i_col(column)
             sums = np.bincount(codes, weights=values, minlength=len(names)) if codes.size else np.zeros(len(names))
             self.__dict__[key] = {n: round(v) for n, v in zip(names, sums, strict=True)}
         return self.__dict__[key].get(engine, 0)
 
-    @cached_property
+    @property
     def engine_intp(self) -> np.ndarray:
-        """Engine codes as intp (what numpy's bincount and indexing use natively)."""
+        """Engine codes as intp (what numpy's bincount and indexing use natively); not cached (8 bytes per
+        instruction held through every pass for a conversion made once per summed column)."""
         return self.engine[0].astype(np.intp)
 
     @cached_property
@@ -351,6 +348,11 @@ class Facts:
             self.__dict__[key] = (codes, dictionary.to_pylist())
         return self.__dict__[key]
 
+    def take(self, key: str, compute: Callable[[], T]) -> T:
+        """The value `preset` gave for `key`, handed out once (then forgotten), else `compute()` (not cached)."""
+        value = self.__dict__.pop(f"_once_{key}", None)
+        return compute() if value is None else value
+
     def memo(self, key: str, compute: Callable[[], T]) -> T:
         """Compute a value once per profile (e.g. a pass result another pass reuses)."""
         key = f"_memo_{key}"
@@ -378,15 +380,15 @@ def facts(profile: Profile) -> Facts:
     return f
 
 
-def preset(profile: Profile, sums: dict[str, int], memos: dict[str, object]) -> None:
+def preset(profile: Profile, sums: dict[str, int], once: dict[str, object]) -> None:
     """Give the facts of `profile` these instructions column sums (`Facts.i_sum`: column -> sum as it computes
-    it) and memoised values (`Facts.memo`: key -> value as its compute makes it), so a profile cut to fewer
+    it) and values read once (`Facts.take`: key -> value as its reader computes it), so a profile cut to fewer
     columns (the store's ingest: `nprof.store.lean`) answers them without the columns."""
     f = facts(profile)
-    for name, value in sums.items():
-        f.__dict__[f"_isum_{name}"] = value
-    for key, memo in memos.items():
-        f.__dict__[f"_memo_{key}"] = memo
+    for name, total in sums.items():
+        f.__dict__[f"_isum_{name}"] = total
+    for key, value in once.items():
+        f.__dict__[f"_once_{key}"] = value
 
 
 def release(profile: Profile, keep_strings: bool = False, into: Profile | None = None) -> None:

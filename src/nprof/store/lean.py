@@ -26,8 +26,8 @@ def lean_profile(p: Profile) -> Profile:
     """`p` without its SUMMED_ONLY instruction columns, their sums preset (see module doc)."""
     f = facts(p)
     sums = {name: f.i_sum(name) for name in SUMMED_ONLY}
-    memos: dict[str, object] = {"instruction_bytes": instruction_bytes(p)}
+    once: dict[str, object] = {"instruction_bytes": instruction_bytes(p)}  # read by the opcodes pass, then freed
     ins = carry(p.instructions, p.instructions.drop_columns(list(SUMMED_ONLY)))
     lean = Profile(p.info, ins, p.dma, p.collectives, p.counters)
-    preset(lean, sums, memos)
+    preset(lean, sums, once)
     return lean
