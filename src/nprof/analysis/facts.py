@@ -230,12 +230,16 @@ class Facts:
 
     @cached_property
     def compute_merged(self) -> tuple[np.ndarray, np.ndarray]:
-        """Union of the compute engines' busy time: the merge of their (cached, disjoint) per-engine unions;
-        timsort merges those few sorted runs in about linear time."""
-        parts = [self.engine_merged(e) for e in self.engine[1] if e in COMPUTE_ENGINES]
-        if not parts:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        return iv.merge(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        """Union of the compute engines' busy time: their (cached, disjoint) per-engine unions merged into it one
+        engine at a time (the union is the same whatever the grouping; timsort merges the two sorted runs of each
+        step in about linear time). The running union is small where engines overlap, so each step's temporaries
+        are about one engine's intervals, not all engines' at once (~15 bytes/event less peak at 10^7)."""
+        union = np.empty(0, np.int64), np.empty(0, np.int64)
+        for e in self.engine[1]:
+            if e in COMPUTE_ENGINES:
+                starts, ends = self.engine_merged(e)
+                union = iv.merge(np.concatenate([union[0], starts]), np.concatenate([union[1], ends]))
+        return union
 
     @cached_property
     def tensor_matrix_mask(self) -> np.ndarray:

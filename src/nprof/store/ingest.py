@@ -46,7 +46,7 @@ from nprof.gcpause import gc_paused
 from nprof.profile import TABLES, Profile
 from nprof.progress import Progress
 from nprof.store.deps_rev import deps_rev_table, write_deps_rev_sql
-from nprof.store.ingest_events import event_columns, events_only
+from nprof.store.ingest_events import event_sources, events_only, gather_events
 from nprof.store.ingest_lod import LOD_SCHEMA as LOD_SCHEMA
 from nprof.store.ingest_lod import lod_table as _lod_table
 from nprof.store.raw_parts import create_views, parts_name, search_path_config, write_parts
@@ -326,9 +326,11 @@ def _timeline_of_profile(
     del p
     own.drop()  # the other columns go now, before the event columns are gathered
     pa.default_memory_pool().release_unused()  # (Arrow's allocator keeps freed pages otherwise)
-    rows, cols, opnames, srcnames, tensornames = _timed(steps, "event columns", event_columns, slim)
+    sources = _timed(steps, "event sources", event_sources, slim)
     release_facts(slim)
-    del slim
+    del slim  # now only `sources` holds the event arrays: the gather frees each table column once it is made
+    rows, cols, opnames, srcnames, tensornames = _timed(steps, "event columns", gather_events, sources)
+    del sources
     pa.default_memory_pool().release_unused()
     span = max(total_time, int((cols["ts"] + cols["dur"]).max()) if cols["ts"].size else 0, 1)
     bar.advance(1)
