@@ -294,6 +294,7 @@ class Store:
             kind = sniff_kind(src)  # an nprof file keeps its string columns encoded: ingest reads their codes
             # own: the sole holder; an nprof file's raw tables are copied from it, so the lean profile suffices
             own = Handoff(lean_profile(Profile.load(src, encoded=True)) if kind == "ntff" else open_profile(src))
+            pa.default_memory_pool().release_unused()  # the dropped columns (Arrow's allocator keeps freed pages)
             entry = self.ingest(
                 own,
                 profile_id,
