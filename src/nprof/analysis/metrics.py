@@ -267,14 +267,13 @@ def _memory_bytes(profile: Profile) -> dict[str, int]:
     """<mem>_read/write_bytes for the memories that apply (all on the virtual device, else the non-zero ones)."""
     f = facts(profile)
     virtual = profile.info.device == "virtual-neuroncore"
-    n_instr, n_dma = profile.instructions.num_rows, profile.dma.num_rows
+    n_dma = profile.dma.num_rows
     out: dict[str, int] = {}
     per_direction = np.zeros(len(f.direction[1]) + 1, np.int64)  # exact byte sums per direction code (-1: last)
     if n_dma:
         np.add.at(per_direction, f.direction[0], f.d_bytes)
     for mem in _MEMORIES:
-        read = int(f.i_col(f"{mem}_read_bytes").sum()) if n_instr else 0
-        write = int(f.i_col(f"{mem}_write_bytes").sum()) if n_instr else 0
+        read, write = f.i_sum(f"{mem}_read_bytes"), f.i_sum(f"{mem}_write_bytes")
         for i, name in enumerate(f.direction[1] if n_dma else []):
             src, _, dst = (x.strip() for x in name.partition("->"))  # as `Facts.direction_mask` reads them
             read += int(per_direction[i]) if src == mem else 0

@@ -31,7 +31,12 @@ BYTE_COLUMNS = tuple(f"{m}_{w}_bytes" for m in ("hbm", "sbuf", "psum") for w in 
 
 
 def instruction_bytes(profile: Profile) -> np.ndarray:
-    """Bytes read and written by each instruction, all memories together."""
+    """Bytes read and written by each instruction, all memories together (`nprof.store.lean` presets it,
+    read once, for a profile without the byte columns)."""
+    return facts(profile).take("instruction_bytes", lambda: _instruction_bytes(profile))
+
+
+def _instruction_bytes(profile: Profile) -> np.ndarray:
     f = facts(profile)
     total = np.zeros(profile.instructions.num_rows, dtype=np.int64)
     for col in BYTE_COLUMNS:

@@ -15,7 +15,7 @@ Contract:
 * `remember(table, codes)` / `recall(table, column)`: codes of a table object, kept while the
   object lives (Arrow tables are immutable: the same object always holds the same values);
   `recall` returns None for any other table, so a Profile rebuilt with other tables never
-  sees stale codes.
+  sees stale codes; `carry(old, new)` gives a column subset of `old` the codes of its columns.
 """
 
 from __future__ import annotations
@@ -111,3 +111,11 @@ def recall(table: pa.Table, column: str) -> Codes | None:
     if hit is None or hit[0]() is not table:
         return None
     return hit[1].get(column)
+
+
+def carry(old: pa.Table, new: pa.Table) -> pa.Table:
+    """`new`, a column subset of `old` (the same arrays), remembering `old`'s codes of the columns it kept."""
+    hit = _KEPT.get(id(old))
+    if hit is not None and hit[0]() is old:
+        remember(new, {c: v for c, v in hit[1].items() if c in new.column_names})
+    return new

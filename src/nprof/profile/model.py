@@ -205,17 +205,8 @@ class Profile:
         try:
             info = _info_of(box)
             tables, codes = {}, {}
-            for name, schema in TABLES.items():
-                raw, codes[name] = read_strings(box, name, schema, encoded and name in ENCODED_TABLES)
-                if not as_plain_schema(raw.schema).equals(schema, check_metadata=False):
-                    codes[name] = {}  # columns cast or reordered: the analysis encodes them itself
-                    try:
-                        raw = raw.select(schema.names).cast(schema)
-                    except (KeyError, pa.ArrowException, ValueError) as exc:
-                        raise FormatError(
-                            f"{box.path}: table '{name}' does not match the profile schema; re-create it"
-                        ) from exc
-                tables[name] = raw
+            for name in TABLES:
+                tables[name], codes[name] = _read_table(box, name, encoded and name in ENCODED_TABLES)
             checked(box.path, tables, info.world_size)
             for name, table in tables.items():
                 remember(table, codes[name])
@@ -223,6 +214,29 @@ class Profile:
             return cls(info, **tables)
         finally:
             box.close()
+
+
+def load_table(path: str | os.PathLike[str], name: str) -> pa.Table:
+    """Table `name` of the profile file `path` as `Profile.load(path)` reads it (plain strings). Not validated:
+    for a reader that loaded and validated the same file before (the store's ingest writing a table back)."""
+    box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
+    try:
+        return _read_table(box, name, False)[0]
+    finally:
+        box.close()
+
+
+def _read_table(box: Container, name: str, encoded: bool) -> tuple[pa.Table, dict[str, Any]]:
+    """One table of an open profile container in the profile schema, and its string codes ({} when cast)."""
+    schema = TABLES[name]
+    raw, codes = read_strings(box, name, schema, encoded)
+    if not as_plain_schema(raw.schema).equals(schema, check_metadata=False):
+        codes = {}  # columns cast or reordered: the analysis encodes them itself
+        try:
+            raw = raw.select(schema.names).cast(schema)
+        except (KeyError, pa.ArrowException, ValueError) as exc:
+            raise FormatError(f"{box.path}: table '{name}' does not match the profile schema; re-create it") from exc
+    return raw, codes
 
 
 def _info_of(box: Container) -> ProfileInfo:

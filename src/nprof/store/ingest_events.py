@@ -9,7 +9,10 @@ int64 otherwise) sorted by (row, ts), ties in table order (instructions before D
 `tensor`; -1: none, and for every instruction). `dma_slice(rows, cols)` selects the
 events on DMA-queue rows: a slice when those rows are contiguous (always, in display order), else a mask.
 `events_only(p)` is `p` cut to the columns `event_columns` reads (the same columns, so the same result):
-the ingest frees the rest of a big profile before gathering the events.
+the ingest frees the rest of a big profile before gathering the events. `event_columns(p)` is
+`gather_events(event_sources(p))`: `event_sources` takes the arrays out of the profile (no table or
+Facts kept), so the ingest frees the profile first and `gather_events` drops each source array once its
+output column is made: the profile's columns give way to the event columns one by one.
 
 Speed: string columns are dictionary-encoded once per Profile, shared with the analysis
 passes (`nprof.analysis.facts` caches the encodings on the Profile); the output columns
@@ -19,6 +22,7 @@ tracks are distinct rows (the usual case): one pass per column, no concatenate +
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,9 +49,16 @@ EVENT_DTYPES: dict[str, Any] = {
 
 def codes(f: Facts, table: str, name: str, mapping: dict[str, int], dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     """Map a string column of `table` (instructions or dma) to codes through `mapping` (null, unmapped -> -1)."""
-    c, dictionary = f.column(table, name)
-    lut = np.array([mapping.get(v, -1) for v in dictionary.to_pylist()] + [-1], dtype=dtype)
+    c, lut = coded(f, table, name, mapping, dtype)
     return lut[c]  # code -1 (null) reads the last entry; int32 indices directly (np.take would copy them to intp)
+
+
+def coded(
+    f: Facts, table: str, name: str, mapping: dict[str, int], dtype: npt.DTypeLike = np.int64
+) -> tuple[np.ndarray, np.ndarray]:
+    """`codes` unapplied: the column's own codes and the lookup table mapping them (`lut[c]` is `codes`)."""
+    c, dictionary = f.column(table, name)
+    return c, np.array([mapping.get(v, -1) for v in dictionary.to_pylist()] + [-1], dtype=dtype)
 
 
 def uniques(f: Facts, *columns: tuple[str, str]) -> list[str]:
@@ -62,12 +73,12 @@ def np_col(col: pa.ChunkedArray, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
 
 
-def _source_codes(f: Facts, table: str, src_of: dict[str, int]) -> np.ndarray:
-    """Source line code: nki_source_location, else layer, else -1."""
-    nki = codes(f, table, "nki_source_location", src_of, np.int32)
-    if nki.size and (nki < 0).any():
-        nki = np.where(nki < 0, codes(f, table, "layer", src_of, np.int32), nki)
-    return nki
+def _source_codes(nki: tuple[np.ndarray, np.ndarray], layer: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Source line code from (codes, lut) pairs: nki_source_location, else layer, else -1."""
+    out = nki[1][nki[0]]
+    if out.size and (out < 0).any():
+        out = np.where(out < 0, layer[1][layer[0]], out)
+    return out
 
 
 def _unsorted_within_rows(row: np.ndarray, ts: np.ndarray) -> bool:
@@ -91,48 +102,66 @@ def _order(row: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
 
 
 class _Part:
-    """One source table's event columns (lazy, in table order) and its (row, ts) permutation."""
+    """One source table's event columns in table order and its (row, ts) permutation. Holds no table: each
+    column's source arrays (numpy views of the table's columns, string codes with their lookup tables) are taken
+    out at construction and dropped when the column is made (`column`), so the table's memory goes column by
+    column once its other holders let go of it (the ingest frees the events profile before gathering)."""
 
     def __init__(self, f: Facts, table: str, row: np.ndarray, maps: dict[str, dict[str, int]]) -> None:
-        self.f, self.table, self.row, self.maps = f, table, row, maps
-        self.t: pa.Table = f.instructions if table == "instructions" else f.dma
-        self.kind, self.n = ("ins" if table == "instructions" else "dma"), self.t.num_rows
-        self.order = _order(row, np_col(self.t["ts"]))
+        t: pa.Table = f.instructions if table == "instructions" else f.dma
+        self.row, self.kind, self.n = row, ("ins" if table == "instructions" else "dma"), t.num_rows
+        ts = np_col(t["ts"])
+        self.order = _order(row, ts)
+        self.src: dict[str, Callable[[], np.ndarray]] = {"ts": lambda: ts, **_sources(f, table, t, maps)}
 
     def column(self, name: str) -> np.ndarray:
-        t, dt = self.t, EVENT_DTYPES[name]
+        """Event column `name` of this table in table order; its sources are released (one call per name)."""
+        dt = EVENT_DTYPES[name]
         if name == "row":
             return self.row
-        if name in ("ts", "id"):
-            return np_col(t[name], dt)
-        if name == "dur":
-            return np_col(t["duration"], dt)
-        if name == "op":
-            return codes(self.f, self.table, "opcode" if self.kind == "ins" else "direction", self.maps["op"], dt)
-        if name == "src":
-            return _source_codes(self.f, self.table, self.maps["src"])
-        if name == "layer":
-            return codes(self.f, self.table, "layer", self.maps["src"], dt)
-        if name == "tensor":
-            if self.kind == "ins":
-                return np.full(self.n, -1, dtype=dt)
-            return codes(self.f, self.table, "tensor", self.maps["tensor"], dt)
-        if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
-            return np.zeros(self.n, dtype=dt)  # calloc: untouched pages, read as zeros
-        return np_col(t["bytes" if name == "nbytes" else "flops"], dt)
+        if _constant(self.kind, name) is not None:
+            return np.full(self.n, _constant(self.kind, name), dtype=dt)
+        return self.src.pop(name)().astype(dt, copy=False)
 
     def gather(self, name: str, out: np.ndarray) -> None:
-        if (name == "nbytes" and self.kind == "ins") or (name == "flops" and self.kind == "dma"):
-            out.fill(0)  # a column this table does not have: no zeros array to permute
-            return
-        if name == "tensor" and self.kind == "ins":
-            out.fill(-1)
+        fill = _constant(self.kind, name)
+        if fill is not None:
+            out.fill(fill)  # a column this table does not have: no array to permute
             return
         src = self.column(name)
         if self.order is None:
             out[:] = src
         else:
             np.take(src, self.order, out=out, mode="clip")
+
+
+def _constant(kind: str, name: str) -> int | None:
+    """The value of a column a table does not have (instructions move no bytes, DMA has no FLOPs or ... )."""
+    if (name == "nbytes" and kind == "ins") or (name == "flops" and kind == "dma"):
+        return 0
+    return -1 if name == "tensor" and kind == "ins" else None
+
+
+def _sources(f: Facts, table: str, t: pa.Table, maps: dict[str, dict[str, int]]) -> dict[str, Callable[[], np.ndarray]]:
+    """Makers of the event columns of `table` (but ts and row) over arrays taken out of `t` and `f` now."""
+    ins = table == "instructions"
+    dur, ids = np_col(t["duration"]), np_col(t["id"])
+    amount = np_col(t["flops" if ins else "bytes"])
+    op = coded(f, table, "opcode" if ins else "direction", maps["op"], np.int32)
+    nki = coded(f, table, "nki_source_location", maps["src"], np.int32)
+    layer = coded(f, table, "layer", maps["src"], np.int32)
+    out: dict[str, Callable[[], np.ndarray]] = {
+        "dur": lambda: dur,
+        "id": lambda: ids,
+        "flops" if ins else "nbytes": lambda: amount,
+        "op": lambda: op[1][op[0]],
+        "src": lambda: _source_codes(nki, layer),
+        "layer": lambda: layer[1][layer[0]],
+    }
+    if not ins:
+        tensor = coded(f, table, "tensor", maps["tensor"], np.int32)
+        out["tensor"] = lambda: tensor[1][tensor[0]]
+    return out
 
 
 EVENT_SOURCES = {  # the columns of each table `event_columns` reads
@@ -153,8 +182,24 @@ def events_only(p: Profile) -> Profile:
     )
 
 
-def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str], list[str]]:
+EventRows = tuple[list[RowInfo], dict[str, np.ndarray], list[str], list[str], list[str]]
+
+
+class EventSources:
+    """What `gather_events` reads of a profile (`event_sources`): the rows, code tables and each table's `_Part`,
+    holding the column arrays but no table or Facts, so the profile can be freed before the gather."""
+
+    def __init__(self, rows: list[RowInfo], parts: list[_Part], names: tuple[list[str], list[str], list[str]]) -> None:
+        self.rows, self.parts, self.names = rows, parts, names
+
+
+def event_columns(p: Profile) -> EventRows:
     """The event rows, columns and code tables of `p` (see the module doc)."""
+    return gather_events(event_sources(p))
+
+
+def event_sources(p: Profile) -> EventSources:
+    """The arrays of `p` its event columns are made of (see `EventSources`)."""
     f = facts(p)
     rows = order_event_rows(set(uniques(f, ("instructions", "track"))), set(uniques(f, ("dma", "queue"))))
     row_of = {r.key: r.index for r in rows}
@@ -170,10 +215,16 @@ def event_columns(p: Profile) -> tuple[list[RowInfo], dict[str, np.ndarray], lis
         _Part(f, "instructions", codes(f, "instructions", "track", row_of, np.int16), maps),
         _Part(f, "dma", codes(f, "dma", "queue", row_of, np.int16), maps),
     ]
-    parts = [x for x in parts if x.n]
+    return EventSources(rows, [x for x in parts if x.n], (opnames, srcnames, tensornames))
+
+
+def gather_events(src: EventSources) -> EventRows:
+    """The event rows, columns and code tables of the profile `src` was taken from; each source array is
+    dropped once its column is made (`src` is spent: a second gather raises KeyError)."""
+    rows, parts, (opnames, srcnames, tensornames) = src.rows, src.parts, src.names
     n = sum(x.n for x in parts)
     if len(parts) == 2 and parts[1].row.max() < parts[0].row.min():
-        parts.reverse()  # DMA queues come first in display order: the two tables do not interleave
+        parts = parts[::-1]  # DMA queues come first in display order: the two tables do not interleave
     elif len(parts) == 2 and not parts[0].row.max() < parts[1].row.min():
         return rows, _interleaved(parts, n), opnames, srcnames, tensornames
     cols = {}

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from nprof.container import open_container
 from nprof.profile import TABLES, Profile
 from nprof.profile.codes import plain_table
+from nprof.profile.model import load_table
 from nprof.profile.schema import FORMAT, SCHEMA_VERSION
 
 ROW_GROUP = 131072  # rows per written row group: lookups by id decode at most this many rows
@@ -111,6 +112,10 @@ def write_parts(p: Profile, parts_dir: Path, source: Path | None = None) -> dict
         if source is not None and name in members and _copied(name, table, source, members[name], dest):
             how[name] = "copied"
             continue
+        if table.schema.names != TABLES[name].names:  # a lean profile (nprof.store.lean): the file has it whole
+            if source is None:
+                raise ValueError(f"table {name} lacks columns and there is no source file to read it from")
+            table = load_table(source, name)
         table = plain_table(_ordered(name, table))  # Profile.load(encoded=True): the file's own types
         strings = [f.name for f in table.schema if pa.types.is_string(f.type)]
         options = {"compression": "zstd", "row_group_size": ROW_GROUP, "use_dictionary": strings}

@@ -45,6 +45,7 @@ from nprof.profile import Profile
 from nprof.progress import progress
 from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import Handoff, build_profile_db
+from nprof.store.lean import lean_profile
 from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
 if TYPE_CHECKING:
@@ -291,7 +292,9 @@ class Store:
             if not force and self.catalog.get(profile_id) is not None:
                 raise self._exists(profile_id)
             kind = sniff_kind(src)  # an nprof file keeps its string columns encoded: ingest reads their codes
-            own = Handoff(Profile.load(src, encoded=True) if kind == "ntff" else open_profile(src))  # own: sole holder
+            # own: the sole holder; an nprof file's raw tables are copied from it, so the lean profile suffices
+            own = Handoff(lean_profile(Profile.load(src, encoded=True)) if kind == "ntff" else open_profile(src))
+            pa.default_memory_pool().release_unused()  # the dropped columns (Arrow's allocator keeps freed pages)
             entry = self.ingest(
                 own,
                 profile_id,
