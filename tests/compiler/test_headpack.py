@@ -41,9 +41,10 @@ def test_attention_matches_eager(packed: bool, monkeypatch: pytest.MonkeyPatch) 
     check_fn(_attention, _r(4, 32, 48, seed=3), _mask())
 
 
-@pytest.mark.parametrize("shape", [(8, 32, 16, 32), (6, 16, 8, 16), (4, 64, 16, 8)])
+@pytest.mark.parametrize("shape", [(8, 32, 16, 32), (6, 16, 8, 16), (4, 64, 16, 64), (8, 32, 16, 8)])
 def test_packed_bmm_matches_eager(shape: tuple[int, int, int, int]) -> None:
-    """Groups of 4 (M = 32), 8 (M = 16, 6 batches: not a multiple, the per-batch path) and 2 (M = 64)."""
+    """Groups of 4 (M = 32), 8 (M = 16, 6 batches: not a multiple, the per-batch path), 2 (M = 64), and a
+    result narrower than its rows (N < M: per batch)."""
     b, m, k, n = shape
     check_fn(torch.bmm, _r(b, m, k, seed=1), _r(b, k, n, seed=2))
 
