@@ -25,12 +25,26 @@ def test_plan_takes_the_row_count_with_the_most_bytes() -> None:
     decls = [TensorDecl("x", (32, 100), "float32", "input"), TensorDecl("w", (128, 64), "float32", "input"),
              TensorDecl("h", (32, 50), "float32", "input"), TensorDecl("i", (32, 9), "int32", "input"),
              TensorDecl("o", (32, 70), "float32", "output"), TensorDecl("s", (32, 8), "float32", "input"),
-             TensorDecl("big", (300, 4), "float32", "input")]  # fmt: skip
+             TensorDecl("big", (300, 4), "float32", "input"), TensorDecl("wide", (8, 4000), "float32", "input")]
     pack = rowpack.plan_rows(decls, exclude={"s"}, pmax=128)
     assert pack is not None
-    assert dict(pack.members) == {"x": (0, 32, 100), "h": (100, 32, 50)}  # 32 rows: 4800 elements > 128 x 64
-    assert (pack.parts, pack.width) == (32, 150)
-    assert rowpack.plan_rows(decls[:2], exclude=(), pmax=128) is None  # one member per row count
+    # 128 partitions: w, and x, h with their padding rows (96 x 100 and 96 x 50 elements), 12992 elements, more
+    # than the 32-row pack's 4800; "wide" would bring 120 x 4000 x 4 bytes of padding (> PAD_BYTES_MAX)
+    assert dict(pack.members) == {"x": (0, 32, 100), "w": (100, 128, 64), "h": (164, 32, 50)}
+    assert (pack.parts, pack.width) == (128, 214)
+    assert rowpack.plan_rows(decls[:1], exclude=(), pmax=128) is None  # one member
+    assert rowpack.plan_rows(decls[:2], exclude=(), pmax=128) is not None  # x padded to w's 128 rows
+
+
+def test_plan_pads_only_a_small_pack() -> None:
+    """Members of fewer rows join a pack only while it stays within PADDED_PACK_MAX bytes (every consumer waits
+    for the whole pack): beside 128 x 600 elements (300 KiB), a 64-row member keeps its own DMA."""
+    decls = [TensorDecl("a", (128, 300), "float32", "input"), TensorDecl("b", (128, 300), "float32", "input"),
+             TensorDecl("c", (64, 64), "float32", "input"), TensorDecl("d", (64, 8), "float32", "input")]
+    pack = rowpack.plan_rows(decls, exclude=(), pmax=128)
+    assert pack is not None and set(pack.members) == {"a", "b"} and pack.parts == 128
+    small = rowpack.plan_rows([decls[0], *decls[2:]], exclude=(), pmax=128)  # 128 x 372 x 4 = 186 KiB
+    assert small is not None and set(small.members) == {"a", "c", "d"} and small.parts == 128
 
 
 def test_inputs_the_runtime_draws_are_never_packed() -> None:

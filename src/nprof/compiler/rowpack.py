@@ -4,13 +4,13 @@ Contract: every DMA costs a trigger slot (cost model v2: consecutive DMA trigger
 apart on any queue) and a fixed latency, so a graph reading ten activations of [128, 64] by ten DMAs spends
 ten trigger slots before its last operand arrives. The Neuron compiler, not the framework, chooses where a
 graph's tensors live in HBM, so the fp32 graph inputs too large for the small-input pack
-(`nprof.compiler.packing`) that are R rows of C elements (the last dim; C <= `ROW_COLS_MAX`), R the same
-for all (the row count <= `pmax` of two members or more with the most bytes), are laid side by side in one
-input `ROWS_NAME` ``[R, W]`` row-major (W the columns, at most `ROWS_WIDTH_MAX`): element (r, c) of the member whose
-first column is j at ``r * W + j + c`` (`plan_rows`). The first load of any member (`load_rows`) loads the whole
-pack with one DMA of R partitions (one contiguous run each) and the fusion cache (`nprof.compiler.fusion`)
-keeps the tile; a member's row block is then a window of it, and any other access of a member (a transposed
-load) is a DMA of its own.
+(`nprof.compiler.packing`) that are R rows of C elements (the last dim; C <= `ROW_COLS_MAX`), R at most the
+pack's partitions P (R < P: the member's columns leave P - R partitions unused, at most `PAD_BYTES_MAX` bytes),
+are laid side by side in one input `ROWS_NAME` ``[P, W]`` row-major (W the columns, at most
+`ROWS_WIDTH_MAX`): element (r, c) of the member whose first column is j at ``r * W + j + c`` (`plan_rows`).
+The first load of any member (`load_rows`) loads the whole pack with one DMA of P partitions (one contiguous
+run each) and the fusion cache (`nprof.compiler.fusion`) keeps the tile; a member's row block is then a
+window of it, and any other access of a member (a transposed load) is a DMA of its own.
 
 `rows_program(program, pack, written)` moves every access of a member that is affine in the pack's layout
 (`in_rows`: a row stride a multiple of C, column moves within one row) into the pack, unless the member is
@@ -39,6 +39,15 @@ RNG_PREFIX = "rng."  # program inputs the runtime fills with fresh random number
 ROW_COLS_MAX = 2048  # elements of a member's rows
 ROWS_WIDTH_MAX = 4096  # columns of the pack (16 KiB per partition of the kept tile)
 MIN_MEMBERS = 2
+# bytes of padding rows a member of fewer rows than the pack may bring (its rows R < P leave P - R partitions of
+# its columns unused, moved all the same): 64 KiB take 0.24 us of the DMA pool's 272 GB/s, a third of the trigger
+# slot (`dma_issue_gap_ns`, 0.78 us) its own DMA would take
+PAD_BYTES_MAX = 64 * 1024
+# bytes of the pack up to which members with padding rows join it: every consumer of a member waits for the whole
+# pack. Measured (bench/compile.py, nanoGPT block): the forward's 64-row pack taking the 32-row position embedding
+# and mask (139 KiB) 20.4 -> 19.5 us; the backward's 512 KiB pack of 128 rows also taking its 64-row saved
+# weights (800 KiB: 4 DMAs fewer) 25.2 -> 27.0 us, as its first consumer waited for it
+PADDED_PACK_MAX = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,9 +64,11 @@ class RowPack:
 
 
 def plan_rows(decls: Sequence[TensorDecl], exclude: Iterable[str], pmax: int) -> RowPack | None:
-    """The row pack of the fp32 inputs among `decls` (not in `exclude`) of R rows, R <= `pmax` the row count
-    of at least `MIN_MEMBERS` such inputs with the most bytes (one row count: no padding rows to move), in
-    declaration order while the width allows; None when fewer than `MIN_MEMBERS` qualify."""
+    """The row pack of the fp32 inputs among `decls` (not in `exclude`) of at most `pmax` rows: for a pack of P
+    partitions (P one of their row counts), the inputs of P rows and those of fewer rows whose padding rows
+    bring at most `PAD_BYTES_MAX` bytes while the pack stays within `PADDED_PACK_MAX`, in declaration order
+    while the width allows; the P giving the most elements (the larger P on ties) among those with at least
+    `MIN_MEMBERS` members; None when no P has."""
     skip = set(exclude)
     shapes: dict[str, tuple[int, int]] = {}
     for d in decls:
@@ -67,22 +78,30 @@ def plan_rows(decls: Sequence[TensorDecl], exclude: Iterable[str], pmax: int) ->
         rows = d.elements // max(cols, 1)
         if 0 < rows <= pmax and 0 < cols <= ROW_COLS_MAX:
             shapes[d.name] = (rows, cols)
-    by_rows: dict[int, int] = {}
-    count: dict[int, int] = {}
-    for rows, cols in shapes.values():
-        by_rows[rows] = by_rows.get(rows, 0) + rows * cols
-        count[rows] = count.get(rows, 0) + 1
-    by_rows = {r: n for r, n in by_rows.items() if count[r] >= MIN_MEMBERS}
-    if not by_rows:
+    best: tuple[int, int, dict[str, tuple[int, int, int]]] | None = None
+    for parts in sorted({rows for rows, _ in shapes.values()}):
+        chosen = [name for name, (rows, cols) in shapes.items() if rows == parts]
+        width = sum(shapes[name][1] for name in chosen)
+        for name, (rows, cols) in shapes.items():  # then members with padding rows, while the pack stays small
+            if rows < parts and (parts - rows) * cols * 4 <= PAD_BYTES_MAX and parts * (width + cols) * 4 <= (
+                PADDED_PACK_MAX
+            ):
+                chosen.append(name)
+                width += cols
+        members: dict[str, tuple[int, int, int]] = {}
+        width = elements = 0
+        for name in (name for name in shapes if name in set(chosen)):  # declaration order
+            rows, cols = shapes[name]
+            if width + cols <= ROWS_WIDTH_MAX:
+                members[name] = (width, rows, cols)
+                width += cols
+                elements += rows * cols
+        if len(members) >= MIN_MEMBERS and (best is None or elements >= best[1]):
+            best = (parts, elements, members)
+    if best is None:
         return None
-    best = max(by_rows, key=lambda r: (by_rows[r], r))
-    members: dict[str, tuple[int, int, int]] = {}
-    width = 0
-    for name, (rows, cols) in shapes.items():
-        if rows == best and width + cols <= ROWS_WIDTH_MAX:
-            members[name] = (width, rows, cols)
-            width += cols
-    return RowPack(members, best, width) if len(members) >= MIN_MEMBERS else None
+    parts, _, members = best
+    return RowPack(members, parts, max(j + cols for j, _, cols in members.values()))
 
 
 def in_rows(pack: RowPack, a: Access) -> Access | None:

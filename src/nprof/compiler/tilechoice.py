@@ -17,11 +17,13 @@ from nprof.compiler.extents import numel_of
 from nprof.compiler.fusion import FusingBuilder
 
 
-def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> list[Any] | None:
+def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None, periodic: bool = False
+              ) -> list[Any] | None:  # fmt: skip
     """TileSpecs for an elementwise kernel writing View `out` from `views` (all broadcast to out.shape): among
     the tilings with which the producers of whole contiguous operands stored them (so their tiles are still
     in SBUF) and `fallback`, the one needing the fewest DMAs (operand loads not held in SBUF, plus stores of
-    a non-internal output), the earlier on ties; None when there is no candidate."""
+    a non-internal output), the earlier on ties; None when there is no candidate. `periodic`: the kernel
+    replicates operands that repeat along the partitions (`views.retile`)."""
     from nprof.compiler.views import retile
     from nprof.nki import trace
 
@@ -35,7 +37,7 @@ def tiles_for(out: Any, views: list[Any], fallback: list[Any] | None = None) -> 
         if decl is None or v.offset != 0 or not v.is_contiguous or numel_of(decl.shape) != numel_of(v.shape):
             continue
         accesses = builder.tiling(v.tensor, tuple(v.shape))
-        specs = retile(accesses, *split_dims(accesses, v.shape, strides)) if accesses is not None else None
+        specs = retile(accesses, *split_dims(accesses, v.shape, strides), periodic=periodic) if accesses else None
         if specs is not None:
             candidates.append(specs)
     if fallback is not None:

@@ -160,6 +160,13 @@ class TileSpec:
     part_strides: tuple[int, ...]
     partitions: int
     free: tuple[tuple[tuple[int, ...], int], ...]  # (strides per operand, size), outermost first
+    # per operand: 0, or P when the operand repeats every P partitions (partition p reads its row p % P: a
+    # broadcast operand whose partition run crosses a dim it is broadcast along; `retile(periodic=True)`)
+    periods: tuple[int, ...] = ()
+
+    def period(self, i: int) -> int:
+        """Operand i's period on the partitions (0: none, every partition its own row)."""
+        return self.periods[i] if i < len(self.periods) else 0
 
     @property
     def free_sizes(self) -> tuple[int, ...]:
@@ -171,7 +178,7 @@ class TileSpec:
             view.tensor,
             view.dtype,
             view.offset + self.offsets[i],
-            self.partitions,
+            self.period(i) or self.partitions,
             tuple((strides[i], size) for strides, size in self.free) or ((0, 1),),
             0,
             self.part_strides[i],
@@ -354,12 +361,26 @@ def _run_stride(dims: list[int], shape: Sequence[int], strides: Sequence[int]) -
     return strides[dims[-1]]
 
 
+def _periodic_stride(dims: list[int], shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int] | None:
+    """(stride, period) of an operand along a partition run over `dims` that it cannot follow as one stride
+    because it is broadcast (stride 0) along the run's outer dims and follows the inner ones: partition p reads
+    row p % period; None when it is not so."""
+    for cut in range(1, len(dims)):
+        outer, inner = dims[:cut], dims[cut:]
+        step = _run_stride(inner, shape, strides)
+        if step is not None and step != 0 and all(strides[d] == 0 for d in outer):
+            return step, numel(shape[d] for d in inner)
+    return None
+
+
 def retile(
-    accesses: Sequence[Access], shape: Sequence[int], strides: Sequence[Sequence[int]]
+    accesses: Sequence[Access], shape: Sequence[int], strides: Sequence[Sequence[int]], periodic: bool = False
 ) -> list[TileSpec] | None:
     """TileSpecs over `shape` reproducing `accesses` (patterns on a contiguous tensor of that shape) for
     operands of the given strides (offsets relative to each operand's view), or None when some access is not
-    a box of whole runs every operand can follow (then the caller tiles with `row_tiles`)."""
+    a box of whole runs every operand can follow (then the caller tiles with `row_tiles`). `periodic`: an
+    operand may follow the partition run with a period (`TileSpec.periods`: its kernel replicates its rows,
+    `kernels.elementwise`)."""
     cstrides = contiguous_strides(shape)
     specs = []
     for a in accesses:
@@ -369,15 +390,21 @@ def retile(
             rem %= cs
         runs = [(a.partition_stride, a.partitions), *a.free]
         per_run = []
-        for stride, size in runs:
+        periods = [0] * len(strides)
+        for r, (stride, size) in enumerate(runs):
             dims = _dims_of_run(stride, size, start, shape, cstrides) if size > 1 else []
             if dims is None:
                 return None
             steps = [_run_stride(dims, shape, st) for st in strides]
+            for i, st in enumerate(strides):
+                found = _periodic_stride(dims, shape, st) if steps[i] is None and periodic and r == 0 and i else None
+                if found is not None:
+                    steps[i], periods[i] = found
             if any(s is None for s in steps):
                 return None
             per_run.append((tuple(steps), size))
         offsets = tuple(sum(i * s for i, s in zip(start, st, strict=True)) for st in strides)
         (pst, parts), free = per_run[0], per_run[1:]
-        specs.append(TileSpec(offsets, pst, parts, tuple(free) or (((0,) * len(strides), 1),)))  # type: ignore[arg-type]
+        specs.append(TileSpec(offsets, pst, parts, tuple(free) or (((0,) * len(strides), 1),),  # type: ignore[arg-type]
+                              tuple(periods) if any(periods) else ()))
     return specs

@@ -49,7 +49,7 @@ def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
     views = [op for op in operands if isinstance(op, View)]
     default = _spread_tiles(out, views) or list(row_tiles(out.shape, [out.strides, *(v.strides for v in views)],
                                                           fold=True))  # fmt: skip
-    specs = tilechoice.tiles_for(out, views, default) or default
+    specs = tilechoice.tiles_for(out, views, default, periodic=True) or default
     for spec in specs:
         column = [all(strides[k] == 0 for strides, _ in spec.free) for k in range(1, len(views) + 1)]
         use_columns = getattr(body, "accepts_columns", False) and not all(column)
@@ -60,12 +60,53 @@ def map_kernel(out: View, operands: Sequence[Operand], body: Body) -> None:
                 a = spec.access(k, op)
                 if use_columns and column[k - 1]:
                     a = Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride)
-                tiles.append(_operand(a, strided=body is not copy_body))
+                strided = body is not copy_body
+                tiles.append(_periodic(a, spec.partitions) if spec.period(k) else _operand(a, strided=strided))
                 k += 1
             else:
                 tiles.append(op)
         exact = getattr(body, "boolean", False)
         store(spec.access(0, out), body(tiles, (spec.partitions, *spec.free_sizes)), exact=exact)
+
+
+def _periodic(a: Access, parts: int) -> NkiTensor:
+    """The operand tile of `parts` partitions whose rows repeat the `a.partitions` rows of `a` (an operand
+    broadcast along the outer part of the partition run, `views.TileSpec.periods`): its distinct elements (one
+    per broadcast free position) loaded, repeated down the partitions on TensorE (`_replicated`), then seen with
+    the zero strides of `a` on chip."""
+    zero = {i for i, (stride, size) in enumerate(a.free) if stride == 0 and size > 1}
+    compact = tuple((stride, 1 if i in zero else size) for i, (stride, size) in enumerate(a.free))
+    tile = _replicated(load(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, compact, 0,
+                                   a.partition_stride)), parts)  # fmt: skip
+    if not zero:
+        return tile
+    p0, e0, dims = tile.access_key()
+    sizes = [size for _, size in a.free]
+    free = tuple((0, 0, sizes[i]) if i in zero else dim for i, dim in enumerate(dims[1:]))
+    return NkiTensor(tile.base, p0, e0, (dims[0], *free), ())
+
+
+def _replicated(tile: NkiTensor, parts: int) -> NkiTensor:
+    """`tile` [P, F...] repeated down `parts` partitions (row p holds row p % P), moved only by TensorE transposes
+    (data moves, no arithmetic: infinities and NaNs stay as they are, which a 0/1 matmul would not keep): per
+    128 columns, tile.T [F, P] copied to SBUF repeated along its free axis [F, parts / P, P], and transposed back
+    to [parts, F]."""
+    from nprof.compiler.kernels import engines
+
+    rows = tile.shape[0]
+    flat = tile.flatten_free()
+    if flat is None:
+        flat = engines.copy(tile).flatten_free()
+    assert flat is not None
+    n = flat.shape[1]
+    res = nl.ndarray((parts, n), dtype=nl.float32, buffer=nl.sbuf)
+    for c0 in range(0, n, 128):
+        c = min(128, n - c0)
+        back = nisa.nc_transpose(flat[:, c0 : c0 + c])  # [c, rows] in PSUM
+        wide = nl.ndarray((c, parts // rows, rows), dtype=nl.float32, buffer=nl.sbuf)
+        engines.copy(back.unflatten_free((1, rows)).expand((c, parts // rows, rows)), dst=wide)
+        engines.copy(nisa.nc_transpose(wide.flatten_free()), dst=res[:, c0 : c0 + c])
+    return res.unflatten_free(tuple(tile.shape[1:])) if len(tile.shape) > 2 else res
 
 
 def _spread_tiles(out: View, views: list[View]) -> list[Any] | None:
