@@ -7,6 +7,7 @@ are not plain must fall back to it."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import orjson
 import pytest
 
 from nprof.capture import chrome
-from nprof.capture.chrome_fast import fast_parse
+from nprof.capture.chrome_fast import FileSource, fast_parse
 from nprof.profile import Profile
 
 
@@ -334,3 +335,28 @@ def test_memory_instants_with_null_args_equal_the_reference(tmp_path: Path, monk
     path.write_bytes(orjson.dumps({"traceEvents": events}))
     assert fast_parse(path.read_bytes()) is not None
     _assert_same_outcome(path, monkeypatch)
+
+
+@pytest.mark.parametrize("change", ["rewritten", "shorter", "same size"])
+def test_a_file_changed_while_it_is_read_is_not_imported_from_mixed_bytes(
+    change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import re-reads a plain file chunk by chunk once its top level is split (`FileSource`): a file
+    changed in between gives None (the reference path then reads it anew), never columns of two versions."""
+    events = _events(random.Random(3), 300)
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    monkeypatch.setattr("nprof.capture.chrome_fast.CHUNK", 50)
+    with open(path, "rb") as fh:
+        assert fast_parse(FileSource(fh, fh.read())) is not None
+    with open(path, "rb") as fh:
+        source = FileSource(fh, fh.read())
+        other = orjson.dumps({"traceEvents": _events(random.Random(4), 300)})
+        if change == "same size":  # every chunk still decodes: only the file's stamp tells
+            other = path.read_bytes().replace(b"aten::mm", b"aten::mx")
+        path.write_bytes(other[: len(other) // 2] if change == "shorter" else other)
+        mtime = os.stat(path).st_mtime_ns + 10**9  # past the file system's mtime resolution
+        os.utime(path, ns=(mtime, mtime))
+        assert fast_parse(source) is None
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    _assert_same(chrome.import_chrome_trace(path), _reference(path, monkeypatch))

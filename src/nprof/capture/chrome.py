@@ -50,7 +50,7 @@ import pyarrow as pa
 from nprof import __version__
 from nprof.capture.chrome_check import check_counters, check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_events import ABSENT, SliceColumns, flow_columns, parse_events
-from nprof.capture.chrome_fast import META_KEYS, FastTrace, fast_parse, loads
+from nprof.capture.chrome_fast import META_KEYS, FastTrace, FileSource, fast_parse, loads
 from nprof.capture.chrome_rows import build_profile
 from nprof.capture.devices import gpu_peaks  # small: imported with the importer, not in its first run
 from nprof.errors import NprofError
@@ -155,13 +155,12 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
     `nprof.capture.profile_json`."""
     p = Path(path)
     with gc_paused():
-        raw = read_bytes(p)
-        fast = fast_parse(raw)
+        fast = _fast_parse_file(p)
         if fast is not None:
-            del raw  # the columns hold what the import needs
             profile = columns_to_profile(fast, p, info)
             validated(profile, p)
             return profile
+        raw = read_bytes(p)  # read anew: the reference path, or the file's one-line error
         data = parse_json(raw, p)
         del raw
         if is_profile_json(data):
@@ -177,6 +176,23 @@ def import_chrome_trace(path: str | os.PathLike[str], info: ProfileInfo | None =
         validated(profile, p)
         del data  # freed by refcount now, before the collector is back (else a full collection scans it)
     return profile
+
+
+def _fast_parse_file(p: Path) -> FastTrace | None:
+    """`fast_parse` of the trace file at `p`, or None (the caller then reads it for the reference path, which
+    raises the file's errors): a plain file as a `FileSource` (its bytes let go once split into chunks: the
+    peak holds one chunk of the file, not all of it), a gzip file or one with a byte-order mark in memory."""
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read()
+            if data[:2] == b"\x1f\x8b" or data[:3] == b"\xef\xbb\xbf":
+                del data
+                return fast_parse(read_bytes(p))
+            source = FileSource(fh, data)
+            del data  # the source holds the only reference
+            return fast_parse(source)
+    except OSError:
+        return None
 
 
 def _time_arrays(

@@ -130,7 +130,7 @@ class Interned(dict[Any, Any]):
         return key
 
 
-def read_chunk(block: bytes, trace: FastTrace) -> list[Any] | None:
+def read_chunk(block: bytes | bytearray, trace: FastTrace) -> list[Any] | None:
     """Decode one chunk into `trace`'s columns (see module doc)."""
     events = EVENTS.decode(block)
     phases = list(map(_PH, events))
