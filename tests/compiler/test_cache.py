@@ -170,3 +170,33 @@ def test_shape_change_without_reset_specializes_per_shape(tmp_path: Path) -> Non
         for g, p in zip(got, model.parameters(), strict=True):
             torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
     assert STATS.compiled == 6  # a static forward and backward program per batch size
+
+
+def test_a_flipped_compiler_switch_is_a_new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a test that turns a lowering off must not be served the Program the switch-on lowering cached (nor the reverse)
+    from nprof.compiler import fusion
+
+    torch.manual_seed(0)
+    model = Net()
+    STATS.reset()
+    _run(model, torch.randn(4, 6), cache_dir=str(tmp_path))
+    monkeypatch.setattr(fusion, "ENABLED", False)
+    _run(model, torch.randn(4, 6), cache_dir=str(tmp_path))
+    assert (STATS.compiled, STATS.cache_hits) == (4, 0)
+    monkeypatch.setattr(fusion, "ENABLED", True)
+    _run(model, torch.randn(4, 6), cache_dir=str(tmp_path))
+    assert (STATS.compiled, STATS.cache_hits) == (4, 2)
+
+
+def test_every_compiler_module_switch_enters_the_graph_hash() -> None:
+    import re
+
+    from nprof.compiler.graphinfo import SWITCHES
+
+    found = set()
+    for path in (ROOT / "src" / "nprof" / "compiler").rglob("*.py"):
+        for name in re.findall(r"^([A-Z_]+) = .*# module switch", path.read_text(), flags=re.M):
+            module = path.relative_to(ROOT / "src" / "nprof" / "compiler").with_suffix("").as_posix()
+            found.add((module.replace("/", "."), name))
+    assert found, "no module switch found: the pattern drifted from the sources"
+    assert found <= set(SWITCHES)

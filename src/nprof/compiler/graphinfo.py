@@ -10,8 +10,9 @@ Contract:
 * `hlo_name(node)` is the graph node rendered as ``%addmm_1 = addmm(%primals_2, %relu, %permute_1)``.
 * `graph_hash(gm, specs, kind, preset)` is a stable hex digest of everything that decides the Program:
   the graph's ops and arguments, input shapes/dtypes, constants' values, the graph kind, preset, the
-  nprof version and the compiler's own source (`compiler_fingerprint`) — not tensor values of inputs, not
-  node metadata, not file paths.
+  nprof version, the compiler's own source (`compiler_fingerprint`) and the values of its module switches
+  (`SWITCHES`, which tests flip to compare lowerings) — not tensor values of inputs, not node metadata, not
+  file paths.
 """
 
 from __future__ import annotations
@@ -208,11 +209,36 @@ def compiler_fingerprint() -> str:
     return source_digest(("compiler", "nki", "arch", "program"))
 
 
+# Module-level switches and limits of the compiler that tests set at run time to compare lowerings, as
+# (module under nprof.compiler, attribute). The source digest cannot see a value set at run time, so their
+# current values enter the graph hash: a Program lowered with one off is never served where it is on.
+# tests/compiler/test_cache.py fails when a "# module switch" in the compiler is missing here.
+SWITCHES = (
+    ("balance", "ENABLED"),
+    ("fusion", "ENABLED"),
+    ("kernels.conv_batched", "ENABLED"),
+    ("kernels.conv_taps", "ROW_PICKS"),
+    ("kernels.matmul", "PACK_HEADS"),
+    ("listsched", "ENABLED"),
+    ("packing", "ENABLED"),
+    ("prefetch", "ENABLED"),
+    ("rowpack", "PAD_BYTES_MAX"),
+)
+
+
+def switch_values() -> str:
+    """``module.NAME=value`` of every compiler switch in `SWITCHES`, as set now, comma-separated."""
+    import importlib
+
+    values = (getattr(importlib.import_module(f"nprof.compiler.{m}"), name) for m, name in SWITCHES)
+    return ",".join(f"{m}.{name}={value!r}" for (m, name), value in zip(SWITCHES, values, strict=True))
+
+
 def graph_hash(
     gm: Any, specs: Sequence[InputSpec], kind: str, preset: str, constants: Iterable[np.ndarray] = ()
 ) -> str:
     h = hashlib.sha256()
-    h.update(f"nprof {__version__} {compiler_fingerprint()}\n{kind}\n{preset}\n".encode())
+    h.update(f"nprof {__version__} {compiler_fingerprint()}\n{switch_values()}\n{kind}\n{preset}\n".encode())
     h.update(graph_text(gm).encode())
     for spec in specs:
         h.update(f"\n{spec.shape}{spec.dtype}".encode())
