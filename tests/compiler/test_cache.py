@@ -170,3 +170,11 @@ def test_shape_change_without_reset_specializes_per_shape(tmp_path: Path) -> Non
         for g, p in zip(got, model.parameters(), strict=True):
             torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
     assert STATS.compiled == 6  # a static forward and backward program per batch size
+
+
+def test_compile_report_says_why_when_no_graph_reached_the_backend(tmp_path: Path) -> None:
+    empty = compile_report([], tmp_path, 1.0, 0)
+    assert "0 graph(s)" in empty and "no graph reached the nprof backend" in empty and "DDP(torch.compile(" in empty
+    assert "no graph reached" not in compile_report([], tmp_path, 1.0, 1)  # a failed command explains itself
+    ev = {"module": str(tmp_path / "MODULE_x"), "kind": "fw", "status": "compiled", "instructions": 3}
+    assert "no graph reached" not in compile_report([ev], tmp_path, 1.0, 0)
