@@ -96,3 +96,11 @@ def test_the_viewer_answer_is_the_verdict_of_any_metrics() -> None:
         assert (got["bound"], got["text"]) == (v.bound, v.text)
         stored = {**m, "bound": final_bound(m)}
         assert verdict(stored) == v  # showing the stored bound again gives the same verdict
+
+
+def test_low_utilisation_verdict_names_the_collectives_when_they_take_most_of_the_run() -> None:
+    base = {"mfu_estimated_percent": 0.4, "mbu_estimated_percent": 4.3}
+    busy = verdict({**base, "cc_engine_active_time_percent": 83.9})
+    assert busy.bound == "latency" and "collectives keep the CC engine active 83.9% of the run" in busy.text
+    for quiet in (base, {**base, "cc_engine_active_time_percent": 12.0}):
+        assert "collectives" not in verdict(quiet).text

@@ -124,3 +124,23 @@ def test_unsupported_backward_is_raised_at_compile_time_before_the_forward_runs(
     assert str(inner).startswith("backward graph: cannot compile") and "\n" not in str(inner)
     assert __file__ in str(inner) and "emb(idx).sum()" in str(inner)
     assert not ran and not STATS.device_ns  # nothing executed
+
+
+def test_eager_fallback_warns_once_without_advising_the_fallback_it_is_using(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NPROF_FALLBACK", "eager")
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4, scale_grad_by_freq=True)
+    ref = torch.nn.Embedding(10, 4, scale_grad_by_freq=True)
+    ref.load_state_dict(emb.state_dict())
+    idx = torch.tensor([1, 2, 2])
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn = torch.compile(lambda i: (emb(i) ** 2).sum(), backend="nprof")
+        for _ in range(2):
+            fn(idx).backward()
+    (ref(idx) ** 2).sum().backward()
+    (ref(idx) ** 2).sum().backward()
+    assert emb.weight.grad is not None and torch.equal(emb.weight.grad, ref.weight.grad)
+    ours = [str(w.message) for w in caught if "running this graph eagerly" in str(w.message)]
+    assert len(ours) == 1 and "scale_grad_by_freq" in ours[0] and "NPROF_FALLBACK" not in ours[0]

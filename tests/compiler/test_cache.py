@@ -200,3 +200,11 @@ def test_every_compiler_module_switch_enters_the_graph_hash() -> None:
             found.add((module.replace("/", "."), name))
     assert found, "no module switch found: the pattern drifted from the sources"
     assert found <= set(SWITCHES)
+
+
+def test_compile_report_says_why_when_no_graph_reached_the_backend(tmp_path: Path) -> None:
+    empty = compile_report([], tmp_path, 1.0, 0)
+    assert "0 graph(s)" in empty and "no graph reached the nprof backend" in empty and "DDP(torch.compile(" in empty
+    assert "no graph reached" not in compile_report([], tmp_path, 1.0, 1)  # a failed command explains itself
+    ev = {"module": str(tmp_path / "MODULE_x"), "kind": "fw", "status": "compiled", "instructions": 3}
+    assert "no graph reached" not in compile_report([ev], tmp_path, 1.0, 0)

@@ -11,7 +11,8 @@ Contract:
   says "latency" (fixed DMA latencies on the critical path, `nprof.analysis.metrics`); else the roofline's
   "memory" / "compute" of `metrics["bound"]`; else None. `summary_metrics` stores it as `bound`.
 * `verdict(metrics) -> Verdict`: that bound and the one-line text saying why (low utilisation first, then
-  the roofline comparison, then the DMA-latency share; "unknown: ..." when nothing decides).
+  the roofline comparison, then the DMA-latency share; "unknown: ..." when nothing decides). Under low
+  utilisation with the CC engine active >= COLLECTIVE_SHARE_PERCENT of the run, the text names the collectives.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 LOW_UTILISATION_PERCENT = 10.0  # below this MFU and MBU, neither roof limits the run
+COLLECTIVE_SHARE_PERCENT = 50.0  # CC-engine activity from which a low-utilisation verdict names the collectives
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ def verdict(metrics: Mapping[str, Any]) -> Verdict:
     """The bound and its explanation (see module doc)."""
     low = low_utilisation(metrics)
     if low:
+        cc = metrics.get("cc_engine_active_time_percent")
+        if isinstance(cc, int | float) and cc >= COLLECTIVE_SHARE_PERCENT:
+            low += (f"; here the collectives keep the CC engine active {cc:.3g}% of the run: their transfers and "
+                    "per-step latencies, not compute or HBM, take the time")  # fmt: skip
         return Verdict("latency", f"latency/overhead-bound: {low}")
     bound = metrics.get("bound")
     ai, ratio = metrics.get("mm_arithmetic_intensity"), metrics.get("peak_flops_bandwidth_ratio")

@@ -37,7 +37,7 @@ from typing import Any
 from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, TimingCache, log_event
 from nprof.compiler.collectives import ddp_notice
-from nprof.compiler.lower import PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
+from nprof.compiler.lower import FALLBACK_ADVICE, PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.packing import pack_inputs
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.columns import with_columns
@@ -161,8 +161,8 @@ def _specialize(gm: Any, inputs: list[Any], opts: BackendOptions, names: list[st
             warnings.warn(notice, stacklevel=2)
         return compiled
     STATS.fallbacks += 1
-    warnings.warn(f"nprof: running this graph eagerly on the CPU (forward and backward): {shared['failed']}",
-                  stacklevel=2)  # fmt: skip
+    why = str(shared["failed"]).replace(FALLBACK_ADVICE, "")
+    warnings.warn(f"nprof: running this graph eagerly on the CPU (forward and backward): {why}", stacklevel=2)
     return gm.forward
 
 

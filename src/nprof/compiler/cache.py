@@ -205,6 +205,13 @@ def compile_command(command: list[str], cache_dir: str | None) -> Outcome:
     return Outcome(compile_report(events, root, seconds, code), code=code)
 
 
+NO_GRAPH_HINT = (
+    "nprof compile: no graph reached the nprof backend: the command ran no torch.compile(..., backend='nprof') "
+    "code, or Dynamo traced nothing in it (torch.compile(DDP(nn.Sequential(...))) traces no graph: Dynamo "
+    "skips torch.nn's own forward; write DDP(torch.compile(model, backend='nprof')) instead)\n"
+)
+
+
 def compile_report(events: list[dict[str, Any]], root: Path, seconds: float, code: int) -> str:
     """The listing `nprof compile` prints: the graphs the run compiled (or found cached, or failed on) from
     its log `events`, the cache `root`, how to profile one, and the command's exit `code` when not 0."""
@@ -224,6 +231,8 @@ def compile_report(events: list[dict[str, Any]], root: Path, seconds: float, cod
         for ev in failed:
             out.append(f"  {Path(ev['module']).name}: {ev.get('error', 'failed')}\n")
     out.append(f"cache: {root}\n")
+    if not seen and code == 0:
+        out.append(NO_GRAPH_HINT)
     if seen:
         first = next(iter(seen.values()))
         module = Path(first["module"])

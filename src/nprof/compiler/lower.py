@@ -37,6 +37,13 @@ PROGRAM_DTYPE = {
 RNG_DRAWS_META = "rng_draws"
 
 
+# What an unsupported-op error advises; the eager fallback's warning leaves it out (the fallback is already on).
+FALLBACK_ADVICE = (
+    "; rewrite it with supported ops or set NPROF_FALLBACK=eager to run unsupported graphs on the CPU "
+    "(see docs/compile.md for the op list)"
+)
+
+
 @dataclass(frozen=True)
 class Const:
     """A compile-time constant tensor filled with one value (full, scalar_tensor, zeros_like...)."""
@@ -178,10 +185,7 @@ class Lowerer:
         code = graphinfo.user_code(node) if node is not None else ""
         at = f" at {where}" if where else ""
         line = f" ({code})" if code else ""
-        return (
-            f"cannot compile {what}{at}{line}; rewrite it with supported ops or set NPROF_FALLBACK=eager "
-            "to run unsupported graphs on the CPU (see docs/compile.md for the op list)"
-        )
+        return f"cannot compile {what}{at}{line}{FALLBACK_ADVICE}"
 
     # ----- the walk -----
     def run(self) -> tuple[Any, list[OutputSlot]]:
