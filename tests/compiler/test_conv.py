@@ -181,12 +181,12 @@ def test_strided_stacked_taps_picked_per_kernel_row_match_eager(size: int, kerne
     assert copies[True] < copies[False], copies
 
 
-@pytest.mark.parametrize("cin", [32, 48])
-def test_input_gradient_loads_the_weights_in_large_pieces(cin: int) -> None:
-    """A resnet block's 3x3 input gradient with 32 output channels (the flipped, transposed weights; 32 in:
-    the spread kernel, 48 in: the stacked one) loads W as its natural rows (one DMA, at most one piece per
-    row) and transposes on TensorE, not by a transposing HBM pattern of 36-byte pieces (cin * 32 chunks,
-    ~4.9 us of DMA for 32); the result equals eager's."""
+def test_stacked_input_gradient_loads_the_weights_in_large_pieces() -> None:
+    """A 3x3 input gradient of 48 channels in, 32 out (the stacked kernel: flipped, transposed weights)
+    loads W as its natural rows (one DMA, at most one piece per row) and transposes on TensorE, not by a
+    transposing HBM pattern of 36-byte pieces (1536 chunks); the result equals eager's. (The spread kernel,
+    32 in, keeps its transposing load: `kernels.conv_spread.transposed_rows`.)"""
+    cin = 48
     import numpy as np
     from torch.fx.experimental.proxy_tensor import make_fx
 
