@@ -32,6 +32,7 @@ GEOMETRIES = [
     (140, 130, 3, 2, 1, 1, False, 5),  # strided over more than 128 channels in and out: the input gradient
     # by output phase accumulates over OC chunks and writes C chunks
     (6, 8, 3, 3, 0, 1, True, 11),  # stride 3, no padding: phases some taps never reach
+    (130, 6, 3, 1, 1, 1, False, 4),  # few out channels, more than 128 in: the stacked input gradient by C chunk
 ]
 
 
@@ -178,3 +179,39 @@ def test_strided_stacked_taps_picked_per_kernel_row_match_eager(size: int, kerne
         fw = next(iter(STATS.last_profile.values()))  # the forward graph runs first
         copies[on] = sum(op == "TENSOR_COPY" for op in fw.instructions["opcode"].to_pylist())
     assert copies[True] < copies[False], copies
+
+
+def test_stacked_input_gradient_loads_the_weights_in_large_pieces() -> None:
+    """A 3x3 input gradient of 48 channels in, 32 out (the stacked kernel: flipped, transposed weights)
+    loads W as its natural rows (one DMA, at most one piece per row) and transposes on TensorE, not by a
+    transposing HBM pattern of 36-byte pieces (1536 chunks); the result equals eager's. (The spread kernel,
+    32 in, keeps its transposing load: `kernels.conv_spread.transposed_rows`.)"""
+    cin = 48
+    import numpy as np
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from nprof.arch.cost import dma_chunks
+    from nprof.arch.isa import Opcode, Space
+    from nprof.compiler.backend import decompositions
+    from nprof.compiler.lower import GraphPlan, lower_graph
+    from nprof.compiler.packing import pack_inputs, unpack_outputs
+    from nprof.device import simulate
+
+    gen = torch.Generator().manual_seed(8)
+    g, x, w = (torch.randn(s, generator=gen) for s in ((2, 32, 16, 16), (2, cin, 16, 16), (32, cin, 3, 3)))
+
+    def fn(g, x, w):  # type: ignore[no-untyped-def]
+        return torch.ops.aten.convolution_backward(g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                   [True, False, False])[0]  # fmt: skip
+
+    args = {"g": g, "x": x, "w": w}
+    gm = make_fx(fn, decomposition_table=decompositions())(*args.values())
+    program, slots = lower_graph(gm, GraphPlan("dx", "inference", list(args), ["o0"]))
+    w_loads = [ins for ins in program.instructions if ins.opcode is Opcode.DMA_DIRECT2D
+               and ins.ins[0].space is Space.HBM and ins.ins[0].nbytes == w.numel() * 4]  # fmt: skip
+    assert len(w_loads) == 1
+    assert dma_chunks(w_loads[0].ins[0], w_loads[0].outs[0]) <= 32  # at most one piece per row of W
+    inputs = pack_inputs(program, {k: v.numpy() for k, v in args.items()})
+    outputs = unpack_outputs(program, simulate(program, inputs, numerics=True).outputs)
+    got = np.asarray(outputs[slots[0].name]).reshape(slots[0].shape)
+    np.testing.assert_allclose(got, fn(*args.values()).numpy(), rtol=1e-5, atol=1e-4)  # type: ignore

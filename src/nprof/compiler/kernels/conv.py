@@ -199,8 +199,8 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
                            bias.strides[0]))  # fmt: skip
 
     if stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
-        _stacked_conv(out, x, (kh, kw), lambda o0, mt: _weights(w, o0, mt), False,
-                      column if bias is not None else None, (stride, padding, dilation))  # fmt: skip
+        _stacked_conv(out, x, (kh, kw), _forward_stacks(w), column if bias is not None else None,
+                      (stride, padding, dilation))  # fmt: skip
         return
     xps = [_padded(x, c0, min(P, c - c0), padding, _slack(kw, stride)) for c0 in range(0, c, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
@@ -230,8 +230,7 @@ def conv_input_grad_kernel(dx: View, g: View, w: View, stride: tuple[int, int], 
     lo = (dh * (kh - 1) - ph, dw * (kw - 1) - pw)
     size = (h + dh * (kh - 1), wd + dw * (kw - 1))
     if stride == (1, 1) and stacks(oc, kh * kw, n * h * wd):  # the stride-1 convolution of G padded by lo
-        _stacked_conv(dx, g, (kh, kw), lambda c0, mt: _shaped(_transposed_rows(w, c0, mt), (oc * kh * kw,)),
-                      True, None, ((1, 1), lo, dilation))  # fmt: skip
+        _stacked_conv(dx, g, (kh, kw), _flipped_stacks(w), None, ((1, 1), lo, dilation))
         return
     gds = [_dilated(g, o0, min(P, oc - o0), stride, lo, size, _slack(kw, (1, 1))) for o0 in range(0, oc, P)]
     wn = [_weights(w, o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
@@ -312,12 +311,49 @@ def _stacked_weights(wn: NkiTensor, group: list[int], c: int, taps: int) -> NkiT
     return engines.copy(nisa.nc_transpose(rows))
 
 
-def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: bool, column: Any,
+def _forward_stacks(w: View) -> Any:
+    """For `_stacked_conv`'s forward: (o0, mt) -> (tap group -> its stationary [len * C, mt]), the weights
+    W[o0:o0+mt] loaded once (natural rows, one contiguous DMA) per output-channel block."""
+    _, c, kh, kw = w.shape
+
+    def block(o0: int, mt: int) -> Any:
+        wn = _weights(w, o0, mt)
+        return lambda group: _stacked_weights(wn, group, c, kh * kw)
+
+    return block
+
+
+def _flipped_stacks(w: View) -> Any:
+    """For `_stacked_conv`'s input gradient (the flipped, transposed kernel): (c0, mt) -> (tap group -> its
+    stationary [len * OC, mt], row j * OC + o = W[o, c0 + column, taps - 1 - group[j]]). The weights
+    W[:, c0:c0+mt] are loaded in their natural layout (one DMA of OC rows of mt * taps contiguous elements:
+    a transposing HBM pattern would move taps-element pieces) and transposed on TensorE per tap."""
+    oc, c, kh, kw = w.shape
+    nt = kh * kw
+
+    def block(c0: int, mt: int) -> Any:
+        nat = load(Access(Space.HBM, w.tensor, w.dtype, w.offset + c0 * nt, oc, ((1, mt * nt),), 0, c * nt))
+        return lambda group: _flipped_stack(nat, [nt - 1 - t for t in group], mt, nt)
+
+    return block
+
+
+def _flipped_stack(nat: NkiTensor, group: list[int], mt: int, nt: int) -> NkiTensor:
+    """[len(group) * OC, mt] from the natural rows `nat` [OC, mt * nt]: tap t's [OC, mt] columns transposed
+    into one PSUM tile [mt, len * OC] (row ci, column j * OC + o = W[o, ci, group[j]]), then back."""
+    oc = nat.shape[0]
+    cols = nl.ndarray((mt, len(group) * oc), dtype=nl.float32, buffer=nl.psum)
+    for j, t in enumerate(group):
+        nisa.nc_transpose(nat[:, t : (mt - 1) * nt + t + 1 : nt], dst=cols[:, j * oc : (j + 1) * oc])
+    return engines.copy(nisa.nc_transpose(engines.copy(cols)))
+
+
+def _stacked_conv(out: View, x: View, kernel: tuple[int, int], stationaries: Any, column: Any,
                   geometry: tuple[tuple[int, int], ...]) -> None:  # fmt: skip
     """`conv_kernel` for C <= `STACK_MAX_C`: taps stacked on the partitions (`_stacked_input`), every output
-    pixel block of 512 one PSUM accumulation over the tap groups. `rows(o0, mt)` gives the weights' natural
-    rows [mt, C * taps] for output channels o0..; `flip` reads tap KH*KW-1-t for tap t (the input gradient's
-    flipped kernel); geometry is (stride, padding, dilation)."""
+    pixel block of 512 one PSUM accumulation over the tap groups. `stationaries(o0, mt)` gives, for output channels
+    o0.., the function from a tap group to its stationary [len * C, mt] (`_forward_stacks`, `_flipped_stacks`);
+    geometry is (stride, padding, dilation)."""
     n, c, _, _ = x.shape
     _, oc, oh, ow = out.shape
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
@@ -327,8 +363,8 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
     pixels = n * oh * ow
     for o0 in range(0, oc, P):
         mt = min(P, oc - o0)
-        wn = rows(o0, mt)
-        stationary = [_stacked_weights(wn, [nt - 1 - t if flip else t for t in g], c, nt) for g in groups]
+        stack = stationaries(o0, mt)
+        stationary = [stack(g) for g in groups]
         col = column(o0, mt) if column is not None else None
         res = nl.ndarray((mt, pixels), dtype=nl.float32, buffer=nl.sbuf)
         for p0 in range(0, pixels, PSUM_FREE):
@@ -344,14 +380,6 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], rows: Any, flip: 
             else:
                 nisa.tensor_scalar(acc, "add", col, dst=res[:, p0 : p0 + pt])
         store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
-
-
-def _transposed_rows(w: View, c0: int, mt: int) -> NkiTensor:
-    """W[:, c0:c0+mt] as rows [mt, OC * KH*KW] (row c, column o * taps + t = W[o, c0 + c, t]): the natural
-    rows of the input gradient's weights, one DMA."""
-    oc, c, kh, kw = w.shape
-    taps = kh * kw
-    return load(Access(Space.HBM, w.tensor, w.dtype, w.offset + c0 * taps, mt, ((c * taps, oc), (1, taps)), 0, taps))
 
 
 def stacks(c: int, taps: int, pixels: int) -> bool:
