@@ -29,13 +29,19 @@ class MaskedHeads(torch.nn.Module):
         q, v = (z.view(B, T, HEADS, D).transpose(1, 2) for z in (q, v))
         if self.how == "masked_fill":
             v = v.masked_fill(mask, float("-inf"))
-        else:
+        elif self.how == "where_full":
             v = torch.where(mask, torch.full_like(v, float("-inf")), v)
+        else:  # "input": the -inf comes in a float graph input (values unknown at compile time)
+            v = v + mask
         y = (q * 0.5 + v).transpose(1, 2).reshape(B, T, C)
         return y.reshape(B * T, C) @ self.w2
 
 
-@pytest.mark.parametrize("how", ["masked_fill", "where_full"])
+@pytest.mark.parametrize("how", [
+    "masked_fill", "where_full",
+    pytest.param("input", marks=pytest.mark.xfail(strict=True, reason="a -inf in a graph input is not known at "
+                                                  "compile time: the regather still spreads NaN (not fixed)")),
+])  # fmt: skip
 def test_a_masked_tensor_read_in_another_layout_equals_eager(how: str) -> None:
     """One -inf in v: eager's result is non-finite in one row (32 elements), finite elsewhere; the compiled
     result equals it (before the fix the regather made 992 of the 1024 elements NaN)."""
@@ -43,6 +49,8 @@ def test_a_masked_tensor_read_in_another_layout_equals_eager(how: str) -> None:
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(1))
     mask = torch.zeros(B, HEADS, T, D, dtype=torch.bool)
     mask[1, 2, 5, 3] = True
+    if how == "input":
+        mask = torch.zeros(B, HEADS, T, D).masked_fill(mask, float("-inf"))
     model = MaskedHeads(how)
     with torch.no_grad():
         want = model(x, mask).numpy()
