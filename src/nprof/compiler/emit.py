@@ -51,6 +51,7 @@ class Emitter:
         self.tensors: dict[str, TensorDecl] = {}
         self.renames: dict[str, str] = {}  # promoted intermediates -> their output names (`promote`)
         self._pack_planned = False
+        self.marking_nonfinite = False  # tensors declared now may hold +-inf/NaN (`nprof.compiler.finite`)
 
     def hbm_tensor(
         self, name: str, shape: Sequence[int], dtype: str, kind: TensorKind, value: np.ndarray | None = None
@@ -58,6 +59,8 @@ class Emitter:
         decl = TensorDecl(name, tuple(int(s) for s in shape), dtype, kind)
         self.builder.hbm_tensor(name, decl.shape, dtype, kind, value)
         self.tensors[name] = decl
+        if self.marking_nonfinite:
+            self.builder.nonfinite.add(name)
         return decl
 
     def promote(self, name: str, as_name: str) -> None:

@@ -76,6 +76,7 @@ class FusingBuilder(ProgramBuilder):
         # small outputs, one DMA per stage: fp32 columns, int32 scalars (`nprof.compiler.staging`)
         self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
                        if self.fusing and packing.ENABLED else [])  # fmt: skip
+        self.nonfinite: set[str] = set()  # HBM tensors that may hold +-inf/NaN: never regathered (`regather`)
         self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
         self.blocks = BlockStage(self) if self.stages else None  # outputs stored as row blocks: one DMA
         self.clock = EngineClock(self.preset) if self.fusing and balance.ENABLED else None  # `compiler.balance`

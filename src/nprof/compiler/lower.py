@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nprof.compiler import graphinfo
+from nprof.compiler import finite, graphinfo
 from nprof.compiler.emit import Emitter
 from nprof.compiler.views import View, numel
 from nprof.errors import KernelError, NprofError, UnsupportedOpError
@@ -89,6 +89,7 @@ class Lowerer:
         self.env: dict[str, Any] = {}
         self.node: Any = None
         self._tmp = 0
+        self.nonfinite: set[str] = set()  # nodes whose values may hold +-inf/NaN (`nprof.compiler.finite`)
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         self.outputs: list[Any] = (
             list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
@@ -218,6 +219,9 @@ class Lowerer:
                 fn = lookup(node.target)
                 if fn is None:
                     raise UnsupportedOpError(self.unsupported_message(f"op {graphinfo.op_name(node.target)!r}"))
+                if finite.may_be_nonfinite(node, self.nonfinite):
+                    self.nonfinite.add(node.name)
+                self.em.marking_nonfinite = node.name in self.nonfinite
                 with self.em.scope(self.layer(node), graphinfo.hlo_name(node), graphinfo.user_source(node)):
                     try:
                         self.env[node.name] = fn(self, *node.args, **node.kwargs)
@@ -227,6 +231,7 @@ class Lowerer:
                         raise UnsupportedOpError(self.unsupported_message(str(err))) from None
                     except KernelError as err:
                         raise NprofError(f"internal compiler error in {graphinfo.hlo_name(node)}: {err}") from err
+        self.em.marking_nonfinite = False
         assert LOWERINGS
         slots = self._outputs()
         meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler", "module": self.plan.name}
@@ -261,6 +266,9 @@ class Lowerer:
             return
         name = f"const.{node.target}"
         self.em.hbm_tensor(name, tuple(arr.shape), pdtype, "weight", to_numpy(arr, pdtype))
+        if finite.constant_nonfinite(arr):
+            self.nonfinite.add(node.name)
+            self.em.builder.nonfinite.add(name)
         self.env[node.name] = View.whole(name, pdtype, tuple(arr.shape))
 
     def release(self) -> None:

@@ -11,8 +11,15 @@ free dims sits contiguous on one kept partition and the runs split into at most 
 index, same kept column, kept partition = output partition + a constant over a contiguous range of output
 partitions): one matmul per group (S built by a GpSimdE iota and a VectorE compare, one per distinct shift,
 at most `MAX_SELECTIONS`), accumulated in PSUM per run and copied to SBUF. Otherwise None (the caller DMAs
-it). Exact: each output element receives exactly one
-kept element times 1.0 plus zeros (fp32 PSUM accumulation of exact products).
+it), and None when the tensor may hold +-inf or NaN by construction (`builder.nonfinite`, filled by the
+lowering from `nprof.compiler.finite`: a -inf mask from masked_fill/full/where, a constant holding inf).
+Exact when every kept element in the contraction is finite: each output element receives exactly one kept
+element times 1.0 plus finite x 0.0 = 0 terms (fp32 PSUM accumulation of exact products). A kept element that
+is +-inf or NaN makes 0 x inf = NaN in every output element of its column in its matmul group, not only in
+its own: a value that becomes non-finite at run time without a non-finite constant behind it (an activation
+overflowing to inf, a graph input holding inf) is not refused, and there eager is non-finite in that element
+while the regathered tile is NaN in the whole column of the group (the runtime's non-finite output check
+reports it; torch.compile runs allow non-finite outputs as eager does).
 """
 
 from __future__ import annotations
@@ -48,6 +55,11 @@ def _trailing_run(a: Access) -> int:
             break
         run *= size
     return run
+
+
+def _nonfinite(builder: Any, a: Access) -> bool:
+    """May `a`'s tensor hold +-inf or NaN by construction (a 0 x inf = NaN in the selection matmul)?"""
+    return a.tensor in getattr(builder, "nonfinite", ())
 
 
 def kept_positions(key: Access, a: Access) -> tuple[np.ndarray, np.ndarray] | None:
@@ -89,7 +101,7 @@ def matmul_groups(q: np.ndarray, f: np.ndarray, run: int) -> list[tuple[int, int
 def regather(builder: Any, a: Access) -> NkiTensor | None:
     """The SBUF tile of `a` moved across partitions from a kept tile (see module doc), or None."""
     run = _trailing_run(a)
-    if a.partitions > builder.preset.pmax or not MIN_RUN <= run <= MAX_RUN:
+    if a.partitions > builder.preset.pmax or not MIN_RUN <= run <= MAX_RUN or _nonfinite(builder, a):
         return None
     for key, tile in builder.kept_covering(a):
         flat = tile.flatten_free()
@@ -194,7 +206,7 @@ MAX_PIECES = 4
 def _regatherable(builder: Any, a: Access) -> bool:
     """Would `regather` serve `a` (without emitting anything)?"""
     run = _trailing_run(a)
-    if a.partitions > builder.preset.pmax or not MIN_RUN <= run <= MAX_RUN:
+    if a.partitions > builder.preset.pmax or not MIN_RUN <= run <= MAX_RUN or _nonfinite(builder, a):
         return False
     for key, tile in builder.kept_covering(a):
         if tile.flatten_free() is None:
