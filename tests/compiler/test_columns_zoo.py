@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +35,10 @@ MODELS: dict[str, Callable[[], tuple[Any, zoo.Batch]]] = {
 }
 
 
-def _lowered(build: Callable[[], tuple[Any, zoo.Batch]], monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The programs (Instruction objects, as lowered) of one compiled training step of a zoo model."""
+def _lowered(build: Callable[[], tuple[Any, zoo.Batch]], monkeypatch: pytest.MonkeyPatch, cache: Path) -> list[Any]:
+    """The programs (Instruction objects, as lowered) of one compiled training step of a zoo model, lowered anew
+    into the private compile cache `cache` (the session's cache may already hold them from another test)."""
+    monkeypatch.setenv("NPROF_CACHE", str(cache))
     lowered: list[Any] = []
     lower = backend.lower_graph
 
@@ -54,11 +57,11 @@ def _lowered(build: Callable[[], tuple[Any, zoo.Batch]], monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "resnet18" else n for n in MODELS])
 def test_every_zoo_graph_has_the_same_table_plan_and_timing_from_its_columns(
-    name: str, monkeypatch: pytest.MonkeyPatch
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     if name in ("gpt2", "bert"):
         pytest.importorskip("transformers")
-    programs = _lowered(MODELS[name], monkeypatch)
+    programs = _lowered(MODELS[name], monkeypatch, tmp_path)
     assert len(programs) >= 2  # forward and backward
     for program in programs:
         columnar = with_columns(replace(program))
