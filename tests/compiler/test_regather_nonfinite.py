@@ -4,6 +4,8 @@ such tensors (`nprof.compiler.finite`), so the compiled results equal eager's, N
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -37,11 +39,7 @@ class MaskedHeads(torch.nn.Module):
         return y.reshape(B * T, C) @ self.w2
 
 
-@pytest.mark.parametrize("how", [
-    "masked_fill", "where_full",
-    pytest.param("input", marks=pytest.mark.xfail(strict=True, reason="a -inf in a graph input is not known at "
-                                                  "compile time: the regather still spreads NaN (not fixed)")),
-])  # fmt: skip
+@pytest.mark.parametrize("how", ["masked_fill", "where_full", "input"])
 def test_a_masked_tensor_read_in_another_layout_equals_eager(how: str) -> None:
     """One -inf in v: eager's result is non-finite in one row (32 elements), finite elsewhere; the compiled
     result equals it (before the fix the regather made 992 of the 1024 elements NaN)."""
@@ -83,3 +81,40 @@ def test_nonfinite_values_are_flagged_by_construction_and_stop_at_finite_ops() -
     assert [o.name in flagged for o in out] == [True, False, False, False]
     assert constant_nonfinite(torch.full((2, 2), float("-inf")).triu(1))
     assert not constant_nonfinite(torch.ones(2, 2))
+
+
+def _matmuls(program: object) -> int:
+    return sum(str(getattr(i.opcode, "value", i.opcode)) == "MATMUL" for i in program.instructions)  # type: ignore[attr-defined]
+
+
+def test_finite_inputs_keep_the_regathered_program_and_inf_inputs_run_the_marked_one(tmp_path: object) -> None:
+    """The additive mask arrives as a graph input: the compiled program regathers v (its guard lists the inputs
+    reaching the regather); finite inputs run it, a -inf in the mask runs a second program lowered with those
+    inputs marked non-finite (its own cache module, no regather matmuls), both equal to eager; finite again: the
+    regathered program, no third lowering."""
+    from nprof.compiler.cache import CompileCache
+    from nprof.compiler.lower import GUARD_META
+    from nprof.compiler.runtime import STATS
+
+    torch._dynamo.reset()
+    model = MaskedHeads("input")
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(2))
+    finite_mask = torch.randn(B, HEADS, T, D, generator=torch.Generator().manual_seed(3))
+    inf_mask = finite_mask.clone()
+    inf_mask[0, 1, 4, 2] = float("-inf")
+    compiled = torch.compile(model, backend="nprof", options={"cache_dir": str(tmp_path)})
+    before = STATS.compiled
+    with torch.no_grad():
+        for mask, modules in ((finite_mask, 1), (inf_mask, 2), (finite_mask, 2)):
+            want, got = model(x, mask).numpy(), compiled(x, mask).numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            fin = np.isfinite(want)
+            np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+            assert STATS.compiled - before == modules
+    cache = CompileCache(str(tmp_path))
+    programs = [cache.load(m.path.name.removeprefix("MODULE_")) for m in cache.modules()]
+    fast = [p for p in programs if json.loads(p.meta[GUARD_META])]
+    marked = [p for p in programs if not json.loads(p.meta[GUARD_META])]
+    assert len(fast) == len(marked) == 1
+    assert "mask" in json.loads(fast[0].meta[GUARD_META])
+    assert _matmuls(fast[0]) > _matmuls(marked[0])  # the selection matmuls of the regather

@@ -37,7 +37,7 @@ from typing import Any
 from nprof.compiler import graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, TimingCache, log_event
 from nprof.compiler.collectives import ddp_notice
-from nprof.compiler.lower import FALLBACK_ADVICE, PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
+from nprof.compiler.lower import FALLBACK_ADVICE, GUARD_META, PROGRAM_DTYPE, GraphPlan, OutputSlot, lower_graph
 from nprof.compiler.packing import pack_inputs
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.columns import with_columns
@@ -285,11 +285,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
             specs.append(
                 graphinfo.InputSpec(name, tuple(int(s) for s in val.shape), graphinfo.torch_dtype_name(val.dtype))
             )
-    constants = [getattr(gm, n.target).detach().cpu().numpy() for n in gm.graph.nodes if n.op == "get_attr"
-                 if hasattr(getattr(gm, n.target), "detach")]  # fmt: skip
-    ghash = graphinfo.graph_hash(gm, specs, kind, opts.preset, constants)
-    for s in specs:  # names are part of the program: rename -> new module
-        ghash = graphinfo.hashlib.sha256(f"{ghash}{s.name}".encode()).hexdigest()[:20]
+    ghash = _hash(gm, specs, kind, opts)
     cache = CompileCache(opts.cache_dir)
     module_dir = cache.module_dir(ghash)
     module = module_dir.name
@@ -328,7 +324,49 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
 
         return make_boxed_func(run_eager)
     graph = DeviceGraph(program, input_names, slots, module, sample_dir, TimingCache(module_dir))
-    return make_boxed_func(lambda *args: graph(list(args)))
+
+    def lower_marked(marked: frozenset[str]) -> DeviceGraph:
+        mhash = _hash(gm, specs, kind, opts, marked)
+        prog, mslots = _program(gm, kind, opts, shared, cache, mhash, input_names, output_names, specs, marked)
+        mdir = cache.module_dir(mhash)
+        return DeviceGraph(prog, input_names, mslots, mdir.name, mdir / "inputs", TimingCache(mdir))
+
+    return make_boxed_func(_guarded(graph, program, input_names, lower_marked))
+
+
+def _hash(
+    gm: Any, specs: list[graphinfo.InputSpec], kind: str, opts: BackendOptions, marked: frozenset[str] = frozenset()
+) -> str:
+    """The graph's cache key (`graphinfo.graph_hash`, `marked`: the inputs lowered as non-finite), input names in."""
+    constants = [getattr(gm, n.target).detach().cpu().numpy() for n in gm.graph.nodes if n.op == "get_attr"
+                 if hasattr(getattr(gm, n.target), "detach")]  # fmt: skip
+    ghash = graphinfo.graph_hash(gm, specs, kind, opts.preset, constants, marked)
+    for s in specs:  # names are part of the program: rename -> new module
+        ghash = graphinfo.hashlib.sha256(f"{ghash}{s.name}".encode()).hexdigest()[:20]
+    return ghash
+
+
+def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_marked: Any) -> Any:
+    """The callable that runs `graph`, unless an input `program` lists under `GUARD_META` (a float input whose
+    +-inf/NaN a regather would spread as NaN over whole columns, `nprof.compiler.regather`) holds a non-finite
+    value: then the graph lowered with those inputs marked non-finite (`lower_marked`, on first need) runs,
+    whose results equal eager's. Finite inputs cost one isfinite check each."""
+    import torch
+
+    guards = sorted(json.loads(program.meta.get(GUARD_META, "[]")))
+    if not guards:
+        return lambda *args: graph(list(args))
+    where = [input_names.index(g) for g in guards]
+    marked: list[DeviceGraph] = []
+
+    def run(*args: Any) -> Any:
+        if all(bool(torch.isfinite(args[i]).all()) for i in where):
+            return graph(list(args))
+        if not marked:
+            marked.append(lower_marked(frozenset(guards)))
+        return marked[0](list(args))
+
+    return run
 
 
 def _program(
@@ -341,6 +379,7 @@ def _program(
     input_names: list[str],
     output_names: list[str],
     specs: list[graphinfo.InputSpec],
+    marked: frozenset[str] = frozenset(),
 ) -> tuple[Any, list[OutputSlot]]:
     module_dir = cache.module_dir(ghash)
     load_cpu = time.process_time()
@@ -367,6 +406,7 @@ def _program(
         output_names=output_names,
         preset=opts.preset,
         layer_by_seq=dict(shared["layer_by_seq"]),
+        nonfinite_inputs=marked,
     )
     program, slots = lower_graph(gm, plan)
     program = with_columns(program)  # the file's table and the simulator's plan read these: no second conversion

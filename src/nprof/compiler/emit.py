@@ -52,6 +52,7 @@ class Emitter:
         self.renames: dict[str, str] = {}  # promoted intermediates -> their output names (`promote`)
         self._pack_planned = False
         self.marking_nonfinite = False  # tensors declared now may hold +-inf/NaN (`nprof.compiler.finite`)
+        self.taint: frozenset[str] = frozenset()  # graph inputs whose inf reaches the tensors declared now
 
     def hbm_tensor(
         self, name: str, shape: Sequence[int], dtype: str, kind: TensorKind, value: np.ndarray | None = None
@@ -61,6 +62,8 @@ class Emitter:
         self.tensors[name] = decl
         if self.marking_nonfinite:
             self.builder.nonfinite.add(name)
+        if self.taint:
+            self.builder.input_taint[name] = self.taint
         return decl
 
     def promote(self, name: str, as_name: str) -> None:

@@ -77,6 +77,8 @@ class FusingBuilder(ProgramBuilder):
         self.stages = ([OutputStage(self), OutputStage(self, "int32", packing.INT_OUT_PACK_NAME, 1, 1)]
                        if self.fusing and packing.ENABLED else [])  # fmt: skip
         self.nonfinite: set[str] = set()  # HBM tensors that may hold +-inf/NaN: never regathered (`regather`)
+        self.input_taint: dict[str, frozenset[str]] = {}  # HBM tensor -> float graph inputs whose inf reaches it
+        self.guard_inputs: set[str] = set()  # inputs whose inf a regather made would spread (`regather`)
         self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
         self.blocks = BlockStage(self) if self.stages else None  # outputs stored as row blocks: one DMA
         self.clock = EngineClock(self.preset) if self.fusing and balance.ENABLED else None  # `compiler.balance`

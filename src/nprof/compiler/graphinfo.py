@@ -235,10 +235,19 @@ def switch_values() -> str:
 
 
 def graph_hash(
-    gm: Any, specs: Sequence[InputSpec], kind: str, preset: str, constants: Iterable[np.ndarray] = ()
+    gm: Any,
+    specs: Sequence[InputSpec],
+    kind: str,
+    preset: str,
+    constants: Iterable[np.ndarray] = (),
+    nonfinite_inputs: Iterable[str] = (),
 ) -> str:
+    """The compile-cache key of a graph; `nonfinite_inputs` (inputs lowered as holding inf/NaN) enter it."""
     h = hashlib.sha256()
     h.update(f"nprof {__version__} {compiler_fingerprint()}\n{switch_values()}\n{kind}\n{preset}\n".encode())
+    marked = sorted(nonfinite_inputs)
+    if marked:
+        h.update(f"nonfinite {marked}\n".encode())
     h.update(graph_text(gm).encode())
     for spec in specs:
         h.update(f"\n{spec.shape}{spec.dtype}".encode())

@@ -12,6 +12,7 @@ raise `UnsupportedOpError` naming the op and the user's source line. Returns the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,7 @@ PROGRAM_DTYPE = {
 # program meta key: JSON {input name: {"bernoulli": keep probability, "dtype": torch dtype}} of the ``rng.*``
 # inputs the runtime draws from torch's generator, in input order, as eager torch would (`runtime.draw_rng`)
 RNG_DRAWS_META = "rng_draws"
+GUARD_META = "nonfinite_guard"  # JSON list: graph inputs whose non-finite values a regather would spread (`regather`)
 
 
 # What an unsupported-op error advises; the eager fallback's warning leaves it out (the fallback is already on).
@@ -77,6 +79,7 @@ class GraphPlan:
     preset: str = "trn1"
     input_values: Mapping[str, np.ndarray] = field(default_factory=dict)  # compile-time values (stored as hints)
     layer_by_seq: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # fw seq_nr -> (layer, source)
+    nonfinite_inputs: frozenset[str] = frozenset()  # inputs lowered as holding +-inf/NaN (never regathered)
 
 
 class Lowerer:
@@ -90,6 +93,7 @@ class Lowerer:
         self.node: Any = None
         self._tmp = 0
         self.nonfinite: set[str] = set()  # nodes whose values may hold +-inf/NaN (`nprof.compiler.finite`)
+        self.taint: dict[str, frozenset[str]] = {}  # node -> float inputs whose inf would reach it (`finite.taint`)
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         self.outputs: list[Any] = (
             list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
@@ -211,6 +215,7 @@ class Lowerer:
                 continue
             self.em.hbm_tensor(name, shape, pdtype, "input")
             self.env[node.name] = View.whole(name, pdtype, shape)
+            self._mark_input(node, name, tdtype)
         for node in self.gm.graph.nodes:
             if node.op == "get_attr":
                 self._lower_constant(node)
@@ -222,6 +227,8 @@ class Lowerer:
                 if finite.may_be_nonfinite(node, self.nonfinite):
                     self.nonfinite.add(node.name)
                 self.em.marking_nonfinite = node.name in self.nonfinite
+                self.taint[node.name] = finite.taint(node, self.taint)
+                self.em.taint = self.taint[node.name]
                 with self.em.scope(self.layer(node), graphinfo.hlo_name(node), graphinfo.user_source(node)):
                     try:
                         self.env[node.name] = fn(self, *node.args, **node.kwargs)
@@ -232,12 +239,26 @@ class Lowerer:
                     except KernelError as err:
                         raise NprofError(f"internal compiler error in {graphinfo.hlo_name(node)}: {err}") from err
         self.em.marking_nonfinite = False
+        self.em.taint = frozenset()
         assert LOWERINGS
         slots = self._outputs()
         meta = {"graph_kind": self.plan.kind, "producer": "nprof.compiler", "module": self.plan.name}
         if self.rng_draws:
             meta[RNG_DRAWS_META] = json.dumps(self.rng_draws, sort_keys=True)
-        return self.em.build(meta), slots
+        builder = self.em.builder
+        program = self.em.build(meta)
+        guards = json.dumps(sorted(getattr(builder, "guard_inputs", ())))  # complete once built (stages included)
+        return dataclasses.replace(program, meta={**program.meta, GUARD_META: guards}), slots
+
+    def _mark_input(self, node: Any, name: str, tdtype: str) -> None:
+        """A float input: the taint of its own name; marked non-finite when the plan says it holds inf/NaN."""
+        if not tdtype.startswith(("float", "bfloat")):
+            return
+        self.taint[node.name] = frozenset({name})
+        self.em.builder.input_taint[name] = frozenset({name})
+        if name in self.plan.nonfinite_inputs:
+            self.nonfinite.add(node.name)
+            self.em.builder.nonfinite.add(name)
 
     def layer(self, node: Any) -> str:
         layer = graphinfo.layer_from_module_stack(node)

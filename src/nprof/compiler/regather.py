@@ -16,10 +16,12 @@ lowering from `nprof.compiler.finite`: a -inf mask from masked_fill/full/where, 
 Exact when every kept element in the contraction is finite: each output element receives exactly one kept
 element times 1.0 plus finite x 0.0 = 0 terms (fp32 PSUM accumulation of exact products). A kept element that
 is +-inf or NaN makes 0 x inf = NaN in every output element of its column in its matmul group, not only in
-its own: a value that becomes non-finite at run time without a non-finite constant behind it (an activation
-overflowing to inf, a graph input holding inf) is not refused, and there eager is non-finite in that element
-while the regathered tile is NaN in the whole column of the group (the runtime's non-finite output check
-reports it; torch.compile runs allow non-finite outputs as eager does).
+its own. A graph input holding inf at run time: a regather records in `builder.guard_inputs` the float inputs
+whose inf would reach its tensor (`builder.input_taint`, `finite.taint`); the backend checks those inputs on
+every call and runs a lowering with them marked non-finite when one is not finite. Not covered: a value that
+becomes non-finite at run time from finite inputs (an activation overflowing to inf), where eager is
+non-finite in that element while the regathered tile is NaN in the whole column of the group (the runtime's
+non-finite output check reports it; torch.compile runs allow non-finite outputs as eager does).
 """
 
 from __future__ import annotations
@@ -111,6 +113,9 @@ def regather(builder: Any, a: Access) -> NkiTensor | None:
         groups = matmul_groups(*found, run) if found is not None else None
         if groups is None:
             continue
+        guards = getattr(builder, "guard_inputs", None)
+        if guards is not None:  # the runtime runs a program without this regather when one of these holds inf
+            guards.update(builder.input_taint.get(a.tensor, ()))
         return _build(flat, a, groups, run)
     return None
 
