@@ -65,7 +65,7 @@ def test_nonfinite_values_are_flagged_by_construction_and_stop_at_finite_ops() -
     do not; `constant_nonfinite` sees an inf in a tensor constant."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from nprof.compiler.finite import constant_nonfinite, may_be_nonfinite
+    from nprof.compiler.finite import constant_nonfinite, may_be_nonfinite, taint
 
     def fn(x: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a = x.masked_fill(m, float("-inf"))
@@ -79,6 +79,12 @@ def test_nonfinite_values_are_flagged_by_construction_and_stop_at_finite_ops() -
             flagged.add(node.name)
     out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     assert [o.name in flagged for o in out] == [True, False, False, False]
+    taints: dict[str, frozenset[str]] = {n.name: frozenset({n.name}) for n in gm.graph.nodes if n.op == "placeholder"}
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            taints[node.name] = taint(node, taints)
+    x_name = next(n.name for n in gm.graph.nodes if n.op == "placeholder")
+    assert [taints[o.name] for o in out] == [frozenset({x_name, "m_1"}), frozenset(), frozenset(), {x_name}]
     assert constant_nonfinite(torch.full((2, 2), float("-inf")).triu(1))
     assert not constant_nonfinite(torch.ones(2, 2))
 
