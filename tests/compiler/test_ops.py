@@ -246,3 +246,22 @@ def test_max_pool2d_rows_and_ties(kw: dict) -> None:
     x = (r(3, 50, 6, 6, seed=8) * 2.0).round()
     check_fn(lambda t: F.max_pool2d(F.relu(t), **kw) * 2.0, x)
     check_fn(lambda t: F.max_pool2d_with_indices(F.relu(t), **kw)[1].float(), x.detach(), grad=False)
+
+
+@pytest.mark.parametrize(("shape", "kw", "says"), [
+    ((1, 1, 100, 100), {"kernel_size": 2}, "50x50 output plane (2500 elements; at most 2048"),
+    ((1, 2, 7, 7), {"kernel_size": 2, "ceil_mode": True}, "ceil_mode=True (only ceil_mode=False"),
+])  # fmt: skip
+def test_max_pool2d_refusal_names_the_limit_it_breaks(shape: tuple[int, ...], kw: dict, says: str) -> None:
+    """A pooling the lowering does not take is refused naming the limit (a 4-D input with a large plane was
+    once told "other than 4-D input, ceil_mode=False")."""
+    from nprof.errors import UnsupportedOpError
+
+    torch._dynamo.reset()
+    fn = torch.compile(lambda t: F.max_pool2d(t, **kw), backend="nprof")
+    with pytest.raises(Exception) as err:
+        fn(torch.randn(*shape))
+    found = err.value
+    while found is not None and not isinstance(found, UnsupportedOpError):
+        found = found.__cause__ or found.__context__
+    assert found is not None and says in str(found) and "test_ops.py" in str(found)

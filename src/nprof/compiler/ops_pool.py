@@ -125,8 +125,18 @@ def _backward_kernel(out: View, grad: View, indices: View, g: _Geometry) -> None
 
 
 def _check(lw: Lowerer, x: View, g: _Geometry, ceil_mode: bool) -> None:
-    if len(x.shape) != 4 or ceil_mode or g.oh * g.ow > FREE_MAX:
-        raise UnsupportedOpError(lw.unsupported_message("max_pool2d other than 4-D input, ceil_mode=False"))
+    """Raise `UnsupportedOpError` naming the limit the pooling breaks: a 4-D input, ``ceil_mode=False``, and an
+    output plane of at most `FREE_MAX` elements (one tile row per channel and image)."""
+    if len(x.shape) != 4:
+        why = f"max_pool2d of a {len(x.shape)}-D input (only 4-D is lowered)"
+    elif ceil_mode:
+        why = "max_pool2d with ceil_mode=True (only ceil_mode=False is lowered)"
+    elif g.oh * g.ow > FREE_MAX:
+        why = (f"max_pool2d with a {g.oh}x{g.ow} output plane ({g.oh * g.ow} elements; at most {FREE_MAX} per "
+               "channel and image are lowered)")
+    else:
+        return
+    raise UnsupportedOpError(lw.unsupported_message(why))
 
 
 @register("max_pool2d_with_indices.default")
