@@ -88,7 +88,8 @@ def _reference_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray | None, mean
     ("shape", "affine", "train"),
     [((4, 16, 8, 8), True, True), ((2, 130, 3, 5), True, True), ((1, 3, 96, 96), False, True),
      ((6, 20), True, False), ((3, 5, 4, 4), False, False),
-     ((2, 32, 4, 4), True, False), ((2, 8, 4, 4), False, True)],  # few channels: spread over 128 partitions
+     ((2, 32, 4, 4), True, False), ((2, 8, 4, 4), False, True),  # few channels: spread over 128 partitions
+     ((7, 3, 112, 112), True, True)],  # 7 x 49 blocks a channel: 32 KiB blocks found no free SBUF gap (refused)
 )  # fmt: skip
 def test_fused_batch_norm_backward_matches_the_gradients(shape: tuple[int, ...], affine: bool, train: bool) -> None:
     gen = torch.Generator().manual_seed(sum(shape) + train)

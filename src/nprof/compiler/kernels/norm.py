@@ -65,7 +65,7 @@ def layer_norm_kernel(
         store(_column(spec.access(3, operands[3])), rs)
 
 
-BN_BLOCK = 8192  # elements per partition one batch-norm block loads (32 KiB fp32)
+BN_BLOCK = 2048  # elements per partition one batch-norm block loads (8 KiB fp32)
 
 
 def _channel_blocks(x: View, c0: int, cc: int) -> list[Access]:
