@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
-from nprof.compiler.kernels.conv_taps import shaped
+from nprof.compiler.kernels.conv_taps import shaped, tap_transposes
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View
 from nprof.nki import isa as nisa
@@ -88,9 +88,7 @@ def _stationaries(w: View, g: int) -> NkiTensor:
     per = max(1, PSUM_FREE // oc)  # taps whose transposes share one PSUM bank
     for t0 in range(0, taps, per):
         tn = min(per, taps - t0)
-        cols = nl.ndarray((g * c, tn * oc), dtype=nl.float32, buffer=nl.psum)
-        for t in range(tn):
-            nisa.nc_transpose(shaped(rows, (taps, g * c))[:, t0 + t, :], dst=cols[:, t * oc : (t + 1) * oc])
+        cols = tap_transposes(rows, taps, g * c, t0, tn)
         cp0, ce0, cdims = cols.access_key()
         repeated = NkiTensor(cols.base, cp0, ce0, (cdims[0], (0, oc, tn), (0, 0, g), (0, 1, oc)), ())
         per_tap = NkiTensor(mask.base, mp0, me0, (mdims[0], (0, 0, tn), (0, oc, g), (0, 1, oc)), ())

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
-from nprof.compiler.kernels.conv_taps import shaped, source
+from nprof.compiler.kernels.conv_taps import shaped, source, tap_transposes
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.norm_spread import SPREAD_MAX_C
 from nprof.compiler.kernels.norm_spread import spread as spread_columns
@@ -159,9 +159,7 @@ def _stationaries(natural: NkiTensor, c: int, taps: int, k: int) -> list[NkiTens
     per = max(1, PSUM_FREE // oc)  # taps whose transposes share one PSUM bank
     for t0 in range(0, taps, per):
         tn = min(per, taps - t0)
-        cols = nl.ndarray((c * k, tn * oc), dtype=nl.float32, buffer=nl.psum)
-        for t in range(tn):
-            nisa.nc_transpose(shaped(rows, (taps, c * k))[:, t0 + t, :], dst=cols[:, t * oc : (t + 1) * oc])
+        cols = tap_transposes(rows, taps, c * k, t0, tn)
         per_tap = NkiTensor(mask.base, mp0, me0, (mdims[0], (0, 0, tn), (0, k, oc), (0, 1, k)), ())
         nisa.tensor_copy_predicated(src=_repeat(cols.unflatten_free((tn, oc)), k), dst=st[:, t0 : t0 + tn],
                                     predicate=per_tap)  # fmt: skip

@@ -40,6 +40,17 @@ def shaped(t: NkiTensor, free: tuple[int, ...]) -> NkiTensor:
     return f.unflatten_free(free)
 
 
+def tap_transposes(rows: NkiTensor, taps: int, parts: int, t0: int, tn: int) -> NkiTensor:
+    """PSUM tile [parts, tn * OC]: columns t * OC.. hold the TensorE transpose of tap t0 + t of `rows`
+    [OC, taps * parts] (a tap's `parts` columns contiguous), for t < tn (tn * OC must fit one PSUM bank)."""
+    oc = rows.shape[0]
+    cols = nl.ndarray((parts, tn * oc), dtype=nl.float32, buffer=nl.psum)
+    by_tap = shaped(rows, (taps, parts))
+    for t in range(tn):
+        nisa.nc_transpose(by_tap[:, t0 + t, :], dst=cols[:, t * oc : (t + 1) * oc])
+    return cols
+
+
 def tap_rows(o: int, tap: int, stride: int, pad: int, dil: int, size: int) -> tuple[int, int]:
     """Output positions [lo, hi) of one axis whose input position o * stride + tap * dil - pad is in [0, size)."""
     first = tap * dil - pad
