@@ -86,3 +86,22 @@ def check_module(make: Callable[[], torch.nn.Module], *inputs: torch.Tensor) -> 
     for a, b in zip(e_in, d_in, strict=True):
         if a.requires_grad:
             torch.testing.assert_close(b.grad, a.grad, rtol=RTOL, atol=ATOL)
+
+
+def lower_with_switch(module: object, on: bool, fn: object, args: Sequence[torch.Tensor], name: str) -> tuple:
+    """(program, slots, input names) of `fn` traced by make_fx with the backend's decompositions and lowered as
+    an inference graph (inputs in0.., outputs out0, out1) with `module.ENABLED` set to `on` (restored after)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from nprof.compiler.backend import decompositions
+    from nprof.compiler.lower import GraphPlan, lower_graph
+
+    old = module.ENABLED  # type: ignore[attr-defined]
+    module.ENABLED = on  # type: ignore[attr-defined]
+    try:
+        gm = make_fx(fn, decomposition_table=decompositions())(*args)
+        names = [f"in{i}" for i in range(len(args))]
+        program, slots = lower_graph(gm, GraphPlan(name, "inference", names, ["out0", "out1"]))
+    finally:
+        module.ENABLED = old  # type: ignore[attr-defined]
+    return program, slots, names

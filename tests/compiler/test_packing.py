@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from nprof.arch.isa import Opcode  # noqa: E402
@@ -18,6 +19,7 @@ from nprof.compiler.backend import decompositions  # noqa: E402
 from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 from nprof.program.model import TensorDecl  # noqa: E402
+from tests.compiler.conftest import lower_with_switch  # noqa: E402
 
 
 def test_plan_packs_small_fp32_inputs_by_size_back_to_back() -> None:
@@ -56,14 +58,7 @@ def _empty_program(decls: list[TensorDecl]) -> object:
 
 def _lower(fn: object, args: list[torch.Tensor], packed: bool) -> tuple[list[np.ndarray], int, int]:
     """(outputs, DMA count, simulated ns) of `fn` lowered with packing on or off."""
-    old = packing.ENABLED
-    packing.ENABLED = packed
-    try:
-        gm = make_fx(fn, decomposition_table=decompositions())(*args)
-        names = [f"in{i}" for i in range(len(args))]
-        program, slots = lower_graph(gm, GraphPlan("pack_test", "inference", names, ["out0", "out1"]))
-    finally:
-        packing.ENABLED = old
+    program, slots, names = lower_with_switch(packing, packed, fn, args, "pack_test")
     inputs = packing.pack_inputs(program, {n: a.numpy() for n, a in zip(names, args, strict=True)})
     result = simulate(program, inputs, numerics=True)
     dmas = sum(ins.opcode is Opcode.DMA_DIRECT2D for ins in program.instructions)

@@ -13,12 +13,10 @@ from nprof.program.model import Program, TensorDecl
 
 torch = pytest.importorskip("torch")
 
-from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-from nprof.compiler.backend import decompositions  # noqa: E402
-from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
 from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
 from nprof.device import simulate  # noqa: E402
+from tests.compiler.conftest import lower_with_switch  # noqa: E402
 
 
 def _hbm(name: str, rows: int, cols: int) -> Access:
@@ -52,14 +50,7 @@ def test_the_load_needed_first_is_triggered_first_and_dependencies_follow() -> N
 
 
 def _run(fn: object, args: list[torch.Tensor], hoist: bool) -> list[np.ndarray]:
-    old = prefetch.ENABLED
-    prefetch.ENABLED = hoist
-    try:
-        gm = make_fx(fn, decomposition_table=decompositions())(*args)
-        names = [f"in{i}" for i in range(len(args))]
-        program, slots = lower_graph(gm, GraphPlan("prefetch_test", "inference", names, ["out0", "out1"]))
-    finally:
-        prefetch.ENABLED = old
+    program, slots, names = lower_with_switch(prefetch, hoist, fn, args, "prefetch_test")
     program.validate()
     result = simulate(program, pack_inputs(program, {n: a.numpy() for n, a in zip(names, args, strict=True)}))
     outputs = unpack_outputs(program, result.outputs)

@@ -10,15 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from nprof.arch.isa import Access, Opcode, Space  # noqa: E402
 from nprof.compiler import packing, rowpack  # noqa: E402
-from nprof.compiler.backend import decompositions  # noqa: E402
-from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
 from nprof.compiler.subtile import addresses  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 from nprof.program.model import Program, TensorDecl  # noqa: E402
+from tests.compiler.conftest import lower_with_switch  # noqa: E402
 
 
 def test_plan_takes_the_row_count_with_the_most_bytes() -> None:
@@ -127,14 +125,7 @@ def test_pack_inputs_builds_the_grid_and_keeps_members_still_declared() -> None:
 
 def _lower(fn: object, args: list[torch.Tensor], packed: bool) -> tuple[list[np.ndarray], int, set[str]]:
     """(outputs, DMA count, program input names) of `fn` lowered with packing on or off."""
-    old = packing.ENABLED
-    packing.ENABLED = packed
-    try:
-        gm = make_fx(fn, decomposition_table=decompositions())(*args)
-        names = [f"in{i}" for i in range(len(args))]
-        program, slots = lower_graph(gm, GraphPlan("rows_test", "inference", names, ["out0", "out1"]))
-    finally:
-        packing.ENABLED = old
+    program, slots, names = lower_with_switch(packing, packed, fn, args, "rows_test")
     inputs = packing.pack_inputs(program, {n: a.numpy() for n, a in zip(names, args, strict=True)})
     result = simulate(program, inputs, numerics=True)
     outputs = packing.unpack_outputs(program, result.outputs)
