@@ -10,7 +10,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from nprof.arch.isa import Opcode  # noqa: E402
