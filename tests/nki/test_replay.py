@@ -184,16 +184,18 @@ def test_nested_loops_replay_whole_inner_loops(monkeypatch: pytest.MonkeyPatch) 
     assert replay.STATS["loops"] - loops == 1 + A + A * A
 
 
-def test_on_lines_matches_the_plain_check() -> None:
+@pytest.mark.parametrize("numpy_from", [0, replay.ON_LINES_NUMPY])
+def test_on_lines_matches_the_plain_check(numpy_from: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The numpy check that logged integers lie on lines equals the plain pairwise check (random lists, int64
-    edges and integers beyond int64)."""
+    edges and integers beyond int64), numpy used for every size or from its threshold on."""
+    monkeypatch.setattr(replay, "ON_LINES_NUMPY", numpy_from)
 
     def plain(ints: list[list[int]], step: list[int]) -> bool:
         return all(y - x == d for p, q in itertools.pairwise(ints) for x, y, d in zip(p, q, step, strict=True))
 
     rng = random.Random(14)
     for _ in range(400):
-        n, width = rng.randint(2, 5), rng.randint(0, 4)
+        n, width = rng.randint(2, 5), rng.choice([rng.randint(0, 4), rng.randint(100, 300)])
         big = rng.choice([10, 1 << 40, 1 << 62, 1 << 70])
         start = [rng.randint(-big, big) for _ in range(width)]
         step = [rng.randint(-big, big) for _ in range(width)]
