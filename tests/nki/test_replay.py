@@ -4,7 +4,7 @@ Each kernel is traced twice, with replay on and off; the Programs must be equal 
 (operands, attrs, deps, queues, sources), with the same allocation records and SBUF/PSUM high-water marks. The
 kernels cover loops that qualify (matmul tilings, accumulators, sequential_range, tiles made in the body) and
 loops that must fall back (masks, Python lists indexed by the loop variable, non-affine index arithmetic, calls
-of kernel helpers, nested loops), so a test also says whether replay ran.
+of impure helpers, nested loops), so a test also says whether replay ran (kernel helpers: test_replay_helpers.py).
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ def _helper(t):
 
 
 def helper_rows(x):
-    """A body calling a Python helper: not checked for purity, so it falls back."""
+    """A body calling a Python helper that builds instructions from its argument: a pure kernel helper, replayed
+    (four iterations logged: a loop calling a kernel helper is not taken as affine)."""
     out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
     for r in nl.affine_range(10):
         nl.store(out[0:T, 0:8], value=_helper(nl.load(x[r * T : (r + 1) * T, 0:8])))
@@ -155,9 +156,12 @@ def test_accumulator_and_tiles_made_in_the_body(monkeypatch: pytest.MonkeyPatch)
     assert _both(row_sums, [(128 * 12, 64)], monkeypatch) == 12 - A
 
 
-@pytest.mark.parametrize("kernel", [masked_rows, helper_rows])
-def test_impure_bodies_fall_back(kernel: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _both(kernel, [(128 * 10, 128)], monkeypatch) == 0
+def test_impure_bodies_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _both(masked_rows, [(128 * 10, 128)], monkeypatch) == 0
+
+
+def test_a_pure_helper_call_is_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _both(helper_rows, [(128 * 10, 128)], monkeypatch) == 10 - replay.RECORDED - 1
 
 
 def test_lists_indexed_by_the_loop_and_non_affine_offsets_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,16 +184,18 @@ def test_nested_loops_replay_whole_inner_loops(monkeypatch: pytest.MonkeyPatch) 
     assert replay.STATS["loops"] - loops == 1 + A + A * A
 
 
-def test_on_lines_matches_the_plain_check() -> None:
+@pytest.mark.parametrize("numpy_from", [0, replay.ON_LINES_NUMPY])
+def test_on_lines_matches_the_plain_check(numpy_from: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The numpy check that logged integers lie on lines equals the plain pairwise check (random lists, int64
-    edges and integers beyond int64)."""
+    edges and integers beyond int64), numpy used for every size or from its threshold on."""
+    monkeypatch.setattr(replay, "ON_LINES_NUMPY", numpy_from)
 
     def plain(ints: list[list[int]], step: list[int]) -> bool:
         return all(y - x == d for p, q in itertools.pairwise(ints) for x, y, d in zip(p, q, step, strict=True))
 
     rng = random.Random(14)
     for _ in range(400):
-        n, width = rng.randint(2, 5), rng.randint(0, 4)
+        n, width = rng.randint(2, 5), rng.choice([rng.randint(0, 4), rng.randint(100, 300)])
         big = rng.choice([10, 1 << 40, 1 << 62, 1 << 70])
         start = [rng.randint(-big, big) for _ in range(width)]
         step = [rng.randint(-big, big) for _ in range(width)]

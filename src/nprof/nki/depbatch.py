@@ -92,12 +92,23 @@ def _load(IO: np.ndarray, q: int, row: np.ndarray, at: int) -> int:
 
 @njit(nogil=True)
 def _record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, IO: np.ndarray, index: int,
-            nreads: int, nwrites: int) -> tuple:  # fmt: skip
-    n = core.record(E, P, H, M, T, IO, index, nreads, nwrites)
+            nreads: int, nwrites: int, W: tuple) -> tuple:  # fmt: skip
+    """`depcore.record` with room made as needed and the scratch arrays W (`depcore.workspace`): (E, P, T, its
+    result, W)."""
+    Q, dd, sc = W
+    n, Q, dd, sc = core.record_in(E, P, H, M, T, IO, index, nreads, nwrites, Q, dd, sc)
     while n < 0:
         E, P, T = _grown(E, P, T, M)
-        n = core.record(E, P, H, M, T, IO, index, nreads, nwrites)
-    return E, P, T, n
+        n, Q, dd, sc = core.record_in(E, P, H, M, T, IO, index, nreads, nwrites, Q, dd, sc)
+    return E, P, T, n, (Q, dd, sc)
+
+
+@njit(nogil=True)
+def _last_writer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, IO: np.ndarray, W: tuple) -> tuple:
+    """`depcore.last_writer` with the scratch arrays W: (its result, W)."""
+    Q, dd, sc = W
+    writer, sc = core.last_writer_in(E, P, H, M, IO, Q, sc)
+    return writer, (Q, dd, sc)
 
 
 @njit(nogil=True)
@@ -128,6 +139,7 @@ def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarra
         tiles: int) -> tuple:  # fmt: skip
     """See module doc."""
     born = np.zeros(max(tiles, 1), np.int64)
+    W = core.workspace()
     count, ni, nd = state[0], 0, 0
     for j in range(stream.shape[0]):
         row = stream[j]
@@ -148,7 +160,7 @@ def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarra
                 for _ in range(nr + nw):
                     q = _load(IO, q, row, pos)
                     pos += _length(row, pos)
-                E, P, T, n = _record(E, P, H, M, T, IO, count, nr, nw)
+                E, P, T, n, W = _record(E, P, H, M, T, IO, count, nr, nw, W)
                 deps, nd = _keep(deps, nd, IO, q, n)
                 out[ni, 0], out[ni, 1], out[ni, 2], out[ni, 3] = ev, j, 0, 0
                 dep_off[ni + 1] = nd
@@ -170,16 +182,16 @@ def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarra
             if asked and checked:
                 placed = pval if pkind == 0 else born[pval]
                 _load(IO, 0, row, o)
-                writer = core.last_writer(E, P, H, M, IO)
+                writer, W = _last_writer(E, P, H, M, IO, W)
                 accumulate = 0 if (writer < 0 or writer < placed) else 1
             need = state[1] == 0 or not _same_key(state, row, s)
             if not need:
                 _load(IO, 0, row, s)
-                writer = core.last_writer(E, P, H, M, IO)
+                writer, W = _last_writer(E, P, H, M, IO, W)
                 need = writer >= 0 and writer > state[2]
             if need:
                 q = _load(IO, 0, row, s)
-                E, P, T, n = _record(E, P, H, M, T, IO, count, 1, 0)
+                E, P, T, n, W = _record(E, P, H, M, T, IO, count, 1, 0, W)
                 deps, nd = _keep(deps, nd, IO, q, n)
                 out[ni, 0], out[ni, 1], out[ni, 2], out[ni, 3] = ev, j, 1, 0
                 dep_off[ni + 1] = nd
@@ -191,7 +203,7 @@ def run(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarra
             q = _load(IO, 0, row, s)
             q = _load(IO, q, row, mv)
             q = _load(IO, q, row, o)
-            E, P, T, n = _record(E, P, H, M, T, IO, count, 2, 1)
+            E, P, T, n, W = _record(E, P, H, M, T, IO, count, 2, 1, W)
             deps, nd = _keep(deps, nd, IO, q, n)
             out[ni, 0], out[ni, 1], out[ni, 2], out[ni, 3] = ev, j, 2, accumulate
             dep_off[ni + 1] = nd

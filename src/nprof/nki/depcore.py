@@ -340,8 +340,25 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     write its dependencies (sorted, distinct) into IO right after the accesses and return their count (IO has
     room for every index recorded before), or return -1 with M[NEED_E], M[NEED_P] set when E, P or T lack room
     (nothing changed then)."""
+    Q, deps, scratch = workspace()
+    return record_in(E, P, H, M, T, IO, index, nreads, nwrites, Q, deps, scratch)[0]
+
+
+@njit(nogil=True)
+def workspace() -> tuple:
+    """(Q, deps, scratch): the scratch arrays `record_in` and `last_writer_in` take (grown there when short); a
+    caller registering many instructions makes them once and passes back what those return."""
+    return np.empty((4, EW), np.int64), np.empty(16, np.int64), np.empty(64, np.int64)
+
+
+@njit(nogil=True)
+def record_in(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.ndarray, IO: np.ndarray,
+              index: int, nreads: int, nwrites: int, Q: np.ndarray, deps: np.ndarray, scratch: np.ndarray) -> tuple:
+    """`record` with the caller's scratch arrays (`workspace`): (its result, Q, deps, scratch), the arrays to
+    pass on the next call (contents meaningless)."""
     nacc = nreads + nwrites
-    Q = np.empty((max(nacc, 1), EW), np.int64)
+    if Q.shape[0] < nacc:
+        Q = np.empty((2 * nacc, EW), np.int64)
     pos = 0
     need = 0
     for k in range(nacc):  # nodes: buckets and a reader per access, a reader per entry a read may join
@@ -354,33 +371,55 @@ def record(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, T: np.nda
     if (E.shape[0] - M[E_USED] + M[E_NFREE] < nacc or P.shape[0] - M[P_USED] + M[P_NFREE] < need
             or 2 * (M[T_USED] + nacc) > T.shape[0]):  # fmt: skip
         M[NEED_E], M[NEED_P] = nacc, need
-        return -1
-    deps = np.empty(16, np.int64)
-    scratch = np.empty(64, np.int64)
+        return -1, Q, deps, scratch
     nd = 0
     for k in range(nreads):
         deps, nd, scratch = _read(E, P, H, M, T, Q[k], index, deps, nd, scratch)
     for k in range(nreads, nacc):
         deps, nd, scratch = _write(E, P, H, M, T, Q[k], index, deps, nd, scratch)
-    ordered = np.sort(deps[:nd])
+    _sort(deps, nd)
     m = 0
-    for v in ordered:
+    for i in range(nd):
+        v = deps[i]
         if v != index and (m == 0 or IO[pos + m - 1] != v):
             IO[pos + m] = v
             m += 1
-    return m
+    return m, Q, deps, scratch
+
+
+@njit(nogil=True)
+def _sort(a: np.ndarray, n: int) -> None:
+    """Sort a[:n] in place (insertion sort: an instruction has a few dependencies; np.sort for many)."""
+    if n > 32:
+        a[:n] = np.sort(a[:n])
+        return
+    for i in range(1, n):
+        v = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
 
 
 @njit(nogil=True)
 def last_writer(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, IO: np.ndarray) -> int:
     """The latest instruction that wrote any part of the access at IO[0:] (-1 if none)."""
-    q = np.empty(EW, np.int64)
+    Q, _, scratch = workspace()
+    return last_writer_in(E, P, H, M, IO, Q, scratch)[0]
+
+
+@njit(nogil=True)
+def last_writer_in(E: np.ndarray, P: np.ndarray, H: np.ndarray, M: np.ndarray, IO: np.ndarray, Q: np.ndarray,
+                   scratch: np.ndarray) -> tuple:  # fmt: skip
+    """`last_writer` with the caller's scratch arrays (`workspace`): (its result, scratch)."""
+    q = Q[0]
     decode_region(H, IO, 0, q)
-    scratch, n = _candidates(E, P, H, q, np.empty(64, np.int64))
+    scratch, n = _candidates(E, P, H, q, scratch)
     M[SCANNED] += n + 1
     best = -1
     for i in range(n):
         e = scratch[i]
         if E[e, WRITER] > best and meets(E, e, q):
             best = E[e, WRITER]
-    return best
+    return best, scratch

@@ -84,7 +84,7 @@ def hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray) 
         row[BOX + 2 * d + 1] = 1  # extent, made an end below
     if row[BOX] >= H[sid, SHAPE]:
         return 0
-    used = np.zeros(n, np.bool_)
+    used = 0  # a bit per axis taken
     nf = io[pos + 6]
     for k in range(-1, nf):
         stride = io[pos + 5] if k < 0 else io[pos + 7 + 2 * k]
@@ -93,8 +93,8 @@ def hbm_box(H: np.ndarray, sid: int, io: np.ndarray, pos: int, row: np.ndarray) 
             continue
         found = False
         for d in range(n):
-            if not used[d] and H[sid, STRIDE + d] == stride and H[sid, SHAPE + d] > 1:
-                used[d] = True
+            if not (used >> d) & 1 and H[sid, STRIDE + d] == stride and H[sid, SHAPE + d] > 1:
+                used |= 1 << d
                 row[BOX + 2 * d + 1] = size
                 found = True
                 break

@@ -50,6 +50,7 @@ STAMP_MIN_EVENTS = 64  # events (iterations x body events) below which iteration
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
 RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
 RECORDED_AFFINE = 2  # the same for a body affine in the loop variable by its source (nprof.nki.replay_affine)
+ON_LINES_NUMPY = 512  # integers from which `_on_lines` checks with numpy
 STATS = {"loops": 0, "iterations": 0, "stamped": 0}  # loops and iterations replayed, iterations of them stamped
 
 # -- recording -------------------------------------------------------------------------------------------------
@@ -183,7 +184,10 @@ def template(logs: list[tuple[list[Any], list[int]]]) -> tuple[list[Any], list[i
 
 
 def _on_lines(ints: list[list[int]], step: list[int]) -> bool:
-    """Does each list of integers (all of one length) differ from the one before by `step`?"""
+    """Does each list of integers (all of one length) differ from the one before by `step`? (A few hundred
+    integers are checked in Python: numpy's fixed cost per call is larger there.)"""
+    if len(ints) * len(step) < ON_LINES_NUMPY:
+        return all(y - x == d for p, q in itertools.pairwise(ints) for x, y, d in zip(p, q, step, strict=True))
     try:
         a = np.array(ints, np.int64)
     except OverflowError:

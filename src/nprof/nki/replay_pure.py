@@ -1,12 +1,24 @@
 """Which `nl.affine_range` / `nl.sequential_range` loops `nprof.nki.replay` may replay: pure bodies.
 
 Contract: `pure_body(frame)` is True when the loop at `frame`'s current line has a body of only assignments, `del`
-of names, `nl`/`nisa` calls (spelt `module.function`), calls of pure helpers (a plain Python function of the kernel
-whose body is only assignments and a `return` of `+ - *` arithmetic, tuples and `slice(...)`, e.g. an index helper),
+of names, `nl`/`nisa` calls (spelt `module.function`, or a bare name bound to a function of `nl`/`nisa`, e.g.
+`par_dim`), calls of pure helpers (a plain Python function of the kernel whose body is only assignments and a
+`return` of `+ - *` arithmetic, tuples and `slice(...)`, e.g. an index helper), calls of kernel helpers (below),
 `+ - *` arithmetic, subscripts of tiles (names bound to tiles at the loop's start, or bound in the body only to call
 results), attributes subscripted by constants, and inner `nl` loops that are pure in turn. Such a body has no
 effects beyond the builder requests it makes and no control flow on values; the replay still checks that its
 requests repeat (nprof.nki.replay).
+
+A *kernel helper* is a plain Python function or an `nki.jit` kernel (no grid) called by name, with positional or
+keyword arguments, whose own body passes the same checks (recursively: its calls are nki calls or helpers in
+turn), optionally ending in `return <expression>`; no `*args`/`**kwargs`/keyword-only parameters, defaults only
+immutable constants. The names it subscripts are its parameters (the argument passed must then be a name, a
+subscript or a call result, and a name passed is held to the rules of subscripted names where the call is) or
+names it binds only to call results: never its globals or closure (a Python list there could be indexed by the
+loop variable). It has no effects beyond builder requests either (no `global`/`nonlocal`, no method calls, no
+subscript stores but on tiles). A loop calling a kernel helper is not taken as affine (`affine_body`: its
+helpers' bodies are not analysed), so four iterations are logged. Each time the loop starts, every helper name
+on the way (nested ones through the helper's own globals and closure) must still name the function checked.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import linecache
 import re
 import textwrap
 from types import CodeType, FrameType, FunctionType, ModuleType
+from typing import Any
 
 from nprof.nki.replay_affine import affine
 
@@ -34,12 +47,21 @@ _HELPER_NODES = (ast.Name, ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.Una
 # -- which loops qualify ---------------------------------------------------------------------------------------
 def pure_body(frame: FrameType) -> bool:
     """Is the body of the loop at `frame`'s current line pure (see module doc)? Cached per code position (the
-    module names it calls are looked up once; the names it subscripts are checked for tiles each time)."""
+    module names it calls are looked up once; the names it subscripts are checked for tiles each time, and it is
+    checked again when a helper name no longer names the function checked)."""
     key = (frame.f_code, frame.f_lineno)
     hit = _PURE.get(key)
-    if hit is None:
-        hit = _PURE[key] = _check_loop(frame)
-    return hit and _tiles_subscripted(frame) and _same_helpers(frame)
+    if hit is None or (not _same_helpers(frame) if hit else _called(frame) != _CALLED[key][1]):
+        hit = _PURE[key] = _check_loop(frame)  # (again when a name it calls names another function now)
+    return hit and _tiles_subscripted(frame)
+
+
+def _called(frame: FrameType) -> tuple[object, ...]:
+    """The code objects of the functions that the names the loop at `frame` calls name now (the code of the
+    function of a plain `nki.jit` kernel; None for anything else)."""
+    scope = _Scope(frame.f_locals, frame.f_globals)
+    names = _CALLED[(frame.f_code, frame.f_lineno)][0]
+    return tuple(getattr(_helper_function(scope.get(n)), "__code__", None) for n in names)
 
 
 _DEF = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|^(\s*@)")  # (inspect.findsource's)
@@ -89,22 +111,41 @@ def _loops(code: CodeType) -> list[ast.For]:
 
 def _check_loop(frame: FrameType) -> bool:
     node = _loop_node(frame)
-    helpers: dict[str, CodeType | None] = {}
-    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, frame, helpers):
+    key = (frame.f_code, frame.f_lineno)
+    names = () if node is None else tuple(sorted({c.func.id for c in _walk(node) if isinstance(c, ast.Call) and
+                                                  isinstance(c.func, ast.Name)}))  # fmt: skip
+    _CALLED[key] = (names, ())
+    _CALLED[key] = (names, _called(frame))
+    ctx = _Ctx(_Scope(frame.f_locals, frame.f_globals))
+    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, ctx):
         return False
-    if any(isinstance(s, ast.Delete) and not all(isinstance(t, ast.Name) for t in s.targets)
-           for stmt in node.body for s in _walk(stmt)):  # fmt: skip
-        return False  # (`del name` only: deleting items or attributes changes objects the log does not cover)
-    _HELPERS[(frame.f_code, frame.f_lineno)] = helpers
-    subscripted = {s.value.id for stmt in node.body for s in _walk(stmt)
-                   if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
-    bound = {t.id for stmt in node.body for t in _walk(stmt) if isinstance(t, ast.Name) and
-             isinstance(t.ctx, ast.Store)}  # fmt: skip
+    if not _deletes_names_only(node):
+        return False
+    _HELPERS[key], _CALLEES[key] = ctx.helpers, ctx.callees
+    subscripted = _subscripted(node.body) | ctx.needs
+    bound = _bound(node.body)
     if not _tiles_by_call(node, subscripted & bound):
         return False
-    _SUBSCRIPTED[(frame.f_code, frame.f_lineno)] = frozenset(subscripted - bound)
-    _AFFINE[(frame.f_code, frame.f_lineno)] = affine(node, _helper_defs(node, helpers))
+    _SUBSCRIPTED[key] = frozenset(subscripted - bound)
+    _AFFINE[key] = not ctx.callees and affine(node, _helper_defs(node, ctx.helpers))
     return True
+
+
+def _deletes_names_only(node: ast.AST) -> bool:
+    """`del name` only: deleting items or attributes changes objects the log does not cover."""
+    return not any(isinstance(s, ast.Delete) and not all(isinstance(t, ast.Name) for t in s.targets)
+                   for s in _walk(node))  # fmt: skip
+
+
+def _subscripted(body: list[ast.stmt]) -> set[str]:
+    """The names subscripted by the statements (`x[...]`)."""
+    return {s.value.id for stmt in body for s in _walk(stmt)
+            if isinstance(s, ast.Subscript) and isinstance(s.value, ast.Name)}  # fmt: skip
+
+
+def _bound(body: list[ast.stmt]) -> set[str]:
+    """The names the statements bind (assigned, loop targets)."""
+    return {t.id for stmt in body for t in _walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
 
 
 def _helper_defs(loop: ast.For, helpers: dict[str, CodeType | None]) -> dict[str, ast.FunctionDef]:
@@ -144,9 +185,10 @@ def affine_body(frame: FrameType) -> bool:
     return _AFFINE.get((frame.f_code, frame.f_lineno), False)
 
 
-def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
-    """Are the subscripted names the body binds bound only to results of calls (nl/nisa: tiles), never to
-    other values (a Python list aliased in the body and indexed by the loop variable would not replay)?"""
+def _tiles_by_call(loop: ast.For | ast.FunctionDef, names: set[str]) -> bool:
+    """Are the subscripted names the body (of a loop or a kernel helper) binds bound only to results of calls
+    (nl/nisa: tiles), never to other values (a Python list aliased in the body and indexed by the loop variable
+    would not replay)?"""
     for node in _walk(loop):
         if isinstance(node, ast.For) and node is not loop and isinstance(node.target, ast.Name):
             if node.target.id in names:
@@ -160,38 +202,81 @@ def _tiles_by_call(loop: ast.For, names: set[str]) -> bool:
     return True
 
 
-def _pure(body: list[ast.stmt], frame: FrameType, helpers: dict[str, CodeType | None]) -> bool:
+class _Scope:
+    """Where the names of checked code resolve: a loop's frame (its locals, then globals), or a helper function
+    (its closure, then globals; its own parameters and locals are unknown when checked: they resolve to None)."""
+
+    def __init__(self, local: Any, glob: dict[str, Any], own: frozenset[str] = frozenset()) -> None:
+        self.local, self.glob, self.own = local, glob, own
+
+    @staticmethod
+    def of(fn: FunctionType) -> _Scope:
+        code = fn.__code__
+        cells: dict[str, Any] = {}
+        for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=True):
+            try:
+                cells[name] = cell.cell_contents
+            except ValueError:  # (an empty cell: unknown)
+                cells[name] = None
+        return _Scope(cells, fn.__globals__, frozenset(code.co_varnames))
+
+    def get(self, name: str) -> object:
+        return None if name in self.own else self.local.get(name, self.glob.get(name))
+
+    def slice_ok(self) -> bool:
+        """Does `slice` name the builtin here?"""
+        return self.glob.get("slice", builtins.slice) is builtins.slice and "slice" not in self.local and \
+            "slice" not in self.own  # fmt: skip
+
+
+class _Ctx:
+    """What checking one body found: its scope, its pure helpers (name -> code; None: defined in the body), its
+    kernel helpers (name -> (code, their own kernel helpers and pure helpers)), the names passed where a kernel
+    helper subscripts its parameter (`needs`), and the helpers being checked (recursion)."""
+
+    def __init__(self, scope: _Scope, stack: tuple[CodeType, ...] = ()) -> None:
+        self.scope, self.stack = scope, stack
+        self.helpers: dict[str, CodeType | None] = {}
+        self.callees: _Tree = {}
+        self.needs: set[str] = set()
+
+
+def _pure(body: list[ast.stmt], ctx: _Ctx) -> bool:
     """The statements of a pure body (see `pure_body`); inner nl loops are pure in turn (their range may be any
     expression of nki calls: a range that varies changes the logged requests, which then do not replay)."""
     for stmt in body:
         if isinstance(stmt, ast.FunctionDef):  # a helper defined in the body: pure by its code alone
-            slice_ok = frame.f_globals.get("slice", builtins.slice) is builtins.slice and "slice" not in frame.f_locals
-            if not _pure_def(stmt, slice_ok):
+            if not _pure_def(stmt, ctx.scope.slice_ok()):
                 return False
-            helpers[stmt.name] = None
+            ctx.helpers[stmt.name] = None
             continue
         if isinstance(stmt, ast.For):
             if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
                 return False
-            if not all(_nki_call(c.func, frame) for c in _walk(stmt.iter) if isinstance(c, ast.Call)):
+            if not all(_nki_call(c.func, ctx.scope) for c in _walk(stmt.iter) if isinstance(c, ast.Call)):
                 return False
-            if not _pure(stmt.body, frame, helpers):
+            if not _pure(stmt.body, ctx):
                 return False
             continue
-        for sub in _walk(stmt):
-            if not isinstance(sub, _NODES):
-                return False
-            if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
-                return False
-            if isinstance(sub, ast.Call) and not (_nki_call(sub.func, frame) or _helper_call(sub, frame, helpers)):
-                return False
-            if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) and not isinstance(
-                sub.slice, ast.Constant
-            ):
-                return False
-            if isinstance(sub, ast.Subscript) and not isinstance(sub.value, ast.Name | ast.Attribute):
-                return False
+        if not all(_pure_node(sub, ctx) for sub in _walk(stmt)):
+            return False
     return True
+
+
+def _pure_node(sub: ast.AST, ctx: _Ctx) -> bool:
+    """One node of a statement of a pure body."""
+    if not isinstance(sub, _NODES):
+        return False
+    if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
+        return False
+    if isinstance(sub, ast.Call) and not (_nki_call(sub.func, ctx.scope) or _helper_call(sub, ctx)
+                                          or _kernel_helper_call(sub, ctx)):  # fmt: skip
+        return False
+    if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) and not isinstance(
+        sub.slice, ast.Constant
+    ):
+        return False
+    return not (isinstance(sub, ast.Subscript) and not isinstance(sub.value, ast.Name | ast.Attribute))
 
 
 _SUBSCRIPTED: dict[tuple[CodeType, int], frozenset[str]] = {}
@@ -199,29 +284,30 @@ _AFFINE: dict[tuple[CodeType, int], bool] = {}  # per pure loop: is its body aff
 _HELPERS: dict[tuple[CodeType, int], dict[str, CodeType | None]] = {}  # per loop: its pure helpers (None: def
 # in the body), by name
 _HELPER_OK: dict[CodeType, bool] = {}
+_CALLED: dict[tuple[CodeType, int], tuple[tuple[str, ...], tuple[object, ...]]] = {}  # per loop: the names it
+# calls, and the code they named when it was checked (`_called`)
+_Tree = dict[str, Any]  # kernel helper name -> (code, its kernel helpers (a _Tree), its pure helpers)
+_CALLEES: dict[tuple[CodeType, int], _Tree] = {}  # per loop: its kernel helpers
+_KERNEL_HELPER: dict[CodeType, tuple[list[str], frozenset[str], _Tree, dict[str, CodeType | None]] | None] = {}
 _WALKED: dict[ast.AST, tuple[ast.AST, ...]] = {}  # (`_walk`)
 _PARSED: dict[CodeType, list[ast.stmt] | None] = {}  # (`_parsed`)
 
 
-def _resolve(name: str, frame: FrameType) -> object:
-    return frame.f_locals.get(name, frame.f_globals.get(name))
-
-
-def _helper_call(call: ast.Call, frame: FrameType, helpers: dict[str, CodeType | None]) -> bool:
+def _helper_call(call: ast.Call, ctx: _Ctx) -> bool:
     """A call, with positional arguments only, of a pure helper function (see module doc); noted in `helpers`."""
     func = call.func
     if not isinstance(func, ast.Name) or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
         return False
-    if func.id in helpers and helpers[func.id] is None:
+    if func.id in ctx.helpers and ctx.helpers[func.id] is None:
         return True  # defined by the body itself (checked there)
-    value = _resolve(func.id, frame)
+    value = ctx.scope.get(func.id)
     if not isinstance(value, FunctionType):
         return False
     ok = _HELPER_OK.get(value.__code__)
     if ok is None:
         ok = _HELPER_OK[value.__code__] = _pure_helper(value)
     if ok:
-        helpers[func.id] = value.__code__
+        ctx.helpers[func.id] = value.__code__
     return ok
 
 
@@ -266,27 +352,151 @@ def _pure_def(node: ast.FunctionDef, slice_ok: bool) -> bool:
     return True
 
 
+# -- kernel helpers ----------------------------------------------------------------------------------------------
+_IMMUTABLE = (int, float, bool, str, type(None))
+
+
+def _helper_function(value: object) -> FunctionType | None:
+    """The Python function a call of `value` runs as a kernel helper: a plain function, or the function of an
+    `nki.jit` kernel without a grid (`Kernel.__call__` traces it into the active builder); None for anything
+    else."""
+    from nprof.nki.kernel import Kernel
+
+    if type(value) is Kernel:
+        if value.grid:
+            return None
+        value = getattr(value.func, "__wrapped_kernel__", value.func)
+    return value if type(value) is FunctionType else None
+
+
+def _kernel_helper_call(call: ast.Call, ctx: _Ctx) -> bool:
+    """A call of a kernel helper (see module doc), its arguments checked where its parameters are subscripted;
+    noted in `ctx.callees` (and `ctx.needs`)."""
+    func = call.func
+    if not isinstance(func, ast.Name) or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    fn = _helper_function(ctx.scope.get(func.id))
+    if fn is None or fn.__code__ in ctx.stack or len(ctx.stack) > 8:
+        return False
+    found = _KERNEL_HELPER.get(fn.__code__)
+    if fn.__code__ not in _KERNEL_HELPER or (found is not None and not _same_callees(found, fn)):  # (checked
+        found = _KERNEL_HELPER[fn.__code__] = _kernel_helper(fn, ctx.stack)  # again when a name it calls names
+        # another function now)
+    if found is None:
+        return False
+    params, subscripted, tree, pure = found
+    if len(call.args) > len(params):
+        return False
+    passed: dict[str, ast.expr] = dict(zip(params, call.args, strict=False))
+    for kw in call.keywords:
+        if kw.arg is None or kw.arg not in params or kw.arg in passed:
+            return False
+        passed[kw.arg] = kw.value
+    for name in subscripted & passed.keys():
+        arg = passed[name]
+        if isinstance(arg, ast.Name):
+            ctx.needs.add(arg.id)
+        elif not isinstance(arg, ast.Subscript | ast.Call):
+            return False
+    ctx.callees[func.id] = (fn.__code__, tree, pure)
+    return True
+
+
+_Found = tuple[list[str], frozenset[str], _Tree, dict[str, CodeType | None]]
+
+
+def _same_callees(found: _Found, fn: FunctionType) -> bool:
+    """Do the helper names a kernel helper calls still name the functions its check found?"""
+    scope = _Scope.of(fn)
+    return _same_pure(found[3], scope) and _same_tree(found[2], scope)
+
+
+def _kernel_helper(fn: FunctionType, stack: tuple[CodeType, ...]) -> _Found | None:
+    """(parameters, parameters it subscripts, its kernel helpers, its pure helpers) when `fn` is a kernel helper
+    (see module doc), else None."""
+    code = fn.__code__
+    if fn.__kwdefaults__ or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return None
+    if code.co_kwonlyargcount or code.co_posonlyargcount or not all(type(d) in _IMMUTABLE for d in
+                                                                     fn.__defaults__ or ()):  # fmt: skip
+        return None
+    body = _parsed(code)
+    node = body[0] if body is not None and len(body) == 1 else None
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    a = node.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+        return None
+    stmts = list(node.body)
+    last = stmts[-1] if stmts else None
+    if isinstance(last, ast.Return):  # (its expression is checked as a statement)
+        stmts[-1:] = [ast.Expr(last.value)] if last.value is not None else []
+    ctx = _Ctx(_Scope.of(fn), (*stack, code))
+    if not _pure(stmts, ctx) or not _deletes_names_only(node):
+        return None
+    params = [p.arg for p in a.args]
+    subscripted, bound = _subscripted(node.body) | ctx.needs, _bound(node.body)
+    if subscripted - bound - set(params) or not _tiles_by_call(node, subscripted & bound):
+        return None  # (a global or closure name subscripted: a Python list could be indexed by the loop)
+    return params, frozenset(subscripted & set(params)), ctx.callees, ctx.helpers
+
+
 def _same_helpers(frame: FrameType) -> bool:
     """Do the helper names of the loop at `frame` still call the functions checked (a name may be rebound)?"""
-    helpers = _HELPERS.get((frame.f_code, frame.f_lineno))
-    if not helpers:
+    key = (frame.f_code, frame.f_lineno)
+    helpers, callees = _HELPERS.get(key), _CALLEES.get(key)
+    if not helpers and not callees:
         return True
+    scope = _Scope(frame.f_locals, frame.f_globals)
+    return _same_pure(helpers or {}, scope) and _same_tree(callees or {}, scope)
+
+
+def _same_pure(helpers: dict[str, CodeType | None], scope: _Scope) -> bool:
     for name, code in helpers.items():
         if code is None:  # defined in the body
             continue
-        value = _resolve(name, frame)
+        value = scope.get(name)
         if not isinstance(value, FunctionType) or value.__code__ is not code:
             return False
     return True
 
 
-def _nki_call(func: ast.expr, frame: FrameType) -> bool:
-    """A call of a function of the `nprof.nki` package spelt `module.function` (e.g. `nl.load`)."""
+def _same_tree(tree: _Tree, scope: _Scope) -> bool:
+    """Does each kernel helper name of `tree` still name a function of the code checked, and so on down?"""
+    for name, (code, inner, pure) in tree.items():
+        fn = _helper_function(scope.get(name))
+        if fn is None or fn.__code__ is not code:
+            return False
+        own = _Scope.of(fn)
+        if not (_same_pure(pure, own) and _same_tree(inner, own)):
+            return False
+    return True
+
+
+def _nki_call(func: ast.expr, scope: _Scope) -> bool:
+    """A call of a function of the `nprof.nki` package spelt `module.function` (e.g. `nl.load`), or of a bare name
+    bound to a public function or class of `nl` or `nisa` (e.g. `par_dim`, imported by name)."""
+    if isinstance(func, ast.Name):
+        value = scope.get(func.id)
+        return value is not None and id(value) in _nki_functions()
     if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
         return False
-    name = func.value.id
-    value = frame.f_locals.get(name, frame.f_globals.get(name))
+    value = scope.get(func.value.id)
     return isinstance(value, ModuleType) and value.__name__.startswith("nprof.nki")
+
+
+_NKI_FUNCTIONS: list[dict[int, object]] = []
+
+
+def _nki_functions() -> dict[int, object]:
+    """id -> the public functions and classes of `nprof.nki.language` and `nprof.nki.isa` (kept alive here)."""
+    if not _NKI_FUNCTIONS:
+        from nprof.nki import isa, language
+
+        found: dict[int, object] = {id(v): v for m in (language, isa) for k, v in vars(m).items()
+                 if not k.startswith("_") and isinstance(v, FunctionType | type)}  # fmt: skip
+        _NKI_FUNCTIONS.append(found)
+    return _NKI_FUNCTIONS[0]
 
 
 def _tiles_subscripted(frame: FrameType) -> bool:
