@@ -45,7 +45,7 @@ from nprof.profile import Profile
 from nprof.progress import progress
 from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
 from nprof.store.ingest import Analyse, Handoff, build_profile_db
-from nprof.store.lean import lean_profile
+from nprof.store.lean import load_lean
 from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
 if TYPE_CHECKING:
@@ -310,7 +310,7 @@ class Store:
                 raise self._exists(profile_id)
             kind = sniff_kind(src)  # an nprof file keeps its string columns encoded: ingest reads their codes
             # own: the sole holder; an nprof file's raw tables are copied from it, so the lean profile suffices
-            own = Handoff(lean_profile(Profile.load(src, encoded=True)) if kind == "ntff" else open_profile(src))
+            own = Handoff(load_lean(src) if kind == "ntff" else open_profile(src))
             pa.default_memory_pool().release_unused()  # the dropped columns (Arrow's allocator keeps freed pages)
             entry = self.ingest(
                 own,
