@@ -68,8 +68,12 @@ def run_analysis(
 ) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """The analysis passes' tables (findings by `thresholds`, None = the defaults) and the flat summary of `p`.
     `emit`: called with (name, table) as each pass ends, the table then left out of the returned dict and
-    not held here (the caller can store and free it before the next pass runs); the dict is then empty."""
+    not held here (the caller can store and free it before the next pass runs); the dict is then empty, and
+    the counter series the counters pass memoised are forgotten once its table is emitted (a later reader,
+    such as an export of `p`, computes them again)."""
     from nprof.analysis import DEFAULT_THRESHOLDS, each_pass
+    from nprof.analysis.counters import COMPUTED_SERIES
+    from nprof.analysis.facts import facts
 
     tables: dict[str, pa.Table] = {}
     summary: dict[str, Any] = {}
@@ -80,6 +84,8 @@ def run_analysis(
             tables[name] = table
         else:
             emit(name, table)
+            if name == "counters":  # the table holds the computed series' arrays: once it is stored, they go too
+                facts(p).forget(COMPUTED_SERIES)
         del table  # not held while the next pass runs
     return tables, summary
 
