@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("NPROF_NO_PROGRESS", "1")
 
@@ -91,16 +92,20 @@ def _child(size: int, mode: str, order: str) -> None:
     from nprof.store import Store
 
     loaded: dict[str, float] = {}
-    load = Profile.load
 
-    def timed_load(*a: object, **k: object) -> Profile:  # the file's load is a step of `ingest_file` too
-        t, c = time.perf_counter(), time.thread_time()
-        try:
-            return load(*a, **k)  # type: ignore[arg-type]
-        finally:
-            loaded.update({"load profile": time.perf_counter() - t, "load profile cpu": time.thread_time() - c})
+    def timed(load: Any) -> Any:  # the file's load is a step of `ingest_file` too
+        def timed_load(*a: object, **k: object) -> Profile:
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return load(*a, **k)
+            finally:
+                loaded.update({"load profile": time.perf_counter() - t, "load profile cpu": time.thread_time() - c})
 
-    Profile.load = timed_load  # type: ignore[method-assign,assignment]
+        return timed_load
+
+    Profile.load = timed(Profile.load)  # type: ignore[method-assign]
+    if hasattr(store_mod, "load_lean"):  # the streamed lean load of `ingest_file` (nprof.store.lean)
+        store_mod.load_lean = timed(store_mod.load_lean)
 
     profile = None
     if mode == "memory":

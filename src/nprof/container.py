@@ -16,7 +16,8 @@ Contract:
   ROWS_PER_BYTE rows per stored byte (MIN_ROWS at least): bombs are refused.
 * `read_head`/`is_zip` are the one way to sniff a file's first bytes (also used
   by `nprof.capture.sniff_kind`).
-* Tables are read lazily and zero-copy from a memory map of the stored members.
+* Tables are read lazily and zero-copy from a memory map of the stored members; `Container.read_groups`
+  reads some columns of a table one Parquet row group at a time (a reader that only reduces them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,31 @@ class Container:
     def read_table(self, name: str, columns: list[str] | None = None, dictionary: list[str] | None = None) -> pa.Table:
         """Read one table (the columns named in `dictionary` as Arrow dictionary arrays, decoded from
         their Parquet dictionary pages); raises FormatError if it is missing or corrupt."""
+        try:
+            return self._reader(name, dictionary).read(columns=columns)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise self._corrupt(name, exc) from exc
+
+    def read_groups(self, name: str, columns: list[str]) -> Iterator[pa.Table]:
+        """The `columns` of table `name`, one Parquet row group at a time (in order: together, the rows of
+        `read_table(name, columns)`); FormatError as `read_table`, also for a column the table lacks."""
+        reader = self._reader(name, None)
+        missing = [c for c in columns if c not in reader.schema_arrow.names]
+        if missing:
+            raise FormatError(f"{self.path}: table '{name}' lacks column {missing[0]}; re-create the file")
+        for i in range(reader.metadata.num_row_groups):
+            try:
+                group = reader.read_row_group(i, columns=columns)
+            except (OSError, pa.ArrowException, ValueError) as exc:
+                raise self._corrupt(name, exc) from exc
+            yield group
+
+    def _corrupt(self, name: str, exc: BaseException) -> FormatError:
+        return FormatError(f"{self.path}: table '{name}' is corrupt ({_short(exc)}); re-create the file")
+
+    def _reader(self, name: str, dictionary: list[str] | None) -> pq.ParquetFile:
+        """The Parquet reader of member `name` (the `dictionary` columns it has read as dictionaries); FormatError
+        for a missing, corrupt or implausibly large table (a decompression bomb)."""
         if name not in self._members:
             raise FormatError(f"{self.path}: table '{name}' is missing; the file is incomplete")
         offset, size = self._members[name]
@@ -137,15 +163,15 @@ class Container:
             wanted = [c for c in dictionary or () if c in found.names and pa.types.is_string(found.field(c).type)]
             if wanted:  # only string columns the file has
                 reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=wanted, metadata=reader.metadata)
-            limit = max(MIN_ROWS, ROWS_PER_BYTE * size)
-            if reader.metadata.num_rows > limit:
-                raise FormatError(
-                    f"{self.path}: table '{name}' claims {reader.metadata.num_rows} rows in {size} bytes "
-                    "(more than a real file holds: a decompression bomb?); refusing to read it"
-                )
-            return reader.read(columns=columns)
         except (OSError, pa.ArrowException, ValueError) as exc:
-            raise FormatError(f"{self.path}: table '{name}' is corrupt ({_short(exc)}); re-create the file") from exc
+            raise self._corrupt(name, exc) from exc
+        limit = max(MIN_ROWS, ROWS_PER_BYTE * size)
+        if reader.metadata.num_rows > limit:
+            raise FormatError(
+                f"{self.path}: table '{name}' claims {reader.metadata.num_rows} rows in {size} bytes "
+                "(more than a real file holds: a decompression bomb?); refusing to read it"
+            )
+        return reader
 
     def close(self) -> None:
         if self._map is not None:

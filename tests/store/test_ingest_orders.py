@@ -138,3 +138,18 @@ def test_a_late_raw_tables_job_still_has_the_profile(tmp_path: Path, monkeypatch
         build_profile_db(own, tmp_path / "late.duckdb", run_analysis, bar, "late.parts")
     assert dropped.is_set()
     assert _contents(tmp_path / "late.duckdb") == _contents(tmp_path / "held.duckdb")
+
+
+def test_the_analysis_emitted_pass_by_pass_is_the_returned_one() -> None:
+    from nprof.analysis.counters import COMPUTED_SERIES
+
+    want, want_summary = run_analysis(synthetic_profile(3000, seed=5))
+    p = synthetic_profile(3000, seed=5)
+    got: dict[str, Any] = {}
+    tables, summary = run_analysis(p, emit=got.__setitem__)
+    assert tables == {} and summary == want_summary
+    assert list(got) == list(want)
+    for name, table in want.items():
+        assert got[name].equals(table), name
+    assert f"_memo_{COMPUTED_SERIES}" not in vars(facts(p))  # the counter series went with their table
+    release(p)

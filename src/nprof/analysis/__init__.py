@@ -4,11 +4,12 @@ Contract (others depend on it):
 * `summary_metrics(profile) -> dict[str, int | float | str]`: the summary
   fields that apply to the profile, ordered (see `nprof.analysis.metrics`).
 * `PASSES`: pass name -> function; `run_all(profile, thresholds=...) -> dict[name, Table]` runs
-  every pass in registry order. Passes: summary, engines, opcodes, layers, dma_queues, counters,
-  warnings, findings, system_steps (each documented in its module). `Thresholds` sets when
-  findings and warnings are reported, which DMA transfers are small and when the summary's `bound`
-  says "latency" (defaults documented in `nprof.analysis.thresholds`); `TUNED` names the passes
-  that take it.
+  every pass in registry order; `each_pass(profile, thresholds=...)` yields (name, table) as each pass
+  ends (the same tables: a caller can store and free one before the next pass runs). Passes: summary,
+  engines, opcodes, layers, dma_queues, counters, warnings, findings, system_steps (each documented in
+  its module). `Thresholds` sets when findings and warnings are reported, which DMA transfers are
+  small and when the summary's `bound` says "latency" (defaults documented in
+  `nprof.analysis.thresholds`); `TUNED` names the passes that take it.
 * Passes are vectorised (numpy / pyarrow.compute) and share derived arrays
   through `nprof.analysis.facts`, so running all of them reads each column once.
 * `describe(name)` gives the (group, unit, description) of a summary field.
@@ -16,7 +17,7 @@ Contract (others depend on it):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import pyarrow as pa
@@ -59,8 +60,13 @@ TUNED: dict[str, TunedPass] = {"summary": summary, "dma_queues": dma_queues, "wa
 def run_all(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, pa.Table]:
     """Run every registered pass on `profile`; returns pass name -> table, in registry order. The passes of
     `TUNED` follow `thresholds` (defaults documented in `nprof.analysis.thresholds`)."""
-    return {name: TUNED[name](profile, thresholds=thresholds) if name in TUNED else fn(profile)
-            for name, fn in PASSES.items()}  # fmt: skip
+    return dict(each_pass(profile, thresholds=thresholds))
 
 
-__all__ = ["DEFAULT_THRESHOLDS", "PASSES", "Thresholds", "describe", "run_all", "summary_metrics"]
+def each_pass(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Iterator[tuple[str, pa.Table]]:
+    """`run_all` one pass at a time: yields (name, table) as each pass ends, in registry order."""
+    for name, fn in PASSES.items():
+        yield name, (TUNED[name](profile, thresholds=thresholds) if name in TUNED else fn(profile))
+
+
+__all__ = ["DEFAULT_THRESHOLDS", "PASSES", "Thresholds", "describe", "each_pass", "run_all", "summary_metrics"]

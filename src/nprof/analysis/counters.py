@@ -277,10 +277,13 @@ def repeat_string(value: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
+COMPUTED_SERIES = "computed_series"  # the Facts memo key of `computed_series` (`Facts.forget` drops it)
+
+
 def computed_series(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The series computed from events, by name: (ts, value) arrays; series without a source are left out."""
     f = facts(profile)
-    return f.memo("computed_series", lambda: _computed(profile))
+    return f.memo(COMPUTED_SERIES, lambda: _computed(profile))
 
 
 def _computed(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -364,6 +364,10 @@ class Facts:
             self.__dict__[key] = compute()
         return self.__dict__[key]
 
+    def forget(self, key: str) -> None:
+        """Drop the value `memo` keeps for `key`, if any (a later `memo(key, ...)` computes it again)."""
+        self.__dict__.pop(f"_memo_{key}", None)
+
 
 _CACHE: dict[int, tuple[weakref.ref[Profile], Facts]] = {}
 

@@ -63,12 +63,12 @@ def plain(col: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def read_strings(
-    box: Container, name: str, schema: pa.Schema, encoded: bool = False
+    box: Container, name: str, schema: pa.Schema, encoded: bool = False, columns: list[str] | None = None
 ) -> tuple[pa.Table, dict[str, Codes]]:
-    """Table `name` of `box` with its string columns decoded from their dictionaries, or kept as
-    dictionary columns where `encoded` and their values are distinct (see module doc)."""
+    """Table `name` of `box` (only `columns`, when given) with its string columns decoded from their
+    dictionaries, or kept as dictionary columns where `encoded` and their values are distinct (see module doc)."""
     wanted = [f.name for f in schema if pa.types.is_string(f.type)]
-    raw = box.read_table(name, dictionary=wanted)
+    raw = box.read_table(name, columns=columns, dictionary=wanted)
     codes: dict[str, Codes] = {}
     for column in wanted:
         i = raw.schema.get_field_index(column)

@@ -10,7 +10,7 @@ columns with their defaults (0, False, null, empty list) and checks the rest.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,7 @@ from nprof.container import Container, open_container, write_container
 from nprof.errors import FormatError, NprofError
 from nprof.profile.codes import as_plain_schema, read_strings, remember
 from nprof.profile.schema import FORMAT, SCHEMA_VERSION, TABLES
-from nprof.profile.validate import check_manifest, check_tables
+from nprof.profile.validate import ValueChecks, check_manifest, check_tables
 
 
 @dataclass(frozen=True)
@@ -226,10 +226,13 @@ def load_table(path: str | os.PathLike[str], name: str) -> pa.Table:
         box.close()
 
 
-def _read_table(box: Container, name: str, encoded: bool) -> tuple[pa.Table, dict[str, Any]]:
-    """One table of an open profile container in the profile schema, and its string codes ({} when cast)."""
-    schema = TABLES[name]
-    raw, codes = read_strings(box, name, schema, encoded)
+def _read_table(
+    box: Container, name: str, encoded: bool, drop: Collection[str] = ()
+) -> tuple[pa.Table, dict[str, Any]]:
+    """One table of an open profile container in the profile schema (without the columns `drop`), and its
+    string codes ({} when cast)."""
+    schema = pa.schema([f for f in TABLES[name] if f.name not in drop]) if drop else TABLES[name]
+    raw, codes = read_strings(box, name, schema, encoded, schema.names if drop else None)
     if not as_plain_schema(raw.schema).equals(schema, check_metadata=False):
         codes = {}  # columns cast or reordered: the analysis encodes them itself
         try:
@@ -264,9 +267,67 @@ def validated(profile: Profile, path: Path) -> Profile:
     return profile
 
 
-def checked(path: Path, tables: Mapping[str, pa.Table], world_size: int) -> None:
+def checked(path: Path, tables: Mapping[str, pa.Table], world_size: int, reduced: Collection[str] = ()) -> None:
     """`validate.check_tables` with its reason as a one-line FormatError naming `path`."""
     try:
-        check_tables(tables, world_size)
+        check_tables(tables, world_size, reduced)
     except ValueError as exc:
-        raise FormatError(f"{path}: invalid profile: {exc}; re-create it") from None
+        raise _invalid(path, exc) from None
+
+
+def _invalid(path: Path, exc: ValueError) -> FormatError:
+    return FormatError(f"{path}: invalid profile: {exc}; re-create it")
+
+
+def load_reduced(path: str | os.PathLike[str], reduced: Sequence[str]) -> tuple[Profile, dict[str, int], np.ndarray]:
+    """`Profile.load(path, encoded=True)` without the int64 instructions columns `reduced`, which are never held
+    whole: read one Parquet row group at a time, checked as `load` checks them (`validate.ValueChecks`; the
+    same FormatError), and given back as their sums (column -> int) and, all of them together, as their
+    per-instruction total (int64 array). For a reader that needs no more of them (the store's ingest)."""
+    box = open_container(path, FORMAT, SCHEMA_VERSION, "profile", _describe_other_format)
+    try:
+        info = _info_of(box)
+        tables, codes = {}, {}
+        for name in TABLES:
+            drop = reduced if name == "instructions" else ()
+            tables[name], codes[name] = _read_table(box, name, name in ENCODED_TABLES, drop)
+        checked(box.path, tables, info.world_size, reduced)
+        sums, total = _reduce(box, reduced, tables["instructions"].num_rows)
+        for name, table in tables.items():
+            remember(table, codes[name])
+        pa.default_memory_pool().release_unused()
+        return Profile(info, **tables), sums, total
+    finally:
+        box.close()
+
+
+def _reduce(box: Container, columns: Sequence[str], n: int) -> tuple[dict[str, int], np.ndarray]:
+    """Sums and per-row total of the int64 instructions `columns`, one row group at a time (see `load_reduced`)."""
+    checks = {c: ValueChecks("instructions", c) for c in columns}
+    sums = dict.fromkeys(columns, 0)
+    total = np.zeros(n, np.int64)
+    at = 0
+    for group in box.read_groups("instructions", list(columns)):
+        rows = group.num_rows
+        if at + rows > n:
+            raise _uneven(box.path, at + rows)
+        for c in columns:
+            col = group[c]
+            if col.type != pa.int64():
+                raise FormatError(f"{box.path}: table 'instructions' does not match the profile schema; re-create it")
+            try:
+                checks[c].add(col)
+            except ValueError as exc:
+                raise _invalid(box.path, exc) from None
+            values = col.to_numpy()
+            sums[c] += int(values.sum())
+            if values.any():  # as `analysis.opcodes.instruction_bytes`: many columns are all zero
+                total[at : at + rows] += values
+        at += rows
+    if at != n:
+        raise _uneven(box.path, at)
+    return sums, total
+
+
+def _uneven(path: Path, rows: int) -> FormatError:
+    return FormatError(f"{path}: table 'instructions' is corrupt (its row groups hold {rows} rows); re-create the file")

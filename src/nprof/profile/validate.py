@@ -18,7 +18,7 @@ MAX_TS = 2^53 ns (104 days) keeps every time exact as a float64 (the viewer, Duc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -122,14 +122,37 @@ def _total(t: pa.Table, table: str, column: str) -> None:
         raise ValueError(f"table '{table}' column {column} sums to {total:.3g}, past {MAX_VALUE:.3g}")
 
 
-def _events(t: pa.Table, name: str) -> None:
+def _events(t: pa.Table, name: str, reduced: Collection[str] = ()) -> None:
     _range(t, name, "ts", 0, MAX_TS)
     _range(t, name, "duration", 0, MAX_TS)
     if t.num_rows and pc.max(pc.add(t["ts"], t["duration"])).as_py() > MAX_TS:
         raise ValueError(f"table '{name}' has events ending after {MAX_TS} ns")
     for column in _VALUE_COLUMNS.get(name, ()):
+        if column in reduced and column not in t.column_names:
+            continue  # checked by its reader, chunk by chunk (`ValueChecks`)
         _range(t, name, column, 0, MAX_VALUE)
         _total(t, name, column)
+
+
+class ValueChecks:
+    """What `check_tables` checks of a value column (no nulls, values in [0, MAX_VALUE], a total of at most
+    MAX_VALUE), made one chunk of its rows at a time (`add`, ValueError as `check_tables`): for a reader that
+    never holds the whole column (`nprof.profile.model.load_reduced`)."""
+
+    def __init__(self, table: str, column: str) -> None:
+        self.table, self.column, self.total = table, column, 0.0
+
+    def add(self, values: pa.ChunkedArray | pa.Array) -> None:
+        """Check the next chunk of the column's rows."""
+        if values.null_count:
+            raise ValueError(f"table '{self.table}' column {self.column} has nulls")
+        chunk = pa.table({self.column: values})
+        _range(chunk, self.table, self.column, 0, MAX_VALUE)
+        self.total += pc.sum(pc.cast(chunk[self.column], pa.float64(), safe=False)).as_py() or 0.0
+        if self.total > MAX_VALUE:
+            raise ValueError(
+                f"table '{self.table}' column {self.column} sums to {self.total:.3g}, past {MAX_VALUE:.3g}"
+            )
 
 
 def _increasing(ids: np.ndarray) -> np.ndarray:
@@ -152,14 +175,15 @@ def ids_unique(a: np.ndarray, b: np.ndarray) -> bool:
     return not bool(np.any(big[at[hit]] == small[hit]))
 
 
-def check_tables(tables: Mapping[str, pa.Table], world_size: int = 1) -> None:
-    """Check the four profile tables (see module doc); ValueError with the first problem found."""
+def check_tables(tables: Mapping[str, pa.Table], world_size: int = 1, reduced: Collection[str] = ()) -> None:
+    """Check the four profile tables (see module doc); ValueError with the first problem found. `reduced`:
+    instructions value columns the table may lack, their reader checking them itself (`ValueChecks`)."""
     for name, t in tables.items():
         for f in t.schema:
             if not f.nullable and t[f.name].null_count:
                 raise ValueError(f"table '{name}' column {f.name} has nulls")
     for name in ("instructions", "dma", "collectives"):
-        _events(tables[name], name)
+        _events(tables[name], name, reduced if name == "instructions" else ())
     for name in ("instructions", "dma"):
         _range(tables[name], name, "pc", -1, 2**31 - 1)
     ins, dma, coll = tables["instructions"], tables["dma"], tables["collectives"]

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,6 +60,9 @@ from nprof.store.rows import (
 )
 
 _T = TypeVar("_T")
+# the analysis of a build (`nprof.store.store.run_analysis`): (profile, emit=...) -> (tables, flat summary), where
+# emit(name, table) receives each pass's table as the pass ends (then left out of the returned tables)
+Analyse = Callable[..., tuple[dict[str, pa.Table], dict[str, Any]]]
 TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("id", pa.int64())])}
 
 
@@ -171,7 +175,7 @@ def _write_raw(con: duckdb.DuckDBPyConnection, held: list[Profile], parts_dir: P
 def build_profile_db(
     p: Profile | Handoff,
     path: Path,
-    analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
+    analyse: Analyse,
     bar: Progress,
     parts: str | None = None,
     source: Path | None = None,
@@ -183,10 +187,12 @@ def build_profile_db(
     built (the caller then holds no other reference: the Profile is freed before the tables are written).
 
     `order` "overlap" (the default): the raw tables are written on a second cursor from a worker thread
-    while this thread runs the analysis passes, and the events and analysis tables while it builds the
-    pyramids (numpy and Arrow): DuckDB releases the GIL, so its writer and the numpy work share the two
-    cores. "writer-first" / "analysis-first": every step on this thread, the raw tables before / after
-    the analysis (the same database; for measuring what the overlap gains, bench/ingest.py --orders).
+    while this thread runs the analysis passes, each pass's table after them as the pass ends (so it is
+    freed before the later passes run), and the events while it builds the pyramids (numpy and Arrow):
+    DuckDB releases the GIL, so its writer and the numpy work share the two cores. "writer-first" /
+    "analysis-first": every step on this thread, the raw tables before / after the analysis (each pass's
+    table written as the pass ends; the same database; for measuring what the overlap gains,
+    bench/ingest.py --orders).
     The raw and analysis tables are written with RAW_ROW_GROUP_SIZE rows per group (the reverse dependency
     index is read by dep, the analysis tables whole or by page: ~0.45 s CPU less for 10^7 events, whose
     pending-DMA counter series has 5 M points); the database is then re-attached with ROW_GROUP_SIZE for the
@@ -200,7 +206,7 @@ def build_profile_db(
         return _build(own, path, analyse, bar, parts, source, order)
 
 
-def _build(own: Handoff, path: Path, analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
+def _build(own: Handoff, path: Path, analyse: Analyse,
            bar: Progress, parts: str | None, source: Path | None, order: str) -> BuildResult:  # fmt: skip
     """`build_profile_db` on a Handoff."""
     con = open_build_db(path, RAW_ROW_GROUP_SIZE)
@@ -215,17 +221,23 @@ def _build(own: Handoff, path: Path, analyse: Callable[[Profile], tuple[dict[str
     raw_job = None if order == "analysis-first" else raw()
     done = False
     jobs: list[Future[None]] = []
+    written: list[Future[None]] = []  # the analysis tables' writes, one per pass
+    names: list[str] = []
+
+    def emit(name: str, table: pa.Table) -> None:  # each pass's table is written (and freed) as the pass ends
+        names.append(name)
+        held = [table]
+        del table
+        written.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_held,
+                                   f"analysis_{name}", held))  # fmt: skip
+
     try:
-        analysis, summary = _timed(steps, "analysis passes", analyse, own.get())
-        written = raw_job = raw_job or raw()
-        names = list(analysis)  # the tables themselves go with their write (`_put_all` empties `named`)
-        named = {f"analysis_{name}": analysis.pop(name) for name in names}  # after the raw tables, big groups
-        jobs.append(pool.submit(_timed, steps, "write analysis (background)", _on_cursor, con, _put_all, named))
-        del named
+        _, summary = _timed(steps, "analysis passes", partial(analyse, emit=emit), own.get())
+        raw_job = raw_job or raw()
 
         def write_events(events: pa.Table) -> None:  # in the background while the pyramids are built
-            _timed(steps, "wait for raw tables", written.result)
-            _timed(steps, "wait for analysis tables", jobs[0].result)
+            _timed(steps, "wait for raw tables", raw_job.result)
+            _timed(steps, "wait for analysis tables", lambda: [job.result() for job in written])
             _timed(steps, "re-attach", _reattach, con, path)
             jobs.append(
                 pool.submit(_timed, steps, "write events (background)", _on_cursor, con, put_table, "events", events)
@@ -250,7 +262,7 @@ def _build(own: Handoff, path: Path, analyse: Callable[[Profile], tuple[dict[str
         _timed(steps, "checkpoint+close", close_build_db, con)
         done = True
     finally:
-        for job in [j for j in (raw_job, *jobs) if j is not None]:
+        for job in [j for j in (raw_job, *written, *jobs) if j is not None]:
             job.cancel()
         pool.shutdown(wait=True)
         if not done:
@@ -279,10 +291,10 @@ class _Inline(Executor):
         return job
 
 
-def _put_all(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
-    """Write each table of `tables` in order, taking it out of the dict (so it is freed once written)."""
-    for name in list(tables):
-        put_table(con, name, tables.pop(name))
+def _put_held(con: duckdb.DuckDBPyConnection, name: str, held: list[pa.Table]) -> None:
+    """Write table `name` from `held` ([the table]), taken out first (so it is freed once written, though the
+    job's arguments outlive it)."""
+    put_table(con, name, held.pop())
 
 
 def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: Any) -> None:
@@ -296,13 +308,13 @@ def _on_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., None], *args: A
 
 
 def _timed(steps: dict[str, float], name: str, fn: Callable[..., _T], *args: Any) -> _T:
-    """Run `fn(*args)`; steps[name] = its wall seconds, steps[name + " cpu"] = this thread's CPU seconds."""
+    """Run `fn(*args)`; adds its wall seconds to steps[name], this thread's CPU seconds to steps[name + " cpu"]."""
     t, c = time.perf_counter(), time.thread_time()
     try:
         return fn(*args)
     finally:
-        steps[name] = time.perf_counter() - t
-        steps[f"{name} cpu"] = time.thread_time() - c
+        steps[name] = steps.get(name, 0.0) + time.perf_counter() - t
+        steps[f"{name} cpu"] = steps.get(f"{name} cpu", 0.0) + time.thread_time() - c
 
 
 def _timeline_of_profile(

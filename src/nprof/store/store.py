@@ -44,8 +44,8 @@ from nprof.errors import NprofError
 from nprof.profile import Profile
 from nprof.progress import progress
 from nprof.store.catalog import Catalog, check_display_name, check_id, derive_id, locked
-from nprof.store.ingest import Handoff, build_profile_db
-from nprof.store.lean import lean_profile
+from nprof.store.ingest import Analyse, Handoff, build_profile_db
+from nprof.store.lean import load_lean
 from nprof.store.raw_parts import parts_name, remove_parts, search_path_config
 
 if TYPE_CHECKING:
@@ -63,17 +63,40 @@ def default_store_path() -> Path:
     return Path.home() / ".local" / "share" / "nprof" / "store"
 
 
-def run_analysis(p: Profile, thresholds: Thresholds | None = None) -> tuple[dict[str, pa.Table], dict[str, Any]]:
-    """The analysis passes' tables (findings by `thresholds`, None = the defaults) and the flat summary of `p`."""
-    from nprof.analysis import DEFAULT_THRESHOLDS, run_all
+def run_analysis(
+    p: Profile, thresholds: Thresholds | None = None, emit: Callable[[str, pa.Table], None] | None = None
+) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """The analysis passes' tables (findings by `thresholds`, None = the defaults) and the flat summary of `p`.
+    `emit`: called with (name, table) as each pass ends, the table then left out of the returned dict and
+    not held here (the caller can store and free it before the next pass runs); the dict is then empty, and
+    the counter series the counters pass memoised are forgotten once its table is emitted (a later reader,
+    such as an export of `p`, computes them again)."""
+    from nprof.analysis import DEFAULT_THRESHOLDS, each_pass
+    from nprof.analysis.counters import COMPUTED_SERIES
+    from nprof.analysis.facts import facts
 
-    tables = dict(run_all(p, thresholds=thresholds or DEFAULT_THRESHOLDS))
+    tables: dict[str, pa.Table] = {}
     summary: dict[str, Any] = {}
-    if "summary" in tables:
-        t = tables["summary"].to_pydict()
-        for name, text, num in zip(t["name"], t["value"], t["numeric"], strict=True):
-            summary[name] = text if num is None else (int(num) if text.lstrip("-").isdigit() else num)
+    for name, table in each_pass(p, thresholds=thresholds or DEFAULT_THRESHOLDS):
+        if name == "summary":
+            summary = _flat_summary(table)
+        if emit is None:
+            tables[name] = table
+        else:
+            emit(name, table)
+            if name == "counters":  # the table holds the computed series' arrays: once it is stored, they go too
+                facts(p).forget(COMPUTED_SERIES)
+        del table  # not held while the next pass runs
     return tables, summary
+
+
+def _flat_summary(table: pa.Table) -> dict[str, Any]:
+    """The summary pass's table as {name: number, else text}."""
+    summary: dict[str, Any] = {}
+    t = table.to_pydict()
+    for name, text, num in zip(t["name"], t["value"], t["numeric"], strict=True):
+        summary[name] = text if num is None else (int(num) if text.lstrip("-").isdigit() else num)
+    return summary
 
 
 def file_fingerprint(path: Path, thresholds: Thresholds | None = None) -> str:
@@ -209,7 +232,7 @@ class Store:
         fingerprint: str | None,
         group: str | None,
         raw_source: Path | None,
-        analyse: Callable[[Profile], tuple[dict[str, pa.Table], dict[str, Any]]],
+        analyse: Analyse,
     ) -> dict[str, Any]:
         if not force and self.catalog.get(profile_id) is not None:
             raise self._exists(profile_id)
@@ -293,7 +316,7 @@ class Store:
                 raise self._exists(profile_id)
             kind = sniff_kind(src)  # an nprof file keeps its string columns encoded: ingest reads their codes
             # own: the sole holder; an nprof file's raw tables are copied from it, so the lean profile suffices
-            own = Handoff(lean_profile(Profile.load(src, encoded=True)) if kind == "ntff" else open_profile(src))
+            own = Handoff(load_lean(src) if kind == "ntff" else open_profile(src))
             pa.default_memory_pool().release_unused()  # the dropped columns (Arrow's allocator keeps freed pages)
             entry = self.ingest(
                 own,
