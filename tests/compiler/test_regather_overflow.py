@@ -1,0 +1,153 @@
+"""Values that overflow to +-inf at run time (``x.exp()`` on large inputs, ``x * 1e30``) from finite inputs,
+then moved across partitions by `nprof.compiler.regather` (attention heads merged back into rows): the selection
+matmul's 0 x inf = NaN would make whole columns NaN where eager is finite. The program's regather check
+(`nprof.compiler.regather_check`) sees it and the backend re-runs the graph lowered without regathers, so the
+compiled results — forward and backward — equal eager's, inf and NaN exactly where eager's are."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+B, T, HEADS, D = 2, 16, 4, 8
+C = HEADS * D
+
+
+class Heads(torch.nn.Module):
+    """q/v heads split from one projection, v overflowing by `how`, heads merged back into [(B, T), C] rows
+    (the merge is a regather of the overflowed tensor), an output projection (and dropout when `p`)."""
+
+    def __init__(self, how: str, p: float = 0.0) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(7)
+        self.w = torch.nn.Parameter(torch.randn(3 * C, C, generator=gen) * 0.2)
+        self.w2 = torch.nn.Parameter(torch.randn(C, C, generator=gen) * 0.2)
+        self.how = how
+        self.drop = torch.nn.Dropout(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, _, v = (x @ self.w.t()).split(C, dim=2)
+        q, v = (z.view(B, T, HEADS, D).transpose(1, 2) for z in (q, v))
+        v = v.exp() if self.how == "exp" else v * 1e30
+        y = (q * 0.5 + v).transpose(1, 2).reshape(B, T, C)
+        return self.drop(y.reshape(B * T, C)) @ self.w2
+
+
+def _inputs(how: str, big: bool) -> torch.Tensor:
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(1))
+    if big:
+        x[1, 5] *= 400.0 if how == "exp" else 1e12  # one position overflows in v
+    return x
+
+
+def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal to eager: NaN, +inf and -inf at the same positions, the finite values within 1e-4."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("how", ["exp", "mul"])
+def test_a_value_overflowing_at_run_time_then_regathered_equals_eager(how: str, tmp_path: object) -> None:
+    """One position of v overflows: eager's result is non-finite in one row (32 of 1024 elements); the compiled
+    one equals it (the regathering program alone gave 1024 NaN). Finite inputs before and after run the
+    regathering program; the overflowing call lowers the program without regathers once (two modules)."""
+    from nprof.compiler.runtime import STATS
+
+    torch._dynamo.reset()
+    model = Heads(how)
+    compiled = torch.compile(model, backend="nprof", options={"cache_dir": str(tmp_path)})
+    before = STATS.compiled
+    with torch.no_grad():
+        for big, modules in ((False, 1), (True, 2), (False, 2)):
+            x = _inputs(how, big)
+            want, got = model(x).numpy(), compiled(x).numpy()
+            if big:
+                assert (~np.isfinite(want)).sum() == C  # the test's premise: one row non-finite in eager
+            assert_same(got, want)
+            assert STATS.compiled - before == modules
+
+
+def test_training_with_an_overflow_gives_eager_gradients() -> None:
+    """Forward and backward of a training step whose v overflows: loss and every gradient equal eager's, NaN
+    and inf at the same positions (the backward's saved tensors come from the program whose outputs were
+    used), and a later finite step equals eager's too."""
+    torch._dynamo.reset()
+    model = Heads("exp")
+    compiled = torch.compile(model, backend="nprof")
+    for big in (True, False):
+        x = _inputs("exp", big)
+        xs = [x.clone().requires_grad_(True) for _ in range(2)]
+        outs = [m(xi) for m, xi in ((model, xs[0]), (compiled, xs[1]))]
+        grads = []
+        for out, xi in zip(outs, xs, strict=True):
+            model.zero_grad()
+            (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+            grads.append([xi.grad.numpy().copy(), *(p.grad.numpy().copy() for p in model.parameters())])
+        assert_same(outs[1].detach().numpy(), outs[0].detach().numpy())
+        if big:
+            assert not np.isfinite(grads[0][0]).all() and np.isfinite(grads[0][0]).any()  # premise: mixed
+        for got, want in zip(grads[1], grads[0], strict=True):
+            assert_same(got, want)
+
+
+def test_dropout_masks_of_a_rerun_are_eagers() -> None:
+    """A training-mode dropout after the regather: the program re-run without regathers gets the masks the
+    dropped run drew (eager's for the same seed), and torch's generator ends where eager's does."""
+    torch._dynamo.reset()
+    model = Heads("mul", p=0.5)
+    compiled = torch.compile(model, backend="nprof")
+    x = _inputs("mul", True)
+    with torch.no_grad():
+        torch.manual_seed(3)
+        want, after_eager = model(x).numpy(), torch.rand(4)
+        torch.manual_seed(3)
+        got, after = compiled(x).numpy(), torch.rand(4)
+    assert_same(got, want)
+    assert torch.equal(after, after_eager)
+
+
+@pytest.mark.parametrize("bad", [None, np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("columns", [64, 2])
+def test_the_check_fails_exactly_when_a_moved_element_is_not_finite(
+    bad: float | None, columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five regathers of one kept tile, an inf/NaN (or nothing) in the rows the first one moves: the moved
+    values are the HBM pattern's where finite, and the check output is non-finite exactly when a bad value was
+    moved — also when its column was folded into another (`COLUMNS` 2)."""
+    from nprof.arch.isa import Access, Space
+    from nprof.compiler import fusion, regather_check
+    from nprof.compiler.kernels.hbm import load, window
+    from nprof.compiler.regather import regather
+    from nprof.device import simulate
+    from nprof.nki import language as nl
+
+    monkeypatch.setattr(regather_check, "COLUMNS", columns)
+    builder = fusion.FusingBuilder("check_test")
+    builder.hbm_tensor("t", (256,), "float32", "input")
+    builder.hbm_tensor("o", (5 * 128,), "float32", "output")
+    key = Access(Space.HBM, "t", "float32", 0, 32, ((1, 8),), 0, 8)  # 32 rows of 8 on partitions 0..31
+    starts = [16, 1, 2, 3, 4]  # rows 16..31 onto partitions 0..15, then rows 1..16 .. 4..19 (no row 31)
+    reads = [Access(Space.HBM, "t", "float32", 8 * r, 16, ((1, 8),), 0, 8) for r in starts]
+
+    def kernel() -> None:
+        load(key)
+        for i, a in enumerate(reads):
+            got = regather(builder, a)
+            assert got is not None
+            nl.store(window(Access(Space.HBM, "o", "float32", 128 * i, 16, ((1, 8),), 0, 8)), value=got)
+
+    builder.call(kernel)
+    builder.call(regather_check.finish_check, builder.check)
+    x = np.arange(256, dtype=np.float32) - 100.0
+    if bad is not None:
+        x[250] = bad  # row 31, moved by the first read only
+    out = simulate(builder.build(), {"t": x}, numerics=True, allow_nonfinite=True).outputs
+    assert regather_check.check_failed(out) == (bad is not None)
+    if bad is None:
+        want = np.concatenate([x[a.offset : a.offset + 128] for a in reads])
+        np.testing.assert_array_equal(out["o"], want)
