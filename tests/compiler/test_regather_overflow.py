@@ -120,16 +120,19 @@ def test_the_check_fails_exactly_when_a_moved_element_is_not_finite(
     values are the HBM pattern's where finite, and the check output is non-finite exactly when a bad value was
     moved — also when its column was folded into another (`COLUMNS` 2)."""
     from nprof.arch.isa import Access, Space
-    from nprof.compiler import fusion, regather_check
+    from nprof.compiler import regather_check
+    from nprof.compiler.emit import Emitter
     from nprof.compiler.kernels.hbm import load, window
+    from nprof.compiler.packing import unpack_outputs
     from nprof.compiler.regather import regather
     from nprof.device import simulate
     from nprof.nki import language as nl
 
     monkeypatch.setattr(regather_check, "COLUMNS", columns)
-    builder = fusion.FusingBuilder("check_test")
-    builder.hbm_tensor("t", (256,), "float32", "input")
-    builder.hbm_tensor("o", (5 * 128,), "float32", "output")
+    em = Emitter("check_test")
+    builder = em.builder
+    em.hbm_tensor("t", (256,), "float32", "input")
+    em.hbm_tensor("o", (5 * 128,), "float32", "output")
     key = Access(Space.HBM, "t", "float32", 0, 32, ((1, 8),), 0, 8)  # 32 rows of 8 on partitions 0..31
     starts = [16, 1, 2, 3, 4]  # rows 16..31 onto partitions 0..15, then rows 1..16 .. 4..19 (no row 31)
     reads = [Access(Space.HBM, "t", "float32", 8 * r, 16, ((1, 8),), 0, 8) for r in starts]
@@ -141,12 +144,12 @@ def test_the_check_fails_exactly_when_a_moved_element_is_not_finite(
             assert got is not None
             nl.store(window(Access(Space.HBM, "o", "float32", 128 * i, 16, ((1, 8),), 0, 8)), value=got)
 
-    builder.call(kernel)
-    builder.call(regather_check.finish_check, builder.check)
+    em.call(kernel)
+    program = em.build()  # the check's sums stored with the staged small outputs
     x = np.arange(256, dtype=np.float32) - 100.0
     if bad is not None:
         x[250] = bad  # row 31, moved by the first read only
-    out = simulate(builder.build(), {"t": x}, numerics=True, allow_nonfinite=True).outputs
+    out = unpack_outputs(program, simulate(program, {"t": x}, numerics=True, allow_nonfinite=True).outputs)
     assert regather_check.check_failed(out) == (bad is not None)
     if bad is None:
         want = np.concatenate([x[a.offset : a.offset + 128] for a in reads])

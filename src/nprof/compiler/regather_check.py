@@ -10,11 +10,12 @@ each regather's PSUM result to SBUF with one VectorE TENSOR_SCALAR (``x * 1.0``,
 the sign of zero) that also sums each row into a column of the program's check tile ([pmax, `COLUMNS`] fp32,
 zeroed once; columns folded into the first when full). A row holding a NaN or inf has a non-finite sum (so does
 one whose finite sum overflows: a false alarm, never a missed one); sums of checked rows only ever add finite
-values to them. `finish` stores the used columns into the program output `CHECK_NAME` with one DMA.
+values to them. `finish` stores them (summed into one when more than `STORED_COLUMNS`) into the program output
+`CHECK_NAME` (staged with the other small outputs, `nprof.compiler.staging`).
 `check_failed(outputs)`: is that output present and non-finite (some regather may have been inexact)? The
 backend then runs the graph lowered without regathers (`nprof.compiler.backend`), whose results are eager's.
 Cost per regather: none beyond the copy it replaces (same element count; one more [P, 1] write); per program:
-one memset and one DMA of pmax x columns x 4 bytes.
+one memset, and a copy of each stored column into the output stage (or their DMAs).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from nprof.arch.isa import Access, Space
 from nprof.nki.tensor import NkiTensor
 
 CHECK_NAME = "check.regather"  # program output: row sums of every regathered tile (non-finite: re-run without)
+STORED_COLUMNS = 4  # check columns stored as they are (as many as the output stage takes); more are summed first
 COLUMNS = 64  # check columns (256 bytes a partition of SBUF) before they are folded into the first
 
 
@@ -59,7 +61,7 @@ class RegatherCheck:
         pmax = self.builder.preset.pmax
         if self.tile is None:
             self.tile = nl.ndarray((pmax, COLUMNS), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.memset(dst=self.tile, value=0.0)
+            nisa.memset(dst=self.tile, value=0.0, engine=nisa.gpsimd_engine)  # off the VectorE queue
         elif self.used == COLUMNS:  # fold: column 0 = the sum of all (a non-finite one stays non-finite)
             total = nisa.tensor_reduce("add", self.tile, axis=1, keepdims=True)
             nisa.tensor_copy(total, dst=self.tile[:, 0:1])
@@ -69,14 +71,20 @@ class RegatherCheck:
         return self.tile[:, j : j + 1]
 
     def finish(self) -> bool:
-        """Store the used check columns into `CHECK_NAME` (inside a kernel call); False when nothing was checked."""
-        from nprof.compiler.kernels.hbm import window
+        """Store the sums of the used check columns into `CHECK_NAME` [pmax] (inside a kernel call, before the
+        output stages finish: a small output, it rides in their one DMA); False when nothing was checked."""
+        from nprof.compiler.kernels.hbm import store
+        from nprof.nki import isa as nisa
 
         if self.tile is None:
             return False
         pmax, k = self.builder.preset.pmax, self.used
+        columns = self.tile
+        if k > STORED_COLUMNS:
+            columns, k = nisa.tensor_reduce("add", self.tile[:, 0:k], axis=1, keepdims=True), 1
         self.builder.hbm_tensor(CHECK_NAME, (pmax * k,), "float32", "output", None)
-        self.builder.dma(window(Access(Space.HBM, CHECK_NAME, "float32", 0, pmax, ((1, k),), 0, k)), self.tile[:, 0:k])
+        for j in range(k):  # one column a store: each a chunk the output stage takes (`staging.OutputStage`)
+            store(Access(Space.HBM, CHECK_NAME, "float32", j * pmax, pmax, ((1, 1),), 0, 1), columns[:, j : j + 1])
         return True
 
 
