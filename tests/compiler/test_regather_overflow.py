@@ -154,3 +154,34 @@ def test_the_check_fails_exactly_when_a_moved_element_is_not_finite(
     if bad is None:
         want = np.concatenate([x[a.offset : a.offset + 128] for a in reads])
         np.testing.assert_array_equal(out["o"], want)
+
+
+def test_the_guards_finiteness_test_equals_isfinite() -> None:
+    """`_all_finite` (a sum first): True for finite tensors, also one whose finite values overflow the sum;
+    False for any inf or NaN, in fp32 and fp16."""
+    from nprof.compiler.backend import _all_finite
+
+    for dtype in (torch.float32, torch.float16):
+        big = torch.full((4, 8), torch.finfo(dtype).max, dtype=dtype)
+        assert _all_finite(torch.randn(64, 32).to(dtype)) and _all_finite(big)  # the sum of `big` is inf
+        for bad in (float("inf"), float("-inf"), float("nan")):
+            t = torch.randn(64, 32).to(dtype)
+            t[7, 3] = bad
+            assert not _all_finite(t)
+
+
+def test_a_failed_check_inside_a_multiprocess_job_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program with collectives cannot be re-run alone in a torch.distributed job: one line says why."""
+    from nprof.compiler import backend
+    from nprof.device import process_group
+    from nprof.errors import NprofError
+
+    class Graph:
+        program, module = object(), "MODULE_x"
+
+    monkeypatch.setattr(process_group, "current_job", lambda: object())
+    monkeypatch.setattr(backend, "has_collectives", lambda program: True)
+    with pytest.raises(NprofError, match="cannot be re-run without them inside a multi-process job"):
+        backend._refuse_in_job(Graph())  # type: ignore[arg-type]
+    monkeypatch.setattr(backend, "has_collectives", lambda program: False)
+    backend._refuse_in_job(Graph())  # type: ignore[arg-type]  # no collectives: re-run
