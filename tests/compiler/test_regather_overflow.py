@@ -150,24 +150,24 @@ def test_the_check_fails_exactly_when_a_moved_element_is_not_finite(
     if bad is not None:
         x[250] = bad  # row 31, moved by the first read only
     out = unpack_outputs(program, simulate(program, {"t": x}, numerics=True, allow_nonfinite=True).outputs)
-    assert regather_check.check_failed(out) == (bad is not None)
+    assert (regather_check.CHECK_NAME in regather_check.failed_checks(out)) == (bad is not None)
     if bad is None:
         want = np.concatenate([x[a.offset : a.offset + 128] for a in reads])
         np.testing.assert_array_equal(out["o"], want)
 
 
 def test_the_guards_finiteness_test_equals_isfinite() -> None:
-    """`_all_finite` (a sum first): True for finite tensors, also one whose finite values overflow the sum;
+    """`all_finite` (a sum first): True for finite tensors, also one whose finite values overflow the sum;
     False for any inf or NaN, in fp32 and fp16."""
-    from nprof.compiler.backend import _all_finite
+    from nprof.compiler.backend import all_finite
 
     for dtype in (torch.float32, torch.float16):
         big = torch.full((4, 8), torch.finfo(dtype).max, dtype=dtype)
-        assert _all_finite(torch.randn(64, 32).to(dtype)) and _all_finite(big)  # the sum of `big` is inf
+        assert all_finite(torch.randn(64, 32).to(dtype)) and all_finite(big)  # the sum of `big` is inf
         for bad in (float("inf"), float("-inf"), float("nan")):
             t = torch.randn(64, 32).to(dtype)
             t[7, 3] = bad
-            assert not _all_finite(t)
+            assert not all_finite(t)
 
 
 def test_a_failed_check_inside_a_multiprocess_job_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,6 +182,48 @@ def test_a_failed_check_inside_a_multiprocess_job_is_refused(monkeypatch: pytest
     monkeypatch.setattr(process_group, "current_job", lambda: object())
     monkeypatch.setattr(backend, "has_collectives", lambda program: True)
     with pytest.raises(NprofError, match="cannot be re-run without them inside a multi-process job"):
-        backend._refuse_in_job(Graph())  # type: ignore[arg-type]
+        backend.refuse_in_job(Graph())  # type: ignore[arg-type]
     monkeypatch.setattr(backend, "has_collectives", lambda program: False)
-    backend._refuse_in_job(Graph())  # type: ignore[arg-type]  # no collectives: re-run
+    backend.refuse_in_job(Graph())  # type: ignore[arg-type]  # no collectives: re-run
+
+
+def test_one_hot_matmuls_and_batch_sums_of_non_finite_values_equal_eager() -> None:
+    """The other 0/1 matmuls: an embedding whose table holds an inf (the one-hot matmul put NaN in 7 other rows
+    of its column), its backward with a gradient overflowing (NaN in 15 other rows of the weight gradient): the
+    call runs eagerly with a warning; a batch sum of an overflowing [B, T, C] tensor (one selection matmul, NaN
+    in 7 other sums): re-run without it. All equal eager's, inf and NaN where eager's are."""
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    emb = torch.nn.Embedding(16, 8)
+    with torch.no_grad():
+        emb.weight.copy_(torch.randn(16, 8, generator=gen))
+        emb.weight[3, 2] = float("inf")
+    idx = torch.tensor([[1, 3, 5, 7], [2, 4, 6, 8]])
+    with torch.no_grad(), pytest.warns(UserWarning, match="one-hot matmul"):
+        assert_same(torch.compile(emb, backend="nprof")(idx).numpy(), emb(idx).numpy())
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        emb.weight[3, 2] = 0.5
+    scale = torch.ones(2, 4, 8)
+    scale[0, 1, 2] = 400.0  # exp overflows in one element: its gradient is inf
+
+    def loss(i: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return (emb(i).abs() * s).exp().sum()
+
+    grads = []
+    for fn in (loss, torch.compile(loss, backend="nprof")):
+        emb.zero_grad()
+        fn(idx, scale).backward()
+        grads.append(emb.weight.grad.numpy().copy())
+    assert (~np.isfinite(grads[0])).sum() == 1  # premise
+    assert_same(grads[1], grads[0])
+
+    torch._dynamo.reset()
+
+    def batch_sum(x: torch.Tensor) -> torch.Tensor:
+        return (x * 1e30).sum(0)
+
+    x = torch.randn(4, 8, 16, generator=gen)
+    x[2, 3, 5] = 1e10
+    assert_same(torch.compile(batch_sum, backend="nprof")(x).numpy(), batch_sum(x).numpy())

@@ -47,6 +47,7 @@ from nprof.compiler.lower import (
     lower_graph,
 )
 from nprof.compiler.packing import pack_inputs
+from nprof.compiler.regather_check import ONEHOT_CHECK_NAME
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.columns import with_columns
 from nprof.device.process_group import has_collectives
@@ -340,7 +341,7 @@ def _compile_real(gm: Any, kind: str, opts: BackendOptions, shared: dict[str, An
         mdir = cache.module_dir(mhash)
         return DeviceGraph(prog, input_names, mslots, mdir.name, mdir / "inputs", TimingCache(mdir))
 
-    return make_boxed_func(_guarded(graph, program, input_names, lower_marked))
+    return make_boxed_func(_guarded(graph, program, input_names, lower_marked, eager))
 
 
 def _hash(
@@ -363,15 +364,17 @@ def _hash(
     return ghash
 
 
-def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_marked: Any) -> Any:
+def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_marked: Any, eager: Any) -> Any:
     """The callable that runs `graph`, unless an input `program` lists under `GUARD_META` (a float input whose
     +-inf/NaN a regather would spread as NaN over whole columns, `nprof.compiler.regather`) holds a non-finite
     value: then the graph lowered with those inputs marked non-finite (`lower_marked`, on first need) runs.
-    Finite inputs cost one sum each (`_all_finite`). When the program that ran reports a failed regather check (a
-    value that became non-finite at run time was moved across partitions: `nprof.compiler.regather_check`),
-    its results are dropped and the graph lowered without regathers (on first need, its own cache module) runs
-    on the same inputs and the same random numbers: every result handed back (outputs and saved tensors alike)
-    comes from one program whose results equal eager's."""
+    Finite inputs cost one sum each (`all_finite`). When the program that ran reports a failed check
+    (`nprof.compiler.regather_check`: a value that became non-finite at run time went through a regather or a
+    one-hot matmul, which spread NaN over whole columns), its results are dropped and, on the same inputs and
+    the same random numbers, the graph lowered without regathers runs (on first need, its own cache module),
+    or, when a one-hot matmul's check failed (no lowering without them), the AOT graph runs eagerly on the CPU
+    (`eager`, with a warning): every result handed back (outputs and saved tensors alike) comes from one run
+    whose results equal eager's."""
     import torch
 
     guards = sorted(json.loads(program.meta.get(GUARD_META, "[]")))
@@ -381,25 +384,36 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
 
     def run(*args: Any) -> Any:
         chosen = graph
-        if where and not all(_all_finite(args[i]) for i in where):
+        if where and not all(all_finite(args[i]) for i in where):
             if "marked" not in lowered:
                 lowered["marked"] = lower_marked(frozenset(guards))
             chosen = lowered["marked"]
         state = torch.get_rng_state() if rng else None
         outs = chosen(list(args))
-        if not chosen.check_failed:
+        if not chosen.failed_checks:
             return outs
-        _refuse_in_job(chosen)
-        if "plain" not in lowered:
-            lowered["plain"] = lower_marked(frozenset(), regathers=False)
+        refuse_in_job(chosen)
+        if ONEHOT_CHECK_NAME not in chosen.failed_checks:
+            if "plain" not in lowered:
+                lowered["plain"] = lower_marked(frozenset(), regathers=False)
+            chosen = lowered["plain"]
+            if state is not None:
+                torch.set_rng_state(state)  # the dropout masks the dropped run drew, drawn again
+            outs = chosen(list(args))
+            if not chosen.failed_checks:
+                return outs
         if state is not None:
-            torch.set_rng_state(state)  # the dropout masks the dropped run drew, drawn again
-        return lowered["plain"](list(args))
+            torch.set_rng_state(state)
+        warnings.warn(f"nprof: graph {chosen.module}: a value that is +-inf/NaN at run time went through a one-hot "
+                      "matmul (an embedding or its backward), which would spread NaN over whole columns; this "
+                      "call ran eagerly on the CPU", stacklevel=2)  # fmt: skip
+        notify("fallback", chosen.module, time.time_ns())
+        return eager(list(args))
 
     return run
 
 
-def _all_finite(t: Any) -> bool:
+def all_finite(t: Any) -> bool:
     """Is every element of the float tensor `t` finite? Its sum is finite only when every element is (an inf
     or NaN makes it inf or NaN) and costs one pass over memory, without the bool tensor of ``isfinite``
     (measured on a 50257 x 768 embedding: ~6-9 ms CPU vs ~210-240 ms); a non-finite sum (finite values can
@@ -409,7 +423,7 @@ def _all_finite(t: Any) -> bool:
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
-def _refuse_in_job(graph: DeviceGraph) -> None:
+def refuse_in_job(graph: DeviceGraph) -> None:
     """Refuse (one line) to re-run a program whose collectives the other processes of a torch.distributed job
     would not run again."""
     from nprof.device.process_group import current_job

@@ -124,8 +124,9 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        if self.builder.check is not None:  # the row sums of every regather (`nprof.compiler.regather_check`)
-            self.builder.call(finish_check, self.builder.check)
+        for check in (self.builder.check, self.builder.onehot_check):  # row sums (`nprof.compiler.regather_check`)
+            if check is not None:
+                self.builder.call(finish_check, check)
         stages = [(stage, self.builder.call(finish_stage, stage)) for stage in self.builder.stages]  # one DMA each
         blocks = self.builder.blocks
         parts, width = self.builder.call(finish_blocks, blocks) if blocks is not None else (0, 0)  # one DMA

@@ -30,6 +30,7 @@ from nprof.arch.isa import Access, Space
 from nprof.nki.tensor import NkiTensor
 
 CHECK_NAME = "check.regather"  # program output: row sums of every regathered tile (non-finite: re-run without)
+ONEHOT_CHECK_NAME = "check.onehot"  # the same for one-hot matmuls (`kernels.onehot`: embedding and its backward)
 STORED_COLUMNS = 4  # check columns stored as they are (as many as the output stage takes); more are summed first
 COLUMNS = 64  # check columns (256 bytes a partition of SBUF) before they are folded into the first
 
@@ -37,8 +38,9 @@ COLUMNS = 64  # check columns (256 bytes a partition of SBUF) before they are fo
 class RegatherCheck:
     """The check tile of one program (see module doc); `owns(base)` tells the builder not to free it."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, builder: Any, name: str = CHECK_NAME) -> None:
         self.builder = weakref.proxy(builder)  # no cycle: the builder is freed by reference counting alone
+        self.name = name  # the program output of the sums
         self.tile: NkiTensor | None = None
         self.used = 0  # columns written so far (after the last fold)
 
@@ -82,9 +84,9 @@ class RegatherCheck:
         columns = self.tile
         if k > STORED_COLUMNS:
             columns, k = nisa.tensor_reduce("add", self.tile[:, 0:k], axis=1, keepdims=True), 1
-        self.builder.hbm_tensor(CHECK_NAME, (pmax * k,), "float32", "output", None)
+        self.builder.hbm_tensor(self.name, (pmax * k,), "float32", "output", None)
         for j in range(k):  # one column a store: each a chunk the output stage takes (`staging.OutputStage`)
-            store(Access(Space.HBM, CHECK_NAME, "float32", j * pmax, pmax, ((1, 1),), 0, 1), columns[:, j : j + 1])
+            store(Access(Space.HBM, self.name, "float32", j * pmax, pmax, ((1, 1),), 0, 1), columns[:, j : j + 1])
         return True
 
 
@@ -97,7 +99,25 @@ def finish_check(check: RegatherCheck) -> bool:
         check.tile = None
 
 
-def check_failed(outputs: Mapping[str, np.ndarray]) -> bool:
-    """Did a regather of the run that gave `outputs` (program outputs by name) move a non-finite value?"""
-    sums = outputs.get(CHECK_NAME)
-    return sums is not None and not bool(np.isfinite(sums).all())
+def failed_checks(outputs: Mapping[str, np.ndarray]) -> frozenset[str]:
+    """The checks (`CHECK_NAME`, `ONEHOT_CHECK_NAME`) of the run that gave `outputs` (program outputs by name)
+    whose sums are non-finite: a matmul of that kind may have spread a NaN."""
+    return frozenset(
+        name for name in (CHECK_NAME, ONEHOT_CHECK_NAME)
+        if name in outputs and not bool(np.isfinite(outputs[name]).all())
+    )  # fmt: skip
+
+
+def checked_copy(acc: NkiTensor, dst: NkiTensor | None = None) -> NkiTensor:
+    """`acc` (the PSUM result of a one-hot matmul) copied to SBUF (into `dst` when given), its row sums checked
+    by the builder's `onehot_check` when it has one (a plain copy otherwise)."""
+    from nprof.nki import isa as nisa
+    from nprof.nki import language as nl
+    from nprof.nki import trace
+
+    check = getattr(trace.current(), "onehot_check", None)
+    if check is None:
+        return nisa.tensor_copy(acc, dst=dst) if dst is not None else nisa.tensor_copy(acc)
+    res = dst if dst is not None else nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    check.evacuate(acc, res)
+    return res

@@ -5,6 +5,8 @@ Contract:
   an iota per partition compared with the indices broadcast to every partition) times the table on TensorE.
 * `embedding_backward_kernel(out[V, D], grad[N, D], idx[N], padding_idx)`: ``onehot.T @ grad`` on TensorE
   (N on partitions, accumulated in PSUM); the padding row is zeroed with GpSimdE affine_select.
+  Both are exact only for finite tables/gradients (0 x inf = NaN in other rows): their results leave PSUM
+  through `regather_check.checked_copy`, whose check makes the backend run such a call eagerly.
 * `nll_loss_kernel(loss, total_weight, logp[N, C], target[N], reduction, ignore_index)`: picked
   log-probabilities by one-hot mask and row reduce; the sums over rows by a ones-vector matmul on TensorE.
   `nll_loss_backward_kernel` writes ``-mask * valid * grad / total_weight`` (mean) or ``-mask * valid * grad``.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from nprof.arch.isa import Access
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.matmul import K_TILE, M_TILE, N_TILE
+from nprof.compiler.regather_check import checked_copy
 from nprof.compiler.views import View, broadcast_rows, row_tiles, view_access
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
@@ -52,7 +55,7 @@ def embedding_kernel(out: View, weight: View, idx: View) -> None:
                     acc[...] = nisa.nc_matmul(onehot_t, table)
                 else:
                     acc += nisa.nc_matmul(onehot_t, table)
-            store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), nisa.tensor_copy(acc))
+            store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), checked_copy(acc))  # an inf: NaN elsewhere
 
 
 def embedding_backward_kernel(out: View, grad: View, idx: View, padding_idx: int) -> None:
@@ -71,7 +74,7 @@ def embedding_backward_kernel(out: View, grad: View, idx: View, padding_idx: int
                     acc[...] = nisa.nc_matmul(onehot, g)
                 else:
                     acc += nisa.nc_matmul(onehot, g)
-            res = nisa.tensor_copy(acc)
+            res = checked_copy(acc)  # an inf gradient puts 0 x inf = NaN in other rows: checked
             if padding_idx >= 0 and v0 <= padding_idx < v0 + vt:
                 i_p = nl.arange(vt)[:, None]
                 res = nisa.affine_select(i_p + (v0 - padding_idx) != 0, res, 0.0)
