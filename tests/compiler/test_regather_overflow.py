@@ -227,3 +227,29 @@ def test_one_hot_matmuls_and_batch_sums_of_non_finite_values_equal_eager() -> No
     x = torch.randn(4, 8, 16, generator=gen)
     x[2, 3, 5] = 1e10
     assert_same(torch.compile(batch_sum, backend="nprof")(x).numpy(), batch_sum(x).numpy())
+
+
+@pytest.mark.parametrize("ignore", [-100, 3])
+def test_cross_entropy_of_masked_logits_equals_eager(ignore: int) -> None:
+    """Logits masked with -inf off the target (log-probabilities -inf there): nll_loss picks the target's by a
+    select, so the loss and the logits' gradient equal eager's (a 0/1 mask multiplied gave a NaN loss); also
+    with an ignore_index that is a class whose rows hold -inf."""
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(8, 10, generator=gen)
+    target = logits.argmax(1)
+    target[2] = 3 if ignore == 3 else target[2]
+
+    def f(z: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        z = z.masked_fill(z < -1.0, float("-inf"))
+        return torch.nn.functional.cross_entropy(z, t, ignore_index=ignore)
+
+    results = []
+    for fn in (f, torch.compile(f, backend="nprof")):
+        z = logits.clone().requires_grad_(True)
+        loss = fn(z, target)
+        loss.backward()
+        results.append((loss.detach().numpy(), z.grad.numpy()))
+    assert np.isfinite(results[0][0])  # premise: eager's loss is finite
+    for got, want in zip(results[1], results[0], strict=True):
+        assert_same(np.asarray(got), np.asarray(want))
