@@ -430,9 +430,9 @@ def refuse_in_job(graph: DeviceGraph) -> None:
 
     if has_collectives(graph.program) and current_job() is not None:
         raise NprofError(
-            f"nprof: graph {graph.module} moved a value that became +-inf/NaN at run time across partitions (a "
-            "regather), so its results are wrong, and it cannot be re-run without them inside a multi-process job "
-            "(its collectives would not match the other processes'); keep the values finite"
+            f"nprof: graph {graph.module} put a value that became +-inf/NaN at run time through a regather or a "
+            "one-hot matmul, so its results are wrong, and it cannot be re-run without them inside a multi-process "
+            "job (its collectives would not match the other processes'); keep the values finite"
         )
 
 
