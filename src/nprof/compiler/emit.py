@@ -37,6 +37,7 @@ from nprof.compiler.packing import (
     staged_program,
 )
 from nprof.compiler.prefetch import hoist_loads
+from nprof.compiler.regather_check import finish_check
 from nprof.compiler.rowpack import ROWS_NAME, plan_rows, rows_program
 from nprof.program.model import Program, TensorDecl, TensorKind
 
@@ -123,6 +124,9 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
+        for check in (self.builder.check, self.builder.onehot_check):  # row sums (`nprof.compiler.regather_check`)
+            if check is not None:
+                self.builder.call(finish_check, check)
         stages = [(stage, self.builder.call(finish_stage, stage)) for stage in self.builder.stages]  # one DMA each
         blocks = self.builder.blocks
         parts, width = self.builder.call(finish_blocks, blocks) if blocks is not None else (0, 0)  # one DMA

@@ -6,7 +6,8 @@ non-finite value (`constant_nonfinite`), or a value in `flagged` (node names alr
 every input to finite values or booleans (`FINITE_OPS`: softmax, sigmoid, tanh, comparisons). Graph inputs'
 values arrive at run time: `taint(node, taints)` gives the float inputs whose inf would reach `node` by the same
 rules; a regather of such a value records them (`FusingBuilder.guard_inputs`, the Program's `lower.GUARD_META`),
-and the backend runs a second lowering with them marked non-finite when one holds inf/NaN at run time.
+and the backend runs a second lowering with them marked non-finite when one holds inf/NaN at run time. Values
+that overflow at run time are caught on the device (`nprof.compiler.regather_check`).
 """
 
 from __future__ import annotations

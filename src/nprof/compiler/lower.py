@@ -80,6 +80,7 @@ class GraphPlan:
     input_values: Mapping[str, np.ndarray] = field(default_factory=dict)  # compile-time values (stored as hints)
     layer_by_seq: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # fw seq_nr -> (layer, source)
     nonfinite_inputs: frozenset[str] = frozenset()  # inputs lowered as holding +-inf/NaN (never regathered)
+    regathers: bool = True  # False: no regather at all (run when a regather check failed, `regather_check`)
 
 
 class Lowerer:
@@ -89,6 +90,7 @@ class Lowerer:
         self.gm = gm
         self.plan = plan
         self.em = Emitter(plan.name, plan.preset)
+        self.em.builder.regathers = plan.regathers
         self.env: dict[str, Any] = {}
         self.node: Any = None
         self._tmp = 0

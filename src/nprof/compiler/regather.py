@@ -18,10 +18,11 @@ element times 1.0 plus finite x 0.0 = 0 terms (fp32 PSUM accumulation of exact p
 is +-inf or NaN makes 0 x inf = NaN in every output element of its column in its matmul group, not only in
 its own. A graph input holding inf at run time: a regather records in `builder.guard_inputs` the float inputs
 whose inf would reach its tensor (`builder.input_taint`, `finite.taint`); the backend checks those inputs on
-every call and runs a lowering with them marked non-finite when one is not finite. Not covered: a value that
-becomes non-finite at run time from finite inputs (an activation overflowing to inf), where eager is
-non-finite in that element while the regathered tile is NaN in the whole column of the group (the runtime's
-non-finite output check reports it; torch.compile runs allow non-finite outputs as eager does).
+every call and runs a lowering with them marked non-finite when one is not finite. A value that becomes
+non-finite at run time from finite inputs (an activation overflowing to inf): every float regather copies its
+PSUM result out through `builder.check` (`nprof.compiler.regather_check`), which sums each row into a program
+output; a non-finite sum makes the backend drop the run's results and run the graph lowered with
+`builder.regathers` False (no regather at all), whose results are eager's.
 """
 
 from __future__ import annotations
@@ -60,8 +61,16 @@ def _trailing_run(a: Access) -> int:
 
 
 def _nonfinite(builder: Any, a: Access) -> bool:
-    """May `a`'s tensor hold +-inf or NaN by construction (a 0 x inf = NaN in the selection matmul)?"""
-    return a.tensor in getattr(builder, "nonfinite", ())
+    """May `a`'s tensor hold +-inf or NaN by construction (a 0 x inf = NaN in the selection matmul), or does the
+    lowering forbid regathers (`FusingBuilder.regathers` False: the program the backend runs when a check of
+    the regathering one failed)?"""
+    return a.tensor in getattr(builder, "nonfinite", ()) or not getattr(builder, "regathers", True)
+
+
+def _check(builder: Any, a: Access) -> Any:
+    """The builder's `regather_check.RegatherCheck` when `a` is a float pattern (integers and booleans are
+    always finite), else None."""
+    return getattr(builder, "check", None) if a.dtype in ("float32", "bfloat16", "float16") else None
 
 
 def kept_positions(key: Access, a: Access) -> tuple[np.ndarray, np.ndarray] | None:
@@ -116,7 +125,7 @@ def regather(builder: Any, a: Access) -> NkiTensor | None:
         guards = getattr(builder, "guard_inputs", None)
         if guards is not None:  # the runtime runs a program without this regather when one of these holds inf
             guards.update(builder.input_taint.get(a.tensor, ()))
-        return _build(flat, a, groups, run)
+        return _build(flat, a, groups, run, _check(builder, a))
     return None
 
 
@@ -149,8 +158,11 @@ def _selection(rows: int, kept_lo: int, p0: int, p1: int, parts: int) -> NkiTens
     return band[kept_lo : kept_lo + rows, pmax + shift : pmax + shift + parts]
 
 
-def _build(kept: NkiTensor, a: Access, groups: list[tuple[int, int, int, int, int]], run: int) -> NkiTensor:
-    """Run the groups' matmuls: the [P, O * run] result in SBUF, shaped as `a`."""
+def _build(
+    kept: NkiTensor, a: Access, groups: list[tuple[int, int, int, int, int]], run: int, check: Any = None
+) -> NkiTensor:
+    """Run the groups' matmuls: the [P, O * run] result in SBUF, shaped as `a` (each PSUM run copied out by
+    `check.evacuate`, which also checks it, when `check` is given)."""
     from nprof.compiler.kernels import engines
     from nprof.nki import isa as nisa
     from nprof.nki import language as nl
@@ -171,7 +183,10 @@ def _build(kept: NkiTensor, a: Access, groups: list[tuple[int, int, int, int, in
                 acc[...] = nisa.nc_matmul(stationary, moving)
             else:
                 acc += nisa.nc_matmul(stationary, moving)
-        engines.copy(acc, dst=res[:, o * run : (o + 1) * run])
+        if check is not None:
+            check.evacuate(acc, res[:, o * run : (o + 1) * run])
+        else:
+            engines.copy(acc, dst=res[:, o * run : (o + 1) * run])
     sizes = tuple(size for _, size in a.free)
     return res.unflatten_free(sizes) if len(sizes) > 1 else res
 

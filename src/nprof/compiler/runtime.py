@@ -12,6 +12,8 @@ constant outputs are filled on the host). The first call saves its inputs as ``i
 cache directory (`sample_dir`), so ``nprof capture -n model.neff`` can be given real values. Program inputs named
 ``rng.*`` (training-mode dropout) are drawn from torch's generator on every call, in input order, as the program's
 meta says (`draw_rng`: eager dropout's masks for the same seed).
+After each call `failed_checks` names the program's checks (`nprof.compiler.regather_check`) that found a
+regather or one-hot matmul of a non-finite value: when any, the caller must not use the results.
 `STATS` counts compilations, cache hits and device time for tests and benchmarks.
 `OBSERVERS`: callables that receive a `RuntimeEvent` for every compile, cache hit, fallback, host->device
 copy, launch and device->host copy of the backend (stamped with `time.time_ns()`, the Unix clock that
@@ -33,6 +35,7 @@ import numpy as np
 from nprof.compiler.cache import TimingCache
 from nprof.compiler.lower import RNG_DRAWS_META, OutputSlot
 from nprof.compiler.packing import INTS_NAME, PACKED_META, RNG_PREFIX, pack_inputs, unpack_outputs
+from nprof.compiler.regather_check import failed_checks
 
 _NUMPY_OF_PROGRAM = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8, "int16": np.int16, "int8": np.int8}
 
@@ -160,6 +163,7 @@ class DeviceGraph:
         self.timing = timing
         self._decls = {t.name: t for t in program.inputs}
         self.calls = 0  # executions so far (the next one's index)
+        self.failed_checks: frozenset[str] = frozenset()  # the last execution's checks with a non-finite row
         self._timed: tuple[Any, int] | None = None  # (Profile, simulated ns) of every execution
         self._numerics: Any = None  # the PreparedNumerics of the program
         self._rng_draws = json.loads(program.meta.get(RNG_DRAWS_META, "{}"))
@@ -192,6 +196,7 @@ class DeviceGraph:
         launch_ns = time.time_ns()
         outputs, profile, device_ns = self._execute(inputs)
         outputs = unpack_outputs(self.program, outputs)  # small outputs staged into one HBM tensor
+        self.failed_checks = failed_checks(outputs)  # a regather or one-hot matmul may have spread a NaN
         notify("launch", self.module, launch_ns, exec_index=index, device_ns=device_ns, profile=profile,
                graph=graph)  # fmt: skip
         copy_ns = time.time_ns()

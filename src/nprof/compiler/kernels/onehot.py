@@ -5,8 +5,11 @@ Contract:
   an iota per partition compared with the indices broadcast to every partition) times the table on TensorE.
 * `embedding_backward_kernel(out[V, D], grad[N, D], idx[N], padding_idx)`: ``onehot.T @ grad`` on TensorE
   (N on partitions, accumulated in PSUM); the padding row is zeroed with GpSimdE affine_select.
+  Both are exact only for finite tables/gradients (0 x inf = NaN in other rows): their results leave PSUM
+  through `regather_check.checked_copy`, whose check makes the backend run such a call eagerly.
 * `nll_loss_kernel(loss, total_weight, logp[N, C], target[N], reduction, ignore_index)`: picked
-  log-probabilities by one-hot mask and row reduce; the sums over rows by a ones-vector matmul on TensorE.
+  log-probabilities by one-hot mask (a VectorE select, so a -inf elsewhere in the row stays out) and row
+  reduce; the sums over rows by a ones-vector matmul on TensorE.
   `nll_loss_backward_kernel` writes ``-mask * valid * grad / total_weight`` (mean) or ``-mask * valid * grad``.
 * `iota_kernel(out, start, step)`: ``aten.arange``; `scatter_kernel`: scatter with one index per row.
 Indices are compared exactly in fp32 (exact below 2**24).
@@ -17,8 +20,10 @@ from __future__ import annotations
 from nprof.arch.isa import Access
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.matmul import K_TILE, M_TILE, N_TILE
+from nprof.compiler.regather_check import checked_copy
 from nprof.compiler.views import View, broadcast_rows, row_tiles, view_access
 from nprof.nki import isa as nisa
+from nprof.nki import isa_ext
 from nprof.nki import language as nl
 from nprof.nki.tensor import NkiTensor
 
@@ -52,7 +57,7 @@ def embedding_kernel(out: View, weight: View, idx: View) -> None:
                     acc[...] = nisa.nc_matmul(onehot_t, table)
                 else:
                     acc += nisa.nc_matmul(onehot_t, table)
-            store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), nisa.tensor_copy(acc))
+            store(view_access(out, 0, (n0, d0), (nt, dt), (1,)), checked_copy(acc))  # an inf: NaN elsewhere
 
 
 def embedding_backward_kernel(out: View, grad: View, idx: View, padding_idx: int) -> None:
@@ -71,7 +76,7 @@ def embedding_backward_kernel(out: View, grad: View, idx: View, padding_idx: int
                     acc[...] = nisa.nc_matmul(onehot, g)
                 else:
                     acc += nisa.nc_matmul(onehot, g)
-            res = nisa.tensor_copy(acc)
+            res = checked_copy(acc)  # an inf gradient puts 0 x inf = NaN in other rows: checked
             if padding_idx >= 0 and v0 <= padding_idx < v0 + vt:
                 i_p = nl.arange(vt)[:, None]
                 res = nisa.affine_select(i_p + (v0 - padding_idx) != 0, res, 0.0)
@@ -92,10 +97,14 @@ def nll_loss_kernel(
         nt = min(K_TILE, n - n0)
         ids, mask = _mask(target, n0, nt, c)
         x = load(view_access(logp, 0, (n0, 0), (nt, c), (1,)))
-        picked = nisa.tensor_reduce("add", nisa.tensor_tensor(x, mask, "multiply"), axis=1, keepdims=True)
-        pv = nl.ndarray((nt, 2), dtype=nl.float32, buffer=nl.sbuf)  # (picked * valid, valid) per row
+        # selected, not multiplied by the 0/1 masks: a -inf log-probability off the target (a masked logit) would
+        # make 0 x -inf = NaN where eager picks a finite value
+        picked = nl.ndarray((nt, 1), dtype=nl.float32, buffer=nl.sbuf)
+        isa_ext.select_reduce(dst=nl.ndarray((nt, c), dtype=nl.float32, buffer=nl.sbuf), predicate=mask,
+                              on_true=x, on_false=0.0, reduce_res=picked, reduce_op="add")  # fmt: skip
+        pv = nl.ndarray((nt, 2), dtype=nl.float32, buffer=nl.sbuf)  # (picked where valid, valid) per row
         pv[:, 1:2] = nisa.tensor_scalar(ids, "not_equal", float(ignore_index))
-        pv[:, 0:1] = nisa.tensor_tensor(picked, pv[:, 1:2], "multiply")
+        isa_ext.select_reduce(dst=pv[:, 0:1], predicate=pv[:, 1:2], on_true=picked, on_false=0.0)
         if reduction == REDUCTION_NONE:
             store(view_access(loss, 0, (n0,), (nt,), ()), nisa.tensor_scalar(pv[:, 0:1], "multiply", -1.0))
         ones = nisa.memset((nt, 1), 1.0, nl.float32)

@@ -25,6 +25,7 @@ from nprof.compiler.views import FREE_MAX, PMAX, TileSpec, View, numel, row_tile
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
+from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
 
 _ALU = {"add": "add", "max": "maximum", "min": "minimum"}  # combining partial results
@@ -74,13 +75,16 @@ def _sum_groups(out: View, src: View, lead: int, scale: float) -> bool:
     """A sum over the `lead` leading dims of a contiguous [R, T..., C] `src` whose R * T rows of C elements
     fit one tile (the batch sum of a [B, T, C] gradient, as a position embedding's backward takes it): one
     matmul of the natural [R * T, C] tile (usually still in SBUF) with a 0/1 selection S[(r, t), t'] = (t ==
-    t'), giving the [T, C] sums on T partitions (stored as such, where the consumer reads them). False
+    t'), giving the [T, C] sums on T partitions (stored as such, where the consumer reads them); exact for
+    finite values only (0 x inf = NaN in other sums), so its result is checked as a regather's is
+    (`nprof.compiler.regather_check`) and a program lowered without regathers does not use it. False
     (nothing emitted) when it does not apply."""
     cols = src.shape[-1]
     groups = numel(src.shape[lead:-1]) if len(src.shape) > lead else 1
     rows = numel(src.shape)
     if (len(src.shape) <= lead + 1 or not src.is_contiguous or not out.is_contiguous or rows // cols > PMAX
-            or cols > 512 or groups == 1 or scale != 1.0):  # fmt: skip
+            or cols > 512 or groups == 1 or scale != 1.0
+            or not getattr(trace.current(), "regathers", True)):  # fmt: skip  # the program run when a check failed
         return False
     n = rows // cols
     x = load(Access(Space.HBM, src.tensor, src.dtype, src.offset, n, ((1, cols),), 0, cols))
@@ -90,7 +94,13 @@ def _sum_groups(out: View, src: View, lead: int, scale: float) -> bool:
     acc[...] = nisa.nc_matmul(sel, x)
     from nprof.compiler.kernels import engines
 
-    store(Access(Space.HBM, out.tensor, out.dtype, out.offset, groups, ((1, cols),), 0, cols), engines.copy(acc))
+    check = getattr(trace.current(), "check", None)  # an inf puts 0 x inf = NaN in other sums: checked as regathers
+    if check is not None:
+        res = nl.ndarray((groups, cols), dtype=nl.float32, buffer=nl.sbuf)
+        check.evacuate(acc, res)
+    else:
+        res = engines.copy(acc)
+    store(Access(Space.HBM, out.tensor, out.dtype, out.offset, groups, ((1, cols),), 0, cols), res)
     return True
 
 
