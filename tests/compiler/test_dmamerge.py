@@ -63,8 +63,13 @@ def _tiles_program(rng: np.random.Generator) -> tuple[Program, int, int, int, in
     return Program("tiles", "trn1", (x, y), (*loads, *stores)), k, parts, free, hbm_gap
 
 
+@pytest.fixture
+def loads_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dmamerge, "MERGE_LOADS", True)
+
+
 @pytest.mark.parametrize("seed", range(12))
-def test_merged_dmas_move_exactly_the_members_elements(seed: int) -> None:
+def test_merged_dmas_move_exactly_the_members_elements(seed: int, loads_too: None) -> None:
     rng = np.random.default_rng(seed)
     program, k, parts, free, hbm_gap = _tiles_program(rng)
     merged = merge_dmas(program)
@@ -85,7 +90,7 @@ def test_merged_dmas_move_exactly_the_members_elements(seed: int) -> None:
         np.testing.assert_array_equal(np.asarray(simulate(p, {"x": x}).outputs["y"]).ravel(), expected)
 
 
-def test_a_run_whose_merge_would_reorder_a_dependency_stays_apart() -> None:
+def test_a_run_whose_merge_would_reorder_a_dependency_stays_apart(loads_too: None) -> None:
     """Tile 1's load depends on a copy that reads tile 0 (as a load into a slot the copy reads would): one merged
     load would have to come both before the copy and after it, so tile 0's load stays its own DMA."""
     program, *_ = _tiles_program(np.random.default_rng(0))
@@ -115,18 +120,29 @@ def _run(fn: object, args: list[torch.Tensor], on: bool) -> tuple[list[np.ndarra
     return [np.asarray(outputs[s.name]).reshape(s.shape) for s in slots], dmas
 
 
-def test_a_lowered_graph_with_merged_dmas_computes_the_same_values() -> None:
-    """A 1x1 convolution of 256 channels on 2x2 maps (weights and activations in 128-channel tiles): fewer
-    DMAs, the same outputs bit for bit as without merging, and eager's within fp32 tolerance."""
+def _conv(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = torch.nn.functional.conv2d(x, w)
+    return torch.relu(y), y * 2.0
+
+
+def _pool(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = torch.nn.functional.max_pool2d(x, 3, 2, 1)
+    return y, y + 1.0
+
+
+@pytest.mark.parametrize("graph", ["pool", "conv"])
+def test_a_lowered_graph_with_merged_dmas_computes_the_same_values(graph: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """resnet18's max pooling (its per-image-pair output stores merge) and, loads merging too, a 1x1
+    convolution of 256 channels on 2x2 maps (weights in 128-channel tiles): fewer DMAs, the same outputs bit
+    for bit as without merging, and eager's within fp32 tolerance."""
     gen = torch.Generator().manual_seed(5)
-    x, w = torch.randn(8, 256, 2, 2, generator=gen), torch.randn(256, 256, 1, 1, generator=gen) / 16.0
-
-    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        y = torch.nn.functional.conv2d(x, w)
-        return torch.relu(y), y * 2.0
-
-    (on, n_on), (off, n_off) = _run(fn, [x, w], True), _run(fn, [x, w], False)
+    if graph == "conv":
+        monkeypatch.setattr(dmamerge, "MERGE_LOADS", True)
+        fn, args = _conv, [torch.randn(8, 256, 2, 2, generator=gen), torch.randn(256, 256, 1, 1, generator=gen) / 16]
+    else:
+        fn, args = _pool, [torch.randn(8, 64, 16, 16, generator=gen)]
+    (on, n_on), (off, n_off) = _run(fn, args, True), _run(fn, args, False)
     assert n_on < n_off
-    for a, b, e in zip(on, off, fn(x, w), strict=True):
+    for a, b, e in zip(on, off, fn(*args), strict=True):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(a, e.numpy(), rtol=1e-4, atol=1e-4)

@@ -17,11 +17,14 @@ one fixed DMA latency (`dma_latency_ns`): a queue runs its transfers in order, a
 holds up the DMAs behind it on its queue by more than the triggers it saves. The merged DMA keeps the first
 member's queue and source line.
 
-Measured (`bench/compile.py`, simulated): resnet-shaped CNN forward 199.0 -> 197.0 us, resnet18 forward
-426.0 -> 424.6 us and backward 662.8 -> 663.3 us (its step 1088.8 -> 1087.9 us); MNIST MLP and nanoGPT have no
-runs. Without the latency cap (every run merged) resnet18's forward took 483.2 us: its merged 2.4-4.7 MB weight
-loads held up the small loads queued behind them. The trigger gap is not what these steps wait for: with
-`dma_issue_gap_ns` set to 0 the same programs take 417.7 + 651.8 us (resnet18), 18.7 + 23.8 us (nanoGPT).
+Only stores merge by default (`MERGE_LOADS`): a merged load makes the consumer of its first tile wait for
+every tile, and the kernels consume a weight's tiles one matmul after another. Measured (`bench/compile.py`,
+simulated, cost model v3): resnet-shaped CNN forward 199.0 -> 197.0 us; resnet18 forward 426.0 -> 424.6 us,
+backward 662.8 -> 662.3 us; MNIST MLP and nanoGPT have no runs. Loads merged too: resnet18 backward 663.3 us;
+without the latency cap (every run merged): resnet18 forward 483.2 us, its merged 2.4-4.7 MB weight loads
+holding up the small DMAs queued behind them. The trigger gap is not what these steps wait for:
+`bench/dma_sensitivity.py` times the same programs with `dma_issue_gap_ns` set to 0 (resnet18 417.7 + 651.8
+us, nanoGPT 18.7 + 23.8 us), an upper bound of what fewer DMAs can gain.
 
 Exact: the merged DMA is placed right after the latest instruction any member depends on (at the first
 member's place when that is earlier), and a run only grows while that place is before every instruction that
@@ -44,6 +47,7 @@ from nprof.program.model import Program
 
 ENABLED = True  # module switch (tests compare with the unmerged program)
 MAX_FREE_DIMS = 4
+MERGE_LOADS = False  # stores only by default (module doc: merged loads measured slower)
 MIN_PARTITIONS = 121  # all 16 engines of a trn1/trn2 core (one per 8 partitions)
 
 
@@ -52,7 +56,7 @@ def _sides(ins: Instruction) -> tuple[Access, Access] | None:
     if ins.opcode is not Opcode.DMA_DIRECT2D or ins.attrs or len(ins.ins) != 1 or len(ins.outs) != 1:
         return None
     src, dst = ins.ins[0], ins.outs[0]
-    if src.space is Space.HBM and dst.space is Space.SBUF:
+    if src.space is Space.HBM and dst.space is Space.SBUF and MERGE_LOADS:
         hbm, chip = src, dst
     elif dst.space is Space.HBM and src.space is Space.SBUF:
         hbm, chip = dst, src
