@@ -75,7 +75,7 @@ def report(name: str, seen: set[str]) -> None:
 
     _step(name)
     print(f"== {name}")
-    for entry in CompileCache().modules():
+    for entry in sorted(CompileCache().modules(), key=lambda e: e.manifest["kind"] != "fw"):  # forward first
         if entry.path.name in seen:
             continue
         seen.add(entry.path.name)

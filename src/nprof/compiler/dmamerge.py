@@ -23,7 +23,7 @@ simulated, cost model v3): resnet-shaped CNN forward 199.0 -> 197.0 us; resnet18
 backward 662.8 -> 662.3 us; MNIST MLP and nanoGPT have no runs. Loads merged too: resnet18 backward 663.3 us;
 without the latency cap (every run merged): resnet18 forward 483.2 us, its merged 2.4-4.7 MB weight loads
 holding up the small DMAs queued behind them. The trigger gap is not what these steps wait for:
-`bench/dma_sensitivity.py` times the same programs with `dma_issue_gap_ns` set to 0 (resnet18 417.7 + 651.8
+`bench/dma_sensitivity.py` times the same programs with `dma_issue_gap_ns` set to 0 (resnet18 418.4 + 651.8
 us, nanoGPT 18.7 + 23.8 us), an upper bound of what fewer DMAs can gain.
 
 Exact: the merged DMA is placed right after the latest instruction any member depends on (at the first
