@@ -25,6 +25,7 @@ from nprof.arch.isa import Access, Engine, Instruction, Opcode, Scalar, Space
 from nprof.compiler import packing
 from nprof.compiler.blockstage import blocks_program, finish_blocks
 from nprof.compiler.deadstores import dead_stores
+from nprof.compiler.dmamerge import merge_dmas
 from nprof.compiler.fusion import FusingBuilder
 from nprof.compiler.listsched import list_schedule
 from nprof.compiler.packing import (
@@ -142,6 +143,7 @@ class Emitter:
         if width and blocks is not None:
             members = {self.renames.get(name, name): m for name, m in blocks.members.items()}
             program = blocks_program(program, members, parts, width, self.builder.preset.pmax)
+        program = merge_dmas(program) if self.builder.fusing else program  # equally spaced tile DMAs: one each
         program = hoist_loads(program) if self.builder.fusing else program  # prefetches first, the longest first
         program = list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
         internal = {t.name for t in program.tensors if t.kind == "internal"}
