@@ -249,12 +249,12 @@ def test_max_pool2d_rows_and_ties(kw: dict) -> None:
 
 
 @pytest.mark.parametrize(("shape", "kw", "says"), [
-    ((1, 1, 100, 100), {"kernel_size": 2}, "50x50 output plane (2500 elements; at most 2048"),
+    ((1, 1, 60, 60), {"kernel_size": 50}, "50x50 window (dilation 1x1) whose SBUF tile exceeds 2048"),
     ((1, 2, 7, 7), {"kernel_size": 2, "ceil_mode": True}, "ceil_mode=True (only ceil_mode=False"),
 ])  # fmt: skip
 def test_max_pool2d_refusal_names_the_limit_it_breaks(shape: tuple[int, ...], kw: dict, says: str) -> None:
     """A pooling the lowering does not take is refused naming the limit (a 4-D input with a large plane was
-    once told "other than 4-D input, ceil_mode=False")."""
+    once told "other than 4-D input, ceil_mode=False"; large planes are now cut, a window is not)."""
     from nprof.errors import UnsupportedOpError
 
     torch._dynamo.reset()
