@@ -9,6 +9,8 @@ shape). Conservative where not exact: a wrong "no" would let the cache serve a s
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from nprof.arch.isa import Access
@@ -83,6 +85,17 @@ class Footprint:
 SEARCH_MAX = 256  # steps `translate_meet` may take before leaving the answer to the addresses
 
 
+@functools.lru_cache(maxsize=1024)
+def _digits(partitions: int, partition_stride: int, free: tuple[tuple[int, int], ...]) -> tuple[list, list]:
+    """(|stride|, size) of a pattern's dims, largest stride first (sizes > 1, strides non-zero), and reach[k]:
+    the most the dims k.. can add up to (shared by every pattern of these dims: the row blocks of a tensor)."""
+    dims = sorted(((abs(s), n) for s, n in ((partition_stride, partitions), *free) if n > 1 and s), reverse=True)
+    reach = [0] * (len(dims) + 1)
+    for k in range(len(dims) - 1, -1, -1):
+        reach[k] = reach[k + 1] + (dims[k][1] - 1) * dims[k][0]
+    return dims, reach
+
+
 def translate_meet(a: Access, b: Access) -> bool | None:
     """For two patterns of the same dims (partitions, free sizes and strides) at different offsets, e.g. two
     row blocks of one tensor: do they share an element? Exact: whether the offset difference is a sum of
@@ -91,10 +104,7 @@ def translate_meet(a: Access, b: Access) -> bool | None:
     or the search would exceed `SEARCH_MAX` steps."""
     if (a.partitions, a.partition_stride, a.free) != (b.partitions, b.partition_stride, b.free):
         return None
-    dims = sorted(((abs(s), n) for s, n in ((a.partition_stride, a.partitions), *a.free) if n > 1 and s), reverse=True)
-    reach = [0] * (len(dims) + 1)  # reach[k]: the most the dims k.. can add up to
-    for k in range(len(dims) - 1, -1, -1):
-        reach[k] = reach[k + 1] + (dims[k][1] - 1) * dims[k][0]
+    dims, reach = _digits(a.partitions, a.partition_stride, a.free)
     stack, steps = [(0, a.offset - b.offset)], 0
     while stack:
         k, rest = stack.pop()
