@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/compile.py                 # MNIST MLP, a small resnet-shaped CNN, a nanoGPT block
     .venv/bin/python bench/compile.py --resnet18      # + resnet18 (torchvision's layout), batch 8, 32x32 (goal < 10 s)
+    .venv/bin/python bench/compile.py --only resnet18_224  # resnet18 at its default 224x224, batch 1 (no goal set)
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
 
 Per model it prints: the first step's wall and CPU time (goal < 10 s) with the CPU split into nprof's lowering, the
@@ -431,7 +432,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resnet18", action="store_true", help="also the full resnet18 widths, batch 8")
     parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
-    parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18")
+    parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18,resnet18_224")
     parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
     parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -467,10 +468,10 @@ def _mlp() -> tuple[str, Callable[[], object], Callable[[], tuple[object, object
     return "MNIST MLP 784-128-64-10, batch 32 (seed 000)", mlp.MLP, lambda: mlp.synthetic_mnist(32), "nll_loss"
 
 
-def _images(batch: int, classes: int) -> Callable[[], tuple[object, object]]:
+def _images(batch: int, classes: int, size: int = 32) -> Callable[[], tuple[object, object]]:
     import torch
 
-    return lambda: (torch.randn(batch, 3, 32, 32), torch.randint(0, classes, (batch,)))
+    return lambda: (torch.randn(batch, 3, size, size), torch.randint(0, classes, (batch,)))
 
 
 MODELS: dict[str, Callable[[], tuple[str, Callable[[], object], Callable[[], tuple[object, object]], str]]] = {
@@ -479,6 +480,8 @@ MODELS: dict[str, Callable[[], tuple[str, Callable[[], object], Callable[[], tup
                        "cross_entropy"),
     "resnet18": lambda: ("resnet18 (torchvision's layout, 1000 classes), batch 8, 32x32", _resnet18,
                          _images(8, 1000), "cross_entropy"),
+    "resnet18_224": lambda: ("resnet18 (torchvision's layout, 1000 classes), batch 1, 224x224", _resnet18,
+                             _images(1, 1000, 224), "cross_entropy"),
     "gpt": lambda: ("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt, _tokens,
                     "cross_entropy"),
 }  # fmt: skip

@@ -167,3 +167,63 @@ def test_exact_cover_matches_a_set_reference_on_random_patterns() -> None:
         assert extents.exact_cover(accesses, n) == expected
         verdicts.add(expected)
     assert verdicts == {True, False}  # both outcomes exercised
+
+
+@pytest.mark.parametrize("mask_max", [extents.MASK_MAX, 8])
+def test_footprint_meets_matches_a_set_reference_on_random_patterns(mask_max: int, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`extents.Footprint.meets` (one pattern's addresses marked once, each other pattern one pass: a mask over
+    the span, or sorted when the span exceeds `MASK_MAX`, forced here with 8) against the plain rule: the
+    two patterns' address sets intersect; `extents.meet` gives the same answer."""
+    monkeypatch.setattr(extents, "MASK_MAX", mask_max)
+    rng = random.Random(11)
+
+    def pattern() -> Access:
+        free = tuple((rng.choice([0, 1, 2, 3, 7, 16]), rng.randint(1, 5)) for _ in range(rng.randint(1, 3)))
+        return Access(Space.HBM, "t", "float32", rng.randint(0, 60), rng.randint(1, 4), free, 0,
+                      rng.choice([0, 1, 5, 16, 40]))  # fmt: skip
+
+    def addresses(a: Access) -> set[int]:
+        out = [a.offset + p * a.partition_stride for p in range(a.partitions)]
+        for stride, size in a.free:
+            out = [base + k * stride for base in out for k in range(size)]
+        return set(out)
+
+    verdicts = set()
+    for _ in range(100):
+        written = pattern()
+        footprint = extents.Footprint(written)
+        for _ in range(8):  # one footprint asked of several patterns, as a write is of the kept tiles
+            kept = pattern()
+            expected = bool(addresses(written) & addresses(kept))
+            assert footprint.meets(kept) == expected == extents.meet(kept, written)
+            verdicts.add(expected)
+    assert verdicts == {True, False}
+
+
+def test_translate_meet_matches_a_set_reference_on_shifted_patterns() -> None:
+    """`extents.translate_meet` (two patterns of the same dims at different offsets: is the offset difference
+    a sum of digit * stride?) against the plain rule, on row blocks, interleaved and overlapping strides
+    (a stride smaller than the inner dims' reach), negative and zero strides; None only past its budget."""
+    rng = random.Random(12)
+
+    def addresses(a: Access) -> set[int]:
+        out = [a.offset + p * a.partition_stride for p in range(a.partitions)]
+        for stride, size in a.free:
+            out = [base + k * stride for base in out for k in range(size)]
+        return set(out)
+
+    verdicts, answered = set(), 0
+    for _ in range(600):
+        free = tuple((rng.choice([0, 1, 2, 3, -4, 7, 16, 56]), rng.randint(1, 6)) for _ in range(rng.randint(1, 3)))
+        parts, pstride = rng.randint(1, 5), rng.choice([0, 1, 5, 16, 58, 200])
+        a = Access(Space.HBM, "t", "float32", rng.randint(0, 300), parts, free, 0, pstride)
+        b = Access(Space.HBM, "t", "float32", rng.randint(0, 300), parts, free, 0, pstride)
+        got = extents.translate_meet(a, b)
+        expected = bool(addresses(a) & addresses(b))
+        assert got is None or got == expected, (a, b)
+        assert extents.Footprint(a).meets(b) == expected
+        answered += got is not None
+        verdicts.add(expected)
+    assert verdicts == {True, False} and answered > 550
+    c = Access(Space.HBM, "t", "float32", 0, 2, ((1, 3),), 0, 10)
+    assert extents.translate_meet(c, Access(Space.HBM, "t", "float32", 0, 2, ((1, 4),), 0, 10)) is None  # dims differ

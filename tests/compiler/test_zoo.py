@@ -49,6 +49,14 @@ def test_resnet18_shaped_cnn() -> None:
     _same_training(lambda: zoo.images(zoo.ResNet18(), 16, batch=8), steps=2)
 
 
+@pytest.mark.slow
+def test_resnet18_shaped_cnn_at_its_default_224x224() -> None:
+    """resnet18's layout (narrow) at torchvision's default image size: the stem's 112x112 map max-pools to
+    56x56, more than one SBUF tile a channel (`ops_pool.plan` cuts it into bands), forward and backward.
+    ~6 s CPU (the full-width model: `bench/compile.py --only resnet18_224`)."""
+    _same_training(lambda: zoo.images(zoo.ResNet18(width=4), 224, batch=1), steps=2)
+
+
 def test_nanogpt_block() -> None:
     _same_training(lambda: zoo.tokens(zoo.NanoGPT(), 32, 8))
 

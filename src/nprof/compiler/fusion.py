@@ -38,7 +38,7 @@ from nprof.arch.isa import Access, Opcode, Space
 from nprof.compiler import balance, packing
 from nprof.compiler.balance import EngineClock
 from nprof.compiler.blockstage import BlockStage
-from nprof.compiler.extents import distinct, exact_cover, meet, numel_of, span
+from nprof.compiler.extents import Footprint, distinct, exact_cover, numel_of, span
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
 from nprof.compiler.regather_check import ONEHOT_CHECK_NAME, RegatherCheck
 from nprof.compiler.rowpack import RowPack, load_rows
@@ -228,12 +228,13 @@ class FusingBuilder(ProgramBuilder):
             for access in list(keys):
                 self._drop(access)
             return
-        lo, hi = span(written)
+        footprint = Footprint(written)  # its addresses computed once, if some entry needs an exact answer
+        lo, hi = footprint.lo, footprint.hi
         for access, (a_lo, a_hi) in list(keys.items()):
             if access.tensor != written.tensor:
                 self._drop(access)  # `written` names an SBUF tile that has the HBM tensor's name (never in practice)
                 continue
-            if a_lo <= hi and lo <= a_hi and meet(access, written):
+            if a_lo <= hi and lo <= a_hi and footprint.meets(access):
                 self._drop(access)
 
     def drop_all(self) -> None:

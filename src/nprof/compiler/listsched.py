@@ -163,6 +163,9 @@ def schedule_order(instructions: tuple[Instruction, ...], preset: Preset, by_pat
         for d in ins.deps:
             users[d].append(i)
     ready_at = [0.0] * n
+    engines = [ins.engine for ins in instructions]
+    latency = {e: 0.0 if e is Engine.DMA else dependency_latency_ns(e, preset) for e in set(engines)}  # `_latency`
+
     def release(i: int, at: float) -> None:
         if instructions[i].engine is Engine.DMA:
             dmas.release(i, at)
@@ -183,8 +186,10 @@ def schedule_order(instructions: tuple[Instruction, ...], preset: Preset, by_pat
             lanes.take(engine, i)
             free[engine] = end
         order.append(i)
-        for u in users[i]:
-            ready_at[u] = max(ready_at[u], end + _latency(instructions[u], instructions[i], preset))
+        tensor = engine is Engine.TENSOR
+        for u in users[i]:  # `_latency` from a table (a 224x224 conv backward has ~40 dependencies an instruction)
+            lat = 0.0 if tensor and engines[u] is Engine.TENSOR else latency[engines[u]]
+            ready_at[u] = max(ready_at[u], end + lat)
             waiting[u] -= 1
             if waiting[u] == 0:
                 release(u, ready_at[u])

@@ -139,8 +139,12 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
     a_t = a.permute((1, 0))  # [K, M]: the stationary operand
     dt = operand_dtype(a, b)
     resident = -(-k // K_TILE) * n * 4 <= RESIDENT_BYTES  # the moving operand fits: load it once
-    moving = k_tiles(b, 0, n, dt) if resident else []
     m_tile = _m_tile(m)
+    chunks = _k_chunks(k, min(m_tile, m), n if resident else min(N_TILE, n))
+    if len(chunks) > 1:
+        _chunked_matmul(out, a_t, b, bias, alpha, beta, m_tile, chunks)
+        return
+    moving = k_tiles(b, 0, n, dt) if resident else []
     whole = _one_store(out, m_tile)
     for m0 in range(0, m, m_tile):
         mt = min(m_tile, m - m0)
@@ -159,6 +163,42 @@ def matmul_kernel(out: View, a: View, b: View, bias: View | None = None, alpha: 
             store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), _epilogue(acc, bt, alpha, beta))
     if whole is not None:
         store(*whole)
+
+
+K_CHUNK_BYTES = 96 * 1024  # bytes per partition beyond which the K tiles of both operands are loaded in chunks
+K_CHUNK_STEP = 32 * 1024  # bytes per partition of one chunk's K tiles (two chunks may be live at once)
+
+
+def _k_chunks(k: int, mt: int, nt: int) -> list[tuple[int, int]]:
+    """The contraction in one chunk when all its stationary [kt, mt] and moving [kt, nt] K tiles (fp32) take at
+    most `K_CHUNK_BYTES` per partition, else cut into chunks of whole K tiles taking at most `K_CHUNK_STEP`."""
+    per_tile = (mt + nt) * 4
+    if -(-k // K_TILE) * per_tile <= K_CHUNK_BYTES:
+        return [(0, k)]
+    step = max(1, K_CHUNK_STEP // per_tile) * K_TILE
+    return [(k0, min(k, k0 + step)) for k0 in range(0, k, step)]
+
+
+def _chunked_matmul(out: View, a_t: View, b: View, bias: View | None, alpha: float, beta: float, m_tile: int,
+                    chunks: list[tuple[int, int]]) -> None:  # fmt: skip
+    """`matmul_kernel` for a contraction too long for its K tiles to stay in SBUF at once (e.g. a weight
+    gradient over a 224x224 batch of 2: K = 25088): per output tile, the K chunks' stationary and moving
+    tiles are loaded in turn and accumulate in one PSUM tile, in the same K-tile order as the unchunked
+    kernel (the same fp32 sums)."""
+    (m, n), dt = out.shape, operand_dtype(a_t, b)
+    for m0 in range(0, m, m_tile):
+        mt = min(m_tile, m - m0)
+        for n0 in range(0, n, N_TILE):
+            nt = min(N_TILE, n - n0)
+            acc = nl.ndarray((mt, nt), dtype=nl.float32, buffer=nl.psum)
+            i = 0
+            for k0, k1 in chunks:
+                stationary = k_tiles(a_t.slice(0, k0, k1), m0, mt, dt)
+                for s_tile, moving in zip(stationary, k_tiles(b.slice(0, k0, k1), n0, nt, dt), strict=True):
+                    _accumulate(acc, i, s_tile, moving)
+                    i += 1
+            bt = None if bias is None else load(view_access(bias, 0, (m0, n0), (mt, nt), (1,)))
+            store(view_access(out, 0, (m0, n0), (mt, nt), (1,)), _epilogue(acc, bt, alpha, beta))
 
 
 ONE_STORE_BYTES = 16 * 1024  # bytes per partition of a result gathered in SBUF for one store
