@@ -1,5 +1,5 @@
-"""The transposed-output convolution core (`kernels.conv._transposed_core`) against eager torch and against the
-plain core (`conv.TRANSPOSED` off), forward and backward, on fixed and random geometries."""
+"""The transposed-output convolution kernels (`kernels.conv_transposed`) against eager torch and against the plain
+kernels (`conv_transposed.TRANSPOSED` off), forward and backward, on fixed and random geometries."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 import nprof.compiler.lowerings  # noqa: E402, F401  (registers every lowering, ops_conv among them)
 from nprof.compiler import STATS  # noqa: E402
-from nprof.compiler.kernels import conv  # noqa: E402
+from nprof.compiler.kernels import conv_transposed  # noqa: E402
 
 # (in channels, out channels, kernel, stride, padding, dilation, bias, image size, images)
 FIXED = [
@@ -80,16 +80,20 @@ def test_transposed_core_matches_eager_and_the_plain_core(geometry: tuple, monke
     w = torch.randn(expected[0].shape, generator=gen)
     expected = _eager(geometry, x, w)
     calls = {"n": 0}
-    real = conv._transposed_core
+    real = {"transposed_core": conv_transposed.transposed_core}
 
-    def counted(*args: object) -> None:
-        calls["n"] += 1
-        real(*args)  # type: ignore[arg-type]
+    def counting(name: str) -> object:
+        def counted(*args: object) -> object:
+            calls["n"] += 1
+            return real[name](*args)  # type: ignore[operator]
 
-    monkeypatch.setattr(conv, "_transposed_core", counted)
+        return counted
+
+    for name in real:
+        monkeypatch.setattr(conv_transposed, name, counting(name))
     got = {}
     for on in (False, True):
-        monkeypatch.setattr(conv, "TRANSPOSED", on)
+        monkeypatch.setattr(conv_transposed, "TRANSPOSED", on)
         monkeypatch.setenv("NPROF_CACHE", str(tmp_path / str(on)))  # the switch is not part of the cache key
         STATS.reset()
         got[on] = _run(geometry, x, w)
@@ -114,7 +118,7 @@ def test_transposed_core_halves_tensor_engine_time_of_a_64_channel_convolution(m
     positions instead of one per position)."""
     busy = {}
     for on in (False, True):
-        monkeypatch.setattr(conv, "TRANSPOSED", on)
+        monkeypatch.setattr(conv_transposed, "TRANSPOSED", on)
         monkeypatch.setenv("NPROF_CACHE", str(tmp_path / str(on)))
         torch._dynamo.reset()
         STATS.reset()

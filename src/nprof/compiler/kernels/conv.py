@@ -20,6 +20,7 @@ import itertools
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import conv_transposed as transposed
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_batched import batched_images, conv_batched_kernel
 from nprof.compiler.kernels.conv_strided import strided_input_grad
@@ -137,8 +138,10 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
     one run covers several images (one matmul per tap for them all, the rows between images dropped too)."""
     oh, ow = out_hw
     flat = stride == (1, 1)
-    if flat and TRANSPOSED and m <= TRANSPOSED_MAX_M and xps[0].shape[3] <= P:
-        _transposed_core(xps, stationary, m, n, out_hw, taps, dil, bias, emit)
+    if flat and transposed.TRANSPOSED and m <= transposed.TRANSPOSED_MAX_M and xps[0].shape[3] <= P:
+        res = transposed.transposed_core(xps, lambda ci, t: stationary(ci, t, 0, m), m, n, out_hw, taps, dil,
+                                         bias(0, m) if bias is not None else None)  # fmt: skip
+        emit(0, m, res)
         return
     width = xps[0].shape[3] if flat else ow
     rows = max(1, min(oh, PSUM_FREE // width))
@@ -173,53 +176,6 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
                 else:
                     nisa.tensor_scalar(src, "add", col, dst=dst)
         emit(o0, mt, res)
-
-
-TRANSPOSED = True  # module switch: few-output-channel stride-1 convolutions by `_transposed_core`; tests compare both
-TRANSPOSED_MAX_M = 64  # output channels up to which `_transposed_core` runs (TensorE time: see its doc)
-
-
-def _transposed_core(xps: list[NkiTensor], weights: Any, m: int, n: int, out_hw: tuple[int, ...],
-                     taps: list[tuple[int, tuple[int, int]]], dil: tuple[int, int], bias: Any,
-                     emit: Any) -> None:  # fmt: skip
-    """`_conv_core` for stride 1 and m <= `TRANSPOSED_MAX_M` output channels, with the operands' roles swapped:
-    per chunk of at most 128 positions of the flattened padded tiles (whole padded rows, as `_flat_window`
-    reads them), acc[positions, m] = sum over input chunks and taps of window.T @ weights(ci, t, 0, m), the
-    tap's window [cc, positions] the stationary and the weights [cc, m] the moving operand; then one TensorE
-    transpose (data moves) gives [m, positions], evicted (padding columns and the rows between images dropped,
-    bias added) into res [m, N, OH, OW]. Same products and sums as `_conv_core`. Why: a matmul costs
-    max(min(64, stationary columns), moving columns) cycles (x4 in fp32; `arch.cost.matmul_cycles`), so
-    `_conv_core` pays one cycle per position per tap whatever m is, this core max(64, m) cycles per 128
-    positions: half for m <= 64, and its weight loads overlap the matmul before them (`device.schedule`)."""
-    oh, ow = out_hw
-    _, _, hs, wp = xps[0].shape  # [cc, N, padded rows + slack, padded width]
-    rows = P // wp  # padded rows per chunk
-    last = (n - 1) * hs + oh  # rows of the flattened images through the last output row
-    flats = [_shaped(xp, (n * hs * wp,)) for xp in xps]
-    res = nl.ndarray((m, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
-    col = bias(0, m) if bias is not None else None
-    for r0 in range(0, last, rows):
-        rt = min(rows, last - r0)
-        q = rt * wp
-        acc = nl.ndarray((q, m), dtype=nl.float32, buffer=nl.psum)
-        for k, (ci, (t, (i, j))) in enumerate(itertools.product(range(len(xps)), taps)):
-            start = (r0 + i * dil[0]) * wp + j * dil[1]
-            prod = nisa.nc_matmul(flats[ci][:, start : start + q], weights(ci, t, 0, m))
-            if k == 0:
-                acc[...] = prod
-            else:
-                acc += prod
-        back = nisa.nc_transpose(engines.copy(acc)).unflatten_free((rt, wp))  # [m, rt, Wp]
-        for img in range(r0 // hs, (r0 + rt - 1) // hs + 1):  # the images these rows cross
-            lo, hi = max(r0, img * hs), min(r0 + rt, img * hs + oh)
-            if hi <= lo:
-                continue  # rows between images only
-            src, dst = back[:, lo - r0 : hi - r0, :ow], res[:, img, lo - img * hs : hi - img * hs, :]
-            if col is None:
-                engines.copy(src, dst=dst)
-            else:
-                nisa.tensor_scalar(src, "add", col, dst=dst)
-    emit(0, m, res)
 
 
 def _weights(w: View, o0: int, mt: int) -> NkiTensor:
