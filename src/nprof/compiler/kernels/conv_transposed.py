@@ -67,6 +67,40 @@ def _evict(src: NkiTensor, dst: NkiTensor, col: NkiTensor | None) -> None:
         nisa.tensor_scalar(src, "add", col, dst=dst)
 
 
+def image_rows(r0: int, rt: int, hs: int, rows: int) -> list[tuple[int, int, int, int]]:
+    """The pieces of the flattened images' rows r0..r0+rt (each image `hs` rows, of which the first `rows` hold
+    outputs) as (image, first row in the chunk, first output row, row count); the rows between images dropped."""
+    out = []
+    for img in range(r0 // hs, (r0 + rt - 1) // hs + 1):
+        lo, hi = max(r0, img * hs), min(r0 + rt, img * hs + rows)
+        if hi > lo:
+            out.append((img, lo - r0, lo - img * hs, hi - lo))
+    return out
+
+
+def transposed_rows(flats: list[NkiTensor], offsets: list[tuple[int, int, int]], weights: Any, m: int, wp: int,
+                    last: int, place: Any) -> None:  # fmt: skip
+    """The transposed accumulation over rows 0..last of flattened tiles `flats` [cc, rows * wp] (wp <= 128), in
+    chunks of whole rows (at most 128 positions): acc[positions, m] = sum over (ci, t, offset) in `offsets` of
+    flats[ci][:, chunk start + offset ..].T @ weights(ci, t); then place(its transpose [m, rows, wp], first
+    row) evicts it (see module doc)."""
+    per = P // wp  # rows per chunk
+
+    def accumulate(acc: NkiTensor, r0: int) -> None:
+        q = acc.shape[0]
+        for k, (ci, t, off) in enumerate(offsets):
+            prod = nisa.nc_matmul(flats[ci][:, r0 * wp + off : r0 * wp + off + q], weights(ci, t))
+            if k == 0:
+                acc[...] = prod
+            else:
+                acc += prod
+
+    def evict(back: NkiTensor, r0: int) -> None:
+        place(back.unflatten_free((back.shape[1] // wp, wp)), r0)
+
+    _pipelined([(r0, min(per, last - r0) * wp) for r0 in range(0, last, per)], m, accumulate, evict)
+
+
 def transposed_core(xps: list[NkiTensor], weights: Any, m: int, n: int, out_hw: tuple[int, ...],
                     taps: list[tuple[int, tuple[int, int]]], dil: tuple[int, int],
                     col: NkiTensor | None) -> NkiTensor:  # fmt: skip
@@ -74,30 +108,13 @@ def transposed_core(xps: list[NkiTensor], weights: Any, m: int, n: int, out_hw: 
     `kernels.conv._flat_window` reads them; `taps` are the (index, tap) pairs that read data."""
     oh, ow = out_hw
     _, _, hs, wp = xps[0].shape  # [cc, N, padded rows + slack, padded width]
-    rows = P // wp  # padded rows per chunk
-    last = (n - 1) * hs + oh  # rows of the flattened images through the last output row
-    flats = [shaped(xp, (n * hs * wp,)) for xp in xps]
     res = nl.ndarray((m, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
 
-    def accumulate(acc: NkiTensor, r0: int) -> None:
-        q = acc.shape[0]
-        for k, (ci, (t, (i, j))) in enumerate(itertools.product(range(len(xps)), taps)):
-            start = (r0 + i * dil[0]) * wp + j * dil[1]
-            prod = nisa.nc_matmul(flats[ci][:, start : start + q], weights(ci, t))
-            if k == 0:
-                acc[...] = prod
-            else:
-                acc += prod
+    def place(view: NkiTensor, r0: int) -> None:
+        for img, c0, o0, rows in image_rows(r0, view.shape[1], hs, oh):
+            _evict(view[:, c0 : c0 + rows, :ow], res[:, img, o0 : o0 + rows, :], col)
 
-    def evict(back: NkiTensor, r0: int) -> None:
-        rt = back.shape[1] // wp
-        view = back.unflatten_free((rt, wp))
-        for img in range(r0 // hs, (r0 + rt - 1) // hs + 1):  # the images these rows cross
-            lo, hi = max(r0, img * hs), min(r0 + rt, img * hs + oh)
-            if hi > lo:  # else rows between images only
-                _evict(view[:, lo - r0 : hi - r0, :ow], res[:, img, lo - img * hs : hi - img * hs, :], col)
-
-    chunks = [(r0, min(rows, last - r0) * wp) for r0 in range(0, last, rows)]
-    _pipelined(chunks, m, accumulate, evict)
+    offsets = [(ci, t, i * dil[0] * wp + j * dil[1]) for ci, (t, (i, j)) in itertools.product(range(len(xps)), taps)]
+    flats = [shaped(xp, (n * hs * wp,)) for xp in xps]
+    transposed_rows(flats, offsets, weights, m, wp, (n - 1) * hs + oh, place)
     return res
-
