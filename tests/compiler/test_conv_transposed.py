@@ -28,6 +28,8 @@ FIXED = [
     (12, 24, 3, 2, 2, 2, False, 9, 3),  # strided and dilated
     (40, 30, 3, 2, 1, 1, False, 9, 2),  # strided (the forward is not transposed; the input gradient's phases are)
     (16, 32, 3, 2, 1, 1, False, 32, 2),  # strided with phases of 512 positions: not transposed
+    (130, 20, 3, 2, 1, 1, True, 2, 8),  # resnet18's last stage at 32x32: 1x1 outputs, 8 images per matmul
+    (40, 8, 3, 2, 1, 1, False, 20, 7),  # strided, 10x10 outputs: 5 images per matmul, then 2
 ]
 TRANSPOSED_FIXED = 10  # the first fixed geometries run the transposed kernels (forward or input gradient)
 
