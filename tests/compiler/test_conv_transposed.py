@@ -102,7 +102,7 @@ def test_transposed_core_matches_eager_and_the_plain_core(geometry: tuple, monke
     got = {}
     for on in (False, True):
         monkeypatch.setattr(conv_transposed, "TRANSPOSED", on)
-        monkeypatch.setenv("NPROF_CACHE", str(tmp_path / str(on)))  # the switch is not part of the cache key
+        monkeypatch.setenv("NPROF_CACHE", str(tmp_path / str(on)))  # a fresh cache: both lowerings run
         STATS.reset()
         got[on] = _run(geometry, x, w)
         if not on:
