@@ -220,6 +220,7 @@ SWITCHES = (
     ("fusion", "ENABLED"),
     ("kernels.conv_batched", "ENABLED"),
     ("kernels.conv_taps", "ROW_PICKS"),
+    ("kernels.conv_transposed", "TRANSPOSED"),
     ("kernels.matmul", "PACK_HEADS"),
     ("listsched", "ENABLED"),
     ("packing", "ENABLED"),
