@@ -130,19 +130,28 @@ def test_larger_programs_keep_their_timing() -> None:
 ZOO = ["vit-conv", "nanogpt", "lstm", "bag", pytest.param("resnet18", marks=pytest.mark.slow)]
 
 
-@pytest.mark.parametrize("name", ZOO)
-def test_zoo_graphs_keep_their_timing(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Each graph lowered with its full dependency lists, then reduced: the same plan order and schedule (the
-    compiled core and the pure-Python passes), the same simulated latency; and far fewer dependencies."""
+def _lowered_with(name: str, enabled: bool, monkeypatch: pytest.MonkeyPatch, cache: Path) -> list[Program]:
+    """The programs of one compiled training step of zoo model `name`, lowered with the switch set to `enabled`."""
     from tests.compiler.test_columns_zoo import MODELS, _lowered
 
     build: Callable[[], tuple[Any, Any]] = MODELS[name]
-    monkeypatch.setattr(depreduce, "ENABLED", False)
-    programs = _lowered(build, monkeypatch, tmp_path)
-    monkeypatch.setattr(depreduce, "ENABLED", True)
-    assert len(programs) >= 2
-    for full in programs:
+    with monkeypatch.context() as patch:
+        patch.setattr(depreduce, "ENABLED", enabled)
+        return _lowered(build, patch, cache)
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_graphs_keep_their_timing_and_order(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each graph lowered with its full dependency lists, then reduced: the same plan order and schedule (the
+    compiled core and the pure-Python passes), the same simulated latency, far fewer dependencies; and what the
+    compiler emits with the switch on (its reordering passes then see the reduced lists) is exactly that."""
+    programs = _lowered_with(name, False, monkeypatch, tmp_path / "off")
+    emitted = _lowered_with(name, True, monkeypatch, tmp_path / "on")
+    assert len(programs) >= 2 and len(emitted) == len(programs)
+    for full, mine in zip(programs, emitted, strict=True):
         reduced = reduced_program(full)
+        assert mine.instructions == reduced.instructions, full.name
+        assert reduced_program(mine, budget=1 << 40) is mine  # nothing implied is left
         before = sum(len(i.deps) for i in full.instructions)
         after = sum(len(i.deps) for i in reduced.instructions)
         assert after < before, full.name
@@ -150,15 +159,3 @@ def test_zoo_graphs_keep_their_timing(name: str, monkeypatch: pytest.MonkeyPatch
         preset = get_preset(full.preset)
         _assert_same_timing(build_plan(full, preset), build_plan(reduced, preset), python=name != "resnet18")
         assert simulate(full, numerics=False).latencies_ns == simulate(reduced, numerics=False).latencies_ns
-
-
-def test_the_compiler_emits_the_reduced_lists(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """With the switch on (the default) the lowered programs carry no implied dependency: reducing them again
-    drops nothing (test_zoo_graphs_keep_their_timing lowers them with the switch off: many more)."""
-    from tests.compiler.test_columns_zoo import MODELS, _lowered
-
-    assert depreduce.ENABLED
-    programs = _lowered(MODELS["nanogpt"], monkeypatch, tmp_path)
-    assert len(programs) >= 2
-    for program in programs:
-        assert reduced_program(program, budget=1 << 40) is program
