@@ -40,49 +40,66 @@ _WARM: list[bool] = []
 
 
 @njit()
+def _search(
+    d: int, ds: np.ndarray, low: int, j: int, i: int, out_off: np.ndarray, out: np.ndarray, implied: np.ndarray,
+    seen: np.ndarray, stack: np.ndarray, visits: int, budget: int,
+) -> tuple[int, int]:  # fmt: skip
+    """DFS from the kept dependency `d` (= ds[j]) of instruction `i` over the reduced lists: every node reached is
+    `implied` for `i`; nothing below the earliest dependency not known to be implied (ds[low]) is entered, and the
+    search stops once all of ds[:j] are implied or `budget` visits are spent. Returns (low, visits)."""
+    top = 1
+    stack[0] = d
+    seen[d] = i
+    while top > 0 and visits < budget:
+        top -= 1
+        v = stack[top]
+        for e in range(out_off[v], out_off[v + 1]):
+            u = out[e]
+            if u < ds[low] or seen[u] == i:
+                continue
+            implied[u] = i
+            seen[u] = i
+            stack[top] = u
+            top += 1
+            visits += 1
+        while low < j and implied[ds[low]] == i:
+            low += 1
+        if low >= j:
+            break
+    return low, visits
+
+
+@njit()
 def _reduce(offsets: np.ndarray, flat: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, flat) of the reduced lists (module doc): per instruction, its dependencies from the latest down;
-    one not marked yet is kept and a DFS from it over the reduced lists marks what it reaches (not below the
-    instruction's earliest dependency), so a later one already marked is dropped."""
+    """(offsets, flat) of the reduced lists (module doc). Per instruction: first what its dependencies wait for
+    directly is marked implied (most implied ones are found there); then its dependencies from the latest down:
+    one not implied is kept, and a DFS from it (`_search`) marks what it reaches, while some earlier one is not
+    known to be implied yet."""
     n = len(offsets) - 1
-    mark = np.full(n, -1, np.int64)  # i: reached from a kept dependency of instruction i
-    cand = np.full(n, -1, np.int64)  # i: a dependency of instruction i
+    implied = np.full(n, -1, np.int64)  # i: reached from a dependency of instruction i
+    seen = np.full(n, -1, np.int64)  # i: expanded by a search for instruction i
     stack = np.empty(n + 1, np.int64)
     out_off = np.zeros(n + 1, np.int64)
     out = np.empty(len(flat), np.int64)
     k = 0
     for i in range(n):
-        a, b = offsets[i], offsets[i + 1]
         out_off[i] = k
-        ds = np.sort(flat[a:b])
-        lo = ds[0] if b > a else 0
-        left = 0  # dependencies not reached yet, below the one at hand
-        for j in range(len(ds)):
-            if cand[ds[j]] != i:
-                cand[ds[j]] = i
-                left += 1
+        ds = np.unique(flat[offsets[i] : offsets[i + 1]])  # sorted, distinct
+        for d in ds:
+            for e in range(out_off[d], out_off[d + 1]):
+                implied[out[e]] = i
+        low = 0  # ds[low]: the earliest dependency not known to be implied
         visits = 0
         for j in range(len(ds) - 1, -1, -1):
             d = ds[j]
-            if mark[d] == i:  # reached from a later dependency (or a repeat)
+            if implied[d] == i:
                 continue
-            mark[d] = i
-            left -= 1
             out[k] = d
             k += 1
-            top = 1
-            stack[0] = d
-            while top > 0 and visits < budget and left > 0:
-                top -= 1
-                v = stack[top]
-                for e in range(out_off[v], out_off[v + 1]):
-                    u = out[e]
-                    if u >= lo and mark[u] != i:
-                        mark[u] = i
-                        left -= cand[u] == i
-                        stack[top] = u
-                        top += 1
-                        visits += 1
+            while low < j and implied[ds[low]] == i:
+                low += 1
+            if low < j and visits < budget:
+                low, visits = _search(d, ds, low, j, i, out_off, out, implied, seen, stack, visits, budget)
         out[out_off[i] : k] = out[out_off[i] : k][::-1].copy()  # ascending
     out_off[n] = k
     return out_off, out[:k].copy()
