@@ -215,6 +215,7 @@ def compiler_fingerprint() -> str:
 # tests/compiler/test_cache.py fails when a "# module switch" in the compiler is missing here.
 SWITCHES = (
     ("balance", "ENABLED"),
+    ("depreduce", "ENABLED"),
     ("dmamerge", "ENABLED"),
     ("dmamerge", "MERGE_LOADS"),
     ("fusion", "ENABLED"),
