@@ -245,3 +245,33 @@ def test_random_kernels_with_invariant_and_index_operations(monkeypatch: pytest.
         spec.loader.exec_module(module)
         replayed = _both(getattr(module, f"random_{i}"), [(T * N, 8)], monkeypatch)
         assert (replayed > 0) == replays, src
+
+
+# -- a builtin shadowed later ------------------------------------------------------------------------------------
+COUNT = [0]
+
+
+def counting_min(a, b):
+    """Shadows `min` in this module: a Python side effect, and a result that changes from call to call (0 for the
+    first four of every N calls, then 1: on a line over the four logged iterations; each trace makes N calls)."""
+    COUNT[0] = COUNT[0] + 1
+    return (COUNT[0] % N) // 5
+
+
+def min_kernel(x):
+    cols = x.shape[1]
+    out = nl.ndarray((T, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(N):
+        o = min(cols, 2) * 8  # (the builtin: invariant)
+        nl.store(out[0:T, 0:8], value=nl.add(nl.load(x[o : o + T, 0:8]), nl.load(x[r * T : (r + 1) * T, 0:8])))
+    return out
+
+
+def test_a_builtin_shadowed_later_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop is checked once per code position; `min` bound later (in the kernel's module) to a Python function
+    is seen when the loop starts again, and the loop falls back."""
+    assert _both(min_kernel, [(T * N + T, 8)], monkeypatch) > 0
+    monkeypatch.setitem(globals(), "min", counting_min)
+    COUNT[0] = 0
+    assert _both(min_kernel, [(T * N + T, 8)], monkeypatch) == 0
+    assert COUNT[0] == 2 * N  # every call made, in both traces
