@@ -5,9 +5,11 @@ of names, `nl`/`nisa` calls (spelt `module.function`, or a bare name bound to a 
 `par_dim`), calls of pure helpers (a plain Python function of the kernel whose body is only assignments and a
 `return` of `+ - *` arithmetic, tuples and `slice(...)`, e.g. an index helper), calls of kernel helpers (below),
 `+ - *` arithmetic, subscripts of tiles (names bound to tiles at the loop's start, or bound in the body only to call
-results), attributes subscripted by constants, and inner `nl` loops that are pure in turn. Such a body has no
-effects beyond the builder requests it makes and no control flow on values; the replay still checks that its
-requests repeat (nprof.nki.replay).
+results), attributes subscripted by constants (never stored), inner `nl` loops that are pure in turn, and
+operations on loop-invariant values (`//`, comparisons, `min`, `x if c else y`, `if` statements: see
+`nprof.nki.replay_invariant`; a kernel helper is checked per set of its parameters given iteration-dependent
+values). Such a body has no effects beyond the builder requests it makes and no control flow on values that
+differ between iterations; the replay still checks that its requests repeat (nprof.nki.replay).
 
 A *kernel helper* is a plain Python function or an `nki.jit` kernel (no grid) called by name, with positional or
 keyword arguments, whose own body passes the same checks (recursively: its calls are nki calls or helpers in
@@ -33,7 +35,9 @@ from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any
 
 from nprof.nki.replay_affine import affine
+from nprof.nki.replay_invariant import invariant, needs_invariance, tainted_names
 
+_Code = CodeType | str | None  # a pure helper's code; None: defined in the body; "builtin": an unshadowed builtin
 _PURE: dict[tuple[CodeType, int], bool] = {}
 _LOOPS: dict[CodeType, list[ast.For]] = {}  # per kernel function: its loops (`_loops`)
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.USub, ast.UAdd)
@@ -117,7 +121,10 @@ def _check_loop(frame: FrameType) -> bool:
     _CALLED[key] = (names, ())
     _CALLED[key] = (names, _called(frame))
     ctx = _Ctx(_Scope(frame.f_locals, frame.f_globals))
-    if node is None or node.orelse or not isinstance(node.target, ast.Name) or not _pure(node.body, ctx):
+    if node is None or node.orelse or not isinstance(node.target, ast.Name):
+        return False
+    ctx.tainted = ctx.outer = frozenset(tainted_names(node.body, [node.target.id], ctx.scope.builtin_ok))
+    if not _pure(node.body, ctx):
         return False
     if not _deletes_names_only(node):
         return False
@@ -148,11 +155,11 @@ def _bound(body: list[ast.stmt]) -> set[str]:
     return {t.id for stmt in body for t in _walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
 
 
-def _helper_defs(loop: ast.For, helpers: dict[str, CodeType | None]) -> dict[str, ast.FunctionDef]:
+def _helper_defs(loop: ast.For, helpers: dict[str, _Code]) -> dict[str, ast.FunctionDef]:
     """The syntax trees of a loop's pure helpers (those defined in its body, then the kernel's or module's)."""
     defs = {n.name: n for n in _walk(loop) if isinstance(n, ast.FunctionDef) and helpers.get(n.name, 0) is None}
     for name, code in helpers.items():
-        body = _parsed(code) if code is not None else None
+        body = _parsed(code) if isinstance(code, CodeType) else None
         if body and isinstance(body[0], ast.FunctionDef):  # (checked by `_pure_helper` already)
             defs[name] = body[0]
     return defs
@@ -223,6 +230,10 @@ class _Scope:
     def get(self, name: str) -> object:
         return None if name in self.own else self.local.get(name, self.glob.get(name))
 
+    def builtin_ok(self, name: str) -> bool:
+        """Does `name` name the builtin of that name here (not shadowed)?"""
+        return name not in self.own and name not in self.local and name not in self.glob
+
     def slice_ok(self) -> bool:
         """Does `slice` name the builtin here?"""
         return self.glob.get("slice", builtins.slice) is builtins.slice and "slice" not in self.local and \
@@ -232,13 +243,16 @@ class _Scope:
 class _Ctx:
     """What checking one body found: its scope, its pure helpers (name -> code; None: defined in the body), its
     kernel helpers (name -> (code, their own kernel helpers and pure helpers)), the names passed where a kernel
-    helper subscripts its parameter (`needs`), and the helpers being checked (recursion)."""
+    helper subscripts its parameter (`needs`), the helpers being checked (recursion), and the names that may
+    differ between iterations (`tainted`; `outer`: the loop's, see `nprof.nki.replay_invariant`)."""
 
     def __init__(self, scope: _Scope, stack: tuple[CodeType, ...] = ()) -> None:
         self.scope, self.stack = scope, stack
-        self.helpers: dict[str, CodeType | None] = {}
+        self.helpers: dict[str, _Code] = {}
         self.callees: _Tree = {}
         self.needs: set[str] = set()
+        self.tainted: frozenset[str] = frozenset()  # names that may differ between iterations (replay_invariant)
+        self.outer: frozenset[str] = frozenset()  # the loop's own tainted names (a helper's free names among them)
 
 
 def _pure(body: list[ast.stmt], ctx: _Ctx) -> bool:
@@ -258,9 +272,40 @@ def _pure(body: list[ast.stmt], ctx: _Ctx) -> bool:
             if not _pure(stmt.body, ctx):
                 return False
             continue
-        if not all(_pure_node(sub, ctx) for sub in _walk(stmt)):
+        if isinstance(stmt, ast.If):  # on a loop-invariant condition: the same branch in every iteration
+            if not _invariant(stmt.test, ctx):
+                return False
+            if not (_pure(stmt.body, ctx) and _pure(stmt.orelse, ctx)):
+                return False
+            continue
+        if not _pure_tree(stmt, ctx):
             return False
     return True
+
+
+def _invariant(node: ast.AST, ctx: _Ctx) -> bool:
+    """Is the expression invariant across iterations (nprof.nki.replay_invariant)? The builtins it calls are
+    noted in `ctx.helpers` (checked again when the loop starts: not shadowed since)."""
+    if not invariant(node, ctx.tainted, ctx.scope.builtin_ok):
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+            ctx.helpers[sub.func.id] = "builtin"
+    return True
+
+
+def _pure_tree(node: ast.AST, ctx: _Ctx) -> bool:
+    """The nodes of a statement of a pure body: `_pure_node` each, but for operations allowed only on invariant
+    values (nprof.nki.replay_invariant), which must be invariant (an `x if c else y`: its test)."""
+    if needs_invariance(node, ctx.scope.builtin_ok):
+        if not isinstance(node, ast.IfExp):
+            return _invariant(node, ctx)
+        if not _invariant(node.test, ctx):
+            return False
+        return _pure_tree(node.body, ctx) and _pure_tree(node.orelse, ctx)
+    if not _pure_node(node, ctx):
+        return False
+    return all(_pure_tree(child, ctx) for child in ast.iter_child_nodes(node))
 
 
 def _pure_node(sub: ast.AST, ctx: _Ctx) -> bool:
@@ -269,6 +314,8 @@ def _pure_node(sub: ast.AST, ctx: _Ctx) -> bool:
         return False
     if isinstance(sub, ast.BinOp | ast.UnaryOp) and not isinstance(sub.op, _OPS):
         return False
+    if isinstance(sub, ast.Attribute) and not isinstance(sub.ctx, ast.Load):
+        return False  # (an attribute store changes a Python value the log does not cover)
     if isinstance(sub, ast.Call) and not (_nki_call(sub.func, ctx.scope) or _helper_call(sub, ctx)
                                           or _kernel_helper_call(sub, ctx)):  # fmt: skip
         return False
@@ -281,14 +328,15 @@ def _pure_node(sub: ast.AST, ctx: _Ctx) -> bool:
 
 _SUBSCRIPTED: dict[tuple[CodeType, int], frozenset[str]] = {}
 _AFFINE: dict[tuple[CodeType, int], bool] = {}  # per pure loop: is its body affine in the loop variable?
-_HELPERS: dict[tuple[CodeType, int], dict[str, CodeType | None]] = {}  # per loop: its pure helpers (None: def
+_HELPERS: dict[tuple[CodeType, int], dict[str, _Code]] = {}  # per loop: its pure helpers (None: def
 # in the body), by name
 _HELPER_OK: dict[CodeType, bool] = {}
 _CALLED: dict[tuple[CodeType, int], tuple[tuple[str, ...], tuple[object, ...]]] = {}  # per loop: the names it
 # calls, and the code they named when it was checked (`_called`)
 _Tree = dict[str, Any]  # kernel helper name -> (code, its kernel helpers (a _Tree), its pure helpers)
 _CALLEES: dict[tuple[CodeType, int], _Tree] = {}  # per loop: its kernel helpers
-_KERNEL_HELPER: dict[CodeType, tuple[list[str], frozenset[str], _Tree, dict[str, CodeType | None]] | None] = {}
+_KERNEL_HELPER: dict[tuple[CodeType, frozenset[str]],
+                    tuple[list[str], frozenset[str], _Tree, dict[str, _Code]] | None] = {}  # fmt: skip
 _WALKED: dict[ast.AST, tuple[ast.AST, ...]] = {}  # (`_walk`)
 _PARSED: dict[CodeType, list[ast.stmt] | None] = {}  # (`_parsed`)
 
@@ -378,13 +426,7 @@ def _kernel_helper_call(call: ast.Call, ctx: _Ctx) -> bool:
     fn = _helper_function(ctx.scope.get(func.id))
     if fn is None or fn.__code__ in ctx.stack or len(ctx.stack) > 8:
         return False
-    found = _KERNEL_HELPER.get(fn.__code__)
-    if fn.__code__ not in _KERNEL_HELPER or (found is not None and not _same_callees(found, fn)):  # (checked
-        found = _KERNEL_HELPER[fn.__code__] = _kernel_helper(fn, ctx.stack)  # again when a name it calls names
-        # another function now)
-    if found is None:
-        return False
-    params, subscripted, tree, pure = found
+    params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
     if len(call.args) > len(params):
         return False
     passed: dict[str, ast.expr] = dict(zip(params, call.args, strict=False))
@@ -392,6 +434,15 @@ def _kernel_helper_call(call: ast.Call, ctx: _Ctx) -> bool:
         if kw.arg is None or kw.arg not in params or kw.arg in passed:
             return False
         passed[kw.arg] = kw.value
+    seeds = frozenset(p for p, arg in passed.items() if not _invariant(arg, ctx)) | (ctx.outer - set(params))
+    key = (fn.__code__, seeds)  # (the helper's names that may differ between iterations: its parameters given
+    found = _KERNEL_HELPER.get(key)  # values that may, its free names the loop taints; see replay_invariant)
+    if key not in _KERNEL_HELPER or (found is not None and not _same_callees(found, fn)):  # (checked again when
+        found = _KERNEL_HELPER[key] = _kernel_helper(fn, ctx.stack, seeds, ctx.outer)  # a name it calls names
+        # another function now)
+    if found is None:
+        return False
+    subscripted, tree, pure = found[1:]
     for name in subscripted & passed.keys():
         arg = passed[name]
         if isinstance(arg, ast.Name):
@@ -402,7 +453,7 @@ def _kernel_helper_call(call: ast.Call, ctx: _Ctx) -> bool:
     return True
 
 
-_Found = tuple[list[str], frozenset[str], _Tree, dict[str, CodeType | None]]
+_Found = tuple[list[str], frozenset[str], _Tree, dict[str, _Code]]
 
 
 def _same_callees(found: _Found, fn: FunctionType) -> bool:
@@ -411,9 +462,11 @@ def _same_callees(found: _Found, fn: FunctionType) -> bool:
     return _same_pure(found[3], scope) and _same_tree(found[2], scope)
 
 
-def _kernel_helper(fn: FunctionType, stack: tuple[CodeType, ...]) -> _Found | None:
+def _kernel_helper(fn: FunctionType, stack: tuple[CodeType, ...], seeds: frozenset[str],
+                   outer: frozenset[str]) -> _Found | None:  # fmt: skip
     """(parameters, parameters it subscripts, its kernel helpers, its pure helpers) when `fn` is a kernel helper
-    (see module doc), else None."""
+    (see module doc), else None. `seeds`: its names that may differ between iterations (its parameters passed
+    such values, the names the loop `outer` taints but its parameters; nprof.nki.replay_invariant)."""
     code = fn.__code__
     if fn.__kwdefaults__ or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
         return None
@@ -432,6 +485,7 @@ def _kernel_helper(fn: FunctionType, stack: tuple[CodeType, ...]) -> _Found | No
     if isinstance(last, ast.Return):  # (its expression is checked as a statement)
         stmts[-1:] = [ast.Expr(last.value)] if last.value is not None else []
     ctx = _Ctx(_Scope.of(fn), (*stack, code))
+    ctx.tainted, ctx.outer = frozenset(tainted_names(stmts, seeds, ctx.scope.builtin_ok)), outer
     if not _pure(stmts, ctx) or not _deletes_names_only(node):
         return None
     params = [p.arg for p in a.args]
@@ -451,9 +505,13 @@ def _same_helpers(frame: FrameType) -> bool:
     return _same_pure(helpers or {}, scope) and _same_tree(callees or {}, scope)
 
 
-def _same_pure(helpers: dict[str, CodeType | None], scope: _Scope) -> bool:
+def _same_pure(helpers: dict[str, _Code], scope: _Scope) -> bool:
     for name, code in helpers.items():
         if code is None:  # defined in the body
+            continue
+        if code == "builtin":  # (a builtin called on invariant values: still not shadowed)
+            if not scope.builtin_ok(name):
+                return False
             continue
         value = scope.get(name)
         if not isinstance(value, FunctionType) or value.__code__ is not code:
