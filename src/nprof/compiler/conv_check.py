@@ -12,17 +12,23 @@ holding inf or NaN, or a finite sum that overflowed: a false alarm, never a miss
 that run and run the call's AOT graph eagerly with a warning naming the convolution
 (`nprof.compiler.backend`): no lowering of these kernels is known to match eager's non-finite positions.
 Without a `conv_check` on the builder (kernels traced outside the compiler) `evict` is the plain copy.
+`check_kernel(v)`: the same check of results already stored (the im2col lowering's matmuls), by one more pass.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from nprof.arch.isa import Access, Space
 from nprof.compiler.kernels import engines
 from nprof.compiler.regather_check import CONV_CHECK_NAME
+from nprof.compiler.views import View
 from nprof.nki import isa as nisa
 from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
 
-__all__ = ["CONV_CHECK_NAME", "evict"]
+__all__ = ["CONV_CHECK_NAME", "check_kernel", "evict"]
+P = 128
 
 
 def evict(src: NkiTensor, dst: NkiTensor, col: NkiTensor | None = None) -> NkiTensor:
@@ -40,3 +46,27 @@ def evict(src: NkiTensor, dst: NkiTensor, col: NkiTensor | None = None) -> NkiTe
     op, operand = ("multiply", 1.0) if col is None else ("add", col)
     return isa_ext.tensor_scalar_reduce(data=src, op0=op, operand0=operand, reduce_op="add",
                                         reduce_res=column[0:parts, :], dst=dst)  # fmt: skip
+
+
+CHUNK = 8192  # elements per partition of one checked load (32 KiB fp32)
+
+
+def check_kernel(v: View) -> None:
+    """The im2col lowering's results (`nprof.compiler.ops_conv`: matmuls through `kernels.matmul`, whose
+    evictions are shared with every matmul) checked after the fact: the contiguous view `v` loaded in chunks
+    (served from SBUF when the fusion cache still holds it) and each chunk's row sums written to a check
+    column. An extra pass over the results, on that lowering only (non-fp32 operands, or tiles too large for
+    the direct kernels). Nothing without a `conv_check` on the builder."""
+    from nprof.compiler.kernels.hbm import load
+
+    check = getattr(trace.current(), "conv_check", None)
+    if check is None:
+        return
+    total = int(np.prod(v.shape))
+    parts = max(d for d in range(1, P + 1) if total % d == 0)
+    per = total // parts
+    for e0 in range(0, per, CHUNK):
+        et = min(CHUNK, per - e0)
+        tile = load(Access(Space.HBM, v.tensor, v.dtype, v.offset + e0, parts, ((1, et),), 0, per), v.dtype)
+        column = check.next_column()
+        nisa.tensor_reduce("add", tile, axis=1, keepdims=True, dst=column[0:parts, :])
