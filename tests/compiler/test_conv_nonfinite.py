@@ -100,7 +100,7 @@ def test_the_im2col_lowering_is_checked_too(tmp_path: object, monkeypatch: pytes
     monkeypatch.setattr(ops_conv, "direct_supported", lambda *a, **k: False)
     monkeypatch.setattr(ops_conv, "spread_factor", lambda *a, **k: 1)
     monkeypatch.setattr(ops_conv, "spread_backward", lambda *a, **k: False)
-    for where in ("x", "g"):
+    for where in ("g", "x"):
         want, got, said = _step(((2, 8, 8, 8), 8, 3, 1, 1), where, float("inf"), str(tmp_path))
         for a, b in zip(got, want, strict=True):
             assert_same(a, b)
