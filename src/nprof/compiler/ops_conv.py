@@ -6,6 +6,8 @@ dilation). Forward: the zero-padded input's patches are copied into ``colsT [C*K
 copy: strided DMA rows), then per image ``out[n] = W[OC, C*KH*KW] @ colsT[:, n]`` (+ bias) on TensorE.
 Backward: ``grad_bias`` is a reduction, ``grad_weight = G[OC, N*OH*OW] @ colsT.T`` and ``grad_input`` is the
 col2im of ``W.T @ G``: one read-add-write pass per kernel tap into a zero-initialised padded gradient.
+Every result is checked for +-inf/NaN on the device (`nprof.compiler.conv_check`): the kernels' evictions, the
+im2col results by one more pass; a failed check makes the backend run that call eagerly.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ one DMA on g * OC partitions.
 
 Non-finite inputs: a stationary zero meets every moving value of its row, so an inf or NaN input element
 also makes NaN in the same pixel of the other images of its chunk (0 x inf), where eager keeps those finite;
-every output eager makes non-finite is non-finite here too.
+every output eager makes non-finite is non-finite here too. The results are evicted through
+`nprof.compiler.conv_check.evict`, whose check makes such a call run eagerly.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ Non-finite inputs: a stationary zero meets every moving value of its row, so an 
 also makes NaN at the same row and column within every other row block of its image (0 x inf), where eager
 keeps those outputs finite; every output eager makes non-finite is non-finite here too, and the halo rows
 that stand for zero padding are zeroed by a select, so a neighbouring channel's value never enters them.
+The results are evicted through `nprof.compiler.conv_check.evict`, whose check makes such a call run eagerly.
 """
 
 from __future__ import annotations
