@@ -47,7 +47,7 @@ from nprof.compiler.lower import (
     lower_graph,
 )
 from nprof.compiler.packing import pack_inputs
-from nprof.compiler.regather_check import ONEHOT_CHECK_NAME
+from nprof.compiler.regather_check import CONV_CHECK_NAME, ONEHOT_CHECK_NAME
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.columns import with_columns
 from nprof.device.process_group import has_collectives
@@ -372,9 +372,9 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
     (`nprof.compiler.regather_check`: a value that became non-finite at run time went through a regather or a
     one-hot matmul, which spread NaN over whole columns), its results are dropped and, on the same inputs and
     the same random numbers, the graph lowered without regathers runs (on first need, its own cache module),
-    or, when a one-hot matmul's check failed (no lowering without them), the AOT graph runs eagerly on the CPU
-    (`eager`, with a warning): every result handed back (outputs and saved tensors alike) comes from one run
-    whose results equal eager's."""
+    or, when a one-hot matmul's or a convolution's check failed (`nprof.compiler.conv_check`; no lowering
+    without them), the AOT graph runs eagerly on the CPU (`eager`, with a warning naming the op): every result
+    handed back (outputs and saved tensors alike) comes from one run whose results equal eager's."""
     import torch
 
     guards = sorted(json.loads(program.meta.get(GUARD_META, "[]")))
@@ -393,7 +393,7 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
         if not chosen.failed_checks:
             return outs
         refuse_in_job(chosen)
-        if ONEHOT_CHECK_NAME not in chosen.failed_checks:
+        if not chosen.failed_checks & _EAGER_ONLY:
             if "plain" not in lowered:
                 lowered["plain"] = lower_marked(frozenset(), regathers=False)
             chosen = lowered["plain"]
@@ -404,13 +404,25 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
                 return outs
         if state is not None:
             torch.set_rng_state(state)
-        warnings.warn(f"nprof: graph {chosen.module}: a value that is +-inf/NaN at run time went through a one-hot "
-                      "matmul (an embedding or its backward), which would spread NaN over whole columns; this "
-                      "call ran eagerly on the CPU", stacklevel=2)  # fmt: skip
+        warnings.warn(f"nprof: graph {chosen.module}: {_eager_reason(chosen.failed_checks)}; this call ran eagerly "
+                      "on the CPU", stacklevel=2)  # fmt: skip
         notify("fallback", chosen.module, time.time_ns())
         return eager(list(args))
 
     return run
+
+
+_EAGER_ONLY = frozenset({ONEHOT_CHECK_NAME, CONV_CHECK_NAME})  # failed checks no other lowering avoids
+
+
+def _eager_reason(failed: frozenset[str]) -> str:
+    """Why a call ran eagerly: the ops whose device-side check (`failed`: check names) found a non-finite value."""
+    if CONV_CHECK_NAME in failed:
+        return ("a convolution (aten.convolution or convolution_backward) had a +-inf/NaN input, gradient, weight or "
+                "result, and its kernels would make NaN where eager does not (0 x inf with zero padding or "
+                "block-diagonal weights)")  # fmt: skip
+    return ("a value that is +-inf/NaN at run time went through a one-hot matmul (an embedding or its backward), "
+            "which would spread NaN over whole columns")  # fmt: skip
 
 
 def all_finite(t: Any) -> bool:
@@ -430,9 +442,9 @@ def refuse_in_job(graph: DeviceGraph) -> None:
 
     if has_collectives(graph.program) and current_job() is not None:
         raise NprofError(
-            f"nprof: graph {graph.module} put a value that became +-inf/NaN at run time through a regather or a "
-            "one-hot matmul, so its results are wrong, and it cannot be re-run without them inside a multi-process "
-            "job (its collectives would not match the other processes'); keep the values finite"
+            f"nprof: graph {graph.module} put a value that became +-inf/NaN at run time through a regather, a "
+            "one-hot matmul or a convolution kernel, so its results are wrong, and it cannot be re-run without them "
+            "inside a multi-process job (its collectives would not match the other processes'); keep the values finite"
         )
 
 

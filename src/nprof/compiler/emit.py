@@ -127,7 +127,8 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        for check in (self.builder.check, self.builder.onehot_check):  # row sums (`nprof.compiler.regather_check`)
+        checks = (self.builder.check, self.builder.onehot_check, self.builder.conv_check)
+        for check in checks:  # row sums (`nprof.compiler.regather_check`, `nprof.compiler.conv_check`)
             if check is not None:
                 self.builder.call(finish_check, check)
         stages = [(stage, self.builder.call(finish_stage, stage)) for stage in self.builder.stages]  # one DMA each

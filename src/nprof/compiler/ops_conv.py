@@ -6,12 +6,15 @@ dilation). Forward: the zero-padded input's patches are copied into ``colsT [C*K
 copy: strided DMA rows), then per image ``out[n] = W[OC, C*KH*KW] @ colsT[:, n]`` (+ bias) on TensorE.
 Backward: ``grad_bias`` is a reduction, ``grad_weight = G[OC, N*OH*OW] @ colsT.T`` and ``grad_input`` is the
 col2im of ``W.T @ G``: one read-add-write pass per kernel tap into a zero-initialised padded gradient.
+Every result is checked for +-inf/NaN on the device (`nprof.compiler.conv_check`): the kernels' evictions, the
+im2col results by one more pass; a failed check makes the backend run that call eagerly.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from nprof.compiler.conv_check import check_kernel
 from nprof.compiler.kernels import conv as direct
 from nprof.compiler.kernels import conv_spread
 from nprof.compiler.kernels import elementwise as ew
@@ -170,6 +173,7 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
             View(bias_v.tensor, bias_v.dtype, (oc, oh * ow), (bias_v.strides[0], 0), bias_v.offset) if bias_v else None
         )
         lw.em.call(matmul_kernel, out_i, w2d, cols.slice(1, i * oh * ow, (i + 1) * oh * ow), b_i)
+    lw.em.call(check_kernel, out)  # its evictions are the matmuls': checked after (`compiler.conv_check`)
     return out
 
 
@@ -214,6 +218,7 @@ def _unspread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, pa
         gw2d = gw.reshape([oc, c * kh * kw])
         assert gw2d is not None
         lw.em.call(matmul_kernel, gw2d, g2d, cols.permute((1, 0)))
+        lw.em.call(check_kernel, gw)  # the padding products a gradient inf meets: checked (`compiler.conv_check`)
         results[1] = gw
     if output_mask[2]:
         gb = lw.new_tensor(index=2)
@@ -246,6 +251,7 @@ def _col2im(lw: Lowerer, g2d: View, w2d: View, x_shape: tuple[int, ...], k: tupl
             lw.em.call(ew.map_kernel, dst, [dst, src], ew.binary_body("add"))
     out = lw.new_tensor(index=0)
     lw.em.call(copy_kernel, out, acc.slice(2, ph, ph + h).slice(3, pw, pw + w))
+    lw.em.call(check_kernel, out)
     return out
 
 

@@ -31,6 +31,7 @@ from nprof.nki.tensor import NkiTensor
 
 CHECK_NAME = "check.regather"  # program output: row sums of every regathered tile (non-finite: re-run without)
 ONEHOT_CHECK_NAME = "check.onehot"  # the same for one-hot matmuls (`kernels.onehot`: embedding and its backward)
+CONV_CHECK_NAME = "check.conv"  # the same for the conv kernels' results (`nprof.compiler.conv_check`)
 STORED_COLUMNS = 4  # check columns stored as they are (as many as the output stage takes); more are summed first
 COLUMNS = 64  # check columns (256 bytes a partition of SBUF) before they are folded into the first
 
@@ -51,12 +52,13 @@ class RegatherCheck:
         """Copy the PSUM result `acc` [P, N] of a regather into `dst`, its row sums into the next check column."""
         from nprof.nki import isa_ext
 
-        column = self._next_column()
+        column = self.next_column()
         parts = acc.shape[0]
         isa_ext.tensor_scalar_reduce(data=acc, op0="multiply", operand0=1.0, reduce_op="add",
                                      reduce_res=column[0:parts, :], dst=dst)  # fmt: skip
 
-    def _next_column(self) -> NkiTensor:
+    def next_column(self) -> NkiTensor:
+        """The next free check column [pmax, 1] (the tile made and zeroed on first use; folded when full)."""
         from nprof.nki import isa as nisa
         from nprof.nki import language as nl
 
@@ -101,9 +103,10 @@ def finish_check(check: RegatherCheck) -> bool:
 
 def failed_checks(outputs: Mapping[str, np.ndarray]) -> frozenset[str]:
     """The checks (`CHECK_NAME`, `ONEHOT_CHECK_NAME`) of the run that gave `outputs` (program outputs by name)
-    whose sums are non-finite: a matmul of that kind may have spread a NaN."""
+    whose sums are non-finite: a matmul of that kind may have spread a NaN (`CONV_CHECK_NAME` too:
+    `nprof.compiler.conv_check`)."""
     return frozenset(
-        name for name in (CHECK_NAME, ONEHOT_CHECK_NAME)
+        name for name in (CHECK_NAME, ONEHOT_CHECK_NAME, CONV_CHECK_NAME)
         if name in outputs and not bool(np.isfinite(outputs[name]).all())
     )  # fmt: skip
 

@@ -20,6 +20,7 @@ import itertools
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.conv_check import evict
 from nprof.compiler.kernels import conv_transposed as transposed
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_batched import batched_images, conv_batched_kernel
@@ -174,10 +175,7 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
                     dst = res[:, img : img + g, r0 : r0 + rt, :]
                 else:
                     src, dst = acc.unflatten_free((rt, width))[:, :, :ow], res[:, img, r0 : r0 + rt, :]
-                if col is None:
-                    engines.copy(src, dst=dst)
-                else:
-                    nisa.tensor_scalar(src, "add", col, dst=dst)
+                evict(src, dst, col)  # checked (`nprof.compiler.conv_check`)
         emit(o0, mt, res)
 
 
@@ -300,7 +298,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
                         else:
                             acc += prod
             for d, acc in zip(dwn, accs, strict=True):
-                engines.copy(acc, dst=d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt])
+                evict(acc, d[:, c0 * nt + t : (c0 + cc - 1) * nt + t + 1 : nt])
     per = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * per, d.shape[0], ((1, per),), 0, per), d)
@@ -384,10 +382,7 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], stationaries: Any
                     acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
                 else:
                     acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
-            if col is None:
-                engines.copy(acc, dst=res[:, p0 : p0 + pt])
-            else:
-                nisa.tensor_scalar(acc, "add", col, dst=res[:, p0 : p0 + pt])
+            evict(acc, res[:, p0 : p0 + pt], col)
         store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
 
 
@@ -433,7 +428,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
                         acc += prod
         for d, acc in zip(dwn, accs, strict=True):
             for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
-                engines.copy(acc[:, j * c : (j + 1) * c], dst=d[:, t : (c - 1) * nt + t + 1 : nt])
+                evict(acc[:, j * c : (j + 1) * c], d[:, t : (c - 1) * nt + t + 1 : nt])
     size = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)

@@ -21,12 +21,14 @@ one DMA on g * OC partitions.
 
 Non-finite inputs: a stationary zero meets every moving value of its row, so an inf or NaN input element
 also makes NaN in the same pixel of the other images of its chunk (0 x inf), where eager keeps those finite;
-every output eager makes non-finite is non-finite here too.
+every output eager makes non-finite is non-finite here too. The results are evicted through
+`nprof.compiler.conv_check.evict`, whose check makes such a call run eagerly.
 """
 
 from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.conv_check import evict
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped, tap_transposes
 from nprof.compiler.kernels.hbm import load, store
@@ -123,6 +125,6 @@ def conv_batched_kernel(out: View, x: View, w: View, stride: tuple[int, int], pa
                 acc[...] = prod
             else:
                 acc += prod
-        res = engines.copy(acc)
+        res = evict(acc, nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf))  # checked (`conv_check`)
         store(Access(Space.HBM, out.tensor, out.dtype, out.offset + n0 * oc * oh * ow, gi * oc, ((1, oh * ow),), 0,
                      oh * ow), res)  # fmt: skip

@@ -24,11 +24,13 @@ Non-finite inputs: a stationary zero meets every moving value of its row, so an 
 also makes NaN at the same row and column within every other row block of its image (0 x inf), where eager
 keeps those outputs finite; every output eager makes non-finite is non-finite here too, and the halo rows
 that stand for zero padding are zeroed by a select, so a neighbouring channel's value never enters them.
+The results are evicted through `nprof.compiler.conv_check.evict`, whose check makes such a call run eagerly.
 """
 
 from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.conv_check import evict
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped, source, tap_transposes
 from nprof.compiler.kernels.hbm import load, store
@@ -226,9 +228,5 @@ def _spread_conv(out: View, x: View, stationary: list[NkiTensor], bias: View | N
                 acc[...] = prod
             else:
                 acc += prod
-        dst = res[:, n0 : n0 + g, :]
-        if shift is None:
-            nisa.tensor_copy(acc.unflatten_free((g, rb * wd)), dst=dst)
-        else:
-            nisa.tensor_scalar(acc.unflatten_free((g, rb * wd)), "add", shift, dst=dst)
+        evict(acc.unflatten_free((g, rb * wd)), res[:, n0 : n0 + g, :], shift)  # checked (`compiler.conv_check`)
     store(block_rows(out, k, 0, P, 0, rb * wd), res)

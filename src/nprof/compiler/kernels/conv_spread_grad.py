@@ -23,6 +23,7 @@ multiplied: an inf stays in its own channel's sums, as in eager), a VectorE sum 
 from __future__ import annotations
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.conv_check import evict
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_spread import SBUF_SHARE, block_predicate, block_rows, padded_input
 from nprof.compiler.kernels.conv_taps import shaped
@@ -118,7 +119,7 @@ def conv_spread_weight_grad(dw: View, g: View, x: View, k: int, padding: tuple[i
     rows = nl.ndarray((oc, taps * c), dtype=nl.float32, buffer=nl.sbuf)  # [oc, (t, c)]: the k blocks added
     for m0 in range(0, taps * c, P):
         m = min(P, taps * c - m0)
-        nisa.tensor_copy(per_channel(sums[:, m0 : m0 + m], k), dst=rows[:, m0 : m0 + m])
+        evict(per_channel(sums[:, m0 : m0 + m], k), rows[:, m0 : m0 + m])  # checked (`compiler.conv_check`)
     natural = nl.ndarray((oc, c, taps), dtype=nl.float32, buffer=nl.sbuf)  # dW's rows: column c * taps + t
     p0, e0, dims = rows.access_key()
     nisa.tensor_copy(NkiTensor(rows.base, p0, e0, (dims[0], (0, 1, c), (0, c, taps)), ()), dst=natural)

@@ -20,6 +20,7 @@ import itertools
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.conv_check import evict
 from nprof.compiler.kernels import conv_transposed as transposed
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped
@@ -108,7 +109,7 @@ def strided_input_grad(dx: View, g: View, w: View, stride: tuple[int, int], padd
                 y, x = a0 * stride[0] + ry, rx
                 dst = res[:, n0 : n0 + gi, y : y + (ra - 1) * stride[0] + 1 : stride[0],
                           x : x + (ax - 1) * stride[1] + 1 : stride[1]]  # fmt: skip
-                engines.copy(acc.unflatten_free((gi, ra, ax)), dst=dst)
+                evict(acc.unflatten_free((gi, ra, ax)), dst)  # checked (`nprof.compiler.conv_check`)
         k = spread_factor(tuple(dx.shape)) if c <= P and h * wd <= P * P else 1
         if k > 1 and h * wd // k <= P:  # few channels: stored in the spread layout the consumers keep in SBUF
             store(spread_access(dx, k), respread(shaped(res, (n, h * wd)), k))
@@ -137,6 +138,6 @@ def _transposed_phases(res: NkiTensor, grads: list[NkiTensor], weights: list[Nki
                 y = a0 * stride[0] + ry
                 dst = res[:, img, y : y + (rows - 1) * stride[0] + 1 : stride[0],
                           rx : rx + (ax - 1) * stride[1] + 1 : stride[1]]  # fmt: skip
-                engines.copy(view[:, c0 : c0 + rows, :ax], dst=dst)
+                evict(view[:, c0 : c0 + rows, :ax], dst)
 
         transposed.transposed_rows(flats, offsets, weight, c, wg, (n - 1) * hs + ay, place)

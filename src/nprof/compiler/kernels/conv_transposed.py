@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from nprof.compiler.conv_check import evict
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped
 from nprof.nki import isa as nisa
@@ -61,10 +62,7 @@ def _flush(acc: NkiTensor, batch: list[tuple[Any, int]], m: int, evict: Any) -> 
 
 
 def _evict(src: NkiTensor, dst: NkiTensor, col: NkiTensor | None) -> None:
-    if col is None:
-        engines.copy(src, dst=dst)
-    else:
-        nisa.tensor_scalar(src, "add", col, dst=dst)
+    evict(src, dst, col)  # checked (`nprof.compiler.conv_check`)
 
 
 def image_rows(r0: int, rt: int, hs: int, rows: int) -> list[tuple[int, int, int, int]]:
