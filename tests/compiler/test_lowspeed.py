@@ -86,7 +86,7 @@ def random_program(seed: int, n: int = 60) -> Program:
     return Program("r", "trn1", (TensorDecl("x", (128 * 8,), "float32", "input"),), tuple(ins))
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(60))  # seeds 38, 42: the no-queue order wins; ~40%: both equal
 def test_list_schedule_is_the_plain_one_on_random_programs(seed: int) -> None:
     program = random_program(seed, n=random.Random(seed).choice((5, 20, 60)))
     assert listsched.list_schedule(program).instructions == plain_list_schedule(program).instructions
