@@ -4,6 +4,7 @@
     .venv/bin/python bench/compile.py --resnet18      # + resnet18 (torchvision's layout), batch 8, 32x32 (goal < 10 s)
     .venv/bin/python bench/compile.py --only resnet18_224  # resnet18 at its default 224x224, batch 1 (no goal set)
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
+    .venv/bin/python bench/compile.py --sizes         # resnet18's lowering CPU per instruction, 32x32 to 224x224
 
 Per model it prints: the first step's wall and CPU time (goal < 10 s) with the CPU split into nprof's lowering, the
 program cache write (or read), the device timing (simulated, or read from the timing cache), the numerics and
@@ -428,10 +429,40 @@ def scaling() -> None:
               f"{seconds / max(n, 1) * 1e6:.0f} us each (goal: flat)")  # fmt: skip
 
 
+SIZES = ((32, 8), (64, 2), (160, 2), (224, 1), (224, 2))  # (image side, batch) of `sizes`
+
+
+def sizes(which: tuple[tuple[int, int], ...] = SIZES) -> None:
+    """resnet18 (torchvision's layout) at each (side, batch) of `which`: each graph's lowering CPU (lowering +
+    cache write, measured by the backend with process_time; compile-only, so nothing is simulated or run) and
+    its CPU per instruction (goal: flat across sizes, i.e. lowering linear in graph size). A 2-image 32x32
+    warm-up (first-use imports) is not printed."""
+    import torch
+
+    from nprof.compiler import STATS, CompileCache
+
+    for side, batch in ((32, 2), *which):
+        torch.manual_seed(0)
+        model = _resnet18()
+        x, y = _images(batch, 1000, side)()
+        STATS.reset()
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="nprof", options={"compile_only": True})
+        torch.nn.functional.cross_entropy(compiled(x), y).backward()
+        if (side, batch) == (32, 2):
+            continue  # the warm-up
+        kinds = {m.path.name: (m.manifest["kind"], m.manifest["instructions"]) for m in CompileCache().modules()}
+        for module, cpu in STATS.compile_cpu_seconds:
+            kind, n = kinds.get(module, ("?", 0))
+            print(f"sizes: resnet18 {side}x{side} batch {batch} {kind:<3}: {n:6d} instructions, lowering "
+                  f"{cpu:6.2f} s CPU = {cpu / max(n, 1) * 1e6:4.0f} us each (goal: flat)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resnet18", action="store_true", help="also the full resnet18 widths, batch 8")
     parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
+    parser.add_argument("--sizes", action="store_true", help="only resnet18's lowering CPU per instruction by size")
     parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18,resnet18_224")
     parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
     parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
@@ -451,6 +482,9 @@ def main() -> None:
     print(jit_line())
     if args.scaling:
         scaling()
+        return
+    if args.sizes:
+        sizes()
         return
     chosen = set(args.only.split(",")) if args.only else {"mlp", "resnet", "gpt"}
     if args.resnet18:

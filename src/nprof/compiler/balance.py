@@ -68,14 +68,22 @@ class EngineClock:
         self._free: dict[Engine, float] = {}
         self._last_trigger = -preset.dma_issue_gap_ns
 
-    def _ready(self, ins: Instruction, engine: Engine) -> float:
-        lat = dependency_latency_ns(engine, self.preset) if engine is not Engine.DMA else 0.0
-        ends = [self._end[d] for d in ins.deps if d < len(self._end)]
-        return max(ends, default=0.0) + (lat if ends else 0.0)
+    def _deps_end(self, ins: Instruction) -> float | None:
+        """The latest estimated end among `ins`'s dependencies appended so far (None: none is)."""
+        deps, ends = ins.deps, self._end
+        if not deps:
+            return None
+        if max(deps) < len(ends):
+            return max(map(ends.__getitem__, deps))
+        found = [ends[d] for d in deps if d < len(ends)]
+        return max(found) if found else None
 
-    def _finish(self, ins: Instruction, engine: Engine) -> tuple[float, float]:
-        """(start, end) of `ins` run on `engine` after everything appended so far."""
-        start = max(self._free.get(engine, 0.0), self._ready(ins, engine))
+    def _finish(self, ins: Instruction, engine: Engine, deps_end: float | bool | None = False) -> tuple[float, float]:
+        """(start, end) of `ins` run on `engine` after everything appended so far (`deps_end`: `_deps_end(ins)`
+        when the caller has it, else False)."""
+        last = self._deps_end(ins) if deps_end is False else deps_end
+        lat = dependency_latency_ns(engine, self.preset) if engine is not Engine.DMA else 0.0
+        start = max(self._free.get(engine, 0.0), 0.0 if last is None else last + lat)
         if engine is Engine.DMA:
             start = max(start, self._last_trigger + self.preset.dma_issue_gap_ns)
         # GpSimdE is charged at VectorE's clock here: the cost model runs the VectorE formulas at GpSimdE's
@@ -89,7 +97,8 @@ class EngineClock:
         options = candidates(ins)
         if len(options) < 2:
             return ins.engine
-        return min(options, key=lambda e: (self._finish(ins, e)[1], e is not ins.engine))
+        last = self._deps_end(ins)  # the same for every engine: computed once
+        return min(options, key=lambda e: (self._finish(ins, e, last)[1], e is not ins.engine))
 
     def arrived(self, index: int) -> None:
         """Record instruction `index` as done at time 0 (a prefetched input: `nprof.compiler.prefetch`)."""

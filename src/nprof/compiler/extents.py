@@ -97,15 +97,29 @@ def _digits(partitions: int, partition_stride: int, free: tuple[tuple[int, int],
 
 
 def translate_meet(a: Access, b: Access) -> bool | None:
+    """`shifted_meet` of `a` and `b` when their dims are the same, else None (the answer depends only on the dims
+    and the offset difference, so it is memoised: a strided input gradient's accumulations into one tensor ask
+    the same question of each kept row block, ~136 thousand times on a 224x224 resnet18 backward)."""
+    if (a.partitions, a.partition_stride, a.free) != (b.partitions, b.partition_stride, b.free):
+        return None
+    return _shifted_meet_memo(a.partitions, a.partition_stride, a.free, a.offset - b.offset)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shifted_meet_memo(partitions: int, partition_stride: int, free: tuple[tuple[int, int], ...],
+                       diff: int) -> bool | None:  # fmt: skip
+    return shifted_meet(partitions, partition_stride, free, diff)
+
+
+def shifted_meet(partitions: int, partition_stride: int, free: tuple[tuple[int, int], ...], diff: int) -> bool | None:
     """For two patterns of the same dims (partitions, free sizes and strides) at different offsets, e.g. two
     row blocks of one tensor: do they share an element? Exact: whether the offset difference is a sum of
     ``d * stride`` over the dims with ``|d| < size``, found by a search over the digits from the largest
     stride down, each digit bounded by what the smaller strides can still reach. None when the dims differ
-    or the search would exceed `SEARCH_MAX` steps."""
-    if (a.partitions, a.partition_stride, a.free) != (b.partitions, b.partition_stride, b.free):
-        return None
-    dims, reach = _digits(a.partitions, a.partition_stride, a.free)
-    stack, steps = [(0, a.offset - b.offset)], 0
+    or the search would exceed `SEARCH_MAX` steps. The patterns are given by their shared dims and `diff`, the
+    first's offset minus the second's."""
+    dims, reach = _digits(partitions, partition_stride, free)
+    stack, steps = [(0, diff)], 0
     while stack:
         k, rest = stack.pop()
         steps += 1
