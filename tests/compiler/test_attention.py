@@ -36,6 +36,38 @@ def test_sdpa_boolean_and_additive_masks_and_scale() -> None:
     check_fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3), q, k, v, bias)
 
 
+def _fully_masked_rows(length: int, keys: int) -> torch.Tensor:
+    """A boolean mask (True: attend) whose row 0 attends nothing, row 1 only keys of the last 128-key tile,
+    row 2 only keys of the first; the others about half the keys."""
+    keep = torch.rand(length, keys, generator=torch.Generator().manual_seed(8)) > 0.5
+    keep[0] = False
+    keep[1, :128], keep[1, 130] = False, True
+    keep[2, 128:], keep[2, 5] = False, True
+    return keep
+
+
+@pytest.mark.parametrize("fill", ["bool", "-inf", "finfo.min"])
+def test_sdpa_fully_masked_rows_as_eager(fill: str) -> None:
+    """Left padding makes query rows that attend to nothing. torch's CPU flash kernel gives such a row (all
+    scores -inf) output 0, log-sum-exp 0 and zero gradients; a row masked by finfo.min (Hugging Face's fill,
+    finite) softmaxes uniformly. The device did NaN in both cases (Llama with a padded batch: loss NaN)."""
+    q = torch.randn(1, 2, 6, 8, generator=torch.Generator().manual_seed(9), requires_grad=True)
+    k, v = (torch.randn(1, 2, 136, 8, generator=torch.Generator().manual_seed(s), requires_grad=True)
+            for s in (10, 11))  # fmt: skip
+    keep = _fully_masked_rows(6, 136)
+    mask = keep if fill == "bool" else torch.zeros(6, 136).masked_fill(~keep, float(fill) if fill == "-inf"
+                                                                       else torch.finfo(torch.float32).min)  # fmt: skip
+    STATS.reset()
+    check_fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, mask)
+    assert len(STATS.last_profile) == 2  # forward and backward ran on the device
+
+    def stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m: torch.Tensor) -> tuple:
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=m)
+
+    if fill != "bool":  # the saved log-sum-exp itself (what the backward reads), 0 on the empty row
+        check_fn(stats, q.detach(), k.detach(), v.detach(), mask, grad=False)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa_grouped_query_heads(causal: bool) -> None:
     """enable_gqa: 4 query heads over 2 key/value heads; outputs and q/k/v gradients as eager's."""

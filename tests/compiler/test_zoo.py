@@ -81,3 +81,19 @@ def test_hugging_face_gpt2() -> None:
 def test_hugging_face_bert() -> None:
     pytest.importorskip("transformers")
     _same_training(zoo.bert)
+
+
+@pytest.mark.parametrize(
+    "build", [lambda: zoo.images(zoo.MobileNetV2ish(), 16, batch=4), lambda: zoo.images(zoo.ConvNeXtish(), 16),
+              lambda: zoo.images(zoo.EfficientNetish(), 16, batch=4)],
+    ids=["mobilenetv2-blocks", "convnext-blocks", "efficientnet-blocks"],
+)  # fmt: skip
+def test_depthwise_cnns(build: Callable[[], tuple[torch.nn.Module, zoo.Batch]]) -> None:
+    """Depthwise convolutions (strided and 7x7), ReLU6, LayerNorm over channels-last, squeeze-excite."""
+    _same_training(build)
+
+
+@pytest.mark.parametrize("family", ["llama", "t5", "distilbert"])
+def test_hugging_face_llama_t5_distilbert(family: str) -> None:
+    pytest.importorskip("transformers")
+    _same_training(getattr(zoo, family))

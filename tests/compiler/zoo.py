@@ -161,6 +161,105 @@ class BagClassifier(nn.Module):
         return self.fc(self.bag(idx, offsets))
 
 
+# ----- mobile / modern CNN blocks (depthwise convolutions) -----
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise (one channel a group), 1x1 linear projection, ReLU6
+    between, the shortcut when shapes allow."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int = 6) -> None:
+        super().__init__()
+        wide = cin * expand
+        self.shortcut = stride == 1 and cin == cout
+        self.layers = nn.Sequential(
+            nn.Conv2d(cin, wide, 1, bias=False), nn.BatchNorm2d(wide), nn.ReLU6(),
+            nn.Conv2d(wide, wide, 3, stride, 1, groups=wide, bias=False), nn.BatchNorm2d(wide), nn.ReLU6(),
+            nn.Conv2d(wide, cout, 1, bias=False), nn.BatchNorm2d(cout),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.layers(x)
+        return x + y if self.shortcut else y
+
+
+class MobileNetV2ish(nn.Module):
+    def __init__(self, width: int = 8, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 2, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU6())
+        self.blocks = nn.Sequential(InvertedResidual(width, 2 * width, 2), InvertedResidual(2 * width, 2 * width, 1))
+        self.fc = nn.Linear(2 * width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+class ConvNeXtBlock(nn.Module):
+    """ConvNeXt's block: 7x7 depthwise, LayerNorm over channels in channels-last layout, an MLP with GELU,
+    a learned per-channel scale, the residual."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.scale = nn.Parameter(torch.full((dim,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(self.dwconv(x).permute(0, 2, 3, 1))
+        return x + (self.down(F.gelu(self.up(y))) * self.scale).permute(0, 3, 1, 2)
+
+
+class ConvNeXtish(nn.Module):
+    def __init__(self, dim: int = 8, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, dim, 4, stride=4)
+        self.stem_norm = nn.LayerNorm(dim, eps=1e-6)
+        self.blocks = nn.Sequential(ConvNeXtBlock(dim), ConvNeXtBlock(dim))
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem_norm(self.stem(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return self.head(self.blocks(x).mean((2, 3)))
+
+
+class SqueezeExcite(nn.Module):
+    """Channel gates from the globally pooled map: 1x1 reduce, SiLU, 1x1 expand, sigmoid."""
+
+    def __init__(self, chans: int, squeezed: int) -> None:
+        super().__init__()
+        self.reduce, self.expand = nn.Conv2d(chans, squeezed, 1), nn.Conv2d(squeezed, chans, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = self.expand(F.silu(self.reduce(F.adaptive_avg_pool2d(x, 1))))
+        return x * torch.sigmoid(gate)
+
+
+class MBConv(nn.Module):
+    """EfficientNet's block: 1x1 expansion, depthwise 3x3, squeeze-excite, 1x1 projection, SiLU activations."""
+
+    def __init__(self, chans: int, expand: int = 4) -> None:
+        super().__init__()
+        wide = chans * expand
+        self.expand = nn.Sequential(nn.Conv2d(chans, wide, 1, bias=False), nn.BatchNorm2d(wide), nn.SiLU())
+        self.depthwise = nn.Sequential(nn.Conv2d(wide, wide, 3, 1, 1, groups=wide, bias=False), nn.BatchNorm2d(wide),
+                                       nn.SiLU())  # fmt: skip
+        self.se = SqueezeExcite(wide, max(1, chans // 4))
+        self.project = nn.Sequential(nn.Conv2d(wide, chans, 1, bias=False), nn.BatchNorm2d(chans))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.project(self.se(self.depthwise(self.expand(x))))
+
+
+class EfficientNetish(nn.Module):
+    def __init__(self, width: int = 8, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 2, 1, bias=False), nn.BatchNorm2d(width), nn.SiLU())
+        self.blocks = nn.Sequential(MBConv(width), MBConv(width))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1).flatten(1))
+
+
 # ----- builders -----
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -195,15 +294,30 @@ def bag() -> tuple[nn.Module, Batch]:
 class HFLogits(nn.Module):
     """A Hugging Face model called as its users do (keyword inputs, an attention mask) returning logits."""
 
-    def __init__(self, model: nn.Module, mask: bool) -> None:
+    def __init__(self, model: nn.Module, mask: bool, left_pad: bool = False) -> None:
         super().__init__()
-        self.model, self.mask = model, mask
+        self.model, self.mask, self.left_pad = model, mask, left_pad
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         mask = torch.ones_like(idx) if self.mask else None
-        if mask is not None:
+        if mask is not None and self.left_pad:
+            mask[0, :2] = 0  # a left-padded sequence: under a causal mask its first queries attend to nothing
+        elif mask is not None:
             mask[:, -1] = 0  # one padded position: the mask really masks
         return self.model(input_ids=idx, attention_mask=mask).logits
+
+
+class Seq2SeqLogits(nn.Module):
+    """An encoder-decoder (T5) called with a padded source, its decoder reading the same tokens."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        mask = torch.ones_like(idx)
+        mask[:, -1] = 0
+        return self.model(input_ids=idx, attention_mask=mask, decoder_input_ids=idx).logits
 
 
 def gpt2(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
@@ -221,6 +335,35 @@ def bert(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
                      intermediate_size=32, max_position_embeddings=ctx, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)  # fmt: skip
     return tokens(HFLogits(BertForMaskedLM(cfg), mask=True), vocab, ctx)
+
+
+def llama(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
+    """Llama: RMSNorm, rotary embeddings, SiLU-gated MLP, grouped-query attention (4 query heads over 2), SDPA,
+    a left-padded batch."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2 * ctx)  # fmt: skip
+    return tokens(HFLogits(LlamaForCausalLM(cfg), mask=True, left_pad=True), vocab, ctx)
+
+
+def t5(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
+    """T5: relative position buckets as an attention bias, RMS layer norms, encoder and causal decoder with
+    cross-attention."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    cfg = T5Config(vocab_size=vocab, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2,
+                   relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+                   decoder_start_token_id=0)  # fmt: skip
+    return tokens(Seq2SeqLogits(T5ForConditionalGeneration(cfg)), vocab, ctx)
+
+
+def distilbert(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+
+    cfg = DistilBertConfig(vocab_size=vocab, dim=16, n_layers=1, n_heads=2, hidden_dim=32,
+                           max_position_embeddings=2 * ctx, dropout=0.0, attention_dropout=0.0)  # fmt: skip
+    return tokens(HFLogits(DistilBertForMaskedLM(cfg), mask=True), vocab, ctx)
 
 
 def train(

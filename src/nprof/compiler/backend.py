@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nprof.compiler import graphinfo
+from nprof.compiler import graphinfo, grouped_conv
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, TimingCache, log_event
 from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import (
@@ -105,6 +105,7 @@ def decompositions() -> dict[Any, Any]:
     table.update({op: fn for op, fn in extra.items() if str(op).endswith((".default", ".correction", ".Tensor"))})
     rnns = [getattr(torch.ops.aten, name).input for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")]
     table.update(get_decompositions(rnns))  # unrolled into matmuls and activations, one step at a time
+    table.update(grouped_conv.decompositions())  # groups > 1 only (depthwise: tap sums; else one conv a group)
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
 
 

@@ -27,7 +27,10 @@ from nprof.nki.tensor import NkiTensor
 
 Q_TILE = 128
 K_TILE = 128
-NEG_BIG = -3.0e38  # floor of the running max: a fully masked row stays finite
+# floor of the running max: -FLT_MAX, below every finite score, so only a row whose scores are all -inf (fully
+# masked) is floored, and stays finite. A mask of torch.finfo(float32).min (Hugging Face's) is finite: such a
+# row softmaxes uniformly, as torch's does.
+NEG_BIG = -3.4028234663852886e38
 
 
 def _t(v: View) -> View:
@@ -89,10 +92,22 @@ def flash_fwd_kernel(
                 acc = nisa.tensor_tensor(nisa.tensor_scalar(acc, "multiply", alpha), pv, "add")
             row_max = new_max
         assert acc is not None and row_sum is not None and row_max is not None
-        res = nisa.tensor_scalar(acc, "multiply", nisa.reciprocal(row_sum))
-        store(view_access(out, 0, (q0, 0), (qt, d), (1,)), res)
-        stats = nisa.tensor_tensor(row_max, nisa.activation(op="log", data=row_sum), "add")
-        store(view_access(lse, 0, (q0,), (qt,), ()), stats)
+        _store_rows(out, lse, q0, qt, acc, row_max, row_sum)
+
+
+def _store_rows(out: View, lse: View, q0: int, qt: int, acc: NkiTensor, row_max: NkiTensor,
+                row_sum: NkiTensor) -> None:  # fmt: skip
+    """out = acc / row_sum and lse = row_max + log(row_sum) for query rows q0..q0+qt. A fully masked row (every
+    score -inf: row_sum 0) gets out 0 and lse 0, as torch's CPU flash kernel (its max taken as 0, its sum as
+    1), so its backward's P = exp(-inf - 0) is 0, not NaN."""
+    d = out.shape[1]
+    empty = nisa.tensor_scalar(row_sum, "is_equal", 0.0, dtype=nl.float32)  # 1.0 on fully masked rows
+    total = nisa.tensor_tensor(row_sum, empty, "add")
+    peak = nisa.tensor_tensor(row_max, nisa.tensor_scalar(empty, "multiply", -1.0, op1="add", operand1=1.0),
+                              "multiply")  # fmt: skip
+    store(view_access(out, 0, (q0, 0), (qt, d), (1,)), nisa.tensor_scalar(acc, "multiply", nisa.reciprocal(total)))
+    stats = nisa.tensor_tensor(peak, nisa.activation(op="log", data=total), "add")
+    store(view_access(lse, 0, (q0,), (qt,), ()), stats)
 
 
 def flash_bwd_kernel(
