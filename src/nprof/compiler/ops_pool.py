@@ -9,7 +9,9 @@ and piece, the piece's input window crosses HBM once, into an SBUF tile padded w
 when an earlier kernel keeps it in SBUF); every kernel tap is a strided window of that tile read by VectorE
 (no strided DMA: a stride-2 window is one DMA chunk per element); the running max and the argmax (flat
 ``h * W + w`` index into the unpadded input, from a GpSimdE iota; the first maximum wins, as in PyTorch)
-update on VectorE. Backward: each piece owns a band of the (padded) input plane, the bands partitioning
+update on VectorE, as eager's ``val > max || isnan(val)`` (a NaN input is the maximum, the last NaN of a
+window its index: an is-NaN tile of the input, one VectorE pass a piece, or-ed into each tap's test).
+Backward: each piece owns a band of the (padded) input plane, the bands partitioning
 it; it reads the gradient and indices of every output whose window reaches its band (its own outputs and
 a halo before them), adds ``grad * (indices == tap index)`` into that tap's window of a zero-padded SBUF
 tile, in tap order (the same fp32 additions as eager's scatter-add order, whatever the cut), and stores
@@ -201,6 +203,7 @@ def _forward_kernel(out: View, indices: View, x: View, g: _Geometry, pieces: lis
         rt = min(PMAX, g.rows - r0)
         for py, px in pieces:
             xp = _input_tile(x, g, r0, rt, py, px)
+            nan = nisa.tensor_tensor(xp, xp, "not_equal")  # 1 where the input is NaN (x != x)
             best = idx = None
             for i, j in g.taps():
                 tap = _tap_window(xp, g, py, px, i, j)
@@ -208,7 +211,8 @@ def _forward_kernel(out: View, indices: View, x: View, g: _Geometry, pieces: lis
                 if best is None:
                     best, idx = tap, where
                     continue
-                better = nisa.tensor_tensor(tap, best, "is_gt")
+                better = nisa.tensor_tensor(tap, best, "is_gt")  # as eager: a later NaN wins too (val > max || isnan)
+                better = nisa.tensor_tensor(better, _tap_window(nan, g, py, px, i, j), "logical_or")
                 idx = nl.where(better, where, idx)
                 best = nisa.tensor_tensor(best, tap, "maximum")
             assert best is not None and idx is not None  # a pooling window has at least one tap
