@@ -6,8 +6,8 @@ Contract: importing this module registers its lowerings in `nprof.compiler.ops.L
   strides (`kernels.gather.weighted_sum_kernel`), then the elements are gathered from the source's HBM tensor
   with the one-hot TensorE gather (`onehot.embedding_kernel`). Negative indices count from the end.
 * ``index_put`` with accumulate=True (the backward of indexing): a one-hot scatter-add on TensorE.
-* ``cumsum`` and ``flip``: ``x @ U`` on TensorE with U the upper-triangular ones matrix / the anti-identity
-  (weights of the program).
+* ``cumsum``: ``x @ U`` on TensorE with U the upper-triangular ones matrix (a weight of the program).
+* ``flip``: a copy through negative strides.
 * ``copy`` (functionalized in-place writes such as ``mask[:, -1] = 0``): src broadcast to dst's shape.
 * ``_embedding_bag`` (modes sum and mean, no per-sample weights) and its backward: the [B, N] bag matrix
   (`kernels.gather.bag_matrix_kernel`) times the embedded rows; backward = bag matrix.T @ grad, then the
@@ -191,15 +191,18 @@ def _cumsum(lw: Lowerer, x: Any, dim: int, dtype: Any = None) -> View:
 
 @register("flip.default")
 def _flip(lw: Lowerer, x: Any, dims: Sequence[int]) -> View:
-    """x reversed along `dims`: one anti-identity matmul per dim on TensorE."""
+    """x reversed along `dims`: one copy of `x` read through negative strides (DMA), exact for every value
+    (an anti-identity matmul would spread an inf or NaN as 0 x inf = NaN over its whole row)."""
     src = view_of(lw, x)
     nd = len(src.shape)
-    flips = sorted({d % nd for d in dims})
-    for k, d in enumerate(flips):
-        n = src.shape[d]
-        last = k == len(flips) - 1
-        src = _times_matrix(lw, src, d, np.eye(n)[::-1], f"flip{d}", lw.new_tensor() if last else None)
-    return src
+    strides, offset = list(src.strides), src.offset
+    for d in sorted({d % nd for d in dims}):
+        if src.shape[d] > 1:
+            offset += (src.shape[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+    out = lw.new_tensor()
+    lw.em.call(copy_kernel, out, View(src.tensor, src.dtype, src.shape, tuple(strides), offset))
+    return out
 
 
 @register("copy.default")
