@@ -105,7 +105,17 @@ def decompositions() -> dict[Any, Any]:
     table.update({op: fn for op, fn in extra.items() if str(op).endswith((".default", ".correction", ".Tensor"))})
     rnns = [getattr(torch.ops.aten, name).input for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")]
     table.update(get_decompositions(rnns))  # unrolled into matmuls and activations, one step at a time
+    table[torch.ops.aten.hardtanh_backward.default] = _hardtanh_backward
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
+
+
+def _hardtanh_backward(grad: Any, x: Any, lo: float, hi: float) -> Any:
+    """hardtanh's (relu6's) gradient as eager's vectorised CPU kernel computes it: ``grad`` where
+    ``lo < x < hi``, else 0, so 0 where x is NaN (torch's own decomposition, ``x <= lo or x >= hi`` -> 0, passes
+    the gradient there; eager's scalar loop for the last few elements does too, but every full vector does not)."""
+    import torch
+
+    return torch.where((x > lo) & (x < hi), grad, torch.zeros((), dtype=grad.dtype))
 
 
 def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:
