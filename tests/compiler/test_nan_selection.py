@@ -1,11 +1,12 @@
-"""Selections (max pooling and its indices, max/argmax along a dim, hardtanh's gradient, flip) on inputs holding
+"""Selections (max pooling and its indices, max/argmax along a dim, hardtanh's gradient, flip, sign) on inputs holding
 NaN and +-inf equal eager's, forward and backward, NaN exactly where eager's.
 
 Eager's semantics held here: max_pool2d takes a NaN as a window's maximum and the *last* NaN of the window as its
 index (``val > max || isnan(val)``); max.dim/argmax the *first* NaN; hardtanh_backward (relu6) gives 0 where x is
-NaN (its vectorised kernel); flip moves inf/NaN like any value. Before the fix the pool's indices skipped NaNs
-(its backward sent the gradient of a NaN window to another input), argmax returned 8388608, hardtanh's gradient
-passed through NaN positions, and flip (an anti-identity matmul) spread one inf as NaN over whole rows.
+NaN (its vectorised kernel); sign is 0 at NaN; flip moves inf/NaN like any value. Before the fix the pool's
+indices skipped NaNs (its backward sent the gradient of a NaN window to another input), argmax returned 8388608,
+hardtanh's gradient passed through NaN positions, sign (an activation) gave NaN, and flip (an anti-identity
+matmul) spread one inf as NaN over whole rows.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ def _check(fn: Callable[[torch.Tensor], object], x: torch.Tensor, grad: bool = T
     if not grad:
         return
     gen = torch.Generator().manual_seed(1)
-    weights = [torch.randn(w.shape, generator=gen) for w in want_l if w.dtype.is_floating_point]
-    sum((w * k).sum() for w, k in zip((w for w in want_l if w.dtype.is_floating_point), weights)).backward()
-    sum((g * k).sum() for g, k in zip((g for g in got_l if g.dtype.is_floating_point), weights)).backward()
+    pairs = [(g, w) for g, w in zip(got_l, want_l, strict=True) if w.dtype.is_floating_point]
+    weights = [torch.randn(w.shape, generator=gen) for _, w in pairs]
+    sum((w * k).sum() for (_, w), k in zip(pairs, weights, strict=True)).backward()
+    sum((g * k).sum() for (g, _), k in zip(pairs, weights, strict=True)).backward()
     _same(xd.grad, xe.grad)
 
 
@@ -93,3 +95,12 @@ def test_flip_moves_nan_and_inf_like_any_value(kind: str) -> None:
     x = _holes((4, 8), kind)
     _check(lambda x: x.flip(-1) * 0.5, x)
     _check(lambda x: torch.maximum(x, x.flip(0, 1)), x)
+
+
+@pytest.mark.parametrize("kind", ["nan", "inf"])
+def test_sign_and_abs_gradient_with_nan_equal_eager(kind: str) -> None:
+    """torch's sign is 0 at NaN (so abs's gradient is 0 there); the Sign activation gave NaN."""
+    x = _holes((4, 16), kind)
+    x.view(-1)[5] = 0.0
+    _check(lambda x: torch.sign(x) * 3.0, x, grad=False)
+    _check(torch.abs, x)
