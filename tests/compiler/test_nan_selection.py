@@ -1,12 +1,12 @@
-"""Selections (max pooling and its indices, max/argmax along a dim, hardtanh's gradient, flip, sign) on inputs holding
-NaN and +-inf equal eager's, forward and backward, NaN exactly where eager's.
+"""Selections (max pooling and its indices, max/argmax along a dim, flip, sign) and the gradients of hardtanh,
+hardswish and elu on inputs holding NaN and +-inf equal eager's, forward and backward, NaN exactly where eager's.
 
 Eager's semantics held here: max_pool2d takes a NaN as a window's maximum and the *last* NaN of the window as its
-index (``val > max || isnan(val)``); max.dim/argmax the *first* NaN; hardtanh_backward (relu6) gives 0 where x is
-NaN (its vectorised kernel); sign is 0 at NaN; flip moves inf/NaN like any value. Before the fix the pool's
-indices skipped NaNs (its backward sent the gradient of a NaN window to another input), argmax returned 8388608,
-hardtanh's gradient passed through NaN positions, sign (an activation) gave NaN, and flip (an anti-identity
-matmul) spread one inf as NaN over whole rows.
+index (``val > max || isnan(val)``); max.dim/argmax the *first* NaN; where x is NaN, hardtanh_backward (relu6)
+gives 0, hardswish's and elu's NaN (their vectorised kernels); sign is 0 at NaN; flip moves inf/NaN like any
+value. Before the fix the pool's indices skipped NaNs (its backward sent the gradient of a NaN window to another
+input), argmax returned 8388608, torch's decompositions of the three gradients did the opposite of eager at NaN,
+sign (an activation) gave NaN, and flip (an anti-identity matmul) spread one inf as NaN over whole rows.
 """
 
 from __future__ import annotations
@@ -104,3 +104,11 @@ def test_sign_and_abs_gradient_with_nan_equal_eager(kind: str) -> None:
     x.view(-1)[5] = 0.0
     _check(lambda x: torch.sign(x) * 3.0, x, grad=False)
     _check(torch.abs, x)
+
+
+@pytest.mark.parametrize("kind", ["nan", "inf"])
+def test_hardswish_and_elu_gradients_with_nan_equal_eager(kind: str) -> None:
+    """NaN gradient where x is NaN, as eager's vectorised kernels (torch's decompositions passed the gradient)."""
+    x = _holes((4, 16), kind)
+    _check(F.hardswish, x * 4.0)
+    _check(lambda x: F.elu(x, 1.3), x)
