@@ -2,11 +2,12 @@
 hardswish and elu on inputs holding NaN and +-inf equal eager's, forward and backward, NaN exactly where eager's.
 
 Eager's semantics held here: max_pool2d takes a NaN as a window's maximum and the *last* NaN of the window as its
-index (``val > max || isnan(val)``); max.dim/argmax the *first* NaN; where x is NaN, hardtanh_backward (relu6)
-gives 0, hardswish's and elu's NaN (their vectorised kernels); sign is 0 at NaN; flip moves inf/NaN like any
-value. Before the fix the pool's indices skipped NaNs (its backward sent the gradient of a NaN window to another
-input), argmax returned 8388608, torch's decompositions of the three gradients did the opposite of eager at NaN,
-sign (an activation) gave NaN, and flip (an anti-identity matmul) spread one inf as NaN over whole rows.
+index (``val > max || isnan(val)``), its first real input when all are -inf; max.dim/argmax the *first* NaN;
+where x is NaN, hardtanh_backward (relu6) gives 0, hardswish's and elu's NaN (their vectorised kernels); sign is
+0 at NaN; flip moves inf/NaN like any value. Before the fix the pool's indices skipped NaNs (its backward sent the
+gradient of a NaN window to another input) and pointed into the padding for all -inf windows, argmax returned
+8388608, torch's decompositions of the three gradients did the opposite of eager at NaN, sign (an activation)
+gave NaN, and flip (an anti-identity matmul) spread one inf as NaN over whole rows.
 """
 
 from __future__ import annotations
@@ -112,3 +113,14 @@ def test_hardswish_and_elu_gradients_with_nan_equal_eager(kind: str) -> None:
     x = _holes((4, 16), kind)
     _check(F.hardswish, x * 4.0)
     _check(lambda x: F.elu(x, 1.3), x)
+
+
+@pytest.mark.parametrize("args", [(3, 2, 1, 1), (3, 1, 1, 2), (2, 2, 1, 1)], ids=["k3s2p1", "k3s1p1d2", "k2s2p1"])
+def test_max_pool2d_windows_of_only_minus_inf_take_their_first_real_input(args: tuple[int, ...]) -> None:
+    """A border window whose real inputs are all -inf: eager's index is its first real input (not a padding
+    position: the index was -7 and the gradient lost before the fix)."""
+    x = torch.randn(2, 3, 9, 9, generator=torch.Generator().manual_seed(3))
+    x[0, 0, :4, :4] = float("-inf")
+    x[1, 2, 5:, 5:] = float("-inf")
+    x[1, 1] = float("-inf")
+    _check(lambda x: F.max_pool2d(x, *args, return_indices=True), x)
