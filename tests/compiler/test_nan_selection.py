@@ -124,3 +124,12 @@ def test_max_pool2d_windows_of_only_minus_inf_take_their_first_real_input(args: 
     x[1, 2, 5:, 5:] = float("-inf")
     x[1, 1] = float("-inf")
     _check(lambda x: F.max_pool2d(x, *args, return_indices=True), x)
+
+
+@pytest.mark.parametrize("kind", ["nan", "inf"])
+def test_cumsum_keeps_values_before_an_inf_or_nan_finite(kind: str) -> None:
+    """Only the elements at and after an inf/NaN are non-finite (the triangular-ones matmul made every element of
+    the row NaN); forward and backward (a flipped cumsum)."""
+    x = _holes((3, 20), kind)
+    _check(lambda x: x.cumsum(-1), x)
+    _check(lambda x: x.cumsum(0) * 0.5, x)

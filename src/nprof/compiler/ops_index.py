@@ -6,7 +6,7 @@ Contract: importing this module registers its lowerings in `nprof.compiler.ops.L
   strides (`kernels.gather.weighted_sum_kernel`), then the elements are gathered from the source's HBM tensor
   with the one-hot TensorE gather (`onehot.embedding_kernel`). Negative indices count from the end.
 * ``index_put`` with accumulate=True (the backward of indexing): a one-hot scatter-add on TensorE.
-* ``cumsum``: ``x @ U`` on TensorE with U the upper-triangular ones matrix (a weight of the program).
+* ``cumsum``: a doubling scan of shifted adds on VectorE.
 * ``flip``: a copy through negative strides.
 * ``copy`` (functionalized in-place writes such as ``mask[:, -1] = 0``): src broadcast to dst's shape.
 * ``_embedding_bag`` (modes sum and mean, no per-sample weights) and its backward: the [B, N] bag matrix
@@ -160,33 +160,28 @@ def _gather(lw: Lowerer, x: Any, dim: int, index: Any, sparse_grad: bool = False
     return _gather_flat(lw, src, terms, shape)
 
 
-def _times_matrix(lw: Lowerer, src: View, dim: int, matrix: np.ndarray, tag: str, out: View | None = None) -> View:
-    """out = src with its `dim` axis multiplied by `matrix` [n, n] (a program weight) on TensorE."""
-    nd = len(src.shape)
-    order = [d for d in range(nd) if d != dim] + [dim]
-    n = src.shape[dim]
-    rows = numel(src.shape) // max(n, 1)
-    x2 = as_contiguous(lw, src.permute(order)).reshape([rows, n])
-    assert x2 is not None
-    name = f"const.{lw.node.name}.{tag}"
-    lw.em.hbm_tensor(name, (n, n), "float32", "weight", matrix.astype(np.float32))
-    tmp = lw.temp_tensor((rows, n), "float32")
-    lw.em.call(matmul_kernel, tmp, x2, View.whole(name, "float32", (n, n)))
-    out = out if out is not None else lw.temp_tensor(src.shape, "float32")
-    permuted = out.permute(order)
-    back = tmp.reshape(list(permuted.shape))
-    assert back is not None
-    lw.em.call(copy_kernel, permuted, back)
-    return out
-
-
 @register("cumsum.default")
 def _cumsum(lw: Lowerer, x: Any, dim: int, dtype: Any = None) -> View:
-    """x @ U along `dim`, U the upper-triangular ones matrix (exact for integers below 2**24)."""
+    """An inclusive scan along `dim` by doubling (Hillis-Steele): ceil(log2 n) steps of ``y[k:] += y[:-k]`` on
+    VectorE (the first k elements copied), each into a fresh temporary, the last into the result; exact for
+    inf/NaN (a matmul by the triangular ones matrix put 0 x inf = NaN before an inf) and for integers below
+    2**24."""
     src = view_of(lw, x)
     dim %= max(len(src.shape), 1)
-    n = src.shape[dim]
-    return _times_matrix(lw, src, dim, np.triu(np.ones((n, n))), "triu", lw.new_tensor())
+    n = src.shape[dim] if src.shape else 1
+    out = lw.new_tensor()
+    if n == 1 or not src.shape:
+        lw.em.call(copy_kernel, out, src)
+        return out
+    cur = src
+    k = 1
+    while k < n:
+        nxt = out if 2 * k >= n else lw.temp_tensor(src.shape, "float32")
+        lw.em.call(copy_kernel, nxt.slice(dim, 0, k), cur.slice(dim, 0, k))
+        lw.em.call(map_kernel, nxt.slice(dim, k, n), [cur.slice(dim, k, n), cur.slice(dim, 0, n - k)],
+                   binary_body("add"))  # fmt: skip
+        cur, k = nxt, 2 * k
+    return out
 
 
 @register("flip.default")
