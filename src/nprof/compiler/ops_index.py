@@ -6,7 +6,7 @@ Contract: importing this module registers its lowerings in `nprof.compiler.ops.L
   strides (`kernels.gather.weighted_sum_kernel`), then the elements are gathered from the source's HBM tensor
   with the one-hot TensorE gather (`onehot.embedding_kernel`). Negative indices count from the end.
 * ``index_put`` with accumulate=True (the backward of indexing): a one-hot scatter-add on TensorE.
-* ``cumsum``: a doubling scan of shifted adds on VectorE.
+* ``cumsum``: a doubling scan of shifted adds in SBUF (`kernels.reduce.scan_kernel`).
 * ``flip``: a copy through negative strides.
 * ``copy`` (functionalized in-place writes such as ``mask[:, -1] = 0``): src broadcast to dst's shape.
 * ``_embedding_bag`` (modes sum and mean, no per-sample weights) and its backward: the [B, N] bag matrix
@@ -25,6 +25,7 @@ from nprof.compiler.kernels.elementwise import binary_body, map_kernel
 from nprof.compiler.kernels.gather import Term, bag_matrix_kernel, weighted_sum_kernel
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.onehot import embedding_backward_kernel, embedding_kernel, iota_kernel
+from nprof.compiler.kernels.reduce import scan_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
 from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import View, numel
@@ -162,25 +163,14 @@ def _gather(lw: Lowerer, x: Any, dim: int, index: Any, sparse_grad: bool = False
 
 @register("cumsum.default")
 def _cumsum(lw: Lowerer, x: Any, dim: int, dtype: Any = None) -> View:
-    """An inclusive scan along `dim` by doubling (Hillis-Steele): ceil(log2 n) steps of ``y[k:] += y[:-k]`` on
-    VectorE (the first k elements copied), each into a fresh temporary, the last into the result; exact for
-    inf/NaN (a matmul by the triangular ones matrix put 0 x inf = NaN before an inf) and for integers below
-    2**24."""
+    """`kernels.reduce.scan_kernel`: a doubling scan in SBUF, exact for inf/NaN (a matmul by the triangular ones
+    matrix put 0 x inf = NaN before an inf) and for integers below 2**24."""
     src = view_of(lw, x)
-    dim %= max(len(src.shape), 1)
-    n = src.shape[dim] if src.shape else 1
     out = lw.new_tensor()
-    if n == 1 or not src.shape:
+    if not src.shape:
         lw.em.call(copy_kernel, out, src)
         return out
-    cur = src
-    k = 1
-    while k < n:
-        nxt = out if 2 * k >= n else lw.temp_tensor(src.shape, "float32")
-        lw.em.call(copy_kernel, nxt.slice(dim, 0, k), cur.slice(dim, 0, k))
-        lw.em.call(map_kernel, nxt.slice(dim, k, n), [cur.slice(dim, k, n), cur.slice(dim, 0, n - k)],
-                   binary_body("add"))  # fmt: skip
-        cur, k = nxt, 2 * k
+    lw.em.call(scan_kernel, out, src, dim)
     return out
 
 

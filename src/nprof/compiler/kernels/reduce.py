@@ -270,3 +270,24 @@ def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int
         for k, (view, res) in enumerate(zip(full, results if values is not None else results[1:], strict=True)):
             a = spec.access(1 + k, view)
             store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
+
+
+def scan_kernel(out: View, src: View, dim: int) -> None:
+    """Inclusive sum along `dim` (at most `FREE_MAX` elements), each tile of rows loaded once: a doubling scan
+    (Hillis-Steele) of ceil(log2 n) shifted VectorE adds in SBUF, ``y[k:] = y[k:] + y[:-k]`` into a fresh tile
+    (the first k elements copied along), stored once; exact for inf/NaN, unlike a matmul by triangular ones."""
+    nd = len(src.shape)
+    dim %= max(nd, 1)
+    n = src.shape[dim]
+    if n > FREE_MAX:
+        raise UnsupportedOpError(f"cumsum over {n} elements (at most {FREE_MAX} per row)")
+    order = [d for d in range(nd) if d != dim] + [dim]
+    s, o = src.permute(order), out.permute(order)
+    for spec in row_tiles(s.shape, [s.strides, o.strides], [nd - 1]):
+        cur = flat(load(spec.access(0, s)))
+        k = 1
+        while k < n:
+            nxt = nisa.tensor_copy(cur)
+            nisa.tensor_tensor(cur[:, k:n], cur[:, 0 : n - k], "add", dst=nxt[:, k:n])
+            cur, k = nxt, 2 * k
+        store(spec.access(1, o), cur)
