@@ -106,7 +106,41 @@ def decompositions() -> dict[Any, Any]:
     rnns = [getattr(torch.ops.aten, name).input for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")]
     table.update(get_decompositions(rnns))  # unrolled into matmuls and activations, one step at a time
     table.update(grouped_conv.decompositions())  # groups > 1 only (depthwise: tap sums; else one conv a group)
+    table[torch.ops.aten.hardtanh_backward.default] = _hardtanh_backward
+    table[torch.ops.aten.hardswish_backward.default] = _hardswish_backward
+    table[torch.ops.aten.elu_backward.default] = _elu_backward
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
+
+
+def _hardtanh_backward(grad: Any, x: Any, lo: float, hi: float) -> Any:
+    """hardtanh's (relu6's) gradient as eager's vectorised CPU kernel computes it: ``grad`` where
+    ``lo < x < hi``, else 0, so 0 where x is NaN (torch's own decomposition, ``x <= lo or x >= hi`` -> 0, passes
+    the gradient there; eager's scalar loop for the last few elements does too, but every full vector does not)."""
+    import torch
+
+    return torch.where((x > lo) & (x < hi), grad, torch.zeros((), dtype=grad.dtype))
+
+
+def _hardswish_backward(grad: Any, x: Any) -> Any:
+    """hardswish's gradient as eager's vectorised CPU kernel: NaN where x is NaN (torch's decomposition tests
+    ``x <= 3`` and passes the gradient there)."""
+    import torch
+
+    inner = torch.where(x >= 3.0, grad, grad * (x / 3.0 + 0.5))
+    return torch.where(x < -3.0, torch.zeros((), dtype=grad.dtype), inner)
+
+
+def _elu_backward(grad: Any, alpha: float, scale: float, input_scale: float, is_result: bool, y: Any) -> Any:
+    """elu's gradient as eager's vectorised CPU kernel: the positive branch where ``y > 0``, so the negative
+    one (NaN) where y is NaN (torch's decomposition tests ``y <= 0`` and passes ``grad * scale`` there)."""
+    import torch
+
+    neg_coef = alpha * scale
+    if is_result:
+        neg = grad * input_scale * (y + neg_coef)
+    else:
+        neg = grad * input_scale * neg_coef * torch.exp(y * input_scale)
+    return torch.where(y > 0, grad * scale, neg)
 
 
 def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:

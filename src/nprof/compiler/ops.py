@@ -26,6 +26,7 @@ from nprof.compiler.kernels.onehot import (
 from nprof.compiler.lower import Const, Lowerer, as_operand
 from nprof.compiler.views import View
 from nprof.errors import UnsupportedOpError
+from nprof.nki import isa as nisa
 
 Lowering = Callable[..., Any]
 LOWERINGS: dict[str, Lowering] = {}
@@ -292,6 +293,17 @@ def _unary(name: str, func: str) -> None:
 
 for _name, _func in ew.ACTIVATIONS.items():
     _unary(_name, _func)
+
+
+def _sign_body(ins: list[Any], shape: tuple[int, ...]) -> Any:
+    """(x > 0) - (x < 0): torch's sign, 0 for NaN (the Sign activation's numerics give NaN there)."""
+    below = nisa.tensor_scalar(ins[0], "is_lt", 0.0)
+    return nisa.scalar_tensor_tensor(data=ins[0], op0="is_gt", operand0=0.0, op1="subtract", operand1=below)
+
+
+@register("sign.default", "prims.sign.default", "sgn.default")
+def _sign(lw: Lowerer, x: Any) -> Any:
+    return elementwise_op(lw, [x], _sign_body, lambda a: float((a > 0) - (a < 0)))
 
 
 @register("gelu.default")

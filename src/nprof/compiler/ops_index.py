@@ -6,8 +6,8 @@ Contract: importing this module registers its lowerings in `nprof.compiler.ops.L
   strides (`kernels.gather.weighted_sum_kernel`), then the elements are gathered from the source's HBM tensor
   with the one-hot TensorE gather (`onehot.embedding_kernel`). Negative indices count from the end.
 * ``index_put`` with accumulate=True (the backward of indexing): a one-hot scatter-add on TensorE.
-* ``cumsum`` and ``flip``: ``x @ U`` on TensorE with U the upper-triangular ones matrix / the anti-identity
-  (weights of the program).
+* ``cumsum``: a doubling scan of shifted adds in SBUF (`kernels.reduce.scan_kernel`).
+* ``flip``: a copy through negative strides.
 * ``copy`` (functionalized in-place writes such as ``mask[:, -1] = 0``): src broadcast to dst's shape.
 * ``_embedding_bag`` (modes sum and mean, no per-sample weights) and its backward: the [B, N] bag matrix
   (`kernels.gather.bag_matrix_kernel`) times the embedded rows; backward = bag matrix.T @ grad, then the
@@ -25,6 +25,7 @@ from nprof.compiler.kernels.elementwise import binary_body, map_kernel
 from nprof.compiler.kernels.gather import Term, bag_matrix_kernel, weighted_sum_kernel
 from nprof.compiler.kernels.matmul import copy_kernel, matmul_kernel
 from nprof.compiler.kernels.onehot import embedding_backward_kernel, embedding_kernel, iota_kernel
+from nprof.compiler.kernels.reduce import scan_kernel
 from nprof.compiler.lower import Const, Lowerer, as_operand
 from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import View, numel
@@ -160,46 +161,33 @@ def _gather(lw: Lowerer, x: Any, dim: int, index: Any, sparse_grad: bool = False
     return _gather_flat(lw, src, terms, shape)
 
 
-def _times_matrix(lw: Lowerer, src: View, dim: int, matrix: np.ndarray, tag: str, out: View | None = None) -> View:
-    """out = src with its `dim` axis multiplied by `matrix` [n, n] (a program weight) on TensorE."""
-    nd = len(src.shape)
-    order = [d for d in range(nd) if d != dim] + [dim]
-    n = src.shape[dim]
-    rows = numel(src.shape) // max(n, 1)
-    x2 = as_contiguous(lw, src.permute(order)).reshape([rows, n])
-    assert x2 is not None
-    name = f"const.{lw.node.name}.{tag}"
-    lw.em.hbm_tensor(name, (n, n), "float32", "weight", matrix.astype(np.float32))
-    tmp = lw.temp_tensor((rows, n), "float32")
-    lw.em.call(matmul_kernel, tmp, x2, View.whole(name, "float32", (n, n)))
-    out = out if out is not None else lw.temp_tensor(src.shape, "float32")
-    permuted = out.permute(order)
-    back = tmp.reshape(list(permuted.shape))
-    assert back is not None
-    lw.em.call(copy_kernel, permuted, back)
-    return out
-
-
 @register("cumsum.default")
 def _cumsum(lw: Lowerer, x: Any, dim: int, dtype: Any = None) -> View:
-    """x @ U along `dim`, U the upper-triangular ones matrix (exact for integers below 2**24)."""
+    """`kernels.reduce.scan_kernel`: a doubling scan in SBUF, exact for inf/NaN (a matmul by the triangular ones
+    matrix put 0 x inf = NaN before an inf) and for integers below 2**24."""
     src = view_of(lw, x)
-    dim %= max(len(src.shape), 1)
-    n = src.shape[dim]
-    return _times_matrix(lw, src, dim, np.triu(np.ones((n, n))), "triu", lw.new_tensor())
+    out = lw.new_tensor()
+    if not src.shape:
+        lw.em.call(copy_kernel, out, src)
+        return out
+    lw.em.call(scan_kernel, out, src, dim)
+    return out
 
 
 @register("flip.default")
 def _flip(lw: Lowerer, x: Any, dims: Sequence[int]) -> View:
-    """x reversed along `dims`: one anti-identity matmul per dim on TensorE."""
+    """x reversed along `dims`: one copy of `x` read through negative strides (DMA), exact for every value
+    (an anti-identity matmul would spread an inf or NaN as 0 x inf = NaN over its whole row)."""
     src = view_of(lw, x)
     nd = len(src.shape)
-    flips = sorted({d % nd for d in dims})
-    for k, d in enumerate(flips):
-        n = src.shape[d]
-        last = k == len(flips) - 1
-        src = _times_matrix(lw, src, d, np.eye(n)[::-1], f"flip{d}", lw.new_tensor() if last else None)
-    return src
+    strides, offset = list(src.strides), src.offset
+    for d in sorted({d % nd for d in dims}):
+        if src.shape[d] > 1:
+            offset += (src.shape[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+    out = lw.new_tensor()
+    lw.em.call(copy_kernel, out, View(src.tensor, src.dtype, src.shape, tuple(strides), offset))
+    return out
 
 
 @register("copy.default")

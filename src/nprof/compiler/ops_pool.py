@@ -9,7 +9,10 @@ and piece, the piece's input window crosses HBM once, into an SBUF tile padded w
 when an earlier kernel keeps it in SBUF); every kernel tap is a strided window of that tile read by VectorE
 (no strided DMA: a stride-2 window is one DMA chunk per element); the running max and the argmax (flat
 ``h * W + w`` index into the unpadded input, from a GpSimdE iota; the first maximum wins, as in PyTorch)
-update on VectorE. Backward: each piece owns a band of the (padded) input plane, the bands partitioning
+update on VectorE, as eager's ``val > max || isnan(val)`` (a NaN input is the maximum, the last NaN of a
+window its index: an is-NaN tile of the input, one VectorE pass a piece, or-ed into each tap's test; a window
+of only -inf inputs has its first real input as index, `_Geometry.first_index`).
+Backward: each piece owns a band of the (padded) input plane, the bands partitioning
 it; it reads the gradient and indices of every output whose window reaches its band (its own outputs and
 a halo before them), adds ``grad * (indices == tap index)`` into that tap's window of a zero-padded SBUF
 tile, in tap order (the same fp32 additions as eager's scatter-add order, whatever the cut), and stores
@@ -163,6 +166,22 @@ class _Geometry:
                 + nl.arange(px.o1 - px.o0)[None, None, :] * x.s + base)  # fmt: skip
         return nisa.iota(expr, dtype=nl.float32)
 
+    def first_index(self, parts: int, py: Piece, px: Piece) -> NkiTensor:
+        """[parts, outputs of py, outputs of px]: the flat index of each window's first real (unpadded) input,
+        eager's index of a window whose inputs are all -inf; per axis ``max(a, a mod d)`` of the window's padded
+        start ``a = o * s - pad`` (its first tap at or after 0)."""
+        if py.o0 * self.y.s >= self.y.pad and px.o0 * self.x.s >= self.x.pad:
+            return self.tap_index(parts, py, px, 0, 0)  # no window of the piece starts in the padding
+        rows, cols = nl.arange(py.o1 - py.o0), nl.arange(px.o1 - px.o0)
+        zero = nl.arange(parts)[:, None, None] * 0
+        h = nisa.iota(zero + rows[None, :, None] * self.y.s + cols[None, None, :] * 0 + (py.o0 * self.y.s - self.y.pad),
+                      dtype=nl.float32)  # fmt: skip
+        w = nisa.iota(zero + rows[None, :, None] * 0 + cols[None, None, :] * self.x.s + (px.o0 * self.x.s - self.x.pad),
+                      dtype=nl.float32)  # fmt: skip
+        h = nisa.scalar_tensor_tensor(data=h, op0="mod", operand0=float(self.y.d), op1="maximum", operand1=h)
+        w = nisa.scalar_tensor_tensor(data=w, op0="mod", operand0=float(self.x.d), op1="maximum", operand1=w)
+        return nisa.scalar_tensor_tensor(data=h, op0="multiply", operand0=float(self.w), op1="add", operand1=w)
+
 
 def _rows(g: _Geometry) -> range:
     return range(0, g.rows, PMAX)
@@ -201,14 +220,16 @@ def _forward_kernel(out: View, indices: View, x: View, g: _Geometry, pieces: lis
         rt = min(PMAX, g.rows - r0)
         for py, px in pieces:
             xp = _input_tile(x, g, r0, rt, py, px)
+            nan = nisa.tensor_tensor(xp, xp, "not_equal")  # 1 where the input is NaN (x != x)
             best = idx = None
             for i, j in g.taps():
                 tap = _tap_window(xp, g, py, px, i, j)
-                where = g.tap_index(rt, py, px, i, j)
-                if best is None:
-                    best, idx = tap, where
+                if best is None:  # eager's start: -inf, the window's first real input (the tap may be padding)
+                    best, idx = tap, g.first_index(rt, py, px)
                     continue
-                better = nisa.tensor_tensor(tap, best, "is_gt")
+                where = g.tap_index(rt, py, px, i, j)
+                better = nisa.tensor_tensor(tap, best, "is_gt")  # as eager: a later NaN wins too (val > max || isnan)
+                better = nisa.tensor_tensor(better, _tap_window(nan, g, py, px, i, j), "logical_or")
                 idx = nl.where(better, where, idx)
                 best = nisa.tensor_tensor(best, tap, "maximum")
             assert best is not None and idx is not None  # a pooling window has at least one tap

@@ -241,8 +241,9 @@ def _softmax_grouped(x: NkiTensor, log: bool) -> NkiTensor:
 
 
 def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int) -> None:
-    """Row max and the index of its first occurrence along `dim` (at most `FREE_MAX` elements): VectorE max,
-    an is_equal mask against the row max, and a max over ``mask * (BIG - j)`` with j from a GpSimdE iota."""
+    """Row max and the index of its first occurrence along `dim` (at most `FREE_MAX` elements; a NaN is the max,
+    as in eager): VectorE max, a mask of the elements equal to the row max or NaN, and a max over
+    ``mask * (BIG - j)`` with j from a GpSimdE iota."""
     nd = len(src.shape)
     dim %= max(nd, 1)
     size = src.shape[dim]
@@ -258,7 +259,10 @@ def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int
         top = nisa.tensor_reduce("max", x, axis=1, keepdims=True)
         results = [top]
         if indices is not None:
-            hit = nisa.tensor_scalar(x, "is_equal", top)
+            # the first NaN is the max when there is one, as in eager: x == top is false everywhere in a row whose
+            # max is NaN, x != x only at NaNs (and never in a row without one), so their sum is the 0/1 hit mask
+            nan = nisa.tensor_tensor(x, x, "not_equal")
+            hit = nisa.scalar_tensor_tensor(data=x, op0="is_equal", operand0=top, op1="add", operand1=nan)
             ramp = nisa.iota(nl.arange(x.shape[0])[:, None] * 0 + nl.arange(size)[None, :], dtype=nl.float32)
             score = nisa.tensor_tensor(hit, nisa.tensor_scalar(ramp, "subtract", big, reverse0=True), "multiply")
             best = nisa.tensor_reduce("max", score, axis=1, keepdims=True)
@@ -266,3 +270,24 @@ def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int
         for k, (view, res) in enumerate(zip(full, results if values is not None else results[1:], strict=True)):
             a = spec.access(1 + k, view)
             store(Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride), res)
+
+
+def scan_kernel(out: View, src: View, dim: int) -> None:
+    """Inclusive sum along `dim` (at most `FREE_MAX` elements), each tile of rows loaded once: a doubling scan
+    (Hillis-Steele) of ceil(log2 n) shifted VectorE adds in SBUF, ``y[k:] = y[k:] + y[:-k]`` into a fresh tile
+    (the first k elements copied along), stored once; exact for inf/NaN, unlike a matmul by triangular ones."""
+    nd = len(src.shape)
+    dim %= max(nd, 1)
+    n = src.shape[dim]
+    if n > FREE_MAX:
+        raise UnsupportedOpError(f"cumsum over {n} elements (at most {FREE_MAX} per row)")
+    order = [d for d in range(nd) if d != dim] + [dim]
+    s, o = src.permute(order), out.permute(order)
+    for spec in row_tiles(s.shape, [s.strides, o.strides], [nd - 1]):
+        cur = flat(load(spec.access(0, s)))
+        k = 1
+        while k < n:
+            nxt = nisa.tensor_copy(cur)
+            nisa.tensor_tensor(cur[:, k:n], cur[:, 0 : n - k], "add", dst=nxt[:, k:n])
+            cur, k = nxt, 2 * k
+        store(spec.access(1, o), cur)
