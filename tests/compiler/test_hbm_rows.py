@@ -20,7 +20,8 @@ from nprof.nki.trace import ProgramBuilder  # noqa: E402
 
 from .conftest import check_fn  # noqa: E402
 
-SHAPES = [(8, 512, 1), (2, 130, 4), (5, 64, 2), (3, 7, 3), (128, 4, 1)]
+PLANES = {"load": [(8, 512, 1), (2, 130, 4), (5, 64, 2), (3, 7, 3), (128, 4, 1)], "store": [(8, 512, 1), (128, 4, 1),
+          (6, 200, 1)]}  # fmt: skip
 
 
 def _channels(name: str, n: int, c: int, s: int, c0: int, cc: int) -> Access:
@@ -52,8 +53,7 @@ def _copied(shape: tuple[int, int, int], through_rows: str) -> tuple[np.ndarray,
     return x, y, program
 
 
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("side", ["load", "store"])
+@pytest.mark.parametrize(("side", "shape"), [(side, shape) for side, shapes in PLANES.items() for shape in shapes])
 def test_moved_batch_major_are_the_direct_dmas_values(shape: tuple[int, int, int], side: str) -> None:
     x, y, program = _copied(shape, side)
     np.testing.assert_array_equal(y, x)
@@ -66,17 +66,28 @@ def test_moved_batch_major_are_the_direct_dmas_values(shape: tuple[int, int, int
     assert all(dma_chunks(d.ins[0], d.outs[0]) == shape[0] for d in rows)
 
 
+@pytest.mark.parametrize("side", ["load", "store"])
+def test_larger_planes_split_over_psum_banks(side: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planes beyond the default limits (a 4x4 plane: a store's [N, C' * S] needs 4 PSUM banks) move right too."""
+    monkeypatch.setitem(hbm_rows.MAX_PLANE, side, 16)
+    x, y, program = _copied((4, 128, 16), side)
+    np.testing.assert_array_equal(y, x)
+    assert sum(i.opcode is Opcode.TRANSPOSE for i in program.instructions) == 16 * (4 if side == "store" else 1)
+
+
 def test_plan_takes_only_small_channel_major_planes() -> None:
     preset = get_preset("trn1")
-    assert hbm_rows.plan(_channels("x", 8, 512, 1, 0, 128), preset) is not None
-    assert hbm_rows.plan(_channels("x", 8, 256, 4, 128, 128), preset) is not None
-    assert hbm_rows.plan(_channels("x", 8, 128, 16, 0, 128), preset) is None  # plane > MAX_PLANE
-    assert hbm_rows.plan(_channels("x", 1, 512, 1, 0, 128), preset) is None  # one image: already one run
-    assert hbm_rows.plan(_channels("x", 200, 64, 1, 0, 64), preset) is None  # more images than partitions
-    contiguous = Access(Space.HBM, "x", "float32", 0, 128, ((1, 64),), 0, 64)
-    assert hbm_rows.plan(contiguous, preset) is None  # rows already contiguous
-    bf16 = Access(Space.HBM, "x", "bfloat16", 0, 128, ((512, 8), (1, 1)), 0, 1)
-    assert hbm_rows.plan(bf16, preset) is None
+    for side in ("load", "store"):
+        assert hbm_rows.plan(_channels("x", 8, 512, 1, 0, 128), preset, side) is not None
+        assert hbm_rows.plan(_channels("x", 8, 128, 16, 0, 128), preset, side) is None  # plane > MAX_PLANE
+        assert hbm_rows.plan(_channels("x", 1, 512, 1, 0, 128), preset, side) is None  # one image: one run
+        assert hbm_rows.plan(_channels("x", 200, 64, 1, 0, 64), preset, side) is None  # > 128 images
+        contiguous = Access(Space.HBM, "x", "float32", 0, 128, ((1, 64),), 0, 64)
+        assert hbm_rows.plan(contiguous, preset, side) is None  # rows already contiguous
+        bf16 = Access(Space.HBM, "x", "bfloat16", 0, 128, ((512, 8), (1, 1)), 0, 1)
+        assert hbm_rows.plan(bf16, preset, side) is None
+    assert hbm_rows.plan(_channels("x", 8, 256, 4, 128, 128), preset, "load") is not None
+    assert hbm_rows.plan(_channels("x", 8, 256, 4, 128, 128), preset, "store") is None  # measured slower
 
 
 @pytest.mark.parametrize(("n", "c", "size"), [(4, 130, 1), (3, 32, 2), (6, 20, 1)])

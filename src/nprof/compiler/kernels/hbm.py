@@ -60,7 +60,7 @@ def load(a: Access, dtype: Any = nl.float32, strided: bool = False) -> NkiTensor
 
 def _dma_load(a: Access, dtype: Any) -> NkiTensor:
     """A new SBUF tile of `a` by DMA: a small plane's channels moved batch-major (`hbm_rows`), else directly."""
-    rows = hbm_rows.plan(a, trace.current().preset)
+    rows = hbm_rows.plan(a, trace.current().preset, "load")
     if rows is not None:
         return hbm_rows.load(rows, window(rows.rows), dtype)
     return nl.load(window(a), dtype=dtype)
@@ -71,7 +71,7 @@ def store(a: Access, tile: NkiTensor, exact: bool = False) -> None:
     any dtype holds exactly, so a non-fp32 `a` may be kept too)."""
     stage = getattr(trace.current(), "stage_output", None)
     if stage is None or not stage(a, tile):  # a small output may wait in SBUF for one DMA (compiler.packing)
-        rows = hbm_rows.plan(a, trace.current().preset)
+        rows = hbm_rows.plan(a, trace.current().preset, "store")
         if rows is None or not hbm_rows.store(rows, tile, window(rows.rows)):
             nl.store(window(a), value=tile)
     remember = getattr(trace.current(), "remember", None)

@@ -12,7 +12,11 @@ one copy, one DMA). Values are moved, never computed: the results are the bits t
 Why (cost model, `nprof.arch.cost.dma_chunks`): a DMA is charged `dma_chunk_overhead_bytes` (256 B) per contiguous
 run, and the channel-major pattern's runs are S elements long (a 1x1 plane: 4 bytes of data per 256-byte chunk,
 C' * N chunks), while the batch-major one has N runs. The S transposes (`transpose_cycles`: max(P, min(64, F))
-TensorE cycles each) and the copy of [P, N * S] are paid instead; `MAX_PLANE` bounds S so they stay small.
+TensorE cycles each) and the copy of [P, N * S] are paid instead, and the batch-major DMA spreads over fewer
+partitions (`dma_engines`: one engine per 8), so alone it is not always faster. `MAX_PLANE` bounds S per
+direction, as measured on resnet18 (batch 8, 32x32; bench/compile.py, simulated step): 1x1 planes both ways and
+2x2 loads are faster moved batch-major; 2x2 stores and 4x4 planes are slower (the single-engine DMA and the copy of
+[N, C' * S] on the critical path outweigh the chunks saved).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from nprof.nki import isa as nisa
 from nprof.nki import language as nl
 from nprof.nki.tensor import NkiTensor
 
-MAX_PLANE = 4  # largest plane S (elements) moved batch-major: S transposes per tile
+MAX_PLANE = {"load": 4, "store": 1}  # largest plane S (elements) moved batch-major, by direction (module doc)
 PSUM_FREE = 512  # fp32 elements of one PSUM bank per partition (HARDWARE.md)
 
 
@@ -56,8 +60,9 @@ def _dims(a: Access) -> tuple[int, int, int] | None:
     return None
 
 
-def plan(a: Access, preset: Preset) -> Rows | None:
-    """The batch-major move of `a` when it is one and is cheaper (module doc), else None."""
+def plan(a: Access, preset: Preset, direction: str) -> Rows | None:
+    """The batch-major move of `a` (`direction`: "load" or "store") when it is one and is cheaper (module doc),
+    else None."""
     if a.space is not Space.HBM or a.dtype != "float32" or a.partitions < 2:
         return None
     dims = _dims(a)
@@ -65,7 +70,7 @@ def plan(a: Access, preset: Preset) -> Rows | None:
         return None
     batch, batch_stride, plane = dims
     channels = a.partitions
-    if plane > MAX_PLANE or batch > preset.pmax or batch < 2 or max(batch, channels) * plane > PSUM_FREE:
+    if plane > MAX_PLANE[direction] or batch > preset.pmax or batch < 2 or batch * plane > PSUM_FREE:
         return None
     if batch_stride < channels * plane:  # rows would overlap: not a [N, C, S] tensor's channels
         return None
@@ -102,10 +107,14 @@ def store(r: Rows, tile: NkiTensor, window: NkiTensor) -> bool:
     c, n, s = r.channels, r.batch, r.plane
     if flat is None or flat.shape != (c, n * s):
         return False
-    acc = nl.ndarray((n, c * s), dtype=nl.float32, buffer=nl.psum)
-    for k in range(s):
-        nisa.nc_transpose(flat[:, k : k + (n - 1) * s + 1 : s], dst=acc[:, k : k + (c - 1) * s + 1 : s])
     rows = nl.ndarray((n, c * s), dtype=nl.float32, buffer=nl.sbuf)
-    engines.copy(acc, dst=rows)
+    group = max(1, PSUM_FREE // s)  # channels per PSUM bank
+    for g0 in range(0, c, group):
+        gc = min(group, c - g0)
+        acc = nl.ndarray((n, gc * s), dtype=nl.float32, buffer=nl.psum)
+        for k in range(s):
+            part = flat[g0 : g0 + gc, k : k + (n - 1) * s + 1 : s]
+            nisa.nc_transpose(part, dst=acc[:, k : k + (gc - 1) * s + 1 : s])
+        engines.copy(acc, dst=rows[:, g0 * s : (g0 + gc) * s])
     nl.store(window, value=rows.unflatten_free((c, s)))
     return True
