@@ -95,3 +95,20 @@ def test_cached_columns_are_read_only_and_a_table_already_carried_is_kept() -> N
 def test_an_empty_program() -> None:
     program = with_columns(Program("e", "trn1", (TensorDecl("x", (1,), "float32", "input"),), ()))
     assert instruction_table(program).num_rows == 0 and program_columns(program).n == 0
+
+
+def test_operands_built_in_one_pass_equal_those_built_one_by_one() -> None:
+    """`AccessColumns.accesses` (the plan's template representatives) gives what `access` gives, for any subset
+    of operand codes (repeats too), and both give back the operands the columns were made from."""
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        instrs = _random_instructions(rng, int(rng.integers(1, 60)))
+        cols = instruction_columns(instrs)
+        acc = cols.acc
+        codes = rng.integers(0, acc.operands, size=int(rng.integers(1, 2 * acc.operands + 1)))
+        built = acc.accesses(codes)
+        assert sorted(built) == sorted(set(codes.tolist()))
+        assert all(built[k] == acc.access(k) for k in built)
+        everything = acc.accesses(np.arange(acc.operands))
+        for i, ins in enumerate(instrs):
+            assert cols.instruction(i, everything).ins == ins.ins and cols.instruction(i).outs == ins.outs

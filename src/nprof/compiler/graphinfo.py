@@ -215,11 +215,13 @@ def compiler_fingerprint() -> str:
 # tests/compiler/test_cache.py fails when a "# module switch" in the compiler is missing here.
 SWITCHES = (
     ("balance", "ENABLED"),
+    ("depreduce", "ENABLED"),
     ("dmamerge", "ENABLED"),
     ("dmamerge", "MERGE_LOADS"),
     ("fusion", "ENABLED"),
     ("kernels.conv_batched", "ENABLED"),
     ("kernels.conv_taps", "ROW_PICKS"),
+    ("kernels.conv_transposed", "TRANSPOSED"),
     ("kernels.matmul", "PACK_HEADS"),
     ("listsched", "ENABLED"),
     ("packing", "ENABLED"),

@@ -71,6 +71,10 @@ def access_text(acc: Access) -> str:
     return f"{acc.space.value} {acc.tensor}[{dims}] {SHORT_DTYPE.get(acc.dtype, acc.dtype)}"
 
 
+def _no_text(acc: Access) -> str:
+    return ""
+
+
 # Every field of an Access, fetched in C (Space is a StrEnum: it hashes and compares as its str value, in C).
 VALUE_KEY = attrgetter(
     "space", "tensor", "dtype", "offset", "partitions", "free", "partition_start", "partition_stride"
@@ -80,9 +84,10 @@ VALUE_KEY = attrgetter(
 class AccessCache:
     """Value-keyed cache of `AccInfo`: `by_value.get(VALUE_KEY(a))` is the fast path, `get(a)` fills misses."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: bool = True) -> None:
         self.by_value: dict[tuple, AccInfo] = {}
         self._sigs: dict[tuple, int] = {}
+        self._text = access_text if text else _no_text  # off: `AccInfo.text` is "" (the cost model never reads it)
 
     def get(self, a: Access) -> AccInfo:
         key = VALUE_KEY(a)
@@ -96,7 +101,7 @@ class AccessCache:
                 self._sigs.setdefault(sig, len(self._sigs)),
                 SPACE_INDEX[a.space],
                 a.partitions * n * ITEMSIZE[a.dtype],
-                access_text(a),
+                self._text(a),
                 a.partitions,
                 n,
             )

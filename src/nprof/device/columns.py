@@ -59,6 +59,21 @@ class AccessColumns(NamedTuple):
     def operands(self) -> int:
         return len(self.space)
 
+    def accesses(self, codes: np.ndarray) -> dict[int, Access]:
+        """The `Access` of each distinct operand in `codes` (what `access` gives, from the columns gathered once)."""
+        ks = np.unique(codes)
+        lo, hi = self.free_offsets[ks].tolist(), self.free_offsets[ks + 1].tolist()
+        stride, size = self.free_stride.tolist(), self.free_size.tolist()
+        fields = (self.space[ks], self.tensor[ks], self.dtype[ks], self.offset[ks], self.partitions[ks],
+                  self.partition_start[ks], self.partition_stride[ks])  # fmt: skip
+        sp, te, dt, off, parts, p0, ps = (f.tolist() for f in fields)
+        spaces, tensors, dtypes = SPACES, self.tensor_names, self.dtype_names
+        return {
+            k: Access(spaces[sp[j]], tensors[te[j]], dtypes[dt[j]], off[j], parts[j],
+                      tuple(zip(stride[lo[j] : hi[j]], size[lo[j] : hi[j]], strict=True)), p0[j], ps[j])
+            for j, k in enumerate(ks.tolist())
+        }  # fmt: skip
+
     def access(self, k: int) -> Access:
         """The `Access` of distinct operand `k`."""
         lo, hi = int(self.free_offsets[k]), int(self.free_offsets[k + 1])
@@ -95,10 +110,12 @@ class Columns(NamedTuple):
     def n(self) -> int:
         return len(self.opcode)
 
-    def instruction(self, i: int) -> Instruction:
-        """Instruction `i` (for the cost model and messages; deps are not needed there and left empty)."""
-        ins = tuple(map(self.acc.access, self.ins[self.ins_offsets[i] : self.ins_offsets[i + 1]].tolist()))
-        outs = tuple(map(self.acc.access, self.outs[self.outs_offsets[i] : self.outs_offsets[i + 1]].tolist()))
+    def instruction(self, i: int, accesses: dict[int, Access] | None = None) -> Instruction:
+        """Instruction `i` (for the cost model and messages; deps are not needed there and left empty); its
+        operands from `accesses` (`AccessColumns.accesses` of them) when given."""
+        get = self.acc.access if accesses is None else accesses.__getitem__
+        ins = tuple(map(get, self.ins[self.ins_offsets[i] : self.ins_offsets[i + 1]].tolist()))
+        outs = tuple(map(get, self.outs[self.outs_offsets[i] : self.outs_offsets[i + 1]].tolist()))
         return Instruction(
             self.engines[int(self.engine[i])], self.opcodes[int(self.opcode[i])], outs, ins,
             self.attrs_values[int(self.attrs[i])], (), int(self.queue[i]), self.source[i].as_py(),

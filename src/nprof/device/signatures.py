@@ -71,10 +71,13 @@ def first_items(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
 def _templates(cols: Columns, preset: Preset, name: str, reps: np.ndarray, keys: list) -> tuple[list, np.ndarray]:
     """The distinct templates (first occurrence first) and each representative's index into them."""
     codes, first = row_codes(keys, len(reps))
-    cache = AccessCache()
+    rows = reps[first]
+    operands = np.concatenate([_sub(cols.ins_offsets, cols.ins, rows)[1], _sub(cols.outs_offsets, cols.outs, rows)[1]])
+    accesses = cols.acc.accesses(operands)  # (built in one pass: not one column lookup per field and operand)
+    cache = AccessCache(text=False)
     out: list[Template] = []
-    for i in reps[first].tolist():
-        ins = cols.instruction(i)
+    for i in rows.tolist():
+        ins = cols.instruction(i, accesses)
         ii, oo = list(map(cache.get, ins.ins)), list(map(cache.get, ins.outs))
         out.append(template(name, preset, i, ins, ii, oo)._replace(opcode=ins.opcode.value))
     return out, codes

@@ -25,7 +25,6 @@ from functools import partial
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from nprof.container import Container
 
@@ -45,6 +44,8 @@ def _indices(col: pa.ChunkedArray) -> np.ndarray:
 def decoded(col: pa.ChunkedArray, encoded: bool = False) -> tuple[pa.ChunkedArray, Codes | None]:
     """A dictionary column as plain strings (`encoded`: as one unified dictionary column when its
     dictionary values are distinct), plus its codes when they are."""
+    import pyarrow.compute as pc  # here, not at module level: importing a trace needs no Arrow compute
+
     unified = col.unify_dictionaries()
     dictionary = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], pa.string())
     indices = pa.chunked_array([c.indices for c in unified.chunks], pa.int32())

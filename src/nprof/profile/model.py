@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from nprof import __version__
 from nprof.container import Container, open_container, write_container
@@ -164,6 +163,8 @@ class Profile:
         """The execution window: manifest value, else the end of the last event."""
         if self.info.total_time_ns is not None:
             return int(self.info.total_time_ns)
+        import pyarrow.compute as pc  # here, not at module level: importing a trace needs no Arrow compute
+
         end = 0
         for t in (self.instructions, self.dma, self.collectives):
             if t.num_rows:

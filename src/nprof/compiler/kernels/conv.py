@@ -20,6 +20,7 @@ import itertools
 from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import conv_transposed as transposed
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_batched import batched_images, conv_batched_kernel
 from nprof.compiler.kernels.conv_strided import strided_input_grad
@@ -134,13 +135,21 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
     With stride 1 the windows are contiguous runs of the flattened padded tile, whole padded rows
     (`_flat_window`): TensorE reads them as they are and the eviction drops the padding columns, instead of
     a VectorE copy per window (the tiles need `_slack` extra zero rows); when a whole image fits a PSUM bank
-    one run covers several images (one matmul per tap for them all, the rows between images dropped too)."""
+    one run covers several images (one matmul per tap for them all, the rows between images dropped too).
+    Strided windows are copied (`nc_matmul` copies a moving operand that is not contiguous), of several images
+    at once when whole images fit a PSUM bank: one matmul per tap for them all, not one per image (resnet18's
+    last stages at 32x32: 1x1 outputs, where a matmul per image streamed one column)."""
     oh, ow = out_hw
     flat = stride == (1, 1)
+    if flat and transposed.TRANSPOSED and m <= transposed.TRANSPOSED_MAX_M and xps[0].shape[3] <= P:
+        res = transposed.transposed_core(xps, lambda ci, t: stationary(ci, t, 0, m), m, n, out_hw, taps, dil,
+                                         bias(0, m) if bias is not None else None)  # fmt: skip
+        emit(0, m, res)
+        return
     width = xps[0].shape[3] if flat else ow
     rows = max(1, min(oh, PSUM_FREE // width))
-    plane = xps[0].shape[2] * width  # elements per image of the flattened tile
-    group = max(1, PSUM_FREE // plane) if flat and rows == oh else 1
+    plane = xps[0].shape[2] * width if flat else oh * ow  # PSUM columns per image
+    group = max(1, PSUM_FREE // plane) if rows == oh else 1
     for o0 in range(0, m, P):
         mt = min(P, m - o0)
         res = nl.ndarray((mt, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
@@ -154,7 +163,7 @@ def _conv_core(xps: list[NkiTensor], stationary: Any, m: int, n: int, out_hw: tu
                 acc = whole[:, :run] if g > 1 else whole
                 for k, (ci, (t, tap)) in enumerate(itertools.product(range(len(xps)), taps)):
                     moving = (_flat_window(xps[ci], img, r0, rt, tap, dil, g) if flat
-                              else _window(xps[ci], img, r0, rt, ow, tap, stride, dil))  # fmt: skip
+                              else _windows(xps[ci], img, g, r0, rt, ow, tap, stride, dil))  # fmt: skip
                     prod = nisa.nc_matmul(stationary(ci, t, o0, mt), moving)
                     if k == 0:
                         acc[...] = prod

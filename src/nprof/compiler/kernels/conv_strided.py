@@ -17,8 +17,10 @@ stride-2 convolution reaches one phase of four).
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from nprof.arch.isa import Access, Space
+from nprof.compiler.kernels import conv_transposed as transposed
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_taps import shaped
 from nprof.compiler.kernels.hbm import load, store
@@ -43,13 +45,15 @@ def _nchw(v: View, c0: int, cc: int) -> Access:
     return Access(Space.HBM, v.tensor, v.dtype, v.offset + c0 * h * w, cc, ((c * h * w, n), (1, h * w)), 0, h * w)
 
 
-def _padded_gradient(g: View, o0: int, mt: int, lo: tuple[int, int], hi: tuple[int, int]) -> NkiTensor:
-    """SBUF [mt, N, OH + lo + hi, OW + lo + hi] of output channels o0.., zero around (one DMA, one copy)."""
+def _padded_gradient(g: View, o0: int, mt: int, lo: tuple[int, int], hi: tuple[int, int],
+                     slack: int = 0) -> NkiTensor:  # fmt: skip
+    """SBUF [mt, N, OH + lo + hi + slack, OW + lo + hi] of output channels o0.., zero around (one DMA, one copy)."""
     n, _, oh, ow = g.shape
     dense = shaped(load(_nchw(g, o0, mt)), (n, oh, ow))
-    if lo == hi == (0, 0):
+    if lo == hi == (0, 0) and slack == 0:
         return dense
-    tile = nisa.memset((mt, n, oh + lo[0] + hi[0], ow + lo[1] + hi[1]), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+    tile = nisa.memset((mt, n, oh + lo[0] + hi[0] + slack, ow + lo[1] + hi[1]), 0.0, nl.float32,
+                       engine=nisa.gpsimd_engine)  # fmt: skip
     engines.copy(dense, dst=tile[:, :, lo[0] : lo[0] + oh, lo[1] : lo[1] + ow])
     return tile
 
@@ -72,13 +76,21 @@ def strided_input_grad(dx: View, g: View, w: View, stride: tuple[int, int], padd
     hi = tuple(max(0, max(ext[a] - 1 + o[a] for (_, ext, taps) in phases for _, o in taps) - (oh, ow)[a] + 1)
                if phases else 0 for a in (0, 1))  # fmt: skip
     taps_total = kh * kw
-    grads = [_padded_gradient(g, o0, min(P, oc - o0), lo, hi) for o0 in range(0, oc, P)]  # type: ignore[arg-type]
+    # few channels and small phases (at most 128 positions: the plain matmuls below stream at most 128 columns,
+    # each behind a copy of its window): the transposed kernels, with no window copies. Measured: with larger
+    # phases (bench/compile.py's CNN, 16 and 32 channels at 256 and 1024 positions) the step was slower.
+    small = all(n * ay * ax <= P for _, (ay, ax), _ in phases)
+    flat = transposed.TRANSPOSED and small and c <= transposed.TRANSPOSED_MAX_M and ow + lo[1] + hi[1] <= P
+    grads = [_padded_gradient(g, o0, min(P, oc - o0), lo, hi, int(flat))  # type: ignore[arg-type]
+             for o0 in range(0, oc, P)]  # fmt: skip
     weights = [load(Access(Space.HBM, w.tensor, w.dtype, w.offset + o0 * c * taps_total, min(P, oc - o0),
                            ((1, c * taps_total),), 0, c * taps_total)) for o0 in range(0, oc, P)]  # fmt: skip
     for c0 in range(0, c, P):
         cc = min(P, c - c0)
         res = nisa.memset((cc, n, h, wd), 0.0, nl.float32, engine=nisa.gpsimd_engine)
-        for (ry, rx), (ay, ax), taps in phases:
+        if flat:  # few channels: the transposed kernels' operand roles (one chunk: cc == C)
+            _transposed_phases(res, grads, weights, phases, (lo, stride, taps_total))
+        for (ry, rx), (ay, ax), taps in [] if flat else phases:
             row_run = max(1, min(ay, PSUM_FREE // ax))
             group = max(1, PSUM_FREE // (ay * ax)) if row_run == ay else 1
             for n0, a0 in itertools.product(range(0, n, group), range(0, ay, row_run)):
@@ -102,3 +114,29 @@ def strided_input_grad(dx: View, g: View, w: View, stride: tuple[int, int], padd
             store(spread_access(dx, k), respread(shaped(res, (n, h * wd)), k))
         else:
             store(_nchw(dx, c0, cc), shaped(res, (n, h * wd)))
+
+
+def _transposed_phases(res: NkiTensor, grads: list[NkiTensor], weights: list[NkiTensor], phases: list[Any],
+                       geometry: tuple[Any, ...]) -> None:  # fmt: skip
+    """Every phase of `strided_input_grad` into res [C, N, H, W] (C <= `conv_transposed.TRANSPOSED_MAX_M`) by
+    `conv_transposed.transposed_rows`: the padded gradient tiles [OC chunk, N, rows + 1 slack, Wg] flattened,
+    the phase's taps (oy, ox) read at (lo + oy) * Wg + lo + ox from each output position, the weights
+    [OC chunk, C] of the tap the moving operand, and the chunks' rows placed at the phase's strided positions."""
+    (lo, stride, taps_total), c = geometry, res.shape[0]
+    _, n, hs, wg = grads[0].shape
+    flats = [shaped(t, (n * hs * wg,)) for t in grads]
+
+    def weight(ki: int, t: int) -> NkiTensor:
+        return weights[ki][:, t : (c - 1) * taps_total + t + 1 : taps_total]
+
+    for (ry, rx), (ay, ax), taps in phases:
+        offsets = [(ki, t, (lo[0] + oy) * wg + lo[1] + ox) for ki in range(len(grads)) for t, (oy, ox) in taps]
+
+        def place(view: NkiTensor, r0: int, ry: int = ry, rx: int = rx, ay: int = ay, ax: int = ax) -> None:
+            for img, c0, a0, rows in transposed.image_rows(r0, view.shape[1], hs, ay):
+                y = a0 * stride[0] + ry
+                dst = res[:, img, y : y + (rows - 1) * stride[0] + 1 : stride[0],
+                          rx : rx + (ax - 1) * stride[1] + 1 : stride[1]]  # fmt: skip
+                engines.copy(view[:, c0 : c0 + rows, :ax], dst=dst)
+
+        transposed.transposed_rows(flats, offsets, weight, c, wg, (n - 1) * hs + ay, place)
