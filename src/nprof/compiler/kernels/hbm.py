@@ -4,9 +4,10 @@ Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `wind
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
 strides, zero strides for broadcasts); `load(access, dtype=fp32)` DMAs it into a new SBUF tile of shape
 ``(partitions, *free sizes)`` with `nl.load` (fp32 unless asked: bf16 matmul operands stay bf16),
-`store(access, tile)` DMAs a tile back with `nl.store`. Under the compiler's `FusingBuilder` an fp32 load of
-a pattern an earlier kernel stored or loaded returns the tile kept in SBUF instead (see
-`nprof.compiler.fusion`).
+`store(access, tile)` DMAs a tile back with `nl.store`. A channel-major pattern of a small plane (1x1 both
+ways, 2x2 loads) is moved batch-major, one DMA run per image, and turned on TensorE (`hbm_rows`). Under the
+compiler's `FusingBuilder` an fp32 load of a pattern an earlier kernel stored or loaded returns the tile kept
+in SBUF instead (see `nprof.compiler.fusion`).
 """
 
 from __future__ import annotations
