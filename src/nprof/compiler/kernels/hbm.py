@@ -4,9 +4,10 @@ Contract: inside a kernel traced by `nprof.nki.trace.ProgramBuilder.call`, `wind
 `NkiTensor` view of the HBM tensor `access.tensor` with exactly that pattern (partition dim first, any
 strides, zero strides for broadcasts); `load(access, dtype=fp32)` DMAs it into a new SBUF tile of shape
 ``(partitions, *free sizes)`` with `nl.load` (fp32 unless asked: bf16 matmul operands stay bf16),
-`store(access, tile)` DMAs a tile back with `nl.store`. Under the compiler's `FusingBuilder` an fp32 load of
-a pattern an earlier kernel stored or loaded returns the tile kept in SBUF instead (see
-`nprof.compiler.fusion`).
+`store(access, tile)` DMAs a tile back with `nl.store`. A channel-major pattern of a small plane (1x1 both
+ways, 2x2 loads) is moved batch-major, one DMA run per image, and turned on TensorE (`hbm_rows`). Under the
+compiler's `FusingBuilder` an fp32 load of a pattern an earlier kernel stored or loaded returns the tile kept
+in SBUF instead (see `nprof.compiler.fusion`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from nprof.arch.isa import Access
+from nprof.compiler.kernels import hbm_rows
 from nprof.nki import language as nl
 from nprof.nki import trace
 from nprof.nki.tensor import NkiTensor
@@ -32,7 +34,7 @@ def load(a: Access, dtype: Any = nl.float32, strided: bool = False) -> NkiTensor
     builder = trace.current()
     lookup, remember = getattr(builder, "lookup", None), getattr(builder, "remember", None)
     if lookup is None or remember is None or dtype != nl.float32:
-        return nl.load(window(a), dtype=dtype)
+        return _dma_load(a, dtype)
     tile = lookup(a)
     if tile is None and strided and any(stride == 0 and size > 1 for stride, size in a.free):
         tile = lookup(a, contiguous=False)
@@ -48,7 +50,7 @@ def load(a: Access, dtype: Any = nl.float32, strided: bool = False) -> NkiTensor
     if tile is None and packed is not None:
         tile = packed(a)  # a member of the packed small inputs: its group's tile (`nprof.compiler.packing`)
     if tile is None:
-        tile = nl.load(window(a), dtype=nl.float32)
+        tile = _dma_load(a, nl.float32)
         builder.flush()  # commit the DMA into this tile before keeping it
         remember(a, tile, stored=False)
         note = getattr(builder, "note_load", None)
@@ -57,12 +59,22 @@ def load(a: Access, dtype: Any = nl.float32, strided: bool = False) -> NkiTensor
     return tile
 
 
+def _dma_load(a: Access, dtype: Any) -> NkiTensor:
+    """A new SBUF tile of `a` by DMA: a small plane's channels moved batch-major (`hbm_rows`), else directly."""
+    rows = hbm_rows.plan(a, trace.current().preset, "load")
+    if rows is not None:
+        return hbm_rows.load(rows, window(rows.rows), dtype)
+    return nl.load(window(a), dtype=dtype)
+
+
 def store(a: Access, tile: NkiTensor, exact: bool = False) -> None:
     """DMA `tile` to `a`; under the fusion cache keep it as `a`'s content (`exact`: its values are 0/1, which
     any dtype holds exactly, so a non-fp32 `a` may be kept too)."""
     stage = getattr(trace.current(), "stage_output", None)
     if stage is None or not stage(a, tile):  # a small output may wait in SBUF for one DMA (compiler.packing)
-        nl.store(window(a), value=tile)
+        rows = hbm_rows.plan(a, trace.current().preset, "store")
+        if rows is None or not hbm_rows.store(rows, tile, window(rows.rows)):
+            nl.store(window(a), value=tile)
     remember = getattr(trace.current(), "remember", None)
     if remember is not None:
         remember(a, tile, exact=exact)
