@@ -34,18 +34,12 @@ P = 128
 def evict(src: NkiTensor, dst: NkiTensor, col: NkiTensor | None = None) -> NkiTensor:
     """dst = src (+ the per-partition column `col` [P, 1] when given), its row sums checked by the builder's
     `conv_check` when it has one (else `engines.copy`, or a VectorE add of `col`)."""
-    from nprof.nki import isa_ext
-
     check = getattr(trace.current(), "conv_check", None)
     if check is None:
         if col is None:
             return engines.copy(src, dst=dst)
         return nisa.tensor_scalar(src, "add", col, dst=dst)
-    column = check.next_column()
-    parts = src.shape[0]
-    op, operand = ("multiply", 1.0) if col is None else ("add", col)
-    return isa_ext.tensor_scalar_reduce(data=src, op0=op, operand0=operand, reduce_op="add",
-                                        reduce_res=column[0:parts, :], dst=dst)  # fmt: skip
+    return check.evacuate(src, dst) if col is None else check.evacuate(src, dst, "add", col)
 
 
 CHUNK = 8192  # elements per partition of one checked load (32 KiB fp32)

@@ -48,14 +48,15 @@ class RegatherCheck:
     def owns(self, base: object) -> bool:
         return self.tile is not None and base is self.tile.base
 
-    def evacuate(self, acc: NkiTensor, dst: NkiTensor) -> None:
-        """Copy the PSUM result `acc` [P, N] of a regather into `dst`, its row sums into the next check column."""
+    def evacuate(self, acc: NkiTensor, dst: NkiTensor, op: str = "multiply", operand: object = 1.0) -> NkiTensor:
+        """`dst` = `acc` [P, N] `op` `operand` (default ``x * 1.0``: a copy of a regather's PSUM result), its row
+        sums into the next check column; returns `dst`."""
         from nprof.nki import isa_ext
 
         column = self.next_column()
         parts = acc.shape[0]
-        isa_ext.tensor_scalar_reduce(data=acc, op0="multiply", operand0=1.0, reduce_op="add",
-                                     reduce_res=column[0:parts, :], dst=dst)  # fmt: skip
+        return isa_ext.tensor_scalar_reduce(data=acc, op0=op, operand0=operand, reduce_op="add",
+                                            reduce_res=column[0:parts, :], dst=dst)  # fmt: skip
 
     def next_column(self) -> NkiTensor:
         """The next free check column [pmax, 1] (the tile made and zeroed on first use; folded when full)."""
