@@ -86,6 +86,11 @@ def test_plan_takes_only_small_channel_major_planes() -> None:
         assert hbm_rows.plan(contiguous, preset, side) is None  # rows already contiguous
         bf16 = Access(Space.HBM, "x", "bfloat16", 0, 128, ((512, 8), (1, 1)), 0, 1)
         assert hbm_rows.plan(bf16, preset, side) is None
+        # one value a tap of a depthwise weight [8, 1, 7, 7], broadcast to 10 partitions (partition stride 0):
+        # no channels on the partitions, so moving it "batch-major" would read past the tensor (a ConvNeXt
+        # block's backward did)
+        broadcast = Access(Space.HBM, "w", "float32", 48, 10, ((0, 1), (49, 8), (0, 1)), 0, 0)
+        assert hbm_rows.plan(broadcast, preset, side) is None
     assert hbm_rows.plan(_channels("x", 8, 256, 4, 128, 128), preset, "load") is not None
     assert hbm_rows.plan(_channels("x", 8, 256, 4, 128, 128), preset, "store") is None  # measured slower
 

@@ -50,8 +50,8 @@ class Rows:
 def _dims(a: Access) -> tuple[int, int, int] | None:
     """(N, s_n, S) of a channel-major pattern (module doc), or None."""
     free = [(stride, size) for stride, size in a.free if size > 1]
-    plane = max(a.partition_stride, 1)
-    if not free or free[0][0] <= 0:
+    plane = a.partition_stride
+    if plane < 1 or not free or free[0][0] <= 0:  # (stride 0: one row broadcast to every partition, no channels)
         return None
     if plane == 1 and len(free) == 1:
         return free[0][1], free[0][0], 1
