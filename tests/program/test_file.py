@@ -119,3 +119,25 @@ def test_refuses_an_invalid_program(tmp_path: Path) -> None:
         Engine.DMA, Opcode.DMA_DIRECT2D, (prog.instructions[0].outs[0],), (oob,), queue=0),))  # fmt: skip
     with pytest.raises(FormatError, match=r"out of bounds"):
         load_program(save_program(bad2, tmp_path / "oob.neff"))
+
+
+def _copy_program(src: Access) -> Program:
+    """One DMA of `src` (from the sample's 32-element tensor 'x') into the sample's SBUF tile."""
+    prog = sample()
+    return Program(prog.name, prog.preset, prog.tensors, (Instruction(
+        Engine.DMA, Opcode.DMA_DIRECT2D, (prog.instructions[0].outs[0],), (src,), queue=0),))  # fmt: skip
+
+
+def test_negative_strides_round_trip_and_are_bounded_on_both_sides(tmp_path: Path) -> None:
+    """A copy read in reverse (a flip: partitions at a negative stride) is stored and read back; an access whose
+    negative stride reaches below element 0 is refused, also when a positive stride lifts its last element."""
+    reverse = Access(Space.HBM, "x", "bfloat16", 24, 4, ((1, 8),), 0, -8)  # rows 3, 2, 1, 0 of x [4, 8]
+    back = load_program(save_program(_copy_program(reverse), tmp_path / "flip.neff"))
+    assert back.instructions[0].ins[0] == reverse
+    below = Access(Space.HBM, "x", "bfloat16", 2, 1, ((-1, 5),), 0, 0)  # elements 2, 1, 0, -1, -2
+    lifted = Access(Space.HBM, "x", "bfloat16", 0, 2, ((-1, 5),), 0, 10)  # 0..-4 and 10..6
+    for bad in (below, lifted):
+        with pytest.raises(NprofError, match=r"out of bounds"):
+            _copy_program(bad).validate()
+        with pytest.raises(FormatError, match=r"out of bounds"):
+            load_program(save_program(_copy_program(bad), tmp_path / "bad.neff"))

@@ -138,11 +138,14 @@ class StampedChunk:
             return False
         cols = np.asarray([col for _, col in hbm], np.int64)
         parts = np.asarray([key[3] for key, _ in hbm], np.int64)
-        extent = np.asarray([sum((size - 1) * stride for stride, size in key[4]) for key, _ in hbm], np.int64)
+        reach = [[(n - 1) * stride for stride, n in key[4]] for key, _ in hbm]  # (negative strides reach down)
+        down = np.asarray([sum(r for r in rs if r < 0) for rs in reach], np.int64)
+        up = np.asarray([sum(r for r in rs if r > 0) for rs in reach], np.int64)
         size = np.asarray([elements[key[1]] for key, _ in hbm], np.int64)
         offset, stride = self.values[:, cols], self.values[:, cols + 1]
-        last = offset + (parts - 1) * stride + extent
-        return bool((offset >= 0).all() and (last < size).all())
+        across = (parts - 1) * stride
+        lowest = offset + down + np.minimum(across, 0)
+        return bool((lowest >= 0).all() and (offset + up + np.maximum(across, 0) < size).all())
 
     def columns(self) -> Any:
         """The chunk as `nprof.device.columns.Columns` (one access row per operand of every iteration)."""

@@ -100,9 +100,10 @@ class Program:
                         raise NprofError(
                             f"program {self.name!r}: instruction {i} uses undeclared tensor {acc.tensor!r}"
                         )
-                    last = acc.offset + (acc.partitions - 1) * acc.partition_stride
-                    last += sum((size - 1) * stride for stride, size in acc.free)
-                    if acc.offset < 0 or last >= size:
+                    reach = [(acc.partitions - 1) * acc.partition_stride]
+                    reach += [(n - 1) * stride for stride, n in acc.free]  # (negative strides reach down)
+                    lowest = acc.offset + sum(r for r in reach if r < 0)
+                    if lowest < 0 or acc.offset + sum(r for r in reach if r > 0) >= size:
                         where = f" ({ins.source})" if ins.source else ""
                         raise NprofError(
                             f"program {self.name!r}: instruction {i}{where} reads/writes {acc.tensor!r} out of bounds"

@@ -6,8 +6,9 @@ Contract: each function raises `ValueError` with a short reason (`load_program` 
 * `check_tensor(t)`: string name, dtype, kind; a shape of at most 8 whole numbers >= 0 whose
   product is below MAX_ELEMENTS.
 * `check_access(d, partitions)`: every field present and typed; `partitions` in [1, the preset's
-  partitions]; SBUF/PSUM `partition_start + partitions` within them; `offset` >= 0; every free
-  dim a (stride, size) pair with size >= 1 and |stride| < MAX_ELEMENTS.
+  partitions]; SBUF/PSUM `partition_start + partitions` within them; `offset` >= 0; |partition_stride|
+  < MAX_ELEMENTS (negative: a copy read in reverse, e.g. `flip`); every free dim a (stride, size) pair with
+  size >= 1 and |stride| < MAX_ELEMENTS. (That every HBM address lies in its tensor is `Program`'s check.)
 * `check_row(rows, i, queues)`: an instruction's engine/opcode strings, queue a whole number in
   [-1 (none), queues), deps a list of whole numbers, attrs JSON text or null.
 `bool` is never accepted as a whole number.
@@ -73,7 +74,7 @@ def check_access(d: Mapping[str, Any] | None, partitions: int) -> None:
     _whole(d.get("offset"), f"{what} offset", 0, MAX_ELEMENTS)
     parts = _whole(d.get("partitions"), f"{what} partitions", 1, partitions if d["space"] != "hbm" else MAX_ELEMENTS)
     start = _whole(d.get("partition_start"), f"{what} partition_start", 0, partitions - 1)
-    _whole(d.get("partition_stride"), f"{what} partition_stride", 0, MAX_ELEMENTS)
+    _whole(d.get("partition_stride"), f"{what} partition_stride", -MAX_ELEMENTS, MAX_ELEMENTS)
     if d["space"] != "hbm" and start + parts > partitions:
         raise ValueError(f"{what} partitions {start}..{start + parts - 1} are past the {partitions} partitions")
     free = d.get("free")
