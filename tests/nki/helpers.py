@@ -65,3 +65,28 @@ def dst_matmul(tile_position: Any = (), tile_size: Any = ()) -> Callable[..., An
         return out
 
     return kernel
+
+
+def replayed_as_plain(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatch: Any,
+                      dtype: Any = nl.float32, **kw: Any) -> int:  # fmt: skip
+    """Trace `kernel` on tensors of `shapes` (`dtype`; `kw` to the trace) with loop replay off, then on; assert the
+    two Programs are equal (every instruction, meta, SBUF/PSUM bytes, tensors); return the iterations replayed."""
+    from nprof.nki import replay
+    from nprof.nki.kernel import Kernel
+    from nprof.nki.typing import tensor
+
+    def traced() -> Any:
+        return Kernel(kernel).trace(*(tensor[list(s), dtype] for s in shapes), **kw).program
+
+    monkeypatch.setattr(replay, "ENABLED", False)
+    plain = traced()
+    monkeypatch.setattr(replay, "ENABLED", True)
+    before = replay.STATS["iterations"]
+    fast = traced()
+    replayed = replay.STATS["iterations"] - before
+    assert len(fast.instructions) == len(plain.instructions)
+    for i, (a, b) in enumerate(zip(plain.instructions, fast.instructions, strict=True)):
+        assert a == b, f"instruction {i}: plain {a}\nreplayed {b}"
+    assert dict(fast.meta) == dict(plain.meta)
+    assert (fast.sbuf_bytes, fast.psum_bytes, fast.tensors) == (plain.sbuf_bytes, plain.psum_bytes, plain.tensors)
+    return int(replayed)

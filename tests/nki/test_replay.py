@@ -19,32 +19,15 @@ import pytest
 import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof.nki import replay
-from nprof.nki.kernel import Kernel
-from nprof.nki.typing import tensor
-from nprof.program.model import Program
+from tests.nki.helpers import replayed_as_plain
 
 T = 128
 A = replay.RECORDED_AFFINE + 1  # iterations of an affine loop not replayed: those logged, and the last
 
 
-def _trace(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], dtype: Any = nl.bfloat16) -> Program:
-    return Kernel(kernel).trace(*(tensor[list(s), dtype] for s in shapes)).program
-
-
 def _both(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> int:
     """Assert the replayed and the plain Programs are equal; return the iterations replayed."""
-    monkeypatch.setattr(replay, "ENABLED", False)
-    plain = _trace(kernel, shapes)
-    monkeypatch.setattr(replay, "ENABLED", True)
-    before = replay.STATS["iterations"]
-    fast = _trace(kernel, shapes)
-    replayed = replay.STATS["iterations"] - before
-    assert len(fast.instructions) == len(plain.instructions)
-    for i, (a, b) in enumerate(zip(plain.instructions, fast.instructions, strict=True)):
-        assert a == b, f"instruction {i}: plain {a}\nreplayed {b}"
-    assert dict(fast.meta) == dict(plain.meta)
-    assert (fast.sbuf_bytes, fast.psum_bytes, fast.tensors) == (plain.sbuf_bytes, plain.psum_bytes, plain.tensors)
-    return replayed
+    return replayed_as_plain(kernel, shapes, monkeypatch, nl.bfloat16)
 
 
 def mm_tiles(lhsT, rhs):

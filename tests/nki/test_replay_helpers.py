@@ -17,33 +17,16 @@ import nprof.nki.isa as nisa
 import nprof.nki.language as nl
 from nprof import nki
 from nprof.nki import replay
-from nprof.nki.kernel import Kernel
 from nprof.nki.language import par_dim
-from nprof.nki.typing import tensor
-from nprof.program.model import Program
+from tests.nki.helpers import replayed_as_plain
 
 T = 128
 R = replay.RECORDED + 1  # iterations of a loop calling a kernel helper that are not replayed (logged, and the last)
 
 
-def _trace(kernel: Callable[..., Any], shapes: list[tuple[int, ...]]) -> Program:
-    return Kernel(kernel).trace(*(tensor[list(s), nl.float32] for s in shapes)).program
-
-
 def _both(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> int:
     """Assert the replayed and the plain Programs are equal; return the iterations replayed."""
-    monkeypatch.setattr(replay, "ENABLED", False)
-    plain = _trace(kernel, shapes)
-    monkeypatch.setattr(replay, "ENABLED", True)
-    before = replay.STATS["iterations"]
-    fast = _trace(kernel, shapes)
-    replayed = replay.STATS["iterations"] - before
-    assert len(fast.instructions) == len(plain.instructions)
-    for i, (a, b) in enumerate(zip(plain.instructions, fast.instructions, strict=True)):
-        assert a == b, f"instruction {i}: plain {a}\nreplayed {b}"
-    assert dict(fast.meta) == dict(plain.meta)
-    assert (fast.sbuf_bytes, fast.psum_bytes, fast.tensors) == (plain.sbuf_bytes, plain.psum_bytes, plain.tensors)
-    return replayed
+    return replayed_as_plain(kernel, shapes, monkeypatch)
 
 
 # -- pure helpers ----------------------------------------------------------------------------------------------

@@ -20,33 +20,16 @@ import pytest
 
 import nprof.nki.language as nl
 from nprof.nki import replay
-from nprof.nki.kernel import Kernel
-from nprof.nki.typing import tensor
-from nprof.program.model import Program
+from tests.nki.helpers import replayed_as_plain
 
 T = 128
 N = 10  # iterations of the loops below
 
 
-def _trace(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], **kw: Any) -> Program:
-    return Kernel(kernel).trace(*(tensor[list(s), nl.float32] for s in shapes), **kw).program
-
-
 def _both(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch,
           **kw: Any) -> int:  # fmt: skip
     """Assert the replayed and the plain Programs are equal; return the iterations replayed."""
-    monkeypatch.setattr(replay, "ENABLED", False)
-    plain = _trace(kernel, shapes, **kw)
-    monkeypatch.setattr(replay, "ENABLED", True)
-    before = replay.STATS["iterations"]
-    fast = _trace(kernel, shapes, **kw)
-    replayed = replay.STATS["iterations"] - before
-    assert len(fast.instructions) == len(plain.instructions)
-    for i, (a, b) in enumerate(zip(plain.instructions, fast.instructions, strict=True)):
-        assert a == b, f"instruction {i}: plain {a}\nreplayed {b}"
-    assert dict(fast.meta) == dict(plain.meta)
-    assert (fast.sbuf_bytes, fast.psum_bytes, fast.tensors) == (plain.sbuf_bytes, plain.psum_bytes, plain.tensors)
-    return replayed
+    return replayed_as_plain(kernel, shapes, monkeypatch, **kw)
 
 
 # -- accepted: operations on invariant values -----------------------------------------------------------------
