@@ -193,21 +193,28 @@ def _rows3(x: NkiTensor, n: int) -> NkiTensor:
     return f.unflatten_free((f.shape[1] // n, n))
 
 
+def _rows_along(src: View, dim: int, what: str) -> tuple[int, list[int]]:
+    """(the length of `dim` in `src`, the axis order putting `dim` last); UnsupportedOpError naming `what` when
+    that length is past one tile row (FREE_MAX)."""
+    nd = len(src.shape)
+    dim %= max(nd, 1)
+    n = src.shape[dim]
+    if n > FREE_MAX:
+        raise UnsupportedOpError(f"{what} over {n} elements (at most {FREE_MAX} per row)")
+    return n, [d for d in range(nd) if d != dim] + [dim]
+
+
 def softmax_kernel(out: View, src: View, dim: int, log: bool) -> None:
     """Softmax / log_softmax along `dim`. One row per partition ([P, N] tiles: the row max and the exp's row
     sum are per-partition operands); when the producer of `src` left it in SBUF with several rows per partition
     (an attention score tile [T, heads, T] after its mask add), those tiles are used as they are, with the row
     statistics [P, G, 1] read along the rows by a zero stride."""
     nd = len(src.shape)
-    dim %= max(nd, 1)
-    n = src.shape[dim]
-    if n > FREE_MAX:
-        raise UnsupportedOpError(f"softmax over {n} elements (at most {FREE_MAX} per row)")
-    order = [d for d in range(nd) if d != dim] + [dim]
+    n, order = _rows_along(src, dim, "softmax")
     s = src.permute(order)
     o = out.permute(order)
     default = list(row_tiles(s.shape, [o.strides, s.strides], [nd - 1]))
-    for spec in row_specs(out, src, dim, default):
+    for spec in row_specs(out, src, dim % max(nd, 1), default):
         x = flat(load(spec.access(1, src)))
         res = _softmax_rows(x, log) if x.shape[1] == n else _softmax_grouped(_rows3(x, n), log)
         store(spec.access(0, out), res.unflatten_free(spec.free_sizes) if len(spec.free) > 1 else res)
@@ -245,11 +252,7 @@ def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int
     as in eager): VectorE max, a mask of the elements equal to the row max or NaN, and a max over
     ``mask * (BIG - j)`` with j from a GpSimdE iota."""
     nd = len(src.shape)
-    dim %= max(nd, 1)
-    size = src.shape[dim]
-    if size > FREE_MAX:
-        raise UnsupportedOpError(f"max/argmax over {size} elements (at most {FREE_MAX} per row)")
-    order = [d for d in range(nd) if d != dim] + [dim]
+    size, order = _rows_along(src, dim, "max/argmax")
     s = src.permute(order)
     outs = [v for v in (values, indices) if v is not None]
     full = [View(v.tensor, v.dtype, s.shape, (*v.strides, 0), v.offset) for v in outs]
@@ -277,11 +280,7 @@ def scan_kernel(out: View, src: View, dim: int) -> None:
     (Hillis-Steele) of ceil(log2 n) shifted VectorE adds in SBUF, ``y[k:] = y[k:] + y[:-k]`` into a fresh tile
     (the first k elements copied along), stored once; exact for inf/NaN, unlike a matmul by triangular ones."""
     nd = len(src.shape)
-    dim %= max(nd, 1)
-    n = src.shape[dim]
-    if n > FREE_MAX:
-        raise UnsupportedOpError(f"cumsum over {n} elements (at most {FREE_MAX} per row)")
-    order = [d for d in range(nd) if d != dim] + [dim]
+    n, order = _rows_along(src, dim, "cumsum")
     s, o = src.permute(order), out.permute(order)
     for spec in row_tiles(s.shape, [s.strides, o.strides], [nd - 1]):
         cur = flat(load(spec.access(0, s)))
