@@ -19,7 +19,7 @@ T = 128
 
 def _affine(source: str) -> bool:
     tree = ast.parse(textwrap.dedent(source))
-    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    helpers = {n.name: (n, {}) for n in tree.body if isinstance(n, ast.FunctionDef)}
     loop = next(n for n in tree.body if isinstance(n, ast.For))
     return affine(loop, helpers)
 
@@ -31,7 +31,8 @@ def _affine(source: str) -> bool:
     ("c = i * 4\nx = nl.load(a[c * i : c * i + 8])", False),
     ("c = i * 4\nc = 3\nx = nl.load(a[c * i : c * i + 8])", False),  # (a name keeps its greatest degree)
     ("for k in nl.affine_range(K // 128):\n    x = nl.load(a[k * i : k * i + 8])", True),
-    ("for k in nl.affine_range(i):\n    x = nl.load(a[k * i : k * i + 8])", True),
+    ("for k in nl.affine_range(i):\n    x = nl.load(a[k * i : k * i + 8])", False),  # (k's range moves with i)
+    ("for k in nl.affine_range(i, i + 4):\n    x = nl.load(a[k * i : k * i + 8])", False),
     ("for k in nl.affine_range(i * i):\n    pass", False),
     ("x = nl.load(a[i // 4 : i // 4 + 8])", False),
     ("x = nl.load(a[K // 4 * i : K // 4 * i + 8])", True),

@@ -21,7 +21,8 @@ from nprof.nki.language import par_dim
 from tests.nki.helpers import replayed_as_plain
 
 T = 128
-R = replay.RECORDED + 1  # iterations of a loop calling a kernel helper that are not replayed (logged, and the last)
+R = replay.RECORDED_AFFINE + 1  # iterations of an affine loop calling kernel helpers that are not replayed (logged,
+# and the last): the helpers' bodies are analysed for the degree too (nprof.nki.replay_affine)
 
 
 def _both(kernel: Callable[..., Any], shapes: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> int:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nprof.arch.isa import Access, Space
+from nprof.nki.replay_affine import MAX_DEGREE
 from nprof.nki.replay_pure import affine_body, pure_body
 from nprof.nki.source import user_location
 from nprof.nki.stamp import stamp
@@ -48,7 +49,8 @@ ENABLED = os.environ.get("NPROF_TRACE_REPLAY", "1") != "0"  # tests switch it of
 STAMP = os.environ.get("NPROF_TRACE_STAMP", "1") != "0"  # iterations made in bulk (nprof.nki.stamp) where allowed
 STAMP_MIN_EVENTS = 64  # events (iterations x body events) below which iterations are replayed one by one
 MIN_ITERATIONS = 8  # shorter loops are traced plainly
-RECORDED = 4  # iterations traced plainly (and logged) before replaying the rest
+RECORDED = MAX_DEGREE + 1  # iterations traced plainly (and logged) before replaying the rest: a body's integers are
+# polynomials of at most that degree in the loop index (nprof.nki.replay_affine), so on a line over these, on it always
 RECORDED_AFFINE = 2  # the same for a body affine in the loop variable by its source (nprof.nki.replay_affine)
 ON_LINES_NUMPY = 512  # integers from which `_on_lines` checks with numpy
 STATS = {"loops": 0, "iterations": 0, "stamped": 0}  # loops and iterations replayed, iterations of them stamped

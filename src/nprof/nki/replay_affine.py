@@ -1,42 +1,65 @@
-"""Is a pure loop body (`nprof.nki.replay_pure`) affine in its loop variable, by its source alone?
+"""The degree of a pure loop body (`nprof.nki.replay_pure`) in its loop variable, by its source alone.
 
-Contract: `affine(loop, helpers)` is True when every expression of the body of `loop` (an `ast.For` whose body
-`replay_pure` found pure), of the bodies of its inner loops and of the pure helpers it calls (`helpers`: name ->
-`ast.FunctionDef`), has degree at most 1 in the loop's variable. Degrees: the loop variable 1; a constant, a name
-the body does not bind (fixed for the whole loop: `restore_python_values` puts every name back before each
-iteration) and an inner loop's variable 0; `a * b` the sum of degrees, `a + b`, `a - b`, `-a`, subscripts,
-slices, tuples, attributes and calls (of `nl`/`nisa` functions, of `slice`) the greatest degree of their parts;
-a name bound in the body the greatest degree of the values bound to it; a helper's result its `return`'s degree,
-its parameters taking the degrees of the arguments and its other names the loop's (a closure may read the loop
-variable); any other operation (`//`, `%`, ...) 0 when its operands are 0 (a value fixed for the loop), else 2
-(not affine), as is any other kind of expression.
+Contract: `degree(loop, helpers)` bounds the degree, as polynomials in the loop's variable, of every integer the
+body of `loop` (an `ast.For` whose body `replay_pure` found pure) computes: in its statements, its inner loops
+and the helpers it calls (`helpers`: name -> (`ast.FunctionDef`, the helpers visible from that function), kernel
+helpers and pure helpers alike, to any depth). The result is exact for the operations counted and saturates at
+`UNBOUNDED` (= MAX_DEGREE + 1: not bounded, or greater than the replay can check). Degrees: the loop variable 1;
+a constant, and a name the body does not bind (fixed for the whole loop: `restore_python_values` puts every name
+back before each iteration), 0; an inner loop's variable the degree of its range's arguments (`affine_range(i,
+i + 4)` makes it 1); `a * b` the sum of degrees, `a + b`, `a - b`, `-a`, subscripts, slices, tuples,
+attributes and calls of nl/nisa functions the greatest degree of their parts; a name bound in the body the
+greatest degree of the values ever bound to it (to a fixed point over the whole body, inner loops included); a
+helper's result the greatest degree of its `return`s, its parameters taking the degrees of the arguments passed
+(by position or keyword; one not passed: its constant default, 0), its other names the loop's (a closure may read
+the loop variable); any other operation (`//`, `%`, `**`, comparisons, `and`/`or`, `not`, the builtins `min`,
+`max`, `abs`, `int`, ...), the test of `x if c else y` and of an `if` statement: 0 when all its operands are 0
+(values fixed for the loop), else UNBOUNDED, as is any other kind of expression or statement, a helper nested
+deeper than 8 calls, or a call with `*args`/`**kwargs`. `affine(loop, helpers)` is `degree(...) <= 1`.
 
-Why: an affine body's builder requests carry integers (HBM offsets, offsets within tiles) that are affine in the
-loop index, so two logged iterations give every later one (`nprof.nki.replay` then logs fewer iterations before
-replaying); the nl layer maps its integer arguments to offsets affinely (slice bounds times strides).
+Why: the integers a pure body passes to the nl layer (slice bounds, indices, sizes) are polynomials in the loop
+index of at most this degree, and the nl layer maps them to the integers of the builder requests (HBM offsets,
+offsets within tiles) by sums and products with values fixed for the loop, within one branch of its own checks
+(`nprof.nki.replay` guards those). A polynomial of degree d is determined by d + 1 values, so when the RECORDED
+(= MAX_DEGREE + 1) logged iterations put an integer on a line, it is on that line for every iteration; two suffice
+for an affine body. A body of greater or unknown degree could look linear over the logged iterations (e.g.
+`r * (r - 1) * (r - 2) * (r - 3)` is 0 for r = 0..3) and is traced plainly instead.
 """
 
 from __future__ import annotations
 
 import ast
 
-_NOT_AFFINE = 2
+MAX_DEGREE = 3  # the greatest degree the replay's RECORDED logged iterations verify
+UNBOUNDED = MAX_DEGREE + 1
+_BUILTINS = frozenset({"min", "max", "abs", "len", "int", "float", "bool", "round", "divmod", "pow", "sum"})
+
+Helpers = dict[str, tuple[ast.FunctionDef, "Helpers"]]
+
+
+def _cap(d: int) -> int:
+    return min(d, UNBOUNDED)
 
 
 class _Degrees:
     """Degrees of the expressions of one loop body (see module doc); `worst` is the greatest seen."""
 
-    def __init__(self, var: str, helpers: dict[str, ast.FunctionDef]) -> None:
+    def __init__(self, var: str, helpers: Helpers) -> None:
         self.env: dict[str, int] = {var: 1}
         self.helpers = helpers
         self.worst = 0
-        self.depth = 0  # helper calls being analysed (a recursive helper is not affine)
+        self.ret = 0  # the greatest degree returned by the helper being analysed
+        self.depth = 0  # helper calls being analysed (a recursive helper is not bounded)
 
     def of(self, node: ast.AST) -> int:
         """The degree of an expression (recorded in `worst`)."""
-        d = self._of(node)
+        d = _cap(self._of(node))
         self.worst = max(self.worst, d)
         return d
+
+    def _fixed(self, parts: list[ast.AST]) -> int:
+        """An operation defined only on values fixed for the loop: 0 when all its parts are, else UNBOUNDED."""
+        return UNBOUNDED if max((self.of(p) for p in parts), default=0) else 0
 
     def _of(self, node: ast.AST) -> int:
         if isinstance(node, ast.Name):
@@ -44,13 +67,15 @@ class _Degrees:
         if isinstance(node, ast.Constant):
             return 0
         if isinstance(node, ast.BinOp):
-            a, b = self.of(node.left), self.of(node.right)
             if isinstance(node.op, ast.Mult):
-                return a + b
-            return max(a, b) if isinstance(node.op, ast.Add | ast.Sub) or a + b == 0 else _NOT_AFFINE
+                return self.of(node.left) + self.of(node.right)
+            if isinstance(node.op, ast.Add | ast.Sub):
+                return max(self.of(node.left), self.of(node.right))
+            return self._fixed([node.left, node.right])
         if isinstance(node, ast.UnaryOp):
-            d = self.of(node.operand)
-            return d if isinstance(node.op, ast.USub | ast.UAdd) or d == 0 else _NOT_AFFINE
+            if isinstance(node.op, ast.USub | ast.UAdd):
+                return self.of(node.operand)
+            return self._fixed([node.operand])
         if isinstance(node, ast.Tuple | ast.List):
             return max((self.of(e) for e in node.elts), default=0)
         if isinstance(node, ast.Subscript):
@@ -61,33 +86,41 @@ class _Degrees:
             return self.of(node.value)
         if isinstance(node, ast.Call):
             return self._call(node)
-        return _NOT_AFFINE
+        if isinstance(node, ast.IfExp):
+            return max(self._fixed([node.test]), self.of(node.body), self.of(node.orelse))
+        if isinstance(node, ast.Compare):
+            return self._fixed([node.left, *node.comparators])
+        if isinstance(node, ast.BoolOp):
+            return self._fixed(list(node.values))
+        return UNBOUNDED
 
     def _call(self, node: ast.Call) -> int:
-        args = [self.of(a) for a in node.args] + [self.of(k.value) for k in node.keywords]
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return UNBOUNDED
         func = node.func
         if isinstance(func, ast.Name) and func.id in self.helpers:
-            return self._helper(self.helpers[func.id], args)
-        return max([self.of(func), *args])
+            fn, inner = self.helpers[func.id]
+            args = [self.of(a) for a in node.args]
+            kwargs = {k.arg: self.of(k.value) for k in node.keywords if k.arg is not None}
+            return self._helper(fn, inner, args, kwargs)
+        if isinstance(func, ast.Name) and func.id in _BUILTINS:  # (a builtin, or whatever shadows it: either way
+            return self._fixed([*node.args, *(k.value for k in node.keywords)])  # not polynomial)
+        return max([self.of(func), *(self.of(a) for a in node.args), *(self.of(k.value) for k in node.keywords)])
 
-    def _helper(self, fn: ast.FunctionDef, args: list[int]) -> int:
-        """The degree of a pure helper's result for arguments of degrees `args`."""
+    def _helper(self, fn: ast.FunctionDef, inner: Helpers, args: list[int], kwargs: dict[str, int]) -> int:
+        """The degree of a helper's result for arguments of degrees `args` (and keyword arguments `kwargs`)."""
         params = [a.arg for a in fn.args.args]
-        if self.depth > 8 or len(params) != len(args):
-            return _NOT_AFFINE
-        saved = self.env
-        self.env = {**saved, **dict(zip(params, args, strict=True))}
+        if self.depth > 8 or len(args) > len(params) or set(kwargs) - set(params[len(args):]):
+            return UNBOUNDED
+        bound = {p: 0 for p in params} | dict(zip(params, args, strict=False)) | kwargs
+        saved = self.env, self.helpers, self.ret
+        self.env, self.helpers, self.ret = {**saved[0], **bound}, inner, 0
         self.depth += 1
         try:
-            result = 0
-            for stmt in fn.body:
-                if isinstance(stmt, ast.Assign):
-                    self._bind(stmt.targets, self.of(stmt.value))
-                elif isinstance(stmt, ast.Return) and stmt.value is not None:
-                    result = self.of(stmt.value)
-            return result
+            self.settle(fn.body)
+            return self.ret
         finally:
-            self.env, self.depth = saved, self.depth - 1
+            (self.env, self.helpers, self.ret), self.depth = saved, self.depth - 1
 
     def _bind(self, targets: list[ast.expr], degree: int) -> None:
         for target in targets:
@@ -98,36 +131,55 @@ class _Degrees:
                     self.of(t.value)
                     if isinstance(t, ast.Subscript):
                         self.of(t.slice)
+                elif isinstance(t, ast.Starred):
+                    self.worst = UNBOUNDED
+
+    def settle(self, stmts: list[ast.stmt]) -> None:
+        """Walk the statements until the degrees of the names they bind no longer grow (they only grow, and
+        saturate at UNBOUNDED, so this ends)."""
+        while True:
+            before = dict(self.env)
+            self.body(stmts)
+            if self.env == before:
+                return
 
     def body(self, stmts: list[ast.stmt]) -> None:
-        """Walk statements in order, binding names (see module doc)."""
+        """Walk statements in order once, binding names (see module doc)."""
         for stmt in stmts:
             if isinstance(stmt, ast.Assign):
                 self._bind(stmt.targets, self.of(stmt.value))
             elif isinstance(stmt, ast.AugAssign):
                 value, target = self.of(stmt.value), self.of(stmt.target)
                 degree = value + target if isinstance(stmt.op, ast.Mult) else max(value, target)
-                if not isinstance(stmt.op, ast.Add | ast.Sub | ast.Mult):
-                    degree = _NOT_AFFINE
-                self.worst = max(self.worst, degree)
-                self._bind([stmt.target], degree)
+                if not isinstance(stmt.op, ast.Add | ast.Sub | ast.Mult) and value + target:
+                    degree = UNBOUNDED
+                self.worst = max(self.worst, _cap(degree))
+                self._bind([stmt.target], _cap(degree))
             elif isinstance(stmt, ast.Expr):
                 self.of(stmt.value)
+            elif isinstance(stmt, ast.Return):
+                self.ret = max(self.ret, self.of(stmt.value) if stmt.value is not None else 0)
             elif isinstance(stmt, ast.For):
-                self.of(stmt.iter)
-                if isinstance(stmt.target, ast.Name):
-                    self.env[stmt.target.id] = 0  # (an inner loop's variable is independent of this one)
+                self._bind([stmt.target], self.of(stmt.iter))
                 self.body(stmt.body)
-            elif not isinstance(stmt, ast.Delete | ast.Pass | ast.FunctionDef):
-                self.worst = _NOT_AFFINE
+                self.body(stmt.orelse)
+            elif isinstance(stmt, ast.If):
+                self.worst = max(self.worst, self._fixed([stmt.test]))
+                self.body(stmt.body)
+                self.body(stmt.orelse)
+            elif not isinstance(stmt, ast.Delete | ast.Pass | ast.FunctionDef):  # (a def in the body: a pure
+                self.worst = UNBOUNDED  # helper, analysed where it is called)
 
 
-def affine(loop: ast.For, helpers: dict[str, ast.FunctionDef]) -> bool:
-    """See module doc (the body is walked twice, so a name bound late in one pass is seen by earlier uses)."""
+def degree(loop: ast.For, helpers: Helpers) -> int:
+    """See module doc."""
     if not isinstance(loop.target, ast.Name):
-        return False
+        return UNBOUNDED
     degrees = _Degrees(loop.target.id, helpers)
-    for _ in range(2):
-        degrees.body(loop.body)
-        degrees.env[loop.target.id] = 1
-    return degrees.worst <= 1
+    degrees.settle(loop.body)
+    return degrees.worst
+
+
+def affine(loop: ast.For, helpers: Helpers) -> bool:
+    """Is the body affine in the loop variable (degree at most 1; see module doc)?"""
+    return degree(loop, helpers) <= 1

@@ -18,9 +18,11 @@ immutable constants. The names it subscripts are its parameters (the argument pa
 subscript or a call result, and a name passed is held to the rules of subscripted names where the call is) or
 names it binds only to call results: never its globals or closure (a Python list there could be indexed by the
 loop variable). It has no effects beyond builder requests either (no `global`/`nonlocal`, no method calls, no
-subscript stores but on tiles). A loop calling a kernel helper is not taken as affine (`affine_body`: its
-helpers' bodies are not analysed), so four iterations are logged. Each time the loop starts, every helper name
-on the way (nested ones through the helper's own globals and closure) must still name the function checked.
+subscript stores but on tiles). Last, the integers the body computes, its helpers' included, must be polynomials
+of degree at most `replay_affine.MAX_DEGREE` in the loop variable (`replay_affine.degree`; else a few logged
+iterations cannot tell them from a line); `affine_body` says whether the degree is at most 1. Each time the loop
+starts, every helper name on the way (nested ones through the helper's own globals and closure) must still name the
+function checked.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import textwrap
 from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any
 
-from nprof.nki.replay_affine import affine
+from nprof.nki.replay_affine import MAX_DEGREE, Helpers, degree
 from nprof.nki.replay_invariant import invariant, needs_invariance, tainted_names
 
 _Code = CodeType | str | None  # a pure helper's code; None: defined in the body; "builtin": an unshadowed builtin
@@ -133,8 +135,11 @@ def _check_loop(frame: FrameType) -> bool:
     bound = _bound(node.body)
     if not _tiles_by_call(node, subscripted & bound):
         return False
+    found = degree(node, _degree_helpers(node, ctx.helpers, ctx.callees))
+    if found > MAX_DEGREE:  # (its integers could look linear over the logged iterations: nprof.nki.replay_affine)
+        return False
     _SUBSCRIPTED[key] = frozenset(subscripted - bound)
-    _AFFINE[key] = not ctx.callees and affine(node, _helper_defs(node, ctx.helpers))
+    _AFFINE[key] = found <= 1
     return True
 
 
@@ -155,13 +160,22 @@ def _bound(body: list[ast.stmt]) -> set[str]:
     return {t.id for stmt in body for t in _walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
 
 
-def _helper_defs(loop: ast.For, helpers: dict[str, _Code]) -> dict[str, ast.FunctionDef]:
-    """The syntax trees of a loop's pure helpers (those defined in its body, then the kernel's or module's)."""
-    defs = {n.name: n for n in _walk(loop) if isinstance(n, ast.FunctionDef) and helpers.get(n.name, 0) is None}
+def _degree_helpers(where: ast.AST, helpers: dict[str, _Code], callees: _Tree) -> Helpers:
+    """The syntax trees of the helpers a loop body or kernel helper (`where`) calls, for `replay_affine.degree`:
+    its pure helpers (those defined in `where`, then the kernel's or module's) and its kernel helpers, each with the
+    helpers visible from it in turn."""
+    defs: Helpers = {}
+    for n in _walk(where):
+        if isinstance(n, ast.FunctionDef) and n is not where and helpers.get(n.name, 0) is None:
+            defs[n.name] = (n, {})
     for name, code in helpers.items():
         body = _parsed(code) if isinstance(code, CodeType) else None
         if body and isinstance(body[0], ast.FunctionDef):  # (checked by `_pure_helper` already)
-            defs[name] = body[0]
+            defs[name] = (body[0], {})
+    for name, (code, tree, pure) in callees.items():
+        body = _parsed(code)
+        if body and isinstance(body[0], ast.FunctionDef):  # (checked by `_kernel_helper` already)
+            defs[name] = (body[0], _degree_helpers(body[0], pure, tree))
     return defs
 
 
