@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nprof.nki.replay_guard import LOGGING, guard
+
 _CMPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
@@ -264,6 +266,8 @@ def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     if stop is None:
         start, stop = 0, start
     size = len(range(int(start), int(stop), int(step)))
+    if LOGGING:
+        guard_range(int(start), int(stop), int(step), size)
     if size <= 0:
         raise ValueError(f"nl.arange({start}, {stop}, {step}) is empty")
     return IndexExpr(1, int(start), ((0, int(step), size),))
@@ -299,8 +303,20 @@ class _MGridMaker:
             if not isinstance(item, slice) or item.stop is None:
                 raise TypeError("nl.mgrid takes slices with explicit stops, e.g. nl.mgrid[0:128, 0:512]")
             r = range(item.start or 0, item.stop, item.step or 1)
+            if LOGGING:
+                guard_range(r.start, r.stop, r.step, len(r))
             exprs.append(IndexExpr(n, r.start, ((k, r.step, len(r)),)))
         return MGrid(exprs)
 
 
 mgrid = _MGridMaker()
+
+
+def guard_range(start: int, stop: int, step: int, size: int) -> None:
+    """For the replay (nprof.nki.replay_guard): `len(range(start, stop, step)) == size` holds, `step` fixed."""
+    guard(step, step, step + 1)
+    span, a = (stop - start, step) if step > 0 else (start - stop, -step)
+    if size:
+        guard(span, (size - 1) * a + 1, size * a + 1)
+    else:
+        guard(span, None, 1)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nprof.arch.isa import Access, Space
+from nprof.nki import replay_guard
 from nprof.nki.replay_affine import MAX_DEGREE
 from nprof.nki.replay_pure import affine_body, pure_body
 from nprof.nki.source import user_location
@@ -71,9 +72,10 @@ class Recorder:
         self.count = 0  # tiles allocated in this iteration
         self.in_matmul = False
         self.failed = ""
+        self.guards: list[replay_guard.Guard] = []  # the nl layer's branches on the kernel's integers (replay_guard)
 
     def start(self, iteration: int) -> None:
-        self.iteration, self.events, self.ints, self.count = iteration, [], [], 0
+        self.iteration, self.events, self.ints, self.count, self.guards = iteration, [], [], 0, []
         self.tiles = {k: v for k, v in self.tiles.items() if v[2]() is not None}  # forget dead tiles
         self.by_name = {name: k for name, k in self.by_name.items() if k in self.tiles}
 
@@ -81,6 +83,12 @@ class Recorder:
         self.failed = self.failed or why
         if self.parent is not None:
             self.parent.fail(why)
+
+    def guard(self, value: int, lo: int | None, hi: int | None) -> None:
+        """The nl layer branched on `value` (nprof.nki.replay_guard); enclosing recorders are told too."""
+        self.guards.append((value, lo, hi))
+        if self.parent is not None:
+            self.parent.guard(value, lo, hi)
 
     def _tile(self, base: Any) -> tuple[int, int, OnChip] | None:
         """(iteration, index, base) of a body tile (None for other tiles)."""
@@ -284,11 +292,13 @@ class Plan:
         self.outer = (builder._rec, builder._sbuf.listener, builder._psum.listener)  # an enclosing loop's
         self.rec = Recorder(builder, builder._rec)
         self.logs: list[tuple[list[Any], list[int]]] = []
+        self.guards: list[list[replay_guard.Guard]] = []  # per logged iteration (replay_guard)
         self.prints: list[tuple[Any, ...]] = []
         self.done = False
         builder._rec = self.rec
         builder._sbuf.listener = lambda start: self.rec.freed(True, start)
         builder._psum.listener = lambda start: self.rec.freed(False, start)
+        replay_guard.LOGGING.append(self.rec)
 
     @staticmethod
     def start(builder: ProgramBuilder | None, frame: FrameType, length: int) -> Plan | None:
@@ -307,6 +317,8 @@ class Plan:
         self.done = True
         if b._rec is self.rec:
             b._rec, b._sbuf.listener, b._psum.listener = self.outer
+        if self.rec in replay_guard.LOGGING:
+            replay_guard.LOGGING.remove(self.rec)
 
     def boundary(self, n: int) -> int:
         """Iteration `n` is about to start (the Python names are restored): log, or replay up to the last
@@ -315,6 +327,7 @@ class Plan:
         self.prints.append(_fingerprint(self.builder))
         if n:
             self.logs.append((rec.events, rec.ints))
+            self.guards.append(rec.guards)
         if rec.failed or not self.prints[-1][8] or (n > 1 and self.prints[-1] != self.prints[1]):
             self.detach()
             return n
@@ -323,10 +336,10 @@ class Plan:
             return n
         self.detach()
         made = template(self.logs)
-        if made is None:
+        last = self.length - 1
+        if made is None or not replay_guard.holds(self.guards, n, last - 1):
             return n
         events, ints, step = made
-        last = self.length - 1
         STATS["loops"] += 1
         STATS["iterations"] += last - n
         if STAMP and (last - n) * len(events) >= STAMP_MIN_EVENTS:  # all iterations at once (enclosing loops

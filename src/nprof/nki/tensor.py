@@ -27,6 +27,7 @@ import numpy as np
 from nprof.arch.isa import ITEMSIZE, Access, Space
 from nprof.nki.dtypes import NUMPY
 from nprof.nki.operators import TileOperators
+from nprof.nki.replay_guard import LOGGING, guard
 from nprof.nki.reshape import ViewReshapes
 from nprof.nki.source import kernel_error
 from nprof.nki.view_index import ViewIndexing
@@ -247,6 +248,9 @@ class NkiTensor(ViewIndexing, ViewReshapes, TileOperators):
                 ext = c * (n - 1)
                 lo += min(0, ext)
                 hi += max(0, ext)
+            if LOGGING:  # (for the replay, nprof.nki.replay_guard: the same outcome in replayed iterations)
+                guard(lo, 0, None) if lo >= 0 else guard(lo, None, 0)
+                guard(hi, None, size) if hi < size else guard(hi, size, None)
             if lo < 0 or hi >= size:
                 raise kernel_error(
                     f"out-of-bounds access: indices {lo}..{hi} on {label}; narrow the index or pass mask="

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nprof.arch.isa import Space
-from nprof.nki.index import IndexExpr, Predicate
+from nprof.nki.index import IndexExpr, Predicate, guard_range
+from nprof.nki.replay_guard import LOGGING, fail, guard
 from nprof.nki.source import kernel_error
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ class ViewIndexing:
             p0 += start * ps
             e0 += start * es
         dims.extend(self._dims[len(items) :])
+        if LOGGING:  # (loop iterations logged for replay: the branch taken, nprof.nki.replay_guard)
+            _guard_plain(self._dims, items)
         return self.__class__(self._base, p0, e0, tuple(dims), ())  # type: ignore[call-arg,return-value]
 
     def _compose(
@@ -157,6 +160,8 @@ class ViewIndexing:
                     i = int(item)
                 except TypeError:
                     return self._index_runtime(items, item)
+                if LOGGING:
+                    guard(i, -size, 0) if i < 0 else guard(i, 0, size)
                 if i < 0:
                     i += size
                 if not 0 <= i < size:
@@ -226,9 +231,13 @@ def _slice_range(item: slice, size: int, view: NkiTensor, axis: int) -> tuple[in
     if step == 0:
         raise kernel_error("slice step cannot be zero")
     if step < 0:
+        fail("a slice with a negative step")  # (clamped by `slice.indices`: not followed by the replay)
         return item.indices(size)
     start = 0 if item.start is None else int(item.start)
     stop = size if item.stop is None else int(item.stop)
+    if LOGGING:  # (the side of 0 each bound is on: a negative one counts from the end)
+        guard(start, None, 0) if start < 0 else guard(start, 0, None)
+        guard(stop, None, 0) if stop < 0 else guard(stop, 0, None)
     if start < 0:
         start += size
     if stop < 0:
@@ -240,4 +249,22 @@ def _slice_range(item: slice, size: int, view: NkiTensor, axis: int) -> tuple[in
         )
     if start == stop:
         raise kernel_error(f"slice {item.start}:{item.stop} on {view._label(axis)} is empty")
+    if LOGGING:  # (within the axis, or past its end: checked at use; its length)
+        guard(start, 0, size)
+        guard(stop, None, size + 1) if stop <= size else guard(stop, size + 1, None)
+        guard_range(start, stop, step, len(range(start, stop, step)))
     return start, stop, step
+
+
+def _guard_plain(dims: Any, items: tuple[Any, ...]) -> None:
+    """The branch `_index_plain` took, for the replay (nprof.nki.replay_guard): each int within its axis, each
+    slice within its axis and of its length."""
+    for (_, _, size), item in zip(dims, items, strict=False):
+        if type(item) is slice:
+            start = 0 if item.start is None else item.start
+            stop = size if item.stop is None else item.stop
+            guard(start, 0, size)
+            guard(stop, 1, size + 1)
+            guard(stop - start, stop - start, stop - start + 1)
+        else:
+            guard(item, 0, size)
