@@ -11,7 +11,11 @@ helper changes) must fall back too.
 
 from __future__ import annotations
 
+import importlib.util
+import random
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -193,3 +197,75 @@ def test_python_that_differs_between_iterations_falls_back(kernel: Callable[...,
     COUNTER = 0
     SEEN.clear()
     assert replayed_as_plain(kernel, [(T * N, 8)], monkeypatch) == 0
+
+
+# -- random kernels: offsets of random degree, signs and steps, held to the plain trace ------------------------
+ROWS = 16384 + 64  # (degree-5 terms reach 15120 at r = 9)
+
+
+def _poly(rng: random.Random) -> str:
+    """A polynomial in r: a line, plus terms of degree 2..5 that mostly vanish at r = 0..3 (so they look linear,
+    or 0, over the logged iterations)."""
+    terms = [str(rng.randint(-64, 64)), f"{rng.randint(-6, 6)} * r"]
+    for _ in range(rng.randint(0, 2)):
+        degree = rng.randint(2, 5)
+        roots = [0, 1, 2, 3, 4][:degree] if rng.random() < 0.7 else rng.sample(range(-3, 9), degree)
+        terms.append(f"{rng.choice([-1, 1])} * " + " * ".join(f"(r - {a})" for a in roots))
+    return " + ".join(terms)
+
+
+def _random_source(rng: random.Random, name: str) -> str:
+    """A kernel loading, in each iteration, rows from `o` (a random polynomial in r: negative counts from the end)
+    by a slice (stepped or not), an int index or an `nl.arange`."""
+    step, width, kind = rng.choice([1, 1, 2, 3]), rng.randint(1, 6), rng.choice(["slice", "index", "arange"])
+    body = [f"        o = {_poly(rng)}"]
+    if kind == "slice":
+        load, store = f"x[o : o + {width * step} : {step}, 0:8]", f"out[0:{width}, 0:8]"
+    elif kind == "index":
+        load, store = "x[o, 0:8]", "out[0, 0:8]"
+    else:
+        body += [f"        a = nl.arange(o, o + {width * step}, {step})", "        i_p = a[:, None]"]
+        load, store = "x[i_p, i_f]", f"out[0:{width}, 0:8]"
+    lines = "\n".join(body)
+    return f"""
+import nprof.nki.language as nl
+def {name}(x):
+    out = nl.ndarray((8, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(8)[None, :]
+    for r in nl.affine_range({N}):
+{lines}
+        nl.store({store}, value=nl.load({load}))
+    return out
+"""
+
+
+def test_random_offsets_replay_as_the_plain_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Random offsets (lines, plus terms of degree 2..5 that may vanish over the logged iterations), negative or
+    past the end, stepped: the replayed trace equals the plain one, or raises the same error."""
+    from nprof.nki import replay
+
+    rng = random.Random(28)
+    outcomes = {"replayed": 0, "plain": 0, "error": 0}
+    for i in range(60):
+        src = _random_source(rng, f"random_{i}")
+        path = tmp_path / f"random_guard_{i}.py"
+        path.write_text(src)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        kernel = getattr(module, f"random_{i}")
+        monkeypatch.setattr(replay, "ENABLED", False)
+        try:
+            Kernel(kernel).trace(tensor[[ROWS, 8], nl.float32])
+        except KernelError as plain_error:
+            monkeypatch.setattr(replay, "ENABLED", True)
+            with pytest.raises(KernelError) as err:
+                Kernel(kernel).trace(tensor[[ROWS, 8], nl.float32])
+            assert str(err.value) == str(plain_error), src
+            outcomes["error"] += 1
+            continue
+        replayed = replayed_as_plain(kernel, [(ROWS, 8)], monkeypatch)
+        outcomes["replayed" if replayed else "plain"] += 1
+    assert min(outcomes.values()) >= 5, outcomes  # (each kind of case occurs)
