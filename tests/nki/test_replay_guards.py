@@ -135,6 +135,17 @@ def test_an_iteration_the_plain_trace_refuses_is_refused_with_replay(
         assert "out of bounds" in str(err.value) or "out-of-bounds" in str(err.value)
 
 
+def test_a_trace_left_by_an_error_leaves_nothing_logging() -> None:
+    """No recorder is left logging after a trace that raised inside a logged loop (CPython closes the loop's
+    generator as the error unwinds; the trace's end forgets the builder's recorders in any case), so later plain
+    traces pay nothing for guards."""
+    from nprof.nki import replay_guard
+
+    with pytest.raises(KernelError) as err:
+        Kernel(raising_kernel).trace(tensor[[T, 60], nl.float32])
+    assert err.value is not None and replay_guard.LOGGING == []
+
+
 # -- other ways an iteration could differ: each falls back ------------------------------------------------------
 SEEN: list[int] = []
 COUNTER = 0

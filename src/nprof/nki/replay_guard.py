@@ -6,10 +6,10 @@ last), and the nl layer reports each integer from the kernel on which it branche
 slice bound counting from the end, a slice within or past the end of its axis, the length of a stepped slice or
 `nl.arange` (ceil((stop - start) / step)), the fast path of an index, a bounds check). `fail(why)` says the nl
 layer took a branch the replay does not model; the loop is then traced plainly. Both are no-ops when nothing is
-logged (callers on hot paths test `if LOGGING:` first). `holds(logs, first, last)` is True when the guards of the
-logged iterations (one list of (value, lo, hi) per iteration, in order) have the same intervals, their values lie
-on lines, and each line stays within its interval at every iteration `first..last` (so at both ends: it is a
-line).
+logged (callers on hot paths test `if LOGGING:` first; `drop_recorders(builder)` when a trace ends). `holds(logs,
+first, last)` is True when the guards of the logged iterations (one list of (value, lo, hi) per iteration, in
+order) have the same intervals, their values lie on lines, and each line stays within its interval at every
+iteration `first..last` (so at both ends: it is a line).
 
 Why: the body's integers are polynomials of bounded degree in the loop index (nprof.nki.replay_affine), so on a
 line once on one over the logged iterations; the nl layer maps them to the builder's integers by sums and products
@@ -44,6 +44,12 @@ def fail(why: str) -> None:
     """The nl layer took a branch the replay does not follow (see module doc)."""
     if LOGGING:
         LOGGING[-1].fail(why)
+
+
+def drop_recorders(builder: object) -> None:
+    """Forget the recorders of `builder` (its trace ended; a loop left by an exception is detached only when its
+    generator is collected)."""
+    LOGGING[:] = [r for r in LOGGING if r.builder is not builder]
 
 
 def within(value: int, lo: int | None, hi: int | None) -> bool:

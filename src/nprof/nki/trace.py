@@ -46,7 +46,7 @@ import numpy as np
 from nprof.arch.isa import Access, Engine, Instruction, Opcode, attrs
 from nprof.arch.presets import get_preset
 from nprof.errors import KernelError, NprofError
-from nprof.nki import loop_returns
+from nprof.nki import loop_returns, replay_guard
 from nprof.nki.alloc import Allocator
 from nprof.nki.deps import DepTracker
 from nprof.nki.direct import DirectState
@@ -195,6 +195,8 @@ class ProgramBuilder(TileAllocation, PendingOps, LoopScopes):
             self.flush()
         finally:
             _ACTIVE.pop()
+            if len(self._calls) == 1 and replay_guard.LOGGING:  # (the outermost call ended: a loop left by an
+                replay_guard.drop_recorders(self)  # exception may not have detached its replay plan yet)
             returned = _returned_tiles(result) if self._calls[:-1] else set()
             for ref in self._calls.pop():
                 tile = ref()
