@@ -58,15 +58,16 @@ def within(value: int, lo: int | None, hi: int | None) -> bool:
 
 def holds(logs: list[list[Guard]], first: int, last: int) -> bool:
     """See module doc: `logs` are the guards of iterations first - len(logs) .. first - 1."""
-    bounds = [(lo, hi) for _, lo, hi in logs[-1]]
-    if any(len(g) != len(bounds) or [(lo, hi) for _, lo, hi in g] != bounds for g in logs[:-1]):
+    newest = logs[-1]
+    if any(len(g) != len(newest) for g in logs):
         return False
-    values = [[v for v, _, _ in g] for g in logs]
-    step = [b - a for a, b in zip(values[-2], values[-1], strict=True)]
-    if any(b - a != d for p, q in itertools.pairwise(values) for a, b, d in zip(p, q, step, strict=True)):
-        return False
-    for v, d, (lo, hi) in zip(values[-1], step, bounds, strict=True):
-        if not (within(v + d, lo, hi) and within(v + (last - first + 1) * d, lo, hi)):
+    span = last - first + 1
+    for column in zip(*logs, strict=True):  # (one guard over the logged iterations)
+        value, lo, hi = column[-1]
+        step = value - column[-2][0]
+        for (a, alo, ahi), (b, _, _) in itertools.pairwise(column):
+            if b - a != step or alo != lo or ahi != hi:
+                return False
+        if not (within(value + step, lo, hi) and within(value + span * step, lo, hi)):
             return False
     return True
-

@@ -261,10 +261,13 @@ def _guard_plain(dims: Any, items: tuple[Any, ...]) -> None:
     slice within its axis and of its length."""
     for (_, _, size), item in zip(dims, items, strict=False):
         if type(item) is slice:
-            start = 0 if item.start is None else item.start
-            stop = size if item.stop is None else item.stop
-            guard(start, 0, size)
-            guard(stop, 1, size + 1)
-            guard(stop - start, stop - start, stop - start + 1)
+            start, stop = item.start, item.stop  # (None: the axis' own bound, the same in every iteration)
+            if start is not None:
+                guard(start, 0, size)
+            if stop is not None:
+                guard(stop, 1, size + 1)
+            if start is not None or stop is not None:
+                width = (size if stop is None else stop) - (0 if start is None else start)
+                guard(width, width, width + 1)
         else:
             guard(item, 0, size)
