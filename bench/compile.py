@@ -3,6 +3,7 @@
     .venv/bin/python bench/compile.py                 # MNIST MLP, a small resnet-shaped CNN, a nanoGPT block
     .venv/bin/python bench/compile.py --resnet18      # + resnet18 (torchvision's layout), batch 8, 32x32 (goal < 10 s)
     .venv/bin/python bench/compile.py --only resnet18_224  # resnet18 at its default 224x224, batch 1 (no goal set)
+    .venv/bin/python bench/compile.py --only mobilenet     # MobileNetV2-style (depthwise 3x3), batch 8, 32x32
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
     .venv/bin/python bench/compile.py --sizes         # resnet18's lowering CPU per instruction, 32x32 to 224x224
 
@@ -104,6 +105,39 @@ def _resnet18(classes: int = 1000) -> object:
         cin = w
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
     return nn.Sequential(*layers)
+
+
+def _inverted_residual(cin: int, cout: int, stride: int, expand: int = 6) -> object:
+    """MobileNetV2's block: 1x1 expansion conv-BN-ReLU6, 3x3 depthwise (groups = channels) conv-BN-ReLU6, 1x1
+    linear projection conv-BN, the shortcut when the shape is kept."""
+    import torch.nn as nn
+
+    class Inverted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            wide = cin * expand
+            self.layers = nn.Sequential(
+                nn.Conv2d(cin, wide, 1, bias=False), nn.BatchNorm2d(wide), nn.ReLU6(),
+                nn.Conv2d(wide, wide, 3, stride, 1, groups=wide, bias=False), nn.BatchNorm2d(wide), nn.ReLU6(),
+                nn.Conv2d(wide, cout, 1, bias=False), nn.BatchNorm2d(cout),
+            )  # fmt: skip
+            self.shortcut = stride == 1 and cin == cout
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            y = self.layers(x)
+            return x + y if self.shortcut else y
+
+    return Inverted()
+
+
+def _mobilenet(classes: int = 10) -> object:
+    """A MobileNetV2-style CNN for 32x32 images: 3x3 stem (16 channels), an inverted residual block at 32x32
+    (96-channel 3x3 depthwise, stride 1) and a strided one (96 channels, stride 2, to 24), pool, fc."""
+    import torch.nn as nn
+
+    return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+                         _inverted_residual(16, 16, 1), _inverted_residual(16, 24, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, classes))  # fmt: skip
 
 
 def _gpt(vocab: int = 64, dim: int = 64, heads: int = 4, block: int = 32) -> object:
@@ -463,7 +497,9 @@ def main() -> None:
     parser.add_argument("--resnet18", action="store_true", help="also the full resnet18 widths, batch 8")
     parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
     parser.add_argument("--sizes", action="store_true", help="only resnet18's lowering CPU per instruction by size")
-    parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18,resnet18_224")
+    parser.add_argument("--only", default="",
+                        help="comma-separated subset of mlp,resnet,gpt,mobilenet,resnet18,resnet18_224")
+    parser.add_argument("--no-fresh", action="store_true", help="skip the first steps in new processes")
     parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
     parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -494,7 +530,8 @@ def main() -> None:
             label, make_model, make_batch, loss_name = MODELS[name]()
             torch.manual_seed(0)
             bench(label, make_model(), make_batch, loss_name)
-            fresh_processes(name)
+            if not args.no_fresh:
+                fresh_processes(name)
 
 
 def _mlp() -> tuple[str, Callable[[], object], Callable[[], tuple[object, object]], str]:
@@ -516,6 +553,8 @@ MODELS: dict[str, Callable[[], tuple[str, Callable[[], object], Callable[[], tup
                          _images(8, 1000), "cross_entropy"),
     "resnet18_224": lambda: ("resnet18 (torchvision's layout, 1000 classes), batch 1, 224x224", _resnet18,
                              _images(1, 1000, 224), "cross_entropy"),
+    "mobilenet": lambda: ("MobileNetV2-style CNN (96-channel depthwise 3x3 at 32x32 and stride 2), batch 8, 32x32",
+                          _mobilenet, _images(8, 10), "cross_entropy"),
     "gpt": lambda: ("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt, _tokens,
                     "cross_entropy"),
 }  # fmt: skip
