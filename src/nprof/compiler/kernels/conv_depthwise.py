@@ -160,9 +160,11 @@ def _piece_bytes(geo: Geometry, kind: str, rounds: int, rows: int) -> int:
     return rounds * (rows * acc_w + worst * src_w) * 4
 
 
-def band_rows(geo: Geometry, kind: str, rounds: int, budget: int = BUDGET) -> int:
-    """The most accumulator rows a piece of `rounds` images may take within `budget` (0: not even one)."""
-    return next((r for r in range(_sizes(geo, kind)[0], 0, -1) if _piece_bytes(geo, kind, rounds, r) <= budget), 0)
+def band_rows(geo: Geometry, kind: str, rounds: int, budget: int | None = None) -> int:
+    """The most accumulator rows a piece of `rounds` images may take within `budget` (default `BUDGET`; 0:
+    not even one)."""
+    limit = BUDGET if budget is None else budget
+    return next((r for r in range(_sizes(geo, kind)[0], 0, -1) if _piece_bytes(geo, kind, rounds, r) <= limit), 0)
 
 
 def pieces(geo: Geometry, kind: str, rounds: int) -> list[tuple[int, int, int, int]]:
