@@ -4,6 +4,7 @@
     .venv/bin/python bench/compile.py --resnet18      # + resnet18 (torchvision's layout), batch 8, 32x32 (goal < 10 s)
     .venv/bin/python bench/compile.py --only resnet18_224  # resnet18 at its default 224x224, batch 1 (no goal set)
     .venv/bin/python bench/compile.py --only mobilenet     # MobileNetV2-style (depthwise 3x3), batch 8, 32x32
+    .venv/bin/python bench/compile.py --only resnext       # ResNeXt-style (3x3, 8 groups of 8), batch 8, 32x32
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
     .venv/bin/python bench/compile.py --sizes         # resnet18's lowering CPU per instruction, 32x32 to 224x224
 
@@ -138,6 +139,28 @@ def _mobilenet(classes: int = 10) -> object:
     return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
                          _inverted_residual(16, 16, 1), _inverted_residual(16, 24, 2),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, classes))  # fmt: skip
+
+
+def _resnext(classes: int = 10) -> object:
+    """A ResNeXt-style CNN for 32x32 images: 3x3 stem (32 channels), one bottleneck block (1x1 to 64, 3x3
+    grouped conv with 8 groups of 8 channels, 1x1 to 64, a 1x1 projection shortcut), pool, fc."""
+    import torch.nn as nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.Sequential(
+                nn.Conv2d(32, 64, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                nn.Conv2d(64, 64, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                nn.Conv2d(64, 64, 1, bias=False), nn.BatchNorm2d(64),
+            )  # fmt: skip
+            self.shortcut = nn.Sequential(nn.Conv2d(32, 64, 1, bias=False), nn.BatchNorm2d(64))
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return (self.layers(x) + self.shortcut(x)).relu()
+
+    return nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), Bottleneck(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes))  # fmt: skip
 
 
 def _gpt(vocab: int = 64, dim: int = 64, heads: int = 4, block: int = 32) -> object:
@@ -498,7 +521,7 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
     parser.add_argument("--sizes", action="store_true", help="only resnet18's lowering CPU per instruction by size")
     parser.add_argument("--only", default="",
-                        help="comma-separated subset of mlp,resnet,gpt,mobilenet,resnet18,resnet18_224")
+                        help="comma-separated subset of mlp,resnet,gpt,mobilenet,resnext,resnet18,resnet18_224")
     parser.add_argument("--no-fresh", action="store_true", help="skip the first steps in new processes")
     parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
     parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
@@ -555,6 +578,8 @@ MODELS: dict[str, Callable[[], tuple[str, Callable[[], object], Callable[[], tup
                              _images(1, 1000, 224), "cross_entropy"),
     "mobilenet": lambda: ("MobileNetV2-style CNN (96-channel depthwise 3x3 at 32x32 and stride 2), batch 8, 32x32",
                           _mobilenet, _images(8, 10), "cross_entropy"),
+    "resnext": lambda: ("ResNeXt-style CNN (3x3 conv of 8 groups of 8 channels at 32x32), batch 8, 32x32",
+                        _resnext, _images(8, 10), "cross_entropy"),
     "gpt": lambda: ("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt, _tokens,
                     "cross_entropy"),
 }  # fmt: skip
