@@ -22,7 +22,10 @@ input elements inside the image; the taps near the border cover a smaller rectan
 Forward, per PSUM block of at most 512 outputs a partition: the first tap that covers the whole block writes
 w[:, tap] * window into the PSUM accumulator (ScalarE; a VectorE memset of zeros when no tap covers it),
 every other tap is a multiply by its per-partition weight (ScalarE and GpSimdE by turns: TENSOR_SCALAR) and
-a VectorE add into the accumulator's rectangle (PSUM + SBUF: the fast TENSOR_TENSOR), then the accumulator is
+a VectorE add into the accumulator's rectangle (PSUM + SBUF: the fast TENSOR_TENSOR); with more than
+2 x `GPSIMD_ADDS` other taps, `GPSIMD_ADDS` of them are summed by GpSimdE into a zeroed SBUF partial instead
+(their multiplies on ScalarE) and added to the accumulator once (VectorE is the busiest engine: its adds and
+the eviction; GpSimdE has no PSUM port, so its adds take the slower SBUF + SBUF rate); then the accumulator is
 evicted through `nprof.compiler.conv_check.evict` (bias added there). The input gradient is the same with
 the roles turned (tap (i, j) adds w[:, tap] * g to the input positions o * stride + tap * dilation - padding:
 a strided rectangle of the accumulator). The weight gradient: per tap, the product of the output gradient
@@ -229,6 +232,9 @@ def _whole(s: slice, size: int) -> bool:
     return s.start == 0 and s.stop == size and s.step == 1
 
 
+GPSIMD_ADDS = 3  # taps of a block GpSimdE sums into its own partial (module doc); 0: VectorE adds every tap
+
+
 def accumulate(acc: NkiTensor, windows: list[TapWindow], wcol: NkiTensor, engines: Engines) -> None:
     """acc [parts, images, R, Q] (PSUM) = sum over `windows` of wcol[:, tap] * window, each into its rectangle
     of acc (module doc: how)."""
@@ -239,13 +245,21 @@ def accumulate(acc: NkiTensor, windows: list[TapWindow], wcol: NkiTensor, engine
     else:
         tap, _, window = windows[first]
         nisa.tensor_scalar(window, "multiply", wcol[:, tap : tap + 1], engine=nisa.scalar_engine, dst=acc)
-    for k, (tap, (rs, cs), window) in enumerate(windows):
-        if k == first:
-            continue
+    rest = [w for k, w in enumerate(windows) if k != first]
+    side = rest[:GPSIMD_ADDS] if len(rest) > 2 * GPSIMD_ADDS else []
+    for tap, (rs, cs), window in rest[len(side) :]:
         product = nl.ndarray(window.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(window, "multiply", wcol[:, tap : tap + 1], engine=engines.next(), dst=product)
         rect = acc[:, :, rs, cs]
         nisa.tensor_tensor(rect, product, "add", engine=nisa.vector_engine, dst=rect)
+    if not side:
+        return
+    partial = nisa.memset(acc.shape, 0.0, nl.float32, engine=nisa.gpsimd_engine)
+    for tap, (rs, cs), window in side:
+        product = nisa.tensor_scalar(window, "multiply", wcol[:, tap : tap + 1], engine=nisa.scalar_engine)
+        rect = partial[:, :, rs, cs]
+        nisa.tensor_tensor(rect, product, "add", engine=nisa.gpsimd_engine, dst=rect)
+    nisa.tensor_tensor(acc, partial, "add", engine=nisa.vector_engine, dst=acc)
 
 
 def _axis(acc: Pair, acc_map: Pair, src: Pair, src_map: Pair, acc0: int, src0: int) -> tuple[slice, slice] | None:
