@@ -5,6 +5,7 @@
     .venv/bin/python bench/compile.py --only resnet18_224  # resnet18 at its default 224x224, batch 1 (no goal set)
     .venv/bin/python bench/compile.py --only mobilenet     # MobileNetV2-style (depthwise 3x3), batch 8, 32x32
     .venv/bin/python bench/compile.py --only resnext       # ResNeXt-style (3x3, 8 groups of 8), batch 8, 32x32
+    .venv/bin/python bench/compile.py --only mobilenet --decomposed  # depthwise convs decomposed (before the kernel)
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
     .venv/bin/python bench/compile.py --sizes         # resnet18's lowering CPU per instruction, 32x32 to 224x224
 
@@ -444,7 +445,7 @@ def first_step(name: str, backend: str) -> None:
     print(f"{wall:.2f} s wall, {cpu:.2f} s CPU{extra}")
 
 
-def fresh_processes(name: str) -> None:
+def fresh_processes(name: str, extra: tuple[str, ...] = ()) -> None:
     """The first step of model `name` in new processes: nprof on the warm cache this run filled (goal: torch's
     own overhead plus the numerics, nothing compiled or simulated again), beside torch's aot_eager (Dynamo and
     AOTAutograd, no nprof) and eager on the same step."""
@@ -452,7 +453,7 @@ def fresh_processes(name: str) -> None:
 
     for backend, what in (("nprof", "nprof, warm cache"), ("aot_eager", "torch aot_eager (no nprof)"),
                           ("none", "eager")):  # fmt: skip
-        cmd = [sys.executable, __file__, "--first-step", name, "--backend", backend]
+        cmd = [sys.executable, __file__, "--first-step", name, "--backend", backend, *extra]
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
         line = done.stdout.strip().splitlines()[-1] if done.returncode == 0 else done.stderr.strip()[-300:]
         print(f"new process, first step, {what}: {line}")
@@ -523,9 +524,15 @@ def main() -> None:
     parser.add_argument("--only", default="",
                         help="comma-separated subset of mlp,resnet,gpt,mobilenet,resnext,resnet18,resnet18_224")
     parser.add_argument("--no-fresh", action="store_true", help="skip the first steps in new processes")
+    parser.add_argument("--decomposed", action="store_true",
+                        help="depthwise convolutions by their decomposition, not kernels.conv_depthwise (before)")
     parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
     parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.decomposed:
+        from nprof.compiler import grouped_conv
+
+        grouped_conv.KERNEL = False
     if args.first_step:
         os.environ.setdefault("NPROF_NO_PROGRESS", "1")
         first_step(args.first_step, args.backend)
@@ -554,7 +561,7 @@ def main() -> None:
             torch.manual_seed(0)
             bench(label, make_model(), make_batch, loss_name)
             if not args.no_fresh:
-                fresh_processes(name)
+                fresh_processes(name, ("--decomposed",) if args.decomposed else ())
 
 
 def _mlp() -> tuple[str, Callable[[], object], Callable[[], tuple[object, object]], str]:
