@@ -209,3 +209,21 @@ def test_what_is_left_to_the_decomposition() -> None:
     assert grouped_conv.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 4) is NotImplemented
     assert grouped_conv.convolution(x, torch.randn(4, 2, 3, 3), None, [1, 1], [1, 1], [1, 1], False, [0, 0],
                                     2) is not NotImplemented  # fmt: skip
+
+
+def test_bands_reading_only_padding_equal_eager(spy: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: object) -> None:  # fmt: skip
+    """Padding wider than the image in bands of a few rows: whole pieces read no input row (their outputs
+    are the bias; their gradient pieces add nothing)."""
+    monkeypatch.setenv("NPROF_CACHE", str(tmp_path))
+    monkeypatch.setattr(dw, "BUDGET", 200)
+    monkeypatch.setattr(dw, "PIECE", 200)
+    geo = (2, 6, 4, 5, (1, 1), (1, 1), (4, 2), (1, 1), True)
+    x, weight, bias, g = _operands(geo, 8)
+    gm = dw.geometry(tuple(x.shape), tuple(weight.shape), *geo[5:8])
+    assert dw.source_rows(gm, "forward", *dw.pieces(gm, "forward", 1)[0][2:]) == (0, 0)
+    want = _run(geo, False, x, weight, bias, g)
+    got = _run(geo, True, x, weight, bias, g)
+    assert spy
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
