@@ -3,6 +3,9 @@
     .venv/bin/python bench/compile.py                 # MNIST MLP, a small resnet-shaped CNN, a nanoGPT block
     .venv/bin/python bench/compile.py --resnet18      # + resnet18 (torchvision's layout), batch 8, 32x32 (goal < 10 s)
     .venv/bin/python bench/compile.py --only resnet18_224  # resnet18 at its default 224x224, batch 1 (no goal set)
+    .venv/bin/python bench/compile.py --only mobilenet     # MobileNetV2-style (depthwise 3x3), batch 8, 32x32
+    .venv/bin/python bench/compile.py --only resnext       # ResNeXt-style (3x3, 8 groups of 8), batch 8, 32x32
+    .venv/bin/python bench/compile.py --only mobilenet --decomposed  # depthwise convs decomposed (before the kernel)
     .venv/bin/python bench/compile.py --scaling       # lowering time vs graph size (goal: linear)
     .venv/bin/python bench/compile.py --sizes         # resnet18's lowering CPU per instruction, 32x32 to 224x224
 
@@ -104,6 +107,61 @@ def _resnet18(classes: int = 1000) -> object:
         cin = w
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
     return nn.Sequential(*layers)
+
+
+def _inverted_residual(cin: int, cout: int, stride: int, expand: int = 6) -> object:
+    """MobileNetV2's block: 1x1 expansion conv-BN-ReLU6, 3x3 depthwise (groups = channels) conv-BN-ReLU6, 1x1
+    linear projection conv-BN, the shortcut when the shape is kept."""
+    import torch.nn as nn
+
+    class Inverted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            wide = cin * expand
+            self.layers = nn.Sequential(
+                nn.Conv2d(cin, wide, 1, bias=False), nn.BatchNorm2d(wide), nn.ReLU6(),
+                nn.Conv2d(wide, wide, 3, stride, 1, groups=wide, bias=False), nn.BatchNorm2d(wide), nn.ReLU6(),
+                nn.Conv2d(wide, cout, 1, bias=False), nn.BatchNorm2d(cout),
+            )  # fmt: skip
+            self.shortcut = stride == 1 and cin == cout
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            y = self.layers(x)
+            return x + y if self.shortcut else y
+
+    return Inverted()
+
+
+def _mobilenet(classes: int = 10) -> object:
+    """A MobileNetV2-style CNN for 32x32 images: 3x3 stem (16 channels), an inverted residual block at 32x32
+    (96-channel 3x3 depthwise, stride 1) and a strided one (96 channels, stride 2, to 24), pool, fc."""
+    import torch.nn as nn
+
+    return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+                         _inverted_residual(16, 16, 1), _inverted_residual(16, 24, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, classes))  # fmt: skip
+
+
+def _resnext(classes: int = 10) -> object:
+    """A ResNeXt-style CNN for 32x32 images: 3x3 stem (32 channels), one bottleneck block (1x1 to 64, 3x3
+    grouped conv with 8 groups of 8 channels, 1x1 to 64, a 1x1 projection shortcut), pool, fc."""
+    import torch.nn as nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.Sequential(
+                nn.Conv2d(32, 64, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                nn.Conv2d(64, 64, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                nn.Conv2d(64, 64, 1, bias=False), nn.BatchNorm2d(64),
+            )  # fmt: skip
+            self.shortcut = nn.Sequential(nn.Conv2d(32, 64, 1, bias=False), nn.BatchNorm2d(64))
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return (self.layers(x) + self.shortcut(x)).relu()
+
+    return nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), Bottleneck(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes))  # fmt: skip
 
 
 def _gpt(vocab: int = 64, dim: int = 64, heads: int = 4, block: int = 32) -> object:
@@ -387,7 +445,7 @@ def first_step(name: str, backend: str) -> None:
     print(f"{wall:.2f} s wall, {cpu:.2f} s CPU{extra}")
 
 
-def fresh_processes(name: str) -> None:
+def fresh_processes(name: str, extra: tuple[str, ...] = ()) -> None:
     """The first step of model `name` in new processes: nprof on the warm cache this run filled (goal: torch's
     own overhead plus the numerics, nothing compiled or simulated again), beside torch's aot_eager (Dynamo and
     AOTAutograd, no nprof) and eager on the same step."""
@@ -395,7 +453,7 @@ def fresh_processes(name: str) -> None:
 
     for backend, what in (("nprof", "nprof, warm cache"), ("aot_eager", "torch aot_eager (no nprof)"),
                           ("none", "eager")):  # fmt: skip
-        cmd = [sys.executable, __file__, "--first-step", name, "--backend", backend]
+        cmd = [sys.executable, __file__, "--first-step", name, "--backend", backend, *extra]
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
         line = done.stdout.strip().splitlines()[-1] if done.returncode == 0 else done.stderr.strip()[-300:]
         print(f"new process, first step, {what}: {line}")
@@ -463,10 +521,18 @@ def main() -> None:
     parser.add_argument("--resnet18", action="store_true", help="also the full resnet18 widths, batch 8")
     parser.add_argument("--scaling", action="store_true", help="only the lowering-vs-graph-size check")
     parser.add_argument("--sizes", action="store_true", help="only resnet18's lowering CPU per instruction by size")
-    parser.add_argument("--only", default="", help="comma-separated subset of mlp,resnet,gpt,resnet18,resnet18_224")
+    parser.add_argument("--only", default="",
+                        help="comma-separated subset of mlp,resnet,gpt,mobilenet,resnext,resnet18,resnet18_224")
+    parser.add_argument("--no-fresh", action="store_true", help="skip the first steps in new processes")
+    parser.add_argument("--decomposed", action="store_true",
+                        help="depthwise convolutions by their decomposition, not kernels.conv_depthwise (before)")
     parser.add_argument("--first-step", default="", help=argparse.SUPPRESS)  # a fresh process of fresh_processes
     parser.add_argument("--backend", default="nprof", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.decomposed:
+        from nprof.compiler import grouped_conv
+
+        grouped_conv.KERNEL = False
     if args.first_step:
         os.environ.setdefault("NPROF_NO_PROGRESS", "1")
         first_step(args.first_step, args.backend)
@@ -494,7 +560,8 @@ def main() -> None:
             label, make_model, make_batch, loss_name = MODELS[name]()
             torch.manual_seed(0)
             bench(label, make_model(), make_batch, loss_name)
-            fresh_processes(name)
+            if not args.no_fresh:
+                fresh_processes(name, ("--decomposed",) if args.decomposed else ())
 
 
 def _mlp() -> tuple[str, Callable[[], object], Callable[[], tuple[object, object]], str]:
@@ -516,6 +583,10 @@ MODELS: dict[str, Callable[[], tuple[str, Callable[[], object], Callable[[], tup
                          _images(8, 1000), "cross_entropy"),
     "resnet18_224": lambda: ("resnet18 (torchvision's layout, 1000 classes), batch 1, 224x224", _resnet18,
                              _images(1, 1000, 224), "cross_entropy"),
+    "mobilenet": lambda: ("MobileNetV2-style CNN (96-channel depthwise 3x3 at 32x32 and stride 2), batch 8, 32x32",
+                          _mobilenet, _images(8, 10), "cross_entropy"),
+    "resnext": lambda: ("ResNeXt-style CNN (3x3 conv of 8 groups of 8 channels at 32x32), batch 8, 32x32",
+                        _resnext, _images(8, 10), "cross_entropy"),
     "gpt": lambda: ("nanoGPT-shaped block (vocab 64, dim 64, 4 heads, T 32), batch 4", _gpt, _tokens,
                     "cross_entropy"),
 }  # fmt: skip

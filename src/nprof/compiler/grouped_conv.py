@@ -2,7 +2,11 @@
 
 Contract: `decompositions()` maps ``aten.convolution`` and ``aten.convolution_backward`` to functions that
 handle 4-D, non-transposed convolutions with ``groups > 1`` and return ``NotImplemented`` for every other
-call (``groups=1`` keeps the direct conv kernels of `ops_conv`; transposed ones stay unsupported there).
+call (``groups=1`` keeps the direct conv kernels of `ops_conv`; transposed ones stay unsupported there), and
+for the depthwise convolutions `nprof.compiler.kernels.conv_depthwise` runs (`kernel_runs`: fp32, groups =
+channels = output channels, rows within one PSUM bank; `ops_conv` lowers them to that kernel, forward and
+backward). What stays here: channel multipliers (output channels m x C, m > 1), groups between 1 and C
+(ResNeXt-style), other dtypes, and the geometries that kernel refuses (its module doc).
 
 * Depthwise (one input channel a group, ``weight [C*m, 1, KH, KW]``; MobileNet, ConvNeXt, EfficientNet):
   a sum over the kernel taps of a strided window of the zero-padded input times that tap's per-channel
@@ -22,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["decompositions"]
+__all__ = ["KERNEL", "decompositions", "kernel_runs"]
+
+KERNEL = True  # module switch: depthwise convolutions the kernel runs go to it (tests and benches compare both)
 
 
 def decompositions() -> dict[Any, Callable[..., Any]]:
@@ -31,6 +37,20 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
 
     aten = torch.ops.aten
     return {aten.convolution.default: convolution, aten.convolution_backward.default: convolution_backward}
+
+
+def kernel_runs(x: Any, weight: Any, stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                groups: int) -> bool:  # fmt: skip
+    """Does `kernels.conv_depthwise` run this grouped convolution (forward and backward)?"""
+    from nprof.compiler.kernels.conv_depthwise import supported
+
+    try:
+        xs, ws = tuple(int(s) for s in x.shape), tuple(int(s) for s in weight.shape)
+        geometry = (_pair(stride), _pair(padding), _pair(dilation))
+    except (TypeError, ValueError):  # symbolic sizes: left to the decomposition
+        return False
+    dtypes = tuple(str(t.dtype).removeprefix("torch.") for t in (x, weight))
+    return len(xs) == 4 and int(groups) == xs[1] and len(stride) == 2 and supported(xs, ws, *geometry, dtypes)
 
 
 def _handled(x: Any, transposed: bool, groups: int) -> bool:
@@ -91,7 +111,7 @@ def convolution(x: Any, weight: Any, bias: Any, stride: Sequence[int], padding: 
     """aten.convolution for grouped 2-D convolutions (module doc); NotImplemented otherwise."""
     import torch
 
-    if not _handled(x, transposed, groups):
+    if not _handled(x, transposed, groups) or (KERNEL and kernel_runs(x, weight, stride, padding, dilation, groups)):
         return NotImplemented
     s, p, d = _pair(stride), _pair(padding), _pair(dilation)
     if weight.shape[1] > 1:  # several channels a group: one ordinary convolution per group
@@ -154,7 +174,7 @@ def convolution_backward(grad: Any, x: Any, weight: Any, bias_sizes: Any, stride
                          padding: Sequence[int], dilation: Sequence[int], transposed: bool,
                          output_padding: Sequence[int], groups: int, output_mask: Sequence[bool]) -> Any:  # fmt: skip
     """aten.convolution_backward for grouped 2-D convolutions (module doc); NotImplemented otherwise."""
-    if not _handled(x, transposed, groups):
+    if not _handled(x, transposed, groups) or (KERNEL and kernel_runs(x, weight, stride, padding, dilation, groups)):
         return NotImplemented
     s, p, d = _pair(stride), _pair(padding), _pair(dilation)
     if weight.shape[1] > 1:

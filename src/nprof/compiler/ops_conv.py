@@ -2,7 +2,9 @@
 
 Contract: importing registers ``aten.convolution`` and ``aten.convolution_backward`` in
 `nprof.compiler.ops.LOWERINGS` for 2-D, non-transposed, ``groups=1`` convolutions (any stride, padding,
-dilation). Forward: the zero-padded input's patches are copied into ``colsT [C*KH*KW, N*OH*OW]`` (an im2col
+dilation), and fp32 depthwise ones (groups = channels = output channels, `kernels.conv_depthwise.supported`;
+other grouped convolutions never reach here: `nprof.compiler.grouped_conv` decomposes them).
+Forward: the zero-padded input's patches are copied into ``colsT [C*KH*KW, N*OH*OW]`` (an im2col
 copy: strided DMA rows), then per image ``out[n] = W[OC, C*KH*KW] @ colsT[:, n]`` (+ bias) on TensorE.
 Backward: ``grad_bias`` is a reduction, ``grad_weight = G[OC, N*OH*OW] @ colsT.T`` and ``grad_input`` is the
 col2im of ``W.T @ G``: one read-add-write pass per kernel tap into a zero-initialised padded gradient.
@@ -16,6 +18,7 @@ from typing import Any
 
 from nprof.compiler.conv_check import check_kernel
 from nprof.compiler.kernels import conv as direct
+from nprof.compiler.kernels import conv_depthwise as depthwise
 from nprof.compiler.kernels import conv_spread
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.conv_spread_grad import conv_spread_weight_grad, weight_grad_factor
@@ -34,6 +37,47 @@ def _check(lw: Lowerer, x: View, stride: Any, transposed: bool, groups: int) -> 
         raise UnsupportedOpError(
             lw.unsupported_message("a convolution other than 2-D, non-transposed, groups=1 (conv2d)")
         )
+
+
+def _depthwise_check(lw: Lowerer, xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> None:
+    """A grouped convolution reaching the lowering is one `kernels.conv_depthwise` runs (`grouped_conv` keeps
+    only those out of its decomposition); anything else refuses."""
+    ok = len(stride) == len(padding) == len(dilation) == 2
+    if ok:
+        s, p, d = _pairs(stride, padding, dilation)
+        ok = depthwise.supported(tuple(xv.shape), tuple(wv.shape), s, p, d, (xv.dtype, wv.dtype))
+    if not ok:
+        raise UnsupportedOpError(lw.unsupported_message("a grouped convolution other than fp32 depthwise"))
+
+
+def _depthwise_forward(lw: Lowerer, xv: View, wv: View, bias: Any, stride: Any, padding: Any,
+                       dilation: Any) -> View:  # fmt: skip
+    """A depthwise convolution (groups = channels = output channels) by `kernels.conv_depthwise`."""
+    _depthwise_check(lw, xv, wv, stride, padding, dilation)
+    out = lw.new_tensor()
+    bias_v = view_of(lw, bias) if bias is not None else None
+    lw.em.call(depthwise.depthwise_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v,
+               *_pairs(stride, padding, dilation))  # fmt: skip
+    return out
+
+
+def _depthwise_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                        output_mask: Any) -> tuple:  # fmt: skip
+    """convolution_backward of a depthwise convolution by `kernels.conv_depthwise`."""
+    _depthwise_check(lw, xv, wv, stride, padding, dilation)
+    geometry = _pairs(stride, padding, dilation)
+    g, xv, wv = as_contiguous(lw, g), as_contiguous(lw, xv), as_contiguous(lw, wv)
+    results: list[Any] = [None, None, None]
+    if output_mask[0]:
+        results[0] = lw.new_tensor(index=0)
+        lw.em.call(depthwise.depthwise_input_grad_kernel, results[0], g, wv, *geometry)
+    if output_mask[1]:
+        results[1] = lw.new_tensor(index=1)
+        lw.em.call(depthwise.depthwise_weight_grad_kernel, results[1], g, xv, *geometry)
+    if output_mask[2]:
+        results[2] = lw.new_tensor(index=2)
+        lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")
+    return tuple(results)
 
 
 def _padded(lw: Lowerer, x: View, padding: Any) -> View:
@@ -146,6 +190,8 @@ def _spread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padd
 def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
                  transposed: bool, output_padding: Any, groups: int) -> View:  # fmt: skip
     xv, wv = view_of(lw, x), view_of(lw, weight)
+    if int(groups) > 1 and not transposed:
+        return _depthwise_forward(lw, xv, wv, bias, stride, padding, dilation)
     _check(lw, xv, stride, transposed, groups)
     k = spread_factor(xv, wv, stride, padding, dilation)
     if k > 1:  # few channels: image rows spread over all partitions
@@ -182,6 +228,8 @@ def _convolution_backward(lw: Lowerer, grad: Any, x: Any, weight: Any, bias_size
                           dilation: Any, transposed: bool, output_padding: Any, groups: int,
                           output_mask: Any) -> tuple:  # fmt: skip
     g, xv, wv = view_of(lw, grad), view_of(lw, x), view_of(lw, weight)
+    if int(groups) > 1 and not transposed:
+        return _depthwise_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
     _check(lw, xv, stride, transposed, groups)
     spread = [wanted and spread_backward(xv, wv, stride, padding, dilation, (part,))
               for part, wanted in zip(("input", "weight"), output_mask[:2], strict=True)]  # fmt: skip
