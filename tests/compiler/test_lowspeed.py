@@ -17,7 +17,11 @@ from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space
 from nprof.arch.presets import get_preset
 from nprof.compiler import balance, extents, listsched
 from nprof.compiler.balance import EngineClock
+from nprof.device.columns import attached_columns, instruction_columns
+from nprof.device.plan import build_plan, plan_for
 from nprof.program.model import Program, TensorDecl
+from tests.device.test_columns_order import assert_same_columns
+from tests.device.test_plan import _assert_same_plan
 
 
 # ----- plain references (the code before the speed-ups) --------------------------------------------------------
@@ -103,7 +107,13 @@ def random_program(seed: int, n: int = 60) -> Program:
 @pytest.mark.parametrize("seed", range(60))  # seeds 38, 42: the no-queue order wins; ~40%: both equal
 def test_list_schedule_is_the_plain_one_on_random_programs(seed: int) -> None:
     program = random_program(seed, n=random.Random(seed).choice((5, 20, 60)))
-    assert listsched.list_schedule(program).instructions == plain_list_schedule(program).instructions
+    fast = listsched.list_schedule(program)
+    assert fast.instructions == plain_list_schedule(program).instructions
+    attached = attached_columns(fast)  # the kept program's columns and plan: those of its objects
+    assert attached is not None
+    assert_same_columns(attached, instruction_columns(fast.instructions), f"seed {seed}")
+    preset = get_preset(program.preset)
+    _assert_same_plan(plan_for(fast, preset), build_plan(replace(fast), preset), f"seed {seed}")
 
 
 @pytest.mark.parametrize("seed", range(10))

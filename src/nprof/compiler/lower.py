@@ -24,7 +24,7 @@ import numpy as np
 from nprof.compiler import finite, graphinfo
 from nprof.compiler.emit import Emitter
 from nprof.compiler.views import View, numel
-from nprof.device.columns import attach_columns, attached_columns
+from nprof.device.plan import share_derived
 from nprof.errors import KernelError, NprofError, UnsupportedOpError
 
 # torch dtype name -> program dtype (the device computes in fp32; integers/bools travel as int32/uint8)
@@ -252,9 +252,7 @@ class Lowerer:
         program = self.em.build(meta)
         guards = json.dumps(sorted(getattr(builder, "guard_inputs", ())))  # complete once built (stages included)
         done = dataclasses.replace(program, meta={**program.meta, GUARD_META: guards})
-        cols = attached_columns(program)  # (the list scheduler's: the same instructions)
-        if cols is not None:
-            attach_columns(done, cols)
+        share_derived(program, done)  # (the list scheduler's columns and plan: the same instructions)
         return done, slots
 
     def _mark_input(self, node: Any, name: str, tdtype: str) -> None:
