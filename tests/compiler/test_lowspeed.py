@@ -1,8 +1,8 @@
 """The lowering's speed-ups produce exactly what the plain code produced: `listsched.list_schedule` (an order already
 timed is not timed again; candidates timed from permuted columns; spill/reload marks put on before it),
-`balance.EngineClock` (the dependencies' latest end computed once per choice) and `extents.translate_meet` (memoised
-on the dims and the offset difference), each held to a plain reference on random inputs, and the three together on
-zoo graphs (instruction by instruction)."""
+`balance.EngineClock` (the dependencies' latest end and the engine cycles computed once per choice) and
+`extents.translate_meet` (memoised on the dims and the offset difference), each held to a plain reference on random
+inputs, and the three together on zoo graphs (instruction by instruction)."""
 
 from __future__ import annotations
 
