@@ -278,16 +278,18 @@ def _compiled_graphs(image: int, repeat: int) -> None:
 def _best_cpu(p: Program, path: Callable[[Program], None], repeat: int, carry: str = "") -> float:
     """Least CPU seconds of `path` on a fresh copy of `p` (no table, plan or columns cached; `carry`: "columns"
     or "columns+plan", what the lowering left on `p` is given to the copy)."""
-    from nprof.device.columns import attach_columns, attached_columns
-    from nprof.device.plan import share_derived
-
     runs = []
     for _ in range(repeat):
         copy = replace(p)
-        cols = attached_columns(p)
-        if carry == "columns" and cols is not None:
-            attach_columns(copy, cols)
+        if carry == "columns":
+            from nprof.device.columns import attach_columns, attached_columns
+
+            cols = attached_columns(p)
+            if cols is not None:
+                attach_columns(copy, cols)
         elif carry == "columns+plan":
+            from nprof.device.plan import share_derived
+
             share_derived(p, copy)
         gc.collect()
         c0 = time.process_time()
