@@ -17,8 +17,12 @@ one training step through `torch.compile(backend="nprof")` lowers its forward an
 each the bench times, on the lowered Program of Instruction objects, what the backend does after lowering up
 to the simulated timing: "before", the program file's table written from the objects (`instruction_table`,
 per instruction) then `simulate(numerics=False)` reading that table; "after", `with_columns` (one pass over
-the objects: the plan's columns and the file's table) then `simulate`. numba is loaded there as in a compile
-process (the compiler uses it), so the compiled scheduler core runs. CPU seconds, best of `--repeat`.
+the objects: the plan's columns and the file's table) then `simulate`; and "as lowered": the program as the
+backend receives it, carrying the instruction columns the compiler's list scheduler made (a permutation of
+columns made once, `nprof.device.columns_order`): `with_columns` (the table from those columns) then
+`simulate`, building the plan from the columns, and with the plan the list scheduler left too (what the backend
+runs: simulate only schedules and writes the profile tables). numba is loaded there as in a compile process (the
+compiler uses it), so the compiled scheduler core runs. CPU seconds, best of `--repeat`.
 
 Usage: .venv/bin/python bench/sim_speed.py [--sizes 10000,100000,1000000] [--numeric-max 100000]
                                             [--repeat 3] [--rows 64] [--graph resnet18|none] [--image 64]
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -211,6 +216,11 @@ def _lowered_programs(image: int) -> list[Program]:
 
     import nprof.compiler.backend as backend
 
+    try:
+        from nprof.device.plan import share_derived
+    except ImportError:  # older trees: the lowering leaves neither
+        share_derived = None
+
     spec = importlib.util.spec_from_file_location("bench_compile", Path(__file__).resolve().parent / "compile.py")
     assert spec is not None and spec.loader is not None
     models = importlib.util.module_from_spec(spec)
@@ -220,7 +230,10 @@ def _lowered_programs(image: int) -> list[Program]:
 
     def keep(gm: object, plan: object) -> object:  # the lowering's own result, before the backend uses it
         program, slots = lower(gm, plan)
-        lowered.append(replace(program))
+        copy = replace(program)
+        if share_derived is not None:  # the columns and plan the lowering left on it
+            share_derived(program, copy)
+        lowered.append(copy)
         return program, slots
 
     os.environ["NPROF_CACHE"] = tempfile.mkdtemp(prefix="nprof-sim-speed-")
@@ -255,19 +268,56 @@ def _compiled_graphs(image: int, repeat: int) -> None:
     for p in programs:
         n = len(p.instructions)
         deps = sum(len(i.deps) for i in p.instructions)
-        cpu = {}
-        for label, path in (("before", before), ("after", after)):
-            runs = []
-            for _ in range(repeat):
-                copy = replace(p)
-                gc.collect()
-                c0 = time.process_time()
-                path(copy)
-                runs.append(time.process_time() - c0)
-            cpu[label] = min(runs)
+        cpu = {label: _best_cpu(p, path, repeat) for label, path in (("before", before), ("after", after))}
         old, new = cpu["before"], cpu["after"]
         print(f"  {p.name[-2:]} {n:>7} instructions ({deps / max(n, 1):.0f} deps each): before {old:.3f} s CPU "
               f"{n / old:>9,.0f} instr/s; after {new:.3f} s CPU {n / new:>9,.0f} instr/s")  # fmt: skip
+        _as_lowered(p, repeat)
+
+
+def _best_cpu(p: Program, path: Callable[[Program], None], repeat: int, carry: str = "") -> float:
+    """Least CPU seconds of `path` on a fresh copy of `p` (no table, plan or columns cached; `carry`: "columns"
+    or "columns+plan", what the lowering left on `p` is given to the copy)."""
+    runs = []
+    for _ in range(repeat):
+        copy = replace(p)
+        if carry == "columns":
+            from nprof.device.columns import attach_columns, attached_columns
+
+            cols = attached_columns(p)
+            if cols is not None:
+                attach_columns(copy, cols)
+        elif carry == "columns+plan":
+            from nprof.device.plan import share_derived
+
+            share_derived(p, copy)
+        gc.collect()
+        c0 = time.process_time()
+        path(copy)
+        runs.append(time.process_time() - c0)
+    return min(runs)
+
+
+def _as_lowered(p: Program, repeat: int) -> None:
+    """The program as the backend gets it from the lowering: its columns attached by the compiler's list
+    scheduler (`with_columns` then builds only the table), with the plan it left (simulate only schedules and
+    writes the tables) and without (simulate builds the plan from the columns)."""
+    try:
+        from nprof.device.columns import attached_columns, with_columns
+    except ImportError:
+        return
+    if attached_columns(p) is None:
+        print("     as lowered: no columns attached by the lowering (this tree converts the objects)")
+        return
+    n = len(p.instructions)
+
+    def path(q: Program) -> None:
+        simulate(with_columns(q), numerics=False)
+
+    cols, plan = _best_cpu(p, path, repeat, "columns"), _best_cpu(p, path, repeat, "columns+plan")
+    print(f"     as lowered (the compiler's columns attached): table + simulate {cols:.3f} s CPU {n / cols:>9,.0f} "
+          f"instr/s; with the list scheduler's plan too (what the backend runs) {plan:.3f} s CPU "
+          f"{n / plan:>9,.0f} instr/s")  # fmt: skip
 
 
 def _exp_example() -> None:

@@ -104,3 +104,11 @@ def test_trn3_plain_fp8_peak_is_the_bf16_rate_and_mx_its_own() -> None:
     for name in ("trn1", "trn2"):
         q = get_preset(name)
         assert q.peak("float8_e4m3") == q.peak("bfloat16") * q.fp8_matmul_speedup
+
+
+def test_clock_hz_is_the_engines_clock_and_the_profiler_clock_otherwise() -> None:
+    for p in PRESETS.values():
+        table = {"tensor": p.tensor_clock_hz, "vector": p.vector_clock_hz, "scalar": p.scalar_clock_hz,
+                 "gpsimd": p.gpsimd_clock_hz, "sync": p.sync_clock_hz}  # fmt: skip
+        for engine in (*table, "dma", "cc", "other"):
+            assert p.clock_hz(engine) == table.get(engine, p.profiler_clock_hz), (p.name, engine)

@@ -1,6 +1,9 @@
-"""Every graph the zoo compiles: the columns `with_columns` gives the lowered program (what the backend attaches
-before the cache write and the simulation) make the same instruction table as the per-instruction writer, the
-same plan as the program's objects, and the same simulated timing and profile."""
+"""Every graph the zoo compiles: the columns the lowering attaches (the list scheduler's, a permutation of columns made
+once: `device.columns_order`) are exactly those `instruction_columns` makes from the lowered objects, and the plan it
+leaves for the simulation (`device.plan.adopt_plan`) the one built from the objects; the columns `with_columns` gives
+the lowered program (what the backend attaches before the cache write and the simulation) make the same instruction
+table as the per-instruction writer, the same plan as the program's objects, and the same simulated timing and
+profile."""
 
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ torch = pytest.importorskip("torch")
 import nprof.compiler.backend as backend  # noqa: E402
 from nprof.arch.presets import get_preset  # noqa: E402
 from nprof.device import simulate  # noqa: E402
-from nprof.device.columns import with_columns  # noqa: E402
-from nprof.device.plan import build_plan  # noqa: E402
+from nprof.device.columns import attached_columns, instruction_columns, with_columns  # noqa: E402
+from nprof.device.plan import build_plan, plan_for, share_derived  # noqa: E402
 from nprof.program.table import instruction_table  # noqa: E402
 from tests.compiler import zoo  # noqa: E402
+from tests.device.test_columns_order import assert_same_columns  # noqa: E402
 from tests.device.test_plan import _assert_same_plan  # noqa: E402
 
 MODELS: dict[str, Callable[[], tuple[Any, zoo.Batch]]] = {
@@ -36,15 +40,18 @@ MODELS: dict[str, Callable[[], tuple[Any, zoo.Batch]]] = {
 
 
 def _lowered(build: Callable[[], tuple[Any, zoo.Batch]], monkeypatch: pytest.MonkeyPatch, cache: Path) -> list[Any]:
-    """The programs (Instruction objects, as lowered) of one compiled training step of a zoo model, lowered anew
-    into the private compile cache `cache` (the session's cache may already hold them from another test)."""
+    """The programs (Instruction objects, as lowered, with the columns the lowering attached) of one compiled
+    training step of a zoo model, lowered anew into the private compile cache `cache` (the session's cache may
+    already hold them from another test)."""
     monkeypatch.setenv("NPROF_CACHE", str(cache))
     lowered: list[Any] = []
     lower = backend.lower_graph
 
     def keep(gm: Any, plan: Any) -> Any:
         program, slots = lower(gm, plan)
-        lowered.append(replace(program))  # (a copy: the backend caches columns on its own)
+        copy = replace(program)  # (a copy: the backend caches its table on its own)
+        share_derived(program, copy)  # (the columns and plan the lowering made)
+        lowered.append(copy)
         return program, slots
 
     monkeypatch.setattr(backend, "lower_graph", keep)
@@ -64,9 +71,13 @@ def test_every_zoo_graph_has_the_same_table_plan_and_timing_from_its_columns(
     programs = _lowered(MODELS[name], monkeypatch, tmp_path)
     assert len(programs) >= 2  # forward and backward
     for program in programs:
+        attached = attached_columns(program)
+        assert attached is not None, program.name
+        assert_same_columns(attached, instruction_columns(program.instructions), program.name)
+        preset = get_preset(program.preset)
+        _assert_same_plan(plan_for(program, preset), build_plan(replace(program), preset), program.name)  # (adopted)
         columnar = with_columns(replace(program))
         assert instruction_table(columnar).equals(instruction_table(replace(program))), program.name
-        preset = get_preset(program.preset)
         _assert_same_plan(build_plan(columnar, preset), build_plan(replace(program), preset), program.name)
         a, b = simulate(columnar, numerics=False), simulate(replace(program), numerics=False)
         assert a.latencies_ns == b.latencies_ns, program.name

@@ -1,11 +1,13 @@
-"""The lowering's speed-ups produce exactly what the plain code produced: `listsched.list_schedule` (an order
-already timed is not timed again), `balance.EngineClock` (the dependencies' latest end computed once per choice)
-and `extents.translate_meet` (memoised on the dims and the offset difference), each held to a plain reference on
-random inputs, and the three together on zoo graphs (instruction by instruction)."""
+"""The lowering's speed-ups produce exactly what the plain code produced: `listsched.list_schedule` (an order already
+timed is not timed again; candidates timed from permuted columns; spill/reload marks put on before it),
+`balance.EngineClock` (the dependencies' latest end and the engine cycles computed once per choice) and
+`extents.translate_meet` (memoised on the dims and the offset difference), each held to a plain reference on random
+inputs, and the three together on zoo graphs (instruction by instruction)."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,11 @@ from nprof.arch.isa import Access, Engine, Instruction, Opcode, Space
 from nprof.arch.presets import get_preset
 from nprof.compiler import balance, extents, listsched
 from nprof.compiler.balance import EngineClock
+from nprof.device.columns import attached_columns, instruction_columns
+from nprof.device.plan import build_plan, plan_for
 from nprof.program.model import Program, TensorDecl
+from tests.device.test_columns_order import assert_same_columns
+from tests.device.test_plan import _assert_same_plan
 
 
 # ----- plain references (the code before the speed-ups) --------------------------------------------------------
@@ -37,6 +43,18 @@ def plain_list_schedule(program: Program) -> Program:
         if ns < best_ns:
             best, best_ns = candidate, ns
     return best
+
+
+def plain_schedule_then_mark(program: Program) -> Program:
+    """The order of the passes before: `plain_list_schedule` of the program without its spill/reload marks, the
+    marks put back after (`emit.build` now marks first: the scheduler reads no mark)."""
+    from nprof.compiler import emit
+
+    bare = tuple(replace(ins, attrs=tuple(a for a in ins.attrs if a[0] not in ("spill", "reload")))
+                 for ins in program.instructions)  # fmt: skip
+    scheduled = plain_list_schedule(replace(program, instructions=bare))
+    internal = {t.name for t in program.tensors if t.kind == "internal"}
+    return replace(scheduled, instructions=tuple(emit._mark_spills(ins, internal) for ins in scheduled.instructions))
 
 
 class PlainClock(EngineClock):
@@ -89,7 +107,13 @@ def random_program(seed: int, n: int = 60) -> Program:
 @pytest.mark.parametrize("seed", range(60))  # seeds 38, 42: the no-queue order wins; ~40%: both equal
 def test_list_schedule_is_the_plain_one_on_random_programs(seed: int) -> None:
     program = random_program(seed, n=random.Random(seed).choice((5, 20, 60)))
-    assert listsched.list_schedule(program).instructions == plain_list_schedule(program).instructions
+    fast = listsched.list_schedule(program)
+    assert fast.instructions == plain_list_schedule(program).instructions
+    attached = attached_columns(fast)  # the kept program's columns and plan: those of its objects
+    assert attached is not None
+    assert_same_columns(attached, instruction_columns(fast.instructions), f"seed {seed}")
+    preset = get_preset(program.preset)
+    _assert_same_plan(plan_for(fast, preset), build_plan(replace(fast), preset), f"seed {seed}")
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -134,7 +158,7 @@ def test_zoo_graphs_are_the_plain_passes_programs(name: str, monkeypatch: pytest
     from tests.compiler.test_columns_zoo import MODELS, _lowered
 
     with monkeypatch.context() as patch:
-        patch.setattr(emit, "list_schedule", plain_list_schedule)
+        patch.setattr(emit, "list_schedule", plain_schedule_then_mark)
         patch.setattr(fusion, "EngineClock", PlainClock)
         patch.setattr(extents, "translate_meet", _plain_translate_meet)
         plain = _lowered(MODELS[name], patch, tmp_path / "plain")

@@ -109,13 +109,15 @@ class Preset:
 
     def clock_hz(self, engine: str) -> float:
         """Clock of an engine by Profile engine name (tensor, vector, scalar, gpsimd, sync, dma, cc)."""
-        return {
-            "tensor": self.tensor_clock_hz,
-            "vector": self.vector_clock_hz,
-            "scalar": self.scalar_clock_hz,
-            "gpsimd": self.gpsimd_clock_hz,
-            "sync": self.sync_clock_hz,
-        }.get(engine, self.profiler_clock_hz)
+        if engine == "vector":  # (a chain, not a dict built per call: the lowering asks ~10^5 times a graph)
+            return self.vector_clock_hz
+        if engine == "scalar":
+            return self.scalar_clock_hz
+        if engine == "gpsimd":
+            return self.gpsimd_clock_hz
+        if engine == "tensor":
+            return self.tensor_clock_hz
+        return self.sync_clock_hz if engine == "sync" else self.profiler_clock_hz
 
     def peak(self, dtype: str) -> float:
         """Peak matmul FLOP/s for a matmul input dtype name (float32, bfloat16, float8_e4m3, ...)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from nprof.arch.cost import dependency_latency_ns, instruction_ns
+from nprof.arch.cost import dependency_latency_ns, instruction_cycles, instruction_ns
 from nprof.arch.isa import Engine, Instruction, Opcode, Space
 from nprof.arch.presets import Preset
 
@@ -67,6 +67,7 @@ class EngineClock:
         self._start: list[float] = []
         self._free: dict[Engine, float] = {}
         self._last_trigger = -preset.dma_issue_gap_ns
+        self._cycles: tuple[object, object, object, Opcode, float] | None = None  # `_ns`: the last priced by `choose`
 
     def _deps_end(self, ins: Instruction) -> float | None:
         """The latest estimated end among `ins`'s dependencies appended so far (None: none is)."""
@@ -86,11 +87,23 @@ class EngineClock:
         start = max(self._free.get(engine, 0.0), 0.0 if last is None else last + lat)
         if engine is Engine.DMA:
             start = max(start, self._last_trigger + self.preset.dma_issue_gap_ns)
-        # GpSimdE is charged at VectorE's clock here: the cost model runs the VectorE formulas at GpSimdE's
-        # faster clock, but its 8 general-purpose cores are no faster at elementwise work on hardware, so the
-        # choice never rests on that (the simulated time is the cost model's, as for every instruction)
-        moved = ins if ins.engine is engine else _on(ins, Engine.VECTOR if engine is Engine.GPSIMD else engine)
-        return start, start + instruction_ns(moved, self.preset)
+        return start, start + self._ns(ins, engine)
+
+    def _ns(self, ins: Instruction, engine: Engine) -> float:
+        """`instruction_ns` of `ins` run on `engine`. GpSimdE is charged at VectorE's clock when `ins` moves
+        there: the cost model runs the VectorE formulas at GpSimdE's faster clock, but its 8 general-purpose
+        cores are no faster at elementwise work on hardware, so the choice never rests on that (the simulated
+        time is the cost model's, as for every instruction). The engine cycles of a compute instruction do not
+        depend on its engine (`cost.instruction_cycles` reads only its opcode, operands and attrs): those of the
+        instruction `choose` last priced (the same operand and attrs objects) are reused, the clock applied as
+        `instruction_ns` applies it."""
+        last = self._cycles
+        if last is None or last[0] is not ins.ins or last[1] is not ins.outs or last[2] is not ins.attrs \
+                or last[3] is not ins.opcode:  # fmt: skip
+            moved = ins if ins.engine is engine else _on(ins, Engine.VECTOR if engine is Engine.GPSIMD else engine)
+            return instruction_ns(moved, self.preset)
+        clock = Engine.VECTOR if engine is Engine.GPSIMD and ins.engine is not Engine.GPSIMD else engine
+        return last[4] * 1e9 / self.preset.clock_hz(clock.value)
 
     def choose(self, ins: Instruction) -> Engine:
         """The engine among `candidates(ins)` on which `ins` would end first; its own engine when none."""
@@ -98,6 +111,7 @@ class EngineClock:
         if len(options) < 2:
             return ins.engine
         last = self._deps_end(ins)  # the same for every engine: computed once
+        self._cycles = (ins.ins, ins.outs, ins.attrs, ins.opcode, instruction_cycles(ins, self.preset))  # (once)
         return min(options, key=lambda e: (self._finish(ins, e, last)[1], e is not ins.engine))
 
     def arrived(self, index: int) -> None:

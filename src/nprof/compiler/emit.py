@@ -8,7 +8,9 @@ SBUF/PSUM allocation and DMA queues, and every instruction carries the scope's l
 source line. `build(meta)` returns the validated Program, its dependency lists reduced to the direct waits
 before the reordering passes (`nprof.compiler.depreduce`: the same timing and order, ~16x fewer dependencies
 on resnet18), with every DMA that saves an intermediate (an "internal" HBM tensor) marked ``spill`` and every
-DMA reading one back marked ``reload``, and the small inputs packed into one HBM tensor
+DMA reading one back marked ``reload`` (before the list scheduler: neither the cost model nor the device
+timing reads the marks, so the order it keeps is the one it keeps unmarked; the kept program carries its
+instruction columns, `nprof.compiler.listsched`), and the small inputs packed into one HBM tensor
 (`nprof.compiler.packing`: planned when the first kernel runs, after the inputs are declared).
 `_emit(engine, opcode, outs, ins, attrs, queue)` appends a raw ISA instruction (used for CC-core collectives).
 """
@@ -149,10 +151,10 @@ class Emitter:
         program = merge_dmas(program) if self.builder.fusing else program  # equally spaced tile DMAs: one each
         program = reduced_program(program)  # implied deps dropped: the same waits, the passes below run ~3x faster
         program = hoist_loads(program) if self.builder.fusing else program  # prefetches first, the longest first
-        program = list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
-        return dataclasses.replace(program, instructions=marked)
+        program = dataclasses.replace(program, instructions=marked)  # (before the scheduler, which reads no mark)
+        return list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
 
 
 def _mark_spills(ins: Instruction, internal: set[str]) -> Instruction:

@@ -32,10 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from typing import Any
 
 from nprof.arch.cost import dependency_latency_ns, instruction_ns
 from nprof.arch.isa import Engine, Instruction
 from nprof.arch.presets import Preset, get_preset
+from nprof.device.columns import Columns, attach_columns, instruction_columns
+from nprof.device.columns_order import permuted_columns
+from nprof.device.plan import adopt_plan
 from nprof.program.model import Program
 
 ENABLED = True  # module switch (tests compare with the order the kernels emitted)
@@ -149,12 +153,14 @@ class _DmaLane:
 
 
 def schedule_order(instructions: tuple[Instruction, ...], preset: Preset, by_path: bool = False,
-                   queues: bool = True) -> list[int]:  # fmt: skip
+                   queues: bool = True, durations: list[float] | None = None) -> list[int]:  # fmt: skip
     """The program indices in the order the list scheduler of the module doc starts them: among the ready
     instructions of an engine the first in program order, or (`by_path`) the one leading the longest path;
-    `queues`: the clock holds each DMA queue's transfers a fixed latency apart and in order."""
+    `queues`: the clock holds each DMA queue's transfers a fixed latency apart and in order; `durations`: each
+    instruction's `instruction_ns` on `preset` when the caller has them."""
     n = len(instructions)
-    durations = [instruction_ns(ins, preset) for ins in instructions]
+    if durations is None:
+        durations = [instruction_ns(ins, preset) for ins in instructions]
     level = _priorities(instructions, durations, preset) if by_path else [float(-i) for i in range(n)]
     lanes, dmas = _Lanes(instructions, level), _DmaLane(instructions, preset, queues)
     waiting = [len(ins.deps) for ins in instructions]
@@ -213,25 +219,35 @@ def list_schedule(program: Program) -> Program:
     """Of `program` and its orders by `schedule_order` (program-order priority, with and without the DMA queues),
     the one the device's timing model (`nprof.device.schedule`: the makespan `simulate` reports, without
     numerics or profile tables) runs fastest; the kernel order on ties (an order equal to one already timed is
-    not timed again: it cannot be strictly faster)."""
+    not timed again: it cannot be strictly faster). The program's instruction columns are made from its objects
+    once; each candidate's are a permutation of them (`device.columns_order`), and the kept program carries its
+    columns (`device.columns.attach_columns`: the file's table converts nothing) and, when an order was timed,
+    the plan that timed it (`device.plan.adopt_plan`: its simulation does not build it again)."""
     instructions = tuple(program.instructions)
     if not ENABLED or not instructions or any(ins.engine is Engine.CC for ins in instructions):
         return program  # collectives: their timing needs the other ranks, the kernel order stays
     preset = get_preset(program.preset)
-    best, best_ns = program, None
+    cols = instruction_columns(instructions)
+    durations = [instruction_ns(ins, preset) for ins in instructions]  # (both orders read them)
+    best: tuple[list[int] | None, Columns] = (None, cols)
+    best_ns, plans = None, [None]  # (the plan of the best order, once timed)
     tried = [list(range(len(instructions)))]  # orders timed (or the kernel order): the same order times the same
     for queues in (True, False):  # the longest-path priority won by under 0.1% where it won (resnet18 forward)
-        order = schedule_order(instructions, preset, False, queues)
+        order = schedule_order(instructions, preset, False, queues, durations)
         if order in tried:
             continue  # not strictly faster than itself: the choice stays
         tried.append(order)
-        candidate = reordered(program, order)
+        candidate = permuted_columns(cols, order, [instructions[i].attrs for i in order])
         if best_ns is None:
-            best_ns = makespan(program, preset)
-        ns = makespan(candidate, preset)
+            best_ns, plans[0] = _timed(cols, preset, program.name)
+        ns, plan = _timed(candidate, preset, program.name)
         if ns < best_ns:
-            best, best_ns = candidate, ns
-    return best
+            best, best_ns, plans[0] = (order, candidate), ns, plan
+    kept = dataclasses.replace(program) if best[0] is None else _reordered(program, best[0], best[1])
+    attach_columns(kept, best[1])
+    if plans[0] is not None:  # the simulation of the kept program reads it (`device.plan.plan_for`)
+        adopt_plan(kept, preset, plans[0])
+    return kept
 
 
 def makespan(program: Program, preset: Preset) -> float:
@@ -240,6 +256,15 @@ def makespan(program: Program, preset: Preset) -> float:
     from nprof.device.schedule import schedule
 
     return float(schedule(build_plan(program, preset), program).makespan)
+
+
+def _timed(cols: Columns, preset: Preset, name: str) -> tuple[float, Any]:
+    """(`makespan`, plan) of the program of instruction columns `cols` (named `name`)."""
+    from nprof.device.plan import plan_from_columns
+    from nprof.device.schedule import schedule
+
+    plan = plan_from_columns(cols, preset, name)
+    return float(schedule(plan).makespan), plan
 
 
 def reordered(program: Program, order: list[int]) -> Program:
@@ -252,3 +277,17 @@ def reordered(program: Program, order: list[int]) -> Program:
         return ins if deps == ins.deps else dataclasses.replace(ins, deps=deps)
 
     return dataclasses.replace(program, instructions=tuple(renumbered(instructions[i]) for i in order))
+
+
+def _reordered(program: Program, order: list[int], cols: Columns) -> Program:
+    """`reordered(program, order)` with the renumbered, sorted dependency lists read from `cols`, the columns of
+    the reordered program (`permuted_columns`); an instruction whose list is unchanged is kept as it is."""
+    instructions = program.instructions
+    deps, at = cols.deps_flat.tolist(), cols.deps_offsets.tolist()
+    out = []
+    for j, i in enumerate(order):
+        ins = instructions[i]
+        new = tuple(deps[at[j] : at[j + 1]])
+        out.append(ins if new == ins.deps else Instruction(ins.engine, ins.opcode, ins.outs, ins.ins, ins.attrs, new,
+                                                           ins.queue, ins.source, ins.layer, ins.hlo_name))  # fmt: skip
+    return dataclasses.replace(program, instructions=tuple(out))

@@ -24,6 +24,7 @@ import numpy as np
 from nprof.compiler import finite, graphinfo
 from nprof.compiler.emit import Emitter
 from nprof.compiler.views import View, numel
+from nprof.device.plan import share_derived
 from nprof.errors import KernelError, NprofError, UnsupportedOpError
 
 # torch dtype name -> program dtype (the device computes in fp32; integers/bools travel as int32/uint8)
@@ -250,7 +251,9 @@ class Lowerer:
         builder = self.em.builder
         program = self.em.build(meta)
         guards = json.dumps(sorted(getattr(builder, "guard_inputs", ())))  # complete once built (stages included)
-        return dataclasses.replace(program, meta={**program.meta, GUARD_META: guards}), slots
+        done = dataclasses.replace(program, meta={**program.meta, GUARD_META: guards})
+        share_derived(program, done)  # (the list scheduler's columns and plan: the same instructions)
+        return done, slots
 
     def _mark_input(self, node: Any, name: str, tdtype: str) -> None:
         """A float input: the taint of its own name; marked non-finite when the plan says it holds inf/NaN."""

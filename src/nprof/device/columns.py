@@ -9,7 +9,9 @@ no `Instruction` is built) and its `Instruction` objects (`instruction_columns`:
 one dictionary lookup per operand). `with_columns(program)` gives a program of `Instruction` objects (the
 compiler's) its columns and, made from them, its instruction table (`program.table.columns_table`: the table
 `instruction_table` builds from the objects, ~5x faster), both cached on it: the file writer and the plan
-then read them and nothing converts the objects again.
+then read them and nothing converts the objects again. A producer that made the columns itself (the compiler's
+list scheduler: a permutation of columns made once, `device.columns_order`) attaches them with
+`attach_columns`, and `with_columns` then builds only the table.
 Equal codes mean equal values: as Python compares them (the `Instruction` source) or as the file stores them
 (the table source: JSON attrs text); distinct operands are numbered in order of first occurrence (ins of all
 instructions, then outs, for the table source; in the order met for the `Instruction` source).
@@ -130,8 +132,9 @@ class _Intern(dict):
         return code
 
 
-def _codes(values: Iterable[Any], n: int) -> tuple[np.ndarray, list[Any]]:
-    """Dense first-occurrence codes of `n` hashable values, and the distinct values."""
+def value_codes(values: Iterable[Any], n: int) -> tuple[np.ndarray, list[Any]]:
+    """Dense first-occurrence codes of `n` hashable values, and the distinct values (the first met of each set
+    of values Python compares equal)."""
     intern = _Intern()
     codes = np.fromiter(map(intern.__getitem__, values), np.int64, n)
     return codes, list(intern)
@@ -160,8 +163,8 @@ def _access_columns(keys: list[tuple]) -> AccessColumns:
     """AccessColumns of distinct `VALUE_KEY` tuples."""
     fields = list(zip(*keys, strict=True)) if keys else [()] * 8
     space, tensor, dtype, offset, parts, free, start, pstride = fields
-    t_codes, t_names = _codes(tensor, len(keys))
-    d_codes, d_names = _codes(dtype, len(keys))
+    t_codes, t_names = value_codes(tensor, len(keys))
+    d_codes, d_names = value_codes(dtype, len(keys))
     f_off, dims = _csr(free)
     i64 = np.int64
     return AccessColumns(
@@ -176,7 +179,7 @@ def instruction_columns(instrs: Sequence[Instruction]) -> Columns:
     n = len(instrs)
     op = np.fromiter(map(_OPCODES.__getitem__, map(_OPCODE, instrs)), np.int64, n)
     eng = np.fromiter(map(_ENGINES.__getitem__, map(_ENGINE, instrs)), np.int64, n)
-    attr_codes, attr_values = _codes(map(_ATTRS, instrs), n)
+    attr_codes, attr_values = value_codes(map(_ATTRS, instrs), n)
     queue = np.fromiter(map(_QUEUE, instrs), np.int64, n)
     deps_lists = list(map(_DEPS, instrs))
     deps_off = _offsets(deps_lists)
@@ -280,19 +283,36 @@ _COLUMNS_ATTR = "_instruction_columns"
 
 def with_columns(program: Any) -> Any:
     """`program` (returned) with its columns and instruction table cached on it (see module doc); a program
-    that already carries a table, or whose instructions are partly columnar chunks, is left as it is."""
+    that already carries a table, or whose instructions are partly columnar chunks, is left as it is; columns a
+    producer attached (`attach_columns`) are used as they are."""
     from nprof.program.lazy import Instructions
 
     instrs = program.instructions
     if attached_table(program) is not None or (isinstance(instrs, Instructions) and not instrs.materialized):
         return program
-    cols = instruction_columns(instrs)
-    for array in (*cols, *cols.acc):  # shared by every plan of the program: nothing may write into them
+    cols = program.__dict__.get(_COLUMNS_ATTR)  # (a producer's, `attach_columns`)
+    if cols is None:
+        cols = instruction_columns(instrs)
+        attach_columns(program, cols)
+    attach_table(program, columns_table(cols))
+    return program
+
+
+def attach_columns(program: Any, cols: Columns) -> None:
+    """Cache `cols` as the columns of `program` (they must be exactly what `instruction_columns` gives its
+    instructions: a producer that made them another way holds that in its tests); `program_columns` and
+    `with_columns` then read them and convert nothing. Their arrays are made read-only (every plan of the
+    program shares them)."""
+    for array in (*cols, *cols.acc):
         if isinstance(array, np.ndarray):
             array.setflags(write=False)
-    attach_table(program, columns_table(cols))
     object.__setattr__(program, _COLUMNS_ATTR, cols)
-    return program
+
+
+def attached_columns(program: Any) -> Columns | None:
+    """The columns cached on `program` (`attach_columns`, `with_columns`), or None."""
+    cols: Columns | None = program.__dict__.get(_COLUMNS_ATTR)
+    return cols
 
 
 def program_columns(program: Any) -> Columns:

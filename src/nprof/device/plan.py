@@ -6,7 +6,8 @@ runs alone (`arch.cost`; DMAs: transfer time alone on its engines, excluding the
 fixed latency), its dependency latency, for DMAs their rate alone (for sharing
 the DMA engines and HBM), and the static Profile columns (operand text,
 bytes read/written per memory, FLOPs, DMA direction/tensor) so repeated runs
-only reschedule. `plan_for` caches plans per live Program.
+only reschedule. `plan_for` caches plans per live Program (`adopt_plan`: a producer's plan of it;
+`share_derived`: a copy with the same instructions shares its columns and plans).
 Malformed instructions (engine/opcode mismatch, DMA queue out of range) raise
 `NprofError` naming the instruction.
 
@@ -38,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from nprof.arch.presets import Preset
-from nprof.device.columns import Columns, program_columns
+from nprof.device.columns import Columns, attach_columns, attached_columns, program_columns
 from nprof.device.order import by_slot, dep_lists, partners, track_order
 from nprof.device.pe_tiles import tile_links
 from nprof.device.psum import elided_fills
@@ -301,6 +302,25 @@ _CACHE: dict[tuple[int, str], tuple[weakref.ref[Program], Plan]] = {}
 def _evict(key: tuple[int, str], _ref: object) -> None:
     """Drop a collected program's plan (the weakref callback)."""
     _CACHE.pop(key, None)
+
+
+def adopt_plan(program: Program, preset: Preset, plan: Plan) -> None:
+    """Cache `plan` as the plan of `program` on `preset` for `plan_for` (a producer that built it from exactly
+    the columns `program_columns(program)` gives, e.g. the compiler's list scheduler timing its kept order)."""
+    key = (id(program), repr(preset))
+    _CACHE[key] = (weakref.ref(program, partial(_evict, key)), plan)
+
+
+def share_derived(old: Program, new: Program) -> None:
+    """Give `new` (a copy of `old` with the same instructions: another name or meta) the columns attached to
+    `old` and the plans cached for it."""
+    cols = attached_columns(old)
+    if cols is not None:
+        attach_columns(new, cols)
+    for (ident, preset), (ref, plan) in list(_CACHE.items()):
+        if ident == id(old) and ref() is old:
+            key = (id(new), preset)
+            _CACHE[key] = (weakref.ref(new, partial(_evict, key)), plan)
 
 
 def plan_for(program: Program, preset: Preset) -> Plan:
