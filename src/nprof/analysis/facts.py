@@ -4,12 +4,14 @@ Contract: `facts(profile)` returns a `Facts` whose attributes are numpy arrays
 (int64 ns, codes) extracted from the Profile tables, computed lazily on first
 use and cached for as long as the Profile object lives, so `run_all` touches
 each column once whatever the number of passes. Nothing here mutates a Profile.
+`Facts.shed(names)` drops cached per-event arrays (SHEDDABLE) a caller no longer needs; a later use
+recomputes them (the same values), so shedding never changes a result, only when memory is held.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property, partial
 from typing import TypeVar
 
@@ -367,6 +369,23 @@ class Facts:
     def forget(self, key: str) -> None:
         """Drop the value `memo` keeps for `key`, if any (a later `memo(key, ...)` computes it again)."""
         self.__dict__.pop(f"_memo_{key}", None)
+
+    def shed(self, names: Iterable[str]) -> None:
+        """Drop these cached per-event arrays (names of SHEDDABLE) now, if computed: a later use computes them
+        again, the same values (`nprof.analysis.each_pass` sheds each once no later pass reads it)."""
+        for name in names:
+            if name not in SHEDDABLE:
+                raise ValueError(f"not a sheddable fact: {name!r}; one of {', '.join(SHEDDABLE)}")
+            self.__dict__.pop(name, None)
+
+    def i_end_now(self) -> np.ndarray:
+        """`i_end`, cached or else made for the caller only (not cached: 8 bytes per instruction)."""
+        cached = self.__dict__.get("i_end")
+        return cached if cached is not None else self.i_ts + self.i_dur
+
+
+# cached per-event arrays a caller may drop (`Facts.shed`): derived from the columns, recomputed on use
+SHEDDABLE = ("i_end", "d_end", "d_partitions", "engine_groups", "queue_groups", "tensor_matrix_mask")
 
 
 _CACHE: dict[int, tuple[weakref.ref[Profile], Facts]] = {}
