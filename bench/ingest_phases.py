@@ -119,6 +119,8 @@ def _child(size: int, order: str, traced: bool) -> None:
         analysis.PASSES[name] = ph.wrap(f"  pass {name}", fn)
     for name, fn in list(analysis.TUNED.items()):
         analysis.TUNED[name] = ph.wrap(f"  pass {name}", fn)
+    for name, fn in list(getattr(analysis, "STREAMED", {}).items()):  # a stream's setup (read by the writer)
+        analysis.STREAMED[name] = ph.wrap(f"  pass {name} (stream set up)", fn)
     build = store_mod.build_profile_db
     store_mod.build_profile_db = lambda *a, **k: build(*a, **k, order=order)
     store = Store(root / "store")

@@ -70,14 +70,15 @@ def run_all(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) ->
 
 
 # cached per-event facts (`nprof.analysis.facts.SHEDDABLE`) no pass after the named one reads: dropped once it
-# ends, so the later passes (the findings pass is the analysis' peak) run without them. Engine groups serve the
-# busy merges and semaphore waits (memoised per engine by the summary and engines passes), queue groups the
-# per-queue table, the instruction end times the merges and per-layer spans (the findings' idle gaps make
-# their own, only when there are gaps), the TensorMatrix mask the counters. tests/analysis/test_passes.py
-# holds every table to its pass run alone and checks no later pass computes a shed fact again.
+# ends, so the later passes run without them. Engine groups serve the numpy busy merges and semaphore waits
+# (memoised per engine by the summary and engines passes; the compiled ones read the columns in place), queue
+# groups the per-queue table, the TensorMatrix mask the counters; no pass keeps the instruction end times
+# (each makes its own where it needs them: `Facts.i_end_now`), shed in case an earlier reader cached them.
+# tests/analysis/test_shed.py holds every table to its pass run alone and checks no later pass computes a
+# shed fact again.
 SHED_AFTER = {
+    "summary": ("i_end",),
     "engines": ("engine_groups",),
-    "layers": ("i_end",),
     "dma_queues": ("queue_groups",),
     "counters": ("tensor_matrix_mask",),
     "warnings": ("d_partitions",),
