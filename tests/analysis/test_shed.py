@@ -5,6 +5,7 @@ memory through the rest of the analysis)."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -86,3 +87,21 @@ def test_counter_batches_are_the_counters_table_read_later(seed: int) -> None:
     list(each_pass(p))
     got = reader.read_all()
     assert got.equals(want) and got.num_rows > 1000
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_engine_sums_and_counts_equal_plain_sums(seed: int) -> None:
+    """Per-engine sums accumulated in place are the exact integer sums (also past 2**53, where float64 is not)."""
+    rng = np.random.default_rng(seed)
+    p = synthetic_profile(int(rng.integers(50, 3000)), seed=seed)
+    big = rng.integers(0, 1 << 50, p.instructions.num_rows) if seed % 2 else None
+    if big is not None:  # flops of 2**50 each: the sums pass 2**53
+        p = Profile(p.info, p.instructions.set_column(p.instructions.schema.get_field_index("flops"), "flops",
+                    pa.array(big, pa.int64())), p.dma, p.collectives, p.counters)  # fmt: skip
+    rows = p.instructions.select(["engine", "duration", "flops"]).to_pylist()
+    f = facts(p)
+    for engine in {r["engine"] for r in rows}:
+        mine = [r for r in rows if r["engine"] == engine]
+        assert f.engine_counts[engine] == len(mine)
+        assert f.engine_sum(engine, "duration") == sum(r["duration"] for r in mine)
+        assert f.engine_sum(engine, "flops") == sum(r["flops"] for r in mine)
