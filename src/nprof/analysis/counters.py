@@ -148,10 +148,12 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
     Time windows start at every `batch`-th transfer start; each window merges
     its starts with the ends falling in it, so memory is bounded by the window
     (plus one sorted copy of the end times), and the series can be streamed.
+    What the windows read is taken from the profile's facts by this call; the returned iterator reads
+    only those arrays (it may run on another thread while the analysis goes on: `counter_batches`).
     """
     f = facts(profile)
     if f.d_ts.size == 0:
-        return
+        return iter(())
     step = batch or BATCH
     starts = f.d_ts if iv.is_sorted(f.d_ts) else np.sort(f.d_ts, kind="stable")
     ends = f.__dict__.get("d_end")  # reuse the analysis' array when it exists
@@ -162,7 +164,16 @@ def pending_dma_chunks(profile: Profile, batch: int | None = None) -> Iterator[t
     elif not iv.is_sorted(ends):
         ends = np.sort(ends, kind="stable")
     bounds = [int(t) for t in starts[::step]] + [int(ends[-1]) + 1]
-    steps = window_function(starts.size)
+    return _windows(starts, ends, bounds, window_function(starts.size))
+
+
+def _windows(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    bounds: list[int],
+    steps: Callable[[np.ndarray, np.ndarray, int, float | None], tuple[np.ndarray, np.ndarray]],
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The windows of `pending_dma_chunks` between consecutive `bounds`, each by `steps`."""
     previous = None
     for t_lo, t_hi in itertools.pairwise(bounds):
         if t_hi <= t_lo:
@@ -300,9 +311,41 @@ def counters(profile: Profile) -> pa.Table:
     parts: list[pa.Table] = []
     for name, (ts, value) in computed_series(profile).items():
         parts.append(pa.table({"ts": ts, "name": repeat_string(name, ts.size), "value": value}, schema=SCHEMA))
-    sampled = profile.counters
-    if sampled.num_rows:
-        parts.append(sampled.select(SCHEMA.names).cast(SCHEMA).sort_by([("name", "ascending"), ("ts", "ascending")]))
+    sampled = _sampled(profile)
+    if sampled is not None:
+        parts.append(sampled)
     if not parts:
         return SCHEMA.empty_table()
     return pa.concat_tables(parts)
+
+
+def _sampled(profile: Profile) -> pa.Table | None:
+    """The profile's own counters as rows of SCHEMA, by name then ts (None when it has none)."""
+    sampled = profile.counters
+    if not sampled.num_rows:
+        return None
+    return sampled.select(SCHEMA.names).cast(SCHEMA).sort_by([("name", "ascending"), ("ts", "ascending")])
+
+
+def counter_batches(profile: Profile, batch: int | None = None) -> pa.RecordBatchReader:
+    """The rows of `counters(profile)`, in its order, as a stream of record batches: the pending-DMA series is
+    made window by window (`pending_dma_chunks`, about `batch` transfers each) as the stream is read, never
+    whole, and no table of every series is built (the store's ingest writes the stream as it comes: the series
+    of 10^7 events has ~5 M points). The binned series (at most MAX_BINS points each) and everything the
+    windows read are taken from the profile by this call, so the stream may be read on another thread while
+    the analysis goes on. Series the counters pass computes are not memoised by this call."""
+    util, throughput = tensor_util(profile), dma_throughput(profile)
+    pending = pending_dma_chunks(profile, batch)
+    sampled = _sampled(profile)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for name, chunks in (("tensor_util", iter([util])), ("pending_dma", pending),
+                             ("dma_throughput", iter([throughput]))):  # fmt: skip
+            for ts, value in chunks:
+                if ts.size:
+                    names = repeat_string(name, ts.size)
+                    yield pa.record_batch({"ts": ts, "name": names, "value": value}, schema=SCHEMA)
+        if sampled is not None:
+            yield from sampled.to_batches()
+
+    return pa.RecordBatchReader.from_batches(SCHEMA, batches())

@@ -40,10 +40,12 @@ def natural_key(name: str) -> list[object]:
 
 def small_mask(profile: Profile, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> np.ndarray:
     """The DMA transfers (a bool per row) smaller than `thresholds.small_dma_partition_bytes` per partition
-    or `thresholds.small_dma_bytes` in all (2 KiB and 32 KiB by default)."""
+    or `thresholds.small_dma_bytes` in all (2 KiB and 32 KiB by default); memoised per profile and sizes (the
+    dma_queues, warnings and findings passes all ask: a byte per transfer kept, not `d_partitions`' eight)."""
     f = facts(profile)
     per_partition, total = thresholds.small_dma_partition_bytes, thresholds.small_dma_bytes
-    return (f.d_bytes < per_partition * f.d_partitions) | (f.d_bytes < total)
+    return f.memo(f"small_mask:{per_partition}:{total}",
+                  lambda: (f.d_bytes < per_partition * f.d_partitions) | (f.d_bytes < total))  # fmt: skip
 
 
 def dma_queues(profile: Profile, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pa.Table:

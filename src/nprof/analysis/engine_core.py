@@ -1,20 +1,22 @@
-"""Compiled per-engine loops over an engine's time-sorted rows, reading the whole columns in place (no gathers).
+"""Compiled per-engine loops over the whole instructions columns in table order, reading them in place: no
+gathers, no row positions and no end-time column (an engine's rows are those whose code matches).
 
 Contract:
-* `merge_rows(rows, ts, end)`: the disjoint sorted busy intervals of the rows' [ts, end) (empty ones dropped,
-  touching ones joined): exactly `nprof.analysis.intervals.merge(ts[rows], end[rows])`, which the tests hold
-  it to; `rows` ascending with non-decreasing `ts`.
-* `wait_union(rows, ts, end, wait)` takes the engine's table positions `rows` (ascending, their `ts`
-non-decreasing) and the whole instructions' int64 `ts`, `end` and `wait_ns` columns, and returns
-`(union, busy)`: the length of the union of every row's [ts - max(wait, 0), max(end, ts)) (W ∪ B) and of its
-[ts, end) (B). `nprof.analysis.latency.engine_wait_ns` is `union - busy`; its numpy path (merges) is the
-reference the tests hold this loop to.
+* `merge_code(codes, code, ts, dur)`: the disjoint sorted busy intervals [ts, ts + dur) of the rows whose
+  `codes` entry is `code` (empty ones dropped, touching ones joined): exactly
+  `nprof.analysis.intervals.merge(ts[m], (ts + dur)[m])` for m = codes == code, which the tests hold it to;
+  those rows' `ts` non-decreasing in table order.
+* `wait_union_code(codes, code, ts, dur, wait)` takes the same rows and the whole instructions' int64 `ts`,
+  `duration` and `wait_ns` columns, and returns `(union, busy)`: the length of the union of every such row's
+  [ts - max(wait, 0), max(end, ts)) (W ∪ B) and of its [ts, end) (B), end = ts + dur.
+  `nprof.analysis.latency.engine_wait_ns` is `union - busy`; its numpy path (merges) is the reference the
+  tests hold this loop to.
 
 How: with rows in ts order, B's union grows by a running reach. W ∪ B keeps its merged blocks on a stack:
 every block starts at or before the current ts (each member does), so a new interval [s, e) with e >= ts
 overlaps exactly the blocks on top whose end reaches s, which it pops and absorbs (each block is pushed and
-popped once: linear). numba: see `nprof.device.core` (wheels, on-disk cache); loaded for big engines only
-or once numba is loaded anyway.
+popped once: linear). Outputs and stacks are sized by the engine's row count (counted first). numba: see
+`nprof.device.core` (wheels, on-disk cache); loaded for big engines only or once numba is loaded anyway.
 """
 
 from __future__ import annotations
@@ -24,14 +26,26 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def merge_rows(rows, ts, end):  # type: ignore[no-untyped-def]
+def _count(codes, code):  # type: ignore[no-untyped-def]
+    n = 0
+    for i in range(codes.size):
+        if codes[i] == code:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def merge_code(codes, code, ts, dur):  # type: ignore[no-untyped-def]
     """See the module doc: a running reach over intervals in start order."""
-    out_start = np.empty(rows.size, np.int64)
-    out_end = np.empty(rows.size, np.int64)
+    n = _count(codes, code)
+    out_start = np.empty(n, np.int64)
+    out_end = np.empty(n, np.int64)
     k = -1
-    for i in range(rows.size):
-        r = rows[i]
-        t, e = ts[r], end[r]
+    for r in range(codes.size):
+        if codes[r] != code:
+            continue
+        t = ts[r]
+        e = t + dur[r]
         if e <= t:
             continue
         if k >= 0 and t <= out_end[k]:
@@ -45,17 +59,19 @@ def merge_rows(rows, ts, end):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def wait_union(rows, ts, end, wait):  # type: ignore[no-untyped-def]
+def wait_union_code(codes, code, ts, dur, wait):  # type: ignore[no-untyped-def]
     """See the module doc."""
-    n = rows.size
+    n = _count(codes, code)
     block_start = np.empty(n, np.int64)
     block_end = np.empty(n, np.int64)
     top = 0
     busy = 0
     reach = np.iinfo(np.int64).min
-    for i in range(n):
-        r = rows[i]
-        t, e, w = ts[r], end[r], wait[r]
+    for r in range(codes.size):
+        if codes[r] != code:
+            continue
+        t, w = ts[r], wait[r]
+        e = t + dur[r]
         if e > t:  # B: intervals in start order, a running reach
             if t >= reach:
                 busy += e - t

@@ -4,12 +4,14 @@ Contract: `facts(profile)` returns a `Facts` whose attributes are numpy arrays
 (int64 ns, codes) extracted from the Profile tables, computed lazily on first
 use and cached for as long as the Profile object lives, so `run_all` touches
 each column once whatever the number of passes. Nothing here mutates a Profile.
+`Facts.shed(names)` drops cached per-event arrays (SHEDDABLE) a caller no longer needs; a later use
+recomputes them (the same values), so shedding never changes a result, only when memory is held.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property, partial
 from typing import TypeVar
 
@@ -104,8 +106,8 @@ class Facts:
             if table.num_rows == 0:
                 continue
             cached = self.__dict__.get(name)
-            if cached is None and not self.lean:  # the analysis needs the end times anyway
-                cached = getattr(self, name)
+            if cached is None and name == "d_end" and not self.lean:  # the analysis needs the DMA end times anyway
+                cached = self.d_end
             if cached is not None:
                 ends.append(int(cached.max()))
             else:  # no per-event array just for the maximum
@@ -166,27 +168,22 @@ class Facts:
         return codes == names.index(engine) if engine in names else np.zeros(codes.size, dtype=bool)
 
     def engine_sum(self, engine: str, column: str) -> int:
-        """Sum of an instructions column over one engine's rows (one bincount per column, cached)."""
+        """Exact int64 sum of an instructions column over one engine's rows (one pass per column, cached; no
+        per-row temporaries: an in-place accumulation by code, not a float bincount over intp codes)."""
         key = f"_esum_{column}"
         if key not in self.__dict__:
-            names = self.engine[1]
-            codes = self.engine_intp  # bincount converts int32 codes on every call: convert once per column
+            codes, names = self.engine
             values = self.i_dur if column == "duration" else self.i_col(column)
-            sums = np.bincount(codes, weights=values, minlength=len(names)) if codes.size else np.zeros(len(names))
-            self.__dict__[key] = {n: round(v) for n, v in zip(names, sums, strict=True)}
+            sums = np.zeros(len(names), np.int64)
+            np.add.at(sums, codes, values)  # engine is non-nullable: codes >= 0
+            self.__dict__[key] = {n: int(v) for n, v in zip(names, sums, strict=True)}
         return self.__dict__[key].get(engine, 0)
-
-    @property
-    def engine_intp(self) -> np.ndarray:
-        """Engine codes as intp (what numpy's bincount and indexing use natively); not cached (8 bytes per
-        instruction held through every pass for a conversion made once per summed column)."""
-        return self.engine[0].astype(np.intp)
 
     @cached_property
     def engine_counts(self) -> dict[str, int]:
-        names = self.engine[1]
-        codes = self.engine_intp
-        counts = np.bincount(codes, minlength=len(names)) if codes.size else np.zeros(len(names), np.int64)
+        codes, names = self.engine
+        counts = np.zeros(len(names), np.int64)
+        np.add.at(counts, codes, 1)  # in place (a bincount converts the codes to intp first)
         return {n: int(c) for n, c in zip(names, counts, strict=True)}  # engine is non-nullable: codes >= 0
 
     def engine_merged(self, engine: str) -> tuple[np.ndarray, np.ndarray]:
@@ -195,12 +192,15 @@ class Facts:
         if key not in self.__dict__:
             if engine not in self.engine[1]:
                 return np.empty(0, np.int64), np.empty(0, np.int64)
-            rows = self.engine_rows(engine)
-            core = load_compiled("nprof.analysis.engine_core", rows.size, ENGINE_COMPILED_FROM, loaded="numba")
-            if core is not None and self.i_ts_sorted:  # one pass over the rows in place (the same intervals)
-                self.__dict__[key] = core.merge_rows(rows, self.i_ts, self.i_end)
+            n = self.engine_counts[engine]
+            core = load_compiled("nprof.analysis.engine_core", n, ENGINE_COMPILED_FROM, loaded="numba")
+            if core is not None and self.i_ts_sorted:  # one pass over the columns in place (the same intervals)
+                codes, names = self.engine
+                self.__dict__[key] = core.merge_code(codes, names.index(engine), self.i_ts, self.i_dur)
             else:
-                self.__dict__[key] = iv.merge(self.i_ts[rows], self.i_end[rows])
+                rows = self.engine_rows(engine)
+                ts = self.i_ts[rows]
+                self.__dict__[key] = iv.merge(ts, ts + self.i_dur[rows])
         return self.__dict__[key]
 
     def engine_rows(self, engine: str) -> np.ndarray:
@@ -367,6 +367,23 @@ class Facts:
     def forget(self, key: str) -> None:
         """Drop the value `memo` keeps for `key`, if any (a later `memo(key, ...)` computes it again)."""
         self.__dict__.pop(f"_memo_{key}", None)
+
+    def shed(self, names: Iterable[str]) -> None:
+        """Drop these cached per-event arrays (names of SHEDDABLE) now, if computed: a later use computes them
+        again, the same values (`nprof.analysis.each_pass` sheds each once no later pass reads it)."""
+        for name in names:
+            if name not in SHEDDABLE:
+                raise ValueError(f"not a sheddable fact: {name!r}; one of {', '.join(SHEDDABLE)}")
+            self.__dict__.pop(name, None)
+
+    def i_end_now(self) -> np.ndarray:
+        """`i_end`, cached or else made for the caller only (not cached: 8 bytes per instruction)."""
+        cached = self.__dict__.get("i_end")
+        return cached if cached is not None else self.i_ts + self.i_dur
+
+
+# cached per-event arrays a caller may drop (`Facts.shed`): derived from the columns, recomputed on use
+SHEDDABLE = ("i_end", "d_end", "d_partitions", "engine_groups", "queue_groups", "tensor_matrix_mask")
 
 
 _CACHE: dict[int, tuple[weakref.ref[Profile], Facts]] = {}

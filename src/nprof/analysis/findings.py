@@ -147,7 +147,7 @@ def _exposed_dma(profile: Profile, th: Thresholds) -> list[dict]:
     exposed = dma_active - iv.intersection_length(f.dma_merged, f.compute_merged)
     if exposed < th.exposed_dma_share * total:
         return []
-    alone = np.flatnonzero(iv.within_gaps(f.compute_merged, f.d_ts, f.d_end))
+    alone = iv.rows_within_gaps(f.compute_merged, f.d_ts, f.d_end)
     text = (f"{human_ns(exposed)} ({100 * exposed / total:.0f}% of the run) is spent on DMA transfers while no "
             f"compute engine runs; {alone.size} transfers overlap no compute at all; prefetch the next tile's "
             "data while computing the current one (double buffering)")  # fmt: skip
@@ -187,9 +187,10 @@ def _idle_gaps(profile: Profile, th: Thresholds) -> list[dict]:
               if _on_neuroncore(profile) else "look for work the trace does not record here (Python between ops, "
               "data loading, compilation) or a wait on another thread or device")  # fmt: skip
     out = []
+    i_end = f.i_end_now() if big.size else None  # the end times once for every gap (not kept: shed after layers)
     for k in big:
         a, b = int(g0[k]), int(g1[k])
-        before = np.concatenate([f.i_id[f.i_end == a], f.d_id[f.d_end == a]])[:1]
+        before = np.concatenate([f.i_id[i_end == a], f.d_id[f.d_end == a]])[:1]
         after = np.concatenate([f.i_id[f.i_ts == b], f.d_id[f.d_ts == b]])[:1]
         around = [x for x in (*before.tolist(), *after.tolist())]
         context: list[str] = []

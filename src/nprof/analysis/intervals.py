@@ -119,6 +119,16 @@ def within_gaps(merged: tuple[np.ndarray, np.ndarray], start: np.ndarray, end: n
     return before_ok & after_ok
 
 
+def rows_within_gaps(
+    merged: tuple[np.ndarray, np.ndarray], start: np.ndarray, end: np.ndarray, batch: int = 1 << 18
+) -> np.ndarray:
+    """`np.flatnonzero(within_gaps(merged, start, end))` computed `batch` queries at a time (the temporaries
+    of a batch, not of every query; tests hold it to the whole computation)."""
+    parts = [np.flatnonzero(within_gaps(merged, start[b0 : b0 + batch], end[b0 : b0 + batch])) + b0
+             for b0 in range(0, start.size, batch)]  # fmt: skip
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
 def gaps(merged: tuple[np.ndarray, np.ndarray], t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
     """The uncovered intervals of [t0, t1) given disjoint sorted `merged` intervals."""
     ms, me = merged

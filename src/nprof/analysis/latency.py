@@ -47,11 +47,11 @@ def _engine_wait_ns(profile: Profile, engine: str) -> int:
     sorted runs (linear); else all intervals merge at once."""
     f = facts(profile)
     wait_all = f.i_col("wait_ns")
-    everyone = f.engine_rows(engine)  # ascending: the engine's rows, grouped once for every engine
-    core = load_compiled("nprof.analysis.engine_core", everyone.size, COMPILED_FROM, loaded="numba")
-    if core is not None and f.i_ts_sorted:
-        union, busy_ns = core.wait_union(everyone, f.i_ts, f.i_end, wait_all)
+    core = load_compiled("nprof.analysis.engine_core", f.engine_counts.get(engine, 0), COMPILED_FROM, loaded="numba")
+    if core is not None and f.i_ts_sorted and engine in f.engine[1]:  # the engine's rows read in place
+        union, busy_ns = core.wait_union_code(f.engine[0], f.engine[1].index(engine), f.i_ts, f.i_dur, wait_all)
         return max(0, int(union) - int(busy_ns))
+    everyone = f.engine_rows(engine)  # ascending: the engine's rows, grouped once for every engine
     rows = everyone[wait_all[everyone] > 0]
     if rows.size == 0:
         return 0

@@ -49,7 +49,7 @@ def layers(profile: Profile) -> pa.Table:
     instr = dma = {}
     if profile.instructions.num_rows:
         codes, names = facts(profile).strings("instructions", "layer")
-        instr = _grouped(codes, names, {"ts": f.i_ts, "end": f.i_end, "dur": f.i_dur, "fl": f.i_col("flops")})
+        instr = _grouped(codes, names, {"ts": f.i_ts, "end": f.i_end_now(), "dur": f.i_dur, "fl": f.i_col("flops")})
     if profile.dma.num_rows:
         codes, names = facts(profile).strings("dma", "layer")
         dma = _grouped(codes, names, {"ts": f.d_ts, "end": f.d_end, "b": f.d_bytes})

@@ -61,7 +61,8 @@ from nprof.store.rows import (
 
 _T = TypeVar("_T")
 # the analysis of a build (`nprof.store.store.run_analysis`): (profile, emit=...) -> (tables, flat summary), where
-# emit(name, table) receives each pass's table as the pass ends (then left out of the returned tables)
+# emit(name, table) receives each pass's table (or a reader of its rows) as the pass ends (then left out of the
+# returned tables)
 Analyse = Callable[..., tuple[dict[str, pa.Table], dict[str, Any]]]
 TIMELINE_ONLY_TABLES = {**TABLES, "deps_rev": pa.schema([("dep", pa.int64()), ("id", pa.int64())])}
 
@@ -90,8 +91,8 @@ def _derived_counters(rows: list[RowInfo]) -> list[str]:
     return out
 
 
-def put_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    """Create table `name` in `con` holding the rows of arrow `table`."""
+def put_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table | pa.RecordBatchReader) -> None:
+    """Create table `name` in `con` holding the rows of arrow `table` (a reader: its batches, read as they come)."""
     view = f"_src_{name}"
     con.register(view, table)
     try:
@@ -224,7 +225,7 @@ def _build(own: Handoff, path: Path, analyse: Analyse,
     written: list[Future[None]] = []  # the analysis tables' writes, one per pass
     names: list[str] = []
 
-    def emit(name: str, table: pa.Table) -> None:  # each pass's table is written (and freed) as the pass ends
+    def emit(name: str, table: pa.Table | pa.RecordBatchReader) -> None:  # written (and freed) as the pass ends
         names.append(name)
         held = [table]
         del table
@@ -291,7 +292,7 @@ class _Inline(Executor):
         return job
 
 
-def _put_held(con: duckdb.DuckDBPyConnection, name: str, held: list[pa.Table]) -> None:
+def _put_held(con: duckdb.DuckDBPyConnection, name: str, held: list[pa.Table | pa.RecordBatchReader]) -> None:
     """Write table `name` from `held` ([the table]), taken out first (so it is freed once written, though the
     job's arguments outlive it)."""
     put_table(con, name, held.pop())

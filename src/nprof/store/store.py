@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 import pyarrow as pa
@@ -64,28 +64,28 @@ def default_store_path() -> Path:
 
 
 def run_analysis(
-    p: Profile, thresholds: Thresholds | None = None, emit: Callable[[str, pa.Table], None] | None = None
+    p: Profile,
+    thresholds: Thresholds | None = None,
+    emit: Callable[[str, pa.Table | pa.RecordBatchReader], None] | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """The analysis passes' tables (findings by `thresholds`, None = the defaults) and the flat summary of `p`.
     `emit`: called with (name, table) as each pass ends, the table then left out of the returned dict and
     not held here (the caller can store and free it before the next pass runs); the dict is then empty, and
-    the counter series the counters pass memoised are forgotten once its table is emitted (a later reader,
-    such as an export of `p`, computes them again)."""
-    from nprof.analysis import DEFAULT_THRESHOLDS, each_pass
-    from nprof.analysis.counters import COMPUTED_SERIES
-    from nprof.analysis.facts import facts
+    the passes of `nprof.analysis.STREAMED` (the counters) give a record batch reader of their table's rows
+    instead (`nprof.analysis.each_output`: made as it is read, never whole; it may be read on another thread
+    while the later passes run)."""
+    from nprof.analysis import DEFAULT_THRESHOLDS, each_output, each_pass
 
     tables: dict[str, pa.Table] = {}
     summary: dict[str, Any] = {}
-    for name, table in each_pass(p, thresholds=thresholds or DEFAULT_THRESHOLDS):
+    th = thresholds or DEFAULT_THRESHOLDS
+    for name, table in each_pass(p, thresholds=th) if emit is None else each_output(p, thresholds=th):
         if name == "summary":
-            summary = _flat_summary(table)
+            summary = _flat_summary(cast(pa.Table, table))
         if emit is None:
-            tables[name] = table
+            tables[name] = cast(pa.Table, table)
         else:
             emit(name, table)
-            if name == "counters":  # the table holds the computed series' arrays: once it is stored, they go too
-                facts(p).forget(COMPUTED_SERIES)
         del table  # not held while the next pass runs
     return tables, summary
 
