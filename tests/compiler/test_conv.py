@@ -10,10 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import nprof.compiler.lowerings  # noqa: E402, F401  (registers every lowering, ops_conv among them)
-from nprof.compiler import STATS  # noqa: E402
+from nprof.compiler import STATS, ops_conv  # noqa: E402
 from nprof.compiler.kernels import conv as direct  # noqa: E402
 from nprof.compiler.kernels import conv_taps  # noqa: E402
-from nprof.compiler.ops_conv import direct_supported  # noqa: E402
+from nprof.compiler.ops_conv import batch_chunk, direct_supported  # noqa: E402
 from nprof.compiler.views import View  # noqa: E402
 from tests.compiler.conftest import check_module  # noqa: E402
 
@@ -50,6 +50,50 @@ def test_direct_conv_matches_eager(geometry: tuple) -> None:
     assert direct_supported(x_v, w_v, *pairs)  # the direct kernels, not the im2col fallback, are under test
     STATS.reset()
     check_module(make, x)
+
+
+# (in channels, out channels, kernel, stride, padding, images, image size, images per chunk): whole batches
+# whose resident tiles do not fit (these fell back to im2col / col2im), run by the direct kernels in chunks
+CHUNKED = [
+    (40, 48, 3, 1, 1, 5, 40, 3),  # stride 1: chunks of 3 and 2 images
+    (40, 48, 3, 2, 1, 4, 40, 3),  # strided (input gradient by output phase): 3 and 1
+    (36, 40, 1, 2, 0, 5, 40, 3),  # a resnet downsample (1x1, stride 2): 3 and 2
+]
+
+
+@pytest.mark.parametrize("geometry", CHUNKED, ids=[str(g) for g in CHUNKED])
+def test_direct_conv_in_batch_chunks_matches_eager(geometry: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward, input and weight gradients of a batch too big for SBUF, by the direct kernels in chunks of
+    images (the weight gradient the sum of the chunks'), equal eager's on random inputs; im2col never runs."""
+    cin, cout, k, s, p, n, size, per = geometry
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(n, cin, size, size, generator=gen).requires_grad_(True)
+    x_v = View.whole("x", "float32", tuple(x.shape))
+    w_v = View.whole("w", "float32", (cout, cin, k, k))
+    pairs = ((s, s), (p, p), (1, 1))
+    assert not direct_supported(x_v, w_v, *pairs)  # the whole batch used to fall back
+    assert batch_chunk(x_v, w_v, *pairs) == per
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("im2col / col2im lowering used")
+
+    monkeypatch.setattr(ops_conv, "_cols", refuse)
+    monkeypatch.setattr(ops_conv, "_col2im", refuse)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager, dev = torch.nn.Conv2d(cin, cout, k, s, p), torch.nn.Conv2d(cin, cout, k, s, p)
+    dev.load_state_dict(eager.state_dict())
+    x_e, x_d = x.detach().clone().requires_grad_(True), x.detach().clone().requires_grad_(True)
+    out_e, out_d = eager(x_e), torch.compile(dev, backend="nprof")(x_d)
+    torch.testing.assert_close(out_d.detach(), out_e.detach(), rtol=1e-4, atol=1e-5)
+    w = torch.randn(out_e.shape, generator=torch.Generator().manual_seed(2))
+    (out_e * w).sum().backward()
+    (out_d * w).sum().backward()
+    torch.testing.assert_close(x_d.grad, x_e.grad, rtol=1e-4, atol=1e-5)
+    for got, want in ((dev.weight.grad, eager.weight.grad), (dev.bias.grad, eager.bias.grad)):
+        # each weight gradient sums thousands of products: fp32 summation order differs (tolerance relative
+        # to the largest gradient, as in the stem test below)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
 
 
 def test_stem_conv_too_big_to_pad_in_sbuf_stacks_its_taps() -> None:
