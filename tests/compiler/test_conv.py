@@ -122,6 +122,46 @@ def test_stem_conv_too_big_to_pad_in_sbuf_stacks_its_taps() -> None:
     assert len(STATS.last_profile) == 2 and not any("tmp" in name for name in tensors)  # no im2col temporaries
 
 
+# (in channels, out channels, kernel, stride, padding, image size): single images whose stacked tiles and
+# padded input both exceed the SBUF share (these fell back to im2col), run by the stacked kernels in row bands
+BANDED = [
+    (3, 8, 7, 2, 3, 200),  # a resnet stem: strided, 6 bands of at most 18 output rows (staged input rows)
+    (4, 6, 5, 1, 2, 150),  # stride 1, same width: 2 bands (each tap's rows one contiguous run)
+]
+
+
+@pytest.mark.parametrize("geometry", BANDED, ids=[str(g) for g in BANDED])
+def test_stacked_conv_in_row_bands_matches_eager(geometry: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward and weight gradient by the stacked kernels in bands of output rows (a band's input is that of
+    the convolution padded by the band's offset; the weight gradient accumulates over the bands) equal
+    eager's on random inputs; the im2col forward never runs."""
+    cin, cout, k, s, p, size = geometry
+    x = torch.randn(1, cin, size, size, generator=torch.Generator().manual_seed(6))
+    out_side = (size + 2 * p - k) // s + 1
+    conv = ((s, s), (p, p), (1, 1))
+    rows = direct.stacked_rows((1, cin, size, size), (cout, cin, k, k), (out_side, out_side), conv)
+    assert 0 < rows < out_side  # banded
+    x_v, w_v = View.whole("x", "float32", tuple(x.shape)), View.whole("w", "float32", (cout, cin, k, k))
+    assert not ops_conv.spread_backward(x_v, w_v, *conv, ("weight",))  # the weight gradient is the stacked one
+    assert direct.stacked_rows((1, cin, size, size), (cout, cin, k, k), (out_side, out_side), conv, weight=True) == rows
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("im2col lowering used")
+
+    monkeypatch.setattr(ops_conv, "_cols", refuse)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager, dev = torch.nn.Conv2d(cin, cout, k, s, p), torch.nn.Conv2d(cin, cout, k, s, p)
+    dev.load_state_dict(eager.state_dict())
+    out_e, out_d = eager(x), torch.compile(dev, backend="nprof")(x)
+    torch.testing.assert_close(out_d.detach(), out_e.detach(), rtol=1e-4, atol=1e-5)
+    w = torch.randn(out_e.shape, generator=torch.Generator().manual_seed(2))
+    (out_e * w).sum().backward()
+    (out_d * w).sum().backward()
+    for got, want in ((dev.weight.grad, eager.weight.grad), (dev.bias.grad, eager.bias.grad)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
+
+
 @pytest.mark.parametrize(("cin", "dmas"), [(40, 4 + 1), (8, 9 + 3 + 1)])
 def test_direct_conv_moves_each_operand_in_few_dmas(cin: int, dmas: int) -> None:
     """A 3x3 convolution's forward program: input, weights, bias and output each cross HBM in one DMA; with

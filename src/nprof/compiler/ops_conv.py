@@ -95,7 +95,9 @@ def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: An
     if oh <= 0 or ow <= 0:
         return False
     fits = direct.fits(tuple(xv.shape), tuple(wv.shape), (oh, ow), (ph, pw))
-    stacked = {"forward": direct.stacks(c, kh * kw, n * oh * ow), "weight": direct.stacks(c, kh * kw, n * oh * ow),
+    conv = ((sh, sw), (ph, pw), (dh, dw))
+    stacked = {"forward": direct.stacked_rows((n, c, h, w), (oc, c, kh, kw), (oh, ow), conv) > 0,
+               "weight": direct.stacked_rows((n, c, h, w), (oc, c, kh, kw), (oh, ow), conv, weight=True) > 0,
                "input": (sh, sw) == (1, 1) and direct.stacks(oc, kh * kw, n * h * w)}  # fmt: skip
     return all(fits or stacked[part] for part in parts)
 
