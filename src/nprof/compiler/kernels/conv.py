@@ -373,7 +373,7 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], stationaries: Any
     for b0 in range(0, oh, rows):
         rt = min(rows, oh - b0)
         band = (geometry[0], _band_padding(geometry, b0), geometry[2])
-        inputs: list[NkiTensor] = []
+        inputs = [stacked_input(x, [taps[t] for t in g], (rt, ow), *band) for g in groups]
         pixels = n * rt * ow
         for o0 in range(0, oc, P):
             mt = min(P, oc - o0)
@@ -381,7 +381,6 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], stationaries: Any
                 stack = stationaries(o0, mt)
                 blocks[o0] = ([stack(g) for g in groups], column(o0, mt) if column is not None else None)
             stationary, col = blocks[o0]
-            inputs = inputs or [stacked_input(x, [taps[t] for t in g], (rt, ow), *band) for g in groups]
             res = nl.ndarray((mt, pixels), dtype=nl.float32, buffer=nl.sbuf)
             for p0 in range(0, pixels, PSUM_FREE):
                 pt = min(PSUM_FREE, pixels - p0)
@@ -460,8 +459,7 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
     rows = stacked_rows(tuple(x.shape), tuple(dw.shape), (oh, ow), (stride, padding, dil), weight=True) or oh
     chunks = [(o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
     dwn = [nl.ndarray((mt, c * nt), dtype=nl.float32, buffer=nl.sbuf) for _, mt in chunks]
-    accs = [[nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.psum) for _, mt in chunks]
-            for group in groups]  # fmt: skip
+    accs: list[list[NkiTensor]] = [[] for _ in groups]  # per tap group and 128 output channels, kept over bands
     for b0 in range(0, oh, rows):
         rt = min(rows, oh - b0)
         pixels = n * rt * ow
@@ -476,11 +474,14 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
         band = (stride, _band_padding((stride, padding, dil), b0), dil)
         for group, acc_g in zip(groups, accs, strict=True):
             stacked = stacked_input(x, [taps[t] for t in group], (rt, ow), *band)
+            if not acc_g:
+                acc_g.extend(nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.psum) for _, mt in chunks)
             _accumulate_blocks(acc_g, g_t, stacked, blocks, b0 == 0)
-    for group, acc_g in zip(groups, accs, strict=True):
-        for d, acc in zip(dwn, acc_g, strict=True):
-            for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
-                evict(acc[:, j * c : (j + 1) * c], d[:, t : (c - 1) * nt + t + 1 : nt])
+            if b0 + rt < oh:
+                continue
+            for d, acc in zip(dwn, acc_g, strict=True):  # the last band: evicted while the next group runs
+                for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
+                    evict(acc[:, j * c : (j + 1) * c], d[:, t : (c - 1) * nt + t + 1 : nt])
     size = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)
