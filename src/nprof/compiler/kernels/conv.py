@@ -372,7 +372,8 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], stationaries: Any
     blocks: dict[int, tuple[list[NkiTensor], Any]] = {}
     for b0 in range(0, oh, rows):
         rt = min(rows, oh - b0)
-        band = (geometry[0], _band_padding(geometry, b0), geometry[2])
+        stage = band_stage(x.shape, (oh, ow), len(groups), rows)
+        band = (geometry[0], _band_padding(geometry, b0), geometry[2], stage)
         inputs = [stacked_input(x, [taps[t] for t in g], (rt, ow), *band) for g in groups]
         pixels = n * rt * ow
         for o0 in range(0, oc, P):
@@ -414,7 +415,7 @@ def stacked_rows(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tup
     convolution (x, w shapes; output size; stride, padding, dilation), 0 when they do not run: all rows when
     the whole output's stacked tiles fit (`stacks`); else, when the padded-input kernels do not fit either
     (`fits`), the most rows whose stacked tiles and result fit `SBUF_SHARE` and, strided, whose input rows
-    `conv_taps.staged_row` can stage (`conv_taps.STAGE_MAX_BYTES`); the weight gradient's per-group PSUM
+    `conv_taps.staged_row` can stage in the rest (`band_stage`); the weight gradient's per-group PSUM
     accumulators (kept over the bands) must take at most `BANDED_PSUM_TILES` tiles."""
     n, c, _, w = x_shape
     oc, _, kh, kw = w_shape
@@ -429,9 +430,24 @@ def stacked_rows(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tup
         return 0
     rows = SBUF_SHARE // ((groups + 1) * n * ow * 4)
     (sh, sw), (_, pw), (_, dw) = geometry
-    if (sh, sw) != (1, 1):
+    if (sh, sw) != (1, 1) and weight:  # its other resident tiles leave the stage `STAGE_MAX_BYTES` (fragmented)
         rows = min(rows, (STAGE_MAX_BYTES // 4 - kw * dw - pw) // (n * sh * w) - 2)
+    elif (sh, sw) != (1, 1):  # the forward's stage of `band_stage` bytes takes its share too, at most STAGE_CAP
+        rows = (SBUF_SHARE - 4 * (2 * n * sh * w + kw * dw + pw)) // (4 * n * ((groups + 1) * ow + sh * w))
+        rows = min(rows, (STAGE_CAP // 4 - kw * dw - pw) // (n * sh * w) - 2)
     return max(0, min(rows, oh))
+
+
+STAGE_CAP = 56 * 1024  # bytes per partition a banded forward may stage a kernel row's input rows in
+
+
+def band_stage(x_shape: tuple[int, ...], out_hw: tuple[int, ...], groups: int, rows: int) -> int:
+    """The SBUF bytes per partition `conv_taps.staged_row` may stage a band's input rows in: what `SBUF_SHARE`
+    leaves beside the band's stacked tiles and result (`stacked_rows` chose the rows so that a strided band's
+    staged rows fit it); 0 (the default, `conv_taps.STAGE_MAX_BYTES`) when the output is not banded."""
+    if rows >= out_hw[0]:
+        return 0
+    return min(STAGE_CAP, max(0, SBUF_SHARE - (groups + 1) * x_shape[0] * rows * out_hw[1] * 4))
 
 
 BANDED_PSUM_TILES = 4  # PSUM accumulators a banded stacked weight gradient may keep (of 8 banks)
@@ -463,6 +479,8 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
     for b0 in range(0, oh, rows):
         rt = min(rows, oh - b0)
         pixels = n * rt * ow
+        band = (stride, _band_padding((stride, padding, dil), b0), dil)
+        early = [stacked_input(x, [taps[t] for t in group], (rt, ow), *band) for group in groups] if rows < oh else []
         gs = [_shaped(load(_rows_nchw(g, o0, mt, b0, rt)), (pixels,)) for o0, mt in chunks]
         blocks = [(p0, min(P, pixels - p0)) for p0 in range(0, pixels, P)]
         g_t = []  # per pixel block: G.T [pixels, OC]
@@ -471,9 +489,8 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
             for k, gk in enumerate(gs):
                 gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(gk[:, p0 : p0 + pt])
             g_t.append(gt)
-        band = (stride, _band_padding((stride, padding, dil), b0), dil)
-        for group, acc_g in zip(groups, accs, strict=True):
-            stacked = stacked_input(x, [taps[t] for t in group], (rt, ow), *band)
+        for gi, (group, acc_g) in enumerate(zip(groups, accs, strict=True)):  # banded: the stacked inputs
+            stacked = early[gi] if early else stacked_input(x, [taps[t] for t in group], (rt, ow), *band)  # first
             if not acc_g:
                 acc_g.extend(nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.psum) for _, mt in chunks)
             _accumulate_blocks(acc_g, g_t, stacked, blocks, b0 == 0)
