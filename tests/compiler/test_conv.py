@@ -10,10 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import nprof.compiler.lowerings  # noqa: E402, F401  (registers every lowering, ops_conv among them)
-from nprof.compiler import STATS  # noqa: E402
+from nprof.compiler import STATS, ops_conv  # noqa: E402
 from nprof.compiler.kernels import conv as direct  # noqa: E402
 from nprof.compiler.kernels import conv_taps  # noqa: E402
-from nprof.compiler.ops_conv import direct_supported  # noqa: E402
+from nprof.compiler.ops_conv import batch_chunk, direct_supported  # noqa: E402
 from nprof.compiler.views import View  # noqa: E402
 from tests.compiler.conftest import check_module  # noqa: E402
 
@@ -52,6 +52,50 @@ def test_direct_conv_matches_eager(geometry: tuple) -> None:
     check_module(make, x)
 
 
+# (in channels, out channels, kernel, stride, padding, images, image size, images per chunk): whole batches
+# whose resident tiles do not fit (these fell back to im2col / col2im), run by the direct kernels in chunks
+CHUNKED = [
+    (40, 48, 3, 1, 1, 5, 40, 3),  # stride 1: chunks of 3 and 2 images
+    (40, 48, 3, 2, 1, 4, 40, 3),  # strided (input gradient by output phase): 3 and 1
+    (36, 40, 1, 2, 0, 5, 40, 3),  # a resnet downsample (1x1, stride 2): 3 and 2
+]
+
+
+@pytest.mark.parametrize("geometry", CHUNKED, ids=[str(g) for g in CHUNKED])
+def test_direct_conv_in_batch_chunks_matches_eager(geometry: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward, input and weight gradients of a batch too big for SBUF, by the direct kernels in chunks of
+    images (the weight gradient the sum of the chunks'), equal eager's on random inputs; im2col never runs."""
+    cin, cout, k, s, p, n, size, per = geometry
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(n, cin, size, size, generator=gen).requires_grad_(True)
+    x_v = View.whole("x", "float32", tuple(x.shape))
+    w_v = View.whole("w", "float32", (cout, cin, k, k))
+    pairs = ((s, s), (p, p), (1, 1))
+    assert not direct_supported(x_v, w_v, *pairs)  # the whole batch used to fall back
+    assert batch_chunk(x_v, w_v, *pairs) == per
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("im2col / col2im lowering used")
+
+    monkeypatch.setattr(ops_conv, "_cols", refuse)
+    monkeypatch.setattr(ops_conv, "_col2im", refuse)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager, dev = torch.nn.Conv2d(cin, cout, k, s, p), torch.nn.Conv2d(cin, cout, k, s, p)
+    dev.load_state_dict(eager.state_dict())
+    x_e, x_d = x.detach().clone().requires_grad_(True), x.detach().clone().requires_grad_(True)
+    out_e, out_d = eager(x_e), torch.compile(dev, backend="nprof")(x_d)
+    torch.testing.assert_close(out_d.detach(), out_e.detach(), rtol=1e-4, atol=1e-5)
+    w = torch.randn(out_e.shape, generator=torch.Generator().manual_seed(2))
+    (out_e * w).sum().backward()
+    (out_d * w).sum().backward()
+    torch.testing.assert_close(x_d.grad, x_e.grad, rtol=1e-4, atol=1e-5)
+    for got, want in ((dev.weight.grad, eager.weight.grad), (dev.bias.grad, eager.bias.grad)):
+        # each weight gradient sums thousands of products: fp32 summation order differs (tolerance relative
+        # to the largest gradient, as in the stem test below)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
+
+
 def test_stem_conv_too_big_to_pad_in_sbuf_stacks_its_taps() -> None:
     """A resnet stem (3 channels, 7x7, stride 2, padding 3) whose padded input does not fit the SBUF share:
     forward and weight gradient run the stacked kernels (taps on the partitions), not the im2col through HBM;
@@ -76,6 +120,47 @@ def test_stem_conv_too_big_to_pad_in_sbuf_stacks_its_taps() -> None:
     torch.testing.assert_close(conv.weight.grad, grad_e, rtol=1e-4, atol=1e-5 * grad_e.abs().max().item())
     tensors = {name for p in STATS.last_profile.values() for name in p.dma["tensor"].to_pylist()}
     assert len(STATS.last_profile) == 2 and not any("tmp" in name for name in tensors)  # no im2col temporaries
+
+
+# (in channels, out channels, kernel, stride, padding, image size): single images whose stacked tiles and
+# padded input both exceed the SBUF share (these fell back to im2col), run by the stacked kernels in row bands
+BANDED = [
+    (3, 8, 7, 2, 3, 200),  # a resnet stem: strided, bands of 33 (forward) and 18 (weight gradient) output rows
+    (4, 6, 5, 1, 2, 150),  # stride 1, same width: 2 bands (each tap's rows one contiguous run)
+]
+
+
+@pytest.mark.parametrize("geometry", BANDED, ids=[str(g) for g in BANDED])
+def test_stacked_conv_in_row_bands_matches_eager(geometry: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward and weight gradient by the stacked kernels in bands of output rows (a band's input is that of
+    the convolution padded by the band's offset; the weight gradient accumulates over the bands) equal
+    eager's on random inputs; the im2col forward never runs."""
+    cin, cout, k, s, p, size = geometry
+    x = torch.randn(1, cin, size, size, generator=torch.Generator().manual_seed(6))
+    out_side = (size + 2 * p - k) // s + 1
+    conv = ((s, s), (p, p), (1, 1))
+    rows = direct.stacked_rows((1, cin, size, size), (cout, cin, k, k), (out_side, out_side), conv)
+    assert 0 < rows < out_side  # banded
+    x_v, w_v = View.whole("x", "float32", tuple(x.shape)), View.whole("w", "float32", (cout, cin, k, k))
+    assert not ops_conv.spread_backward(x_v, w_v, *conv, ("weight",))  # the weight gradient is the stacked one
+    weight_rows = direct.stacked_rows((1, cin, size, size), (cout, cin, k, k), (out_side, out_side), conv, weight=True)
+    assert 0 < weight_rows < out_side  # banded too (strided: fewer rows, in the default stage)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("im2col lowering used")
+
+    monkeypatch.setattr(ops_conv, "_cols", refuse)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager, dev = torch.nn.Conv2d(cin, cout, k, s, p), torch.nn.Conv2d(cin, cout, k, s, p)
+    dev.load_state_dict(eager.state_dict())
+    out_e, out_d = eager(x), torch.compile(dev, backend="nprof")(x)
+    torch.testing.assert_close(out_d.detach(), out_e.detach(), rtol=1e-4, atol=1e-5)
+    w = torch.randn(out_e.shape, generator=torch.Generator().manual_seed(2))
+    (out_e * w).sum().backward()
+    (out_d * w).sum().backward()
+    for got, want in ((dev.weight.grad, eager.weight.grad), (dev.bias.grad, eager.bias.grad)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
 
 
 @pytest.mark.parametrize(("cin", "dmas"), [(40, 4 + 1), (8, 9 + 3 + 1)])

@@ -139,9 +139,22 @@ def direct_supported(xv: View, wv: View, stride: Any, padding: Any, dilation: An
     if oh <= 0 or ow <= 0:
         return False
     fits = direct.fits(tuple(xv.shape), tuple(wv.shape), (oh, ow), (ph, pw))
-    stacked = {"forward": direct.stacks(c, kh * kw, n * oh * ow), "weight": direct.stacks(c, kh * kw, n * oh * ow),
+    conv = ((sh, sw), (ph, pw), (dh, dw))
+    stacked = {"forward": direct.stacked_rows((n, c, h, w), (oc, c, kh, kw), (oh, ow), conv) > 0,
+               "weight": direct.stacked_rows((n, c, h, w), (oc, c, kh, kw), (oh, ow), conv, weight=True) > 0,
                "input": (sh, sw) == (1, 1) and direct.stacks(oc, kh * kw, n * h * w)}  # fmt: skip
     return all(fits or stacked[part] for part in parts)
+
+
+def batch_chunk(xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
+                parts: tuple[str, ...] = ("forward", "input", "weight")) -> int:  # fmt: skip
+    """Images per call of the direct kernels for these `parts`: the whole batch when `direct_supported` says
+    so, else the most images (from one down) whose resident tiles fit; 0 when not even one image does (im2col).
+    Images are independent in the forward and the input gradient; the weight gradient sums per-chunk results."""
+    for nb in range(xv.shape[0], 0, -1):
+        if direct_supported(xv.slice(0, 0, nb), wv, stride, padding, dilation, parts):
+            return nb
+    return 0
 
 
 def spread_factor(xv: View, wv: View, stride: Any, padding: Any, dilation: Any) -> int:
@@ -200,11 +213,14 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
         lw.em.call(conv_spread.conv_spread_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v, k,
                    _pairs(padding)[0])  # fmt: skip
         return out
-    if direct_supported(xv, wv, stride, padding, dilation, ("forward",)):
+    nb = batch_chunk(xv, wv, stride, padding, dilation, ("forward",))
+    if nb:  # in chunks of nb images when the whole batch's tiles do not fit
         out = lw.new_tensor()
         bias_v = view_of(lw, bias) if bias is not None else None
-        lw.em.call(direct.conv_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v,
-                   *_pairs(stride, padding, dilation))  # fmt: skip
+        xc, wc = as_contiguous(lw, xv), as_contiguous(lw, wv)
+        for n0 in range(0, xv.shape[0], nb):
+            lw.em.call(direct.conv_kernel, out.slice(0, n0, n0 + nb), xc.slice(0, n0, n0 + nb), wc, bias_v,
+                       *_pairs(stride, padding, dilation))  # fmt: skip
         return out
     _, cols, oh, ow = _cols(lw, xv, wv.shape, stride, padding, dilation)
     out = lw.new_tensor()
@@ -247,8 +263,9 @@ def _unspread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, pa
                        output_mask: Any) -> tuple:  # fmt: skip
     """convolution_backward by the direct kernels (`kernels.conv`) when they fit, else im2col and col2im."""
     parts = tuple(part for part, wanted in zip(("input", "weight"), output_mask[:2], strict=True) if wanted)
-    if direct_supported(xv, wv, stride, padding, dilation, parts):
-        return _direct_backward(lw, g, xv, wv, stride, padding, dilation, output_mask)
+    nb = batch_chunk(xv, wv, stride, padding, dilation, parts)
+    if nb:
+        return _direct_backward(lw, g, xv, wv, (stride, padding, dilation), output_mask, nb)
     n, c, _, _ = xv.shape
     oc, _, kh, kw = wv.shape
     _, _, oh, ow = g.shape
@@ -303,18 +320,26 @@ def _col2im(lw: Lowerer, g2d: View, w2d: View, x_shape: tuple[int, ...], k: tupl
     return out
 
 
-def _direct_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padding: Any, dilation: Any,
-                     output_mask: Any) -> tuple:  # fmt: skip
-    """convolution_backward with `nprof.compiler.kernels.conv` (operands resident in SBUF, no im2col)."""
-    geometry = _pairs(stride, padding, dilation)
+def _direct_backward(lw: Lowerer, g: View, xv: View, wv: View, conv: tuple[Any, ...], output_mask: Any,
+                     nb: int) -> tuple:  # fmt: skip
+    """convolution_backward with `nprof.compiler.kernels.conv` (operands resident in SBUF, no im2col), in chunks
+    of `nb` images (`batch_chunk`): the input gradient chunk by chunk, the weight gradient the sum of the chunks'
+    (each after the first into a temporary, added on)."""
+    geometry = _pairs(*conv)
     g, xv, wv = as_contiguous(lw, g), as_contiguous(lw, xv), as_contiguous(lw, wv)
+    chunks = [(n0, n0 + nb) for n0 in range(0, xv.shape[0], nb)]
     results: list[Any] = [None, None, None]
     if output_mask[0]:
         results[0] = lw.new_tensor(index=0)
-        lw.em.call(direct.conv_input_grad_kernel, results[0], g, wv, *geometry)
+        for lo, hi in chunks:
+            lw.em.call(direct.conv_input_grad_kernel, results[0].slice(0, lo, hi), g.slice(0, lo, hi), wv, *geometry)
     if output_mask[1]:
         results[1] = lw.new_tensor(index=1)
-        lw.em.call(direct.conv_weight_grad_kernel, results[1], g, xv, *geometry)
+        for k, (lo, hi) in enumerate(chunks):
+            part = results[1] if k == 0 else lw.temp_tensor(tuple(wv.shape), "float32")
+            lw.em.call(direct.conv_weight_grad_kernel, part, g.slice(0, lo, hi), xv.slice(0, lo, hi), *geometry)
+            if k:
+                lw.em.call(ew.map_kernel, results[1], [results[1], part], ew.binary_body("add"))
     if output_mask[2]:
         results[2] = lw.new_tensor(index=2)
         lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")

@@ -25,7 +25,7 @@ from nprof.compiler.kernels import conv_transposed as transposed
 from nprof.compiler.kernels import engines
 from nprof.compiler.kernels.conv_batched import batched_images, conv_batched_kernel
 from nprof.compiler.kernels.conv_strided import strided_input_grad
-from nprof.compiler.kernels.conv_taps import live_taps, stacked_input
+from nprof.compiler.kernels.conv_taps import STAGE_MAX_BYTES, live_taps, stacked_input
 from nprof.compiler.kernels.conv_taps import shaped as _shaped
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.views import View
@@ -205,7 +205,7 @@ def conv_kernel(out: View, x: View, w: View, bias: View | None, stride: tuple[in
         return load(Access(Space.HBM, bias.tensor, bias.dtype, bias.offset + o0 * bias.strides[0], mt, ((0, 1),), 0,
                            bias.strides[0]))  # fmt: skip
 
-    if stacks(c, len(taps), n * out.shape[2] * out.shape[3]):
+    if stacked_rows(tuple(x.shape), tuple(w.shape), tuple(out.shape[2:]), (stride, padding, dilation)):
         _stacked_conv(out, x, (kh, kw), _forward_stacks(w), column if bias is not None else None,
                       (stride, padding, dilation))  # fmt: skip
         return
@@ -261,7 +261,7 @@ def conv_weight_grad_kernel(dw: View, g: View, x: View, stride: tuple[int, int],
     _, _, oh, ow = g.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     nt = len(taps)
-    if stacks(c, nt, n * oh * ow):
+    if stacked_rows(tuple(x.shape), tuple(dw.shape), (oh, ow), (stride, padding, dilation), weight=True):
         _stacked_weight_grad(dw, g, x, stride, padding, dilation)
         return
     xps = [_padded(x, c0, min(P, c - c0), padding) for c0 in range(0, c, P)]
@@ -360,30 +360,97 @@ def _stacked_conv(out: View, x: View, kernel: tuple[int, int], stationaries: Any
     """`conv_kernel` for C <= `STACK_MAX_C`: taps stacked on the partitions (`_stacked_input`), every output
     pixel block of 512 one PSUM accumulation over the tap groups. `stationaries(o0, mt)` gives, for output channels
     o0.., the function from a tap group to its stationary [len * C, mt] (`_forward_stacks`, `_flipped_stacks`);
-    geometry is (stride, padding, dilation)."""
+    geometry is (stride, padding, dilation). In bands of output rows (`stacked_rows`) when the whole output's
+    stacked tiles do not fit: a band's stacked input is that of the convolution padded by the band's offset
+    (its first row's input row, `_band_padding`), its result stored by one DMA per 128 output channels."""
     n, c, _, _ = x.shape
     _, oc, oh, ow = out.shape
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     nt, per = len(taps), max(1, P // c)
     groups = [list(range(g, min(g + per, nt))) for g in range(0, nt, per)]
-    inputs = [stacked_input(x, [taps[t] for t in g], (oh, ow), *geometry) for g in groups]
-    pixels = n * oh * ow
-    for o0 in range(0, oc, P):
-        mt = min(P, oc - o0)
-        stack = stationaries(o0, mt)
-        stationary = [stack(g) for g in groups]
-        col = column(o0, mt) if column is not None else None
-        res = nl.ndarray((mt, pixels), dtype=nl.float32, buffer=nl.sbuf)
-        for p0 in range(0, pixels, PSUM_FREE):
-            pt = min(PSUM_FREE, pixels - p0)
-            acc = nl.ndarray((mt, pt), dtype=nl.float32, buffer=nl.psum)
-            for k, (st, mv) in enumerate(zip(stationary, inputs, strict=True)):
-                if k == 0:
-                    acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
-                else:
-                    acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
-            evict(acc, res[:, p0 : p0 + pt], col)
-        store(_nchw(out, o0, mt), _shaped(res, (n, oh * ow)))
+    rows = stacked_rows(tuple(x.shape), (oc, c, *kernel), (oh, ow), geometry) or oh
+    blocks: dict[int, tuple[list[NkiTensor], Any]] = {}
+    for b0 in range(0, oh, rows):
+        rt = min(rows, oh - b0)
+        stage = band_stage(x.shape, (oh, ow), len(groups), rows)
+        band = (geometry[0], _band_padding(geometry, b0), geometry[2], stage)
+        inputs = [stacked_input(x, [taps[t] for t in g], (rt, ow), *band) for g in groups]
+        pixels = n * rt * ow
+        for o0 in range(0, oc, P):
+            mt = min(P, oc - o0)
+            if o0 not in blocks:
+                stack = stationaries(o0, mt)
+                blocks[o0] = ([stack(g) for g in groups], column(o0, mt) if column is not None else None)
+            stationary, col = blocks[o0]
+            res = nl.ndarray((mt, pixels), dtype=nl.float32, buffer=nl.sbuf)
+            for p0 in range(0, pixels, PSUM_FREE):
+                pt = min(PSUM_FREE, pixels - p0)
+                acc = nl.ndarray((mt, pt), dtype=nl.float32, buffer=nl.psum)
+                for k, (st, mv) in enumerate(zip(stationary, inputs, strict=True)):
+                    if k == 0:
+                        acc[...] = nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
+                    else:
+                        acc += nisa.nc_matmul(st, mv[:, p0 : p0 + pt])
+                evict(acc, res[:, p0 : p0 + pt], col)
+            store(_rows_nchw(out, o0, mt, b0, rt), _shaped(res, (n, rt * ow)))
+
+
+def _band_padding(geometry: tuple[tuple[int, int], ...], b0: int) -> tuple[int, int]:
+    """The padding whose convolution's output row 0 is output row `b0` of the one with `geometry` (stride,
+    padding, dilation): the row padding less b0 strides (negative: the band starts inside the image)."""
+    (sh, _), (ph, pw), _ = geometry
+    return ph - b0 * sh, pw
+
+
+def _rows_nchw(v: View, c0: int, cc: int, r0: int, rows: int) -> Access:
+    """HBM access of rows r0..r0+rows of channels c0..c0+cc of a contiguous [N, C, H, W] view: [cc, N, rows*W]."""
+    n, c, h, w = v.shape
+    return Access(Space.HBM, v.tensor, v.dtype, v.offset + c0 * h * w + r0 * w, cc, ((c * h * w, n), (1, rows * w)),
+                  0, h * w)  # fmt: skip
+
+
+def stacked_rows(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[int, ...],
+                 geometry: tuple[tuple[int, int], ...], weight: bool = False) -> int:  # fmt: skip
+    """Output rows per band of the stacked kernels (`_stacked_conv`, `_stacked_weight_grad` when `weight`) for a
+    convolution (x, w shapes; output size; stride, padding, dilation), 0 when they do not run: all rows when
+    the whole output's stacked tiles fit (`stacks`); else, when the padded-input kernels do not fit either
+    (`fits`), the most rows whose stacked tiles and result fit `SBUF_SHARE` and, strided, whose input rows
+    `conv_taps.staged_row` can stage in the rest (`band_stage`); the weight gradient's per-group PSUM
+    accumulators (kept over the bands) must take at most `BANDED_PSUM_TILES` tiles."""
+    n, c, _, w = x_shape
+    oc, _, kh, kw = w_shape
+    oh, ow = out_hw
+    taps = kh * kw
+    if stacks(c, taps, n * oh * ow):
+        return oh
+    groups = -(-taps // max(1, P // c))
+    if c > STACK_MAX_C or taps < 2 or fits(x_shape, w_shape, (oh, ow), geometry[1]):
+        return 0
+    if weight and groups * -(-oc // P) > BANDED_PSUM_TILES:
+        return 0
+    rows = SBUF_SHARE // ((groups + 1) * n * ow * 4)
+    (sh, sw), (_, pw), (_, dw) = geometry
+    if (sh, sw) != (1, 1) and weight:  # its other resident tiles leave the stage `STAGE_MAX_BYTES` (fragmented)
+        rows = min(rows, (STAGE_MAX_BYTES // 4 - kw * dw - pw) // (n * sh * w) - 2)
+    elif (sh, sw) != (1, 1):  # the forward's stage of `band_stage` bytes takes its share too, at most STAGE_CAP
+        rows = (SBUF_SHARE - 4 * (2 * n * sh * w + kw * dw + pw)) // (4 * n * ((groups + 1) * ow + sh * w))
+        rows = min(rows, (STAGE_CAP // 4 - kw * dw - pw) // (n * sh * w) - 2)
+    return max(0, min(rows, oh))
+
+
+STAGE_CAP = 56 * 1024  # bytes per partition a banded forward may stage a kernel row's input rows in
+
+
+def band_stage(x_shape: tuple[int, ...], out_hw: tuple[int, ...], groups: int, rows: int) -> int:
+    """The SBUF bytes per partition `conv_taps.staged_row` may stage a band's input rows in: what `SBUF_SHARE`
+    leaves beside the band's stacked tiles and result (`stacked_rows` chose the rows so that a strided band's
+    staged rows fit it); 0 (the default, `conv_taps.STAGE_MAX_BYTES`) when the output is not banded."""
+    if rows >= out_hw[0]:
+        return 0
+    return min(STAGE_CAP, max(0, SBUF_SHARE - (groups + 1) * x_shape[0] * rows * out_hw[1] * 4))
+
+
+BANDED_PSUM_TILES = 4  # PSUM accumulators a banded stacked weight gradient may keep (of 8 banks)
 
 
 def stacks(c: int, taps: int, pixels: int) -> bool:
@@ -397,38 +464,56 @@ def _stacked_weight_grad(dw: View, g: View, x: View, stride: tuple[int, int], pa
                          dil: tuple[int, int]) -> None:  # fmt: skip
     """`conv_weight_grad_kernel` for C <= `STACK_MAX_C`: per block of 128 output pixels, G.T [pixels, OC] and
     each tap group's stacked input transposed [pixels, taps * C] (one TensorE transpose per group, no window
-    copies); one PSUM accumulation per (tap group, 128 output channels) gives dW for all its taps at once."""
+    copies); one PSUM accumulation per (tap group, 128 output channels) gives dW for all its taps at once. In
+    bands of output rows (`stacked_rows`, as `_stacked_conv`), the accumulations running on over the bands."""
     n, c, _, _ = x.shape
     oc, _, kh, kw = dw.shape
     _, _, oh, ow = g.shape
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     nt, per = len(taps), max(1, P // c)
     groups = [list(range(t, min(t + per, nt))) for t in range(0, nt, per)]
-    pixels = n * oh * ow
-    gs = [_shaped(load(_nchw(g, o0, min(P, oc - o0))), (pixels,)) for o0 in range(0, oc, P)]
-    blocks = [(p0, min(P, pixels - p0)) for p0 in range(0, pixels, P)]
-    g_t = []  # per pixel block: G.T [pixels, OC]
-    for p0, pt in blocks:
-        gt = nl.ndarray((pt, oc), dtype=nl.float32, buffer=nl.sbuf)
-        for k, gk in enumerate(gs):
-            gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(gk[:, p0 : p0 + pt])
-        g_t.append(gt)
-    dwn = [nl.ndarray((gk.shape[0], c * nt), dtype=nl.float32, buffer=nl.sbuf) for gk in gs]
-    for group in groups:
-        stacked = stacked_input(x, [taps[t] for t in group], (oh, ow), stride, padding, dil)
-        accs = [nl.ndarray((d.shape[0], len(group) * c), dtype=nl.float32, buffer=nl.psum) for d in dwn]
-        for b0 in range(0, len(blocks), BATCH):  # a batch of transposes first (see conv_weight_grad_kernel)
-            x_ts = [engines.copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt])) for p0, pt in blocks[b0 : b0 + BATCH]]
-            for b, x_t in enumerate(x_ts, b0):
-                for k, acc in enumerate(accs):
-                    prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
-                    if b == 0:
-                        acc[...] = prod
-                    else:
-                        acc += prod
-        for d, acc in zip(dwn, accs, strict=True):
-            for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
-                evict(acc[:, j * c : (j + 1) * c], d[:, t : (c - 1) * nt + t + 1 : nt])
+    rows = stacked_rows(tuple(x.shape), tuple(dw.shape), (oh, ow), (stride, padding, dil), weight=True) or oh
+    chunks = [(o0, min(P, oc - o0)) for o0 in range(0, oc, P)]
+    dwn = [nl.ndarray((mt, c * nt), dtype=nl.float32, buffer=nl.sbuf) for _, mt in chunks]
+    accs: list[list[NkiTensor]] = [[] for _ in groups]  # per tap group and 128 output channels, kept over bands
+    for b0 in range(0, oh, rows):
+        rt = min(rows, oh - b0)
+        pixels = n * rt * ow
+        band = (stride, _band_padding((stride, padding, dil), b0), dil)
+        early = [stacked_input(x, [taps[t] for t in group], (rt, ow), *band) for group in groups] if rows < oh else []
+        gs = [_shaped(load(_rows_nchw(g, o0, mt, b0, rt)), (pixels,)) for o0, mt in chunks]
+        blocks = [(p0, min(P, pixels - p0)) for p0 in range(0, pixels, P)]
+        g_t = []  # per pixel block: G.T [pixels, OC]
+        for p0, pt in blocks:
+            gt = nl.ndarray((pt, oc), dtype=nl.float32, buffer=nl.sbuf)
+            for k, gk in enumerate(gs):
+                gt[:, k * P : k * P + gk.shape[0]] = nisa.nc_transpose(gk[:, p0 : p0 + pt])
+            g_t.append(gt)
+        for gi, (group, acc_g) in enumerate(zip(groups, accs, strict=True)):  # banded: the stacked inputs
+            stacked = early[gi] if early else stacked_input(x, [taps[t] for t in group], (rt, ow), *band)  # first
+            if not acc_g:
+                acc_g.extend(nl.ndarray((mt, len(group) * c), dtype=nl.float32, buffer=nl.psum) for _, mt in chunks)
+            _accumulate_blocks(acc_g, g_t, stacked, blocks, b0 == 0)
+            if b0 + rt < oh:
+                continue
+            for d, acc in zip(dwn, acc_g, strict=True):  # the last band: evicted while the next group runs
+                for j, t in enumerate(group):  # columns ci * taps + t of dW's natural rows
+                    evict(acc[:, j * c : (j + 1) * c], d[:, t : (c - 1) * nt + t + 1 : nt])
     size = c * nt
     for k, d in enumerate(dwn):
         store(Access(Space.HBM, dw.tensor, dw.dtype, dw.offset + k * P * size, d.shape[0], ((1, size),), 0, size), d)
+
+
+def _accumulate_blocks(accs: list[NkiTensor], g_t: list[NkiTensor], stacked: NkiTensor,
+                       blocks: list[tuple[int, int]], first: bool) -> None:  # fmt: skip
+    """accs[k] (+)= sum over pixel blocks of g_t[block][:, chunk k].T @ stacked[:, block].T (the first product
+    starts the accumulation when `first`): a batch of transposes first (see conv_weight_grad_kernel)."""
+    for b0 in range(0, len(blocks), BATCH):
+        x_ts = [engines.copy(nisa.nc_transpose(stacked[:, p0 : p0 + pt])) for p0, pt in blocks[b0 : b0 + BATCH]]
+        for b, x_t in enumerate(x_ts, b0):
+            for k, acc in enumerate(accs):
+                prod = nisa.nc_matmul(g_t[b][:, k * P : k * P + acc.shape[0]], x_t)
+                if b == 0 and first:
+                    acc[...] = prod
+                else:
+                    acc += prod

@@ -78,8 +78,9 @@ def live_taps(taps: list[tuple[int, int]], out_hw: tuple[int, int], stride: tupl
 
 
 def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int], stride: tuple[int, int],
-                  padding: tuple[int, int], dil: tuple[int, int]) -> NkiTensor:  # fmt: skip
-    """The stacked tile [len(group) * C, N * OH * OW] (see module doc)."""
+                  padding: tuple[int, int], dil: tuple[int, int], stage_max: int = 0) -> NkiTensor:  # fmt: skip
+    """The stacked tile [len(group) * C, N * OH * OW] (see module doc); `stage_max`: the SBUF bytes per
+    partition `staged_row` may stage in (0: `STAGE_MAX_BYTES`)."""
     n, c, h, w = x.shape
     oh, ow = out_hw
     runs = stride == (1, 1) and ow == w
@@ -91,7 +92,7 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
     done: set[int] = set()
     if not runs and ROW_PICKS:
         for j0, ks in _tap_row_runs(group):
-            if staged_row(x, tile, (j0, group[j0][0], ks), out_hw, (stride, padding, dil)):
+            if staged_row(x, tile, (j0, group[j0][0], ks), out_hw, (stride, padding, dil), stage_max):
                 done.update(range(j0, j0 + len(ks)))
     for j, (i, k) in enumerate(group):
         block = tile[j * c : (j + 1) * c]
@@ -128,7 +129,7 @@ def _tap_row_runs(group: list[tuple[int, int]]) -> list[tuple[int, list[int]]]:
 
 
 def staged_row(x: View, tile: NkiTensor, run: tuple[int, int, list[int]], out_hw: tuple[int, int],
-               geometry: tuple[tuple[int, int], ...]) -> bool:  # fmt: skip
+               geometry: tuple[tuple[int, int], ...], stage_max: int = 0) -> bool:  # fmt: skip
     """Blocks j0.. of the stacked `tile` for the consecutive taps (i, k) of `run` = (j0, i, ks) of one kernel row,
     strided geometry (stride, padding, dilation): each tap's input rows move as one contiguous run per
     (channel, image), as in `_staged`, but each lands `(ks[-1] - k) * dw` elements further into its stage, so
@@ -136,7 +137,8 @@ def staged_row(x: View, tile: NkiTensor, run: tuple[int, int, list[int]], out_hw
     copy of the run's C * len(ks) partitions instead of one 3-partition copy per tap: VectorE time is per
     element of a partition, not per partition). The columns a tap reads from the padding then hold
     neighbouring data and are zeroed after it, one memset per such output column. False (nothing emitted)
-    when the stage would not fit `STAGE_MAX_BYTES` or the stride is wider than a stage row."""
+    when the stage would not fit `stage_max` bytes per partition (0: `STAGE_MAX_BYTES`) or the stride is wider
+    than a stage row."""
     n, c, h, w = x.shape
     (j0, i, ks), (oh, ow) = run, out_hw
     (sh, sw), (ph, pw), (dh, dw) = geometry
@@ -147,7 +149,7 @@ def staged_row(x: View, tile: NkiTensor, run: tuple[int, int, list[int]], out_hw
     shift = max(0, ks[-1] * dw - pw)  # stage element e of tap k holds input element row0 * W + e + k * dw - pw - shift
     need = max(shift + pw - ks[0] * dw + span * w, shift + (r1 - 1 - r0) * sh * w + (ow - 1) * sw + 1)
     per = -(-need // (sh * w)) * sh * w  # stage elements per image: whole strides of sh input rows
-    if (ow - 1) * sw >= sh * w or (n * per + shift) * 4 > STAGE_MAX_BYTES:
+    if (ow - 1) * sw >= sh * w or (n * per + shift) * 4 > (stage_max or STAGE_MAX_BYTES):
         return False
     parts = slice(j0 * c, (j0 + len(ks)) * c)
     stage = nl.ndarray((tile.shape[0], n * per + shift), dtype=nl.float32, buffer=nl.sbuf)
