@@ -246,7 +246,8 @@ def _example(mask: np.ndarray, got: Any, want: Any) -> str:
     return f"{int(mask.sum())} at e.g. {pos}: got {got[pos].item()!r}, eager {want[pos].item()!r}"
 
 
-def _listed(value: Any) -> list[Any]:
+def listed(value: Any) -> list[Any]:
+    """A tuple or list of outputs as a list; one output as a list of one."""
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
@@ -255,7 +256,7 @@ def _forward_backward(fn: Callable[..., Any], args: Sequence[Any], grad: bool, k
     outputs, the weights holding the kind's special values like the inputs."""
     args = [a.detach().clone().requires_grad_(grad) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
             for a in args]  # fmt: skip
-    outs = _listed(fn(*args))
+    outs = listed(fn(*args))
     if not grad:
         return [o.detach() for o in outs], []
     gen = torch.Generator().manual_seed(seed + 1)
