@@ -15,16 +15,19 @@ from tests.compiler import special_kit as sk  # noqa: E402
 INF, NAN = float("inf"), float("nan")
 
 
-def _same(fn: Callable[..., object], *args: torch.Tensor, weight: torch.Tensor | None = None) -> None:
-    """fn compiled with nprof equals eager on `args`: each output, and each float input's gradient of the
-    weighted sum of the first output (`weight`, else ones)."""
+def _same(fn: Callable[..., object], *args: torch.Tensor, weight: torch.Tensor | None = None, grad: bool = True
+          ) -> None:
+    """fn compiled with nprof equals eager on `args`: each output, and (`grad`) each float input's gradient of
+    the weighted sum of the first output (`weight`, else ones)."""
     torch._dynamo.reset()
-    e_args = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
-    d_args = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    e_args = [a.clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+    d_args = [a.clone().requires_grad_(grad and a.is_floating_point()) for a in args]
     want, got = fn(*e_args), torch.compile(fn, backend="nprof")(*d_args)
     want_l, got_l = sk.listed(want), sk.listed(got)
     for g, w in zip(got_l, want_l, strict=True):
         assert [c for c, _ in sk.compare(g, w) if c != "zero-sign"] == [], sk.compare(g, w)
+    if not grad:
+        return
     w = torch.ones_like(want_l[0]) if weight is None else weight
     (want_l[0] * w).sum().backward()
     (got_l[0] * w).sum().backward()
@@ -79,3 +82,41 @@ def test_max_pool2d_gradient_of_an_inf_or_nan_output_gradient_stays_where_eager_
     w[0, 1, 2, 3] = value
     w[1, 0, 0, 0] = value
     _same(lambda x: F.max_pool2d(x, 3, 2, 1), x, weight=w)
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+def test_attention_with_a_nan_runs_eagerly_with_a_warning(where: str) -> None:
+    """Eager's flash kernel gives a 0 row (lse 0) for a query row holding a NaN; the device kernel gave NaN. A
+    non-finite attention result or log-sum-exp now runs the call eagerly, with a warning naming the op."""
+    gen = torch.Generator().manual_seed(4)
+    qkv = [torch.randn(1, 2, 8, 8, generator=gen) for _ in range(3)]
+    qkv["qkv".index(where)][0, 1, 2, 3] = NAN
+    with pytest.warns(UserWarning, match="scaled_dot_product_attention"):
+        _same(F.scaled_dot_product_attention, *qkv)
+
+
+def test_layer_norm_gradient_with_an_inf_weight_is_eager_nan_row() -> None:
+    """An -inf weight: eager's backward kernel makes the whole row NaN; torch's decomposition made -inf at some
+    inputs (its ``x_hat * sum(dy * w * x_hat)`` term); the backend decomposes it by eager's formula."""
+    gen = torch.Generator().manual_seed(5)
+    x, w, b = torch.randn(4, 16, generator=gen), torch.randn(16, generator=gen), torch.randn(16, generator=gen)
+    w[2] = -INF
+    _same(lambda x, w, b: F.layer_norm(x, (16,), w, b), x, w, b)
+
+
+def test_std_of_values_near_1e30_is_finite_as_eager() -> None:
+    """Eager's std sums in float64; torch's decomposition sqrt(var(x)) squared 1e30 into inf in float32."""
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(6))
+    x[1, 3], x[2, :4] = 1e30, -3e37
+    _same(lambda x: (x.std(1), x.std(0, keepdim=True), x.std()), x)
+    assert torch.compile(lambda x: x.std(1), backend="nprof")(x).isfinite().all()
+
+
+def test_remainder_and_fmod_are_nan_where_the_quotient_overflows() -> None:
+    """Eager's vectorised kernels compute a - floor(a / b) * b: NaN wherever a / b overflows (1.0 % 1e-40); the
+    exact ALU mod gave the true small remainder."""
+    gen = torch.Generator().manual_seed(7)
+    a, b = torch.randn(4, 16, generator=gen), torch.randn(4, 16, generator=gen)
+    b.view(-1)[:6] = torch.tensor([1e-40, 1e-44, -1e-41, 1e-39, 3e-39, 1e-45])
+    a.view(-1)[6] = 1e38
+    _same(lambda a, b: (torch.remainder(a, b), torch.fmod(a, b), a % 1e-39), a, b, grad=False)

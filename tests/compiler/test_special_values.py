@@ -14,14 +14,7 @@ torch = pytest.importorskip("torch")
 
 from tests.compiler import special_kit as sk  # noqa: E402
 
-KNOWN: dict[tuple[str, str], str] = {
-    ("mod_tensor", "tiny"): "remainder and fmod by a denormal divisor: eager's kernels give NaN in places",
-    ("reductions", "huge"): "std overflows (the squares of 1e30) where eager's does not",
-    ("layer_norm", "-inf"): "the backward of a row holding -inf: -inf where eager has NaN",
-    ("sdpa", "nan"): "a NaN: eager's kernel gives 0 in places",
-    ("sdpa_causal", "nan"): "a NaN: eager's kernel gives 0 in places",
-    ("sdpa_causal", "-inf"): "a -inf: eager's kernel gives 0 in places",
-}
+KNOWN: dict[tuple[str, str], str] = {}  # none left
 
 
 def test_every_lowered_op_family_is_covered() -> None:

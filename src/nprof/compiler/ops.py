@@ -336,9 +336,8 @@ def _pow(lw: Lowerer, x: Any, exponent: float) -> Any:
 
 def _binary(name: str, alu: str) -> None:
     def lower(lw: Lowerer, a: Any, b: Any, *, alpha: float = 1.0, **_: Any) -> Any:
-        return elementwise_op(
-            lw, [a, b], ew.binary_body(alu, float(alpha)), lambda x, y: float(_NUMPY[alu](x, alpha * y))
-        )
+        body = ew.mod_body(alu) if alu in ("mod", "fmod") else ew.binary_body(alu, float(alpha))
+        return elementwise_op(lw, [a, b], body, lambda x, y: float(_NUMPY[alu](x, alpha * y)))
 
     register(f"{name}.Tensor", f"{name}.Scalar", f"{name}.default", f"prims.{name}.default")(lower)
 

@@ -208,6 +208,20 @@ def binary_body(alu: str, alpha: float = 1.0) -> Body:
     return body
 
 
+def mod_body(alu: str) -> Body:
+    """remainder ("mod") or fmod ("fmod") as eager's vectorised CPU kernels give them: NaN wherever ``a / b``
+    overflows (they compute ``a - floor(a / b) * b``: 1.0 % 1e-40 is NaN), else the exact ALU result. Two more
+    VectorE passes: ``q = a / b`` and ``q * 0 + r`` (NaN exactly where q is +-inf)."""
+    plain, divide = binary_body(alu), binary_body("divide")
+
+    def body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
+        r, q = plain(ins, shape), divide(ins, shape)
+        return nisa.scalar_tensor_tensor(data=q, op0="multiply", operand0=0.0, op1="add", operand1=r)
+
+    body.accepts_columns = True  # type: ignore[attr-defined]
+    return body
+
+
 def where_body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
     cond, a, b = ins
     if not isinstance(cond, NkiTensor):
