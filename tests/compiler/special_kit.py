@@ -378,8 +378,7 @@ EXEMPT = {
     "all_to_all_single": "collective (see all_gather_into_tensor)",
     "reduce_scatter_tensor": "collective (see all_gather_into_tensor)",
     "wait_tensor": "collective (see all_gather_into_tensor)",
-    "broadcast_in_dim": "a prims op: no graph AOTAutograd builds with the backend's decompositions holds it",
-    "convert_element_type": "a prims op (see broadcast_in_dim); aten._to_copy is covered (case to_copy)",
+    "convert_element_type": "a prims op no graph AOTAutograd builds here holds; aten._to_copy is covered (to_copy)",
     "_embedding_bag_dense_backward": "not in the graphs AOTAutograd builds (torch emits _embedding_bag_backward, "
                                      "covered: case embedding_bag_sum); the same lowering function",
     "native_dropout": "random mask: the device RNG's draws are not eager's, so values cannot be compared",
