@@ -120,3 +120,15 @@ def test_remainder_and_fmod_are_nan_where_the_quotient_overflows() -> None:
     b.view(-1)[:6] = torch.tensor([1e-40, 1e-44, -1e-41, 1e-39, 3e-39, 1e-45])
     a.view(-1)[6] = 1e38
     _same(lambda a, b: (torch.remainder(a, b), torch.fmod(a, b), a % 1e-39), a, b, grad=False)
+
+
+def test_causal_attention_gradient_of_an_inf_output_gradient_runs_eagerly() -> None:
+    """An inf in the output gradient: the backward kernel's P.T @ dO put 0 x inf = NaN into dV at keys the causal
+    mask hides from that query (eager's kernel skips those blocks). Non-finite gradients now run the backward
+    eagerly, with a warning."""
+    gen = torch.Generator().manual_seed(8)
+    qkv = [torch.randn(1, 2, 8, 8, generator=gen) for _ in range(3)]
+    w = torch.randn(1, 2, 8, 8, generator=gen)
+    w[0, 0, 1, 2] = INF
+    with pytest.warns(UserWarning, match="scaled_dot_product_attention"):
+        _same(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), *qkv, weight=w)

@@ -129,9 +129,9 @@ def checked_copy(acc: NkiTensor, dst: NkiTensor | None = None) -> NkiTensor:
 
 
 def nonfinite_checked(x: NkiTensor, op: str = "multiply", operand: object = 1.0) -> NkiTensor:
-    """``x <op> operand`` (VectorE; ``x`` itself when that is ``x * 1.0`` outside the compiler), its row sums
+    """``x <op> operand`` (one VectorE TENSOR_SCALAR, also when ``x`` is in PSUM), its row sums
     checked by the builder's `nonfinite_check`: for results of kernels whose +-inf/NaN results are not eager's
-    (flash attention's output and log-sum-exp, layer norm's saved statistics; var's results are checked by
+    (flash attention's output, log-sum-exp and gradients, layer norm's saved statistics; var's results by
     `conv_check.check_kernel`). A non-finite one makes the backend
     run the call eagerly with a warning (`nprof.compiler.backend`); finite ones are eager's."""
     from nprof.nki import isa as nisa
@@ -140,5 +140,5 @@ def nonfinite_checked(x: NkiTensor, op: str = "multiply", operand: object = 1.0)
 
     check = getattr(trace.current(), "nonfinite_check", None)
     if check is None:
-        return x if isinstance(operand, float) and operand == 1.0 else nisa.tensor_scalar(x, op, operand)
+        return nisa.tensor_scalar(x, op, operand)
     return check.evacuate(x, nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf), op, operand)

@@ -156,8 +156,9 @@ def flash_bwd_kernel(
             store(view_access(dv, 0, (k0, 0), (kt, d), (1,)), zeros)
             store(view_access(dk, 0, (k0, 0), (kt, d), (1,)), zeros)
             continue
-        store(view_access(dv, 0, (k0, 0), (kt, d), (1,)), nisa.tensor_copy(dv_acc))
-        store(view_access(dk, 0, (k0, 0), (kt, d), (1,)), nisa.tensor_scalar(dk_acc, "multiply", scale))
+        # checked: an inf in dO puts 0 x inf = NaN at keys the causal mask hides (eager's kernel skips them)
+        store(view_access(dv, 0, (k0, 0), (kt, d), (1,)), nonfinite_checked(dv_acc))
+        store(view_access(dk, 0, (k0, 0), (kt, d), (1,)), nonfinite_checked(dk_acc, "multiply", scale))
     for (q0, qt), acc in zip(q_tiles, dq_acc, strict=True):
-        res = nisa.memset((qt, d), 0.0, nl.float32) if acc is None else nisa.tensor_scalar(acc, "multiply", scale)
+        res = nisa.memset((qt, d), 0.0, nl.float32) if acc is None else nonfinite_checked(acc, "multiply", scale)
         store(view_access(dq, 0, (q0, 0), (qt, d), (1,)), res)
