@@ -47,7 +47,7 @@ from nprof.compiler.lower import (
     lower_graph,
 )
 from nprof.compiler.packing import pack_inputs
-from nprof.compiler.regather_check import CONV_CHECK_NAME, ONEHOT_CHECK_NAME
+from nprof.compiler.regather_check import CONV_CHECK_NAME, NONFINITE_CHECK_NAME, ONEHOT_CHECK_NAME
 from nprof.compiler.runtime import STATS, DeviceGraph, notify, save_samples, to_numpy
 from nprof.device.columns import with_columns
 from nprof.device.process_group import has_collectives
@@ -109,6 +109,8 @@ def decompositions() -> dict[Any, Any]:
     table[torch.ops.aten.hardtanh_backward.default] = _hardtanh_backward
     table[torch.ops.aten.hardswish_backward.default] = _hardswish_backward
     table[torch.ops.aten.elu_backward.default] = _elu_backward
+    table[torch.ops.aten.native_layer_norm_backward.default] = _layer_norm_backward
+    table[torch.ops.aten.std.correction] = _std
     return {op: fn for op, fn in table.items() if op.name().split("::")[-1].split(".")[0] not in DECOMPOSE_SKIP}
 
 
@@ -141,6 +143,40 @@ def _elu_backward(grad: Any, alpha: float, scale: float, input_scale: float, is_
     else:
         neg = grad * input_scale * neg_coef * torch.exp(y * input_scale)
     return torch.where(y > 0, grad * scale, neg)
+
+
+def _layer_norm_backward(grad: Any, x: Any, shape: Any, mean: Any, rstd: Any, weight: Any, bias: Any,
+                         mask: Any) -> tuple[Any, Any, Any]:  # fmt: skip
+    """layer norm's gradients by eager's CPU kernel's formula: ``dx = rstd * dy * w + b * x + c`` with the row sums
+    ``ds = sum(dy * w * x)``, ``db = sum(dy * w)``, ``b = (db * mean - ds) * rstd^3 / n``, ``c = -b * mean -
+    db * rstd / n``. Equal to torch's decomposition on finite values; where a weight or gradient is +-inf the
+    decomposition's ``x_hat * sum(dy * w * x_hat)`` made -inf where eager's row is NaN."""
+    axis = x.dim() - len(shape)
+    dims, outer = list(range(axis, x.dim())), list(range(axis))
+    n = 1
+    for s in shape:
+        n *= int(s)
+    gw = grad * weight if weight is not None else grad
+    ds, db = (gw * x).sum(dims, keepdim=True), gw.sum(dims, keepdim=True)
+    b = (db * mean - ds) * rstd * rstd * rstd * (1.0 / n)
+    c = -b * mean - db * rstd * (1.0 / n)
+    dx = (rstd * gw + b * x + c) if mask[0] else None
+    dw = (grad * ((x - mean) * rstd)).sum(outer) if mask[1] and weight is not None else None
+    dbias = grad.sum(outer) if mask[2] and bias is not None else None
+    return dx, dw, dbias
+
+
+def _std(x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
+    """std as ``s * sqrt(var(x / s))`` with ``s = max |x|`` over the reduced dims (1 where that is 0): eager's
+    std sums in float64, so values near 1e30 (squares 1e60) have a finite std; torch's decomposition,
+    ``sqrt(var(x))`` in float32, made it inf. An inf or NaN in x still gives NaN, as eager."""
+    import torch
+
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else [int(d) % max(x.dim(), 1) for d in dim]
+    s = x.abs().amax(dims, keepdim=True)
+    s = torch.where(s == 0, torch.ones((), dtype=x.dtype), s)
+    out = torch.sqrt(torch.var(x / s, dims, correction=correction, keepdim=True)) * s
+    return out if keepdim else out.squeeze(dims)
 
 
 def nprof_backend(gm: Any, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:
@@ -447,11 +483,15 @@ def _guarded(graph: DeviceGraph, program: Any, input_names: list[str], lower_mar
     return run
 
 
-_EAGER_ONLY = frozenset({ONEHOT_CHECK_NAME, CONV_CHECK_NAME})  # failed checks no other lowering avoids
+_EAGER_ONLY = frozenset({ONEHOT_CHECK_NAME, CONV_CHECK_NAME, NONFINITE_CHECK_NAME})  # no other lowering avoids
 
 
 def _eager_reason(failed: frozenset[str]) -> str:
     """Why a call ran eagerly: the ops whose device-side check (`failed`: check names) found a non-finite value."""
+    if NONFINITE_CHECK_NAME in failed:
+        return ("scaled_dot_product_attention, layer_norm or var/std had a +-inf/NaN input or result, whose "
+                "device results are not eager's there (eager's attention gives 0 for a row with a NaN query, its "
+                "layer norm a NaN mean for a row with an inf, its var sums in float64)")  # fmt: skip
     if CONV_CHECK_NAME in failed:
         return ("a convolution (aten.convolution or convolution_backward) had a +-inf/NaN input, gradient, weight or "
                 "result, and its kernels would make NaN where eager does not (0 x inf with zero padding or "

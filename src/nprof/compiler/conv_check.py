@@ -45,15 +45,16 @@ def evict(src: NkiTensor, dst: NkiTensor, col: NkiTensor | None = None) -> NkiTe
 CHUNK = 8192  # elements per partition of one checked load (32 KiB fp32)
 
 
-def check_kernel(v: View) -> None:
+def check_kernel(v: View, check_name: str = "conv_check") -> None:
     """The im2col lowering's results (`nprof.compiler.ops_conv`: matmuls through `kernels.matmul`, whose
     evictions are shared with every matmul) checked after the fact: the contiguous view `v` loaded in chunks
     (served from SBUF when the fusion cache still holds it) and each chunk's row sums written to a check
     column. An extra pass over the results, on that lowering only (non-fp32 operands, or tiles too large for
-    the direct kernels). Nothing without a `conv_check` on the builder."""
+    the direct kernels). Nothing without a `conv_check` on the builder. `check_name`: the builder's check to
+    write into instead (``"nonfinite_check"``: `regather_check.nonfinite_checked`)."""
     from nprof.compiler.kernels.hbm import load
 
-    check = getattr(trace.current(), "conv_check", None)
+    check = getattr(trace.current(), check_name, None)
     if check is None:
         return
     total = int(np.prod(v.shape))

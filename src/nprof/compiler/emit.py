@@ -129,7 +129,7 @@ class Emitter:
 
     def build(self, meta: dict[str, str] | None = None) -> Program:
         self.builder.meta.update(meta or {})
-        checks = (self.builder.check, self.builder.onehot_check, self.builder.conv_check)
+        checks = (self.builder.check, self.builder.onehot_check, self.builder.conv_check, self.builder.nonfinite_check)
         for check in checks:  # row sums (`nprof.compiler.regather_check`, `nprof.compiler.conv_check`)
             if check is not None:
                 self.builder.call(finish_check, check)

@@ -40,7 +40,7 @@ from nprof.compiler.balance import EngineClock
 from nprof.compiler.blockstage import BlockStage
 from nprof.compiler.extents import Footprint, distinct, exact_cover, numel_of, span
 from nprof.compiler.packing import OutputStage, Pack, in_pack, load_member
-from nprof.compiler.regather_check import CONV_CHECK_NAME, ONEHOT_CHECK_NAME, RegatherCheck
+from nprof.compiler.regather_check import CONV_CHECK_NAME, NONFINITE_CHECK_NAME, ONEHOT_CHECK_NAME, RegatherCheck
 from nprof.compiler.rowpack import RowPack, load_rows
 from nprof.compiler.subtile import KeptPattern
 from nprof.errors import KernelError
@@ -84,6 +84,7 @@ class FusingBuilder(ProgramBuilder):
         self.check = RegatherCheck(self) if self.fusing else None  # is every regather exact? (`regather_check`)
         self.onehot_check = RegatherCheck(self, ONEHOT_CHECK_NAME)  # ... every one-hot matmul (`kernels.onehot`)
         self.conv_check = RegatherCheck(self, CONV_CHECK_NAME)  # ... every conv kernel's results (`conv_check`)
+        self.nonfinite_check = RegatherCheck(self, NONFINITE_CHECK_NAME)  # `regather_check.nonfinite_checked`
         self.promotable: set[str] = set()  # internal tensors that may become graph outputs (`Lowerer._outputs`)
         self.blocks = BlockStage(self) if self.stages else None  # outputs stored as row blocks: one DMA
         self.clock = EngineClock(self.preset) if self.fusing and balance.ENABLED else None  # `compiler.balance`
@@ -355,7 +356,7 @@ class FusingBuilder(ProgramBuilder):
         if id(base) in self._kept or any(stage.owns(base) for stage in self.stages) or (
             self.blocks is not None and self.blocks.owns(base)
         ) or (self.check is not None and self.check.owns(base)) or self.onehot_check.owns(base) or (
-            self.conv_check.owns(base)
+            self.conv_check.owns(base) or self.nonfinite_check.owns(base)
         ):
             return  # kept for a later kernel (freed when its entries are dropped), or the output stage
         super()._release(base)

@@ -258,7 +258,7 @@ _NUMPY = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide, "maximum": np.maximum,
     "minimum": np.minimum, "power": np.power, "is_equal": np.equal, "not_equal": np.not_equal,
     "is_ge": np.greater_equal, "is_gt": np.greater, "is_le": np.less_equal, "is_lt": np.less,
-    "logical_and": np.logical_and, "logical_or": np.logical_or, "mod": np.fmod,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "mod": np.mod, "fmod": np.fmod,
 }  # fmt: skip
 
 
@@ -308,7 +308,9 @@ def _sign(lw: Lowerer, x: Any) -> Any:
 
 @register("gelu.default")
 def _gelu(lw: Lowerer, x: Any, approximate: str = "none") -> Any:
-    return elementwise_op(lw, [x], ew.activation_body("gelu" if approximate == "none" else "gelu_apprx_tanh"))
+    if approximate == "none":
+        return elementwise_op(lw, [x], ew.gelu_body)  # eager's inf/NaN at +-inf and above FLT_MAX / 2
+    return elementwise_op(lw, [x], ew.activation_body("gelu_apprx_tanh"))
 
 
 @register("reciprocal.default")
@@ -334,9 +336,8 @@ def _pow(lw: Lowerer, x: Any, exponent: float) -> Any:
 
 def _binary(name: str, alu: str) -> None:
     def lower(lw: Lowerer, a: Any, b: Any, *, alpha: float = 1.0, **_: Any) -> Any:
-        return elementwise_op(
-            lw, [a, b], ew.binary_body(alu, float(alpha)), lambda x, y: float(_NUMPY[alu](x, alpha * y))
-        )
+        body = ew.mod_body(alu) if alu in ("mod", "fmod") else ew.binary_body(alu, float(alpha))
+        return elementwise_op(lw, [a, b], body, lambda x, y: float(_NUMPY[alu](x, alpha * y)))
 
     register(f"{name}.Tensor", f"{name}.Scalar", f"{name}.default", f"prims.{name}.default")(lower)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from nprof.compiler import graphinfo
+from nprof.compiler.conv_check import check_kernel
 from nprof.compiler.kernels import elementwise as ew
 from nprof.compiler.kernels.matmul import bmm_kernel, matmul_kernel
 from nprof.compiler.kernels.norm import batch_norm_backward_kernel, batch_norm_kernel, layer_norm_kernel
@@ -319,6 +320,9 @@ def _prims_var(lw: Lowerer, x: Any, dims: Any, correction: float = 1.0, **_: Any
     lw.em.call(ew.map_kernel, sq, centred, _squared_difference)
     out = lw.new_tensor()
     lw.em.call(reduce_kernel, out, sq, red, "add", 1.0 / max(n - float(correction), 1e-30))
+    # a non-finite variance runs the call eagerly: the squares overflow float32 from |x - mean| > 1.8e19, where
+    # eager's (float64) sums do not (std = sqrt(var) of values near 1e30 is finite in eager)
+    lw.em.call(check_kernel, as_contiguous(lw, out), "nonfinite_check")
     return out
 
 

@@ -14,9 +14,10 @@ window its index: an is-NaN tile of the input, one VectorE pass a piece, or-ed i
 of only -inf inputs has its first real input as index, `_Geometry.first_index`).
 Backward: each piece owns a band of the (padded) input plane, the bands partitioning
 it; it reads the gradient and indices of every output whose window reaches its band (its own outputs and
-a halo before them), adds ``grad * (indices == tap index)`` into that tap's window of a zero-padded SBUF
-tile, in tap order (the same fp32 additions as eager's scatter-add order, whatever the cut), and stores
-the real (unpadded) part of its band once.
+a halo before them), adds ``grad if indices == tap index else 0`` (a select: ``grad * hit`` made 0 x inf =
+NaN where eager's scatter leaves 0) into that tap's window of a zero-padded SBUF tile, in tap order (the
+same fp32 additions as eager's scatter-add order, whatever the cut), and stores the real (unpadded) part of
+its band once.
 """
 
 from __future__ import annotations
@@ -245,10 +246,11 @@ def _backward_kernel(out: View, grad: View, indices: View, g: _Geometry, pieces:
             ys, xs = (py.o0, py.o1), (px.o0, px.o1)
             gt, it = load(_box(grad, r0, rt, ys, xs)), load(_box(indices, r0, rt, ys, xs))
             acc = nisa.memset((rt, py.t1 - py.t0, px.t1 - px.t0), 0.0, nl.float32)
+            zero = nisa.memset(gt.shape, 0.0, nl.float32, engine=nisa.gpsimd_engine)
             for i, j in g.taps():
                 hit = nisa.tensor_tensor(it, g.tap_index(rt, py, px, i, j), "is_equal")
-                win = _tap_window(acc, g, py, px, i, j)
-                nisa.tensor_tensor(win, nisa.tensor_tensor(gt, hit, "multiply"), "add", dst=win)
+                win = _tap_window(acc, g, py, px, i, j)  # a select, not grad * hit: 0 x inf would be NaN
+                nisa.tensor_tensor(win, nl.where(hit, gt, zero), "add", dst=win)
             (h0, h1), (w0, w1) = _real(g.y, py.q0, py.q1), _real(g.x, px.q0, px.q1)
             if h0 >= h1 or w0 >= w1:
                 continue  # the band is all padding

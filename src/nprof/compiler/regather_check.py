@@ -32,6 +32,7 @@ from nprof.nki.tensor import NkiTensor
 CHECK_NAME = "check.regather"  # program output: row sums of every regathered tile (non-finite: re-run without)
 ONEHOT_CHECK_NAME = "check.onehot"  # the same for one-hot matmuls (`kernels.onehot`: embedding and its backward)
 CONV_CHECK_NAME = "check.conv"  # the same for the conv kernels' results (`nprof.compiler.conv_check`)
+NONFINITE_CHECK_NAME = "check.nonfinite"  # results of kernels whose inf/NaN are not eager's (`nonfinite_checked`)
 STORED_COLUMNS = 4  # check columns stored as they are (as many as the output stage takes); more are summed first
 COLUMNS = 64  # check columns (256 bytes a partition of SBUF) before they are folded into the first
 
@@ -105,9 +106,9 @@ def finish_check(check: RegatherCheck) -> bool:
 def failed_checks(outputs: Mapping[str, np.ndarray]) -> frozenset[str]:
     """The checks (`CHECK_NAME`, `ONEHOT_CHECK_NAME`) of the run that gave `outputs` (program outputs by name)
     whose sums are non-finite: a matmul of that kind may have spread a NaN (`CONV_CHECK_NAME` too:
-    `nprof.compiler.conv_check`)."""
+    `nprof.compiler.conv_check`; `NONFINITE_CHECK_NAME`: see `nonfinite_checked`)."""
     return frozenset(
-        name for name in (CHECK_NAME, ONEHOT_CHECK_NAME, CONV_CHECK_NAME)
+        name for name in (CHECK_NAME, ONEHOT_CHECK_NAME, CONV_CHECK_NAME, NONFINITE_CHECK_NAME)
         if name in outputs and not bool(np.isfinite(outputs[name]).all())
     )  # fmt: skip
 
@@ -125,3 +126,19 @@ def checked_copy(acc: NkiTensor, dst: NkiTensor | None = None) -> NkiTensor:
     res = dst if dst is not None else nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
     check.evacuate(acc, res)
     return res
+
+
+def nonfinite_checked(x: NkiTensor, op: str = "multiply", operand: object = 1.0) -> NkiTensor:
+    """``x <op> operand`` (one VectorE TENSOR_SCALAR, also when ``x`` is in PSUM), its row sums
+    checked by the builder's `nonfinite_check`: for results of kernels whose +-inf/NaN results are not eager's
+    (flash attention's output, log-sum-exp and gradients, layer norm's saved statistics; var's results by
+    `conv_check.check_kernel`). A non-finite one makes the backend
+    run the call eagerly with a warning (`nprof.compiler.backend`); finite ones are eager's."""
+    from nprof.nki import isa as nisa
+    from nprof.nki import language as nl
+    from nprof.nki import trace
+
+    check = getattr(trace.current(), "nonfinite_check", None)
+    if check is None:
+        return nisa.tensor_scalar(x, op, operand)
+    return check.evacuate(x, nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf), op, operand)

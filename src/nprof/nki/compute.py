@@ -174,14 +174,14 @@ def activation(
     bias_t = None if bias is None or is_scalar(bias) else tile(bias, "bias")
     scale_t = None if is_scalar(scale) else tile(scale, "scale")
     if scale_t is not None and bias_t is None:  # ins[2] needs ins[1]: materialise the scalar bias
-        bias_t = full_tile((x.shape[0], 1), float(bias or 0.0), "float32")
+        bias_t = full_tile((x.shape[0], 1), 0.0 if bias is None else float(bias), "float32")
     for t, what in ((bias_t, "bias"), (scale_t, "scale")):
         if t is not None and (t.shape[0] != x.shape[0] or any(s != 1 for s in t.shape[1:])):
             raise kernel_error(f"activation {what} must be a scalar or a [{x.shape[0]}, 1] tile, got {t.shape}")
     if bias_t is not None:
         ins.append(bias_t)
     else:
-        kw["bias"] = float(bias or 0.0)
+        kw["bias"] = 0.0 if bias is None else float(bias)
     if scale_t is not None:
         ins.append(scale_t)
     else:

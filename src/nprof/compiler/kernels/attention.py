@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from nprof.compiler.kernels.hbm import load, store
 from nprof.compiler.kernels.matmul import load_tile
+from nprof.compiler.regather_check import nonfinite_checked
 from nprof.compiler.views import View, view_access
 from nprof.nki import isa as nisa
 from nprof.nki import language as nl
@@ -105,9 +106,11 @@ def _store_rows(out: View, lse: View, q0: int, qt: int, acc: NkiTensor, row_max:
     total = nisa.tensor_tensor(row_sum, empty, "add")
     peak = nisa.tensor_tensor(row_max, nisa.tensor_scalar(empty, "multiply", -1.0, op1="add", operand1=1.0),
                               "multiply")  # fmt: skip
-    store(view_access(out, 0, (q0, 0), (qt, d), (1,)), nisa.tensor_scalar(acc, "multiply", nisa.reciprocal(total)))
+    # a non-finite output or log-sum-exp (an inf or NaN in q, k or v always makes one) runs the call eagerly:
+    # eager's kernel treats some of them its own way (a row with a NaN query is 0, its lse 0)
+    store(view_access(out, 0, (q0, 0), (qt, d), (1,)), nonfinite_checked(acc, "multiply", nisa.reciprocal(total)))
     stats = nisa.tensor_tensor(peak, nisa.activation(op="log", data=total), "add")
-    store(view_access(lse, 0, (q0,), (qt,), ()), stats)
+    store(view_access(lse, 0, (q0,), (qt,), ()), nonfinite_checked(stats))
 
 
 def flash_bwd_kernel(
@@ -153,8 +156,9 @@ def flash_bwd_kernel(
             store(view_access(dv, 0, (k0, 0), (kt, d), (1,)), zeros)
             store(view_access(dk, 0, (k0, 0), (kt, d), (1,)), zeros)
             continue
-        store(view_access(dv, 0, (k0, 0), (kt, d), (1,)), nisa.tensor_copy(dv_acc))
-        store(view_access(dk, 0, (k0, 0), (kt, d), (1,)), nisa.tensor_scalar(dk_acc, "multiply", scale))
+        # checked: an inf in dO puts 0 x inf = NaN at keys the causal mask hides (eager's kernel skips them)
+        store(view_access(dv, 0, (k0, 0), (kt, d), (1,)), nonfinite_checked(dv_acc))
+        store(view_access(dk, 0, (k0, 0), (kt, d), (1,)), nonfinite_checked(dk_acc, "multiply", scale))
     for (q0, qt), acc in zip(q_tiles, dq_acc, strict=True):
-        res = nisa.memset((qt, d), 0.0, nl.float32) if acc is None else nisa.tensor_scalar(acc, "multiply", scale)
+        res = nisa.memset((qt, d), 0.0, nl.float32) if acc is None else nonfinite_checked(acc, "multiply", scale)
         store(view_access(dq, 0, (q0, 0), (qt, d), (1,)), res)

@@ -37,7 +37,7 @@ BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "maximum": "maximum",
     "minimum": "minimum", "pow": "power", "eq": "is_equal", "ne": "not_equal", "ge": "is_ge", "gt": "is_gt",
     "le": "is_le", "lt": "is_lt", "bitwise_and": "logical_and", "logical_and": "logical_and",
-    "bitwise_or": "logical_or", "logical_or": "logical_or", "remainder": "mod", "fmod": "mod",
+    "bitwise_or": "logical_or", "logical_or": "logical_or", "remainder": "mod", "fmod": "fmod",
 }  # fmt: skip
 # ALU ops whose results are 0/1 (kept in SBUF even when stored as bool: `hbm.store(exact=True)`)
 BOOLEAN_ALU = frozenset({"is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt", "logical_and", "logical_or"})
@@ -152,11 +152,22 @@ def copy_body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
     return nisa.memset(shape, float(src), nl.float32)
 
 
-def activation_body(func: str, scale: float = 1.0, bias: float = 0.0) -> Body:
+def activation_body(func: str, scale: float = 1.0, bias: float = -0.0) -> Body:
+    """func(x * scale + bias) on ScalarE. The default bias is -0.0, not 0.0: ``x + -0.0`` is x for every x, while
+    ``-0.0 + 0.0`` is +0.0, which turned eager's ``rsqrt(-0.0) = -inf`` (and sqrt's gradient at -0.0) into +inf."""
+
     def body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
         return nisa.activation(op=func, data=ins[0], scale=scale, bias=bias)
 
     return body
+
+
+def gelu_body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
+    """Exact gelu as eager's CPU kernel gives it: ``y = gelu(x)`` (the activation), then ``2y - y`` on VectorE,
+    which is y except where ``2y`` overflows (x > FLT_MAX / 2: eager's inf) and at x = +inf (inf - inf: eager's
+    NaN; gelu(-inf) is already NaN). One more VectorE pass than the bare activation."""
+    y = nisa.activation(op="gelu", data=ins[0], bias=-0.0)
+    return nisa.scalar_tensor_tensor(data=y, op0="multiply", operand0=2.0, op1="subtract", operand1=y)
 
 
 def reciprocal_body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
@@ -194,6 +205,20 @@ def binary_body(alu: str, alpha: float = 1.0) -> Body:
 
     body.accepts_columns = True  # type: ignore[attr-defined]
     body.boolean = alu in BOOLEAN_ALU  # type: ignore[attr-defined]
+    return body
+
+
+def mod_body(alu: str) -> Body:
+    """remainder ("mod") or fmod ("fmod") as eager's vectorised CPU kernels give them: NaN wherever ``a / b``
+    overflows (they compute ``a - floor(a / b) * b``: 1.0 % 1e-40 is NaN), else the exact ALU result. Two more
+    VectorE passes: ``q = a / b`` and ``q * 0 + r`` (NaN exactly where q is +-inf)."""
+    plain, divide = binary_body(alu), binary_body("divide")
+
+    def body(ins: list[Value], shape: tuple[int, ...]) -> NkiTensor:
+        r, q = plain(ins, shape), divide(ins, shape)
+        return nisa.scalar_tensor_tensor(data=q, op0="multiply", operand0=0.0, op1="add", operand1=r)
+
+    body.accepts_columns = True  # type: ignore[attr-defined]
     return body
 
 

@@ -21,6 +21,7 @@ from nprof.compiler.kernels.norm_spread import (
     spread_access,
     spread_factor,
 )
+from nprof.compiler.regather_check import nonfinite_checked
 from nprof.compiler.views import FREE_MAX, View, numel, row_tiles
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -54,7 +55,9 @@ def layer_norm_kernel(
     operands += [v for _, v in affine]
     for spec in row_tiles(src.shape, [v.strides for v in operands], cols):
         x = flat(load(spec.access(1, src)))
-        mv = nisa.bn_aggr(nisa.bn_stats(x))  # [P, 2]: mean, variance
+        # [P, 2]: mean, variance; a non-finite one (an inf or NaN in the row, or a variance overflowing) runs the
+        # call eagerly: eager's mean of a row holding an inf is NaN or inf by its position, the backward reads it
+        mv = nonfinite_checked(nisa.bn_aggr(nisa.bn_stats(x)))
         mu = mv[:, 0:1]
         rs = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(mv[:, 1:2], "add", eps))
         y = nisa.tensor_scalar(x, "subtract", mu, op1="multiply", operand1=rs)
