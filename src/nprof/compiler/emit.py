@@ -39,9 +39,10 @@ from nprof.compiler.packing import (
     plan_pack,
     staged_program,
 )
-from nprof.compiler.prefetch import hoist_loads
+from nprof.compiler.prefetch import hoist_loads, merge_front_loads, search_loads
 from nprof.compiler.regather_check import finish_check
 from nprof.compiler.rowpack import ROWS_NAME, plan_rows, rows_program
+from nprof.compiler.tailstage import stage_tail
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -150,6 +151,9 @@ class Emitter:
         program = reduced_program(program)  # implied deps dropped: the same waits, the passes below run ~3x faster
         program = hoist_loads(program) if self.builder.fusing else program  # prefetches first, the longest first
         program = list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
+        program = merge_front_loads(program) if self.builder.fusing else program  # loads of one pack: one DMA
+        program = search_loads(program) if self.builder.fusing else program  # the loads' trigger order, timed
+        program = stage_tail(program) if self.builder.fusing else program  # the last output stores: one DMA
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         return dataclasses.replace(program, instructions=marked)
