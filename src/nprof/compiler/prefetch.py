@@ -68,8 +68,11 @@ def hoist_loads(program: Program) -> Program:
     return dataclasses.replace(program, instructions=tuple(renumbered(instructions[i]) for i in order))
 
 
-SEARCH_WORK = 400_000  # instructions timed (evaluations x program size) the load-order search may spend
-SEARCH_EVALS = 64  # at most this many orders timed
+# instructions timed (evaluations x program size) each search of this module and `compiler.tailstage` may spend,
+# at most `SEARCH_EVALS` programs: a timing costs ~2 ms CPU per 300 instructions (nanoGPT forward), so the
+# resnet-shaped CNN's 3851-instruction backward gets 12 timings a pass
+SEARCH_WORK = 50_000
+SEARCH_EVALS = 48
 
 
 def search_loads(program: Program) -> Program:

@@ -135,9 +135,11 @@ def _allocations(program: Program, base: int, width: int, parts: int) -> str:
 
 
 def stage_tail(program: Program) -> Program:
-    """Of `program` and its versions with the last K stageable stores staged (K = 2 .. `MAX_MEMBERS`), the one
-    the device's timing model runs fastest; `program` itself on ties (see module doc)."""
+    """Of `program` and its versions with the last K stageable stores staged (K = 2 .. `MAX_MEMBERS`, within the
+    timing budget of `prefetch.SEARCH_WORK`), the one the device's timing model runs fastest; `program` itself on
+    ties (see module doc)."""
     from nprof.compiler.listsched import makespan
+    from nprof.compiler.prefetch import SEARCH_EVALS, SEARCH_WORK
 
     if not ENABLED or TAIL_NAME in {t.name for t in program.tensors}:
         return program
@@ -149,7 +151,8 @@ def stage_tail(program: Program) -> Program:
     preset = get_preset(program.preset)
     best, best_ns = program, makespan(program, preset)
     top = high_water(program)
-    for k in range(2, min(MAX_MEMBERS, len(found)) + 1):
+    budget = min(SEARCH_EVALS, SEARCH_WORK // max(len(program.instructions), 1))
+    for k in range(2, min(MAX_MEMBERS, len(found), budget) + 1):
         candidate = staged(program, found[-k:], top)
         if candidate is None:
             break
