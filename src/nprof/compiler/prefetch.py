@@ -15,6 +15,10 @@ nanoGPT backward 27.7 -> 26.8 us, forward 21.7 -> 21.8 us.
 Exact: an instruction without dependencies reads nothing an earlier instruction writes and writes nothing an
 earlier instruction reads or writes (the tracer records those as dependencies), so running it first changes
 no value; what follows it keeps its order and its dependencies.
+
+After list scheduling, two timed passes on those loads (each kept only when the device's timing model runs the
+program strictly faster, within `SEARCH_WORK`): `merge_front_loads` merges runs of equally spaced loads of one
+input into one DMA (`front_runs`, `merged_front`), and `search_loads` searches their trigger order.
 """
 
 from __future__ import annotations
