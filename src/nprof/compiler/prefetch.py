@@ -32,7 +32,7 @@ from nprof.compiler.balance import EngineClock
 from nprof.program.model import Program
 
 ENABLED = True  # module switch (tests compare with the program order the kernels emitted)
-MERGE_FRONT = True  # `merge_front_loads` switch (tests counting the DMAs of other passes turn it off)
+MERGE_FRONT = True  # module switch of `merge_front_loads` (tests counting the DMAs of other passes turn it off)
 
 
 def _movable(ins: Instruction) -> bool:
