@@ -209,10 +209,12 @@ def _trigger_floor_ns(module: str, hbm_bytes: int) -> tuple[float, float]:
     from nprof.arch.cost import dma_pool_bandwidth
     from nprof.arch.presets import get_preset
     from nprof.compiler import STATS, CompileCache
+    from nprof.compiler.tailstage import TAIL_NAME
     from nprof.program.file import load_program
 
     entry = next(m for m in CompileCache().modules() if module.startswith(m.path.name))
-    tensors = sum(1 for t in load_program(entry.program_path).tensors if t.kind != "internal")
+    program = load_program(entry.program_path)
+    tensors = sum(1 for t in program.tensors if t.kind != "internal" and t.name != TAIL_NAME)
     preset = get_preset(STATS.last_profile[module].info.preset or "trn1")
     triggers = (tensors - 1) * preset.dma_issue_gap_ns + preset.dma_latency_ns
     return triggers, preset.dma_latency_ns + hbm_bytes / dma_pool_bandwidth(preset) * 1e9
@@ -280,16 +282,19 @@ def _roofline_ns(module: str, flops: int) -> tuple[float, int, int, int]:
 def _compulsory_bytes(program: object, itemsize: dict[str, int]) -> int:
     """Bytes of the program's inputs, weights and outputs, an input pack (`nprof.compiler.packing`,
     `nprof.compiler.rowpack`) counted as its distinct members' elements (4 bytes each: fp32 or int32), not its
-    padding nor twice for a member two packs hold."""
+    padding nor twice for a member two packs hold; the tail pack (`nprof.compiler.tailstage`) not at all: its
+    members are outputs the program still declares."""
     import json
 
     import numpy as np
 
     from nprof.compiler.packing import PACKED_META
+    from nprof.compiler.tailstage import TAIL_NAME
 
     packs = json.loads(program.meta.get(PACKED_META, "{}"))  # type: ignore[attr-defined]
     members = {str(entry[0]): int(entry[2]) for layout in packs.values() for entry in layout}
-    tensors = [t for t in program.tensors if t.kind != "internal" and t.name not in packs]  # type: ignore[attr-defined]
+    tensors = [t for t in program.tensors  # type: ignore[attr-defined]
+               if t.kind != "internal" and t.name not in packs and t.name != TAIL_NAME]  # fmt: skip
     return sum(int(np.prod(t.shape)) * itemsize.get(t.dtype, 4) for t in tensors) + 4 * sum(members.values())
 
 

@@ -19,6 +19,17 @@ from nprof.compiler.lower import GraphPlan, lower_graph  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _no_tail_staging(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count the DMAs of the packs alone: the last stores gathered into one more DMA
+    (`nprof.compiler.tailstage`) and front loads merged (`nprof.compiler.prefetch.merge_front_loads`) would
+    change both counts."""
+    from nprof.compiler import prefetch, tailstage
+
+    monkeypatch.setattr(tailstage, "ENABLED", False)
+    monkeypatch.setattr(prefetch, "MERGE_FRONT", False)
+
+
 def _run(fn: object, args: list[torch.Tensor]) -> tuple[list[np.ndarray], int, object]:
     """(outputs, DMA count, program) of `fn` lowered and simulated with numerics."""
     gm = make_fx(fn, decomposition_table=decompositions())(*args)

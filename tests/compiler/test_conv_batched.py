@@ -22,6 +22,16 @@ from nprof.compiler.packing import pack_inputs, unpack_outputs  # noqa: E402
 from nprof.device import simulate  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _no_timed_dma_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count the DMAs of one lowering: the timed passes that merge front loads and gather the last
+    stores (`compiler.prefetch.merge_front_loads`, `compiler.tailstage`) would change the counts."""
+    from nprof.compiler import prefetch, tailstage
+
+    monkeypatch.setattr(tailstage, "ENABLED", False)
+    monkeypatch.setattr(prefetch, "MERGE_FRONT", False)
+
+
 def _conv(x: torch.Tensor, w: torch.Tensor, stride: int, pad: int, batched: bool) -> tuple[np.ndarray, int]:
     """(the lowered convolution's output, DMAs of its program) with the batched path on or off."""
     old = conv_batched.ENABLED

@@ -20,6 +20,16 @@ from nprof.device import simulate  # noqa: E402
 from nprof.program.model import Program  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _no_timed_dma_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count the DMAs of one lowering: the timed passes that merge front loads and gather the last
+    stores (`compiler.prefetch.merge_front_loads`, `compiler.tailstage`) would change the counts."""
+    from nprof.compiler import prefetch, tailstage
+
+    monkeypatch.setattr(tailstage, "ENABLED", False)
+    monkeypatch.setattr(prefetch, "MERGE_FRONT", False)
+
+
 def _lower(fn: object, args: list[torch.Tensor], fused: bool = True) -> tuple[Program, list[np.ndarray]]:
     """`fn` traced to core ATen, lowered (fusion on or off) and simulated: (program, outputs)."""
     gm = make_fx(fn, decomposition_table=decompositions())(*args)

@@ -21,6 +21,17 @@ from nprof.program.model import TensorDecl  # noqa: E402
 from tests.compiler.conftest import lower_with_switch  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _no_tail_staging(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count the DMAs of the packs alone: the last stores gathered into one more DMA
+    (`nprof.compiler.tailstage`) and front loads merged (`nprof.compiler.prefetch.merge_front_loads`) would
+    change both counts."""
+    from nprof.compiler import prefetch, tailstage
+
+    monkeypatch.setattr(tailstage, "ENABLED", False)
+    monkeypatch.setattr(prefetch, "MERGE_FRONT", False)
+
+
 def test_plan_packs_small_fp32_inputs_by_size_back_to_back() -> None:
     decls = [TensorDecl("a", (64,), "float32", "input"), TensorDecl("big", (600,), "float32", "input"),
              TensorDecl("b", (16,), "float32", "input"), TensorDecl("ids", (8,), "int32", "input"),

@@ -41,9 +41,10 @@ from nprof.compiler.packing import (
     plan_pack,
     staged_program,
 )
-from nprof.compiler.prefetch import hoist_loads
+from nprof.compiler.prefetch import hoist_loads, merge_front_loads, search_loads
 from nprof.compiler.regather_check import finish_check
 from nprof.compiler.rowpack import ROWS_NAME, plan_rows, rows_program
+from nprof.compiler.tailstage import stage_tail
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -154,7 +155,10 @@ class Emitter:
         internal = {t.name for t in program.tensors if t.kind == "internal"}
         marked = tuple(_mark_spills(ins, internal) for ins in program.instructions)
         program = dataclasses.replace(program, instructions=marked)  # (before the scheduler, which reads no mark)
-        return list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
+        program = list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
+        program = merge_front_loads(program) if self.builder.fusing else program  # loads of one pack: one DMA
+        program = search_loads(program) if self.builder.fusing else program  # the loads' trigger order, timed
+        return stage_tail(program) if self.builder.fusing else program  # the last output stores: one DMA
 
 
 def _mark_spills(ins: Instruction, internal: set[str]) -> Instruction:

@@ -230,7 +230,9 @@ SWITCHES = (
     ("listsched", "ENABLED"),
     ("packing", "ENABLED"),
     ("prefetch", "ENABLED"),
+    ("prefetch", "MERGE_FRONT"),
     ("rowpack", "PAD_BYTES_MAX"),
+    ("tailstage", "ENABLED"),
 )
 
 

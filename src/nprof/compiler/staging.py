@@ -206,8 +206,10 @@ def staged_program(program: Program, columns: Mapping[str, int], sizes: Mapping[
 def unpack_outputs(program: Program, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`outputs` (device results by program tensor) with every staged output cut from its pack (flat values:
     the runtime reshapes them); unchanged for a program without an output pack."""
+    from nprof.compiler.tailstage import unpack_tail
+
     packs = json.loads(program.meta.get(OUT_PACKED_META, "{}"))
-    out = dict(outputs)
+    out = unpack_tail(program, outputs)  # the last stores gathered in one DMA (`nprof.compiler.tailstage`)
     for name, (k, layout) in packs.items():
         table = np.asarray(out.pop(name)).reshape(-1, int(k))
         rows = table.shape[0]
