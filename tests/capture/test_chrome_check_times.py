@@ -1,6 +1,6 @@
-"""`chrome_check.check_times` (finiteness by each array's min and max) held to the obviously-correct form (an
-isfinite pass over every array) on random times with NaN, infinities, negative durations and long spans: the
-same error, or none."""
+"""`chrome_check.check_times` and `check_counters` (finiteness by each array's min and max) held to the
+obviously-correct form (an isfinite pass over every array) on random times with NaN, infinities, negative
+durations and long spans: the same error, or none."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nprof.capture.chrome_check import MAX_SPAN_NS, check_times
+from nprof.capture.chrome_check import MAX_SPAN_NS, check_counters, check_times
 from nprof.errors import NprofError
 
 _PATH = Path("t.json")
@@ -53,3 +53,22 @@ def test_check_times_matches_reference(seed: int) -> None:
         return
     with pytest.raises(NprofError, match=want):
         check_times(ts, dur, c_ts, f_ts, _PATH)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_check_counters_matches_isfinite(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = _times(rng, int(rng.integers(0, 8))).tolist() if seed % 3 else [float(v) for v in rng.integers(-9, 9, 3)]
+    if rng.random() < 0.2:
+        values.append(10**400)  # beyond the double range
+    try:
+        want = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        with pytest.raises(NprofError, match="beyond the double range"):
+            check_counters(values, _PATH)
+        return
+    if not np.isfinite(want).all():
+        with pytest.raises(NprofError, match="infinite"):
+            check_counters(values, _PATH)
+        return
+    assert np.array_equal(check_counters(values, _PATH), want)

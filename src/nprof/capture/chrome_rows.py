@@ -314,16 +314,18 @@ def _ids_and_deps(
 
 def deps_column(deps: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> pa.Array:
     """The deps of ids lo..hi-1 (`chrome_tree.dep_lists`) as an Arrow list<int64> column (no list per row).
-    The offsets are narrowed to int32 by numpy where they fit: Arrow's own cast would create its compute
-    function registry (2.2 MB of libarrow code pages touched for mlp8 in bench/chrome_import.py); past
-    int32 Arrow's cast raises as before."""
+    The offsets are narrowed to int32 by numpy where they fit (Arrow's own cast would create its compute
+    function registry: 2.2 MB of libarrow code pages touched for mlp8 in bench/chrome_import.py) and the column
+    wraps the numpy buffers (`ListArray.from_arrays` touched 320 kB more of pyarrow's code); past int32 Arrow's
+    cast raises as before."""
     offsets, values = deps
     off = offsets[lo : hi + 1] - offsets[lo]
     fits = not off.size or (int(off.min()) >= 0 and int(off.max()) <= np.iinfo(np.int32).max)
-    narrow = numpy_array(off.astype(np.int32), pa.int32()) if fits else pa.array(off, pa.int32())
-    return pa.ListArray.from_arrays(
-        narrow, numpy_array(values[offsets[lo] : offsets[hi]], pa.int64()), pool=pa.system_memory_pool()
-    )
+    items = numpy_array(values[offsets[lo] : offsets[hi]], pa.int64())
+    if not fits or not off.size:
+        return pa.ListArray.from_arrays(pa.array(off, pa.int32()), items, pool=pa.system_memory_pool())
+    narrow = pa.py_buffer(np.ascontiguousarray(off, np.int32))
+    return pa.Array.from_buffers(pa.list_(pa.int64()), hi - lo, [None, narrow], children=[items])
 
 
 _NUMPY_OF = {pa.int64(): np.dtype(np.int64), pa.int32(): np.dtype(np.int32), pa.float64(): np.dtype(np.float64)}
