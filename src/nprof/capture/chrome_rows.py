@@ -174,7 +174,7 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     pair_labels = list(map(keymap.__getitem__, reps))
     dev_labels = list(map(label_of.__getitem__, dev_keys))
     # the distinct pair codes (0..k-1) of non-device slices, ascending: np.unique without an index would import
-    # numpy.ma on its first call (1.1 MB of Python objects, ~15 ms: a real fraction of a small trace's import)
+    # numpy.ma on its first call (1.1 MB of Python objects, 7-11 ms CPU: a real fraction of a small trace's import)
     host_pairs = np.flatnonzero(np.bincount(pair[kind < 3], minlength=len(first))).tolist()
     track_names = sorted({*map(pair_labels.__getitem__, host_pairs), *dev_labels})
     codes = {label: c for c, label in enumerate(track_names)}
@@ -334,8 +334,8 @@ _NUMPY_OF = {pa.int64(): np.dtype(np.int64), pa.int32(): np.dtype(np.int32), pa.
 def numpy_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
     """A 1-d numpy array as an Arrow array of `typ` (no nulls), as `pa.array(values, typ)` makes it: sharing the
     array's buffer when its dtype is `typ`'s (int64, int32, float64), else by `pa.array`. Why not always
-    `pa.array`: its first call on a numpy array imports numpy.ma (1.1 MB of Python objects and ~15 ms CPU, a
-    real part of a small trace's import; the library imports are counted apart from it in bench/chrome_import.py
+    `pa.array`: its first call on a numpy array imports numpy.ma (1.1 MB of Python objects, 7-11 ms CPU on a
+    quiet machine: a real part of a small trace's import; bench/chrome_import.py counts it apart from the import
     only when pandas is installed, which imports numpy.ma itself)."""
     want = _NUMPY_OF.get(typ)
     if want is None or values.dtype != want or values.ndim != 1:

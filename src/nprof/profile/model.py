@@ -82,8 +82,8 @@ _DEFAULT_FILL = {"pc": -1}  # column defaults other than 0/False/null/empty
 
 def _default_column(name: str, type_: pa.DataType, n: int) -> pa.Array:
     """A column of `n` default values (`_DEFAULT_FILL`, else 0/False; null strings; empty lists), wrapping numpy
-    buffers: `pa.array` of a numpy array imports numpy.ma on its first call (1.1 MB, ~15 ms CPU: a real part of
-    importing a small Chrome trace), and `pa.repeat` touches ~250 kB more of libarrow's code."""
+    buffers: `pa.array` of a numpy array imports numpy.ma on its first call (1.1 MB, 7-11 ms CPU on a quiet
+    machine: a real part of importing a small Chrome trace), and `pa.repeat` touches ~250 kB more of libarrow."""
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         return pa.nulls(n, type_)
     if pa.types.is_list(type_):
