@@ -1,5 +1,5 @@
-"""`chrome_rows.deps_column` (offsets narrowed to int32 by numpy) held to Arrow's own int32 cast on random
-dependency lists, and refusing offsets past int32 as Arrow's cast does."""
+"""`chrome_rows.deps_column` (offsets narrowed to int32 by numpy, the numpy buffers wrapped) held to Arrow's own
+int32 cast on random dependency lists, and refusing offsets past int32 as Arrow's cast does."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def test_deps_column_matches_arrows_cast(seed: int) -> None:
     values = rng.integers(0, 10**12, int(offsets[-1]))
     lo, hi = sorted(int(x) for x in rng.integers(0, n + 1, 2))
     got = deps_column((offsets, values), lo, hi)
+    got.validate(full=True)
     assert got.equals(_reference((offsets, values), lo, hi))
     assert got.type == pa.list_(pa.int64()) and got.offsets.type == pa.int32()
 

@@ -51,7 +51,7 @@ from nprof import __version__
 from nprof.capture.chrome_check import check_counters, check_events, check_flows, check_slices, check_times
 from nprof.capture.chrome_events import ABSENT, SliceColumns, flow_columns, parse_events
 from nprof.capture.chrome_fast import META_KEYS, FastTrace, FileSource, fast_parse, loads
-from nprof.capture.chrome_rows import build_profile
+from nprof.capture.chrome_rows import build_profile, numpy_array
 from nprof.capture.devices import gpu_peaks  # small: imported with the importer, not in its first run
 from nprof.errors import NprofError
 from nprof.gcpause import gc_paused
@@ -277,8 +277,8 @@ def _arrow(table: str, columns: dict[str, Any]) -> dict[str, Any]:
     1 MB of tables from mlp32.cuda in bench/chrome_import.py (it commits memory in steps of megabytes), while
     malloc reuses what the parse freed."""
     schema, pool = TABLES[table], pa.system_memory_pool()
-    return {k: v if isinstance(v, pa.Array) else pa.array(v, schema.field(k).type, memory_pool=pool)
-            for k, v in columns.items()}  # fmt: skip
+    return {k: v if isinstance(v, pa.Array) else numpy_array(v, schema.field(k).type) if isinstance(v, np.ndarray)
+            else pa.array(v, schema.field(k).type, memory_pool=pool) for k, v in columns.items()}  # fmt: skip
 
 
 def _describe(exc: BaseException) -> str:

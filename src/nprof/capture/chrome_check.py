@@ -22,6 +22,7 @@ columns whose types the fast parse counted as it read them (`SliceColumns.types`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from functools import partial
 from itertools import chain
@@ -133,26 +134,33 @@ def check_slices(sl: SliceColumns, path: Path) -> None:
 
 
 def check_times(ts_us: np.ndarray, dur_us: np.ndarray, c_ts: np.ndarray, f_ts: np.ndarray, path: Path) -> None:
-    """Finite times, no negative durations, a span of at most MAX_SPAN_NS (see module doc)."""
-    if any(a.ndim != 1 for a in (ts_us, dur_us, c_ts, f_ts)):
+    """Finite times, no negative durations, a span of at most MAX_SPAN_NS (see module doc). Finite by each
+    array's min and max (NaN propagates into both, an infinity is one of them): the passes the span needs anyway,
+    no isfinite pass (which also touched 192 kB more of numpy's code pages for a small trace's import)."""
+    arrays = (ts_us, dur_us, c_ts, f_ts)
+    if any(a.ndim != 1 for a in arrays):
         raise _fail(path, "an event has a list as its 'ts' or 'dur'")
-    if not all(np.isfinite(a).all() for a in (ts_us, dur_us, c_ts, f_ts)):
+    lows = [float(a.min()) if len(a) else 0.0 for a in arrays]
+    highs = [float(a.max()) if len(a) else 0.0 for a in arrays]
+    if not all(map(math.isfinite, lows + highs)):
         raise _fail(path, "an event has an infinite or NaN 'ts' or 'dur'")
-    if len(dur_us) and dur_us.min() < 0:
-        raise _fail(path, f"a slice has a negative duration ({dur_us.min():g} us; an 'E' before its 'B'?)")
-    starts = [a.min() for a in (ts_us, c_ts, f_ts) if len(a)]
-    ends = [a.max() for a in (ts_us + dur_us, c_ts, f_ts) if len(a)]
+    if len(dur_us) and lows[1] < 0:
+        raise _fail(path, f"a slice has a negative duration ({lows[1]:g} us; an 'E' before its 'B'?)")
+    starts = [low for a, low in zip((ts_us, c_ts, f_ts), lows[:1] + lows[2:], strict=True) if len(a)]
+    ends = [float((ts_us + dur_us).max())] if len(ts_us) else []
+    ends += [high for a, high in zip((c_ts, f_ts), highs[2:], strict=True) if len(a)]
     if starts and (max(ends) - min(starts)) * 1000.0 >= MAX_SPAN_NS:
         raise _fail(path, f"the trace spans more than {MAX_SPAN_NS} ns (9.7 hours), the longest nprof imports")
 
 
 def check_counters(values: list[Any], path: Path) -> np.ndarray:
-    """The counter values as a float array; NprofError if one is beyond the double range (or infinite)."""
+    """The counter values as a float array; NprofError if one is beyond the double range (or infinite or NaN).
+    Finite by min and max, as `check_times`: numpy's isfinite loop is not touched (192 kB of code pages)."""
     try:
         out = np.asarray(values, dtype=np.float64)
     except OverflowError:
         raise _fail(path, "a counter value is beyond the double range") from None
-    if not np.isfinite(out).all():
+    if out.size and not (math.isfinite(out.min()) and math.isfinite(out.max())):  # NaN propagates into both
         raise _fail(path, "a counter value is infinite")
     return out
 

@@ -173,7 +173,9 @@ def _tracks(sl: SliceColumns, kind: np.ndarray) -> tuple[list[str], np.ndarray, 
     keymap = {key: thread_label.get(key) or (f"cpu:{key[0]}.{key[1]}" if multi else f"cpu:{key[1]}") for key in reps}
     pair_labels = list(map(keymap.__getitem__, reps))
     dev_labels = list(map(label_of.__getitem__, dev_keys))
-    host_pairs = np.unique(pair[kind < 3]).tolist()
+    # the distinct pair codes (0..k-1) of non-device slices, ascending: np.unique without an index would import
+    # numpy.ma on its first call (1.1 MB of Python objects, 7-11 ms CPU: a real fraction of a small trace's import)
+    host_pairs = np.flatnonzero(np.bincount(pair[kind < 3], minlength=len(first))).tolist()
     track_names = sorted({*map(pair_labels.__getitem__, host_pairs), *dev_labels})
     codes = {label: c for c, label in enumerate(track_names)}
     track_code = np.asarray([codes.get(label, -1) for label in pair_labels], dtype=np.int64)[pair]
@@ -312,16 +314,34 @@ def _ids_and_deps(
 
 def deps_column(deps: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> pa.Array:
     """The deps of ids lo..hi-1 (`chrome_tree.dep_lists`) as an Arrow list<int64> column (no list per row).
-    The offsets are narrowed to int32 by numpy where they fit: Arrow's own cast would create its compute
-    function registry (2.2 MB of libarrow code pages touched for mlp8 in bench/chrome_import.py); past
-    int32 Arrow's cast raises as before."""
+    The offsets are narrowed to int32 by numpy where they fit (Arrow's own cast would create its compute
+    function registry: 2.2 MB of libarrow code pages touched for mlp8 in bench/chrome_import.py) and the column
+    wraps the numpy buffers (`ListArray.from_arrays` touched 320 kB more of pyarrow's code); past int32 Arrow's
+    cast raises as before."""
     offsets, values = deps
     off = offsets[lo : hi + 1] - offsets[lo]
     fits = not off.size or (int(off.min()) >= 0 and int(off.max()) <= np.iinfo(np.int32).max)
-    narrow = pa.array(off.astype(np.int32) if fits else off, pa.int32())
-    return pa.ListArray.from_arrays(
-        narrow, pa.array(values[offsets[lo] : offsets[hi]], pa.int64()), pool=pa.system_memory_pool()
-    )
+    items = numpy_array(values[offsets[lo] : offsets[hi]], pa.int64())
+    if not fits or not off.size:
+        return pa.ListArray.from_arrays(pa.array(off, pa.int32()), items, pool=pa.system_memory_pool())
+    narrow = pa.py_buffer(np.ascontiguousarray(off, np.int32))
+    return pa.Array.from_buffers(pa.list_(pa.int64()), hi - lo, [None, narrow], children=[items])
+
+
+_NUMPY_OF = {pa.int64(): np.dtype(np.int64), pa.int32(): np.dtype(np.int32), pa.float64(): np.dtype(np.float64)}
+
+
+def numpy_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A 1-d numpy array as an Arrow array of `typ` (no nulls), as `pa.array(values, typ)` makes it: sharing the
+    array's buffer when its dtype is `typ`'s (int64, int32, float64), else by `pa.array`. Why not always
+    `pa.array`: its first call on a numpy array imports numpy.ma (1.1 MB of Python objects, 7-11 ms CPU on a
+    quiet machine: a real part of a small trace's import; bench/chrome_import.py counts it apart from the import
+    only when pandas is installed, which imports numpy.ma itself)."""
+    want = _NUMPY_OF.get(typ)
+    if want is None or values.dtype != want or values.ndim != 1:
+        return pa.array(values, typ)
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)])
 
 
 def _instruction_columns(
