@@ -45,6 +45,7 @@ from nprof.compiler.prefetch import hoist_loads, merge_front_loads, search_loads
 from nprof.compiler.regather_check import finish_check
 from nprof.compiler.rowpack import ROWS_NAME, plan_rows, rows_program
 from nprof.compiler.tailstage import stage_tail
+from nprof.device.columns import attach_columns, attached_columns, instruction_columns
 from nprof.program.model import Program, TensorDecl, TensorKind
 
 
@@ -158,7 +159,10 @@ class Emitter:
         program = list_schedule(program) if self.builder.fusing else program  # engines never idle behind kernel order
         program = merge_front_loads(program) if self.builder.fusing else program  # loads of one pack: one DMA
         program = search_loads(program) if self.builder.fusing else program  # the loads' trigger order, timed
-        return stage_tail(program) if self.builder.fusing else program  # the last output stores: one DMA
+        program = stage_tail(program) if self.builder.fusing else program  # the last output stores: one DMA
+        if attached_columns(program) is None:  # (the timed passes above replaced the scheduler's program)
+            attach_columns(program, instruction_columns(program.instructions))
+        return program
 
 
 def _mark_spills(ins: Instruction, internal: set[str]) -> Instruction:
