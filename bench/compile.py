@@ -28,7 +28,7 @@ warm-cache compile count after a dynamo reset (must be 0); and the first step in
 cache (goal: "instant", i.e. torch's own compile overhead plus the numerics), beside torch's aot_eager backend
 (Dynamo + AOTAutograd, no nprof) and eager. Before all that, a few lines time loading nprof's compiled (numba)
 cores as scripts/setup.sh warms them, which a cold numba cache (after a fresh clone, an install or an edit of
-their sources) compiles in ~55 s CPU: a one-time cost kept out of the per-model first steps, so they compare
+their sources) compiles in ~40 s CPU: a one-time cost kept out of the per-model first steps, so they compare
 across runs (a core the warm-up misses shows in the first step's lowering).
 """
 
@@ -313,7 +313,7 @@ def jit_line() -> str:
     """Load (or, on a cold numba cache, compile) the compiled cores a torch.compile run uses, timed, as lines: what
     scripts/setup.sh runs once (`nprof.compiler.warmup.warm_cores`). numba caches the machine code on disk
     (`cache=True`: the package's __pycache__, or NUMBA_CACHE_DIR); after a fresh clone, an install or an edit of a
-    core's sources, the first process compiles it: ~55 s CPU on this machine, paid inside the first compile of
+    core's sources, the first process compiles it: ~40 s CPU on this machine, paid inside the first compile of
     that process unless done here first. A core this list missed shows in the first step's lowering below."""
     from nprof.compiler.warmup import warm_cores
 

@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e ".[torch,test,spark,zoo,compat]" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -c "import nprof, torch, duckdb, perfetto, playwright, numba, msgspec" # fail loudly if install failed
-# Compile nprof's numba cores now (~55 s CPU on a cold cache, then cached on disk beside the sources)
+# Compile nprof's numba cores now (~40 s CPU on a cold cache, then cached on disk beside the sources)
 # rather than inside a user's first trace or torch.compile (nprof.compiler.warmup).
 .venv/bin/python -c "
 from nprof.compiler.warmup import warm_cores

@@ -10,9 +10,11 @@ and returns an empty list (the pure-Python passes need no warming).
 
 Why: numba compiles a core on its first call in a process whose on-disk cache (`__pycache__` beside the
 sources, or NUMBA_CACHE_DIR) lacks it: after a fresh clone, an install, or an edit of the core's sources. That
-costs ~45 s CPU for the dependency core and ~10 s for the others on this project's 2-core machine, which a
-user's first torch.compile would otherwise pay. scripts/setup.sh runs this once; bench/compile.py too, so its
-first steps compare across runs and show any core this list misses.
+cost 35-44 s CPU for the dependency core and ~6 s for the other two (resnet18 bench, this project's 2-core
+machine); a user's first torch.compile would otherwise pay the other two (~9 s when the scheduler also compiled a
+second, read-only signature). numba 0.68 stamps its cache by the sources' content, so new mtimes alone (a fresh
+clone's) keep it valid; a new checkout has its own, empty `__pycache__`. scripts/setup.sh runs this once;
+bench/compile.py too, so its first steps compare across runs and show any core this list misses.
 """
 
 from __future__ import annotations
