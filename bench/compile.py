@@ -26,9 +26,10 @@ two DMA latencies, and the latency plus the compulsory bytes at the DMA pool's b
 with the simulated step's ratio to it and whether 2x the bound is reachable under the cost model; the
 warm-cache compile count after a dynamo reset (must be 0); and the first step in new processes: nprof on the warm
 cache (goal: "instant", i.e. torch's own compile overhead plus the numerics), beside torch's aot_eager backend
-(Dynamo + AOTAutograd, no nprof) and eager. Before all that, one line times loading nprof's compiled (numba)
-dependency core, which a cold numba cache (after an install or an edit of its sources) compiles in ~30 s CPU:
-a one-time cost kept out of the per-model first steps, so they compare across runs.
+(Dynamo + AOTAutograd, no nprof) and eager. Before all that, a few lines time loading nprof's compiled (numba)
+cores as scripts/setup.sh warms them, which a cold numba cache (after a fresh clone, an install or an edit of
+their sources) compiles in ~40 s CPU: a one-time cost kept out of the per-model first steps, so they compare
+across runs (a core the warm-up misses shows in the first step's lowering).
 """
 
 from __future__ import annotations
@@ -314,19 +315,22 @@ def _model_flops(model: object, inputs: object, target: object, loss_fn: Callabl
 
 
 def jit_line() -> str:
-    """Load (or, on a cold numba cache, compile) the compiled dependency core every lowering uses, timed, as one
-    line. numba caches the machine code on disk (`cache=True`: the package's __pycache__); after an install or
-    an edit of nprof.nki.depcore, depbatch, alloc_batch or depregions, the first process compiles it: ~25-30 s
-    CPU on this machine, paid inside the first compile of that process unless done here first."""
-    from nprof.nki import alloc_batch, depbatch, depcore
-    from nprof.nki.deps import DepTracker
+    """Load (or, on a cold numba cache, compile) the compiled cores a torch.compile run uses, timed, as lines: what
+    scripts/setup.sh runs once (`nprof.compiler.warmup.warm_cores`). numba caches the machine code on disk
+    (`cache=True`: the package's __pycache__, or NUMBA_CACHE_DIR); after a fresh clone, an install or an edit of a
+    core's sources, the first process compiles it: ~40 s CPU on this machine, paid inside the first compile of
+    that process unless done here first. A core this list missed shows in the first step's lowering below."""
+    from nprof.compiler.warmup import warm_cores
 
-    wall, cpu = _timed(lambda: DepTracker(capacity=16) and None)
-    entries = (depcore.record, depcore.last_writer, depcore.rehash, depbatch.run, alloc_batch.run)
-    misses = sum(sum(f.stats.cache_misses.values()) for f in entries)  # numba's own count of compiled signatures
-    state = f"cold numba cache: {misses} entry points compiled" if misses else "warm numba cache: loaded"
-    return (f"nprof's compiled dependency core ({state}; once per install or edit, not per model): {wall:.2f} s wall, "
-            f"{cpu:.2f} s CPU; not included in the first steps below")  # fmt: skip
+    wall = time.perf_counter()
+    cores = warm_cores()
+    wall = time.perf_counter() - wall
+    compiled = sum(n for _, _, n in cores)
+    state = f"cold numba cache: {compiled} signatures compiled" if compiled else "warm numba cache: loaded"
+    lines = [f"  {label}: {cpu:.2f} s CPU, {n} signature(s) compiled" for label, cpu, n in cores]
+    return "\n".join([f"nprof's compiled cores, as scripts/setup.sh warms them ({state}; once per install or edit, "
+                      f"not per model): {wall:.2f} s wall, {sum(c for _, c, _ in cores):.2f} s CPU; not included "
+                      "in the first steps below", *lines])  # fmt: skip
 
 
 def _timed(fn: Callable[[], None]) -> tuple[float, float]:

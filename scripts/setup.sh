@@ -10,9 +10,12 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e ".[torch,test,spark,zoo,compat]" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -c "import nprof, torch, duckdb, perfetto, playwright, numba, msgspec" # fail loudly if install failed
-# Compile the NKI tracer's numba dependency core now (~30 s CPU on a cold cache, then cached on disk
-# beside the sources) rather than inside a user's first trace or torch.compile.
-.venv/bin/python -c "from nprof.nki.deps import DepTracker; DepTracker(capacity=16)"
+# Compile nprof's numba cores now (~40 s CPU on a cold cache, then cached on disk beside the sources)
+# rather than inside a user's first trace or torch.compile (nprof.compiler.warmup).
+.venv/bin/python -c "
+from nprof.compiler.warmup import warm_cores
+for core, cpu, compiled in warm_cores():
+    print(f'setup: numba core {core}: {cpu:.1f} s CPU, {compiled} signature(s) compiled')"
 # Debian packages the tests need: chromium (browser tests) and a Java runtime (the Spark engine of
 # `nprof analyze`); the Spark test is skipped, saying why, only when Java cannot be installed.
 apt_install() {

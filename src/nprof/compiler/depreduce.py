@@ -117,7 +117,9 @@ def reduced_deps(offsets: np.ndarray, flat: np.ndarray, budget: int = BUDGET) ->
     earlier index), as new CSR arrays (module doc)."""
     if not _WARM:
         run_detached(_warm)
-    return _reduce(np.ascontiguousarray(offsets, np.int64), np.ascontiguousarray(flat, np.int64), int(budget))
+    # C-contiguous writable int64: `_reduce`'s one signature (a read-only array would compile another, `warm_cores`)
+    stable = [np.require(a, np.int64, ("C", "W")) for a in (offsets, flat)]
+    return _reduce(stable[0], stable[1], int(budget))
 
 
 def reduced_program(program: Program, budget: int = BUDGET) -> Program:

@@ -216,20 +216,50 @@ def schedule(plan: Plan, program: Program | None = None) -> Timing:
     core = compiled_core(plan.n)
     if core is None:
         return python_schedule(plan, program)
+    return _compiled_schedule(core, plan, program)
+
+
+def _stable(*arrays: np.ndarray) -> list[np.ndarray]:
+    """`arrays` as the compiled core's one signature per pass takes them: C-contiguous and writable (a copy only
+    of an array that is not, e.g. a read-only one read from a cached program's buffer). numba compiles a new
+    specialization, seconds of CPU on a cold cache, for every new combination of layout and read-only flag."""
+    return [np.require(a, requirements=("C", "W")) for a in arrays]
+
+
+def _compiled_schedule(core: ModuleType, plan: Plan, program: Program | None) -> Timing:
+    """`schedule` by the compiled core `core` (`device.core`)."""
     if _one_pass(plan):
-        start, end = core.list_pass(plan.order, plan.slot, plan.dur, plan.lat0, plan.lat1, plan.dep1,
-                                    plan.deps_offsets, plan.deps_flat, plan.prev, plan.is_tr)  # fmt: skip
+        start, end = core.list_pass(*_stable(plan.order, plan.slot, plan.dur, plan.lat0, plan.lat1, plan.dep1,
+                                             plan.deps_offsets, plan.deps_flat, plan.prev, plan.is_tr))  # fmt: skip
     else:
-        e_off, e_succ, s_off, s_succ, count = core.wait_graph(
-            plan.deps_offsets, plan.deps_flat, plan.is_dma, plan.prev, plan.pm, plan.pl
+        offsets, flat, slot, dur, prev, pm, pl, is_dma = _stable(
+            plan.deps_offsets, plan.deps_flat, plan.slot, plan.dur, plan.prev, plan.pm, plan.pl, plan.is_dma
         )
+        e_off, e_succ, s_off, s_succ, count = core.wait_graph(offsets, flat, is_dma, prev, pm, pl)
         cap = cost.dma_pool_bandwidth(plan.preset) * 1e-9  # bytes per ns
-        pooled = plan.is_dma & (plan.dur > 0)
+        pooled = is_dma & (dur > 0)
         start, end, done = core.event_pass(
-            plan.slot, plan.dur, plan.lat1, plan.dep1, plan.deps_offsets, plan.deps_flat, plan.prev, plan.pm,
-            plan.pl, pooled, plan.dma_rate, e_off, e_succ, s_off, s_succ, count, cap,
+            slot, dur, *_stable(plan.lat1, plan.dep1), offsets, flat, prev, pm, pl, pooled,
+            *_stable(plan.dma_rate), e_off, e_succ, s_off, s_succ, count, float(cap),
             float(plan.preset.dma_issue_gap_ns),
         )  # fmt: skip
         if done < plan.n:
             raise stuck_error(plan, program, count)
     return _timing(plan, start[: plan.n], end)
+
+
+def warm_core() -> None:
+    """Compile (or load from numba's on-disk cache) the compiled core's passes, both of them, with the one
+    signature `schedule` calls each with, by scheduling an empty program on each path; nothing without numba."""
+    core = compiled_core(COMPILED_FROM)
+    if core is None:
+        return
+    from dataclasses import replace
+
+    from nprof.arch.presets import get_preset
+    from nprof.device.plan import build_plan
+
+    preset = get_preset("trn1")
+    empty = Program("warm-up", preset.name, (), ())
+    for gap in (0.0, max(preset.dma_issue_gap_ns, 1.0)):  # the list pass (no spacing, no pool), the event pass
+        _compiled_schedule(core, build_plan(empty, replace(preset, dma_issue_gap_ns=gap)), None)
