@@ -12,7 +12,11 @@ events on DMA-queue rows: a slice when those rows are contiguous (always, in dis
 the ingest frees the rest of a big profile before gathering the events. `event_columns(p)` is
 `gather_events(event_sources(p))`: `event_sources` takes the arrays out of the profile (no table or
 Facts kept), so the ingest frees the profile first and `gather_events` drops each source array once its
-output column is made: the profile's columns give way to the event columns one by one.
+output column is made: the profile's columns give way to the event columns one by one. A column is gathered
+GATHER_CHUNK output rows at a time (its codes looked up per slice: no full-size temporary), a numeric column
+joined from its Arrow chunks only when it is gathered, and the memory each column frees is handed back to the
+system at once (`tests/store/test_event_gather.py` holds chunked and whole gathers to an event-by-event
+reference).
 
 Speed: string columns are dictionary-encoded once per Profile, shared with the analysis
 passes (`nprof.analysis.facts` caches the encodings on the Profile); the output columns
@@ -76,6 +80,7 @@ def np_col(col: pa.ChunkedArray, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
 
 Coded = tuple[np.ndarray, np.ndarray]  # a string column's codes and the lookup table mapping them (`coded`)
 Index = slice | np.ndarray  # which rows of a table: a slice of it, or positions in it
+Maker = Callable[[], Callable[[Index], np.ndarray]]  # a column's values at given rows, once its sources are ready
 GATHER_CHUNK = 1 << 18  # output rows gathered at once: each column's temporaries (codes before lookup) stay this small
 
 
@@ -125,7 +130,7 @@ class _Part:
         self.row, self.kind, self.n = row, ("ins" if table == "instructions" else "dma"), t.num_rows
         ts = np_col(t["ts"])
         self.order = _order(row, ts)
-        self.src: dict[str, Callable[[Index], np.ndarray]] = {"ts": ts.__getitem__, **_sources(f, table, t, maps)}
+        self.src: dict[str, Maker] = {"ts": lambda: ts.__getitem__, **_sources(f, table, t, maps)}
 
     def column(self, name: str) -> np.ndarray:
         """Event column `name` of this table in table order; its sources are released (one call per name)."""
@@ -144,7 +149,7 @@ class _Part:
         if fill is not None:
             out.fill(fill)  # a column this table does not have: no array to permute
             return
-        make = self.row.__getitem__ if name == "row" else self.src.pop(name)
+        make = self.row.__getitem__ if name == "row" else self.src.pop(name)()
         for a in range(0, self.n, GATHER_CHUNK):
             b = min(a + GATHER_CHUNK, self.n)
             out[a:b] = make(index(a, b))
@@ -157,27 +162,26 @@ def _constant(kind: str, name: str) -> int | None:
     return -1 if name == "tensor" and kind == "ins" else None
 
 
-def _sources(
-    f: Facts, table: str, t: pa.Table, maps: dict[str, dict[str, int]]
-) -> dict[str, Callable[[Index], np.ndarray]]:
-    """Makers of the event columns of `table` (but ts and row) at given rows, over arrays taken out of `t` and `f`
-    now (each maker holds only its own sources)."""
+def _sources(f: Facts, table: str, t: pa.Table, maps: dict[str, dict[str, int]]) -> dict[str, Maker]:
+    """Makers of the event columns of `table` (but ts and row) over arrays taken out of `t` and `f` now (each
+    maker holds only its own sources). A numeric column stays Arrow's (its chunks, no copy) until its maker is
+    called: a column of several chunks is joined then, while the gather needs it, not beside the whole table."""
     ins = table == "instructions"
-    dur, ids = np_col(t["duration"]), np_col(t["id"])
-    amount = np_col(t["flops" if ins else "bytes"])
+    dur, ids, amount = t["duration"], t["id"], t["flops" if ins else "bytes"]
     op = coded(f, table, "opcode" if ins else "direction", maps["op"], np.int32)
     nki = coded(f, table, "nki_source_location", maps["src"], np.int32)
     layer = coded(f, table, "layer", maps["src"], np.int32)
-    out: dict[str, Callable[[Index], np.ndarray]] = {
-        "dur": dur.__getitem__,
-        "id": ids.__getitem__,
-        "flops" if ins else "nbytes": amount.__getitem__,
-        "op": partial(_looked_up, op),
-        "src": partial(_source_codes, nki, layer),
-        "layer": partial(_looked_up, layer),
+    out: dict[str, Maker] = {
+        "dur": lambda: np_col(dur).__getitem__,
+        "id": lambda: np_col(ids).__getitem__,
+        "flops" if ins else "nbytes": lambda: np_col(amount).__getitem__,
+        "op": lambda: partial(_looked_up, op),
+        "src": lambda: partial(_source_codes, nki, layer),
+        "layer": lambda: partial(_looked_up, layer),
     }
     if not ins:
-        out["tensor"] = partial(_looked_up, coded(f, table, "tensor", maps["tensor"], np.int32))
+        tensor = coded(f, table, "tensor", maps["tensor"], np.int32)
+        out["tensor"] = lambda: partial(_looked_up, tensor)
     return out
 
 
