@@ -12,7 +12,11 @@ events on DMA-queue rows: a slice when those rows are contiguous (always, in dis
 the ingest frees the rest of a big profile before gathering the events. `event_columns(p)` is
 `gather_events(event_sources(p))`: `event_sources` takes the arrays out of the profile (no table or
 Facts kept), so the ingest frees the profile first and `gather_events` drops each source array once its
-output column is made: the profile's columns give way to the event columns one by one.
+output column is made: the profile's columns give way to the event columns one by one. A column is gathered
+GATHER_CHUNK output rows at a time (its codes looked up per slice: no full-size temporary), a numeric column
+joined from its Arrow chunks only when it is gathered, and the memory each column frees is handed back to the
+system at once (`tests/store/test_event_gather.py` holds chunked and whole gathers to an event-by-event
+reference).
 
 Speed: string columns are dictionary-encoded once per Profile, shared with the analysis
 passes (`nprof.analysis.facts` caches the encodings on the Profile); the output columns
@@ -23,6 +27,7 @@ tracks are distinct rows (the usual case): one pass per column, no concatenate +
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -73,11 +78,22 @@ def np_col(col: pa.ChunkedArray, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     return col.to_numpy().astype(dtype, copy=False) if len(col) else np.zeros(0, dtype=dtype)
 
 
-def _source_codes(nki: tuple[np.ndarray, np.ndarray], layer: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Source line code from (codes, lut) pairs: nki_source_location, else layer, else -1."""
-    out = nki[1][nki[0]]
+Coded = tuple[np.ndarray, np.ndarray]  # a string column's codes and the lookup table mapping them (`coded`)
+Index = slice | np.ndarray  # which rows of a table: a slice of it, or positions in it
+Maker = Callable[[], Callable[[Index], np.ndarray]]  # a column's values at given rows, once its sources are ready
+GATHER_CHUNK = 1 << 18  # output rows gathered at once: each column's temporaries (codes before lookup) stay this small
+
+
+def _looked_up(c: Coded, ix: Index) -> np.ndarray:
+    """`lut[codes[ix]]`; code -1 (null) reads the last entry; int32 indices directly (no intp copy)."""
+    return c[1][c[0][ix]]
+
+
+def _source_codes(nki: Coded, layer: Coded, ix: Index) -> np.ndarray:
+    """Source line codes of rows `ix` from (codes, lut) pairs: nki_source_location, else layer, else -1."""
+    out = _looked_up(nki, ix)
     if out.size and (out < 0).any():
-        out = np.where(out < 0, layer[1][layer[0]], out)
+        out = np.where(out < 0, _looked_up(layer, ix), out)
     return out
 
 
@@ -104,35 +120,39 @@ def _order(row: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
 class _Part:
     """One source table's event columns in table order and its (row, ts) permutation. Holds no table: each
     column's source arrays (numpy views of the table's columns, string codes with their lookup tables) are taken
-    out at construction and dropped when the column is made (`column`), so the table's memory goes column by
-    column once its other holders let go of it (the ingest frees the events profile before gathering)."""
+    out at construction and dropped when the column is made (`column`, `gather`), so the table's memory goes
+    column by column once its other holders let go of it (the ingest frees the events profile before gathering).
+    A column is gathered GATHER_CHUNK output rows at a time: no full-size temporary (gathered codes before their
+    lookup, the layer fallback of `src`) beside the output."""
 
     def __init__(self, f: Facts, table: str, row: np.ndarray, maps: dict[str, dict[str, int]]) -> None:
         t: pa.Table = f.instructions if table == "instructions" else f.dma
         self.row, self.kind, self.n = row, ("ins" if table == "instructions" else "dma"), t.num_rows
         ts = np_col(t["ts"])
         self.order = _order(row, ts)
-        self.src: dict[str, Callable[[], np.ndarray]] = {"ts": lambda: ts, **_sources(f, table, t, maps)}
+        self.src: dict[str, Maker] = {"ts": lambda: ts.__getitem__, **_sources(f, table, t, maps)}
 
     def column(self, name: str) -> np.ndarray:
         """Event column `name` of this table in table order; its sources are released (one call per name)."""
-        dt = EVENT_DTYPES[name]
-        if name == "row":
-            return self.row
-        if _constant(self.kind, name) is not None:
-            return np.full(self.n, _constant(self.kind, name), dtype=dt)
-        return self.src.pop(name)().astype(dt, copy=False)
+        out = np.empty(self.n, dtype=EVENT_DTYPES[name])
+        self._fill(name, out, slice)
+        return out
 
     def gather(self, name: str, out: np.ndarray) -> None:
+        """Event column `name` of this table in (row, ts) order into `out`; its sources are released."""
+        order = self.order
+        self._fill(name, out, lambda a, b: slice(a, b) if order is None else order[a:b])
+
+    def _fill(self, name: str, out: np.ndarray, index: Callable[[int, int], Index]) -> None:
+        """out[a:b] = column `name` at rows index(a, b), chunk by chunk; a column the table lacks is filled."""
         fill = _constant(self.kind, name)
         if fill is not None:
             out.fill(fill)  # a column this table does not have: no array to permute
             return
-        src = self.column(name)
-        if self.order is None:
-            out[:] = src
-        else:
-            np.take(src, self.order, out=out, mode="clip")
+        make = self.row.__getitem__ if name == "row" else self.src.pop(name)()
+        for a in range(0, self.n, GATHER_CHUNK):
+            b = min(a + GATHER_CHUNK, self.n)
+            out[a:b] = make(index(a, b))
 
 
 def _constant(kind: str, name: str) -> int | None:
@@ -142,25 +162,26 @@ def _constant(kind: str, name: str) -> int | None:
     return -1 if name == "tensor" and kind == "ins" else None
 
 
-def _sources(f: Facts, table: str, t: pa.Table, maps: dict[str, dict[str, int]]) -> dict[str, Callable[[], np.ndarray]]:
-    """Makers of the event columns of `table` (but ts and row) over arrays taken out of `t` and `f` now."""
+def _sources(f: Facts, table: str, t: pa.Table, maps: dict[str, dict[str, int]]) -> dict[str, Maker]:
+    """Makers of the event columns of `table` (but ts and row) over arrays taken out of `t` and `f` now (each
+    maker holds only its own sources). A numeric column stays Arrow's (its chunks, no copy) until its maker is
+    called: a column of several chunks is joined then, while the gather needs it, not beside the whole table."""
     ins = table == "instructions"
-    dur, ids = np_col(t["duration"]), np_col(t["id"])
-    amount = np_col(t["flops" if ins else "bytes"])
+    dur, ids, amount = t["duration"], t["id"], t["flops" if ins else "bytes"]
     op = coded(f, table, "opcode" if ins else "direction", maps["op"], np.int32)
     nki = coded(f, table, "nki_source_location", maps["src"], np.int32)
     layer = coded(f, table, "layer", maps["src"], np.int32)
-    out: dict[str, Callable[[], np.ndarray]] = {
-        "dur": lambda: dur,
-        "id": lambda: ids,
-        "flops" if ins else "nbytes": lambda: amount,
-        "op": lambda: op[1][op[0]],
-        "src": lambda: _source_codes(nki, layer),
-        "layer": lambda: layer[1][layer[0]],
+    out: dict[str, Maker] = {
+        "dur": lambda: np_col(dur).__getitem__,
+        "id": lambda: np_col(ids).__getitem__,
+        "flops" if ins else "nbytes": lambda: np_col(amount).__getitem__,
+        "op": lambda: partial(_looked_up, op),
+        "src": lambda: partial(_source_codes, nki, layer),
+        "layer": lambda: partial(_looked_up, layer),
     }
     if not ins:
         tensor = coded(f, table, "tensor", maps["tensor"], np.int32)
-        out["tensor"] = lambda: tensor[1][tensor[0]]
+        out["tensor"] = lambda: partial(_looked_up, tensor)
     return out
 
 
@@ -220,14 +241,16 @@ def event_sources(p: Profile) -> EventSources:
 
 def gather_events(src: EventSources) -> EventRows:
     """The event rows, columns and code tables of the profile `src` was taken from; each source array is
-    dropped once its column is made (`src` is spent: a second gather raises KeyError)."""
+    dropped once its column is made and its memory handed back to the system (numpy views of Arrow buffers:
+    Arrow's pool would keep it to the end otherwise), so the peak is the sources plus about one column, not
+    the sources and the columns side by side (`src` is spent: a second gather raises KeyError)."""
     rows, parts, (opnames, srcnames, tensornames) = src.rows, src.parts, src.names
     n = sum(x.n for x in parts)
     if len(parts) == 2 and parts[1].row.max() < parts[0].row.min():
         parts = parts[::-1]  # DMA queues come first in display order: the two tables do not interleave
     elif len(parts) == 2 and not parts[0].row.max() < parts[1].row.min():
         return rows, _interleaved(parts, n), opnames, srcnames, tensornames
-    cols = {}
+    cols, pool = {}, pa.default_memory_pool()
     for name, dt in EVENT_DTYPES.items():
         out = np.empty(n, dtype=dt)
         at = 0
@@ -235,6 +258,7 @@ def gather_events(src: EventSources) -> EventRows:
             x.gather(name, out[at : at + x.n])
             at += x.n
         cols[name] = out
+        pool.release_unused()  # the sources this column freed go back now (Arrow's allocator keeps them otherwise)
     return rows, cols, opnames, srcnames, tensornames
 
 
