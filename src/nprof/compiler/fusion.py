@@ -370,6 +370,16 @@ class FusingBuilder(ProgramBuilder):
             self.drop_all()
             super().materialize(base, source, where)
 
+    def can_place(self, nbytes: int, space: Space = Space.SBUF) -> bool:
+        """`ProgramBuilder.can_place`, after dropping the kept tiles when they are in the way (as `materialize`
+        would before failing)."""
+        if super().can_place(nbytes, space):
+            return True
+        if not self._cache:
+            return False
+        self.drop_all()
+        return super().can_place(nbytes, space)
+
     def alloc(self, *args: Any, **kwargs: Any) -> NkiTensor:
         tile = super().alloc(*args, **kwargs)
         if self._handed:

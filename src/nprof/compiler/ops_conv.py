@@ -28,6 +28,7 @@ from nprof.compiler.lower import Lowerer
 from nprof.compiler.ops import LOWERINGS, as_contiguous, register, view_of
 from nprof.compiler.views import View
 from nprof.errors import UnsupportedOpError
+from nprof.nki.alloc import OverCapacity
 
 __all__ = ["LOWERINGS"]
 
@@ -78,6 +79,16 @@ def _depthwise_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, p
         results[2] = lw.new_tensor(index=2)
         lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")
     return tuple(results)
+
+
+def _on_chip(lw: Lowerer, kernel: Any, *args: Any) -> None:
+    """`lw.em.call(kernel, *args)` of a convolution kernel whose tiles stay resident in SBUF: when they cannot
+    be placed after all (what else is live fragments SBUF), the clear refusal of an unsupported op (the
+    backend's fallback, or one line to the user), never an internal compiler error."""
+    try:
+        lw.em.call(kernel, *args)
+    except OverCapacity as err:
+        raise UnsupportedOpError(f"a convolution whose on-chip tiles do not fit SBUF here ({err})") from None
 
 
 def _padded(lw: Lowerer, x: View, padding: Any) -> View:
@@ -188,11 +199,11 @@ def _spread_backward(lw: Lowerer, g: View, xv: View, wv: View, stride: Any, padd
     results: list[Any] = [None, None, None]
     if output_mask[0]:
         results[0] = lw.new_tensor(index=0)
-        lw.em.call(conv_spread.conv_spread_input_grad, results[0], g, wv, conv_spread.P // c, pad)
+        _on_chip(lw, conv_spread.conv_spread_input_grad, results[0], g, wv, conv_spread.P // c, pad)
     if output_mask[1]:
         results[1] = lw.new_tensor(index=1)
         k = weight_grad_factor(tuple(xv.shape), tuple(wv.shape), s, pad, d)
-        lw.em.call(conv_spread_weight_grad, results[1], g, xv, k, pad, s)
+        _on_chip(lw, conv_spread_weight_grad, results[1], g, xv, k, pad, s)
     if output_mask[2]:
         results[2] = lw.new_tensor(index=2)
         lw.em.call(reduce_kernel, results[2], g, [0, 2, 3], "add")
@@ -210,7 +221,7 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
     if k > 1:  # few channels: image rows spread over all partitions
         out = lw.new_tensor()
         bias_v = view_of(lw, bias) if bias is not None else None
-        lw.em.call(conv_spread.conv_spread_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v, k,
+        _on_chip(lw, conv_spread.conv_spread_kernel, out, as_contiguous(lw, xv), as_contiguous(lw, wv), bias_v, k,
                    _pairs(padding)[0])  # fmt: skip
         return out
     nb = batch_chunk(xv, wv, stride, padding, dilation, ("forward",))
@@ -219,7 +230,7 @@ def _convolution(lw: Lowerer, x: Any, weight: Any, bias: Any, stride: Any, paddi
         bias_v = view_of(lw, bias) if bias is not None else None
         xc, wc = as_contiguous(lw, xv), as_contiguous(lw, wv)
         for n0 in range(0, xv.shape[0], nb):
-            lw.em.call(direct.conv_kernel, out.slice(0, n0, n0 + nb), xc.slice(0, n0, n0 + nb), wc, bias_v,
+            _on_chip(lw, direct.conv_kernel, out.slice(0, n0, n0 + nb), xc.slice(0, n0, n0 + nb), wc, bias_v,
                        *_pairs(stride, padding, dilation))  # fmt: skip
         return out
     _, cols, oh, ow = _cols(lw, xv, wv.shape, stride, padding, dilation)
@@ -332,12 +343,12 @@ def _direct_backward(lw: Lowerer, g: View, xv: View, wv: View, conv: tuple[Any, 
     if output_mask[0]:
         results[0] = lw.new_tensor(index=0)
         for lo, hi in chunks:
-            lw.em.call(direct.conv_input_grad_kernel, results[0].slice(0, lo, hi), g.slice(0, lo, hi), wv, *geometry)
+            _on_chip(lw, direct.conv_input_grad_kernel, results[0].slice(0, lo, hi), g.slice(0, lo, hi), wv, *geometry)
     if output_mask[1]:
         results[1] = lw.new_tensor(index=1)
         for k, (lo, hi) in enumerate(chunks):
             part = results[1] if k == 0 else lw.temp_tensor(tuple(wv.shape), "float32")
-            lw.em.call(direct.conv_weight_grad_kernel, part, g.slice(0, lo, hi), xv.slice(0, lo, hi), *geometry)
+            _on_chip(lw, direct.conv_weight_grad_kernel, part, g.slice(0, lo, hi), xv.slice(0, lo, hi), *geometry)
             if k:
                 lw.em.call(ew.map_kernel, results[1], [results[1], part], ew.binary_body("add"))
     if output_mask[2]:

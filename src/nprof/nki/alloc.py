@@ -98,6 +98,12 @@ class Allocator:
         for _, end in self._pinned:  # just after a direct allocation
             yield end
 
+    def placeable(self, size: int, align: int | None = None) -> bool:
+        """Would `alloc(size, align)` succeed now (a free range that large exists: fragmentation included)?
+        Nothing is reserved."""
+        size, align = max(size, 1), align or self.align
+        return size <= self.capacity and any(self._fits(c, size, align) is not None for c in self._candidates())
+
     def alloc(self, size: int, align: int | None = None) -> int:
         """Start of a free range of `size` bytes (aligned to `align`, default the allocator's)."""
         size = max(size, 1)

@@ -142,6 +142,14 @@ class TileAllocation:
             if self._rec is not None:
                 self._rec.materialize(base, source)
 
+    def can_place(self, nbytes: int, space: Space = Space.SBUF) -> bool:
+        """Could a one-block tile of `nbytes` bytes per partition in `space` be placed now, i.e. is there a free
+        range that large (fragmentation included; nothing reserved)? A kernel asks before choosing an optional
+        tile (a staging buffer it can do without), so that its choice is made against what the allocator can
+        actually place, not against a byte budget."""
+        allocator = self._sbuf if space is Space.SBUF else self._psum
+        return bool(allocator.placeable(nbytes))
+
     def placement(self, shape: tuple[int, ...], dtype: str, space: Space, partition_axis: int
                   ) -> tuple[int, int | None, int]:  # fmt: skip
         """(bytes per partition, alignment (None: the allocator's), PSUM element stride between blocks (0: packed))

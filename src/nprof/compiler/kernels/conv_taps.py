@@ -85,7 +85,7 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
     oh, ow = out_hw
     runs = stride == (1, 1) and ow == w
     tile = nl.ndarray((len(group) * c, n, oh, ow), dtype=nl.float32, buffer=nl.sbuf)
-    staged = not runs and n * h * w * 4 <= STAGE_MAX_BYTES
+    staged = not runs and n * h * w * 4 <= STAGE_MAX_BYTES and placeable(n * h * w * 4)
     stage = nl.ndarray((len(group) * c, n, h, w), dtype=nl.float32, buffer=nl.sbuf) if staged else None
     if not runs:
         nisa.memset((len(group) * c, n, oh, ow), 0.0, nl.float32, dst=tile)
@@ -111,6 +111,14 @@ def stacked_input(x: View, group: list[tuple[int, int]], out_hw: tuple[int, int]
                      ((c * h * w, n), (stride[0] * w, r1 - r0), (stride[1], q1 - q0)), 0, h * w)  # fmt: skip
         nisa.dma_copy(dst=block[:, :, r0:r1, q0:q1], src=source(src))
     return shaped(tile, (n * oh * ow,))
+
+
+def placeable(nbytes: int) -> bool:
+    """Can the running builder place an SBUF stage of `nbytes` bytes per partition now (`can_place`:
+    a free range that large, fragmentation included)? A stage is optional: without it the taps' windows move
+    by strided DMAs (same values, more DMA chunks)."""
+    can_place = getattr(trace.current(), "can_place", None)
+    return can_place is None or bool(can_place(nbytes))
 
 
 STAGE_MAX_BYTES = 32 * 1024  # SBUF bytes per partition a strided tap may stage its input rows in
@@ -150,6 +158,8 @@ def staged_row(x: View, tile: NkiTensor, run: tuple[int, int, list[int]], out_hw
     need = max(shift + pw - ks[0] * dw + span * w, shift + (r1 - 1 - r0) * sh * w + (ow - 1) * sw + 1)
     per = -(-need // (sh * w)) * sh * w  # stage elements per image: whole strides of sh input rows
     if (ow - 1) * sw >= sh * w or (n * per + shift) * 4 > (stage_max or STAGE_MAX_BYTES):
+        return False
+    if not placeable((n * per + shift) * 4):  # fragmented SBUF: the taps' rows by strided DMAs instead
         return False
     parts = slice(j0 * c, (j0 + len(ks)) * c)
     stage = nl.ndarray((tile.shape[0], n * per + shift), dtype=nl.float32, buffer=nl.sbuf)
