@@ -144,3 +144,12 @@ def test_layer_norm_over_more_than_512_columns_compiles_and_equals_eager(cols: i
                                                                                                            generator=gen)
     x[5, cols - 1] = 40.0  # in the last chunk: the statistics must see it
     _same(lambda x, w, b: F.layer_norm(x, (cols,), w, b), x, w, b)
+
+
+def test_cumsum_whose_scan_order_overflows_runs_eagerly() -> None:
+    """Eager's cumsum adds in sequence: 3e38, then -3e38, cancel. The doubling scan added 3e38 + 3e38 = inf and
+    then inf - inf = NaN (rows of 576 in the sweep's big_cumsum). A non-finite cumsum now runs eagerly, warned."""
+    x = torch.randn(2, 64, generator=torch.Generator().manual_seed(10))
+    x[0, :4] = torch.tensor([3e38, -3e38, 3e38, -3e38])
+    with pytest.warns(UserWarning, match="cumsum"):
+        _same(lambda x: x.cumsum(1), x)
