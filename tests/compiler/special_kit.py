@@ -83,6 +83,11 @@ def _batch_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
     return F.batch_norm(x, x.new_zeros(4), x.new_ones(4), w, b, training=True)
 
 
+def _batch_norm_c(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    c = x.shape[1]
+    return F.batch_norm(x, x.new_zeros(c), x.new_ones(c), w, b, training=True)
+
+
 def _moves(x: torch.Tensor) -> Any:
     """Copies, dtype conversions and uninitialised tensors written whole, and a tensor literal."""
     a = torch.empty(4, 16).copy_(x * 2.0)
@@ -218,7 +223,9 @@ def compare(got: Any, want: Any, alt: Any = None, scale: float = 0.0) -> list[tu
     float64, rounded to float32) a position where `got` equals `alt`, or where eager's result is non-finite and
     `alt`'s is not (or the reverse), is no mismatch: eager's float32 result there is an overflow of its evaluation
     order (inf or NaN where partial sums overflowed; another order gives another); nor is an inf where eager's
-    finite result of the same sign is within 64x of FLT_MAX (the device's order of that sum overflowed)."""
+    finite result of the same sign is within 64x of FLT_MAX (the device's order of that sum overflowed), nor a
+    non-finite `got` where `alt` (pass it unrounded, float64) is finite beyond FLT_MAX (every float32 order
+    overflows there: to +-inf, or NaN where partial sums of both signs overflowed)."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return [("shape", f"{tuple(got.shape)} {got.dtype} vs {tuple(want.shape)} {want.dtype}")]
     if not want.dtype.is_floating_point:
@@ -228,18 +235,21 @@ def compare(got: Any, want: Any, alt: Any = None, scale: float = 0.0) -> list[tu
     atol = ATOL + 8 * float(np.finfo(np.float32).eps) * scale
     gn, wn = np.isnan(g), np.isnan(w)
     fin = np.isfinite(g) & np.isfinite(w)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # over: float64 beyond FLT_MAX rounded to float32
         masks = {
             "nan": gn != wn,
             "inf": (np.isinf(g) | np.isinf(w)) & ~gn & ~wn & (g != w),
             "value": fin & ~np.isclose(g, w, rtol=RTOL, atol=atol),
         }
         if alt is not None:
-            a = alt.detach().double().numpy()
+            wide = alt.detach().double().numpy()
+            a = wide.astype(np.float32).astype(np.float64)  # eager's exact-ish result rounded to float32
+            # beyond FLT_MAX: every float32 order overflows, to +-inf or (partial sums of both signs) NaN
+            unbounded = np.isfinite(wide) & np.isinf(a) & ~np.isfinite(g)
             unstable = (wn != np.isnan(a)) | (np.isinf(w) != np.isinf(a)) | (np.isinf(w) & (w != a))
             # a sum within 64x of FLT_MAX overflows in some orders: device +-inf where eager is finite there
             near = np.isfinite(w) & (np.abs(w) >= np.finfo(np.float32).max / 64) & (np.sign(g) == np.sign(w))
-            unstable |= near & np.isinf(g)
+            unstable |= (near & np.isinf(g)) | unbounded
             agrees = unstable | (gn & np.isnan(a)) | (g == a) | np.isclose(g, a, rtol=RTOL, atol=atol)
             masks = {name: m & ~agrees for name, m in masks.items()}
         masks["zero-sign"] = fin & (g == 0) & (w == 0) & (np.signbit(g) != np.signbit(w))
@@ -297,9 +307,10 @@ def run_case(case: Case, kinds: Sequence[str] = KINDS, seed: int = 0) -> list[Re
             results.append(res)
             continue
         res.reran = any("ran eagerly" in str(w.message) for w in caught)
-        alts, scale = (None, None), 0.0
-        if kind == "huge":  # sums at the scale of 3e38 overflow or cancel by their order: see `compare`
-            alts = _double_reference(case, args, kind, seed + k)
+        # eager's float64 run: a finite sum of many terms rounds in its own order (K > 128 matmuls: the device's
+        # order can be nearer the exact sum than eager's); at the scale of 3e38 they overflow or cancel by order
+        alts, scale = _double_reference(case, args, kind, seed + k), 0.0
+        if kind == "huge":
             scale = max(float(a[a.isfinite()].abs().max()) for a in args if _is_float(a) and a.numel())
         for prefix, gots, wants, alt in (("out", got_out, want_out, alts[0]), ("grad", got_grad, want_grad, alts[1])):
             for j, (g, w) in enumerate(zip(gots, wants, strict=True)):
@@ -315,15 +326,14 @@ def _is_float(a: Any) -> bool:
 
 
 def _double_reference(case: Case, args: Sequence[Any], kind: str, seed: int) -> tuple[Any, Any]:
-    """Eager's outputs and gradients computed in float64 from the same inputs (and output weights), rounded to
-    each output's dtype; (None, None) when the case does not run in float64."""
+    """Eager's outputs and gradients computed in float64 from the same inputs (and output weights), left in
+    float64 (`compare` rounds them); (None, None) when the case does not run in float64."""
     wide = [a.double() if _is_float(a) else a for a in args]
     try:
         outs, grads = _forward_backward(case.fn, wide, case.grad, kind, seed)
     except (RuntimeError, TypeError):
         return None, None
-    narrow = [o.float() if o.dtype == torch.float64 else o for o in outs]
-    return narrow, [g.float() for g in grads]
+    return outs, grads  # float64: `compare` rounds them, and tells a float32 overflow from a float64 one
 
 
 def op_family(name: str) -> str:
@@ -388,3 +398,75 @@ EXEMPT = {
                                      "covered: case embedding_bag_sum); the same lowering function",
     "native_dropout": "random mask: the device RNG's draws are not eager's, so values cannot be compared",
 }
+
+
+def _attn_mask(fill: str, length: int, keys: int, empty_row: bool = False) -> Callable[[torch.Generator], Any]:
+    """An [L, S] attention mask hiding ~30% of the keys (key 0 always kept; `empty_row`: query row 1 hides
+    every key): bool (True = attend), or additive float, 0 where kept and `fill` ("-inf", "min": finfo.min,
+    "bias": a random normal bias everywhere, -inf where hidden) elsewhere."""
+
+    def make(g: torch.Generator) -> torch.Tensor:
+        keep = torch.rand(length, keys, generator=g) > 0.3
+        keep[:, 0] = True
+        if empty_row:
+            keep[1] = False
+        if fill == "bool":
+            return keep
+        base = torch.randn(length, keys, generator=g) if fill == "bias" else torch.zeros(length, keys)
+        value = torch.finfo(torch.float32).min if fill == "min" else float("-inf")
+        return base.masked_fill(~keep, value)
+
+    return make
+
+
+def _masked_sdpa(causal: bool = False) -> Callable[..., Any]:
+    return lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal)
+
+
+def _masked_cases(prefix: str, b: int, h: int, length: int, d: int) -> tuple[Case, ...]:
+    qkv = ((b, h, length, d),) * 3
+    return tuple(Case(f"{prefix}_{fill}{'_empty' if empty else ''}", _masked_sdpa(),
+                      (*qkv, _attn_mask(fill, length, length, empty)))
+                 for fill, empty in (("bool", False), ("-inf", False), ("min", False), ("bias", False),
+                                     ("bool", True), ("-inf", True), ("min", True)))  # fmt: skip
+
+
+MASKED_CASES: tuple[Case, ...] = _masked_cases("sdpa_mask", 1, 2, 8, 8)
+"""Attention with an `attn_mask`: bool and additive float masks (-inf and finfo.min fills, a random bias), some
+with a fully hidden query row; small shapes (one tile). ``bench/special_values.py`` runs them by default."""
+
+
+def _big_elementwise(x: torch.Tensor, y: torch.Tensor) -> Any:
+    return torch.exp(x), torch.tanh(x), torch.sigmoid(y), F.gelu(x), torch.relu(y), x * y, x / y, torch.maximum(x, y)
+
+
+def _big_norms(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> Any:
+    return F.layer_norm(x, (x.shape[1],), w, b), torch.softmax(x, 1), torch.log_softmax(x, 0)
+
+
+LARGE_CASES: tuple[Case, ...] = (
+    Case("big_elementwise", _big_elementwise, ((192, 640), (192, 640))),
+    Case("big_reductions", _reductions, ((192, 640),)),
+    Case("big_norms", _big_norms, ((192, 640), (640,), (640,))),
+    Case("big_cumsum", lambda x: (x.cumsum(1), x.cumsum(0)), ((136, 576),)),
+    Case("rowpack_norms", _big_norms, ((1024, 16), (16,), (16,))),
+    Case("big_mm", torch.mm, ((160, 320), (320, 640))),
+    Case("big_bmm", torch.bmm, ((2, 136, 256), (2, 256, 576))),
+    Case("big_linear", F.linear, ((200, 384), (576, 384), (576,))),
+    Case("big_conv_channels", lambda x, w, b: F.conv2d(x, w, b, padding=1), ((2, 160, 8, 8), (144, 160, 3, 3),
+                                                                           (144,))),
+    Case("big_conv_spread", lambda x, w: F.conv2d(x, w, padding=1), ((2, 8, 32, 32), (16, 8, 3, 3))),
+    Case("big_conv_image", lambda x, w: F.conv2d(x, w, padding=1), ((1, 4, 64, 64), (8, 4, 3, 3))),
+    Case("big_conv_strided", lambda x, w: F.conv2d(x, w, stride=2, padding=1), ((2, 32, 32, 32), (64, 32, 3, 3))),
+    Case("big_batch_norm", _batch_norm_c, ((4, 192, 8, 8), (192,), (192,))),
+    Case("big_batch_norm_spread", _batch_norm_c, ((2, 16, 16, 16), (16,), (16,))),
+    Case("big_max_pool", lambda x: F.max_pool2d(x, 3, 2, 1), ((2, 8, 64, 64),)),
+    Case("big_cross_entropy", lambda x, t: F.cross_entropy(x, t), ((192, 640), _idx(640, 192))),
+    Case("big_embedding", lambda w, i: F.embedding(i, w), ((640, 64), _idx(640, 8, 64))),
+    Case("big_sdpa", _sdpa(False), ((1, 2, 200, 64),) * 3),
+    Case("big_sdpa_causal", _sdpa(True), ((1, 2, 200, 64),) * 3),
+    *_masked_cases("big_sdpa_mask", 1, 1, 200, 64),
+)  # fmt: skip
+"""Multi-tile shapes: more than 128 rows, long rows (> 512 columns), matmuls with K > 128 (PSUM accumulation)
+and N > 512, convolutions of > 128 channels, few-channel (spread) and large-image variants, row-packed inputs,
+attention over several 128-row tiles with and without masks. ``bench/special_values.py --large`` runs them."""

@@ -132,3 +132,24 @@ def test_causal_attention_gradient_of_an_inf_output_gradient_runs_eagerly() -> N
     w[0, 0, 1, 2] = INF
     with pytest.warns(UserWarning, match="scaled_dot_product_attention"):
         _same(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), *qkv, weight=w)
+
+
+@pytest.mark.parametrize("cols", [640, 1100])
+def test_layer_norm_over_more_than_512_columns_compiles_and_equals_eager(cols: int) -> None:
+    """A row of more than 512 elements (BERT/GPT-2's 768) raised an internal compiler error (BN_STATS reads at
+    most 512 elements per partition): the statistics are now BN_STATS chunks aggregated by one BN_AGGR. Found by
+    the sweep's large cases (``bench/special_values.py --large``: big_norms)."""
+    gen = torch.Generator().manual_seed(9)
+    x, w, b = torch.randn(130, cols, generator=gen) * 3 + 1, torch.randn(cols, generator=gen), torch.randn(cols,
+                                                                                                           generator=gen)
+    x[5, cols - 1] = 40.0  # in the last chunk: the statistics must see it
+    _same(lambda x, w, b: F.layer_norm(x, (cols,), w, b), x, w, b)
+
+
+def test_cumsum_whose_scan_order_overflows_runs_eagerly() -> None:
+    """Eager's cumsum adds in sequence: 3e38, then -3e38, cancel. The doubling scan added 3e38 + 3e38 = inf and
+    then inf - inf = NaN (rows of 576 in the sweep's big_cumsum). A non-finite cumsum now runs eagerly, warned."""
+    x = torch.randn(2, 64, generator=torch.Generator().manual_seed(10))
+    x[0, :4] = torch.tensor([3e38, -3e38, 3e38, -3e38])
+    with pytest.warns(UserWarning, match="cumsum"):
+        _same(lambda x: x.cumsum(1), x)

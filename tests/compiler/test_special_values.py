@@ -46,3 +46,15 @@ def test_compare_sees_each_class_of_difference() -> None:
     assert classes == ["nan", "inf", "value", "zero-sign"]
     got, eager32, eager64 = torch.tensor([3e38, inf]), torch.tensor([inf, 1.0]), torch.tensor([3e38, 1.0])
     assert [c for c, _ in sk.compare(got, eager32, eager64)] == ["inf"]  # the second: device overflow only
+
+
+_EXTRA = {c.name: c for c in (*sk.MASKED_CASES, *sk.LARGE_CASES)}
+CHEAP_EXTRA = ("sdpa_mask_bool_empty", "sdpa_mask_-inf_empty", "sdpa_mask_min_empty", "rowpack_norms",
+               "big_conv_spread")
+"""A few of the masked-attention and multi-tile cases (the rest: ``bench/special_values.py --large``)."""
+
+
+@pytest.mark.parametrize("name", CHEAP_EXTRA)
+def test_masked_attention_and_multi_tile_special_values_equal_eager(name: str) -> None:
+    wrong = {r.kind: r.examples for r in sk.run_case(_EXTRA[name]) if not r.ok}
+    assert not wrong, f"{name}: compiled results differ from eager's: {wrong}"

@@ -489,9 +489,10 @@ _EAGER_ONLY = frozenset({ONEHOT_CHECK_NAME, CONV_CHECK_NAME, NONFINITE_CHECK_NAM
 def _eager_reason(failed: frozenset[str]) -> str:
     """Why a call ran eagerly: the ops whose device-side check (`failed`: check names) found a non-finite value."""
     if NONFINITE_CHECK_NAME in failed:
-        return ("scaled_dot_product_attention, layer_norm or var/std had a +-inf/NaN input or result, whose "
-                "device results are not eager's there (eager's attention gives 0 for a row with a NaN query, its "
-                "layer norm a NaN mean for a row with an inf, its var sums in float64)")  # fmt: skip
+        return ("scaled_dot_product_attention, layer_norm, var/std or cumsum had a +-inf/NaN input or result, "
+                "whose device results are not eager's there (eager's attention gives 0 for a row with a NaN query, "
+                "its layer norm a NaN mean for a row with an inf, its var sums in float64, its cumsum adds in "
+                "sequence)")  # fmt: skip
     if CONV_CHECK_NAME in failed:
         return ("a convolution (aten.convolution or convolution_backward) had a +-inf/NaN input, gradient, weight or "
                 "result, and its kernels would make NaN where eager does not (0 x inf with zero padding or "

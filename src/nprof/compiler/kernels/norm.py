@@ -40,6 +40,19 @@ def _column(a: Access) -> Access:
     return Access(a.space, a.tensor, a.dtype, a.offset, a.partitions, ((0, 1),), 0, a.partition_stride)
 
 
+def _row_stats(x: NkiTensor) -> NkiTensor:
+    """BN_STATS of an SBUF [P, F] tile in chunks of at most `BN_STATS_FMAX` elements: [P, 6 * chunks], the input
+    of one BN_AGGR (a layer norm over more than 512 elements per row)."""
+    f = x.shape[1]
+    starts = range(0, f, BN_STATS_FMAX)
+    if len(starts) == 1:
+        return nisa.bn_stats(x)
+    stats = nl.ndarray((x.shape[0], 6 * len(starts)), dtype=nl.float32, buffer=nl.sbuf)
+    for j, k in enumerate(starts):
+        nisa.bn_stats(x[:, k : min(k + BN_STATS_FMAX, f)], dst=stats[:, 6 * j : 6 * j + 6])
+    return stats
+
+
 def layer_norm_kernel(
     out: View, mean: View, rstd: View, src: View, n_norm: int, weight: View | None, bias: View | None, eps: float
 ) -> None:
@@ -57,7 +70,7 @@ def layer_norm_kernel(
         x = flat(load(spec.access(1, src)))
         # [P, 2]: mean, variance; a non-finite one (an inf or NaN in the row, or a variance overflowing) runs the
         # call eagerly: eager's mean of a row holding an inf is NaN or inf by its position, the backward reads it
-        mv = nonfinite_checked(nisa.bn_aggr(nisa.bn_stats(x)))
+        mv = nonfinite_checked(nisa.bn_aggr(_row_stats(x)))
         mu = mv[:, 0:1]
         rs = nisa.activation(op="rsqrt", data=nisa.tensor_scalar(mv[:, 1:2], "add", eps))
         y = nisa.tensor_scalar(x, "subtract", mu, op1="multiply", operand1=rs)

@@ -21,6 +21,7 @@ from nprof.arch.isa import Access, Space
 from nprof.compiler import tilechoice
 from nprof.compiler.kernels.hbm import flat, load, store
 from nprof.compiler.kernels.matmul import sum_rows_kernel
+from nprof.compiler.regather_check import nonfinite_checked
 from nprof.compiler.views import FREE_MAX, PMAX, TileSpec, View, numel, row_tiles, view_access
 from nprof.errors import UnsupportedOpError
 from nprof.nki import isa as nisa
@@ -278,7 +279,8 @@ def argmax_kernel(values: View | None, indices: View | None, src: View, dim: int
 def scan_kernel(out: View, src: View, dim: int) -> None:
     """Inclusive sum along `dim` (at most `FREE_MAX` elements), each tile of rows loaded once: a doubling scan
     (Hillis-Steele) of ceil(log2 n) shifted VectorE adds in SBUF, ``y[k:] = y[k:] + y[:-k]`` into a fresh tile
-    (the first k elements copied along), stored once; exact for inf/NaN, unlike a matmul by triangular ones."""
+    (the first k elements copied along), stored once; exact for inf/NaN, unlike a matmul by triangular ones. A float
+    result holding +-inf/NaN runs the call eagerly (`regather_check.nonfinite_checked`): its order overflows."""
     nd = len(src.shape)
     n, order = _rows_along(src, dim, "cumsum")
     s, o = src.permute(order), out.permute(order)
@@ -289,4 +291,6 @@ def scan_kernel(out: View, src: View, dim: int) -> None:
             nxt = nisa.tensor_copy(cur)
             nisa.tensor_tensor(cur[:, k:n], cur[:, 0 : n - k], "add", dst=nxt[:, k:n])
             cur, k = nxt, 2 * k
-        store(spec.access(1, o), cur)
+        # checked: the doubling order overflows where eager's sequential sum cancels (3e38 + 3e38 - 3e38 - ...:
+        # inf or NaN where eager is finite); a non-finite result runs the call eagerly, with a warning
+        store(spec.access(1, o), nonfinite_checked(cur) if src.dtype == "float32" else cur)
