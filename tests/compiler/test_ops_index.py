@@ -31,6 +31,15 @@ def test_gather_and_its_backward() -> None:
     check_fn(lambda x, i: torch.gather(x, 1, i), _x(), index)
 
 
+def test_index_select_on_every_dim_and_its_backward() -> None:
+    """Swin's relative-position bias table read by index: ``index_select`` (repeated indices, dims counted from
+    either end), forward and the scatter-add of its backward."""
+    index = torch.tensor([3, 0, 3, 2, 1])
+    for dim in (0, 1, 2, -1):
+        check_fn(lambda x, i, d=dim: torch.index_select(x, d, i) * 2, _x(), index)
+    check_fn(lambda x, i: x.index_select(1, i), _x(), torch.tensor([4]))
+
+
 def test_cumsum_float_and_int_and_flip() -> None:
     check_fn(lambda x: torch.cumsum(x, 1) * 2, _x())
     check_fn(lambda m: torch.cumsum(m.long(), -1), torch.rand(2, 8) > 0.5, grad=False)

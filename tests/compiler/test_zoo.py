@@ -97,3 +97,9 @@ def test_depthwise_cnns(build: Callable[[], tuple[torch.nn.Module, zoo.Batch]]) 
 def test_hugging_face_llama_t5_distilbert(family: str) -> None:
     pytest.importorskip("transformers")
     _same_training(getattr(zoo, family))
+
+
+@pytest.mark.parametrize("family", ["gemma2", "mamba"])
+def test_hugging_face_gemma2_soft_capping_and_mamba_conv1d(family: str) -> None:
+    pytest.importorskip("transformers")
+    _same_training(getattr(zoo, family))

@@ -366,6 +366,25 @@ def distilbert(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
     return tokens(HFLogits(DistilBertForMaskedLM(cfg), mask=True), vocab, ctx)
 
 
+def gemma2(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
+    """Gemma2: attention-logit and final-logit soft-capping (tanh), a sliding-window layer, one key/value head."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    cfg = Gemma2Config(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                       num_attention_heads=2, num_key_value_heads=1, head_dim=8, max_position_embeddings=2 * ctx,
+                       sliding_window=4)  # fmt: skip
+    return tokens(HFLogits(Gemma2ForCausalLM(cfg), mask=True), vocab, ctx)
+
+
+def mamba(vocab: int = 32, ctx: int = 8) -> tuple[nn.Module, Batch]:
+    """Mamba's pure-torch path: a causal depthwise conv1d, the selective scan unrolled over the sequence."""
+    from transformers import MambaConfig, MambaForCausalLM
+
+    cfg = MambaConfig(vocab_size=vocab, hidden_size=16, state_size=4, num_hidden_layers=1, expand=2, conv_kernel=4,
+                      use_mambapy=False)  # fmt: skip
+    return tokens(HFLogits(MambaForCausalLM(cfg), mask=False), vocab, ctx)
+
+
 def train(
     model: nn.Module, batch: Batch, steps: int, backend: str | None, lr: float = 0.1, dtype: Any = None
 ) -> list[float]:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nprof.compiler import graphinfo, grouped_conv
+from nprof.compiler import conv1d, graphinfo
 from nprof.compiler.cache import ENV_COMPILE_ONLY, CompileCache, TimingCache, log_event
 from nprof.compiler.collectives import ddp_notice
 from nprof.compiler.lower import (
@@ -105,7 +105,7 @@ def decompositions() -> dict[Any, Any]:
     table.update({op: fn for op, fn in extra.items() if str(op).endswith((".default", ".correction", ".Tensor"))})
     rnns = [getattr(torch.ops.aten, name).input for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")]
     table.update(get_decompositions(rnns))  # unrolled into matmuls and activations, one step at a time
-    table.update(grouped_conv.decompositions())  # groups > 1 only (depthwise: tap sums; else one conv a group)
+    table.update(conv1d.decompositions())  # 1-D as unit-height 2-D; groups > 1 by grouped_conv (tap sums, per group)
     table[torch.ops.aten.hardtanh_backward.default] = _hardtanh_backward
     table[torch.ops.aten.hardswish_backward.default] = _hardswish_backward
     table[torch.ops.aten.elu_backward.default] = _elu_backward

@@ -36,7 +36,7 @@ __all__ = ["LOWERINGS"]
 def _check(lw: Lowerer, x: View, stride: Any, transposed: bool, groups: int) -> None:
     if transposed or groups != 1 or len(x.shape) != 4 or len(stride) != 2:
         raise UnsupportedOpError(
-            lw.unsupported_message("a convolution other than 2-D, non-transposed, groups=1 (conv2d)")
+            lw.unsupported_message("a transposed or 3-D convolution (only conv1d and conv2d lower)")
         )
 
 

@@ -1,10 +1,12 @@
-"""Lowerings of the indexing ops Hugging Face models use: index.Tensor, gather, cumsum, copy, embedding bags.
+"""Lowerings of the indexing ops Hugging Face models use: index.Tensor, index_select, gather, cumsum, copy,
+embedding bags.
 
 Contract: importing this module registers its lowerings in `nprof.compiler.ops.LOWERINGS`.
-* ``index.Tensor`` (advanced indexing, e.g. attention-mask construction) and ``gather``: the flat element
-  offset of every output element is computed on the device from the index tensors and the source view's
-  strides (`kernels.gather.weighted_sum_kernel`), then the elements are gathered from the source's HBM tensor
-  with the one-hot TensorE gather (`onehot.embedding_kernel`). Negative indices count from the end.
+* ``index.Tensor`` (advanced indexing, e.g. attention-mask construction), ``index_select`` (Swin's bias table)
+  and ``gather``: the flat element offset of every output element is computed on the device from the index
+  tensors and the source view's strides (`kernels.gather.weighted_sum_kernel`), then the elements are gathered
+  from the source's HBM tensor with the one-hot TensorE gather (`onehot.embedding_kernel`). Negative
+  indices count from the end.
 * ``index_put`` with accumulate=True (the backward of indexing): a one-hot scatter-add on TensorE.
 * ``cumsum``: a doubling scan of shifted adds in SBUF (`kernels.reduce.scan_kernel`).
 * ``flip``: a copy through negative strides.
@@ -88,6 +90,17 @@ def _index_terms(lw: Lowerer, src: View, indices: Sequence[Any], shape: tuple[in
 @register("index.Tensor")
 def _index(lw: Lowerer, x: Any, indices: Sequence[Any]) -> View:
     src = view_of(lw, x)
+    shape = tuple(int(s) for s in lw.meta().shape)
+    return _gather_flat(lw, src, _index_terms(lw, src, indices, shape), shape)
+
+
+@register("index_select.default")
+def _index_select(lw: Lowerer, x: Any, dim: int, index: Any) -> View:
+    """``x.index_select(dim, index)``: ``index.Tensor`` with the (1-D) index at `dim`, the other dims whole."""
+    src = view_of(lw, x)
+    if len(index.meta["val"].shape) != 1:
+        raise UnsupportedOpError(lw.unsupported_message("index_select by a 0-d index"))
+    indices = [None] * (int(dim) % len(src.shape)) + [index]
     shape = tuple(int(s) for s in lw.meta().shape)
     return _gather_flat(lw, src, _index_terms(lw, src, indices, shape), shape)
 
