@@ -112,7 +112,8 @@ def _scatters(x: torch.Tensor, src: torch.Tensor) -> Any:
 
 def _index(x: torch.Tensor, i: torch.Tensor, src: torch.Tensor) -> Any:
     j = i[0, :4] % 4
-    return x[j], x.gather(1, i), x.index_put((j,), src, accumulate=True)
+    picked = x.index_select(0, j), x.index_select(1, i[0])  # (index_select on either dim)
+    return x[j], x.gather(1, i), x.index_put((j,), src, accumulate=True), *picked
 
 
 def _scatter(x: torch.Tensor, i: torch.Tensor, src: torch.Tensor) -> Any:
